@@ -1,0 +1,94 @@
+// Builder: optimizes a Network for one device and produces an Engine.
+#pragma once
+#include <array>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/logger.h"
+#include "kiln/network.h"
+#include "kiln/types.h"
+
+namespace kiln {
+
+class Engine;
+
+enum class DeviceType : uint8_t { kCPU = 0, kGPU = 1 };
+const char* toString(DeviceType d);
+//! True when a usable CUDA device is present (and the CUDA backend was built).
+bool gpuAvailable();
+
+enum class BuilderFlag : int {
+  kFP16 = 0,             //!< allow FP16 kernels
+  kBF16 = 1,             //!< allow BF16 kernels
+  kINT8 = 2,             //!< allow INT8 kernels
+  kFP8 = 3,              //!< allow FP8 kernels (Hopper)
+  kTF32 = 4,             //!< allow TF32 for FP32 matmul/conv (on by default)
+  kSTRONGLY_TYPED = 5,   //!< keep exactly the types the network states
+  kOBEY_PRECISION_CONSTRAINTS = 6,
+};
+
+enum class OptProfileSelector : int { kMIN = 0, kOPT = 1, kMAX = 2 };
+
+//! min/opt/max dimensions for each dynamic network input.
+class OptimizationProfile {
+ public:
+  void setDimensions(const std::string& input, OptProfileSelector s, const Dims& dims);
+  bool hasInput(const std::string& input) const { return dims_.count(input) != 0; }
+  const Dims& getDimensions(const std::string& input, OptProfileSelector s) const;
+  const std::map<std::string, std::array<Dims, 3>>& all() const { return dims_; }
+
+ private:
+  std::map<std::string, std::array<Dims, 3>> dims_;
+};
+
+//! Build progress callback: (phase name, step, total steps).
+using ProgressCallback = std::function<void(const std::string& phase, int step, int total)>;
+
+class BuilderConfig {
+ public:
+  BuilderConfig();
+  void setFlag(BuilderFlag f, bool on = true);
+  bool getFlag(BuilderFlag f) const;
+  void setDevice(DeviceType d) { device_ = d; }
+  DeviceType device() const { return device_; }
+  //! CPU worker threads used by the engine's kernels (0 = all hardware threads).
+  void setThreads(int n) { threads_ = n; }
+  int threads() const { return threads_; }
+  //! 0..5: 0 times no tactics (first supported tactic), higher levels time more candidates.
+  void setBuilderOptimizationLevel(int level) { optLevel_ = level; }
+  int builderOptimizationLevel() const { return optLevel_; }
+  void setMaxAuxStreams(int n) { maxAuxStreams_ = n; }
+  int maxAuxStreams() const { return maxAuxStreams_; }
+  void addOptimizationProfile(const OptimizationProfile& p) { profiles_.push_back(p); }
+  const std::vector<OptimizationProfile>& profiles() const { return profiles_; }
+  void setProgressCallback(ProgressCallback cb) { progress_ = std::move(cb); }
+  const ProgressCallback& progressCallback() const { return progress_; }
+  //! Number of timed runs per tactic (median is used).
+  void setAvgTiming(int n) { avgTiming_ = n; }
+  int avgTiming() const { return avgTiming_; }
+
+ private:
+  uint32_t flags_ = 0;
+  DeviceType device_ = DeviceType::kCPU;
+  int threads_ = 0;
+  int optLevel_ = 3;
+  int maxAuxStreams_ = -1;
+  int avgTiming_ = 3;
+  std::vector<OptimizationProfile> profiles_;
+  ProgressCallback progress_;
+};
+
+class Builder {
+ public:
+  explicit Builder(ILogger& logger = defaultLogger());
+  //! Optimizes `network` (which it may modify) and returns an engine. Throws kiln::Error.
+  std::unique_ptr<Engine> build(Network& network, const BuilderConfig& config);
+
+ private:
+  ILogger& logger_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,69 @@
+// Engine (immutable, shareable across threads) and ExecutionContext (one per concurrent caller).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/builder.h"
+#include "kiln/logger.h"
+#include "kiln/profiler.h"
+#include "kiln/types.h"
+
+namespace kiln {
+
+class ExecutionContext;
+struct EngineImpl;
+struct ContextImpl;
+
+enum class TensorIOMode : int { kNONE = 0, kINPUT = 1, kOUTPUT = 2 };
+
+class Engine {
+ public:
+  ~Engine();
+  //! Loads a plan; throws kiln::Error with a clear message on any malformed or incompatible plan.
+  static std::unique_ptr<Engine> deserialize(const void* data, size_t size,
+                                             ILogger& logger = defaultLogger());
+  std::vector<uint8_t> serialize() const;
+
+  int getNbIOTensors() const;
+  std::string getIOTensorName(int index) const;
+  TensorIOMode getTensorIOMode(const std::string& name) const;
+  DataType getTensorDataType(const std::string& name) const;
+  //! Build-time shape (-1 for dynamic dims).
+  Dims getTensorShape(const std::string& name) const;
+  //! min/opt/max of a dynamic input in profile 0 (empty when the input is static).
+  Dims getProfileShape(const std::string& input, OptProfileSelector s) const;
+  DeviceType device() const;
+  int getNbLayers() const;
+  //! Activation arena bytes for the opt/static shapes.
+  size_t getDeviceMemorySize() const;
+  //! Number of auxiliary streams the engine uses.
+  int getNbAuxStreams() const;
+  //! Layer information as JSON: name, op, fused ops, inputs/outputs, precision, tactic, time.
+  std::string getLayerInformation() const;
+
+  std::unique_ptr<ExecutionContext> createExecutionContext() const;
+
+  std::unique_ptr<EngineImpl> impl;  // internal
+  explicit Engine(std::unique_ptr<EngineImpl> i);
+};
+
+class ExecutionContext {
+ public:
+  ~ExecutionContext();
+  //! Sets a dynamic input's shape; shapes are resolved (once) on the next enqueue or query.
+  void setInputShape(const std::string& name, const Dims& dims);
+  //! Resolved shape of any I/O tensor (resolves shapes if needed).
+  Dims getTensorShape(const std::string& name);
+  void setTensorAddress(const std::string& name, void* data);
+  //! Runs inference. For the CPU, `stream` is ignored and the call returns when done; for the
+  //! GPU it is a cudaStream_t and the call is asynchronous. Throws kiln::Error.
+  void enqueue(void* stream = nullptr);
+  void setProfiler(IProfiler* p);
+  const Engine& engine() const;
+
+  std::unique_ptr<ContextImpl> impl;  // internal
+  explicit ExecutionContext(std::unique_ptr<ContextImpl> i);
+};
+
+}  // namespace kiln

@@ -1,0 +1,107 @@
+// The backend contract: what kiln needs from a device (CPU, CUDA) to run layers.
+// Lifecycle of a layer's kernel: create (build/load time: pack weights) -> reshape (per input
+// shape, in the context; may allocate state) -> execute (per enqueue: no allocation, no shape work).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/builder.h"
+#include "kiln/network.h"
+#include "kiln/types.h"
+
+namespace kiln {
+
+class ThreadPool;
+
+//! A tensor as a layer sees it: type, dims (-1 allowed at build time) and, when known on the
+//! host, its value (weights, constants, shape values).
+struct TensorDesc {
+  DataType type = DataType::kFLOAT;
+  Dims dims;
+  HostTensor value;  //!< valid() when the value is known on the host
+};
+
+//! A layer as a backend sees it.
+struct LayerDesc {
+  std::string name;
+  std::string op;
+  std::string domain;
+  const Attributes* attrs = nullptr;  //!< never null in a valid desc
+  std::vector<TensorDesc> inputs;     //!< an omitted optional input has type kFLOAT and no dims
+  std::vector<bool> inputPresent;     //!< false for omitted optional inputs
+  std::vector<TensorDesc> outputs;
+  bool present(size_t i) const { return i < inputPresent.size() && inputPresent[i]; }
+};
+
+//! A concrete buffer handed to a kernel.
+struct TensorView {
+  void* data = nullptr;
+  DataType type = DataType::kFLOAT;
+  Dims dims;
+  int64_t count = 0;
+  template <typename T> T* as() const { return static_cast<T*>(data); }
+};
+
+struct KernelIO {
+  std::vector<TensorView> in;   //!< data == nullptr for omitted optional inputs
+  std::vector<TensorView> out;
+  void* workspace = nullptr;
+  size_t workspaceSize = 0;
+  ThreadPool* pool = nullptr;  //!< CPU: worker threads (never null on the CPU backend)
+  void* stream = nullptr;      //!< GPU: cudaStream_t
+};
+
+//! Per-context, per-shape state of a kernel (e.g. primitives created for concrete shapes).
+class KernelState {
+ public:
+  virtual ~KernelState() = default;
+};
+
+//! One implementation of one layer. Immutable after creation; shared by all contexts.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  //! Called when the concrete shapes of the layer are known (never inside enqueue). May create
+  //! state; returns the workspace bytes the layer needs.
+  virtual size_t reshape(const LayerDesc& concrete, std::unique_ptr<KernelState>& state) const {
+    (void)concrete; (void)state; return 0;
+  }
+  //! Runs the layer. Must not allocate or synchronize the host (on the GPU).
+  virtual void execute(const KernelIO& io, KernelState* state) const = 0;
+};
+
+//! A named implementation choice ("tactic") for a layer.
+struct Tactic {
+  std::string name;
+  //! Creates the kernel for the layer (build-time desc: dims may be -1; constant inputs carry
+  //! their values). Throws kiln::Error if it cannot.
+  std::function<std::unique_ptr<Kernel>(const LayerDesc&)> create;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceType device() const = 0;
+  //! Identifies the device for plan compatibility (e.g. "cpu:x86_64-avx2").
+  virtual std::string fingerprint() const = 0;
+  //! Every tactic that can run `layer`, best guess first. Empty: the backend cannot run it.
+  virtual std::vector<Tactic> tactics(const LayerDesc& layer) const = 0;
+  //! Device memory (host memory on the CPU). 64-byte aligned at least.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  //! Copies; `stream` may be null (synchronous).
+  virtual void copyToDevice(void* dst, const void* src, size_t bytes, void* stream) = 0;
+  virtual void copyToHost(void* dst, const void* src, size_t bytes, void* stream) = 0;
+  virtual void synchronize(void* stream) = 0;
+  //! The thread pool kernels run on (CPU backend) or nullptr.
+  virtual ThreadPool* pool() { return nullptr; }
+};
+
+//! The backend for a device, configured with `threads` CPU threads (0 = hardware threads).
+std::shared_ptr<Backend> getBackend(DeviceType d, int threads);
+//! A tactic wrapping the naive reference kernel of `op` (for tests and fallbacks).
+Tactic referenceTactic(const std::string& op);
+
+}  // namespace kiln

@@ -1,0 +1,116 @@
+// The CPU backend: host memory, synchronous "streams", optimized tactics + reference kernels.
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "backends/backend.h"
+#include "backends/cpu/cpu_tactics.h"
+#include "core/thread_pool.h"
+#include "ops/op_registry.h"
+
+namespace kiln {
+
+namespace {
+
+//! Wraps an op's naive reference function as a kernel.
+class RefKernel : public Kernel {
+ public:
+  explicit RefKernel(RefFn fn) : fn_(fn) {}
+  struct State : KernelState {
+    LayerDesc desc;
+  };
+  size_t reshape(const LayerDesc& concrete, std::unique_ptr<KernelState>& state) const override {
+    auto s = std::make_unique<State>();
+    s->desc = concrete;
+    state = std::move(s);
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    fn_(static_cast<State*>(state)->desc, io);
+  }
+
+ private:
+  RefFn fn_;
+};
+
+const std::vector<CpuTacticDef>& inventory() {
+  static const std::vector<CpuTacticDef> v = [] {
+    std::vector<CpuTacticDef> t;
+    addElementwiseCpuTactics(t);
+    addConvPoolCpuTactics(t);
+    addMatMulCpuTactics(t);
+    addNormalizationCpuTactics(t);
+    addReductionCpuTactics(t);
+    addShapeCpuTactics(t);
+    return t;
+  }();
+  return v;
+}
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(int threads) : pool_(threads) {}
+  DeviceType device() const override { return DeviceType::kCPU; }
+  std::string fingerprint() const override {
+    std::string f = "cpu:x86_64";
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) f += "-avx2";
+    if (__builtin_cpu_supports("fma")) f += "-fma";
+    return f;
+  }
+  std::vector<Tactic> tactics(const LayerDesc& layer) const override {
+    std::vector<Tactic> out;
+    for (const auto& d : inventory()) {
+      if (d.op != layer.op || !d.supports(layer)) continue;
+      auto create = d.create;
+      out.push_back(Tactic{d.name, [create](const LayerDesc& l) { return create(l); }});
+    }
+    if (out.empty()) {
+      const OpDef* def = OpRegistry::instance().find(layer.op);
+      if (def && def->ref) {
+        RefFn fn = def->ref;
+        out.push_back(Tactic{"ref", [fn](const LayerDesc&) { return std::make_unique<RefKernel>(fn); }});
+      }
+    }
+    return out;
+  }
+  void* allocate(size_t bytes) override {
+    size_t n = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, n ? n : 64);
+    if (!p) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    return p;
+  }
+  void release(void* p) override { std::free(p); }
+  void copyToDevice(void* dst, const void* src, size_t bytes, void*) override { std::memcpy(dst, src, bytes); }
+  void copyToHost(void* dst, const void* src, size_t bytes, void*) override { std::memcpy(dst, src, bytes); }
+  void synchronize(void*) override {}
+  ThreadPool* pool() override { return &pool_; }
+
+ private:
+  ThreadPool pool_;
+};
+
+}  // namespace
+
+//! Reference-kernel tactic for any op (used by tests to compare optimized tactics).
+Tactic referenceTactic(const std::string& op) {
+  const OpDef* def = OpRegistry::instance().find(op);
+  if (!def || !def->ref) throw Error("no reference kernel for op " + op);
+  RefFn fn = def->ref;
+  return Tactic{"ref", [fn](const LayerDesc&) { return std::make_unique<RefKernel>(fn); }};
+}
+
+std::shared_ptr<Backend> getBackend(DeviceType d, int threads) {
+  if (d == DeviceType::kGPU) throw Error("this build of kiln has no CUDA backend (use --device=cpu)");
+  static std::mutex mu;
+  static std::map<int, std::weak_ptr<Backend>> cache;
+  std::lock_guard<std::mutex> lk(mu);
+  auto& w = cache[threads];
+  if (auto s = w.lock()) return s;
+  auto s = std::make_shared<CpuBackend>(threads);
+  w = s;
+  return s;
+}
+
+}  // namespace kiln

@@ -1,0 +1,83 @@
+#include "core/thread_pool.h"
+
+#include <algorithm>
+
+namespace kiln {
+
+namespace {
+thread_local bool tInsidePool = false;  // nested parallelFor runs inline (no deadlock)
+}
+
+ThreadPool::ThreadPool(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { workerLoop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::workerLoop(int) {
+  tInsidePool = true;
+  uint64_t seen = 0;
+  for (;;) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
+    if (stop_) return;
+    seen = generation_;
+    const auto* job = job_;
+    ++active_;
+    for (;;) {
+      int64_t b = next_;
+      if (b >= n_) break;
+      next_ = std::min(n_, b + chunk_);
+      int64_t e = next_;
+      lk.unlock();
+      (*job)(b, e);
+      lk.lock();
+    }
+    if (--active_ == 0) done_cv_.notify_all();
+  }
+}
+
+void ThreadPool::parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  int threads = size();
+  if (workers_.empty() || tInsidePool || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  std::lock_guard<std::mutex> call(callMu_);
+  int64_t chunks = std::min<int64_t>(threads * 4, (n + grain - 1) / grain);
+  int64_t chunk = (n + chunks - 1) / chunks;
+  std::unique_lock<std::mutex> lk(mu_);
+  job_ = &fn;
+  n_ = n;
+  chunk_ = chunk;
+  next_ = 0;
+  ++generation_;
+  cv_.notify_all();
+  ++active_;
+  tInsidePool = true;
+  for (;;) {
+    int64_t b = next_;
+    if (b >= n_) break;
+    next_ = std::min(n_, b + chunk_);
+    int64_t e = next_;
+    lk.unlock();
+    fn(b, e);
+    lk.lock();
+  }
+  tInsidePool = false;
+  --active_;
+  done_cv_.wait(lk, [&] { return active_ == 0; });
+  job_ = nullptr;
+}
+
+}  // namespace kiln

@@ -1,0 +1,80 @@
+#include "ops/op_registry.h"
+
+#include "core/thread_pool.h"
+#include "ops/op_util.h"
+
+namespace kiln {
+
+OpRegistry::OpRegistry() {
+  registerElementwiseOps(*this);
+  registerConvPoolOps(*this);
+  registerMatMulOps(*this);
+  registerNormalizationOps(*this);
+  registerReductionOps(*this);
+  registerShapeOps(*this);
+}
+
+OpRegistry& OpRegistry::instance() {
+  static OpRegistry r;
+  return r;
+}
+
+void OpRegistry::add(OpDef def) {
+  if (ops_.count(def.name)) throw Error("op registered twice: " + def.name);
+  ops_[def.name] = std::move(def);
+}
+
+const OpDef* OpRegistry::find(const std::string& name) const {
+  auto it = ops_.find(name);
+  return it == ops_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> OpRegistry::names() const {
+  std::vector<std::string> v;
+  for (auto& [k, _] : ops_) v.push_back(k);
+  return v;
+}
+
+void inferLayer(LayerDesc& layer) {
+  const OpDef* def = OpRegistry::instance().find(layer.op);
+  if (!def || !def->infer) throw Error("no op definition for '" + layer.op + "' (layer '" + layer.name + "')");
+  try {
+    def->infer(layer);
+  } catch (const Error& e) {
+    std::string m = e.what();
+    if (m.rfind("layer '", 0) == 0) throw;
+    throw Error("layer '" + layer.name + "' (" + layer.op + "): " + m);
+  }
+}
+
+bool allInputsKnown(const LayerDesc& layer) {
+  for (size_t i = 0; i < layer.inputs.size(); ++i)
+    if (layer.present(i) && !layer.inputs[i].value.valid()) return false;
+  return true;
+}
+
+void evaluateOnHost(LayerDesc& layer) {
+  const OpDef* def = OpRegistry::instance().find(layer.op);
+  if (!def || !def->ref) throw Error("cannot evaluate '" + layer.op + "' on the host");
+  static ThreadPool serial(1);
+  KernelIO io;
+  io.pool = &serial;
+  for (size_t i = 0; i < layer.inputs.size(); ++i) {
+    TensorView v;
+    if (layer.present(i)) {
+      auto& t = layer.inputs[i].value;
+      v.data = const_cast<void*>(t.data());
+      v.type = t.type();
+      v.dims = t.dims();
+      v.count = t.count();
+    }
+    io.in.push_back(v);
+  }
+  for (auto& o : layer.outputs) {
+    if (!o.value.valid()) o.value = HostTensor(o.type, o.dims);
+    io.out.push_back(TensorView{o.value.data(), o.type, o.dims, o.value.count()});
+  }
+  def->ref(layer, io);
+}
+
+}  // namespace kiln

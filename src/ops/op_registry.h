@@ -1,0 +1,67 @@
+// The op inventory: one OpDef per built-in op, with its shape/type inference and its naive
+// reference kernel. Each op family registers its ops from one function (no static initializers).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace kiln {
+
+//! Shape/type inference. `layer.inputs` carry types, dims (-1 allowed) and known values;
+//! fill `layer.outputs` (resized to the layer's output count) with type and dims, and with the
+//! value if it can be computed from dims alone (e.g. Shape). Throw kiln::Error when invalid.
+using InferFn = void (*)(LayerDesc& layer);
+//! Naive reference kernel: `layer` is concrete (all dims known), `io` holds the buffers.
+using RefFn = void (*)(const LayerDesc& layer, const KernelIO& io);
+
+struct OpDef {
+  std::string name;
+  InferFn infer = nullptr;
+  RefFn ref = nullptr;
+  //! Inputs whose *values* shape inference needs (Reshape's shape, Slice's starts, ...).
+  std::vector<int> valueInputs;
+  //! Whether the builder may evaluate the op on the host when all inputs are known (false
+  //! for random or side-effecting ops).
+  bool foldable = true;
+  //! The op works on raw elements of any type (data movement); otherwise the CPU backend
+  //! computes half/bf16 tensors in float32 (the builder inserts Cast layers around it).
+  bool anyType = false;
+  //! Importable from ONNX (false for kiln-internal fused ops).
+  bool onnx = true;
+  //! ONNX import: rewrites a layer imported at an older default-domain `opset` into the latest
+  //! form (e.g. attribute `axes` -> constant input). May add constants to `net`. Optional.
+  void (*normalize)(Network& net, Layer& layer, int opset) = nullptr;
+  //! Oldest default-domain opset the importer accepts for this op.
+  int minOpset = 1;
+};
+
+class OpRegistry {
+ public:
+  static OpRegistry& instance();
+  void add(OpDef def);
+  const OpDef* find(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  OpRegistry();
+  std::map<std::string, OpDef> ops_;
+};
+
+// One function per op family (src/ops/<family>.cpp).
+void registerElementwiseOps(OpRegistry& r);
+void registerConvPoolOps(OpRegistry& r);
+void registerMatMulOps(OpRegistry& r);
+void registerNormalizationOps(OpRegistry& r);
+void registerReductionOps(OpRegistry& r);
+void registerShapeOps(OpRegistry& r);
+
+//! Runs the op's inference on `layer`; throws kiln::Error prefixed with the layer's name.
+void inferLayer(LayerDesc& layer);
+//! True when every input of `layer` that is present has a known value.
+bool allInputsKnown(const LayerDesc& layer);
+//! Computes the outputs of a layer on the host with its reference kernel (inputs must be known).
+void evaluateOnHost(LayerDesc& layer);
+
+}  // namespace kiln

@@ -1,0 +1,48 @@
+// Helpers shared by op definitions: input checks, axes, broadcasting, type dispatch.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/thread_pool.h"
+
+namespace kiln {
+
+[[noreturn]] void opError(const LayerDesc& l, const std::string& msg);
+//! Checks the count of inputs (present or not) is within [minIn, maxIn].
+void requireInputs(const LayerDesc& l, size_t minIn, size_t maxIn);
+//! Normalizes a possibly negative axis for `rank`; throws if out of range.
+int64_t normalizeAxis(const LayerDesc& l, int64_t axis, int64_t rank);
+//! Numpy-style broadcast of shapes (-1 dims allowed: the result is -1 where unknown).
+Dims broadcastDims(const LayerDesc& l, const Dims& a, const Dims& b);
+//! Strides (in elements) of a row-major tensor.
+std::vector<int64_t> rowMajorStrides(const Dims& d);
+//! Strides to read `from` broadcast to `to` (0 on broadcast dims); `from` right-aligned.
+std::vector<int64_t> broadcastStrides(const Dims& from, const Dims& to);
+//! Returns the values of input i, which must be known (a value input); throws otherwise.
+const HostTensor& knownValue(const LayerDesc& l, size_t i);
+//! Sets output i's type and dims.
+void setOutput(LayerDesc& l, size_t i, DataType t, const Dims& d);
+
+//! Calls f(T{}) with T the C++ type for `t`. Half and bf16 are not dispatched (the builder
+//! converts them to float for CPU compute); byte-moving ops should use elementSize instead.
+template <typename F>
+void dispatchNumeric(DataType t, F&& f) {
+  switch (t) {
+    case DataType::kFLOAT: f(float{}); break;
+    case DataType::kDOUBLE: f(double{}); break;
+    case DataType::kINT64: f(int64_t{}); break;
+    case DataType::kINT32: f(int32_t{}); break;
+    case DataType::kINT16: f(int16_t{}); break;
+    case DataType::kINT8: f(int8_t{}); break;
+    case DataType::kUINT8: f(uint8_t{}); break;
+    case DataType::kUINT16: f(uint16_t{}); break;
+    case DataType::kUINT32: f(uint32_t{}); break;
+    case DataType::kUINT64: f(uint64_t{}); break;
+    case DataType::kBOOL: f(bool{}); break;
+    default: throw Error(std::string("unsupported data type for this op: ") + toString(t));
+  }
+}
+
+}  // namespace kiln
