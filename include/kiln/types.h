@@ -34,6 +34,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& m) : std::runtime_error(m) {}
 };
 
+//! A well-formed model uses something kiln does not support (an op, a data type, an attribute
+//! value). Distinguished so that tools can report "unsupported" rather than "failed".
+class UnsupportedError : public Error {
+ public:
+  explicit UnsupportedError(const std::string& m) : Error(m) {}
+};
+
 //! A dense, row-major host tensor (weights, constants, host-side values). Cheap to copy
 //! (shares its buffer). Buffers are 64-byte aligned.
 class HostTensor {

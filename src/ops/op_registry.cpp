@@ -12,6 +12,8 @@ OpRegistry::OpRegistry() {
   registerNormalizationOps(*this);
   registerReductionOps(*this);
   registerShapeOps(*this);
+  registerResizeOps(*this);
+  registerSelectionOps(*this);
 }
 
 OpRegistry& OpRegistry::instance() {

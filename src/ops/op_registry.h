@@ -56,6 +56,8 @@ void registerMatMulOps(OpRegistry& r);
 void registerNormalizationOps(OpRegistry& r);
 void registerReductionOps(OpRegistry& r);
 void registerShapeOps(OpRegistry& r);
+void registerResizeOps(OpRegistry& r);
+void registerSelectionOps(OpRegistry& r);
 
 //! Runs the op's inference on `layer`; throws kiln::Error prefixed with the layer's name.
 void inferLayer(LayerDesc& layer);

@@ -43,6 +43,8 @@ const std::vector<CpuTacticDef>& inventory() {
     addNormalizationCpuTactics(t);
     addReductionCpuTactics(t);
     addShapeCpuTactics(t);
+    addResizeCpuTactics(t);
+    addSelectionCpuTactics(t);
     return t;
   }();
   return v;

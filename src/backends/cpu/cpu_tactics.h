@@ -25,5 +25,7 @@ void addMatMulCpuTactics(std::vector<CpuTacticDef>& v);
 void addNormalizationCpuTactics(std::vector<CpuTacticDef>& v);
 void addReductionCpuTactics(std::vector<CpuTacticDef>& v);
 void addShapeCpuTactics(std::vector<CpuTacticDef>& v);
+void addResizeCpuTactics(std::vector<CpuTacticDef>& v);
+void addSelectionCpuTactics(std::vector<CpuTacticDef>& v);
 
 }  // namespace kiln
