@@ -113,6 +113,8 @@ class Network {
   //! Layers consuming tensor t.
   std::vector<Layer*> consumers(const Tensor* t) const;
   std::string uniqueName(const std::string& base);
+  //! Renames a tensor; throws if the name is taken.
+  void renameTensor(Tensor* t, const std::string& name);
   Tensor* newTensor(const std::string& name);
 
  private:

@@ -21,8 +21,9 @@ class Engine {
  public:
   ~Engine();
   //! Loads a plan; throws kiln::Error with a clear message on any malformed or incompatible plan.
+  //! `threads` overrides the CPU thread count stored in the plan (-1: keep it).
   static std::unique_ptr<Engine> deserialize(const void* data, size_t size,
-                                             ILogger& logger = defaultLogger());
+                                             ILogger& logger = defaultLogger(), int threads = -1);
   std::vector<uint8_t> serialize() const;
 
   int getNbIOTensors() const;

@@ -64,6 +64,14 @@ std::string Network::uniqueName(const std::string& base) {
   }
 }
 
+void Network::renameTensor(Tensor* t, const std::string& name) {
+  if (t->name == name) return;
+  if (byName_.count(name)) throw Error("duplicate tensor name '" + name + "'");
+  byName_.erase(t->name);
+  t->name = name;
+  byName_[name] = t;
+}
+
 Tensor* Network::newTensor(const std::string& name) {
   auto t = std::make_unique<Tensor>();
   t->name = uniqueName(name);

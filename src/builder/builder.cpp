@@ -1,0 +1,179 @@
+// Builder: network -> optimized, tactic-tuned engine.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "builder/passes/passes.h"
+#include "builder/tactic_timing.h"
+#include "ir/shape_propagation.h"
+#include "ops/op_registry.h"
+#include "runtime/engine_impl.h"
+
+namespace kiln {
+
+// ---- config ----
+BuilderConfig::BuilderConfig() { setFlag(BuilderFlag::kTF32, true); }
+void BuilderConfig::setFlag(BuilderFlag f, bool on) {
+  uint32_t bit = 1u << static_cast<int>(f);
+  flags_ = on ? (flags_ | bit) : (flags_ & ~bit);
+}
+bool BuilderConfig::getFlag(BuilderFlag f) const { return flags_ & (1u << static_cast<int>(f)); }
+
+void OptimizationProfile::setDimensions(const std::string& input, OptProfileSelector s, const Dims& dims) {
+  for (int64_t d : dims)
+    if (d < 0) throw Error("optimization profile for '" + input + "': dimensions must be >= 0, got " + toString(dims));
+  dims_[input][static_cast<int>(s)] = dims;
+}
+const Dims& OptimizationProfile::getDimensions(const std::string& input, OptProfileSelector s) const {
+  auto it = dims_.find(input);
+  if (it == dims_.end()) throw Error("optimization profile has no dimensions for '" + input + "'");
+  return it->second[static_cast<int>(s)];
+}
+
+bool gpuAvailable() { return false; }
+
+Builder::Builder(ILogger& logger) : logger_(logger) {}
+
+namespace {
+
+using Sev = ILogger::Severity;
+
+// Profile ranges for every dynamic input; checks they fit the network's static dims.
+std::map<std::string, ProfileRange> collectProfile(const Network& net, const BuilderConfig& cfg) {
+  std::map<std::string, ProfileRange> out;
+  if (cfg.profiles().size() > 1) throw UnsupportedError("kiln supports one optimization profile per engine");
+  for (Tensor* in : net.inputs()) {
+    bool dynamic = !isStatic(in->dims);
+    const OptimizationProfile* p = cfg.profiles().empty() ? nullptr : &cfg.profiles()[0];
+    if (!p || !p->hasInput(in->name)) {
+      if (dynamic)
+        throw Error("input '" + in->name + "' has dynamic dims " + toString(in->dims) +
+                    ": give an optimization profile (--minShapes/--optShapes/--maxShapes)");
+      continue;
+    }
+    ProfileRange r{p->getDimensions(in->name, OptProfileSelector::kMIN), p->getDimensions(in->name, OptProfileSelector::kOPT),
+                   p->getDimensions(in->name, OptProfileSelector::kMAX)};
+    for (const Dims* d : {&r.min, &r.opt, &r.max}) {
+      if (d->size() != in->dims.size())
+        throw Error("optimization profile for '" + in->name + "': rank of " + toString(*d) + " differs from the input's " + toString(in->dims));
+      volume(*d);
+    }
+    for (size_t k = 0; k < in->dims.size(); ++k) {
+      if (r.min[k] > r.opt[k] || r.opt[k] > r.max[k])
+        throw Error("optimization profile for '" + in->name + "': need min <= opt <= max, got " + toString(r.min) + " / " +
+                    toString(r.opt) + " / " + toString(r.max));
+      if (in->dims[k] >= 0 && (r.min[k] != in->dims[k] || r.max[k] != in->dims[k]))
+        throw Error("optimization profile for '" + in->name + "' changes static dimension " + std::to_string(k));
+    }
+    out[in->name] = r;
+  }
+  for (auto& [name, _] : cfg.profiles().empty() ? std::map<std::string, std::array<Dims, 3>>{} : cfg.profiles()[0].all()) {
+    Tensor* t = net.findTensor(name);
+    if (!t || !t->isInput) throw Error("optimization profile names '" + name + "', which is not a network input");
+  }
+  return out;
+}
+
+void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log) {
+  auto repropagate = [&] { propagateShapes(net, nullptr, true); };
+  removeFoldedLayers(net);
+  struct Pass { const char* name; bool (*fn)(Network&); };
+  const Pass passes[] = {
+      {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
+      {"fuse GELU pattern", fuseGeluPattern},
+      {"fuse MatMul + bias", fuseMatMulBias},
+      {"fuse Conv + residual Add", fuseConvResidual},
+      {"fuse activation into producer", fuseActivation},
+  };
+  for (const Pass& p : passes) {
+    if (p.fn(net)) {
+      log.log(Sev::kVERBOSE, std::string("pass: ") + p.name);
+      net.topoSort();
+      repropagate();
+      removeFoldedLayers(net);
+    }
+  }
+  if (cfg.device() == DeviceType::kCPU && insertFloatCasts(net)) {
+    log.log(Sev::kVERBOSE, "pass: float32 compute for float16/bfloat16 layers on the CPU");
+    repropagate();
+  }
+}
+
+EngineGraph lowerToGraph(const Network& net, const std::map<std::string, ProfileRange>& profile) {
+  EngineGraph g;
+  std::map<const Tensor*, int> index;
+  auto idx = [&](const Tensor* t) -> int {
+    auto it = index.find(t);
+    if (it != index.end()) return it->second;
+    EngineTensor et;
+    et.name = t->name;
+    et.type = t->type;
+    et.dims = t->dims;
+    et.value = t->value;
+    et.isInput = t->isInput;
+    et.isOutput = t->isOutput;
+    g.tensors.push_back(std::move(et));
+    int i = static_cast<int>(g.tensors.size() - 1);
+    index[t] = i;
+    return i;
+  };
+  for (Tensor* in : net.inputs()) g.inputs.push_back(idx(in));
+  for (auto& l : net.layers()) {
+    EngineLayer el;
+    el.name = l->name;
+    el.op = l->op;
+    el.domain = l->domain;
+    el.attrs = l->attrs;
+    el.fusedOps = l->fusedOps;
+    for (Tensor* t : l->inputs) el.inputs.push_back(t ? idx(t) : -1);
+    for (Tensor* t : l->outputs) el.outputs.push_back(idx(t));
+    el.precision = DataType::kFLOAT;
+    for (Tensor* t : l->outputs)
+      if (isFloat(t->type)) { el.precision = t->type; break; }
+    g.layers.push_back(std::move(el));
+  }
+  for (Tensor* out : net.outputs()) g.outputs.push_back(idx(out));
+  for (auto& [name, r] : profile) g.profile[idx(net.findTensor(name))] = r;
+  return g;
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
+  auto t0 = std::chrono::steady_clock::now();
+  if (net.outputs().empty()) throw Error("the network has no outputs");
+  for (Tensor* o : net.outputs())
+    if (!o->producer && !o->isConstant() && !o->isInput) throw Error("network output '" + o->name + "' is not produced by any layer");
+  if (cfg.device() == DeviceType::kGPU && !gpuAvailable()) throw Error("no GPU backend is available in this build (use the CPU)");
+  if (cfg.device() == DeviceType::kCPU) {
+    for (BuilderFlag f : {BuilderFlag::kFP16, BuilderFlag::kBF16, BuilderFlag::kINT8, BuilderFlag::kFP8})
+      if (cfg.getFlag(f))
+        logger_.log(Sev::kWARNING, "the CPU backend computes in float32; the reduced-precision flag is ignored");
+  }
+  auto profile = collectProfile(net, cfg);
+  net.topoSort();
+  propagateShapes(net, nullptr, true);
+  runPasses(net, cfg, logger_);
+  for (Tensor* o : net.outputs())
+    if (!o->dimsKnown) throw Error("output '" + o->name + "' has no shape");
+
+  EngineGraph g = lowerToGraph(net, profile);
+  g.device = cfg.device();
+  g.threads = cfg.threads();
+  g.auxStreams = 0;  // the CPU runs one stream; aux streams belong to the GPU backend
+  auto backend = getBackend(g.device, g.threads);
+  g.fingerprint = backend->fingerprint();
+
+  std::map<int, Dims> opt;
+  for (auto& [t, r] : g.profile) opt[t] = r.opt;
+  selectTactics(g, *backend, opt, cfg, logger_);
+  ResolvedShapes shapes = resolveShapes(g, opt);
+  g.arenaBytes = planMemory(g, shapes).arenaBytes;
+
+  auto engine = std::make_unique<Engine>(instantiateEngine(std::move(g), logger_, -1));
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  logger_.log(Sev::kINFO, "engine built in " + std::to_string(secs) + " s: " + std::to_string(engine->getNbLayers()) + " layers");
+  return engine;
+}
+
+}  // namespace kiln

@@ -1,0 +1,54 @@
+// Conv -> BatchNormalization with constant parameters: scale the conv's filters and shift its
+// bias so that one convolution computes both (exact up to float rounding).
+#include <cmath>
+
+#include "builder/passes/passes.h"
+
+namespace kiln {
+
+bool foldBatchNormIntoConv(Network& net) {
+  bool changed = false;
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    Layer* conv = net.layer(static_cast<int>(i));
+    if (conv->op != "Conv" || conv->inputs.size() < 2 || conv->inputs.size() > 3 || conv->attrs.has("kiln_activation")) continue;
+    Tensor* w = conv->inputs[1];
+    Tensor* b = conv->inputs.size() > 2 ? conv->inputs[2] : nullptr;
+    if (!w->isConstant() || w->type != DataType::kFLOAT || (b && (!b->isConstant() || b->type != DataType::kFLOAT))) continue;
+    Layer* bn = soleConsumer(net, conv->outputs[0]);
+    if (!bn || bn->op != "BatchNormalization" || bn->inputs.size() != 5 || bn->outputs.size() != 1 || bn->inputs[0] != conv->outputs[0]) continue;
+    bool constParams = true;
+    for (int k = 1; k < 5; ++k) constParams = constParams && bn->inputs[k] && bn->inputs[k]->isConstant() && bn->inputs[k]->type == DataType::kFLOAT;
+    if (!constParams || bn->attrs.getInt("training_mode", 0) != 0) continue;
+    const int64_t cout = w->dims.empty() ? 0 : w->dims[0];
+    bool shapesOk = cout > 0;
+    for (int k = 1; k < 5; ++k) shapesOk = shapesOk && bn->inputs[k]->value.count() == cout;
+    if (!shapesOk) continue;
+    const float eps = bn->attrs.getFloat("epsilon", 1e-5f);
+    const float* scale = bn->inputs[1]->value.as<float>();
+    const float* shift = bn->inputs[2]->value.as<float>();
+    const float* mean = bn->inputs[3]->value.as<float>();
+    const float* var = bn->inputs[4]->value.as<float>();
+    HostTensor nw = w->value.clone();
+    HostTensor nb(DataType::kFLOAT, {cout});
+    const int64_t per = nw.count() / cout;
+    for (int64_t c = 0; c < cout; ++c) {
+      const float s = scale[c] / std::sqrt(var[c] + eps);
+      float* wc = nw.as<float>() + c * per;
+      for (int64_t k = 0; k < per; ++k) wc[k] *= s;
+      const float b0 = b ? b->value.as<float>()[c] : 0.f;
+      nb.as<float>()[c] = (b0 - mean[c]) * s + shift[c];
+    }
+    conv->inputs[1] = net.addConstant(w->name + "_bnfold", nw);
+    Tensor* bias = net.addConstant(conv->name + "_bias_bnfold", nb);
+    if (conv->inputs.size() > 2) conv->inputs[2] = bias;
+    else conv->inputs.push_back(bias);
+    recordFusion(conv, bn);
+    Tensor* bnOut = bn->outputs[0];
+    net.removeLayer(bn);
+    net.replaceUses(bnOut, conv->outputs[0]);
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace kiln

@@ -1,0 +1,79 @@
+// Conv / ConvTranspose / Gemm / MatMul followed by an activation: the activation runs in the
+// producer's epilogue (oneDNN post-op, GEMM epilogue) instead of a second pass over memory.
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "builder/passes/passes.h"
+
+namespace kiln {
+
+namespace {
+
+bool scalarConst(const Tensor* t, float* v) {
+  if (!t) return false;
+  if (!t->isConstant() || t->value.count() != 1 || !isFloat(t->type)) return false;
+  *v = static_cast<float>(t->value.getDouble(0));
+  return true;
+}
+
+// Fills the kiln_activation attributes for `act`; false when it cannot be fused.
+bool describeActivation(const Layer* act, Attributes& a) {
+  const std::string& op = act->op;
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "Softplus") {
+    a.set("kiln_activation", op);
+    return true;
+  }
+  if (op == "LeakyRelu" || op == "Elu") {
+    a.set("kiln_activation", op);
+    a.set("kiln_act_alpha", act->attrs.getFloat("alpha", op == "LeakyRelu" ? 0.01f : 1.0f));
+    return true;
+  }
+  if (op == "HardSigmoid") {
+    a.set("kiln_activation", op);
+    a.set("kiln_act_alpha", act->attrs.getFloat("alpha", 0.2f));
+    a.set("kiln_act_beta", act->attrs.getFloat("beta", 0.5f));
+    return true;
+  }
+  if (op == "Gelu") {
+    std::string approx = act->attrs.getString("approximate", "none");
+    a.set("kiln_activation", approx == "tanh" ? "GeluTanh" : "Gelu");
+    return approx == "tanh" || approx == "none";
+  }
+  if (op == "Clip") {
+    float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+    if (act->inputs.size() > 1 && act->inputs[1] && !scalarConst(act->inputs[1], &lo)) return false;
+    if (act->inputs.size() > 2 && act->inputs[2] && !scalarConst(act->inputs[2], &hi)) return false;
+    a.set("kiln_activation", "Clip");
+    a.set("kiln_act_alpha", lo);
+    a.set("kiln_act_beta", hi);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool fuseActivation(Network& net) {
+  static const std::set<std::string> producers{"Conv", "ConvTranspose", "Gemm", "MatMul"};
+  bool changed = false;
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    Layer* p = net.layer(static_cast<int>(i));
+    if (!producers.count(p->op) || p->attrs.has("kiln_activation") || p->outputs.size() != 1 ||
+        p->outputs[0]->type != DataType::kFLOAT)
+      continue;
+    Layer* act = soleConsumer(net, p->outputs[0]);
+    if (!act || act->outputs.size() != 1 || act->inputs.empty() || act->inputs[0] != p->outputs[0]) continue;
+    Attributes a;
+    if (!describeActivation(act, a)) continue;
+    for (const auto& [k, v] : a.all()) p->attrs.set(k, v);
+    recordFusion(p, act);
+    Tensor* out = act->outputs[0];
+    net.removeLayer(act);
+    net.replaceUses(out, p->outputs[0]);
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace kiln

@@ -1,0 +1,54 @@
+// The CPU computes in float32: a layer reading float16/bfloat16 tensors (other than raw data
+// movement) gets Cast layers to float32 on those inputs and back on its outputs.
+#include "builder/passes/passes.h"
+#include "ops/op_registry.h"
+
+namespace kiln {
+
+namespace {
+bool isReduced(DataType t) { return t == DataType::kHALF || t == DataType::kBF16; }
+int64_t onnxCode(DataType t) { return t == DataType::kHALF ? 10 : t == DataType::kBF16 ? 16 : 1; }
+}  // namespace
+
+bool insertFloatCasts(Network& net) {
+  bool changed = false;
+  std::vector<Layer*> layers;
+  for (auto& l : net.layers()) layers.push_back(l.get());
+  for (Layer* l : layers) {
+    const OpDef* def = OpRegistry::instance().find(l->op);
+    if (!def || def->anyType || l->op == "Cast" || l->op == "CastLike") continue;
+    bool reduced = false;
+    for (Tensor* in : l->inputs) reduced = reduced || (in && isReduced(in->type));
+    if (!reduced) continue;
+    for (Tensor*& in : l->inputs) {
+      if (!in || !isReduced(in->type)) continue;
+      Attributes a;
+      a.set("to", int64_t(1));
+      Layer* c = net.addLayer("Cast", {in}, 1, a, l->name + "_in_to_float");
+      c->outputs[0]->type = DataType::kFLOAT;
+      c->outputs[0]->dims = in->dims;
+      c->outputs[0]->dimsKnown = true;
+      in = c->outputs[0];
+    }
+    for (Tensor*& out : l->outputs) {
+      if (!isReduced(out->type)) continue;
+      Tensor* original = out;
+      Tensor* f = net.newTensor(original->name + "_float");
+      f->type = DataType::kFLOAT;
+      f->dims = original->dims;
+      f->dimsKnown = true;
+      f->producer = l;
+      out = f;
+      Attributes a;
+      a.set("to", onnxCode(original->type));
+      Layer* c = net.addLayer("Cast", {f}, 0, a, l->name + "_out_to_" + toString(original->type));
+      c->outputs.push_back(original);
+      original->producer = c;
+    }
+    changed = true;
+  }
+  if (changed) net.topoSort();
+  return changed;
+}
+
+}  // namespace kiln

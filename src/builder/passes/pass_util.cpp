@@ -1,0 +1,33 @@
+#include "builder/passes/passes.h"
+
+namespace kiln {
+
+Layer* soleConsumer(const Network& net, const Tensor* t) {
+  if (t->isOutput) return nullptr;
+  auto c = net.consumers(t);
+  if (c.size() != 1) return nullptr;
+  int uses = 0;
+  for (Tensor* in : c[0]->inputs) uses += in == t;
+  return uses == 1 ? c[0] : nullptr;
+}
+
+void recordFusion(Layer* into, const Layer* from) {
+  if (into->fusedOps.empty()) into->fusedOps.push_back(into->op + ":" + into->name);
+  if (from->fusedOps.empty()) into->fusedOps.push_back(from->op + ":" + from->name);
+  else into->fusedOps.insert(into->fusedOps.end(), from->fusedOps.begin(), from->fusedOps.end());
+}
+
+bool removeFoldedLayers(Network& net) {
+  std::vector<Layer*> folded;
+  for (auto& l : net.layers()) {
+    bool all = !l->outputs.empty();
+    for (Tensor* o : l->outputs) all = all && o->isConstant();
+    if (all) folded.push_back(l.get());
+  }
+  for (Layer* l : folded) net.removeLayer(l);
+  size_t before = net.layers().size();
+  net.removeDeadLayers();
+  return !folded.empty() || net.layers().size() != before;
+}
+
+}  // namespace kiln

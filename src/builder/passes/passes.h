@@ -1,0 +1,33 @@
+// Graph optimization passes. Each is a small pattern -> replacement rule in its own file; each
+// returns true when it changed the network. The network is kept topologically sorted and its
+// shapes propagated between passes by the builder.
+#pragma once
+#include "kiln/builder.h"
+#include "kiln/network.h"
+
+namespace kiln {
+
+//! Removes layers whose outputs were all folded to constants, then unreachable layers.
+bool removeFoldedLayers(Network& net);
+//! Conv -> BatchNormalization (constant parameters): folds the BN into the conv's weights/bias.
+bool foldBatchNormIntoConv(Network& net);
+//! The Erf form of GELU (x * 0.5 * (1 + erf(x / sqrt 2))) -> one Gelu layer.
+bool fuseGeluPattern(Network& net);
+//! ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add -> LayerNormalization.
+bool fuseLayerNormPattern(Network& net);
+//! MatMul(A, constant W) -> Add(constant bias over the last dim) -> MatMul with a bias input.
+bool fuseMatMulBias(Network& net);
+//! Conv -> Add(other tensor of the same shape) -> Conv with a residual input.
+bool fuseConvResidual(Network& net);
+//! Conv/ConvTranspose/Gemm/MatMul -> activation -> one layer with kiln_activation.
+bool fuseActivation(Network& net);
+//! CPU: computes float16/bfloat16 layers in float32 by inserting Cast layers around them.
+bool insertFloatCasts(Network& net);
+
+//! Helpers for passes.
+//! The only consumer of t, or nullptr when t has several consumers or is a network output.
+Layer* soleConsumer(const Network& net, const Tensor* t);
+//! Records that `into` now also performs `from` (for --dumpLayerInfo).
+void recordFusion(Layer* into, const Layer* from);
+
+}  // namespace kiln

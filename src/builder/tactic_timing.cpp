@@ -1,0 +1,111 @@
+#include "builder/tactic_timing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace kiln {
+
+namespace {
+
+// Device buffers for one timed run of a layer; inputs hold the known values or zeros (zeros are
+// valid for every op, e.g. as gather indices, and do not change the speed of float kernels).
+struct TimingBuffers {
+  Backend& backend;
+  std::vector<void*> owned;
+  explicit TimingBuffers(Backend& b) : backend(b) {}
+  ~TimingBuffers() {
+    for (void* p : owned) backend.release(p);
+  }
+  TensorView make(const TensorDesc& d, bool present) {
+    TensorView v;
+    if (!present) return v;
+    v.type = d.type;
+    v.dims = d.dims;
+    v.count = volume(d.dims);
+    size_t bytes = static_cast<size_t>(v.count) * elementSize(d.type);
+    void* p = backend.allocate(std::max<size_t>(bytes, 64));
+    owned.push_back(p);
+    if (d.value.valid()) backend.copyToDevice(p, d.value.data(), bytes, nullptr);
+    else {
+      std::vector<uint8_t> zeros(bytes, 0);
+      backend.copyToDevice(p, zeros.data(), bytes, nullptr);
+    }
+    v.data = p;
+    return v;
+  }
+};
+
+float timeKernel(Backend& backend, const Kernel& k, const LayerDesc& concrete, int runs) {
+  std::unique_ptr<KernelState> state;
+  size_t ws = k.reshape(concrete, state);
+  TimingBuffers bufs(backend);
+  KernelIO io;
+  for (size_t i = 0; i < concrete.inputs.size(); ++i) io.in.push_back(bufs.make(concrete.inputs[i], concrete.present(i)));
+  for (auto& o : concrete.outputs) io.out.push_back(bufs.make(o, true));
+  if (ws) {
+    io.workspace = backend.allocate(ws);
+    bufs.owned.push_back(io.workspace);
+    io.workspaceSize = ws;
+  }
+  io.pool = backend.pool();
+  k.execute(io, state.get());  // warm-up
+  backend.synchronize(nullptr);
+  std::vector<float> times;
+  for (int r = 0; r < std::max(1, runs); ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    k.execute(io, state.get());
+    backend.synchronize(nullptr);
+    times.push_back(std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+void selectTactics(EngineGraph& g, Backend& backend, const std::map<int, Dims>& optDims, const BuilderConfig& cfg,
+                   ILogger& logger) {
+  ResolvedShapes r = resolveShapes(g, optDims);
+  const auto& progress = cfg.progressCallback();
+  const int total = static_cast<int>(g.layers.size());
+  for (size_t i = 0; i < g.layers.size(); ++i) {
+    EngineLayer& l = g.layers[i];
+    if (progress) progress("Selecting tactics", static_cast<int>(i), total);
+    LayerDesc desc = buildTimeDesc(g, i);
+    std::vector<Tactic> tactics = backend.tactics(desc);
+    if (tactics.empty()) {
+      std::string types;
+      for (size_t k = 0; k < desc.inputs.size(); ++k)
+        if (desc.present(k)) types += std::string(types.empty() ? "" : ", ") + toString(desc.inputs[k].type);
+      throw UnsupportedError("layer '" + l.name + "' (" + l.op + ", inputs " + types + "): no " + toString(g.device) +
+                             " kernel supports it");
+    }
+    l.tacticsConsidered = static_cast<int>(tactics.size());
+    if (tactics.size() == 1 || cfg.builderOptimizationLevel() == 0 || r.hostEvaluated[i]) {
+      l.tactic = tactics[0].name;
+      continue;
+    }
+    float best = -1.f;
+    std::string bestName;
+    for (const Tactic& t : tactics) {
+      try {
+        auto k = t.create(desc);
+        float ms = timeKernel(backend, *k, r.layers[i], cfg.avgTiming());
+        logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "' tactic " + t.name + ": " + std::to_string(ms) + " ms");
+        if (best < 0 || ms < best) {
+          best = ms;
+          bestName = t.name;
+        }
+      } catch (const Error& e) {
+        logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "' tactic " + t.name + " skipped: " + e.what());
+      }
+    }
+    if (bestName.empty()) throw Error("layer '" + l.name + "': every tactic failed");
+    l.tactic = bestName;
+    l.tacticTimeMs = best;
+  }
+  if (progress) progress("Selecting tactics", total, total);
+}
+
+}  // namespace kiln

@@ -1,0 +1,131 @@
+#include "onnx/tensor_proto.h"
+
+#include <sys/stat.h>
+
+#include <climits>
+#include <cstdlib>
+#include <fstream>
+
+namespace kiln {
+
+DataType fromOnnxType(int t, const std::string& what) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT: return DataType::kFLOAT;
+    case onnx::TensorProto::UINT8: return DataType::kUINT8;
+    case onnx::TensorProto::INT8: return DataType::kINT8;
+    case onnx::TensorProto::UINT16: return DataType::kUINT16;
+    case onnx::TensorProto::INT16: return DataType::kINT16;
+    case onnx::TensorProto::INT32: return DataType::kINT32;
+    case onnx::TensorProto::INT64: return DataType::kINT64;
+    case onnx::TensorProto::BOOL: return DataType::kBOOL;
+    case onnx::TensorProto::FLOAT16: return DataType::kHALF;
+    case onnx::TensorProto::DOUBLE: return DataType::kDOUBLE;
+    case onnx::TensorProto::UINT32: return DataType::kUINT32;
+    case onnx::TensorProto::UINT64: return DataType::kUINT64;
+    case onnx::TensorProto::BFLOAT16: return DataType::kBF16;
+    default: break;
+  }
+  std::string name = onnx::TensorProto::DataType_IsValid(t) ? onnx::TensorProto::DataType_Name(t) : std::to_string(t);
+  throw UnsupportedError(what + ": data type " + name + " is not supported by kiln");
+}
+
+namespace {
+
+// Reads `length` bytes at `offset` of an external-data file confined to `baseDir`.
+std::string readExternal(const onnx::TensorProto& t, const std::string& baseDir, size_t expected) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : t.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = std::strtoll(kv.value().c_str(), nullptr, 10);
+    else if (kv.key() == "length") length = std::strtoll(kv.value().c_str(), nullptr, 10);
+  }
+  const std::string what = "tensor '" + t.name() + "' external data";
+  if (baseDir.empty()) throw Error(what + ": external data is not allowed for a model read from memory");
+  if (location.empty()) throw Error(what + ": no location");
+  if (location[0] == '/' || location.find('\\') != std::string::npos)
+    throw Error(what + ": absolute location '" + location + "' refused (must be relative to the model's folder)");
+  size_t start = 0;
+  while (start <= location.size()) {
+    size_t e = location.find('/', start);
+    std::string part = location.substr(start, e == std::string::npos ? std::string::npos : e - start);
+    if (part == "..") throw Error(what + ": location '" + location + "' escapes the model's folder");
+    if (e == std::string::npos) break;
+    start = e + 1;
+  }
+  std::string path = baseDir + "/" + location;
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) throw Error(what + ": cannot open '" + location + "'");
+  if (S_ISLNK(st.st_mode)) throw Error(what + ": '" + location + "' is a symbolic link (refused)");
+  char realBase[PATH_MAX], realFile[PATH_MAX];
+  if (!realpath(baseDir.c_str(), realBase) || !realpath(path.c_str(), realFile))
+    throw Error(what + ": cannot resolve '" + location + "'");
+  std::string rb = realBase, rf = realFile;
+  if (rf.compare(0, rb.size() + 1, rb + "/") != 0)
+    throw Error(what + ": '" + location + "' resolves outside the model's folder (refused)");
+  if (!S_ISREG(st.st_mode)) throw Error(what + ": '" + location + "' is not a regular file");
+  int64_t fileSize = st.st_size;
+  if (offset < 0 || offset > fileSize) throw Error(what + ": offset out of range");
+  if (length < 0) length = fileSize - offset;
+  if (length > fileSize - offset) throw Error(what + ": offset+length exceeds the file size");
+  if (static_cast<size_t>(length) != expected)
+    throw Error(what + ": holds " + std::to_string(length) + " bytes, the tensor needs " + std::to_string(expected));
+  std::ifstream f(path, std::ios::binary);
+  f.seekg(offset);
+  std::string buf(static_cast<size_t>(length), '\0');
+  f.read(buf.data(), length);
+  if (!f) throw Error(what + ": read failed");
+  return buf;
+}
+
+template <typename Dst, typename Field>
+void copyTyped(HostTensor& h, const Field& f, const std::string& what) {
+  if (static_cast<int64_t>(f.size()) != h.count())
+    throw Error(what + ": holds " + std::to_string(f.size()) + " values, dims need " + std::to_string(h.count()));
+  Dst* d = h.as<Dst>();
+  for (int i = 0; i < f.size(); ++i) d[i] = static_cast<Dst>(f.Get(i));
+}
+
+}  // namespace
+
+HostTensor fromTensorProto(const onnx::TensorProto& t, const std::string& baseDir) {
+  const std::string what = "tensor '" + t.name() + "'";
+  if (t.has_segment()) throw UnsupportedError(what + ": segmented tensors are not supported");
+  DataType type = fromOnnxType(t.data_type(), what);
+  Dims dims;
+  for (int64_t d : t.dims()) {
+    if (d < 0) throw Error(what + ": negative dimension " + std::to_string(d));
+    dims.push_back(d);
+  }
+  int64_t n = volume(dims);
+  if (n > (int64_t(1) << 36)) throw Error(what + ": absurd size " + toString(dims));
+  HostTensor h(type, dims);
+  size_t bytes = h.bytes();
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string buf = readExternal(t, baseDir, bytes);
+    if (bytes) std::memcpy(h.data(), buf.data(), bytes);
+    return h;
+  }
+  if (t.has_raw_data()) {
+    if (t.raw_data().size() != bytes)
+      throw Error(what + ": raw_data holds " + std::to_string(t.raw_data().size()) + " bytes, dims " + toString(dims) +
+                  " need " + std::to_string(bytes));
+    if (bytes) std::memcpy(h.data(), t.raw_data().data(), bytes);
+    return h;
+  }
+  switch (type) {
+    case DataType::kFLOAT: copyTyped<float>(h, t.float_data(), what); break;
+    case DataType::kDOUBLE: copyTyped<double>(h, t.double_data(), what); break;
+    case DataType::kINT64: copyTyped<int64_t>(h, t.int64_data(), what); break;
+    case DataType::kUINT32: copyTyped<uint32_t>(h, t.uint64_data(), what); break;  // stored widened
+    case DataType::kUINT64: copyTyped<uint64_t>(h, t.uint64_data(), what); break;
+    case DataType::kINT32: copyTyped<int32_t>(h, t.int32_data(), what); break;
+    case DataType::kINT16: copyTyped<int16_t>(h, t.int32_data(), what); break;
+    case DataType::kINT8: copyTyped<int8_t>(h, t.int32_data(), what); break;
+    case DataType::kUINT16: case DataType::kHALF: case DataType::kBF16: copyTyped<uint16_t>(h, t.int32_data(), what); break;
+    case DataType::kUINT8: case DataType::kBOOL: copyTyped<uint8_t>(h, t.int32_data(), what); break;
+  }
+  return h;
+}
+
+}  // namespace kiln

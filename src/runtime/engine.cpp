@@ -1,0 +1,138 @@
+#include <sstream>
+
+#include "ops/op_registry.h"
+#include "runtime/engine_impl.h"
+
+namespace kiln {
+
+EngineImpl::~EngineImpl() {
+  for (void* p : ownedDeviceConstants) backend->release(p);
+}
+
+std::unique_ptr<EngineImpl> instantiateEngine(EngineGraph graph, ILogger& logger, int threads) {
+  auto e = std::make_unique<EngineImpl>();
+  e->logger = &logger;
+  if (threads >= 0) graph.threads = threads;
+  e->backend = getBackend(graph.device, graph.threads);
+  if (e->backend->fingerprint() != graph.fingerprint)
+    throw Error("plan was built for device '" + graph.fingerprint + "' but this device is '" + e->backend->fingerprint() +
+                "'; rebuild the engine on this device");
+  e->graph = std::move(graph);
+  const EngineGraph& g = e->graph;
+  e->constantData.assign(g.tensors.size(), nullptr);
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    const auto& v = g.tensors[t].value;
+    if (!v.valid()) continue;
+    if (g.device == DeviceType::kCPU) {
+      e->constantData[t] = v.data();
+    } else {
+      void* p = e->backend->allocate(v.bytes());
+      e->ownedDeviceConstants.push_back(p);
+      e->backend->copyToDevice(p, v.data(), v.bytes(), nullptr);
+      e->constantData[t] = p;
+    }
+  }
+  for (int i : g.inputs) e->ioByName[g.tensors[i].name] = i;
+  for (int o : g.outputs) e->ioByName[g.tensors[o].name] = o;
+  for (size_t i = 0; i < g.layers.size(); ++i) {
+    const EngineLayer& l = g.layers[i];
+    LayerDesc d = buildTimeDesc(g, i);
+    std::unique_ptr<Kernel> k;
+    for (auto& t : e->backend->tactics(d))
+      if (t.name == l.tactic) {
+        k = t.create(d);
+        break;
+      }
+    if (!k)
+      throw Error("layer '" + l.name + "' (" + l.op + "): tactic '" + l.tactic + "' is not available in this build of kiln");
+    e->kernels.push_back(std::move(k));
+  }
+  return e;
+}
+
+Engine::Engine(std::unique_ptr<EngineImpl> i) : impl(std::move(i)) {}
+Engine::~Engine() = default;
+
+std::unique_ptr<Engine> Engine::deserialize(const void* data, size_t size, ILogger& logger, int threads) {
+  EngineGraph g = deserializePlan(data, size);
+  return std::make_unique<Engine>(instantiateEngine(std::move(g), logger, threads));
+}
+
+std::vector<uint8_t> Engine::serialize() const { return serializePlan(impl->graph); }
+
+int Engine::getNbIOTensors() const { return static_cast<int>(impl->graph.inputs.size() + impl->graph.outputs.size()); }
+
+std::string Engine::getIOTensorName(int index) const {
+  const auto& g = impl->graph;
+  if (index < 0 || index >= getNbIOTensors()) throw Error("I/O tensor index " + std::to_string(index) + " out of range");
+  size_t i = static_cast<size_t>(index);
+  return i < g.inputs.size() ? g.tensors[g.inputs[i]].name : g.tensors[g.outputs[i - g.inputs.size()]].name;
+}
+
+namespace {
+int ioIndex(const EngineImpl& e, const std::string& name) {
+  auto it = e.ioByName.find(name);
+  if (it == e.ioByName.end()) throw Error("'" + name + "' is not an input or output of the engine");
+  return it->second;
+}
+std::string jsonEscape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') { o += '\\'; o += c; }
+    else if (static_cast<unsigned char>(c) < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
+    else o += c;
+  }
+  return o;
+}
+}  // namespace
+
+TensorIOMode Engine::getTensorIOMode(const std::string& name) const {
+  auto it = impl->ioByName.find(name);
+  if (it == impl->ioByName.end()) return TensorIOMode::kNONE;
+  return impl->graph.tensors[it->second].isInput ? TensorIOMode::kINPUT : TensorIOMode::kOUTPUT;
+}
+DataType Engine::getTensorDataType(const std::string& name) const { return impl->graph.tensors[ioIndex(*impl, name)].type; }
+Dims Engine::getTensorShape(const std::string& name) const { return impl->graph.tensors[ioIndex(*impl, name)].dims; }
+Dims Engine::getProfileShape(const std::string& input, OptProfileSelector s) const {
+  auto it = impl->graph.profile.find(ioIndex(*impl, input));
+  if (it == impl->graph.profile.end()) return {};
+  return s == OptProfileSelector::kMIN ? it->second.min : s == OptProfileSelector::kOPT ? it->second.opt : it->second.max;
+}
+DeviceType Engine::device() const { return impl->graph.device; }
+int Engine::getNbLayers() const { return static_cast<int>(impl->graph.layers.size()); }
+size_t Engine::getDeviceMemorySize() const { return impl->graph.arenaBytes; }
+int Engine::getNbAuxStreams() const { return impl->graph.auxStreams; }
+
+std::string Engine::getLayerInformation() const {
+  const auto& g = impl->graph;
+  std::ostringstream s;
+  auto tensorJson = [&](int t) {
+    if (t < 0) return std::string("null");
+    const auto& et = g.tensors[t];
+    std::ostringstream o;
+    o << "{\"name\":\"" << jsonEscape(et.name) << "\",\"dtype\":\"" << toString(et.type) << "\",\"dims\":[";
+    for (size_t k = 0; k < et.dims.size(); ++k) o << (k ? "," : "") << et.dims[k];
+    o << "]" << (et.value.valid() ? ",\"constant\":true" : "") << "}";
+    return o.str();
+  };
+  s << "{\"device\":\"" << toString(g.device) << "\",\"fingerprint\":\"" << jsonEscape(g.fingerprint)
+    << "\",\"threads\":" << g.threads << ",\"auxStreams\":" << g.auxStreams << ",\"arenaBytes\":" << g.arenaBytes
+    << ",\"layers\":[";
+  for (size_t i = 0; i < g.layers.size(); ++i) {
+    const auto& l = g.layers[i];
+    s << (i ? "," : "") << "\n{\"name\":\"" << jsonEscape(l.name) << "\",\"op\":\"" << jsonEscape(l.op) << "\",\"fusedOps\":[";
+    for (size_t k = 0; k < l.fusedOps.size(); ++k) s << (k ? "," : "") << "\"" << jsonEscape(l.fusedOps[k]) << "\"";
+    s << "],\"inputs\":[";
+    for (size_t k = 0; k < l.inputs.size(); ++k) s << (k ? "," : "") << tensorJson(l.inputs[k]);
+    s << "],\"outputs\":[";
+    for (size_t k = 0; k < l.outputs.size(); ++k) s << (k ? "," : "") << tensorJson(l.outputs[k]);
+    s << "],\"precision\":\"" << toString(l.precision) << "\",\"tactic\":\"" << jsonEscape(l.tactic)
+      << "\",\"tacticsConsidered\":" << l.tacticsConsidered << ",\"tacticTimeMs\":" << l.tacticTimeMs << "}";
+  }
+  s << "\n]}";
+  return s.str();
+}
+
+const char* toString(DeviceType d) { return d == DeviceType::kCPU ? "cpu" : "gpu"; }
+
+}  // namespace kiln

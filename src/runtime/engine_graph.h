@@ -1,0 +1,75 @@
+// The engine's graph: an index-based, immutable form of the optimized network, with the chosen
+// tactic per layer. This is what plan files hold.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "kiln/builder.h"
+#include "kiln/network.h"
+
+namespace kiln {
+
+struct EngineTensor {
+  std::string name;
+  DataType type = DataType::kFLOAT;
+  Dims dims;          //!< build-time dims (-1 dynamic)
+  HostTensor value;   //!< constants
+  bool isInput = false, isOutput = false;
+};
+
+struct EngineLayer {
+  std::string name, op, domain;
+  Attributes attrs;
+  std::vector<int> inputs;   //!< tensor indices, -1 for omitted optional inputs
+  std::vector<int> outputs;
+  std::vector<std::string> fusedOps;
+  std::string tactic;
+  DataType precision = DataType::kFLOAT;
+  float tacticTimeMs = -1.f;  //!< measured time of the chosen tactic at opt shapes (-1: not timed)
+  int tacticsConsidered = 1;
+};
+
+struct ProfileRange {
+  Dims min, opt, max;
+};
+
+struct EngineGraph {
+  std::vector<EngineTensor> tensors;
+  std::vector<EngineLayer> layers;
+  std::vector<int> inputs, outputs;  //!< I/O tensor indices in binding order
+  std::map<int, ProfileRange> profile;  //!< per dynamic input tensor index
+  DeviceType device = DeviceType::kCPU;
+  int threads = 0;
+  int auxStreams = 0;
+  size_t arenaBytes = 0;  //!< at opt shapes
+  std::string fingerprint;
+};
+
+//! Concrete shapes (and host values where computed on the host) of every tensor.
+struct ResolvedShapes {
+  std::vector<TensorDesc> tensors;
+  std::vector<bool> hostEvaluated;  //!< per layer: computed on the host while resolving shapes
+  std::vector<LayerDesc> layers;    //!< concrete desc per layer (attrs point into the graph)
+};
+
+//! Resolves every tensor's dims for concrete input dims; validates against the profile.
+ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& inputDims);
+//! The build-time desc of layer i (dims may be -1; constant inputs carry their values).
+LayerDesc buildTimeDesc(const EngineGraph& g, size_t i);
+
+//! Arena layout for one set of shapes: byte offset per tensor (-1: not in the arena).
+struct MemoryPlan {
+  std::vector<int64_t> offsets;
+  size_t arenaBytes = 0;
+};
+MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r);
+
+//! Plan (de)serialization.
+std::vector<uint8_t> serializePlan(const EngineGraph& g);
+//! Throws kiln::Error on any malformed, truncated, tampered or incompatible plan.
+EngineGraph deserializePlan(const void* data, size_t size, bool verifyChecksum = true);
+
+}  // namespace kiln

@@ -1,0 +1,27 @@
+// Internal state behind Engine and ExecutionContext.
+#pragma once
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "backends/backend.h"
+#include "kiln/runtime.h"
+#include "runtime/engine_graph.h"
+
+namespace kiln {
+
+struct EngineImpl {
+  EngineGraph graph;
+  std::shared_ptr<Backend> backend;
+  std::vector<std::unique_ptr<Kernel>> kernels;  //!< per layer
+  std::vector<const void*> constantData;         //!< per tensor: device copy of constants (or null)
+  std::vector<void*> ownedDeviceConstants;
+  std::map<std::string, int> ioByName;           //!< I/O tensor name -> tensor index
+  ILogger* logger = nullptr;
+  ~EngineImpl();
+};
+
+//! Creates the kernels and device constants of a graph (build and load share this).
+std::unique_ptr<EngineImpl> instantiateEngine(EngineGraph graph, ILogger& logger, int threads);
+
+}  // namespace kiln
