@@ -81,6 +81,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log) {
   const Pass passes[] = {
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
       {"fuse GELU pattern", fuseGeluPattern},
+      {"fuse LayerNorm pattern", fuseLayerNormPattern},
       {"fuse MatMul + bias", fuseMatMulBias},
       {"fuse Conv + residual Add", fuseConvResidual},
       {"fuse activation into producer", fuseActivation},
@@ -167,7 +168,7 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
   std::map<int, Dims> opt;
   for (auto& [t, r] : g.profile) opt[t] = r.opt;
   selectTactics(g, *backend, opt, cfg, logger_);
-  ResolvedShapes shapes = resolveShapes(g, opt);
+  ResolvedShapes shapes = resolveShapes(g, opt, nullptr, /*lenient=*/true);
   g.arenaBytes = planMemory(g, shapes).arenaBytes;
 
   auto engine = std::make_unique<Engine>(instantiateEngine(std::move(g), logger_, -1));

@@ -66,7 +66,7 @@ float timeKernel(Backend& backend, const Kernel& k, const LayerDesc& concrete, i
 
 void selectTactics(EngineGraph& g, Backend& backend, const std::map<int, Dims>& optDims, const BuilderConfig& cfg,
                    ILogger& logger) {
-  ResolvedShapes r = resolveShapes(g, optDims);
+  ResolvedShapes r = resolveShapes(g, optDims, nullptr, /*lenient=*/true);
   const auto& progress = cfg.progressCallback();
   const int total = static_cast<int>(g.layers.size());
   for (size_t i = 0; i < g.layers.size(); ++i) {
@@ -82,7 +82,11 @@ void selectTactics(EngineGraph& g, Backend& backend, const std::map<int, Dims>& 
                              " kernel supports it");
     }
     l.tacticsConsidered = static_cast<int>(tactics.size());
-    if (tactics.size() == 1 || cfg.builderOptimizationLevel() == 0 || r.hostEvaluated[i]) {
+    bool concrete = true;  // shapes that depend on run-time input values cannot be timed now
+    for (auto& o : r.layers[i].outputs) concrete = concrete && isStatic(o.dims);
+    for (size_t k = 0; k < r.layers[i].inputs.size(); ++k)
+      concrete = concrete && (!r.layers[i].present(k) || isStatic(r.layers[i].inputs[k].dims));
+    if (tactics.size() == 1 || cfg.builderOptimizationLevel() == 0 || r.skipped(i) || !concrete) {
       l.tactic = tactics[0].name;
       continue;
     }

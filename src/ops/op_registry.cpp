@@ -42,6 +42,10 @@ void inferLayer(LayerDesc& layer) {
   if (!def || !def->infer) throw Error("no op definition for '" + layer.op + "' (layer '" + layer.name + "')");
   try {
     def->infer(layer);
+  } catch (const UnsupportedError& e) {
+    std::string m = e.what();
+    if (m.rfind("layer '", 0) == 0) throw;
+    throw UnsupportedError("layer '" + layer.name + "' (" + layer.op + "): " + m);
   } catch (const Error& e) {
     std::string m = e.what();
     if (m.rfind("layer '", 0) == 0) throw;

@@ -55,9 +55,12 @@ class PlanReader {
     pos_ += n;
     return q;
   }
+  //! Skips alignment padding, which must be zero (so that no byte of a plan goes unchecked).
   void align(size_t a) {
     size_t pad = (a - pos_ % a) % a;
-    take(pad);
+    const uint8_t* q = take(pad);
+    for (size_t i = 0; i < pad; ++i)
+      if (q[i] != 0) fail("non-zero padding");
   }
   size_t remaining() const { return n_ - pos_; }
   size_t pos() const { return pos_; }

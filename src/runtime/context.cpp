@@ -1,6 +1,7 @@
 // ExecutionContext: per-caller state. Shape work (resolution, memory plan, kernel reshape)
 // happens once per shape change; enqueue only patches I/O pointers and runs kernels.
 #include <chrono>
+#include <cstring>
 
 #include "core/thread_pool.h"
 #include "runtime/engine_impl.h"
@@ -11,6 +12,8 @@ struct ContextImpl {
   const Engine* engine = nullptr;
   const EngineImpl* e = nullptr;
   std::map<int, Dims> inputDims;
+  std::map<int, HostTensor> inputValues;  // host copies of inputs that shapes depend on
+  std::vector<int> valueInputs;
   bool dirty = true;
   std::vector<void*> addr;  // per tensor index (I/O only)
   ResolvedShapes shapes;
@@ -31,13 +34,37 @@ struct ContextImpl {
     if (workspace) e->backend->release(workspace);
   }
 
+  Dims inputDimsOf(int t) const {
+    auto it = inputDims.find(t);
+    return it != inputDims.end() ? it->second : e->graph.tensors[t].dims;
+  }
+
+  // Reads the inputs whose values shapes depend on (host memory on the CPU; on the GPU these
+  // inputs must be host buffers, as TensorRT's shape tensors). Marks the context dirty if any
+  // value changed. Only engines with such inputs pay for this per call.
+  void refreshInputValues() {
+    for (int t : valueInputs) {
+      const EngineTensor& et = e->graph.tensors[t];
+      if (!addr[t]) throw Error("input '" + et.name + "' determines shapes: set its address before running or querying shapes");
+      Dims d = inputDimsOf(t);
+      HostTensor v(et.type, d);
+      std::memcpy(v.data(), addr[t], v.bytes());
+      auto it = inputValues.find(t);
+      if (it == inputValues.end() || it->second.dims() != d || std::memcmp(it->second.data(), v.data(), v.bytes()) != 0) {
+        inputValues[t] = v;
+        dirty = true;
+      }
+    }
+  }
+
   void reshape() {
     const EngineGraph& g = e->graph;
     for (int in : g.inputs)
       if (!isStatic(g.tensors[in].dims) && !inputDims.count(in))
         throw Error("input '" + g.tensors[in].name + "' has dynamic dims " + toString(g.tensors[in].dims) +
                     ": call setInputShape first");
-    shapes = resolveShapes(g, inputDims);
+    refreshInputValues();
+    shapes = resolveShapes(g, inputDims, &inputValues);
     mem = planMemory(g, shapes);
     if (mem.arenaBytes > arenaCap) {
       if (arena) e->backend->release(arena);
@@ -67,7 +94,7 @@ struct ContextImpl {
       return v;
     };
     for (size_t i = 0; i < g.layers.size(); ++i) {
-      if (shapes.hostEvaluated[i]) continue;
+      if (shapes.skipped(i)) continue;
       const EngineLayer& l = g.layers[i];
       size_t w = e->kernels[i]->reshape(shapes.layers[i], states[i]);
       ws = std::max(ws, w);
@@ -100,6 +127,7 @@ std::unique_ptr<ExecutionContext> Engine::createExecutionContext() const {
   c->engine = this;
   c->e = impl.get();
   c->addr.assign(impl->graph.tensors.size(), nullptr);
+  c->valueInputs = hostValueInputs(impl->graph);
   return std::make_unique<ExecutionContext>(std::move(c));
 }
 
@@ -137,6 +165,7 @@ void ExecutionContext::setProfiler(IProfiler* p) { impl->profiler = p; }
 
 void ExecutionContext::enqueue(void* stream) {
   ContextImpl& c = *impl;
+  if (!c.valueInputs.empty()) c.refreshInputValues();
   if (c.dirty) c.reshape();
   const EngineGraph& g = c.e->graph;
   for (int t : g.inputs)
@@ -152,7 +181,7 @@ void ExecutionContext::enqueue(void* stream) {
     c.e->backend->copyToDevice(c.addr[o], v.data(), v.bytes(), stream);
   }
   for (size_t i = 0; i < g.layers.size(); ++i) {
-    if (c.shapes.hostEvaluated[i]) continue;
+    if (c.shapes.skipped(i)) continue;
     KernelIO& io = c.ios[i];
     io.stream = stream;
     if (c.profiler) {

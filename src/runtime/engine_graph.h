@@ -53,10 +53,22 @@ struct ResolvedShapes {
   std::vector<TensorDesc> tensors;
   std::vector<bool> hostEvaluated;  //!< per layer: computed on the host while resolving shapes
   std::vector<LayerDesc> layers;    //!< concrete desc per layer (attrs point into the graph)
+  //! Per layer: a view op (Reshape, Squeeze, ...) whose output shares its input's memory, so it
+  //! does not run at all.
+  std::vector<bool> aliased;
+  //! Per tensor: the tensor whose memory it shares (-1: its own).
+  std::vector<int> aliasOf;
+  bool skipped(size_t layer) const { return hostEvaluated[layer] || aliased[layer]; }
 };
 
-//! Resolves every tensor's dims for concrete input dims; validates against the profile.
-ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& inputDims);
+//! Resolves every tensor's dims for concrete input dims (and the values of inputs that shapes
+//! depend on); validates against the profile. `lenient` (build time) leaves dims that depend on
+//! unknown input values at -1 instead of failing.
+ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& inputDims,
+                             const std::map<int, HostTensor>* inputValues = nullptr, bool lenient = false);
+//! Network inputs whose values (not only dims) shapes depend on — e.g. Resize's scales fed as an
+//! input. Their data is read on the host by the context before it resolves shapes.
+std::vector<int> hostValueInputs(const EngineGraph& g);
 //! The build-time desc of layer i (dims may be -1; constant inputs carry their values).
 LayerDesc buildTimeDesc(const EngineGraph& g, size_t i);
 

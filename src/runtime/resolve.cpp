@@ -10,6 +10,28 @@ namespace {
 constexpr int64_t kMaxHostEvalElements = int64_t(1) << 16;  // shape-sized values only
 }
 
+namespace {
+// View ops become aliases when both sides live in the arena (not user buffers or constants).
+void markAliases(const EngineGraph& g, ResolvedShapes& r) {
+  static const char* kViewOps[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+  r.aliased.assign(g.layers.size(), false);
+  r.aliasOf.assign(g.tensors.size(), -1);
+  for (size_t i = 0; i < g.layers.size(); ++i) {
+    const EngineLayer& l = g.layers[i];
+    if (r.hostEvaluated[i] || l.outputs.size() != 1 || l.inputs.empty() || l.inputs[0] < 0) continue;
+    bool view = false;
+    for (const char* op : kViewOps) view = view || l.op == op;
+    if (!view) continue;
+    int src = l.inputs[0], dst = l.outputs[0];
+    const EngineTensor &s = g.tensors[src], &d = g.tensors[dst];
+    if (s.isInput || s.isOutput || s.value.valid() || r.tensors[src].value.valid() || d.isOutput) continue;
+    if (r.tensors[src].type != r.tensors[dst].type) continue;
+    r.aliased[i] = true;
+    r.aliasOf[dst] = r.aliasOf[src] >= 0 ? r.aliasOf[src] : src;
+  }
+}
+}  // namespace
+
 LayerDesc buildTimeDesc(const EngineGraph& g, size_t i) {
   const EngineLayer& l = g.layers[i];
   LayerDesc d;
@@ -31,7 +53,41 @@ LayerDesc buildTimeDesc(const EngineGraph& g, size_t i) {
   return d;
 }
 
-ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& inputDims) {
+std::vector<int> hostValueInputs(const EngineGraph& g) {
+  // Walk back from every value input through its producers: whatever it depends on must be known.
+  std::vector<int> producer(g.tensors.size(), -1);
+  for (size_t i = 0; i < g.layers.size(); ++i)
+    for (int t : g.layers[i].outputs) producer[t] = static_cast<int>(i);
+  std::vector<bool> needed(g.tensors.size(), false);
+  std::vector<int> stack;
+  for (const EngineLayer& l : g.layers) {
+    const OpDef* def = OpRegistry::instance().find(l.op);
+    if (!def) continue;
+    for (int k : def->valueInputs)
+      if (k < static_cast<int>(l.inputs.size()) && l.inputs[k] >= 0) stack.push_back(l.inputs[k]);
+  }
+  while (!stack.empty()) {
+    int t = stack.back();
+    stack.pop_back();
+    if (needed[t] || g.tensors[t].value.valid()) continue;
+    needed[t] = true;
+    if (producer[t] >= 0)
+      for (int in : g.layers[producer[t]].inputs)
+        if (in >= 0) {
+          // Shape-like ops read only dims, not data: their inputs need no host value.
+          const std::string& op = g.layers[producer[t]].op;
+          if (op == "Shape" || op == "Size") continue;
+          stack.push_back(in);
+        }
+  }
+  std::vector<int> out;
+  for (int in : g.inputs)
+    if (needed[in]) out.push_back(in);
+  return out;
+}
+
+ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& inputDims,
+                             const std::map<int, HostTensor>* inputValues, bool lenient) {
   ResolvedShapes r;
   r.tensors.resize(g.tensors.size());
   for (size_t i = 0; i < g.tensors.size(); ++i) {
@@ -59,6 +115,10 @@ ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& in
                       toString(p->second.min) + ", max " + toString(p->second.max) + ")");
     volume(d);
     r.tensors[in].dims = d;
+    if (inputValues) {
+      auto v = inputValues->find(in);
+      if (v != inputValues->end()) r.tensors[in].value = v->second;
+    }
   }
   r.hostEvaluated.assign(g.layers.size(), false);
   r.layers.resize(g.layers.size());
@@ -78,12 +138,17 @@ ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& in
     if (d.outputs.size() != l.outputs.size()) throw Error("layer '" + l.name + "': output count changed");
     const OpDef* def = OpRegistry::instance().find(l.op);
     bool known = true;
+    bool resolved = true;
     for (auto& o : d.outputs) {
-      if (!isStatic(o.dims)) throw Error("layer '" + l.name + "': output shape " + toString(o.dims) + " is unresolved");
+      if (!isStatic(o.dims)) {
+        if (!lenient) throw Error("layer '" + l.name + "': output shape " + toString(o.dims) + " is unresolved");
+        resolved = false;
+        continue;
+      }
       volume(o.dims);
       known = known && o.value.valid();
     }
-    if (!known && def && def->foldable && allInputsKnown(d)) {
+    if (resolved && !known && def && def->foldable && allInputsKnown(d)) {
       bool small = true;
       for (auto& o : d.outputs) small = small && volume(o.dims) <= kMaxHostEvalElements;
       if (small) {
@@ -91,7 +156,7 @@ ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& in
         known = true;
       }
     }
-    r.hostEvaluated[i] = known;
+    r.hostEvaluated[i] = resolved && known;
     for (size_t k = 0; k < l.outputs.size(); ++k) {
       TensorDesc& td = r.tensors[l.outputs[k]];
       if (td.type != d.outputs[k].type)
@@ -101,6 +166,7 @@ ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& in
     }
     r.layers[i] = std::move(d);
   }
+  markAliases(g, r);
   return r;
 }
 
@@ -111,10 +177,12 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
   std::vector<int> first(n, -1), last(n, -1);
   for (size_t i = 0; i < g.layers.size(); ++i) {
     const EngineLayer& l = g.layers[i];
-    if (r.hostEvaluated[i]) continue;
-    for (int t : l.outputs) if (first[t] < 0) first[t] = static_cast<int>(i);
+    if (r.skipped(i)) continue;
+    auto root = [&](int t) { return r.aliasOf[t] >= 0 ? r.aliasOf[t] : t; };
+    for (int t : l.outputs) if (first[root(t)] < 0) first[root(t)] = static_cast<int>(i);
     for (int t : l.inputs)
       if (t >= 0) {
+        t = root(t);
         if (first[t] < 0) first[t] = 0;  // host-known value read by a runtime layer
         last[t] = static_cast<int>(i);
       }
@@ -123,8 +191,9 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
   std::vector<Item> items;
   for (size_t t = 0; t < n; ++t) {
     const EngineTensor& et = g.tensors[t];
-    if (et.isInput || et.isOutput || et.value.valid() || first[t] < 0) continue;
+    if (et.isInput || et.isOutput || et.value.valid() || first[t] < 0 || r.aliasOf[t] >= 0) continue;
     if (last[t] < first[t]) last[t] = first[t];  // produced but unused (extra outputs)
+    if (!isStatic(r.tensors[t].dims)) continue;   // unknown until run time (build-time estimate)
     size_t bytes = static_cast<size_t>(volume(r.tensors[t].dims)) * elementSize(r.tensors[t].type);
     items.push_back({static_cast<int>(t), (bytes + 63) / 64 * 64});
   }
@@ -148,6 +217,8 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
     p.offsets[it.t] = static_cast<int64_t>(off);
     p.arenaBytes = std::max(p.arenaBytes, off + it.bytes);
   }
+  for (size_t t = 0; t < n; ++t)
+    if (r.aliasOf[t] >= 0) p.offsets[t] = p.offsets[r.aliasOf[t]];
   return p;
 }
 

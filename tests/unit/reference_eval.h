@@ -1,0 +1,67 @@
+// Test helper: evaluates a network layer by layer with the ops' naive reference kernels, with no
+// builder passes — the independent reference that optimized engines are compared with.
+#pragma once
+#include <map>
+#include <random>
+#include <string>
+
+#include "kiln/kiln.h"
+#include "ops/op_registry.h"
+
+namespace kiln::test {
+
+inline HostTensor randomTensor(Dims d, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  HostTensor t(DataType::kFLOAT, d);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  for (int64_t i = 0; i < t.count(); ++i) t.as<float>()[i] = u(rng);
+  return t;
+}
+
+//! Values of every network output, by name.
+inline std::map<std::string, HostTensor> evaluateReference(Network& net, const std::map<std::string, HostTensor>& inputs) {
+  net.topoSort();
+  net.inferShapes();
+  std::map<const Tensor*, HostTensor> vals;
+  for (Tensor* in : net.inputs()) vals[in] = inputs.at(in->name);
+  for (auto& l : net.layers()) {
+    LayerDesc d;
+    d.name = l->name;
+    d.op = l->op;
+    d.attrs = &l->attrs;
+    for (Tensor* t : l->inputs) {
+      d.inputPresent.push_back(t != nullptr);
+      d.inputs.push_back(t ? TensorDesc{t->type, t->isConstant() ? t->value.dims() : vals.at(t).dims(),
+                                        t->isConstant() ? t->value : vals.at(t)}
+                           : TensorDesc{});
+    }
+    d.outputs.resize(l->outputs.size());
+    inferLayer(d);
+    for (auto& o : d.outputs) o.value = HostTensor();
+    evaluateOnHost(d);
+    for (size_t k = 0; k < l->outputs.size(); ++k) vals[l->outputs[k]] = d.outputs[k].value;
+  }
+  std::map<std::string, HostTensor> out;
+  for (Tensor* o : net.outputs()) out[o->name] = o->isConstant() ? o->value : vals.at(o);
+  return out;
+}
+
+//! Builds `net` and runs it on `inputs`; returns the float outputs by name.
+inline std::map<std::string, std::vector<float>> runEngine(Engine& e, const std::map<std::string, HostTensor>& inputs) {
+  auto ctx = e.createExecutionContext();
+  std::map<std::string, std::vector<float>> outs;
+  for (auto& [n, t] : inputs) {
+    ctx->setInputShape(n, t.dims());
+    ctx->setTensorAddress(n, const_cast<void*>(t.data()));
+  }
+  for (int i = 0; i < e.getNbIOTensors(); ++i) {
+    std::string n = e.getIOTensorName(i);
+    if (e.getTensorIOMode(n) != TensorIOMode::kOUTPUT) continue;
+    outs[n].resize(static_cast<size_t>(volume(ctx->getTensorShape(n))));
+    ctx->setTensorAddress(n, outs[n].data());
+  }
+  ctx->enqueue();
+  return outs;
+}
+
+}  // namespace kiln::test

@@ -1,0 +1,140 @@
+// Builder passes: each fusion fires on its pattern and the fused engine computes what the
+// unfused network computes with reference kernels.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "reference_eval.h"
+
+using namespace kiln;
+using kiln::test::randomTensor;
+
+namespace {
+
+HostTensor scalar(float v) {
+  HostTensor t(DataType::kFLOAT, {});
+  *t.as<float>() = v;
+  return t;
+}
+
+// Builds the same network twice (one for the reference, one for the builder) and compares.
+template <typename MakeNet>
+std::string checkFusion(MakeNet make, const std::map<std::string, HostTensor>& inputs, float tol = 1e-4f) {
+  Network refNet;
+  make(refNet);
+  auto ref = kiln::test::evaluateReference(refNet, inputs);
+  Network net;
+  make(net);
+  BuilderConfig cfg;
+  cfg.setThreads(2);
+  auto engine = Builder().build(net, cfg);
+  auto out = kiln::test::runEngine(*engine, inputs);
+  for (auto& [name, r] : ref) {
+    const auto& o = out.at(name);
+    EXPECT_EQ(static_cast<int64_t>(o.size()), r.count());
+    for (int64_t i = 0; i < r.count(); ++i) {
+      float rv = r.template as<float>()[i];
+      EXPECT_NEAR(o[static_cast<size_t>(i)], rv, tol * (1 + std::fabs(rv))) << name << "[" << i << "]";
+    }
+  }
+  return engine->getLayerInformation();
+}
+
+}  // namespace
+
+TEST(Passes, BatchNormFoldsIntoConvAndReluFuses) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {1, 3, 6, 6});
+    Layer* c = n.addConvolution(x, randomTensor({5, 3, 3, 3}, 1), randomTensor({5}, 2), {1, 1}, {1, 1, 1, 1});
+    Attributes a;
+    a.set("epsilon", 1e-3f);
+    Layer* bn = n.addLayer("BatchNormalization",
+                           {c->outputs[0], n.addConstant("s", randomTensor({5}, 3, 0.5f, 1.5f)), n.addConstant("b", randomTensor({5}, 4)),
+                            n.addConstant("m", randomTensor({5}, 5)), n.addConstant("v", randomTensor({5}, 6, 0.5f, 2.f))},
+                           1, a);
+    Layer* r = n.addActivation(bn->outputs[0], "Relu");
+    n.renameTensor(r->outputs[0], "y");
+    n.markOutput(r->outputs[0]);
+  };
+  std::string info = checkFusion(make, {{"x", randomTensor({1, 3, 6, 6}, 9)}});
+  EXPECT_NE(info.find("BatchNormalization:"), std::string::npos) << info;
+  EXPECT_NE(info.find("Relu:"), std::string::npos) << info;
+}
+
+TEST(Passes, ResidualAddFusesIntoConv) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {1, 4, 5, 5});
+    Layer* c = n.addConvolution(x, randomTensor({4, 4, 3, 3}, 1), randomTensor({4}, 2), {1, 1}, {1, 1, 1, 1});
+    Layer* add = n.addElementWise(c->outputs[0], x, "Add");
+    Layer* r = n.addActivation(add->outputs[0], "Relu");
+    n.renameTensor(r->outputs[0], "y");
+    n.markOutput(r->outputs[0]);
+  };
+  std::string info = checkFusion(make, {{"x", randomTensor({1, 4, 5, 5}, 9)}});
+  EXPECT_NE(info.find("Add:"), std::string::npos) << info;
+}
+
+TEST(Passes, ErfGeluAndMatMulBiasFuse) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 3, 8});
+    Layer* mm = n.addMatMul(x, n.addConstant("w", randomTensor({8, 6}, 1)));
+    Layer* add = n.addElementWise(mm->outputs[0], n.addConstant("bias", randomTensor({6}, 2)), "Add");
+    Tensor* h = add->outputs[0];
+    Layer* div = n.addElementWise(h, n.addConstant("", scalar(std::sqrt(2.f))), "Div");
+    Layer* erf = n.addLayer("Erf", {div->outputs[0]}, 1);
+    Layer* one = n.addElementWise(erf->outputs[0], n.addConstant("", scalar(1.f)), "Add");
+    Layer* m1 = n.addElementWise(h, one->outputs[0], "Mul");
+    Layer* m2 = n.addElementWise(m1->outputs[0], n.addConstant("", scalar(0.5f)), "Mul");
+    n.renameTensor(m2->outputs[0], "y");
+    n.markOutput(m2->outputs[0]);
+  };
+  std::string info = checkFusion(make, {{"x", randomTensor({2, 3, 8}, 9)}});
+  EXPECT_NE(info.find("Erf:"), std::string::npos) << info;
+  EXPECT_NE(info.find("\"op\":\"MatMul\""), std::string::npos) << info;
+  EXPECT_EQ(info.find("\"op\":\"Erf\""), std::string::npos) << info;
+}
+
+TEST(Passes, DecomposedLayerNormFuses) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 4, 16});
+    HostTensor axes(DataType::kINT64, {1});
+    *axes.as<int64_t>() = -1;
+    Layer* m = n.addLayer("ReduceMean", {x, n.addConstant("", axes)}, 1);
+    Layer* d = n.addElementWise(x, m->outputs[0], "Sub");
+    Layer* p = n.addElementWise(d->outputs[0], n.addConstant("", scalar(2.f)), "Pow");
+    Layer* v = n.addLayer("ReduceMean", {p->outputs[0], n.addConstant("", axes)}, 1);
+    Layer* e = n.addElementWise(v->outputs[0], n.addConstant("", scalar(1e-5f)), "Add");
+    Layer* s = n.addLayer("Sqrt", {e->outputs[0]}, 1);
+    Layer* q = n.addElementWise(d->outputs[0], s->outputs[0], "Div");
+    Layer* g = n.addElementWise(q->outputs[0], n.addConstant("g", randomTensor({16}, 3)), "Mul");
+    Layer* b = n.addElementWise(g->outputs[0], n.addConstant("b", randomTensor({16}, 4)), "Add");
+    n.renameTensor(b->outputs[0], "y");
+    n.markOutput(b->outputs[0]);
+  };
+  std::string info = checkFusion(make, {{"x", randomTensor({2, 4, 16}, 9)}});
+  EXPECT_NE(info.find("\"op\":\"LayerNormalization\""), std::string::npos) << info;
+  EXPECT_EQ(info.find("\"op\":\"Sqrt\""), std::string::npos) << info;
+}
+
+TEST(Passes, ConstantSubgraphsFold) {
+  // Shape -> Gather -> Concat -> Reshape: the shape subgraph folds away at build time.
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 3, 4});
+    Layer* sh = n.addLayer("Shape", {x}, 1);
+    HostTensor idx(DataType::kINT64, {1});
+    *idx.as<int64_t>() = 0;
+    Layer* g = n.addLayer("Gather", {sh->outputs[0], n.addConstant("", idx)}, 1);
+    HostTensor rest(DataType::kINT64, {1});
+    *rest.as<int64_t>() = -1;
+    Attributes ca;
+    ca.set("axis", int64_t(0));
+    Layer* cat = n.addLayer("Concat", {g->outputs[0], n.addConstant("", rest)}, 1, ca);
+    Layer* r = n.addLayer("Reshape", {x, cat->outputs[0]}, 1);
+    Layer* relu = n.addActivation(r->outputs[0], "Relu");
+    n.renameTensor(relu->outputs[0], "y");
+    n.markOutput(relu->outputs[0]);
+  };
+  std::string info = checkFusion(make, {{"x", randomTensor({2, 3, 4}, 9)}});
+  EXPECT_EQ(info.find("\"op\":\"Shape\""), std::string::npos) << info;
+  EXPECT_EQ(info.find("\"op\":\"Concat\""), std::string::npos) << info;
+}

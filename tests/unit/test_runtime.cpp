@@ -1,0 +1,209 @@
+// End-to-end tests of the public API: a network built by hand (no ONNX), built, run, serialized,
+// reloaded, run from two threads; damaged plans rejected with kiln::Error.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "kiln/kiln.h"
+#include "reference_eval.h"
+#include "runtime/engine_graph.h"
+
+using namespace kiln;
+
+namespace {
+
+using kiln::test::randomTensor;
+
+// x[1,3,8,8] -> Conv(4, 3x3, pad 1) -> Relu -> Add(conv2 of x) -> GlobalAveragePool -> Flatten
+// -> MatMul(W[4,5]) -> Softmax. The expected output is computed by running every layer with its
+// naive reference kernel, independently of the builder's fusions and tactics.
+std::unique_ptr<Network> makeNetwork(const std::vector<HostTensor>& w) {
+  auto net = std::make_unique<Network>();
+  Tensor* x = net->addInput("x", DataType::kFLOAT, {1, 3, 8, 8});
+  Layer* c1 = net->addConvolution(x, w[0], w[1], {1, 1}, {1, 1, 1, 1});
+  Layer* r = net->addActivation(c1->outputs[0], "Relu");
+  Layer* c2 = net->addConvolution(x, w[2], w[3], {1, 1}, {1, 1, 1, 1});
+  Layer* add = net->addElementWise(r->outputs[0], c2->outputs[0], "Add");
+  Layer* gap = net->addLayer("GlobalAveragePool", {add->outputs[0]}, 1);
+  Attributes fa;
+  fa.set("axis", int64_t(1));
+  Layer* flat = net->addLayer("Flatten", {gap->outputs[0]}, 1, fa);
+  Layer* mm = net->addMatMul(flat->outputs[0], net->addConstant("w_fc", w[4]));
+  Layer* sm = net->addSoftmax(mm->outputs[0], -1);
+  net->renameTensor(sm->outputs[0], "prob");
+  net->markOutput(sm->outputs[0]);
+  return net;
+}
+
+std::vector<HostTensor> weights() {
+  return {randomTensor({4, 3, 3, 3}, 1), randomTensor({4}, 2), randomTensor({4, 3, 3, 3}, 3), randomTensor({4}, 4),
+          randomTensor({4, 5}, 5)};
+}
+
+// The unoptimized network evaluated layer by layer with reference kernels.
+HostTensor referenceOutput(const HostTensor& input) {
+  auto net = makeNetwork(weights());
+  return kiln::test::evaluateReference(*net, {{"x", input}}).at("prob");
+}
+
+std::vector<float> run(ExecutionContext& ctx, const HostTensor& input) {
+  std::vector<float> out(5, -1.f);
+  ctx.setTensorAddress("x", const_cast<void*>(input.data()));
+  ctx.setTensorAddress("prob", out.data());
+  ctx.enqueue();
+  return out;
+}
+
+void expectNear(const std::vector<float>& a, const HostTensor& ref) {
+  ASSERT_EQ(static_cast<int64_t>(a.size()), ref.count());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], ref.as<float>()[i], 1e-5f) << i;
+}
+
+std::unique_ptr<Engine> buildEngine(int threads = 2) {
+  auto net = makeNetwork(weights());
+  BuilderConfig cfg;
+  cfg.setThreads(threads);
+  Builder b;
+  return b.build(*net, cfg);
+}
+
+}  // namespace
+
+TEST(Runtime, HandBuiltNetworkMatchesReference) {
+  auto engine = buildEngine();
+  HostTensor in = randomTensor({1, 3, 8, 8}, 42);
+  auto ctx = engine->createExecutionContext();
+  expectNear(run(*ctx, in), referenceOutput(in));
+  // Fusions happened: BN-free network, but Relu fused into the first conv and Add into a conv.
+  EXPECT_LT(engine->getNbLayers(), 8);
+}
+
+TEST(Runtime, PlanRoundTripGivesSameOutputs) {
+  auto engine = buildEngine();
+  auto plan = engine->serialize();
+  auto loaded = Engine::deserialize(plan.data(), plan.size());
+  HostTensor in = randomTensor({1, 3, 8, 8}, 7);
+  auto a = run(*engine->createExecutionContext(), in);
+  auto b = run(*loaded->createExecutionContext(), in);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(loaded->getLayerInformation(), engine->getLayerInformation());
+}
+
+TEST(Runtime, TwoThreadsTwoContextsOneEngine) {
+  auto engine = buildEngine();
+  HostTensor in1 = randomTensor({1, 3, 8, 8}, 11), in2 = randomTensor({1, 3, 8, 8}, 12);
+  HostTensor r1 = referenceOutput(in1), r2 = referenceOutput(in2);
+  std::vector<float> o1, o2;
+  auto worker = [&](const HostTensor& in, std::vector<float>& out) {
+    auto ctx = engine->createExecutionContext();
+    for (int i = 0; i < 50; ++i) out = run(*ctx, in);
+  };
+  std::thread t1(worker, std::cref(in1), std::ref(o1)), t2(worker, std::cref(in2), std::ref(o2));
+  t1.join();
+  t2.join();
+  expectNear(o1, r1);
+  expectNear(o2, r2);
+}
+
+TEST(Runtime, TruncatedPlansAreRejected) {
+  auto plan = buildEngine()->serialize();
+  for (size_t n = 0; n < plan.size(); n += std::max<size_t>(1, plan.size() / 97))
+    EXPECT_THROW(Engine::deserialize(plan.data(), n), Error) << "length " << n;
+}
+
+TEST(Runtime, CorruptedPlansAreRejected) {
+  auto plan = buildEngine()->serialize();
+  std::mt19937 rng(3);
+  for (int i = 0; i < 300; ++i) {
+    auto bad = plan;
+    size_t pos = rng() % bad.size();
+    bad[pos] ^= static_cast<uint8_t>(1 + rng() % 255);
+    EXPECT_THROW(Engine::deserialize(bad.data(), bad.size()), Error) << "byte " << pos;
+  }
+}
+
+TEST(Runtime, StructurallyCorruptPayloadNeverCrashes) {
+  // Bypass the checksum so that the parser's bounds checks themselves are exercised.
+  auto plan = buildEngine()->serialize();
+  std::mt19937 rng(5);
+  int rejected = 0;
+  for (int i = 0; i < 2000; ++i) {
+    auto bad = plan;
+    for (int k = 0; k < 1 + static_cast<int>(rng() % 4); ++k) bad[rng() % bad.size()] = static_cast<uint8_t>(rng());
+    try {
+      deserializePlan(bad.data(), bad.size(), /*verifyChecksum=*/false);
+    } catch (const Error&) {
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 0);
+}
+
+TEST(Runtime, WrongVersionAndForeignFilesAreRejected) {
+  auto plan = buildEngine()->serialize();
+  auto v = plan;
+  v[8] = 99;  // format version
+  try {
+    Engine::deserialize(v.data(), v.size());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("version"), std::string::npos) << e.what();
+  }
+  std::string junk = "this is not a plan file at all";
+  EXPECT_THROW(Engine::deserialize(junk.data(), junk.size()), Error);
+}
+
+TEST(Runtime, DynamicBatchWithProfile) {
+  auto net = std::make_unique<Network>();
+  Tensor* x = net->addInput("x", DataType::kFLOAT, {-1, 4});
+  Layer* mm = net->addMatMul(x, net->addConstant("w", randomTensor({4, 3}, 9)));
+  Layer* r = net->addActivation(mm->outputs[0], "Relu");
+  net->renameTensor(r->outputs[0], "y");
+  net->markOutput(r->outputs[0]);
+  BuilderConfig cfg;
+  OptimizationProfile p;
+  p.setDimensions("x", OptProfileSelector::kMIN, {1, 4});
+  p.setDimensions("x", OptProfileSelector::kOPT, {4, 4});
+  p.setDimensions("x", OptProfileSelector::kMAX, {8, 4});
+  cfg.addOptimizationProfile(p);
+  Builder b;
+  auto engine = b.build(*net, cfg);
+  auto ctx = engine->createExecutionContext();
+  HostTensor w = randomTensor({4, 3}, 9);
+  for (int64_t batch : {1, 5, 8}) {
+    HostTensor in = randomTensor({batch, 4}, static_cast<uint32_t>(batch));
+    std::vector<float> out(static_cast<size_t>(batch * 3));
+    ctx->setInputShape("x", {batch, 4});
+    EXPECT_EQ(ctx->getTensorShape("y"), (Dims{batch, 3}));
+    ctx->setTensorAddress("x", in.data());
+    ctx->setTensorAddress("y", out.data());
+    ctx->enqueue();
+    for (int64_t i = 0; i < batch; ++i)
+      for (int64_t j = 0; j < 3; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < 4; ++k) acc += double(in.as<float>()[i * 4 + k]) * w.as<float>()[k * 3 + j];
+        EXPECT_NEAR(out[static_cast<size_t>(i * 3 + j)], std::max(acc, 0.0), 1e-5);
+      }
+  }
+  ctx->setInputShape("x", {9, 4});
+  EXPECT_THROW(ctx->enqueue(), Error);  // outside the profile
+}
+
+TEST(Runtime, DynamicInputWithoutProfileIsAnError) {
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {-1, 4});
+  net.markOutput(net.addActivation(x, "Relu")->outputs[0]);
+  Builder b;
+  EXPECT_THROW(b.build(net, BuilderConfig{}), Error);
+}
+
+TEST(Runtime, CycleIsAnError) {
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {2});
+  Layer* a = net.addElementWise(x, x, "Add");
+  Layer* c = net.addElementWise(a->outputs[0], x, "Mul");
+  a->inputs[1] = c->outputs[0];  // a depends on c, c on a
+  net.markOutput(c->outputs[0]);
+  EXPECT_THROW(net.topoSort(), Error);
+}
