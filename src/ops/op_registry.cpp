@@ -14,6 +14,8 @@ OpRegistry::OpRegistry() {
   registerShapeOps(*this);
   registerResizeOps(*this);
   registerSelectionOps(*this);
+  registerRecurrentOps(*this);
+  registerAttentionOps(*this);
 }
 
 OpRegistry& OpRegistry::instance() {

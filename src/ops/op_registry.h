@@ -58,6 +58,8 @@ void registerReductionOps(OpRegistry& r);
 void registerShapeOps(OpRegistry& r);
 void registerResizeOps(OpRegistry& r);
 void registerSelectionOps(OpRegistry& r);
+void registerRecurrentOps(OpRegistry& r);
+void registerAttentionOps(OpRegistry& r);
 
 //! Runs the op's inference on `layer`; throws kiln::Error prefixed with the layer's name.
 void inferLayer(LayerDesc& layer);
