@@ -100,6 +100,25 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log) {
   }
 }
 
+// A layer whose output dims stay unknown although its input dims and shape-determining values
+// are known has a data-dependent output shape (NonZero, Compress of a computed mask, ...).
+void rejectDataDependentShapes(const EngineGraph& g, const ResolvedShapes& r) {
+  for (size_t i = 0; i < g.layers.size(); ++i) {
+    const LayerDesc& d = r.layers[i];
+    bool outputsKnown = true, inputsKnown = true;
+    for (auto& o : d.outputs) outputsKnown = outputsKnown && isStatic(o.dims);
+    if (outputsKnown) continue;
+    for (size_t k = 0; k < d.inputs.size(); ++k)
+      inputsKnown = inputsKnown && (!d.present(k) || isStatic(d.inputs[k].dims));
+    const OpDef* def = OpRegistry::instance().find(d.op);
+    for (int k : def->valueInputs)
+      inputsKnown = inputsKnown && (!d.present(k) || d.inputs[k].value.valid());
+    if (inputsKnown)
+      throw UnsupportedError("layer '" + d.name + "' (" + d.op + ") has an output shape that depends on its input data; "
+                             "kiln does not support data-dependent shapes yet");
+  }
+}
+
 EngineGraph lowerToGraph(const Network& net, const std::map<std::string, ProfileRange>& profile) {
   EngineGraph g;
   std::map<const Tensor*, int> index;
@@ -169,6 +188,7 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
   for (auto& [t, r] : g.profile) opt[t] = r.opt;
   selectTactics(g, *backend, opt, cfg, logger_);
   ResolvedShapes shapes = resolveShapes(g, opt, nullptr, /*lenient=*/true);
+  rejectDataDependentShapes(g, shapes);
   g.arenaBytes = planMemory(g, shapes).arenaBytes;
 
   auto engine = std::make_unique<Engine>(instantiateEngine(std::move(g), logger_, -1));

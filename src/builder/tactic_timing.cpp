@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <unistd.h>
 
 namespace kiln {
 
@@ -35,6 +36,22 @@ struct TimingBuffers {
     return v;
   }
 };
+
+// Timing runs a layer for real: refuse opt shapes whose tensors cannot fit in this machine.
+void checkTimingFootprint(const LayerDesc& d) {
+  static const uint64_t kPhys = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t bytes = 0;
+  auto add = [&](const TensorDesc& t) {
+    uint64_t b = static_cast<uint64_t>(volume(t.dims)) * elementSize(t.type);
+    bytes = bytes + b < bytes ? UINT64_MAX : bytes + b;
+  };
+  for (size_t k = 0; k < d.inputs.size(); ++k)
+    if (d.present(k)) add(d.inputs[k]);
+  for (auto& o : d.outputs) add(o);
+  if (bytes > kPhys / 2)
+    throw Error("layer '" + d.name + "' needs " + std::to_string(bytes >> 20) + " MiB at the opt shapes, more than this machine can time; " +
+                "use smaller --optShapes");
+}
 
 float timeKernel(Backend& backend, const Kernel& k, const LayerDesc& concrete, int runs) {
   std::unique_ptr<KernelState> state;
@@ -90,6 +107,7 @@ void selectTactics(EngineGraph& g, Backend& backend, const std::map<int, Dims>& 
       l.tactic = tactics[0].name;
       continue;
     }
+    checkTimingFootprint(r.layers[i]);
     float best = -1.f;
     std::string bestName;
     for (const Tactic& t : tactics) {

@@ -89,8 +89,9 @@ struct Importer {
     for (const auto& os : model.opset_import()) domainOpsets[os.domain()] = static_cast<int>(os.version());
     if (domainOpsets.count("ai.onnx")) domainOpsets[""] = domainOpsets["ai.onnx"];
     if (!domainOpsets.count("")) {
-      if (model.opset_import_size() == 0) domainOpsets[""] = 1;  // IR v1/v2 models carry no opset: oldest
-      else throw Error("the model imports no default-domain opset");
+      // IR v1/v2 models carry no opset at all: the oldest. A model importing only other domains
+      // has no default-domain nodes; give it the newest so that its real problem is reported.
+      domainOpsets[""] = model.opset_import_size() == 0 ? 1 : kNewestOpset;
     }
     opset = domainOpsets[""];
     if (opset > kNewestOpset)

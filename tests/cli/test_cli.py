@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the kiln CLI.
+
+Small models are made with onnx.helper; expected outputs come from ONNX Runtime. Covers the
+build/save/load round trip, --exportOutput against ONNX Runtime, --loadInputs (.npy and .pb),
+dynamic shapes through the profile flags, every flag, the trtexec-style summary, and errors.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import traceback
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+KILN = ""
+TMP = ""
+FAST = ["--iterations=2", "--warmUp=0", "--duration=0", "--device=cpu"]
+
+
+# ---------------------------------------------------------------- helpers
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def run(args, expect_ok=True, timeout=120):
+    proc = subprocess.run([KILN, *args], capture_output=True, text=True, timeout=timeout, errors="replace")
+    assert proc.returncode >= 0, f"kiln killed by signal {-proc.returncode}: {args}\n{proc.stderr}"
+    if expect_ok:
+        assert proc.returncode == 0, f"kiln failed ({proc.returncode}): {args}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc
+
+
+def expect_error(args, pattern, status=None):
+    proc = run(args, expect_ok=False)
+    assert proc.returncode != 0, f"kiln accepted {args}\n{proc.stdout}"
+    if status is not None:
+        assert proc.returncode == status, f"exit {proc.returncode}, expected {status}: {args}\n{proc.stderr}"
+    errors = "\n".join(l for l in proc.stderr.splitlines() if l.startswith("[E]"))
+    assert errors, f"no [E] line on stderr for {args}:\n{proc.stderr}"
+    assert re.search(pattern, errors, re.IGNORECASE), f"error for {args} does not match /{pattern}/: {errors}"
+    return proc
+
+
+def save_model(model, name):
+    onnx.checker.check_model(model)
+    p = path(name)
+    onnx.save(model, p)
+    return p
+
+
+def mlp_model(batch):
+    """y = Relu(x @ W + B), z = Sigmoid(y); x: [batch, 4] float32."""
+    rng = np.random.default_rng(7)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "W")
+    b = numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "B")
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["m"], name="matmul"),
+             helper.make_node("Add", ["m", "B"], ["a"], name="add"),
+             helper.make_node("Relu", ["a"], ["y"], name="relu"),
+             helper.make_node("Sigmoid", ["y"], ["z"], name="sigmoid")]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3]),
+                               helper.make_tensor_value_info("z", TensorProto.FLOAT, [batch, 3])], [w, b])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def ort_outputs(model_path, feeds):
+    sess = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, feeds)))
+
+
+def read_outputs(json_path):
+    with open(json_path) as f:
+        doc = json.load(f)
+    out = {}
+    for o in doc["outputs"]:
+        assert set(o) == {"name", "dims", "dtype", "values"}, o.keys()
+        out[o["name"]] = (o["dtype"], np.array(o["values"], dtype=np.float64).reshape(o["dims"]))
+    return out
+
+
+def assert_matches_ort(json_path, model_path, feeds):
+    got = read_outputs(json_path)
+    want = ort_outputs(model_path, feeds)
+    assert set(got) == set(want), f"outputs {sorted(got)} != {sorted(want)}"
+    for name, ref in want.items():
+        dtype, values = got[name]
+        assert dtype == "float32", dtype
+        assert values.shape == ref.shape, f"{name}: shape {values.shape} != {ref.shape}"
+        np.testing.assert_allclose(values, ref, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def static_model():
+    if not os.path.exists(path("static.onnx")):
+        save_model(mlp_model(2), "static.onnx")
+    return path("static.onnx")
+
+
+def dynamic_model():
+    if not os.path.exists(path("dynamic.onnx")):
+        save_model(mlp_model("N"), "dynamic.onnx")
+    return path("dynamic.onnx")
+
+
+def input_npy(name, shape, seed):
+    data = np.random.default_rng(seed).uniform(-2, 2, shape).astype(np.float32)
+    np.save(path(name), data)
+    return path(name), data
+
+
+# ---------------------------------------------------------------- tests
+
+def test_help_lists_every_flag():
+    out = run(["--help"]).stdout
+    for flag in ["--onnx", "--saveEngine", "--loadEngine", "--shapes", "--minShapes", "--optShapes", "--maxShapes",
+                 "--loadInputs", "--exportOutput", "--iterations", "--warmUp", "--duration", "--avgRuns",
+                 "--percentile", "--dumpProfile", "--exportProfile", "--exportTimes", "--dumpLayerInfo",
+                 "--exportLayerInfo", "--threads", "--device", "--fp16", "--bf16", "--int8", "--noTF32",
+                 "--stronglyTyped", "--builderOptimizationLevel", "--maxAuxStreams", "--useCudaGraph", "--streams",
+                 "--noDataTransfers", "--verbose", "--help"]:
+        assert flag in out, f"{flag} missing from --help"
+
+
+def test_roundtrip_and_outputs_match_ort():
+    model = static_model()
+    npy, data = input_npy("x_static.npy", (2, 4), 1)
+    plan = path("static.plan")
+    built = run(["--onnx=" + model, "--saveEngine=" + plan, "--loadInputs=x:" + npy,
+                 "--exportOutput=" + path("built.json"), *FAST])
+    assert os.path.getsize(plan) > 0
+    assert "Engine built in" in built.stdout and "Engine I/O" in built.stdout and "arena" in built.stdout
+    run(["--loadEngine=" + plan, "--loadInputs=x:" + npy, "--exportOutput=" + path("loaded.json"), *FAST])
+    a, b = read_outputs(path("built.json")), read_outputs(path("loaded.json"))
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_array_equal(a[name][1], b[name][1], err_msg=f"{name}: built vs loaded engine")
+    assert_matches_ort(path("built.json"), model, {"x": data})
+
+
+def test_load_inputs_pb():
+    model = static_model()
+    data = np.random.default_rng(3).uniform(-1, 1, (2, 4)).astype(np.float32)
+    with open(path("x.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(data, "x").SerializeToString())
+    run(["--onnx=" + model, "--loadInputs=x:" + path("x.pb"), "--exportOutput=" + path("pb.json"), *FAST])
+    assert_matches_ort(path("pb.json"), model, {"x": data})
+
+
+def test_random_inputs_are_seeded():
+    model = static_model()
+    run(["--onnx=" + model, "--exportOutput=" + path("r1.json"), *FAST])
+    run(["--onnx=" + model, "--exportOutput=" + path("r2.json"), *FAST])
+    r1, r2 = read_outputs(path("r1.json")), read_outputs(path("r2.json"))
+    np.testing.assert_array_equal(r1["y"][1], r2["y"][1])
+
+
+def test_dynamic_shapes_profile_and_runtime():
+    model = dynamic_model()
+    plan = path("dynamic.plan")
+    npy, data = input_npy("x_dyn3.npy", (3, 4), 5)
+    run(["--onnx=" + model, "--minShapes=x:1x4", "--optShapes=x:4x4", "--maxShapes=x:8x4", "--shapes=x:3x4",
+         "--loadInputs=x:" + npy, "--saveEngine=" + plan, "--exportOutput=" + path("dyn3.json"), *FAST])
+    assert_matches_ort(path("dyn3.json"), model, {"x": data})
+    npy5, data5 = input_npy("x_dyn5.npy", (5, 4), 6)
+    loaded = run(["--loadEngine=" + plan, "--shapes=x:5x4", "--loadInputs=x:" + npy5,
+                  "--exportOutput=" + path("dyn5.json"), *FAST])
+    assert re.search(r"min \[1,4\] opt \[4,4\] max \[8,4\]", loaded.stdout), loaded.stdout
+    assert_matches_ort(path("dyn5.json"), model, {"x": data5})
+    # Runtime shape from the loaded file alone; random data at the opt shape.
+    run(["--loadEngine=" + plan, "--loadInputs=x:" + npy5, *FAST])
+    opt = run(["--loadEngine=" + plan, "--exportOutput=" + path("dynopt.json"), *FAST])
+    assert read_outputs(path("dynopt.json"))["y"][1].shape == (4, 3), opt.stdout
+    # Outside the profile.
+    expect_error(["--loadEngine=" + plan, "--shapes=x:9x4", *FAST], r"x|profile|range|max")
+
+
+def test_dynamic_input_without_shapes_warns():
+    proc = run(["--onnx=" + dynamic_model(), "--exportOutput=" + path("dyn1.json"), *FAST])
+    assert re.search(r"\[W\].*'x'.*no shapes given", proc.stderr), proc.stderr
+    assert read_outputs(path("dyn1.json"))["y"][1].shape == (1, 3)
+
+
+def test_zero_sized_batch():
+    model = dynamic_model()
+    npy, data = input_npy("x_empty.npy", (0, 4), 9)
+    run(["--onnx=" + model, "--shapes=x:0x4", "--loadInputs=x:" + npy, "--exportOutput=" + path("empty.json"), *FAST])
+    assert_matches_ort(path("empty.json"), model, {"x": data})
+
+
+def test_random_input_rules():
+    """Floats in [-1, 1], integers in [0, 10), integer inputs named like masks all ones."""
+    one = numpy_helper.from_array(np.array(1, np.int64), "one")
+    one_f = numpy_helper.from_array(np.array(1, np.float32), "onef")
+    nodes = [helper.make_node("Mul", ["ids", "one"], ["ids_out"]),
+             helper.make_node("Mul", ["attention_mask", "one"], ["mask_out"]),
+             helper.make_node("Mul", ["x", "onef"], ["x_out"])]
+    graph = helper.make_graph(
+        nodes, "rand",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [64]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [64]),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [256])],
+        [helper.make_tensor_value_info(n, t, [k]) for n, t, k in
+         (("ids_out", TensorProto.INT64, 64), ("mask_out", TensorProto.INT64, 64), ("x_out", TensorProto.FLOAT, 256))],
+        [one, one_f])
+    model = save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8),
+                       "rand.onnx")
+    run(["--onnx=" + model, "--exportOutput=" + path("rand.json"), *FAST])
+    out = read_outputs(path("rand.json"))
+    ids, mask, x = out["ids_out"][1], out["mask_out"][1], out["x_out"][1]
+    assert out["ids_out"][0] == "int64" and ids.min() >= 0 and ids.max() <= 9 and len(np.unique(ids)) > 3, ids
+    assert np.all(mask == 1), mask
+    assert x.min() >= -1 and x.max() <= 1 and x.std() > 0.3, x
+
+
+def test_every_flag_parsed():
+    model = static_model()
+    files = {k: path(f"all_{k}.json") for k in ("profile", "times", "layers", "out")}
+    proc = run(["--onnx=" + model, "--saveEngine=" + path("all.plan"), "--shapes=x:2x4",
+                "--iterations=3", "--warmUp=1", "--duration=0", "--avgRuns=2", "--percentile=50,99.9",
+                "--dumpProfile", "--exportProfile=" + files["profile"], "--exportTimes=" + files["times"],
+                "--dumpLayerInfo", "--exportLayerInfo=" + files["layers"], "--exportOutput=" + files["out"],
+                "--dumpOutput", "--threads=1", "--device=cpu", "--fp16", "--bf16", "--int8", "--noTF32",
+                "--builderOptimizationLevel=1", "--maxAuxStreams=0", "--streams=2", "--noDataTransfers",
+                "--verbose"])
+    for what in ("FP16", "BF16", "INT8"):
+        assert re.search(rf"\[W\] {what}.*not supported on the CPU", proc.stderr), proc.stderr
+    assert "=== Profile (3 iterations ) ===" in proc.stdout
+    assert "Layer Information" in proc.stdout and "Output 'y'" in proc.stdout
+    assert "percentile(50%)" in proc.stdout and "percentile(99.9%)" in proc.stdout
+    with open(files["times"]) as f:
+        times = json.load(f)
+    assert len(times) >= 6, len(times)  # two streams, three iterations each at least
+    for t in times:
+        assert {"startMs", "endMs", "latencyMs", "enqueueMs", "computeMs"} <= set(t), t
+        assert t["endMs"] >= t["startMs"] and abs(t["latencyMs"] - (t["endMs"] - t["startMs"])) < 1e-6
+    with open(files["profile"]) as f:
+        prof = json.load(f)
+    assert prof[0] == {"count": 3}, prof[0]
+    assert len(prof) > 1 and all({"name", "timeMs", "averageMs", "percentage"} <= set(p) for p in prof[1:])
+    assert abs(sum(p["percentage"] for p in prof[1:]) - 100.0) < 0.1
+    with open(files["layers"]) as f:
+        json.load(f)  # valid JSON
+    run(["--onnx=" + model, "--stronglyTyped", "--skipInference", "--device=cpu"])
+    run(["--loadEngine=" + path("all.plan"), "--threads=2", *FAST])
+    expect_error(["--onnx=" + model, "--useCudaGraph", *FAST], r"not supported on this device/build", status=3)
+    expect_error(["--onnx=" + model, "--fp16", "--stronglyTyped", *FAST], r"stronglyTyped")
+
+
+def test_performance_summary_format():
+    out = run(["--onnx=" + static_model(), "--iterations=20", "--warmUp=10", "--duration=0.2", "--device=cpu"]).stdout
+    stat = r"min = [\d.e+-]+ ms, max = [\d.e+-]+ ms, mean = [\d.e+-]+ ms, median = [\d.e+-]+ ms, " \
+           r"percentile\(90%\) = [\d.e+-]+ ms, percentile\(95%\) = [\d.e+-]+ ms, percentile\(99%\) = [\d.e+-]+ ms"
+    lines = [r"\[I\] === Performance summary ===", r"\[I\] Throughput: [\d.e+-]+ qps",
+             r"\[I\] Latency: " + stat, r"\[I\] Enqueue Time: " + stat, r"\[I\] Compute Time: " + stat,
+             r"\[I\] Total Host Walltime: [\d.e+-]+ s", r"\[I\] Total Compute Time: [\d.e+-]+ s"]
+    all_lines = out.splitlines()
+    first = all_lines.index("[I] === Performance summary ===")
+    got = all_lines[first:first + len(lines)]
+    assert len(got) == len(lines), out
+    for pattern, line in zip(lines, got):
+        assert re.fullmatch(pattern, line), f"{pattern!r} vs {line!r}"
+    walltime = float(re.search(r"Total Host Walltime: ([\d.e+-]+) s", out).group(1))
+    assert walltime >= 0.2, walltime  # --duration is honoured
+
+
+def test_errors():
+    model = static_model()
+    expect_error(["--onnx=" + path("does_not_exist.onnx"), *FAST], r"does_not_exist")
+    expect_error(["--loadEngine=" + path("does_not_exist.plan"), *FAST], r"does_not_exist", status=1)
+    expect_error(["--onnx=" + model, "--bogusFlag"], r"bogusFlag", status=2)
+    expect_error([], r"--onnx", status=2)
+    expect_error(["--onnx=" + model, "--loadEngine=" + path("x.plan")], r"mutually exclusive", status=2)
+    for bad in ["x:1xAx4", "x1x4", "x:-1x4", "x:", "x:2x4,x:2x4", "x:99999999999999999999x4", "x:2x4,"]:
+        expect_error(["--onnx=" + model, "--shapes=" + bad, *FAST], r"--shapes", status=2)
+    expect_error(["--onnx=" + model, "--shapes=nope:2x4", *FAST], r"'nope' is not an input", status=2)
+    expect_error(["--onnx=" + model, "--shapes=x:3x4", *FAST], r"does not fit input 'x'", status=2)
+    expect_error(["--onnx=" + model, "--iterations=0"], r"iterations", status=2)
+    expect_error(["--onnx=" + model, "--percentile=101"], r"percentile", status=2)
+    expect_error(["--onnx=" + model, "--device=tpu"], r"device", status=2)
+    expect_error(["--onnx=" + model, "--builderOptimizationLevel=9"], r"builderOptimizationLevel", status=2)
+    expect_error(["--onnx=" + model, "--loadInputs=x:" + path("missing.npy"), *FAST], r"missing\.npy")
+    np.save(path("x_f64.npy"), np.zeros((2, 4), np.float64))
+    expect_error(["--onnx=" + model, "--loadInputs=x:" + path("x_f64.npy"), *FAST], r"float64.*float32")
+    np.save(path("x_wrong.npy"), np.zeros((3, 4), np.float32))
+    expect_error(["--onnx=" + model, "--loadInputs=x:" + path("x_wrong.npy"), *FAST], r"\[3,4\]")
+    with open(path("garbage.npy"), "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00\xff\xff{'descr'")
+    expect_error(["--onnx=" + model, "--loadInputs=x:" + path("garbage.npy"), *FAST], r"garbage\.npy")
+    with open(path("garbage.plan"), "wb") as f:
+        f.write(os.urandom(1000))
+    expect_error(["--loadEngine=" + path("garbage.plan"), *FAST], r".")
+    expect_error(["--onnx=" + model, "--exportOutput=" + path("no_such_dir/out.json"), *FAST], r"no_such_dir")
+
+
+# ---------------------------------------------------------------- runner
+
+def main():
+    global KILN, TMP
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--kiln", required=True, help="path of the kiln CLI")
+    ap.add_argument("--filter", default="", help="run only tests whose name contains this")
+    args = ap.parse_args()
+    KILN = os.path.abspath(args.kiln)
+    tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and args.filter in n]
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="kiln_cli_") as tmp:
+        TMP = tmp
+        for name, fn in tests:
+            try:
+                fn()
+                print(f"ok   {name}")
+            except Exception:  # report every failing test, not just the first
+                failed += 1
+                print(f"FAIL {name}\n{traceback.format_exc()}")
+    print(f"{len(tests) - failed}/{len(tests)} CLI tests passed")
+    return 1 if failed or not tests else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

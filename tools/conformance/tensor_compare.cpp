@@ -1,0 +1,63 @@
+#include "tensor_compare.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace kiln::conformance {
+namespace {
+
+bool closeEnough(double a, double b, const Tolerance& tol) {
+  if (a == b) return true;  // also equal infinities
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  if (std::isinf(a) || std::isinf(b)) return false;
+  return std::fabs(a - b) <= tol.atol + tol.rtol * std::fabs(b);
+}
+
+// Integers compare exactly first: converting large int64 values to double loses precision.
+bool elementMatches(const HostTensor& actual, const HostTensor& expected, int64_t i, const Tolerance& tol) {
+  DataType t = expected.type();
+  if (isInteger(t) || t == DataType::kBOOL) {
+    int64_t a = actual.getInt(i), b = expected.getInt(i);
+    return a == b || closeEnough(static_cast<double>(a), static_cast<double>(b), tol);
+  }
+  return closeEnough(actual.getDouble(i), expected.getDouble(i), tol);
+}
+
+std::string multiIndex(const Dims& dims, int64_t flat) {
+  Dims idx(dims.size());
+  for (size_t d = dims.size(); d-- > 0;) {
+    idx[d] = dims[d] ? flat % dims[d] : 0;
+    flat = dims[d] ? flat / dims[d] : 0;
+  }
+  return toString(idx);
+}
+
+}  // namespace
+
+std::string compareTensors(const HostTensor& actual, const HostTensor& expected, const Tolerance& tol) {
+  if (actual.type() != expected.type())
+    return std::string("dtype ") + toString(actual.type()) + ", expected " + toString(expected.type());
+  if (actual.dims() != expected.dims())
+    return "shape " + toString(actual.dims()) + ", expected " + toString(expected.dims());
+
+  int64_t firstBad = -1, nbBad = 0;
+  double maxAbsErr = 0.0;
+  for (int64_t i = 0; i < expected.count(); ++i) {
+    if (elementMatches(actual, expected, i, tol)) continue;
+    if (firstBad < 0) firstBad = i;
+    ++nbBad;
+    double err = std::fabs(actual.getDouble(i) - expected.getDouble(i));
+    if (!std::isnan(err) && err > maxAbsErr) maxAbsErr = err;
+  }
+  if (nbBad == 0) return "";
+
+  std::ostringstream msg;
+  msg.precision(9);
+  msg << nbBad << " of " << expected.count() << " elements differ; first at "
+      << multiIndex(expected.dims(), firstBad) << ": got " << actual.getDouble(firstBad) << ", expected "
+      << expected.getDouble(firstBad) << "; max abs err " << maxAbsErr << " (rtol " << tol.rtol << ", atol "
+      << tol.atol << ")";
+  return msg.str();
+}
+
+}  // namespace kiln::conformance

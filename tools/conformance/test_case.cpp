@@ -1,0 +1,231 @@
+#include "test_case.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "io_memory.h"
+#include "json_lite.h"
+#include "kiln/kiln.h"
+
+namespace fs = std::filesystem;
+
+namespace kiln::conformance {
+namespace {
+
+std::string readFile(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw Error("cannot open " + p.string());
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::vector<ValueSpec> parseValueSpecs(const JsonValue* list) {
+  std::vector<ValueSpec> out;
+  if (!list || list->kind != JsonValue::Kind::kArray) return out;
+  for (const JsonValue& v : list->array) out.push_back({v.stringOr("name", ""), v.stringOr("kind", "tensor")});
+  return out;
+}
+
+//! Keeps errors for the verbose log; kiln's warnings would only clutter the per-test lines.
+class QuietLogger : public ILogger {
+ public:
+  explicit QuietLogger(bool verbose) : verbose_(verbose) {}
+  void log(Severity s, const std::string& msg) noexcept override {
+    if (verbose_ || s == Severity::kERROR) std::cerr << "[kiln] " << msg << "\n";
+  }
+
+ private:
+  bool verbose_;
+};
+
+//! One test_data_set_N directory: named input and expected output tensors, in graph order.
+struct DataSet {
+  std::string dirName;
+  std::vector<std::pair<std::string, HostTensor>> inputs, outputs;
+};
+
+// test_data_set_N directories in numeric order.
+std::vector<fs::path> dataSetDirs(const fs::path& testDir) {
+  std::vector<std::pair<long, fs::path>> found;
+  const std::string prefix = "test_data_set_";
+  for (const auto& e : fs::directory_iterator(testDir)) {
+    std::string n = e.path().filename().string();
+    if (e.is_directory() && n.rfind(prefix, 0) == 0) found.emplace_back(std::atol(n.c_str() + prefix.size()), e.path());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+// Reads <kind>_0.pb, <kind>_1.pb, ... naming each tensor from meta (else from the file itself).
+std::vector<std::pair<std::string, HostTensor>> readTensors(const fs::path& dir, const std::string& kind,
+                                                            const std::vector<ValueSpec>& specs) {
+  std::vector<std::pair<std::string, HostTensor>> out;
+  for (size_t k = 0;; ++k) {
+    fs::path p = dir / (kind + "_" + std::to_string(k) + ".pb");
+    if (!fs::exists(p)) break;
+    std::string nameInFile;
+    HostTensor t = readTensorProtoFile(p.string(), &nameInFile);
+    std::string name = k < specs.size() && !specs[k].name.empty() ? specs[k].name : nameInFile;
+    out.emplace_back(name, t);
+  }
+  return out;
+}
+
+// A non-tensor value (sequence, optional, map) cannot be fed to or read from a kiln engine.
+std::string nonTensorValue(const TestMeta& meta) {
+  for (const ValueSpec& v : meta.inputs)
+    if (v.kind != "tensor") return v.kind + " input '" + v.name + "'";
+  for (const ValueSpec& v : meta.outputs)
+    if (v.kind != "tensor") return v.kind + " output '" + v.name + "'";
+  return "";
+}
+
+// Dynamic inputs get one profile spanning the shapes of all data sets.
+void addProfileForDynamicInputs(const Network& net, const std::vector<DataSet>& sets, BuilderConfig& config) {
+  OptimizationProfile profile;
+  bool any = false;
+  for (const Tensor* in : net.inputs()) {
+    if (isStatic(in->dims)) continue;
+    Dims lo, hi;
+    for (const DataSet& ds : sets)
+      for (const auto& [name, t] : ds.inputs) {
+        if (name != in->name) continue;
+        if (lo.empty()) { lo = hi = t.dims(); continue; }
+        if (t.dims().size() != lo.size()) continue;  // rank mismatch: let the engine report it
+        for (size_t d = 0; d < lo.size(); ++d) { lo[d] = std::min(lo[d], t.dims()[d]); hi[d] = std::max(hi[d], t.dims()[d]); }
+      }
+    if (lo.empty()) continue;
+    profile.setDimensions(in->name, OptProfileSelector::kMIN, lo);
+    profile.setDimensions(in->name, OptProfileSelector::kOPT, hi);
+    profile.setDimensions(in->name, OptProfileSelector::kMAX, hi);
+    any = true;
+  }
+  if (any) config.addOptimizationProfile(profile);
+}
+
+// Binds inputs and outputs, runs, and compares. Returns "" on success, else the failure reason.
+std::string runDataSet(const Engine& engine, ExecutionContext& ctx, const DataSet& ds, const Tolerance& tol,
+                       DeviceType device) {
+  std::map<std::string, const HostTensor*> given;
+  for (const auto& [name, t] : ds.inputs) given[name] = &t;
+  std::unique_ptr<IoMemory> memory = IoMemory::create(device);
+
+  // Inputs the engine does not have (pruned as unused) are ignored; missing ones are an error.
+  std::vector<std::string> outputNames;
+  for (int i = 0; i < engine.getNbIOTensors(); ++i) {
+    std::string name = engine.getIOTensorName(i);
+    if (engine.getTensorIOMode(name) == TensorIOMode::kOUTPUT) { outputNames.push_back(name); continue; }
+    auto it = given.find(name);
+    if (it == given.end()) return "engine input '" + name + "' has no data in " + ds.dirName;
+    const HostTensor& t = *it->second;
+    if (engine.getTensorDataType(name) != t.type())
+      return "input '" + name + "' is " + toString(engine.getTensorDataType(name)) + " in the engine but the data is " +
+             toString(t.type());
+    ctx.setInputShape(name, t.dims());
+    ctx.setTensorAddress(name, memory->upload(t));
+  }
+
+  std::map<std::string, std::pair<HostTensor, void*>> actual;  // host copy, device buffer
+  for (const std::string& name : outputNames) {
+    Dims dims = ctx.getTensorShape(name);
+    if (!isStatic(dims))
+      return "output '" + name + "' has shape " + toString(dims) +
+             " after all input shapes were set (a data-dependent shape cannot be pre-allocated)";
+    HostTensor host(engine.getTensorDataType(name), dims);
+    void* deviceBuffer = memory->allocate(host.bytes());
+    actual[name] = {host, deviceBuffer};
+    ctx.setTensorAddress(name, deviceBuffer);
+  }
+  ctx.enqueue();
+  memory->synchronize();
+
+  for (const auto& [name, expected] : ds.outputs) {
+    auto it = actual.find(name);
+    if (it == actual.end()) return "the engine has no output '" + name + "'";
+    auto& [host, deviceBuffer] = it->second;
+    memory->download(deviceBuffer, host);
+    std::string diff = compareTensors(host, expected, tol);
+    if (!diff.empty()) return ds.dirName + ": output '" + name + "': " + diff;
+  }
+  return "";
+}
+
+Outcome skip(const std::string& why) { return {Verdict::kSkip, "unsupported: " + why}; }
+Outcome fail(const std::string& why) { return {Verdict::kFail, why}; }
+
+}  // namespace
+
+TestMeta loadTestMeta(const std::string& testDir) {
+  TestMeta meta;
+  fs::path p = fs::path(testDir) / "meta.json";
+  if (!fs::exists(p)) return meta;
+  JsonValue j = parseJson(readFile(p));
+  meta.tol.rtol = j.numberOr("rtol", meta.tol.rtol);
+  meta.tol.atol = j.numberOr("atol", meta.tol.atol);
+  meta.opType = j.stringOr("op_type", "");
+  meta.domain = j.stringOr("domain", "");
+  meta.expanded = j.boolOr("expanded", false);
+  meta.inputs = parseValueSpecs(j.find("inputs"));
+  meta.outputs = parseValueSpecs(j.find("outputs"));
+  return meta;
+}
+
+Outcome runTestCase(const std::string& testDir, const TestMeta& meta, const RunOptions& options) {
+  std::string nonTensor = nonTensorValue(meta);
+  if (!nonTensor.empty()) return skip(nonTensor);
+
+  // Test data first: an element type kiln cannot hold (string, complex, float8) is unsupported.
+  std::vector<DataSet> sets;
+  try {
+    for (const fs::path& dir : dataSetDirs(testDir)) {
+      DataSet ds;
+      ds.dirName = dir.filename().string();
+      ds.inputs = readTensors(dir, "input", meta.inputs);
+      ds.outputs = readTensors(dir, "output", meta.outputs);
+      sets.push_back(std::move(ds));
+    }
+  } catch (const UnsupportedError& e) {
+    return skip(std::string("test data: ") + e.what());
+  } catch (const std::exception& e) {
+    return fail(std::string("reading test data: ") + e.what());
+  }
+  if (sets.empty()) return fail("no test_data_set_* directory");
+
+  QuietLogger logger(options.verbose);
+  std::unique_ptr<Engine> engine;
+  try {
+    Network net;
+    parseOnnxFile((fs::path(testDir) / "model.onnx").string(), net, logger);
+    BuilderConfig config;
+    config.setDevice(options.device);
+    config.setThreads(options.threads);
+    config.setBuilderOptimizationLevel(options.optLevel);
+    addProfileForDynamicInputs(net, sets, config);
+    engine = Builder(logger).build(net, config);
+  } catch (const UnsupportedError& e) {
+    return skip(e.what());
+  } catch (const std::exception& e) {
+    return fail(std::string("import/build: ") + e.what());
+  }
+
+  try {
+    std::unique_ptr<ExecutionContext> ctx = engine->createExecutionContext();
+    for (const DataSet& ds : sets) {
+      std::string problem = runDataSet(*engine, *ctx, ds, meta.tol, options.device);
+      if (!problem.empty()) return fail(problem);
+    }
+  } catch (const std::exception& e) {
+    return fail(std::string("run: ") + e.what());
+  }
+  return {Verdict::kPass, ""};
+}
+
+}  // namespace kiln::conformance

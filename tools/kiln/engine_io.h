@@ -1,0 +1,29 @@
+// The CLI's view of a network's / engine's inputs: optimization profiles from the shape flags,
+// runtime input data, and the I/O listing.
+#pragma once
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "kiln/builder.h"
+#include "kiln/network.h"
+#include "kiln/runtime.h"
+#include "options.h"
+
+namespace kiln::cli {
+
+//! The profile for the network's dynamic inputs from --min/opt/maxShapes (a missing one is
+//! taken from the others) or --shapes; an input with none of them gets its dims with -1
+//! replaced by 1, with a warning. Empty (nullopt) when every input is static. Throws
+//! UsageError for names that are not inputs or shapes that contradict static dims.
+std::optional<OptimizationProfile> makeProfile(const Network& network, const Options& opts, ILogger& logger);
+
+//! Host data for every engine input, with its runtime dims: loaded from --loadInputs or random
+//! (seeded), shaped by --shapes, else the static dims, else the profile's opt dims.
+std::map<std::string, HostTensor> prepareInputs(const Engine& engine, const Options& opts, ILogger& logger);
+
+//! Prints the engine's inputs and outputs (type, dims, profile) to `os`.
+void printEngineIO(std::ostream& os, const Engine& engine);
+
+}  // namespace kiln::cli

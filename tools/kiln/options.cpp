@@ -1,0 +1,218 @@
+#include "options.h"
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <iostream>
+#include <limits>
+
+namespace kiln::cli {
+
+namespace {
+
+// The largest dimension a shape flag accepts; larger values are certainly typos, and capping
+// keeps products of a few dims far from int64 overflow before volume() checks them.
+constexpr int64_t kMaxDim = int64_t(1) << 40;
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t");
+  size_t e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+//! Splits on `sep` outside single quotes.
+std::vector<std::string> splitUnquoted(const std::string& s, char sep) {
+  std::vector<std::string> parts(1);
+  bool quoted = false;
+  for (char c : s) {
+    if (c == '\'') quoted = !quoted;
+    if (c == sep && !quoted)
+      parts.emplace_back();
+    else
+      parts.back() += c;
+  }
+  if (quoted) throw UsageError("unbalanced quote in '" + s + "'");
+  return parts;
+}
+
+//! Splits "name:value" at the last ':' outside quotes; strips the quotes around the name.
+std::pair<std::string, std::string> splitNameValue(const std::string& flag, const std::string& item) {
+  size_t colon = std::string::npos;
+  bool quoted = false;
+  for (size_t i = 0; i < item.size(); ++i) {
+    if (item[i] == '\'')
+      quoted = !quoted;
+    else if (item[i] == ':' && !quoted)
+      colon = i;
+  }
+  if (colon == std::string::npos) throw UsageError(flag + ": '" + item + "' is not of the form name:value");
+  std::string name = trim(item.substr(0, colon));
+  if (name.size() >= 2 && name.front() == '\'' && name.back() == '\'') name = name.substr(1, name.size() - 2);
+  if (name.empty()) throw UsageError(flag + ": empty tensor name in '" + item + "'");
+  return {name, trim(item.substr(colon + 1))};
+}
+
+Dims parseDims(const std::string& flag, const std::string& name, const std::string& text) {
+  if (text.empty()) throw UsageError(flag + ": no dimensions given for '" + name + "'");
+  Dims dims;
+  for (const std::string& part : splitUnquoted(text, 'x')) {
+    int64_t v = -1;
+    const char* end = part.data() + part.size();
+    auto [ptr, ec] = std::from_chars(part.data(), end, v);
+    if (part.empty() || ec != std::errc() || ptr != end || v < 0 || v > kMaxDim)
+      throw UsageError(flag + ": bad dimension '" + part + "' for '" + name + "' in '" + text +
+                       "' (expected non-negative integers separated by 'x', each at most 2^40)");
+    dims.push_back(v);
+  }
+  return dims;
+}
+
+}  // namespace
+
+ShapeMap parseShapeSpec(const std::string& flag, const std::string& spec) {
+  ShapeMap out;
+  for (const std::string& item : splitUnquoted(spec, ',')) {
+    if (trim(item).empty()) throw UsageError(flag + ": empty entry in '" + spec + "'");
+    auto [name, value] = splitNameValue(flag, item);
+    if (!out.emplace(name, parseDims(flag, name, value)).second)
+      throw UsageError(flag + ": input '" + name + "' is given twice");
+  }
+  return out;
+}
+
+std::map<std::string, std::string> parseInputSpec(const std::string& spec) {
+  std::map<std::string, std::string> out;
+  for (const std::string& item : splitUnquoted(spec, ',')) {
+    if (trim(item).empty()) throw UsageError("--loadInputs: empty entry in '" + spec + "'");
+    auto [name, file] = splitNameValue("--loadInputs", item);
+    if (file.empty()) throw UsageError("--loadInputs: no file given for '" + name + "'");
+    if (!out.emplace(name, file).second) throw UsageError("--loadInputs: input '" + name + "' is given twice");
+  }
+  return out;
+}
+
+std::vector<double> parsePercentiles(const std::string& spec) {
+  std::vector<double> out;
+  for (const std::string& raw : splitUnquoted(spec, ',')) {
+    std::string part = trim(raw);
+    double v = 0;
+    const char* end = part.data() + part.size();
+    auto [ptr, ec] = std::from_chars(part.data(), end, v);
+    if (part.empty() || ec != std::errc() || ptr != end || !(v >= 0.0 && v <= 100.0))
+      throw UsageError("--percentile: '" + part + "' is not a number in [0, 100]");
+    out.push_back(v);
+  }
+  return out;
+}
+
+namespace {
+
+//! Merges repeated occurrences of a shape flag into one map (an input may appear once).
+ShapeMap mergeShapeFlags(const std::string& flag, const std::vector<std::string>& specs) {
+  ShapeMap all;
+  for (const auto& s : specs)
+    for (auto& [name, dims] : parseShapeSpec(flag, s))
+      if (!all.emplace(name, dims).second) throw UsageError(flag + ": input '" + name + "' is given twice");
+  return all;
+}
+
+void checkConsistency(const Options& o) {
+  if (o.onnx.empty() == o.loadEngine.empty())
+    throw UsageError(o.onnx.empty() ? "give a model with --onnx=<file> or an engine with --loadEngine=<file>"
+                                    : "--onnx and --loadEngine are mutually exclusive");
+  if (!o.loadEngine.empty() && (!o.minShapes.empty() || !o.optShapes.empty() || !o.maxShapes.empty()))
+    throw UsageError(
+        "--minShapes/--optShapes/--maxShapes build a profile and need --onnx; "
+        "use --shapes to pick runtime shapes of a loaded engine");
+  if (o.fp16 && o.stronglyTyped)
+    throw UsageError("--fp16 conflicts with --stronglyTyped (types come from the network)");
+  if (o.bf16 && o.stronglyTyped)
+    throw UsageError("--bf16 conflicts with --stronglyTyped (types come from the network)");
+  if (o.int8 && o.stronglyTyped)
+    throw UsageError("--int8 conflicts with --stronglyTyped (types come from the network)");
+}
+
+}  // namespace
+
+ParseOutcome parseOptions(int argc, char** argv, Options& o) {
+  CLI::App app{"kiln: build, save, load and benchmark inference engines (trtexec-compatible flags)", "kiln"};
+  app.get_formatter()->column_width(40);
+  std::vector<std::string> shapes, minShapes, optShapes, maxShapes, loadInputs;
+  std::string percentile;
+  std::string device;
+
+  auto repeatable = [](CLI::Option* opt) {
+    return opt->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  };
+
+  app.add_option("--onnx", o.onnx, "ONNX model to build an engine from");
+  app.add_option("--saveEngine", o.saveEngine, "Write the built engine (plan) to this file");
+  app.add_option("--loadEngine", o.loadEngine, "Load a saved engine instead of building one");
+  repeatable(app.add_option("--shapes", shapes, "Runtime shapes of dynamic inputs: name:1x3x224x224[,name2:...]"));
+  repeatable(app.add_option("--minShapes", minShapes, "Optimization profile minimum shapes (same syntax)"));
+  repeatable(app.add_option("--optShapes", optShapes, "Optimization profile optimal shapes (same syntax)"));
+  repeatable(app.add_option("--maxShapes", maxShapes, "Optimization profile maximum shapes (same syntax)"));
+  repeatable(app.add_option("--loadInputs", loadInputs,
+                            "Input data: name:file[,name2:file2] (.npy, ONNX TensorProto .pb, or raw bytes). "
+                            "Other inputs are random with a fixed seed: floats in [-1,1], integers in [0,10), "
+                            "bools 0/1; integer/bool inputs whose name contains 'mask' are all ones"));
+  app.add_option("--exportOutput", o.exportOutput,
+                 "Write the outputs as JSON: {\"outputs\":[{name,dims,dtype,values}]}");
+  app.add_flag("--dumpOutput", o.dumpOutput, "Print the outputs (first values) after inference");
+  app.add_option("--iterations", o.iterations, "Run at least N timed inferences (default 10)")
+      ->check(CLI::Range(1, 1 << 30));
+  app.add_option("--warmUp", o.warmUpMs, "Warm up for this many ms before timing (default 200)")
+      ->check(CLI::Range(0.0, 3.6e6));
+  app.add_option("--duration", o.durationS, "Run timed inferences for at least this many s (default 3)")
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_option("--avgRuns", o.avgRuns, "Average N consecutive runs per reported sample (default 10)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--percentile", percentile, "Latency percentiles to report, e.g. 90,95,99 (default)");
+  app.add_option("--streams", o.streams, "Run N inference streams (execution contexts) concurrently (default 1)")
+      ->check(CLI::Range(1, 64));
+  app.add_flag("--skipInference", o.skipInference, "Build (and save) the engine without running it");
+  app.add_flag("--noDataTransfers", o.noDataTransfers, "Leave host<->device copies out of the timing loop");
+  app.add_flag("--useCudaGraph", o.useCudaGraph, "Capture the enqueue in a CUDA graph (not supported by this build)");
+  app.add_flag("--dumpProfile", o.dumpProfile, "Print per-layer times (a separate profiling run after timing)");
+  app.add_option("--exportProfile", o.exportProfile, "Write per-layer times as JSON");
+  app.add_option("--exportTimes", o.exportTimes, "Write per-iteration times as JSON");
+  app.add_flag("--dumpLayerInfo", o.dumpLayerInfo, "Print the engine's layer information");
+  app.add_option("--exportLayerInfo", o.exportLayerInfo, "Write the engine's layer information as JSON");
+  app.add_option("--device", device, "cpu or gpu (default: gpu when available, else cpu)")
+      ->check(CLI::IsMember({"cpu", "gpu"}));
+  app.add_option("--threads", o.threads, "CPU worker threads (0 = all hardware threads)")->check(CLI::Range(0, 4096));
+  app.add_flag("--fp16", o.fp16, "Allow FP16 kernels (the CPU warns and builds FP32)");
+  app.add_flag("--bf16", o.bf16, "Allow BF16 kernels (the CPU warns and builds FP32)");
+  app.add_flag("--int8", o.int8, "Allow INT8 kernels (the CPU warns and builds FP32)");
+  app.add_flag("--noTF32", o.noTF32, "Disallow TF32 for FP32 matmul/conv");
+  app.add_flag("--stronglyTyped", o.stronglyTyped, "Keep exactly the types the network states");
+  app.add_option("--builderOptimizationLevel", o.builderOptimizationLevel,
+                 "0..5: how many tactics are timed (default 3)")
+      ->check(CLI::Range(0, 5));
+  app.add_option("--maxAuxStreams", o.maxAuxStreams, "Auxiliary streams the engine may use (GPU only)")
+      ->check(CLI::Range(0, 64));
+  app.add_flag("--verbose,-v", o.verbose, "Print verbose messages");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return ParseOutcome::kExitSuccess;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(std::string(e.what()) + " (run with --help for the list of flags)");
+  }
+
+  o.shapes = mergeShapeFlags("--shapes", shapes);
+  o.minShapes = mergeShapeFlags("--minShapes", minShapes);
+  o.optShapes = mergeShapeFlags("--optShapes", optShapes);
+  o.maxShapes = mergeShapeFlags("--maxShapes", maxShapes);
+  for (const auto& spec : loadInputs)
+    for (auto& [name, file] : parseInputSpec(spec))
+      if (!o.loadInputs.emplace(name, file).second)
+        throw UsageError("--loadInputs: input '" + name + "' is given twice");
+  if (!percentile.empty()) o.percentiles = parsePercentiles(percentile);
+  if (!device.empty()) o.device = device;
+  checkConsistency(o);
+  return ParseOutcome::kRun;
+}
+
+}  // namespace kiln::cli

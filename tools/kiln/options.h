@@ -1,0 +1,78 @@
+// Command-line options of the kiln CLI (trtexec's flag names and semantics).
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/types.h"
+
+namespace kiln::cli {
+
+//! Input name -> dims, as given by --shapes / --minShapes / --optShapes / --maxShapes.
+using ShapeMap = std::map<std::string, Dims>;
+
+struct Options {
+  // Model / engine files.
+  std::string onnx;
+  std::string saveEngine;
+  std::string loadEngine;
+
+  // Shapes.
+  ShapeMap shapes;  //!< runtime shapes
+  ShapeMap minShapes, optShapes, maxShapes;
+
+  // Inputs / outputs.
+  std::map<std::string, std::string> loadInputs;  //!< input name -> file (.npy, .pb or raw)
+  std::string exportOutput;
+  bool dumpOutput = false;
+
+  // Timing loop.
+  int iterations = 10;
+  double warmUpMs = 200.0;
+  double durationS = 3.0;
+  int avgRuns = 10;
+  std::vector<double> percentiles = {90.0, 95.0, 99.0};
+  int streams = 1;
+  bool skipInference = false;
+  bool noDataTransfers = false;
+  bool useCudaGraph = false;
+
+  // Reporting.
+  bool dumpProfile = false;
+  std::string exportProfile;
+  std::string exportTimes;
+  bool dumpLayerInfo = false;
+  std::string exportLayerInfo;
+  bool verbose = false;
+
+  // Build.
+  std::optional<std::string> device;  //!< "cpu" or "gpu"; unset: gpu when available
+  std::optional<int> threads;         //!< unset: build with all hardware threads; a plan keeps its own
+  bool fp16 = false, bf16 = false, int8 = false, noTF32 = false, stronglyTyped = false;
+  std::optional<int> builderOptimizationLevel;
+  std::optional<int> maxAuxStreams;
+};
+
+//! What parseOptions decided.
+enum class ParseOutcome { kRun, kExitSuccess };
+
+//! Parses argv into `opts`. Prints --help and returns kExitSuccess when asked to; throws
+//! UsageError on any bad flag or value.
+ParseOutcome parseOptions(int argc, char** argv, Options& opts);
+
+//! A command-line mistake (exit status 2).
+class UsageError : public Error {
+ public:
+  explicit UsageError(const std::string& m) : Error(m) {}
+};
+
+//! Parses "name:1x3x224x224,name2:4" (a name may be quoted with single quotes when it contains
+//! ':' or ','). `flag` names the option in error messages. Throws UsageError.
+ShapeMap parseShapeSpec(const std::string& flag, const std::string& spec);
+//! Parses "name:file,name2:file2" for --loadInputs. Throws UsageError.
+std::map<std::string, std::string> parseInputSpec(const std::string& spec);
+//! Parses "90,95,99" (each in [0, 100]). Throws UsageError.
+std::vector<double> parsePercentiles(const std::string& spec);
+
+}  // namespace kiln::cli

@@ -1,0 +1,77 @@
+// Timing statistics, the trtexec-style performance summary, per-layer profiles and JSON exports.
+#pragma once
+#include <iosfwd>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/profiler.h"
+#include "kiln/types.h"
+
+namespace kiln::cli {
+
+//! One timed inference. Times are in ms; start/end are relative to the start of the timed loop.
+struct IterationTimes {
+  double startMs = 0, endMs = 0;
+  double h2dMs = 0, enqueueMs = 0, computeMs = 0, d2hMs = 0;
+  double latencyMs() const { return endMs - startMs; }
+};
+
+struct Stats {
+  double min = 0, max = 0, mean = 0, median = 0;
+  std::vector<double> percentiles;  //!< in the order of the requested percentiles
+};
+
+//! Averages consecutive groups of `avgRuns` samples (the last group may be shorter).
+std::vector<double> averageRuns(const std::vector<double>& samples, int avgRuns);
+//! min/max/mean/median and nearest-rank percentiles of `samples` (must be non-empty).
+Stats computeStats(std::vector<double> samples, const std::vector<double>& percentiles);
+
+//! Prints "[I] === Performance summary ===" and its lines (Throughput, Latency, Enqueue Time,
+//! H2D Latency / GPU Compute Time / D2H Latency on the GPU or Compute Time on the CPU, Total Host
+//! Walltime, Total [GPU] Compute Time).
+void printPerformanceSummary(std::ostream& os, const std::vector<IterationTimes>& times, int avgRuns,
+                             const std::vector<double>& percentiles, bool gpu);
+
+//! Writes per-iteration times: [{startMs, endMs, latencyMs, enqueueMs, computeMs[, h2dMs, d2hMs]}].
+void writeTimesJson(const std::string& path, const std::vector<IterationTimes>& times, bool gpu);
+
+//! Collects per-layer times over profiled enqueues (layers in first-seen order).
+class LayerProfiler : public IProfiler {
+ public:
+  void reportLayerTime(const std::string& layerName, float ms) noexcept override;
+  void setIterations(int n) { iterations_ = n; }
+  //! Prints trtexec's "=== Profile (N iterations ) ===" table.
+  void print(std::ostream& os) const;
+  //! Writes [{"count": N}, {"name", "timeMs", "averageMs", "medianMs", "percentage"}, ...].
+  void writeJson(const std::string& path) const;
+
+ private:
+  struct LayerTimes {
+    std::string name;
+    std::vector<float> ms;
+  };
+  struct Row {
+    std::string name;
+    double totalMs, averageMs, medianMs, percentage;
+  };
+  std::vector<Row> rows() const;
+  std::vector<LayerTimes> layers_;
+  size_t cursor_ = 0;  //!< where the next layer most likely is (same order every enqueue)
+  int iterations_ = 0;
+  bool overflow_ = false;  // a time could not be recorded (out of memory)
+};
+
+//! A named output tensor on the host.
+using NamedTensor = std::pair<std::string, HostTensor>;
+
+//! Writes {"outputs":[{"name","dims","dtype","values"}]}; half/bf16 values are written as floats,
+//! non-finite floats as the strings "nan", "inf", "-inf".
+void writeOutputsJson(const std::string& path, const std::vector<NamedTensor>& outputs);
+//! Prints each output's name, dtype, dims and its first values.
+void printOutputs(std::ostream& os, const std::vector<NamedTensor>& outputs);
+
+//! Writes `text` to `path`; throws kiln::Error naming the file on failure.
+void writeTextFile(const std::string& path, const std::string& text);
+
+}  // namespace kiln::cli
