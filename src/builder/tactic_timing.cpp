@@ -49,7 +49,7 @@ void checkTimingFootprint(const LayerDesc& d) {
     if (d.present(k)) add(d.inputs[k]);
   for (auto& o : d.outputs) add(o);
   if (bytes > kPhys / 2)
-    throw Error("layer '" + d.name + "' needs " + std::to_string(bytes >> 20) + " MiB at the opt shapes, more than this machine can time; " +
+    throw Error("layer '" + d.name + "' needs " + std::to_string(bytes >> 20) + " MiB at the opt shapes, which exceeds what this machine's memory can time; " +
                 "use smaller --optShapes");
 }
 
