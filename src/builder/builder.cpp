@@ -85,6 +85,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log) {
       {"fuse MatMul + bias", fuseMatMulBias},
       {"fuse Conv + residual Add", fuseConvResidual},
       {"fuse activation into producer", fuseActivation},
+      {"fuse pointwise chains", fusePointwiseChains},
   };
   for (const Pass& p : passes) {
     if (p.fn(net)) {

@@ -251,9 +251,12 @@ void Network::removeDeadLayers() {
   }
   std::vector<std::unique_ptr<Layer>> kept;
   for (size_t i = 0; i < layers_.size(); ++i)
-    if (keep[i]) kept.push_back(std::move(layers_[i]));
-    else
+    if (keep[i]) {
+      for (Tensor* o : layers_[i]->outputs) live.insert(o);  // unused outputs of kept layers stay
+      kept.push_back(std::move(layers_[i]));
+    } else {
       for (Tensor* o : layers_[i]->outputs) o->producer = nullptr;
+    }
   layers_ = std::move(kept);
   // Drop tensors nobody references (keep inputs: they are part of the interface).
   std::vector<std::unique_ptr<Tensor>> tk;

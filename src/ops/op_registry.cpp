@@ -16,6 +16,7 @@ OpRegistry::OpRegistry() {
   registerSelectionOps(*this);
   registerRecurrentOps(*this);
   registerAttentionOps(*this);
+  registerFusedOps(*this);
 }
 
 OpRegistry& OpRegistry::instance() {

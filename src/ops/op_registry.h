@@ -60,6 +60,8 @@ void registerResizeOps(OpRegistry& r);
 void registerSelectionOps(OpRegistry& r);
 void registerRecurrentOps(OpRegistry& r);
 void registerAttentionOps(OpRegistry& r);
+//! kiln-internal fused ops (PointwiseChain).
+void registerFusedOps(OpRegistry& r);
 
 //! Runs the op's inference on `layer`; throws kiln::Error prefixed with the layer's name.
 void inferLayer(LayerDesc& layer);

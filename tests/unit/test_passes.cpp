@@ -138,3 +138,22 @@ TEST(Passes, ConstantSubgraphsFold) {
   EXPECT_EQ(info.find("\"op\":\"Shape\""), std::string::npos) << info;
   EXPECT_EQ(info.find("\"op\":\"Concat\""), std::string::npos) << info;
 }
+
+TEST(Passes, PointwiseChainFuses) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 3, 4, 5});
+    Layer* a = n.addElementWise(x, n.addConstant("", scalar(1.7f)), "Mul");
+    Layer* b = n.addElementWise(a->outputs[0], n.addConstant("bias", randomTensor({3, 1, 1}, 2)), "Add");
+    Layer* c = n.addActivation(b->outputs[0], "Sigmoid");
+    Layer* d = n.addElementWise(n.addConstant("", scalar(1.f)), c->outputs[0], "Sub");  // 1 - v: swapped operand
+    Layer* e = n.addElementWise(d->outputs[0], n.addInput("z", DataType::kFLOAT, {5}), "Div");
+    Layer* f = n.addLayer("Sqrt", {e->outputs[0]}, 1);
+    Layer* g = n.addActivation(f->outputs[0], "LeakyRelu", 0.3f);
+    n.renameTensor(g->outputs[0], "y");
+    n.markOutput(g->outputs[0]);
+  };
+  std::string info = checkFusion(make, {{"x", randomTensor({2, 3, 4, 5}, 9)}, {"z", randomTensor({5}, 10, 0.5f, 2.f)}});
+  EXPECT_NE(info.find("\"op\":\"PointwiseChain\""), std::string::npos) << info;
+  EXPECT_EQ(info.find("\"op\":\"Sqrt\""), std::string::npos) << info;
+  EXPECT_EQ(info.find("\"op\":\"Mul\""), std::string::npos) << info;
+}

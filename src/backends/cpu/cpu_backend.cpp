@@ -45,6 +45,7 @@ const std::vector<CpuTacticDef>& inventory() {
     addShapeCpuTactics(t);
     addResizeCpuTactics(t);
     addSelectionCpuTactics(t);
+    addFusedCpuTactics(t);
     return t;
   }();
   return v;

@@ -27,5 +27,6 @@ void addReductionCpuTactics(std::vector<CpuTacticDef>& v);
 void addShapeCpuTactics(std::vector<CpuTacticDef>& v);
 void addResizeCpuTactics(std::vector<CpuTacticDef>& v);
 void addSelectionCpuTactics(std::vector<CpuTacticDef>& v);
+void addFusedCpuTactics(std::vector<CpuTacticDef>& v);
 
 }  // namespace kiln

@@ -21,6 +21,8 @@ bool fuseMatMulBias(Network& net);
 bool fuseConvResidual(Network& net);
 //! Conv/ConvTranspose/Gemm/MatMul -> activation -> one layer with kiln_activation.
 bool fuseActivation(Network& net);
+//! Chains of float32 elementwise layers -> one PointwiseChain layer.
+bool fusePointwiseChains(Network& net);
 //! CPU: computes float16/bfloat16 layers in float32 by inserting Cast layers around them.
 bool insertFloatCasts(Network& net);
 

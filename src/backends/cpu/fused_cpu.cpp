@@ -1,0 +1,26 @@
+// Optimized CPU tactics for kiln's fused ops: the PointwiseChain program run over chunks on the
+// thread pool (its reference runs the same program on one thread).
+#include "backends/cpu/cpu_tactics.h"
+#include "ops/pointwise_chain.h"
+
+namespace kiln {
+
+namespace {
+
+class PointwiseChainKernel : public Kernel {
+ public:
+  explicit PointwiseChainKernel(const LayerDesc& l) : program_(compilePointwise(*l.attrs, l.inputs.size())) {}
+  void execute(const KernelIO& io, KernelState*) const override { runPointwise(program_, io); }
+
+ private:
+  PointwiseProgram program_;
+};
+
+}  // namespace
+
+void addFusedCpuTactics(std::vector<CpuTacticDef>& v) {
+  v.push_back({"PointwiseChain", "threaded", [](const LayerDesc&) { return true; },
+               [](const LayerDesc& l) -> std::unique_ptr<Kernel> { return std::make_unique<PointwiseChainKernel>(l); }});
+}
+
+}  // namespace kiln

@@ -1,0 +1,199 @@
+// PointwiseChain (kiln-internal): a chain of float32 elementwise ops fused into one layer, so
+// that the data makes one trip through memory. Produced by the fuse_pointwise pass.
+//   inputs:  x (the chain's input, whose shape is the output's), then one extra operand per binary
+//            step (broadcastable to x's shape without changing it)
+//   attrs:   steps (op names), operand (per step: input index of its extra operand, or -1),
+//            swapped (per step: 1 when the chain value is the right operand: c - v, c / v, c ^ v),
+//            alpha / beta (per step: activation parameters)
+#include <cmath>
+
+#include "backends/cpu/elementwise_simd.h"
+#include "ops/activation.h"
+#include "ops/op_registry.h"
+#include "ops/op_util.h"
+#include "ops/pointwise_chain.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr int64_t kChunk = 2048;
+
+bool binaryStep(const std::string& op) {
+  return op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Max" || op == "Min";
+}
+
+}  // namespace
+
+bool isChainableOp(const std::string& op) {
+  static const char* kOps[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Relu", "LeakyRelu", "Sigmoid", "Tanh",
+                               "HardSwish", "HardSigmoid", "Elu", "Softplus", "Gelu", "Erf", "Sqrt", "Exp", "Log", "Neg",
+                               "Abs", "Reciprocal", "Floor", "Ceil", "Clip"};
+  for (const char* k : kOps)
+    if (op == k) return true;
+  return false;
+}
+
+PointwiseProgram compilePointwise(const Attributes& a, size_t nbInputs) {
+  PointwiseProgram p;
+  auto steps = a.getStrings("steps");
+  auto operand = a.getInts("operand");
+  auto swapped = a.getInts("swapped");
+  auto alpha = a.getFloats("alpha");
+  auto beta = a.getFloats("beta");
+  if (steps.empty() || operand.size() != steps.size() || swapped.size() != steps.size() || alpha.size() != steps.size() ||
+      beta.size() != steps.size())
+    throw Error("PointwiseChain: inconsistent step attributes");
+  for (size_t i = 0; i < steps.size(); ++i) {
+    PointwiseStep s;
+    s.op = steps[i];
+    if (!isChainableOp(s.op)) throw Error("PointwiseChain: unknown step '" + s.op + "'");
+    s.operand = static_cast<int>(operand[i]);
+    s.swapped = swapped[i] != 0;
+    s.alpha = alpha[i];
+    s.beta = beta[i];
+    if (binaryStep(s.op) != (s.operand >= 0)) throw Error("PointwiseChain: step '" + s.op + "' has a wrong operand");
+    if (s.operand >= static_cast<int>(nbInputs) || s.operand == 0) throw Error("PointwiseChain: operand index out of range");
+    Attributes act;
+    std::string kind = s.op == "Gelu" ? (s.alpha != 0.f ? "GeluTanh" : "Gelu") : s.op;
+    if (s.op == "Relu" || s.op == "LeakyRelu" || s.op == "Sigmoid" || s.op == "Tanh" || s.op == "HardSwish" ||
+        s.op == "HardSigmoid" || s.op == "Elu" || s.op == "Softplus" || s.op == "Gelu" || s.op == "Clip") {
+      act.set("kiln_activation", kind);
+      act.set("kiln_act_alpha", s.alpha);
+      act.set("kiln_act_beta", s.beta);
+      s.act = fusedActivation(act);
+      s.isActivation = true;
+    }
+    p.steps.push_back(s);
+  }
+  return p;
+}
+
+namespace {
+
+// Applies one unary step to v[0..n).
+void unaryStep(const PointwiseStep& s, float* v, int64_t n) {
+  if (s.isActivation) {
+    applyActivationAvx2(s.act, v, n);
+    return;
+  }
+  const std::string& op = s.op;
+  if (op == "Erf") for (int64_t i = 0; i < n; ++i) v[i] = std::erf(v[i]);
+  else if (op == "Sqrt") for (int64_t i = 0; i < n; ++i) v[i] = std::sqrt(v[i]);
+  else if (op == "Exp") for (int64_t i = 0; i < n; ++i) v[i] = std::exp(v[i]);
+  else if (op == "Log") for (int64_t i = 0; i < n; ++i) v[i] = std::log(v[i]);
+  else if (op == "Neg") for (int64_t i = 0; i < n; ++i) v[i] = -v[i];
+  else if (op == "Abs") for (int64_t i = 0; i < n; ++i) v[i] = std::fabs(v[i]);
+  else if (op == "Reciprocal") for (int64_t i = 0; i < n; ++i) v[i] = 1.f / v[i];
+  else if (op == "Floor") for (int64_t i = 0; i < n; ++i) v[i] = std::floor(v[i]);
+  else if (op == "Ceil") for (int64_t i = 0; i < n; ++i) v[i] = std::ceil(v[i]);
+}
+
+template <typename F>
+void binaryLoop(float* v, const float* o, int64_t n, bool swapped, F f) {
+  if (swapped) for (int64_t i = 0; i < n; ++i) v[i] = f(o[i], v[i]);
+  else for (int64_t i = 0; i < n; ++i) v[i] = f(v[i], o[i]);
+}
+
+void binaryStepApply(const PointwiseStep& s, float* v, const float* o, int64_t n) {
+  const std::string& op = s.op;
+  if (op == "Add") binaryLoop(v, o, n, false, [](float a, float b) { return a + b; });
+  else if (op == "Mul") binaryLoop(v, o, n, false, [](float a, float b) { return a * b; });
+  else if (op == "Sub") binaryLoop(v, o, n, s.swapped, [](float a, float b) { return a - b; });
+  else if (op == "Div") binaryLoop(v, o, n, s.swapped, [](float a, float b) { return a / b; });
+  else if (op == "Pow") binaryLoop(v, o, n, s.swapped, [](float a, float b) { return std::pow(a, b); });
+  else if (op == "Max") binaryLoop(v, o, n, false, [](float a, float b) { return std::isnan(a) || a > b ? a : b; });
+  else if (op == "Min") binaryLoop(v, o, n, false, [](float a, float b) { return std::isnan(a) || a < b ? a : b; });
+}
+
+// Gathers operand values for output elements [begin, begin+n) into dst (broadcast).
+void gatherOperand(const TensorView& t, const Dims& outDims, const std::vector<int64_t>& strides, int64_t begin, int64_t n,
+                   float* dst) {
+  const float* src = t.as<float>();
+  if (t.count == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[0];
+    return;
+  }
+  if (t.dims == outDims) {
+    std::memcpy(dst, src + begin, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  const size_t r = outDims.size();
+  std::vector<int64_t> idx(r);
+  int64_t rem = begin;
+  for (size_t d = r; d-- > 0;) {
+    idx[d] = rem % outDims[d];
+    rem /= outDims[d];
+  }
+  int64_t off = 0;
+  for (size_t d = 0; d < r; ++d) off += idx[d] * strides[d];
+  for (int64_t i = 0; i < n; ++i) {
+    dst[i] = src[off];
+    for (size_t d = r; d-- > 0;) {  // odometer increment
+      off += strides[d];
+      if (++idx[d] < outDims[d]) break;
+      off -= strides[d] * outDims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+void runPointwise(const PointwiseProgram& p, const KernelIO& io) {
+  const TensorView& x = io.in[0];
+  const TensorView& y = io.out[0];
+  std::vector<std::vector<int64_t>> strides(io.in.size());
+  for (size_t k = 1; k < io.in.size(); ++k) strides[k] = broadcastStrides(io.in[k].dims, y.dims);
+  auto body = [&](int64_t cb, int64_t ce) {
+    alignas(64) float operand[kChunk];
+    for (int64_t c = cb; c < ce; ++c) {
+      const int64_t begin = c * kChunk, n = std::min(kChunk, y.count - begin);
+      float* v = y.as<float>() + begin;
+      if (v != x.as<float>() + begin) std::memcpy(v, x.as<float>() + begin, static_cast<size_t>(n) * sizeof(float));
+      for (const PointwiseStep& s : p.steps) {
+        if (s.operand < 0) {
+          unaryStep(s, v, n);
+          continue;
+        }
+        gatherOperand(io.in[s.operand], y.dims, strides[s.operand], begin, n, operand);
+        binaryStepApply(s, v, operand, n);
+      }
+    }
+  };
+  const int64_t chunks = (y.count + kChunk - 1) / kChunk;
+  if (io.pool) io.pool->parallelFor(chunks, 1, body);
+  else body(0, chunks);
+}
+
+namespace {
+
+void inferChain(LayerDesc& l) {
+  if (l.inputs.empty() || !l.present(0)) opError(l, "needs an input");
+  for (size_t i = 0; i < l.inputs.size(); ++i)
+    if (!l.present(i) || l.inputs[i].type != DataType::kFLOAT) opError(l, "inputs must be float32");
+  compilePointwise(*l.attrs, l.inputs.size());
+  for (size_t i = 1; i < l.inputs.size(); ++i)
+    if (broadcastDims(l, l.inputs[0].dims, l.inputs[i].dims) != l.inputs[0].dims)
+      opError(l, "operand " + std::to_string(i) + " must broadcast to the chain's shape");
+  setOutput(l, 0, DataType::kFLOAT, l.inputs[0].dims);
+}
+
+void refChain(const LayerDesc& l, const KernelIO& io) {
+  KernelIO serial = io;
+  serial.pool = nullptr;
+  runPointwise(compilePointwise(*l.attrs, l.inputs.size()), serial);
+}
+
+}  // namespace
+
+void registerFusedOps(OpRegistry& r) {
+  OpDef d;
+  d.name = "PointwiseChain";
+  d.infer = inferChain;
+  d.ref = refChain;
+  d.onnx = false;
+  r.add(d);
+}
+
+}  // namespace kiln
