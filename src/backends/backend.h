@@ -72,6 +72,16 @@ class Kernel {
   virtual void execute(const KernelIO& io, KernelState* state) const = 0;
 };
 
+//! An entry of a backend's kernel inventory: one optimized implementation of one op.
+struct TacticDef {
+  std::string op;    //!< op name this tactic implements
+  std::string name;  //!< tactic name, unique per op, e.g. "onednn", "cublaslt", "avx2"
+  //! Whether this tactic can run the layer (types, attributes, build-time dims).
+  bool (*supports)(const LayerDesc& layer) = nullptr;
+  //! Creates the kernel (packs weights). Throws kiln::Error on failure.
+  std::unique_ptr<Kernel> (*create)(const LayerDesc& layer) = nullptr;
+};
+
 //! A named implementation choice ("tactic") for a layer.
 struct Tactic {
   std::string name;
@@ -97,10 +107,33 @@ class Backend {
   virtual void synchronize(void* stream) = 0;
   //! The thread pool kernels run on (CPU backend) or nullptr.
   virtual ThreadPool* pool() { return nullptr; }
+
+  // Streams and events (the CPU has none: its streams are null and its work is synchronous).
+  //! A new stream (nullptr on the CPU). Owned by the caller: destroyStream.
+  virtual void* createStream() { return nullptr; }
+  virtual void destroyStream(void* stream) { (void)stream; }
+  //! A new event; `timing` enables elapsedMs. Owned by the caller: destroyEvent.
+  virtual void* createEvent(bool timing) { (void)timing; return nullptr; }
+  virtual void destroyEvent(void* event) { (void)event; }
+  //! Records `event` on `stream` (asynchronous).
+  virtual void recordEvent(void* event, void* stream) { (void)event; (void)stream; }
+  //! Makes `stream` wait for `event` (asynchronous; the host does not block).
+  virtual void streamWaitEvent(void* stream, void* event) { (void)stream; (void)event; }
+  //! Median time in ms of `iterations` runs of `launch(stream)` (blocks the host).
+  virtual float timeMs(const std::function<void(void* stream)>& launch, int iterations);
+  //! Page-locked host memory for fast asynchronous copies (plain memory on the CPU).
+  virtual void* allocateHost(size_t bytes);
+  virtual void releaseHost(void* p);
 };
 
 //! The backend for a device, configured with `threads` CPU threads (0 = hardware threads).
+//! Throws kiln::Error when the device is not available in this build or machine.
 std::shared_ptr<Backend> getBackend(DeviceType d, int threads);
+std::shared_ptr<Backend> makeCpuBackend(int threads);
+#ifdef KILN_HAVE_CUDA
+std::shared_ptr<Backend> makeCudaBackend();
+int cudaDeviceCount();  //!< 0 when the driver reports no device (never throws)
+#endif
 //! A tactic wrapping the naive reference kernel of `op` (for tests and fallbacks).
 Tactic referenceTactic(const std::string& op);
 

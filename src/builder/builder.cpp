@@ -30,7 +30,6 @@ const Dims& OptimizationProfile::getDimensions(const std::string& input, OptProf
   return it->second[static_cast<int>(s)];
 }
 
-bool gpuAvailable() { return false; }
 
 Builder::Builder(ILogger& logger) : logger_(logger) {}
 

@@ -104,16 +104,6 @@ Tactic referenceTactic(const std::string& op) {
   return Tactic{"ref", [fn](const LayerDesc&) { return std::make_unique<RefKernel>(fn); }};
 }
 
-std::shared_ptr<Backend> getBackend(DeviceType d, int threads) {
-  if (d == DeviceType::kGPU) throw Error("this build of kiln has no CUDA backend (use --device=cpu)");
-  static std::mutex mu;
-  static std::map<int, std::weak_ptr<Backend>> cache;
-  std::lock_guard<std::mutex> lk(mu);
-  auto& w = cache[threads];
-  if (auto s = w.lock()) return s;
-  auto s = std::make_shared<CpuBackend>(threads);
-  w = s;
-  return s;
-}
+std::shared_ptr<Backend> makeCpuBackend(int threads) { return std::make_shared<CpuBackend>(threads); }
 
 }  // namespace kiln

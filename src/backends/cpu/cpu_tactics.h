@@ -10,14 +10,7 @@
 
 namespace kiln {
 
-struct CpuTacticDef {
-  std::string op;    //!< op name this tactic implements
-  std::string name;  //!< tactic name, unique per op, e.g. "onednn", "gemm_avx2", "avx2"
-  //! Whether this tactic can run the layer (types, attributes, build-time dims).
-  bool (*supports)(const LayerDesc& layer) = nullptr;
-  //! Creates the kernel (packs weights). Throws kiln::Error on failure.
-  std::unique_ptr<Kernel> (*create)(const LayerDesc& layer) = nullptr;
-};
+using CpuTacticDef = TacticDef;
 
 void addElementwiseCpuTactics(std::vector<CpuTacticDef>& v);
 void addConvPoolCpuTactics(std::vector<CpuTacticDef>& v);

@@ -1,0 +1,64 @@
+// Backend selection and the contract's default implementations.
+#include "backends/backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace kiln {
+
+float Backend::timeMs(const std::function<void(void*)>& launch, int iterations) {
+  launch(nullptr);  // warm-up
+  std::vector<float> t;
+  for (int i = 0; i < std::max(1, iterations); ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    launch(nullptr);
+    synchronize(nullptr);
+    t.push_back(std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void* Backend::allocateHost(size_t bytes) {
+  void* p = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
+  if (!p) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+  return p;
+}
+
+void Backend::releaseHost(void* p) { std::free(p); }
+
+bool gpuAvailable() {
+#ifdef KILN_HAVE_CUDA
+  return cudaDeviceCount() > 0;
+#else
+  return false;
+#endif
+}
+
+std::shared_ptr<Backend> getBackend(DeviceType d, int threads) {
+  // One backend per (device, thread count), shared while anyone holds it.
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, std::weak_ptr<Backend>> cache;
+  std::lock_guard<std::mutex> lk(mu);
+  auto key = std::make_pair(static_cast<int>(d), d == DeviceType::kCPU ? threads : 0);
+  auto& w = cache[key];
+  if (auto s = w.lock()) return s;
+  std::shared_ptr<Backend> s;
+  if (d == DeviceType::kCPU) {
+    s = makeCpuBackend(threads);
+  } else {
+#ifdef KILN_HAVE_CUDA
+    if (cudaDeviceCount() == 0) throw Error("no CUDA device is available on this machine (use --device=cpu)");
+    s = makeCudaBackend();
+#else
+    throw Error("this build of kiln has no CUDA backend (use --device=cpu)");
+#endif
+  }
+  w = s;
+  return s;
+}
+
+}  // namespace kiln

@@ -1,0 +1,152 @@
+// The CUDA backend: device memory, streams and events, asynchronous copies, and the CUDA kernel
+// inventory. One backend per process drives device 0 (multi-GPU is a later issue).
+#include <cudnn.h>
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cuda/cuda_tactics.h"
+#include "backends/cuda/cuda_util.h"
+
+namespace kiln {
+
+namespace cuda {
+void throwCudaError(cudaError_t e, const char* what, const char* file, int line) {
+  const char* base = std::strrchr(file, '/');
+  throw Error(std::string("CUDA error ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ") in " + what + " at " +
+              (base ? base + 1 : file) + ":" + std::to_string(line));
+}
+}  // namespace cuda
+
+namespace {
+
+const std::vector<CudaTacticDef>& inventory() {
+  static const std::vector<CudaTacticDef> v = [] {
+    std::vector<CudaTacticDef> t;
+    addElementwiseCudaTactics(t);
+    addMatMulCudaTactics(t);
+    addConvPoolCudaTactics(t);
+    addNormalizationCudaTactics(t);
+    addShapeCudaTactics(t);
+    addAttentionCudaTactics(t);
+    return t;
+  }();
+  return v;
+}
+
+class CudaBackend : public Backend {
+ public:
+  CudaBackend() {
+    KILN_CUDA_CHECK(cudaSetDevice(0));
+    cudaDeviceProp p;
+    KILN_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+    // Library versions are part of the fingerprint: tactics (cuDNN engine configs, cuBLASLt
+    // algorithms) are only valid for the versions they were timed with.
+    fingerprint_ = "cuda:sm_" + std::to_string(p.major) + std::to_string(p.minor) + ":" + p.name + ":" +
+                   std::to_string(p.multiProcessorCount) + "sm:cudnn" + std::to_string(cudnnGetVersion()) + ":cublasLt" +
+                   std::to_string(cublasLtGetVersion());
+  }
+  DeviceType device() const override { return DeviceType::kGPU; }
+  std::string fingerprint() const override { return fingerprint_; }
+  std::vector<Tactic> tactics(const LayerDesc& layer) const override {
+    std::vector<Tactic> out;
+    for (const auto& d : inventory()) {
+      if (d.op != layer.op || !d.supports(layer)) continue;
+      auto create = d.create;
+      out.push_back(Tactic{d.name, [create](const LayerDesc& l) { return create(l); }});
+    }
+    return out;
+  }
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 256));
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      throw Error("out of GPU memory allocating " + std::to_string(bytes) + " bytes (" + cudaGetErrorString(e) + ")");
+    }
+    return p;
+  }
+  void release(void* p) override { cudaFree(p); }
+  void copyToDevice(void* dst, const void* src, size_t bytes, void* stream) override { copy(dst, src, bytes, stream); }
+  void copyToHost(void* dst, const void* src, size_t bytes, void* stream) override { copy(dst, src, bytes, stream); }
+  void synchronize(void* stream) override {
+    if (stream) KILN_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+    else KILN_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  void* createStream() override {
+    cudaStream_t s;
+    KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }
+  void destroyStream(void* s) override {
+    if (s) cudaStreamDestroy(static_cast<cudaStream_t>(s));
+  }
+  void* createEvent(bool timing) override {
+    cudaEvent_t e;
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+    return e;
+  }
+  void destroyEvent(void* e) override {
+    if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  }
+  void recordEvent(void* e, void* s) override { KILN_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(e), static_cast<cudaStream_t>(s))); }
+  void streamWaitEvent(void* s, void* e) override {
+    KILN_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(e), 0));
+  }
+  float timeMs(const std::function<void(void*)>& launch, int iterations) override {
+    // Events on a private stream: per-run device time without host overhead.
+    cudaStream_t s = static_cast<cudaStream_t>(createStream());
+    cudaEvent_t a = static_cast<cudaEvent_t>(createEvent(true)), b = static_cast<cudaEvent_t>(createEvent(true));
+    std::vector<float> t;
+    try {
+      launch(s);
+      KILN_CUDA_CHECK(cudaStreamSynchronize(s));
+      for (int i = 0; i < std::max(1, iterations); ++i) {
+        KILN_CUDA_CHECK(cudaEventRecord(a, s));
+        launch(s);
+        KILN_CUDA_CHECK(cudaEventRecord(b, s));
+        KILN_CUDA_CHECK(cudaEventSynchronize(b));
+        float ms = 0;
+        KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+        t.push_back(ms);
+      }
+    } catch (...) {
+      cudaStreamSynchronize(s);
+      destroyEvent(a), destroyEvent(b), destroyStream(s);
+      throw;
+    }
+    destroyEvent(a), destroyEvent(b), destroyStream(s);
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
+  void* allocateHost(size_t bytes) override {
+    void* p = nullptr;
+    KILN_CUDA_CHECK(cudaMallocHost(&p, std::max<size_t>(bytes, 64)));
+    return p;
+  }
+  void releaseHost(void* p) override { cudaFreeHost(p); }
+
+ private:
+  static void copy(void* dst, const void* src, size_t bytes, void* stream) {
+    if (!bytes) return;
+    if (stream) KILN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
+    else KILN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  }
+  std::string fingerprint_;
+};
+
+}  // namespace
+
+int cudaDeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::shared_ptr<Backend> makeCudaBackend() { return std::make_shared<CudaBackend>(); }
+
+}  // namespace kiln

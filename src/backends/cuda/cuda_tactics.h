@@ -1,0 +1,20 @@
+// The CUDA backend's kernel inventory: each op family adds its tactics from one function, listed
+// in cuda_backend.cpp. Kernels run on io.stream (a cudaStream_t), never synchronize the host and
+// never allocate in execute(); device workspace comes from reshape()'s return value.
+#pragma once
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace kiln {
+
+using CudaTacticDef = TacticDef;
+
+void addElementwiseCudaTactics(std::vector<CudaTacticDef>& v);    // elementwise, Cast, Where, PointwiseChain
+void addMatMulCudaTactics(std::vector<CudaTacticDef>& v);         // MatMul, Gemm (cuBLASLt)
+void addConvPoolCudaTactics(std::vector<CudaTacticDef>& v);       // Conv, ConvTranspose (cuDNN), pooling
+void addNormalizationCudaTactics(std::vector<CudaTacticDef>& v);  // norms, softmax, reductions, arg/topk/cumsum
+void addShapeCudaTactics(std::vector<CudaTacticDef>& v);          // data movement, resize
+void addAttentionCudaTactics(std::vector<CudaTacticDef>& v);      // fused attention
+
+}  // namespace kiln

@@ -1,0 +1,73 @@
+// Helpers for CUDA kernels and the CUDA backend: error checks that throw kiln::Error, stream
+// access, launch geometry, element types.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "backends/backend.h"
+
+namespace kiln::cuda {
+
+[[noreturn]] void throwCudaError(cudaError_t e, const char* what, const char* file, int line);
+
+#define KILN_CUDA_CHECK(expr)                                                       \
+  do {                                                                              \
+    cudaError_t kiln_err_ = (expr);                                                 \
+    if (kiln_err_ != cudaSuccess) ::kiln::cuda::throwCudaError(kiln_err_, #expr, __FILE__, __LINE__); \
+  } while (0)
+
+//! Checks the last kernel launch (cheap: no synchronization).
+#define KILN_CUDA_CHECK_LAUNCH() KILN_CUDA_CHECK(cudaGetLastError())
+
+inline cudaStream_t streamOf(const KernelIO& io) { return static_cast<cudaStream_t>(io.stream); }
+
+//! Blocks for a grid-stride loop over n items (capped; kernels loop over the rest).
+inline unsigned gridFor(int64_t n, unsigned block = 256, unsigned maxBlocks = 132 * 32) {
+  int64_t b = (n + block - 1) / block;
+  if (b < 1) b = 1;
+  return static_cast<unsigned>(b > maxBlocks ? maxBlocks : b);
+}
+
+//! The CUDA element type for a kiln DataType (for template dispatch in .cu files).
+template <DataType T> struct CudaType;
+template <> struct CudaType<DataType::kFLOAT> { using type = float; };
+template <> struct CudaType<DataType::kHALF> { using type = __half; };
+template <> struct CudaType<DataType::kBF16> { using type = __nv_bfloat16; };
+template <> struct CudaType<DataType::kDOUBLE> { using type = double; };
+template <> struct CudaType<DataType::kINT64> { using type = int64_t; };
+template <> struct CudaType<DataType::kINT32> { using type = int32_t; };
+template <> struct CudaType<DataType::kINT16> { using type = int16_t; };
+template <> struct CudaType<DataType::kINT8> { using type = int8_t; };
+template <> struct CudaType<DataType::kUINT8> { using type = uint8_t; };
+template <> struct CudaType<DataType::kUINT16> { using type = uint16_t; };
+template <> struct CudaType<DataType::kUINT32> { using type = uint32_t; };
+template <> struct CudaType<DataType::kUINT64> { using type = uint64_t; };
+template <> struct CudaType<DataType::kBOOL> { using type = bool; };
+
+//! Calls f(T{}) with the CUDA element type of `t` (all 13 kiln types).
+template <typename F>
+void dispatchCudaType(DataType t, F&& f) {
+  switch (t) {
+    case DataType::kFLOAT: f(float{}); break;
+    case DataType::kHALF: f(__half{}); break;
+    case DataType::kBF16: f(__nv_bfloat16{}); break;
+    case DataType::kDOUBLE: f(double{}); break;
+    case DataType::kINT64: f(int64_t{}); break;
+    case DataType::kINT32: f(int32_t{}); break;
+    case DataType::kINT16: f(int16_t{}); break;
+    case DataType::kINT8: f(int8_t{}); break;
+    case DataType::kUINT8: f(uint8_t{}); break;
+    case DataType::kUINT16: f(uint16_t{}); break;
+    case DataType::kUINT32: f(uint32_t{}); break;
+    case DataType::kUINT64: f(uint64_t{}); break;
+    case DataType::kBOOL: f(bool{}); break;
+  }
+}
+
+//! Whether a layer attribute allows TF32 for float32 matmul/conv (set by the builder).
+inline bool allowTf32(const LayerDesc& l) { return l.attrs->getInt("kiln_tf32", 1) != 0; }
+
+}  // namespace kiln::cuda

@@ -1,0 +1,171 @@
+// Test helper for kernels on any backend: runs one op with a given tactic and compares it with
+// the op's naive reference kernel. GPU tests skip (and say so) where no GPU exists.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "kiln/kiln.h"
+#include "ops/op_registry.h"
+
+#define KILN_REQUIRE_GPU()                                                            \
+  do {                                                                                \
+    if (!::kiln::gpuAvailable()) GTEST_SKIP() << "no GPU on this machine: CUDA test skipped"; \
+  } while (0)
+
+namespace kiln::test {
+
+//! One layer to run: inputs (an invalid HostTensor = omitted optional input), which inputs are
+//! build-time constants (weights: their values are known when the kernel is created).
+struct OpCase {
+  std::string op;
+  Attributes attrs;
+  std::vector<HostTensor> inputs;
+  std::vector<bool> constant;  //!< per input; missing entries = false
+  int nbOutputs = 1;
+};
+
+inline HostTensor convertTo(const HostTensor& t, DataType type) {
+  HostTensor o(type, t.dims());
+  for (int64_t i = 0; i < t.count(); ++i) {
+    double v = t.getDouble(i);
+    switch (type) {
+      case DataType::kFLOAT: o.as<float>()[i] = static_cast<float>(v); break;
+      case DataType::kHALF: o.as<uint16_t>()[i] = floatToHalf(static_cast<float>(v)); break;
+      case DataType::kBF16: o.as<uint16_t>()[i] = floatToBf16(static_cast<float>(v)); break;
+      case DataType::kDOUBLE: o.as<double>()[i] = v; break;
+      case DataType::kINT64: o.as<int64_t>()[i] = static_cast<int64_t>(v); break;
+      case DataType::kINT32: o.as<int32_t>()[i] = static_cast<int32_t>(v); break;
+      case DataType::kINT8: o.as<int8_t>()[i] = static_cast<int8_t>(v); break;
+      case DataType::kUINT8: o.as<uint8_t>()[i] = static_cast<uint8_t>(v); break;
+      case DataType::kBOOL: o.as<uint8_t>()[i] = v != 0; break;
+      default: throw Error("convertTo: unsupported type in tests");
+    }
+  }
+  return o;
+}
+
+inline LayerDesc describe(const OpCase& c, bool concrete) {
+  LayerDesc d;
+  d.name = c.op + "_test";
+  d.op = c.op;
+  d.attrs = &c.attrs;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    bool present = c.inputs[i].valid();
+    d.inputPresent.push_back(present);
+    TensorDesc t;
+    if (present) {
+      t.type = c.inputs[i].type();
+      t.dims = c.inputs[i].dims();
+      bool isConst = i < c.constant.size() && c.constant[i];
+      if (isConst || concrete) t.value = c.inputs[i];
+    }
+    d.inputs.push_back(t);
+  }
+  d.outputs.resize(static_cast<size_t>(c.nbOutputs));
+  inferLayer(d);
+  for (auto& o : d.outputs) o.value = HostTensor();
+  if (concrete) {
+    // The concrete desc carries only the values the runtime would know: constants and
+    // value inputs (shape-determining inputs).
+    const OpDef* def = OpRegistry::instance().find(c.op);
+    for (size_t i = 0; i < d.inputs.size(); ++i) {
+      bool isConst = i < c.constant.size() && c.constant[i];
+      bool isValue = std::find(def->valueInputs.begin(), def->valueInputs.end(), static_cast<int>(i)) != def->valueInputs.end();
+      if (!isConst && !isValue) d.inputs[i].value = HostTensor();
+    }
+  }
+  return d;
+}
+
+//! Outputs of the op's naive reference kernel.
+inline std::vector<HostTensor> runReference(const OpCase& c) {
+  LayerDesc d = describe(c, true);
+  for (size_t i = 0; i < d.inputs.size(); ++i)
+    if (d.present(i)) d.inputs[i].value = c.inputs[i];
+  evaluateOnHost(d);
+  std::vector<HostTensor> out;
+  for (auto& o : d.outputs) out.push_back(o.value);
+  return out;
+}
+
+//! Names of the tactics `backend` offers for the case.
+inline std::vector<std::string> tacticNames(Backend& backend, const OpCase& c) {
+  std::vector<std::string> v;
+  for (auto& t : backend.tactics(describe(c, false))) v.push_back(t.name);
+  return v;
+}
+
+//! Runs the case with tactic `name` on `backend` (inputs uploaded, outputs downloaded).
+inline std::vector<HostTensor> runTactic(Backend& backend, const std::string& name, const OpCase& c) {
+  LayerDesc build = describe(c, false);
+  LayerDesc concrete = describe(c, true);
+  std::unique_ptr<Kernel> k;
+  for (auto& t : backend.tactics(build))
+    if (t.name == name) k = t.create(build);
+  if (!k) throw Error("tactic '" + name + "' not offered for " + c.op);
+  std::unique_ptr<KernelState> state;
+  size_t ws = k->reshape(concrete, state);
+  std::vector<void*> owned;
+  auto alloc = [&](size_t bytes) {
+    void* p = backend.allocate(std::max<size_t>(bytes, 256));
+    owned.push_back(p);
+    return p;
+  };
+  KernelIO io;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    TensorView v;
+    if (c.inputs[i].valid()) {
+      v.type = c.inputs[i].type();
+      v.dims = c.inputs[i].dims();
+      v.count = c.inputs[i].count();
+      v.data = alloc(c.inputs[i].bytes());
+      backend.copyToDevice(v.data, c.inputs[i].data(), c.inputs[i].bytes(), nullptr);
+    }
+    io.in.push_back(v);
+  }
+  std::vector<HostTensor> out;
+  for (auto& o : concrete.outputs) {
+    out.emplace_back(o.type, o.dims);
+    TensorView v{alloc(out.back().bytes()), o.type, o.dims, out.back().count()};
+    io.out.push_back(v);
+  }
+  if (ws) {
+    io.workspace = alloc(ws);
+    io.workspaceSize = ws;
+  }
+  io.pool = backend.pool();
+  void* stream = backend.createStream();
+  io.stream = stream;
+  try {
+    k->execute(io, state.get());
+    backend.synchronize(stream);
+    for (size_t i = 0; i < out.size(); ++i) backend.copyToHost(out[i].data(), io.out[i].data, out[i].bytes(), nullptr);
+  } catch (...) {
+    backend.destroyStream(stream);
+    for (void* p : owned) backend.release(p);
+    throw;
+  }
+  backend.destroyStream(stream);
+  for (void* p : owned) backend.release(p);
+  return out;
+}
+
+//! |got - ref| <= atol + rtol * |ref| elementwise (NaN matches NaN); reports the first mismatch.
+inline void expectClose(const HostTensor& got, const HostTensor& ref, double rtol, double atol, const std::string& what = "") {
+  ASSERT_EQ(got.dims(), ref.dims()) << what;
+  int64_t bad = 0;
+  std::string first;
+  for (int64_t i = 0; i < ref.count(); ++i) {
+    double g = got.getDouble(i), r = ref.getDouble(i);
+    if ((std::isnan(g) && std::isnan(r)) || g == r) continue;
+    if (!(std::fabs(g - r) <= atol + rtol * std::fabs(r)) && bad++ == 0)
+      first = "element " + std::to_string(i) + " got " + std::to_string(g) + " expected " + std::to_string(r);
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << ref.count() << " elements differ; first: " << first;
+}
+
+}  // namespace kiln::test
