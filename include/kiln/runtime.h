@@ -61,6 +61,12 @@ class ExecutionContext {
   //! GPU it is a cudaStream_t and the call is asynchronous. Throws kiln::Error.
   void enqueue(void* stream = nullptr);
   void setProfiler(IProfiler* p);
+  //! Captures one enqueue on `stream` into a CUDA graph kept by the context (GPU). Returns false,
+  //! with a warning, when the model or backend cannot be captured; enqueue still works then.
+  bool captureGraph(void* stream);
+  //! Replays the captured graph on `stream`; runs a plain enqueue when there is no valid graph
+  //! (e.g. after input shapes or tensor addresses changed).
+  void launchGraph(void* stream);
   const Engine& engine() const;
 
   std::unique_ptr<ContextImpl> impl;  // internal

@@ -121,6 +121,15 @@ class Backend {
   virtual void streamWaitEvent(void* stream, void* event) { (void)stream; (void)event; }
   //! Median time in ms of `iterations` runs of `launch(stream)` (blocks the host).
   virtual float timeMs(const std::function<void(void* stream)>& launch, int iterations);
+  //! Captures the work `body` enqueues on `stream` into an executable graph (nullptr, with the
+  //! reason in `why`, when the backend cannot capture). Owned by the caller: destroyGraph.
+  virtual void* captureGraph(void* stream, const std::function<void()>& body, std::string* why) {
+    (void)stream; (void)body;
+    if (why) *why = "the " + std::string(device() == DeviceType::kCPU ? "CPU" : "device") + " backend has no graphs";
+    return nullptr;
+  }
+  virtual void launchGraph(void* graph, void* stream) { (void)graph; (void)stream; }
+  virtual void destroyGraph(void* graph) { (void)graph; }
   //! Page-locked host memory for fast asynchronous copies (plain memory on the CPU).
   virtual void* allocateHost(size_t bytes);
   virtual void releaseHost(void* p);

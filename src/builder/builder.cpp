@@ -73,7 +73,7 @@ std::map<std::string, ProfileRange> collectProfile(const Network& net, const Bui
   return out;
 }
 
-void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log) {
+void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& backend) {
   auto repropagate = [&] { propagateShapes(net, nullptr, true); };
   removeFoldedLayers(net);
   struct Pass { const char* name; bool (*fn)(Network&); };
@@ -81,6 +81,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log) {
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
       {"fuse GELU pattern", fuseGeluPattern},
       {"fuse LayerNorm pattern", fuseLayerNormPattern},
+      {"fuse attention (GPU)", cfg.device() == DeviceType::kGPU ? fuseAttention : +[](Network&) { return false; }},
       {"fuse MatMul + bias", fuseMatMulBias},
       {"fuse Conv + residual Add", fuseConvResidual},
       {"fuse activation into producer", fuseActivation},
@@ -94,8 +95,29 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log) {
       removeFoldedLayers(net);
     }
   }
-  if (cfg.device() == DeviceType::kCPU && insertFloatCasts(net)) {
-    log.log(Sev::kVERBOSE, "pass: float32 compute for float16/bfloat16 layers on the CPU");
+  if (cfg.device() == DeviceType::kGPU && !cfg.getFlag(BuilderFlag::kSTRONGLY_TYPED) &&
+      (cfg.getFlag(BuilderFlag::kFP16) || cfg.getFlag(BuilderFlag::kBF16))) {
+    DataType target = cfg.getFlag(BuilderFlag::kFP16) ? DataType::kHALF : DataType::kBF16;
+    if (assignPrecision(net, target, cfg.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS))) {
+      log.log(Sev::kVERBOSE, std::string("pass: reduced precision (") + toString(target) + ")");
+      repropagate();
+      removeFoldedLayers(net);
+    }
+  }
+  if (cfg.device() == DeviceType::kGPU && !cfg.getFlag(BuilderFlag::kTF32))
+    for (auto& l : net.layers())
+      if (l->op == "MatMul" || l->op == "Gemm" || l->op == "Conv" || l->op == "ConvTranspose") l->attrs.set("kiln_tf32", int64_t(0));
+  // Layers the backend cannot run in float16/bfloat16 compute in float32.
+  std::function<bool(const Layer&)> runsAsIs;
+  if (cfg.device() == DeviceType::kCPU)
+    runsAsIs = [](const Layer& l) {
+      const OpDef* def = OpRegistry::instance().find(l.op);
+      return def && def->anyType;
+    };
+  else
+    runsAsIs = [&backend](const Layer& l) { return !backend.tactics(describeLayer(l)).empty(); };
+  if (insertFloatCasts(net, runsAsIs)) {
+    log.log(Sev::kVERBOSE, "pass: float32 compute for float16/bfloat16 layers the backend cannot run as they are");
     repropagate();
   }
 }
@@ -173,20 +195,22 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
   auto profile = collectProfile(net, cfg);
   net.topoSort();
   propagateShapes(net, nullptr, true);
-  runPasses(net, cfg, logger_);
+  auto backend = getBackend(cfg.device(), cfg.threads());
+  runPasses(net, cfg, logger_, *backend);
   for (Tensor* o : net.outputs())
     if (!o->dimsKnown) throw Error("output '" + o->name + "' has no shape");
 
   EngineGraph g = lowerToGraph(net, profile);
   g.device = cfg.device();
   g.threads = cfg.threads();
-  g.auxStreams = 0;  // the CPU runs one stream; aux streams belong to the GPU backend
-  auto backend = getBackend(g.device, g.threads);
+  g.auxStreams = 0;
   g.fingerprint = backend->fingerprint();
 
   std::map<int, Dims> opt;
   for (auto& [t, r] : g.profile) opt[t] = r.opt;
   selectTactics(g, *backend, opt, cfg, logger_);
+  // Aux streams (GPU only; the CPU runs one stream): -1 means "let kiln choose" (up to 2).
+  planStreams(g, cfg.maxAuxStreams() < 0 ? 2 : cfg.maxAuxStreams());
   ResolvedShapes shapes = resolveShapes(g, opt, nullptr, /*lenient=*/true);
   rejectDataDependentShapes(g, shapes);
   g.arenaBytes = planMemory(g, shapes).arenaBytes;

@@ -1,9 +1,15 @@
-// Op definitions (shape inference + naive reference kernels + ONNX normalization): conv_pool family.
+// The conv_pool op family: Conv/ConvTranspose (ops/conv.cpp) and the pooling ops + LRN
+// (ops/pool.cpp). Window geometry shared with the CPU tactics lives in backends/cpu/conv_geometry.h.
 #include "ops/op_registry.h"
-#include "ops/op_util.h"
 
 namespace kiln {
 
-void registerConvPoolOps(OpRegistry& r) { (void)r; }
+void registerConvOps(OpRegistry& r);
+void registerPoolOps(OpRegistry& r);
+
+void registerConvPoolOps(OpRegistry& r) {
+  registerConvOps(r);
+  registerPoolOps(r);
+}
 
 }  // namespace kiln

@@ -153,6 +153,7 @@ std::vector<uint8_t> serializePlan(const EngineGraph& g) {
     p.u8(static_cast<uint8_t>(l.precision));
     p.f32(l.tacticTimeMs);
     p.u32(static_cast<uint32_t>(l.tacticsConsidered));
+    p.u32(static_cast<uint32_t>(l.stream));
   }
   p.u32(static_cast<uint32_t>(g.inputs.size()));
   for (int i : g.inputs) p.i64(i);
@@ -257,6 +258,8 @@ EngineGraph deserializePlan(const void* data, size_t size, bool verifyChecksum) 
     l.precision = readType(r);
     l.tacticTimeMs = r.f32();
     l.tacticsConsidered = static_cast<int>(r.u32());
+    l.stream = static_cast<int>(r.u32());
+    if (l.stream > g.auxStreams) r.fail("layer '" + l.name + "' runs on a stream the engine does not have");
   }
   uint32_t nin = r.count(8, "inputs");
   for (uint32_t k = 0; k < nin; ++k) {

@@ -29,10 +29,49 @@ struct ContextImpl {
   std::vector<int> hostOutputs;  // outputs whose values are known on the host after resolution
   IProfiler* profiler = nullptr;
 
+  // Auxiliary streams (GPU): created with the context, joined to the enqueue stream by events.
+  std::vector<void*> auxStreams;
+  void* startEvent = nullptr;
+  std::vector<void*> auxDoneEvents;
+  std::vector<void*> layerEvents;                 // per layer with consumers on other streams
+  std::vector<std::vector<int>> waits;            // per layer: producer layers on other streams
+  void* graphExec = nullptr;                      // captured CUDA graph of one enqueue
+
   ~ContextImpl() {
-    if (arena) e->backend->release(arena);
-    if (workspace) e->backend->release(workspace);
+    Backend& b = *e->backend;
+    if (graphExec) b.destroyGraph(graphExec);
+    for (void* ev : layerEvents) b.destroyEvent(ev);
+    for (void* ev : auxDoneEvents) b.destroyEvent(ev);
+    b.destroyEvent(startEvent);
+    for (void* s : auxStreams) b.destroyStream(s);
+    if (arena) b.release(arena);
+    if (workspace) b.release(workspace);
   }
+
+  void createStreams() {
+    const EngineGraph& g = e->graph;
+    Backend& b = *e->backend;
+    layerEvents.assign(g.layers.size(), nullptr);
+    waits.assign(g.layers.size(), {});
+    if (g.auxStreams == 0) return;
+    for (int i = 0; i < g.auxStreams; ++i) {
+      auxStreams.push_back(b.createStream());
+      auxDoneEvents.push_back(b.createEvent(false));
+    }
+    startEvent = b.createEvent(false);
+    std::vector<int> producer(g.tensors.size(), -1);
+    for (size_t i = 0; i < g.layers.size(); ++i)
+      for (int t : g.layers[i].outputs) producer[t] = static_cast<int>(i);
+    for (size_t i = 0; i < g.layers.size(); ++i)
+      for (int t : g.layers[i].inputs) {
+        int p = t >= 0 ? producer[t] : -1;
+        if (p < 0 || g.layers[p].stream == g.layers[i].stream) continue;
+        if (!layerEvents[p]) layerEvents[p] = b.createEvent(false);
+        waits[i].push_back(p);
+      }
+  }
+
+  void* streamOf(int layerStream, void* main) const { return layerStream == 0 ? main : auxStreams[layerStream - 1]; }
 
   Dims inputDimsOf(int t) const {
     auto it = inputDims.find(t);
@@ -103,14 +142,21 @@ struct ContextImpl {
       for (size_t k = 0; k < l.outputs.size(); ++k) io.out.push_back(view(l.outputs[k], int(i), true, int(k)));
       io.pool = e->backend->pool();
     }
-    if (ws > workspaceCap) {
+    // One workspace region per stream: layers on different streams may run at once.
+    const size_t perStream = (ws + 255) / 256 * 256;
+    const size_t total = perStream * (1 + auxStreams.size());
+    if (total > workspaceCap) {
       if (workspace) e->backend->release(workspace);
-      workspace = e->backend->allocate(ws);
-      workspaceCap = ws;
+      workspace = e->backend->allocate(total);
+      workspaceCap = total;
     }
-    for (auto& io : ios) {
-      io.workspace = workspace;
-      io.workspaceSize = workspaceCap;
+    for (size_t i = 0; i < ios.size(); ++i) {
+      ios[i].workspace = static_cast<char*>(workspace) + perStream * static_cast<size_t>(g.layers[i].stream);
+      ios[i].workspaceSize = perStream;
+    }
+    if (graphExec) {  // shapes or buffers changed: the captured graph is stale
+      e->backend->destroyGraph(graphExec);
+      graphExec = nullptr;
     }
     hostOutputs.clear();
     for (int o : g.outputs)
@@ -128,6 +174,7 @@ std::unique_ptr<ExecutionContext> Engine::createExecutionContext() const {
   c->e = impl.get();
   c->addr.assign(impl->graph.tensors.size(), nullptr);
   c->valueInputs = hostValueInputs(impl->graph);
+  c->createStreams();
   return std::make_unique<ExecutionContext>(std::move(c));
 }
 
@@ -159,7 +206,14 @@ Dims ExecutionContext::getTensorShape(const std::string& name) {
   return impl->shapes.tensors[t].dims;
 }
 
-void ExecutionContext::setTensorAddress(const std::string& name, void* data) { impl->addr[ioTensor(*impl, name)] = data; }
+void ExecutionContext::setTensorAddress(const std::string& name, void* data) {
+  void*& a = impl->addr[ioTensor(*impl, name)];
+  if (a != data && impl->graphExec) {  // a captured graph holds the old address
+    impl->e->backend->destroyGraph(impl->graphExec);
+    impl->graphExec = nullptr;
+  }
+  a = data;
+}
 
 void ExecutionContext::setProfiler(IProfiler* p) { impl->profiler = p; }
 
@@ -180,20 +234,57 @@ void ExecutionContext::enqueue(void* stream) {
     const HostTensor& v = c.shapes.tensors[o].value;
     c.e->backend->copyToDevice(c.addr[o], v.data(), v.bytes(), stream);
   }
+  Backend& b = *c.e->backend;
+  if (!c.auxStreams.empty()) {  // every aux stream starts after the work already on `stream`
+    b.recordEvent(c.startEvent, stream);
+    for (void* s : c.auxStreams) b.streamWaitEvent(s, c.startEvent);
+  }
   for (size_t i = 0; i < g.layers.size(); ++i) {
     if (c.shapes.skipped(i)) continue;
     KernelIO& io = c.ios[i];
-    io.stream = stream;
+    void* s = c.streamOf(g.layers[i].stream, stream);
+    for (int p : c.waits[i]) b.streamWaitEvent(s, c.layerEvents[p]);
+    io.stream = s;
     if (c.profiler) {
       auto t0 = std::chrono::steady_clock::now();
       c.e->kernels[i]->execute(io, c.states[i].get());
-      c.e->backend->synchronize(stream);
+      b.synchronize(s);
       auto t1 = std::chrono::steady_clock::now();
       c.profiler->reportLayerTime(g.layers[i].name, std::chrono::duration<float, std::milli>(t1 - t0).count());
     } else {
       c.e->kernels[i]->execute(io, c.states[i].get());
     }
+    if (c.layerEvents[i]) b.recordEvent(c.layerEvents[i], s);
   }
+  for (size_t k = 0; k < c.auxStreams.size(); ++k) {  // the enqueue stream ends after every aux stream
+    b.recordEvent(c.auxDoneEvents[k], c.auxStreams[k]);
+    b.streamWaitEvent(stream, c.auxDoneEvents[k]);
+  }
+}
+
+bool ExecutionContext::captureGraph(void* stream) {
+  ContextImpl& c = *impl;
+  if (!c.valueInputs.empty()) c.refreshInputValues();
+  if (c.dirty) c.reshape();
+  if (c.graphExec) {
+    c.e->backend->destroyGraph(c.graphExec);
+    c.graphExec = nullptr;
+  }
+  std::string why;
+  c.graphExec = c.e->backend->captureGraph(stream, [&] { enqueue(stream); }, &why);
+  if (!c.graphExec)
+    c.e->logger->log(ILogger::Severity::kWARNING, "CUDA graph capture is not possible (" + why + "); enqueue runs without a graph");
+  return c.graphExec != nullptr;
+}
+
+void ExecutionContext::launchGraph(void* stream) {
+  ContextImpl& c = *impl;
+  if (!c.valueInputs.empty()) c.refreshInputValues();
+  if (c.dirty || !c.graphExec) {
+    enqueue(stream);  // shapes changed (or no graph): plain enqueue; the caller may capture again
+    return;
+  }
+  c.e->backend->launchGraph(c.graphExec, stream);
 }
 
 }  // namespace kiln

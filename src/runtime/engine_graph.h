@@ -30,6 +30,7 @@ struct EngineLayer {
   DataType precision = DataType::kFLOAT;
   float tacticTimeMs = -1.f;  //!< measured time of the chosen tactic at opt shapes (-1: not timed)
   int tacticsConsidered = 1;
+  int stream = 0;  //!< 0: the enqueue stream; k > 0: auxiliary stream k-1
 };
 
 struct ProfileRange {
@@ -78,6 +79,10 @@ struct MemoryPlan {
   size_t arenaBytes = 0;
 };
 MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r);
+
+//! Places independent branches on up to `maxAux` auxiliary streams (GPU); sets layer.stream
+//! and g.auxStreams (which may be fewer than allowed when the graph has fewer branches).
+void planStreams(EngineGraph& g, int maxAux);
 
 //! Plan (de)serialization.
 std::vector<uint8_t> serializePlan(const EngineGraph& g);

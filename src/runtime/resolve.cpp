@@ -187,6 +187,20 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
         last[t] = static_cast<int>(i);
       }
   }
+  // Tensors touched by layers on auxiliary streams are not shared with anything: the order of
+  // layers across streams is not known at plan time, so only main-stream tensors reuse memory.
+  const int lastStep = static_cast<int>(g.layers.size());
+  for (size_t i = 0; i < g.layers.size(); ++i) {
+    if (r.skipped(i) || g.layers[i].stream == 0) continue;
+    auto pin = [&](int t) {
+      if (t < 0) return;
+      if (r.aliasOf[t] >= 0) t = r.aliasOf[t];
+      first[t] = 0;
+      last[t] = lastStep;
+    };
+    for (int t : g.layers[i].inputs) pin(t);
+    for (int t : g.layers[i].outputs) pin(t);
+  }
   struct Item { int t; size_t bytes; };
   std::vector<Item> items;
   for (size_t t = 0; t < n; ++t) {

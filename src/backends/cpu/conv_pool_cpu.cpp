@@ -1,8 +1,53 @@
-// Optimized CPU tactics: conv_pool family.
-#include "backends/cpu/cpu_tactics.h"
+// Optimized CPU tactics: conv_pool family. The tactics live in conv_depthwise.cpp,
+// conv_onednn.cpp, conv_im2col.cpp and pool_direct.cpp; this file lists them (best guess first:
+// the builder times them all) and holds what the conv tactics share.
+#include "backends/cpu/conv_cpu_common.h"
+
+#include <string>
+
+#include "ops/op_util.h"
 
 namespace kiln {
 
-void addConvPoolCpuTactics(std::vector<CpuTacticDef>& v) { (void)v; }
+namespace cpu {
+
+bool isPlainFloatConv(const LayerDesc& l) {
+  if (l.op != "Conv" || l.inputs.size() < 2 || l.inputs.size() > 4) return false;
+  for (size_t i = 0; i < l.inputs.size(); ++i)
+    if (l.present(i) && l.inputs[i].type != DataType::kFLOAT) return false;
+  const Dims& x = l.inputs[0].dims;
+  const Dims& w = l.inputs[1].dims;
+  if (x.size() < 3 || x.size() > 5 || w.size() != x.size() || !l.inputs[1].value.valid()) return false;
+  if (l.present(2) && !l.inputs[2].value.valid()) return false;
+  if (x[1] < 0) return false;  // channel count is needed to lay out weights
+  try {
+    fusedActivation(*l.attrs);
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+ConvConstants convConstants(const LayerDesc& l) {
+  ConvConstants c;
+  c.weights = l.inputs[1].value;
+  if (l.present(2)) c.bias = l.inputs[2].value;
+  c.act = fusedActivation(*l.attrs);
+  c.group = l.attrs->getInt("group", 1);
+  const Dims& w = c.weights.dims();
+  if (c.group < 1 || w[0] % c.group != 0 || w[1] * c.group != l.inputs[0].dims[1])
+    opError(l, "weights " + toString(w) + " do not match the input channels and group");
+  if (c.bias.valid() && c.bias.count() != w[0]) opError(l, "bias size does not match the output channels");
+  return c;
+}
+
+}  // namespace cpu
+
+void addConvPoolCpuTactics(std::vector<CpuTacticDef>& v) {
+  cpu::addDepthwiseConvTactics(v);
+  cpu::addOneDnnConvTactics(v);
+  cpu::addIm2colConvTactics(v);
+  cpu::addPoolTactics(v);
+}
 
 }  // namespace kiln

@@ -120,6 +120,43 @@ class CudaBackend : public Backend {
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
   }
+  void* captureGraph(void* stream, const std::function<void()>& body, std::string* why) override {
+    if (!stream) {
+      if (why) *why = "graph capture needs a non-default stream";
+      return nullptr;
+    }
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    KILN_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    std::string failure;
+    try {
+      body();
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+    cudaGraph_t graph = nullptr;
+    cudaError_t end = cudaStreamEndCapture(s, &graph);
+    if (!failure.empty() || end != cudaSuccess || !graph) {
+      cudaGetLastError();
+      if (graph) cudaGraphDestroy(graph);
+      if (why) *why = failure.empty() ? std::string("capture failed: ") + cudaGetErrorString(end) : failure;
+      return nullptr;
+    }
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (inst != cudaSuccess) {
+      cudaGetLastError();
+      if (why) *why = std::string("graph instantiation failed: ") + cudaGetErrorString(inst);
+      return nullptr;
+    }
+    return exec;
+  }
+  void launchGraph(void* graph, void* stream) override {
+    KILN_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream)));
+  }
+  void destroyGraph(void* graph) override {
+    if (graph) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+  }
   void* allocateHost(size_t bytes) override {
     void* p = nullptr;
     KILN_CUDA_CHECK(cudaMallocHost(&p, std::max<size_t>(bytes, 64)));

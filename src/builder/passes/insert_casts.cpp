@@ -1,5 +1,5 @@
-// The CPU computes in float32: a layer reading float16/bfloat16 tensors (other than raw data
-// movement) gets Cast layers to float32 on those inputs and back on its outputs.
+// A layer that the backend cannot run with float16/bfloat16 tensors (the CPU: anything but raw
+// data movement) gets Cast layers to float32 on those inputs and back on its outputs.
 #include "builder/passes/passes.h"
 #include "ops/op_registry.h"
 
@@ -10,13 +10,12 @@ bool isReduced(DataType t) { return t == DataType::kHALF || t == DataType::kBF16
 int64_t onnxCode(DataType t) { return t == DataType::kHALF ? 10 : t == DataType::kBF16 ? 16 : 1; }
 }  // namespace
 
-bool insertFloatCasts(Network& net) {
+bool insertFloatCasts(Network& net, const std::function<bool(const Layer&)>& runsAsIs) {
   bool changed = false;
   std::vector<Layer*> layers;
   for (auto& l : net.layers()) layers.push_back(l.get());
   for (Layer* l : layers) {
-    const OpDef* def = OpRegistry::instance().find(l->op);
-    if (!def || def->anyType || l->op == "Cast" || l->op == "CastLike") continue;
+    if (l->op == "Cast" || l->op == "CastLike" || runsAsIs(*l)) continue;
     bool reduced = false;
     for (Tensor* in : l->inputs) reduced = reduced || (in && isReduced(in->type));
     if (!reduced) continue;

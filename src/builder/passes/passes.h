@@ -2,6 +2,8 @@
 // returns true when it changed the network. The network is kept topologically sorted and its
 // shapes propagated between passes by the builder.
 #pragma once
+#include <functional>
+
 #include "kiln/builder.h"
 #include "kiln/network.h"
 
@@ -15,6 +17,8 @@ bool foldBatchNormIntoConv(Network& net);
 bool fuseGeluPattern(Network& net);
 //! ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add -> LayerNormalization.
 bool fuseLayerNormPattern(Network& net);
+//! GPU: scaled-dot-product attention (MatMul, scale, mask, Softmax, MatMul) -> one Attention layer.
+bool fuseAttention(Network& net);
 //! MatMul(A, constant W) -> Add(constant bias over the last dim) -> MatMul with a bias input.
 bool fuseMatMulBias(Network& net);
 //! Conv -> Add(other tensor of the same shape) -> Conv with a residual input.
@@ -23,8 +27,11 @@ bool fuseConvResidual(Network& net);
 bool fuseActivation(Network& net);
 //! Chains of float32 elementwise layers -> one PointwiseChain layer.
 bool fusePointwiseChains(Network& net);
+//! --fp16/--bf16: float layers compute in `target` (precision constraints obeyed when asked);
+//! casts at the network's float inputs and outputs keep its interface types.
+bool assignPrecision(Network& net, DataType target, bool obeyConstraints);
 //! CPU: computes float16/bfloat16 layers in float32 by inserting Cast layers around them.
-bool insertFloatCasts(Network& net);
+bool insertFloatCasts(Network& net, const std::function<bool(const Layer&)>& runsAsIs);
 
 //! Helpers for passes.
 //! The only consumer of t, or nullptr when t has several consumers or is a network output.

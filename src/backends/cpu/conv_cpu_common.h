@@ -1,0 +1,47 @@
+// Shared pieces of the optimized CPU convolution tactics (im2col_gemm, depthwise_avx2, onednn):
+// which layers they accept, the constant weights they keep, per-shape state, and the epilogue
+// (bias, residual, fused activation) applied after the main loop.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/conv_geometry.h"
+#include "backends/cpu/cpu_tactics.h"
+#include "ops/activation.h"
+
+namespace kiln::cpu {
+
+//! Float32 Conv with constant W (and B when present), 1..3 spatial axes, a known fused activation.
+bool isPlainFloatConv(const LayerDesc& l);
+
+//! The constant operands of a Conv layer, validated against each other at create time.
+struct ConvConstants {
+  HostTensor weights;  //!< [M, C/group, k...] float32
+  HostTensor bias;     //!< [M] float32, or invalid
+  Activation act;
+  int64_t group = 1;
+  const float* biasData() const { return bias.valid() ? bias.as<float>() : nullptr; }
+};
+ConvConstants convConstants(const LayerDesc& l);
+
+//! Per-context state of the kiln-own conv tactics: the resolved problem for the concrete shapes.
+struct ConvShapeState : KernelState {
+  ConvProblem problem;
+};
+
+//! The residual input (Conv's 4th input) or nullptr.
+inline const float* residualOf(const KernelIO& io) {
+  return io.in.size() > 3 ? static_cast<const float*>(io.in[3].data) : nullptr;
+}
+
+}  // namespace kiln::cpu
+
+namespace kiln::cpu {
+
+// Tactic families, each in its own file; registered by addConvPoolCpuTactics (conv_pool_cpu.cpp).
+void addDepthwiseConvTactics(std::vector<CpuTacticDef>& v);  // conv_depthwise.cpp
+void addIm2colConvTactics(std::vector<CpuTacticDef>& v);     // conv_im2col.cpp
+void addOneDnnConvTactics(std::vector<CpuTacticDef>& v);     // conv_onednn.cpp (no-op without oneDNN)
+void addPoolTactics(std::vector<CpuTacticDef>& v);           // pool_direct.cpp
+
+}  // namespace kiln::cpu

@@ -1,0 +1,303 @@
+// oneDNN convolution tactics (built only with KILN_HAVE_ONEDNN):
+// - "onednn": src/dst stay in kiln's plain NCHW layout; oneDNN picks the weights layout
+//   (format_tag::any), the weights are reordered once.
+// - "onednn_blocked": src/dst layouts are also oneDNN's choice (blocked nChw8c/16c); X is
+//   reordered in and Y out inside the kernel. Faster convolutions, paid for by two reorders:
+//   the builder times both.
+// Bias, the residual (sum post-op) and the fused activation (eltwise post-op) run inside the
+// primitive; an activation oneDNN 2.6 lacks (HardSigmoid) runs afterwards, on the OpenMP team.
+//
+// Threads: oneDNN (Debian build) runs on its own OpenMP runtime, not on kiln's ThreadPool.
+// execute() sets the OpenMP thread count of the calling thread to io.pool->size(), so a layer
+// uses as many threads as any other kiln kernel. kiln's pool workers sleep on a condition
+// variable while oneDNN runs, so oneDNN never competes with them; but OpenMP workers keep spinning
+// for a while (GOMP_SPINCOUNT) after each primitive and would steal cycles from a next layer run
+// on kiln's pool. The conv_pool family's own kernels (depthwise, pooling) therefore run on that
+// same OpenMP team when it exists (conv_parallel.h): measured on ResNet-50 / MobileNetV2 with 2
+// threads, 5-10% faster than on kiln's pool. OMP_WAIT_POLICY=passive removes the spinning but
+// makes every oneDNN call pay a futex wake-up (MobileNetV2 ~35% slower). Primitive descriptors
+// are created at reshape, under the process-wide OpenMP default thread count.
+// Concurrency: every context gets its own primitive, stream and memory objects (KernelState);
+// the scratchpad is user-managed and lives in the context's workspace, so contexts never share
+// mutable oneDNN state. Only the reordered weights are shared (read-only).
+#include "backends/cpu/conv_cpu_common.h"
+
+#ifdef KILN_HAVE_ONEDNN
+#include <dlfcn.h>
+
+#include <cstring>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+
+#include "backends/cpu/conv_parallel.h"
+#include "backends/cpu/gemm.h"
+#include "core/thread_pool.h"
+#include "ops/op_util.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+using dnnl::memory;
+using Tag = dnnl::memory::format_tag;
+
+dnnl::engine& cpuEngine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+//! omp_set_num_threads from the OpenMP runtime oneDNN is linked with (found at run time, so
+//! kiln itself does not link OpenMP).
+void setOmpThreads(int n) {
+  using Fn = void (*)(int);
+  static Fn fn = [] {
+    void* s = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
+    if (!s)
+      if (void* h = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD)) s = dlsym(h, "omp_set_num_threads");
+    return reinterpret_cast<Fn>(s);
+  }();
+  if (fn) fn(n);
+}
+
+//! oneDNN's eltwise equivalent of a fused activation; false when it has none.
+bool toEltwise(const Activation& a, dnnl::algorithm& alg, float& alpha, float& beta) {
+  alpha = 0.f;
+  beta = 0.f;
+  switch (a.kind) {
+    case ActKind::kRelu: alg = dnnl::algorithm::eltwise_relu; return true;
+    case ActKind::kLeakyRelu: alg = dnnl::algorithm::eltwise_relu; alpha = a.alpha; return true;
+    case ActKind::kClip: alg = dnnl::algorithm::eltwise_clip; alpha = a.alpha; beta = a.beta; return true;
+    case ActKind::kSigmoid: alg = dnnl::algorithm::eltwise_logistic; return true;
+    case ActKind::kTanh: alg = dnnl::algorithm::eltwise_tanh; return true;
+    case ActKind::kHardSwish: alg = dnnl::algorithm::eltwise_hardswish; return true;
+    case ActKind::kGelu: alg = dnnl::algorithm::eltwise_gelu_erf; return true;
+    case ActKind::kGeluTanh: alg = dnnl::algorithm::eltwise_gelu_tanh; return true;
+    case ActKind::kElu: alg = dnnl::algorithm::eltwise_elu; alpha = a.alpha; return true;
+    case ActKind::kSoftplus: alg = dnnl::algorithm::eltwise_soft_relu; return true;
+    default: return false;
+  }
+}
+
+Tag plainDataTag(size_t rank) { return rank == 3 ? Tag::ncw : rank == 4 ? Tag::nchw : Tag::ncdhw; }
+Tag plainWeightsTag(size_t rank, bool grouped) {
+  if (grouped) return rank == 3 ? Tag::goiw : rank == 4 ? Tag::goihw : Tag::goidhw;
+  return rank == 3 ? Tag::oiw : rank == 4 ? Tag::oihw : Tag::oidhw;
+}
+
+size_t alignUp(size_t n) { return (n + 63) / 64 * 64; }
+
+//! The oneDNN view of one concrete Conv problem.
+struct DnnlConvShapes {
+  memory::dims src, weights, bias, dst, strides, dilates, padL, padR;
+};
+
+DnnlConvShapes dnnlShapes(const ConvProblem& p, size_t rank) {
+  DnnlConvShapes s;
+  const Window3& w = p.win;
+  const size_t spatial = rank - 2, off = 3 - spatial;
+  s.src = {p.batch, p.inChannels};
+  s.dst = {p.batch, p.outChannels};
+  if (p.group > 1) s.weights = {p.group, p.outChannelsPerGroup(), p.inChannelsPerGroup()};
+  else s.weights = {p.outChannels, p.inChannels};
+  s.bias = {p.outChannels};
+  for (size_t i = off; i < 3; ++i) {
+    s.src.push_back(w.in[i]);
+    s.dst.push_back(w.out[i]);
+    s.weights.push_back(w.kernel[i]);
+    s.strides.push_back(w.stride[i]);
+    s.dilates.push_back(w.dilation[i] - 1);
+    s.padL.push_back(w.padBegin[i]);
+    // oneDNN wants the end padding that makes its output-size formula give our output size.
+    s.padR.push_back((w.out[i] - 1) * w.stride[i] + (w.kernel[i] - 1) * w.dilation[i] + 1 - w.in[i] - w.padBegin[i]);
+  }
+  return s;
+}
+
+//! A primitive descriptor plus the weights reordered into the layout it chose.
+struct Prepared {
+  dnnl::convolution_forward::primitive_desc pd;
+  memory weights;
+  memory bias;
+  bool eltwiseInPrimitive = false;
+};
+
+class OneDnnConvKernel : public Kernel {
+ public:
+  OneDnnConvKernel(const LayerDesc& l, bool blocked)
+      : k_(convConstants(l)), residual_(l.present(3)), blocked_(blocked), rank_(l.inputs[0].dims.size()) {
+    bool staticShape = isStatic(l.inputs[0].dims) && isStatic(l.inputs[1].dims);
+    // Weights are reordered once here for the build-time shape; reshape reuses them when the
+    // concrete shape leads oneDNN to the same layouts. (For odd shapes oneDNN may fall back to
+    // its slow reference implementation: still correct, and the builder's timing ranks it.)
+    if (staticShape) cached_ = std::make_shared<Prepared>(prepare(resolveConv(l)));
+  }
+
+  struct State : KernelState {
+    std::shared_ptr<const Prepared> prep;
+    dnnl::convolution_forward conv;
+    dnnl::reorder srcIn, dstOut, resIn;  // blocked variant only
+    memory src, dst, scratch, userSrc, userDst, userRes;
+    std::unordered_map<int, memory> args;
+    dnnl::stream stream;
+    size_t scratchBytes = 0, srcBytes = 0, dstBytes = 0;
+    int64_t outRows = 0, outCols = 0;
+  };
+
+  size_t reshape(const LayerDesc& concrete, std::unique_ptr<KernelState>& state) const override {
+    ConvProblem p = resolveConv(concrete);
+    auto s = std::make_unique<State>();
+    auto pd = makePd(p);
+    if (cached_ && cached_->pd.weights_desc() == pd.weights_desc() && cached_->pd.src_desc() == pd.src_desc() &&
+        cached_->pd.dst_desc() == pd.dst_desc())
+      s->prep = cached_;
+    else
+      s->prep = std::make_shared<Prepared>(prepare(p));
+    const auto& pp = *s->prep;
+    auto& eng = cpuEngine();
+    s->stream = dnnl::stream(eng);
+    s->conv = dnnl::convolution_forward(pp.pd);
+    s->scratchBytes = alignUp(pp.pd.scratchpad_desc().get_size());
+    s->src = memory(pp.pd.src_desc(), eng, DNNL_MEMORY_NONE);
+    s->dst = memory(pp.pd.dst_desc(), eng, DNNL_MEMORY_NONE);
+    s->scratch = memory(pp.pd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
+    DnnlConvShapes sh = dnnlShapes(p, rank_);
+    if (blocked_) {
+      memory::desc plainSrc(sh.src, memory::data_type::f32, plainDataTag(rank_));
+      memory::desc plainDst(sh.dst, memory::data_type::f32, plainDataTag(rank_));
+      s->userSrc = memory(plainSrc, eng, DNNL_MEMORY_NONE);
+      s->userDst = memory(plainDst, eng, DNNL_MEMORY_NONE);
+      s->userRes = memory(plainDst, eng, DNNL_MEMORY_NONE);
+      s->srcIn = dnnl::reorder(s->userSrc, s->src);
+      s->dstOut = dnnl::reorder(s->dst, s->userDst);
+      s->resIn = dnnl::reorder(s->userRes, s->dst);
+      s->srcBytes = alignUp(pp.pd.src_desc().get_size());
+      s->dstBytes = alignUp(pp.pd.dst_desc().get_size());
+    }
+    s->args = {{DNNL_ARG_SRC, s->src}, {DNNL_ARG_WEIGHTS, pp.weights}, {DNNL_ARG_DST, s->dst},
+               {DNNL_ARG_SCRATCHPAD, s->scratch}};
+    if (pp.bias) s->args[DNNL_ARG_BIAS] = pp.bias;
+    s->outRows = p.batch * p.outChannels;
+    s->outCols = p.win.outSize();
+    size_t bytes = s->scratchBytes + s->srcBytes + s->dstBytes;
+    state = std::move(s);
+    return bytes;
+  }
+
+  void execute(const KernelIO& io, KernelState* state) const override {
+    auto& s = *static_cast<State*>(state);
+    setOmpThreads(io.pool->size());
+    auto* ws = static_cast<uint8_t*>(io.workspace);
+    const float* res = residualOf(io);
+    float* y = io.out[0].as<float>();
+    s.scratch.set_data_handle(ws);
+    if (blocked_) {
+      s.userSrc.set_data_handle(io.in[0].data);
+      s.userDst.set_data_handle(y);
+      s.src.set_data_handle(ws + s.scratchBytes);
+      s.dst.set_data_handle(ws + s.scratchBytes + s.srcBytes);
+      s.srcIn.execute(s.stream, s.userSrc, s.src);
+      if (res) {
+        s.userRes.set_data_handle(const_cast<float*>(res));
+        s.resIn.execute(s.stream, s.userRes, s.dst);
+      }
+    } else {
+      s.src.set_data_handle(io.in[0].data);
+      s.dst.set_data_handle(y);
+    }
+    // The sum post-op reads the residual from Y. (A binary-add post-op reading R directly was
+    // measured 3-5x slower in oneDNN 2.6's gemm convolution than this copy + sum.)
+    if (!blocked_ && res && res != y) std::memcpy(y, res, sizeof(float) * s.outRows * s.outCols);
+    s.conv.execute(s.stream, s.args);
+    if (blocked_) s.dstOut.execute(s.stream, s.dst, s.userDst);
+    s.stream.wait();
+    if (!s.prep->eltwiseInPrimitive && k_.act.kind != ActKind::kNone) {
+      GemmEpilogue ep;
+      ep.act = k_.act;
+      convParallelFor(io.pool, s.outRows, 1, [&](int64_t b, int64_t e) { applyEpilogue(ep, y, s.outCols, b, e, 0, s.outCols); });
+    }
+  }
+
+ private:
+  dnnl::convolution_forward::primitive_desc makePd(const ConvProblem& p) const {
+    DnnlConvShapes sh = dnnlShapes(p, rank_);
+    const auto f32 = memory::data_type::f32;
+    Tag dataTag = blocked_ ? Tag::any : plainDataTag(rank_);
+    memory::desc src(sh.src, f32, dataTag), dst(sh.dst, f32, dataTag), wei(sh.weights, f32, Tag::any);
+    dnnl::post_ops po;
+    if (residual_) po.append_sum(1.f);  // Y holds the residual before the primitive runs
+    dnnl::algorithm alg;
+    float alpha, beta;
+    if (toEltwise(k_.act, alg, alpha, beta)) po.append_eltwise(1.f, alg, alpha, beta);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(po);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto alg0 = dnnl::algorithm::convolution_direct;
+    auto prop = dnnl::prop_kind::forward_inference;
+    try {
+      if (k_.bias.valid()) {
+        memory::desc bias(sh.bias, f32, Tag::x);
+        return {{prop, alg0, src, wei, bias, dst, sh.strides, sh.dilates, sh.padL, sh.padR}, attr, cpuEngine()};
+      }
+      return {{prop, alg0, src, wei, dst, sh.strides, sh.dilates, sh.padL, sh.padR}, attr, cpuEngine()};
+    } catch (const dnnl::error& e) {
+      throw Error(std::string("oneDNN cannot create this convolution: ") + e.what());
+    }
+  }
+
+  Prepared prepare(const ConvProblem& p) const {
+    try {
+      return prepareOrThrow(p);
+    } catch (const dnnl::error& e) {
+      throw Error(std::string("oneDNN convolution setup failed: ") + e.what());
+    }
+  }
+
+  Prepared prepareOrThrow(const ConvProblem& p) const {
+    Prepared r{makePd(p), {}, {}, false};
+    dnnl::algorithm alg;
+    float alpha, beta;
+    r.eltwiseInPrimitive = toEltwise(k_.act, alg, alpha, beta);
+    auto& eng = cpuEngine();
+    DnnlConvShapes sh = dnnlShapes(p, rank_);
+    memory::desc userWei(sh.weights, memory::data_type::f32, plainWeightsTag(rank_, p.group > 1));
+    memory user(userWei, eng, const_cast<void*>(k_.weights.data()));
+    r.weights = memory(r.pd.weights_desc(), eng);
+    dnnl::stream st(eng);
+    dnnl::reorder(user, r.weights).execute(st, user, r.weights);
+    if (k_.bias.valid()) {
+      r.bias = memory(r.pd.bias_desc(), eng);
+      std::memcpy(r.bias.get_data_handle(), k_.bias.data(), k_.bias.bytes());
+    }
+    st.wait();
+    return r;
+  }
+
+  ConvConstants k_;
+  bool residual_;
+  bool blocked_;
+  size_t rank_;
+  std::shared_ptr<const Prepared> cached_;
+};
+
+bool supportsOneDnn(const LayerDesc& l) { return isPlainFloatConv(l); }
+
+std::unique_ptr<Kernel> createPlain(const LayerDesc& l) { return std::make_unique<OneDnnConvKernel>(l, false); }
+std::unique_ptr<Kernel> createBlocked(const LayerDesc& l) { return std::make_unique<OneDnnConvKernel>(l, true); }
+
+}  // namespace
+
+void addOneDnnConvTactics(std::vector<CpuTacticDef>& v) {
+  v.push_back(CpuTacticDef{"Conv", "onednn", supportsOneDnn, createPlain});
+  v.push_back(CpuTacticDef{"Conv", "onednn_blocked", supportsOneDnn, createBlocked});
+}
+
+}  // namespace kiln::cpu
+
+#else  // !KILN_HAVE_ONEDNN
+
+namespace kiln::cpu {
+void addOneDnnConvTactics(std::vector<CpuTacticDef>&) {}
+}  // namespace kiln::cpu
+
+#endif

@@ -1,0 +1,216 @@
+// Optimized pooling tactics (float32, NCHW):
+// - "direct" for MaxPool (without the Indices output) and AveragePool: (n, c) planes in parallel;
+//   each window's in-bounds tap ranges are computed once per axis, so the inner loops carry no
+//   bounds checks.
+// - "avx2" for GlobalAveragePool / GlobalMaxPool: vectorized plane reductions.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/conv_cpu_common.h"
+#include "backends/cpu/conv_parallel.h"
+#include "core/thread_pool.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+struct PoolState : KernelState {
+  Window3 win;
+  int64_t planes = 0;
+};
+
+//! Taps [lo, hi) of one axis whose input index start + k*d is inside [0, in), and the number of
+//! taps inside the explicitly padded range [-padBegin, in + padEnd) (count_include_pad).
+struct TapRange {
+  int64_t lo, hi, padded, start;
+};
+
+inline TapRange taps(const Window3& w, int a, int64_t o) {
+  const int64_t start = o * w.stride[a] - w.padBegin[a], d = w.dilation[a], k = w.kernel[a];
+  auto firstAtLeast = [&](int64_t bound) {  // first tap with start + k*d >= bound
+    return start >= bound ? 0 : std::min(k, (bound - start + d - 1) / d);
+  };
+  auto endBelow = [&](int64_t bound) {  // one past the last tap with start + k*d < bound
+    return start >= bound ? 0 : std::min(k, (bound - 1 - start) / d + 1);
+  };
+  TapRange t;
+  t.start = start;
+  t.lo = firstAtLeast(0);
+  t.hi = std::max(t.lo, endBelow(w.in[a]));
+  int64_t plo = firstAtLeast(-w.padBegin[a]), phi = endBelow(w.in[a] + w.padEnd[a]);
+  t.padded = std::max<int64_t>(0, phi - plo);
+  return t;
+}
+
+enum class PoolKind { kMax, kAverage, kAverageIncludePad };
+
+template <PoolKind kKind>
+void poolPlane(const float* x, float* y, const Window3& w) {
+  for (int64_t od = 0; od < w.out[0]; ++od) {
+    const TapRange td = taps(w, 0, od);
+    for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+      const TapRange th = taps(w, 1, oh);
+      for (int64_t ow = 0; ow < w.out[2]; ++ow, ++y) {
+        const TapRange tw = taps(w, 2, ow);
+        float acc = kKind == PoolKind::kMax ? -std::numeric_limits<float>::infinity() : 0.f;
+        for (int64_t kd = td.lo; kd < td.hi; ++kd) {
+          const float* xd = x + (td.start + kd * w.dilation[0]) * w.in[1] * w.in[2];
+          for (int64_t kh = th.lo; kh < th.hi; ++kh) {
+            const float* xr = xd + (th.start + kh * w.dilation[1]) * w.in[2] + tw.start;
+            for (int64_t kw = tw.lo; kw < tw.hi; ++kw) {
+              float v = xr[kw * w.dilation[2]];
+              if constexpr (kKind == PoolKind::kMax) acc = v > acc || std::isnan(v) ? v : acc;
+              else acc += v;
+            }
+          }
+        }
+        const int64_t inside = (td.hi - td.lo) * (th.hi - th.lo) * (tw.hi - tw.lo);
+        if constexpr (kKind == PoolKind::kMax) {
+          *y = inside > 0 ? acc : 0.f;
+        } else {
+          int64_t count = kKind == PoolKind::kAverageIncludePad ? td.padded * th.padded * tw.padded : inside;
+          *y = count > 0 ? acc / static_cast<float>(count) : 0.f;
+        }
+      }
+    }
+  }
+}
+
+class WindowPoolKernel : public Kernel {
+ public:
+  explicit WindowPoolKernel(const LayerDesc& l) {
+    if (l.op == "MaxPool") kind_ = PoolKind::kMax;
+    else kind_ = l.attrs->getInt("count_include_pad", 0) ? PoolKind::kAverageIncludePad : PoolKind::kAverage;
+  }
+  size_t reshape(const LayerDesc& concrete, std::unique_ptr<KernelState>& state) const override {
+    auto s = std::make_unique<PoolState>();
+    const Dims& x = concrete.inputs[0].dims;
+    s->win = toWindow3(poolWindow(concrete, x, concrete.attrs->getInts("kernel_shape")));
+    s->planes = x[0] * x[1];
+    state = std::move(s);
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    const auto& s = *static_cast<PoolState*>(state);
+    const float* x = io.in[0].as<const float>();
+    float* y = io.out[0].as<float>();
+    const int64_t inSize = s.win.inSize(), outSize = s.win.outSize();
+    convParallelFor(io.pool, s.planes, 1, [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        switch (kind_) {
+          case PoolKind::kMax: poolPlane<PoolKind::kMax>(x + p * inSize, y + p * outSize, s.win); break;
+          case PoolKind::kAverage: poolPlane<PoolKind::kAverage>(x + p * inSize, y + p * outSize, s.win); break;
+          case PoolKind::kAverageIncludePad:
+            poolPlane<PoolKind::kAverageIncludePad>(x + p * inSize, y + p * outSize, s.win);
+            break;
+        }
+      }
+    });
+  }
+
+ private:
+  PoolKind kind_;
+};
+
+float horizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+float horizontalMax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+float planeMean(const float* p, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+  }
+  float s = horizontalSum(_mm256_add_ps(a0, a1));
+  for (; i < n; ++i) s += p[i];
+  return n > 0 ? s / static_cast<float>(n) : 0.f;
+}
+
+float planeMax(const float* p, int64_t n) {
+  if (n <= 0) return 0.f;
+  float m = p[0];
+  int64_t i = 0;
+  bool nan = false;
+  if (n >= 8) {
+    __m256 v = _mm256_loadu_ps(p), unordered = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+      __m256 x = _mm256_loadu_ps(p + i);
+      unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+      v = _mm256_max_ps(v, x);
+    }
+    nan = _mm256_movemask_ps(unordered) != 0;
+    m = horizontalMax(v);
+  }
+  for (; i < n; ++i) {
+    nan = nan || std::isnan(p[i]);
+    m = p[i] > m ? p[i] : m;
+  }
+  return nan ? std::numeric_limits<float>::quiet_NaN() : m;
+}
+
+class GlobalPoolKernel : public Kernel {
+ public:
+  explicit GlobalPoolKernel(bool max) : max_(max) {}
+  struct State : KernelState {
+    int64_t planes = 0, size = 0;
+  };
+  size_t reshape(const LayerDesc& concrete, std::unique_ptr<KernelState>& state) const override {
+    auto s = std::make_unique<State>();
+    const Dims& x = concrete.inputs[0].dims;
+    s->planes = x[0] * x[1];
+    s->size = s->planes == 0 ? 0 : volume(x) / s->planes;
+    state = std::move(s);
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    const auto& s = *static_cast<State*>(state);
+    const float* x = io.in[0].as<const float>();
+    float* y = io.out[0].as<float>();
+    int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, s.size));
+    convParallelFor(io.pool, s.planes, grain, [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) y[p] = max_ ? planeMax(x + p * s.size, s.size) : planeMean(x + p * s.size, s.size);
+    });
+  }
+
+ private:
+  bool max_;
+};
+
+bool isFloatNchw(const LayerDesc& l) {
+  return l.inputs.size() == 1 && l.present(0) && l.inputs[0].type == DataType::kFLOAT && l.inputs[0].dims.size() >= 3;
+}
+
+bool supportsWindowPool(const LayerDesc& l) {
+  return isFloatNchw(l) && l.inputs[0].dims.size() <= 5 && l.outputs.size() == 1 && l.attrs->has("kernel_shape");
+}
+bool supportsGlobalPool(const LayerDesc& l) { return isFloatNchw(l); }
+
+std::unique_ptr<Kernel> createWindowPool(const LayerDesc& l) { return std::make_unique<WindowPoolKernel>(l); }
+std::unique_ptr<Kernel> createGlobalAverage(const LayerDesc&) { return std::make_unique<GlobalPoolKernel>(false); }
+std::unique_ptr<Kernel> createGlobalMax(const LayerDesc&) { return std::make_unique<GlobalPoolKernel>(true); }
+
+}  // namespace
+
+void addPoolTactics(std::vector<CpuTacticDef>& v) {
+  v.push_back(CpuTacticDef{"MaxPool", "direct", supportsWindowPool, createWindowPool});
+  v.push_back(CpuTacticDef{"AveragePool", "direct", supportsWindowPool, createWindowPool});
+  v.push_back(CpuTacticDef{"GlobalAveragePool", "avx2", supportsGlobalPool, createGlobalAverage});
+  v.push_back(CpuTacticDef{"GlobalMaxPool", "avx2", supportsGlobalPool, createGlobalMax});
+}
+
+}  // namespace kiln::cpu

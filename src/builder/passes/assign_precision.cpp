@@ -1,0 +1,96 @@
+// Reduced precision (--fp16 / --bf16 on the GPU): every float layer computes in the target type
+// unless a precision constraint says otherwise. Walking the layers in order, float inputs of a
+// layer are cast to the type it runs in (casts of constants fold away at build time), and the
+// network's outputs are cast back to the types the network declares. Value inputs (scales, ROI:
+// shape-determining data) keep their types.
+#include <map>
+
+#include "builder/passes/passes.h"
+#include "ir/shape_propagation.h"
+#include "ops/op_registry.h"
+
+namespace kiln {
+
+namespace {
+
+bool isFloatType(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
+
+int64_t onnxTypeCode(DataType t) {
+  switch (t) {
+    case DataType::kHALF: return 10;
+    case DataType::kBF16: return 16;
+    default: return 1;
+  }
+}
+
+}  // namespace
+
+Tensor* castTensor(Network& net, Tensor* t, DataType to, std::map<std::pair<Tensor*, DataType>, Tensor*>& cache) {
+  auto key = std::make_pair(t, to);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  Attributes a;
+  a.set("to", onnxTypeCode(to));
+  Layer* c = net.addLayer("Cast", {t}, 1, a, t->name + "_to_" + toString(to));
+  Tensor* out = c->outputs[0];
+  out->type = to;
+  out->dims = t->dims;
+  out->dimsKnown = true;
+  if (t->isConstant()) {  // fold now: weights are stored in the target type
+    LayerDesc d = describeLayer(*c);
+    inferLayer(d);
+    evaluateOnHost(d);
+    out->value = d.outputs[0].value;
+  }
+  cache[key] = out;
+  return out;
+}
+
+bool assignPrecision(Network& net, DataType target, bool obeyConstraints) {
+  if (!isFloatType(target) || target == DataType::kFLOAT) return false;
+  std::map<std::pair<Tensor*, DataType>, Tensor*> cache;
+  std::map<Tensor*, DataType> declared;
+  for (Tensor* out : net.outputs())
+    if (isFloatType(out->type)) declared[out] = out->type;
+  std::vector<Layer*> order;
+  for (auto& l : net.layers()) order.push_back(l.get());
+  bool changed = false;
+  for (Layer* l : order) {
+    const OpDef* def = OpRegistry::instance().find(l->op);
+    if (!def || l->op == "Cast" || l->op == "Shape" || l->op == "Size") continue;
+    DataType want = target;
+    if (obeyConstraints && l->precision && isFloatType(*l->precision)) want = *l->precision;
+    for (size_t i = 0; i < l->inputs.size(); ++i) {
+      Tensor*& in = l->inputs[i];
+      if (!in || !isFloatType(in->type) || in->type == want) continue;
+      bool valueInput = false;
+      for (int k : def->valueInputs) valueInput = valueInput || k == static_cast<int>(i);
+      if (valueInput) continue;
+      in = castTensor(net, in, want, cache);
+      changed = true;
+    }
+    // Output types follow from the (possibly cast) inputs.
+    LayerDesc d = describeLayer(*l);
+    for (auto& o : d.outputs) o = TensorDesc{};
+    inferLayer(d);
+    for (size_t k = 0; k < l->outputs.size(); ++k) l->outputs[k]->type = d.outputs[k].type;
+  }
+  // Network outputs keep their declared types: cast back at the end (same binding order/name).
+  for (Tensor* out : std::vector<Tensor*>(net.outputs())) {
+    auto it = declared.find(out);
+    if (it == declared.end() || out->type == it->second) continue;
+    Attributes a;
+    a.set("to", onnxTypeCode(it->second));
+    Layer* c = net.addLayer("Cast", {out}, 1, a, out->name + "_output_cast");
+    c->outputs[0]->type = it->second;
+    c->outputs[0]->dims = out->dims;
+    c->outputs[0]->dimsKnown = true;
+    net.replaceUses(out, c->outputs[0]);  // the cast's output takes the output's name and slot
+    c->inputs[0] = out;
+    changed = true;
+  }
+  if (changed) net.topoSort();
+  return changed;
+}
+
+}  // namespace kiln
