@@ -119,6 +119,8 @@ class Backend {
   virtual void recordEvent(void* event, void* stream) { (void)event; (void)stream; }
   //! Makes `stream` wait for `event` (asynchronous; the host does not block).
   virtual void streamWaitEvent(void* stream, void* event) { (void)stream; (void)event; }
+  //! Milliseconds between two completed timing events (0 on the CPU).
+  virtual float timeBetween(void* start, void* end) { (void)start; (void)end; return 0.f; }
   //! Median time in ms of `iterations` runs of `launch(stream)` (blocks the host).
   virtual float timeMs(const std::function<void(void* stream)>& launch, int iterations);
   //! Captures the work `body` enqueues on `stream` into an executable graph (nullptr, with the

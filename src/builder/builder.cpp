@@ -86,6 +86,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse Conv + residual Add", fuseConvResidual},
       {"fuse activation into producer", fuseActivation},
       {"fuse pointwise chains", fusePointwiseChains},
+      {"blocked layouts between conv/pool layers (CPU)", cfg.device() == DeviceType::kCPU ? assignCpuLayouts : +[](Network&) { return false; }},
   };
   for (const Pass& p : passes) {
     if (p.fn(net)) {

@@ -17,6 +17,7 @@ OpRegistry::OpRegistry() {
   registerRecurrentOps(*this);
   registerAttentionOps(*this);
   registerFusedOps(*this);
+  registerLayoutOps(*this);
 }
 
 OpRegistry& OpRegistry::instance() {

@@ -62,6 +62,8 @@ void registerRecurrentOps(OpRegistry& r);
 void registerAttentionOps(OpRegistry& r);
 //! kiln-internal fused ops (PointwiseChain).
 void registerFusedOps(OpRegistry& r);
+//! kiln-internal LayoutConvert (CPU blocked layouts, ops/layout.cpp).
+void registerLayoutOps(OpRegistry& r);
 
 //! Runs the op's inference on `layer`; throws kiln::Error prefixed with the layer's name.
 void inferLayer(LayerDesc& layer);

@@ -252,7 +252,8 @@ def test_every_flag_parsed():
         json.load(f)  # valid JSON
     run(["--onnx=" + model, "--stronglyTyped", "--skipInference", "--device=cpu"])
     run(["--loadEngine=" + path("all.plan"), "--threads=2", *FAST])
-    expect_error(["--onnx=" + model, "--useCudaGraph", *FAST], r"not supported on this device/build", status=3)
+    graph = run(["--onnx=" + model, "--useCudaGraph", *FAST])
+    assert "no CUDA graphs" in graph.stderr, graph.stderr  # the CPU warns and runs plain enqueue
     expect_error(["--onnx=" + model, "--fp16", "--stronglyTyped", *FAST], r"stronglyTyped")
 
 

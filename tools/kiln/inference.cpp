@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <thread>
 
@@ -16,9 +17,13 @@ double nowMs() {
   return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
 }
 
-InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, HostTensor>& inputs)
+InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, HostTensor>& inputs, bool useCudaGraph)
     : context_(engine.createExecutionContext()) {
-  if (engine.device() == DeviceType::kGPU) gpu_ = getBackend(DeviceType::kGPU, 0);
+  if (engine.device() == DeviceType::kGPU) {
+    gpu_ = getBackend(DeviceType::kGPU, 0);
+    stream_ = gpu_->createStream();
+    for (void*& e : events_) e = gpu_->createEvent(true);
+  }
   int n = engine.getNbIOTensors();
   // Inputs first: output shapes depend on the input shapes.
   for (int i = 0; i < n; ++i) {
@@ -27,7 +32,7 @@ InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, H
     auto it = inputs.find(name);
     if (it == inputs.end()) throw Error("no data for input '" + name + "'");
     if (!isStatic(engine.getTensorShape(name))) context_->setInputShape(name, it->second.dims());
-    bindings_.push_back(Binding{name, true, it->second, nullptr});
+    bindings_.push_back(Binding{name, true, it->second, nullptr, nullptr});
   }
   for (int i = 0; i < n; ++i) {
     std::string name = engine.getIOTensorName(i);
@@ -36,56 +41,98 @@ InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, H
     if (!isStatic(dims))
       throw UnsupportedError("output '" + name + "' has a data-dependent shape " + toString(dims) +
                              " that is only known after inference; the CLI cannot allocate it");
-    bindings_.push_back(Binding{name, false, HostTensor(engine.getTensorDataType(name), dims), nullptr});
+    bindings_.push_back(Binding{name, false, HostTensor(engine.getTensorDataType(name), dims), nullptr, nullptr});
   }
   for (Binding& b : bindings_) {
-    b.device = gpu_ ? gpu_->allocate(std::max<size_t>(b.host.bytes(), 64)) : b.host.data();
-    if (!b.device) throw Error("out of device memory for tensor '" + b.name + "'");
+    if (gpu_) {
+      size_t bytes = std::max<size_t>(b.host.bytes(), 64);
+      b.device = gpu_->allocate(bytes);
+      b.pinned = gpu_->allocateHost(bytes);  // page-locked: copies are truly asynchronous
+      if (b.isInput) std::memcpy(b.pinned, b.host.data(), b.host.bytes());
+    } else {
+      b.device = b.host.data();
+    }
     context_->setTensorAddress(b.name, b.device);
   }
   copyInputs();  // so that runs without transfers still read the real inputs
+  if (gpu_) {
+    gpu_->synchronize(stream_);
+    if (useCudaGraph) graph_ = context_->captureGraph(stream_);
+  }
 }
 
 InferenceSlot::~InferenceSlot() {
   if (!gpu_) return;
-  for (Binding& b : bindings_)
+  gpu_->synchronize(stream_);
+  for (Binding& b : bindings_) {
     if (b.device) gpu_->release(b.device);
+    if (b.pinned) gpu_->releaseHost(b.pinned);
+  }
+  for (void* e : events_) gpu_->destroyEvent(e);
+  gpu_->destroyStream(stream_);
 }
 
 void InferenceSlot::copyInputs() {
   if (!gpu_) return;
   for (Binding& b : bindings_)
-    if (b.isInput) gpu_->copyToDevice(b.device, b.host.data(), b.host.bytes(), nullptr);
+    if (b.isInput) gpu_->copyToDevice(b.device, b.pinned, b.host.bytes(), stream_);
 }
 
 void InferenceSlot::copyOutputs() {
   if (!gpu_) return;
   for (Binding& b : bindings_)
-    if (!b.isInput) gpu_->copyToHost(b.host.data(), b.device, b.host.bytes(), nullptr);
+    if (!b.isInput) gpu_->copyToHost(b.pinned, b.device, b.host.bytes(), stream_);
+}
+
+float InferenceSlot::elapsed(void* a, void* b) const {
+  return gpu_->timeBetween(a, b);
+}
+
+void InferenceSlot::runPlain(bool transfers) {
+  if (transfers) copyInputs();
+  context_->enqueue(stream_);
+  if (transfers) copyOutputs();
+  if (gpu_) gpu_->synchronize(stream_);
 }
 
 IterationTimes InferenceSlot::run(bool transfers, double epochMs) {
-  double start = nowMs();
-  if (transfers) copyInputs();
-  double enqueueStart = nowMs();
-  context_->enqueue(nullptr);
-  double enqueueEnd = nowMs();
-  if (gpu_) gpu_->synchronize(nullptr);
-  double computeEnd = nowMs();
-  if (transfers) copyOutputs();
-  double end = nowMs();
   IterationTimes t;
-  t.startMs = start - epochMs;
-  t.endMs = end - epochMs;
-  t.h2dMs = enqueueStart - start;
+  double start = nowMs();
+  if (!gpu_) {
+    context_->enqueue(nullptr);
+    double end = nowMs();
+    t.startMs = start - epochMs;
+    t.endMs = end - epochMs;
+    t.enqueueMs = t.computeMs = end - start;
+    return t;
+  }
+  gpu_->recordEvent(events_[0], stream_);
+  if (transfers) copyInputs();
+  gpu_->recordEvent(events_[1], stream_);
+  double enqueueStart = nowMs();
+  if (graph_) context_->launchGraph(stream_);
+  else context_->enqueue(stream_);
+  double enqueueEnd = nowMs();
+  gpu_->recordEvent(events_[2], stream_);
+  if (transfers) copyOutputs();
+  gpu_->recordEvent(events_[3], stream_);
+  gpu_->synchronize(stream_);
+  t.h2dMs = elapsed(events_[0], events_[1]);
+  t.computeMs = elapsed(events_[1], events_[2]);
+  t.d2hMs = elapsed(events_[2], events_[3]);
   t.enqueueMs = enqueueEnd - enqueueStart;
-  t.computeMs = computeEnd - enqueueStart;
-  t.d2hMs = end - computeEnd;
+  t.startMs = start - epochMs;
+  t.endMs = t.startMs + t.h2dMs + t.computeMs + t.d2hMs;
   return t;
 }
 
 std::vector<NamedTensor> InferenceSlot::outputs() {
-  copyOutputs();
+  if (gpu_) {
+    copyOutputs();
+    gpu_->synchronize(stream_);
+    for (Binding& b : bindings_)
+      if (!b.isInput) std::memcpy(b.host.data(), b.pinned, b.host.bytes());
+  }
   std::vector<NamedTensor> out;
   for (const Binding& b : bindings_)
     if (!b.isInput) out.emplace_back(b.name, b.host);

@@ -19,14 +19,19 @@ namespace kiln::cli {
 class InferenceSlot {
  public:
   //! `inputs` holds a host tensor (with its runtime dims) for every engine input.
-  InferenceSlot(const Engine& engine, const std::map<std::string, HostTensor>& inputs);
+  //! On the GPU, `useCudaGraph` captures one enqueue into a graph and replays it (falling back to
+  //! plain enqueue, with a warning, when capture is not possible).
+  InferenceSlot(const Engine& engine, const std::map<std::string, HostTensor>& inputs, bool useCudaGraph = false);
   ~InferenceSlot();
   InferenceSlot(const InferenceSlot&) = delete;
   InferenceSlot& operator=(const InferenceSlot&) = delete;
 
   //! One inference: inputs to the device (unless !transfers), enqueue, wait, outputs back.
-  //! Times are relative to `epochMs` (ms on the steady clock).
+  //! Times are relative to `epochMs` (ms on the steady clock). On the GPU, H2D, compute and D2H
+  //! are measured with events on the slot's stream and the latency is their sum (as trtexec).
   IterationTimes run(bool transfers, double epochMs);
+  //! Runs with plain enqueue (no graph), e.g. for per-layer profiling.
+  void runPlain(bool transfers);
   //! Copies the outputs to the host (if needed) and returns them in engine order.
   std::vector<NamedTensor> outputs();
   ExecutionContext& context() { return *context_; }
@@ -37,12 +42,17 @@ class InferenceSlot {
     bool isInput = false;
     HostTensor host;
     void* device = nullptr;  //!< == host.data() on the CPU
+    void* pinned = nullptr;  //!< page-locked staging buffer (GPU)
   };
   void copyInputs();
   void copyOutputs();
+  float elapsed(void* a, void* b) const;
   std::unique_ptr<ExecutionContext> context_;
   std::shared_ptr<Backend> gpu_;  //!< null on the CPU
   std::vector<Binding> bindings_;
+  void* stream_ = nullptr;                   //!< GPU: this slot's stream
+  void* events_[4] = {nullptr, nullptr, nullptr, nullptr};  //!< start, after H2D, after compute, end
+  bool graph_ = false;                       //!< a CUDA graph was captured
 };
 
 //! Now on the steady clock, in ms.

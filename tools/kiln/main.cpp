@@ -107,7 +107,8 @@ DeviceType chooseDevice(const Options& o) {
 
 //! Flags whose feature this build does not have fail; flags that cannot apply to the device warn.
 void checkRuntimeFeatures(const Options& o, DeviceType device, ILogger& logger) {
-  if (o.useCudaGraph) throw UnsupportedError("--useCudaGraph: CUDA graphs are not supported on this device/build");
+  if (o.useCudaGraph && device == DeviceType::kCPU)
+    logger.log(Severity::kWARNING, "--useCudaGraph: the CPU has no CUDA graphs; running plain enqueue");
   if (o.noDataTransfers && device == DeviceType::kCPU)
     logger.log(Severity::kVERBOSE, "--noDataTransfers: the CPU binds host buffers directly; there are no transfers");
 }
@@ -208,7 +209,8 @@ void exportLayerInfo(const Engine& engine, const Options& o) {
 void runInference(const Engine& engine, const Options& o, ILogger& logger) {
   std::map<std::string, HostTensor> inputs = prepareInputs(engine, o, logger);
   std::vector<std::unique_ptr<InferenceSlot>> slots;
-  for (int i = 0; i < o.streams; ++i) slots.push_back(std::make_unique<InferenceSlot>(engine, inputs));
+  for (int i = 0; i < o.streams; ++i)
+    slots.push_back(std::make_unique<InferenceSlot>(engine, inputs, o.useCudaGraph && engine.device() == DeviceType::kGPU));
 
   bool gpu = engine.device() == DeviceType::kGPU;
   TimingSettings settings{o.warmUpMs, o.durationS, o.iterations, !o.noDataTransfers};
@@ -227,7 +229,7 @@ void runInference(const Engine& engine, const Options& o, ILogger& logger) {
     LayerProfiler profiler;
     InferenceSlot& slot = *slots.front();
     slot.context().setProfiler(&profiler);
-    for (int i = 0; i < o.iterations; ++i) slot.run(settings.transfers, 0.0);
+    for (int i = 0; i < o.iterations; ++i) slot.runPlain(settings.transfers);
     slot.context().setProfiler(nullptr);
     profiler.setIterations(o.iterations);
     if (o.dumpProfile) profiler.print(std::cout);

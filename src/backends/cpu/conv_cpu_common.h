@@ -12,6 +12,8 @@
 namespace kiln::cpu {
 
 //! Float32 Conv with constant W (and B when present), 1..3 spatial axes, a known fused activation.
+bool isFloatConv(const LayerDesc& l);
+//! isFloatConv, exchanging X, R and Y in plain NCHW (no blocked layout attributes: conv_layout.h).
 bool isPlainFloatConv(const LayerDesc& l);
 
 //! The constant operands of a Conv layer, validated against each other at create time.

@@ -3,7 +3,10 @@
 //   (format_tag::any), the weights are reordered once.
 // - "onednn_blocked": src/dst layouts are also oneDNN's choice (blocked nChw8c/16c); X is
 //   reordered in and Y out inside the kernel. Faster convolutions, paid for by two reorders:
-//   the builder times both.
+//   the builder times both. When the layer's kiln_layout_in / kiln_layout_out attributes say
+//   that X / Y (and R) are exchanged in a blocked layout (conv_layout.h, set by the CPU layout
+//   pass), a reorder is only done where that layout differs from the one oneDNN chose, so chains
+//   of convolutions in oneDNN's own layout run without any reorder.
 // Bias, the residual (sum post-op) and the fused activation (eltwise post-op) run inside the
 // primitive; an activation oneDNN 2.6 lacks (HardSigmoid) runs afterwards, on the OpenMP team.
 //
@@ -21,11 +24,13 @@
 // the scratchpad is user-managed and lives in the context's workspace, so contexts never share
 // mutable oneDNN state. Only the reordered weights are shared (read-only).
 #include "backends/cpu/conv_cpu_common.h"
+#include "backends/cpu/conv_layout.h"
 
 #ifdef KILN_HAVE_ONEDNN
 #include <dlfcn.h>
 
 #include <cstring>
+#include <string>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
@@ -80,6 +85,12 @@ bool toEltwise(const Activation& a, dnnl::algorithm& alg, float& alpha, float& b
 }
 
 Tag plainDataTag(size_t rank) { return rank == 3 ? Tag::ncw : rank == 4 ? Tag::nchw : Tag::ncdhw; }
+//! The tag of a 4-D tensor exchanged in layout block `block` (conv_layout.h), or of a plain one.
+Tag exchangeTag(size_t rank, int64_t block) {
+  if (block == 8) return Tag::nChw8c;
+  if (block == 16) return Tag::nChw16c;
+  return plainDataTag(rank);
+}
 Tag plainWeightsTag(size_t rank, bool grouped) {
   if (grouped) return rank == 3 ? Tag::goiw : rank == 4 ? Tag::goihw : Tag::goidhw;
   return rank == 3 ? Tag::oiw : rank == 4 ? Tag::oihw : Tag::oidhw;
@@ -125,7 +136,14 @@ struct Prepared {
 class OneDnnConvKernel : public Kernel {
  public:
   OneDnnConvKernel(const LayerDesc& l, bool blocked)
-      : k_(convConstants(l)), residual_(l.present(3)), blocked_(blocked), rank_(l.inputs[0].dims.size()) {
+      : k_(convConstants(l)),
+        residual_(l.present(3)),
+        blocked_(blocked),
+        rank_(l.inputs[0].dims.size()),
+        inBlock_(layerLayoutBlock(l, kLayoutInAttr)),
+        outBlock_(layerLayoutBlock(l, kLayoutOutAttr)) {
+    if (inBlock_ < 1 || outBlock_ < 1 || (!blocked_ && (inBlock_ != 1 || outBlock_ != 1)))
+      opError(l, "the onednn tactic cannot exchange tensors in the layouts this layer asks for");
     bool staticShape = isStatic(l.inputs[0].dims) && isStatic(l.inputs[1].dims);
     // Weights are reordered once here for the build-time shape; reshape reuses them when the
     // concrete shape leads oneDNN to the same layouts. (For odd shapes oneDNN may fall back to
@@ -141,6 +159,7 @@ class OneDnnConvKernel : public Kernel {
     std::unordered_map<int, memory> args;
     dnnl::stream stream;
     size_t scratchBytes = 0, srcBytes = 0, dstBytes = 0;
+    bool reorderSrc = false, reorderDst = false;  // blocked variant: the exchanged layout differs from oneDNN's
     int64_t outRows = 0, outCols = 0;
   };
 
@@ -163,16 +182,24 @@ class OneDnnConvKernel : public Kernel {
     s->scratch = memory(pp.pd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
     DnnlConvShapes sh = dnnlShapes(p, rank_);
     if (blocked_) {
-      memory::desc plainSrc(sh.src, memory::data_type::f32, plainDataTag(rank_));
-      memory::desc plainDst(sh.dst, memory::data_type::f32, plainDataTag(rank_));
-      s->userSrc = memory(plainSrc, eng, DNNL_MEMORY_NONE);
-      s->userDst = memory(plainDst, eng, DNNL_MEMORY_NONE);
-      s->userRes = memory(plainDst, eng, DNNL_MEMORY_NONE);
-      s->srcIn = dnnl::reorder(s->userSrc, s->src);
-      s->dstOut = dnnl::reorder(s->dst, s->userDst);
-      s->resIn = dnnl::reorder(s->userRes, s->dst);
-      s->srcBytes = alignUp(pp.pd.src_desc().get_size());
-      s->dstBytes = alignUp(pp.pd.dst_desc().get_size());
+      // X, Y and R as the neighbouring layers exchange them; reordered only where oneDNN chose
+      // another layout.
+      memory::desc userSrc(sh.src, memory::data_type::f32, exchangeTag(rank_, inBlock_));
+      memory::desc userDst(sh.dst, memory::data_type::f32, exchangeTag(rank_, outBlock_));
+      s->reorderSrc = userSrc != pp.pd.src_desc();
+      s->reorderDst = userDst != pp.pd.dst_desc();
+      s->userSrc = memory(userSrc, eng, DNNL_MEMORY_NONE);
+      s->userDst = memory(userDst, eng, DNNL_MEMORY_NONE);
+      s->userRes = memory(userDst, eng, DNNL_MEMORY_NONE);
+      if (s->reorderSrc) {
+        s->srcIn = dnnl::reorder(s->userSrc, s->src);
+        s->srcBytes = alignUp(pp.pd.src_desc().get_size());
+      }
+      if (s->reorderDst) {
+        s->dstOut = dnnl::reorder(s->dst, s->userDst);
+        s->resIn = dnnl::reorder(s->userRes, s->dst);
+        s->dstBytes = alignUp(pp.pd.dst_desc().get_size());
+      }
     }
     s->args = {{DNNL_ARG_SRC, s->src}, {DNNL_ARG_WEIGHTS, pp.weights}, {DNNL_ARG_DST, s->dst},
                {DNNL_ARG_SCRATCHPAD, s->scratch}};
@@ -191,26 +218,31 @@ class OneDnnConvKernel : public Kernel {
     const float* res = residualOf(io);
     float* y = io.out[0].as<float>();
     s.scratch.set_data_handle(ws);
-    if (blocked_) {
+    if (s.reorderSrc) {
       s.userSrc.set_data_handle(io.in[0].data);
-      s.userDst.set_data_handle(y);
       s.src.set_data_handle(ws + s.scratchBytes);
-      s.dst.set_data_handle(ws + s.scratchBytes + s.srcBytes);
       s.srcIn.execute(s.stream, s.userSrc, s.src);
+    } else {
+      s.src.set_data_handle(io.in[0].data);
+    }
+    if (s.reorderDst) {
+      s.userDst.set_data_handle(y);
+      s.dst.set_data_handle(ws + s.scratchBytes + s.srcBytes);
       if (res) {
         s.userRes.set_data_handle(const_cast<float*>(res));
         s.resIn.execute(s.stream, s.userRes, s.dst);
       }
     } else {
-      s.src.set_data_handle(io.in[0].data);
       s.dst.set_data_handle(y);
+      // The sum post-op reads the residual from Y (R is in Y's layout). (A binary-add post-op
+      // reading R directly was measured 3-5x slower in oneDNN 2.6's gemm convolution than this
+      // copy + sum.)
+      if (res && res != y) std::memcpy(y, res, sizeof(float) * s.outRows * s.outCols);
     }
-    // The sum post-op reads the residual from Y. (A binary-add post-op reading R directly was
-    // measured 3-5x slower in oneDNN 2.6's gemm convolution than this copy + sum.)
-    if (!blocked_ && res && res != y) std::memcpy(y, res, sizeof(float) * s.outRows * s.outCols);
     s.conv.execute(s.stream, s.args);
-    if (blocked_) s.dstOut.execute(s.stream, s.dst, s.userDst);
+    if (s.reorderDst) s.dstOut.execute(s.stream, s.dst, s.userDst);
     s.stream.wait();
+    // Elementwise, so right in any layout (a blocked Y has no padding channels).
     if (!s.prep->eltwiseInPrimitive && k_.act.kind != ActKind::kNone) {
       GemmEpilogue ep;
       ep.act = k_.act;
@@ -219,11 +251,23 @@ class OneDnnConvKernel : public Kernel {
   }
 
  private:
+  //! The blocked variant computes X / Y directly in the blocked layouts they are exchanged in
+  //! (no reorder) unless oneDNN has only its reference implementation for them; plain ones are
+  //! left to oneDNN's choice (and reordered).
   dnnl::convolution_forward::primitive_desc makePd(const ConvProblem& p) const {
+    if (blocked_ && (inBlock_ > 1 || outBlock_ > 1)) {
+      auto pd = makePd(p, inBlock_ > 1 ? exchangeTag(rank_, inBlock_) : Tag::any,
+                       outBlock_ > 1 ? exchangeTag(rank_, outBlock_) : Tag::any);
+      if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) return pd;
+    }
+    Tag dataTag = blocked_ ? Tag::any : plainDataTag(rank_);
+    return makePd(p, dataTag, dataTag);
+  }
+
+  dnnl::convolution_forward::primitive_desc makePd(const ConvProblem& p, Tag srcTag, Tag dstTag) const {
     DnnlConvShapes sh = dnnlShapes(p, rank_);
     const auto f32 = memory::data_type::f32;
-    Tag dataTag = blocked_ ? Tag::any : plainDataTag(rank_);
-    memory::desc src(sh.src, f32, dataTag), dst(sh.dst, f32, dataTag), wei(sh.weights, f32, Tag::any);
+    memory::desc src(sh.src, f32, srcTag), dst(sh.dst, f32, dstTag), wei(sh.weights, f32, Tag::any);
     dnnl::post_ops po;
     if (residual_) po.append_sum(1.f);  // Y holds the residual before the primitive runs
     dnnl::algorithm alg;
@@ -277,19 +321,53 @@ class OneDnnConvKernel : public Kernel {
   bool residual_;
   bool blocked_;
   size_t rank_;
+  int64_t inBlock_, outBlock_;  // layouts X / Y (and R) are exchanged in (1: plain)
   std::shared_ptr<const Prepared> cached_;
 };
 
 bool supportsOneDnn(const LayerDesc& l) { return isPlainFloatConv(l); }
+
+//! Plain layouts, or 2-D convolutions exchanging X / Y in nChw8c / nChw16c with C (and M) a
+//! multiple of the block.
+bool supportsOneDnnBlocked(const LayerDesc& l) {
+  if (isPlainFloatConv(l)) return true;
+  if (!isFloatConv(l) || l.inputs[0].dims.size() != 4) return false;
+  const int64_t inBlock = layerLayoutBlock(l, kLayoutInAttr), outBlock = layerLayoutBlock(l, kLayoutOutAttr);
+  if (inBlock < 1 || outBlock < 1) return false;
+  return l.inputs[0].dims[1] % inBlock == 0 && l.inputs[1].dims[0] > 0 && l.inputs[1].dims[0] % outBlock == 0;
+}
 
 std::unique_ptr<Kernel> createPlain(const LayerDesc& l) { return std::make_unique<OneDnnConvKernel>(l, false); }
 std::unique_ptr<Kernel> createBlocked(const LayerDesc& l) { return std::make_unique<OneDnnConvKernel>(l, true); }
 
 }  // namespace
 
+int64_t preferredChannelBlock() {
+  static const int64_t block = []() -> int64_t {
+    // The widest block oneDNN has a JIT (non-reference) convolution for: probed on a typical
+    // mid-network convolution (64 -> 64, 3x3, 56x56).
+    for (int64_t b : {16, 8}) {
+      try {
+        const auto f32 = memory::data_type::f32;
+        const memory::dims data{1, 64, 56, 56};
+        memory::desc src(data, f32, exchangeTag(4, b)), dst(data, f32, exchangeTag(4, b)),
+            wei({64, 64, 3, 3}, f32, Tag::any);
+        dnnl::convolution_forward::primitive_desc pd(
+            {dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, wei, dst, {1, 1}, {0, 0},
+             {1, 1}, {1, 1}},
+            cpuEngine());
+        if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) return b;
+      } catch (const dnnl::error&) {
+      }
+    }
+    return 0;
+  }();
+  return block;
+}
+
 void addOneDnnConvTactics(std::vector<CpuTacticDef>& v) {
   v.push_back(CpuTacticDef{"Conv", "onednn", supportsOneDnn, createPlain});
-  v.push_back(CpuTacticDef{"Conv", "onednn_blocked", supportsOneDnn, createBlocked});
+  v.push_back(CpuTacticDef{"Conv", "onednn_blocked", supportsOneDnnBlocked, createBlocked});
 }
 
 }  // namespace kiln::cpu
@@ -298,6 +376,7 @@ void addOneDnnConvTactics(std::vector<CpuTacticDef>& v) {
 
 namespace kiln::cpu {
 void addOneDnnConvTactics(std::vector<CpuTacticDef>&) {}
+int64_t preferredChannelBlock() { return 0; }  // no tactic handles blocked layouts
 }  // namespace kiln::cpu
 
 #endif

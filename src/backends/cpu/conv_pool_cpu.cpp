@@ -2,6 +2,7 @@
 // conv_onednn.cpp, conv_im2col.cpp and pool_direct.cpp; this file lists them (best guess first:
 // the builder times them all) and holds what the conv tactics share.
 #include "backends/cpu/conv_cpu_common.h"
+#include "backends/cpu/conv_layout.h"
 
 #include <string>
 
@@ -11,7 +12,9 @@ namespace kiln {
 
 namespace cpu {
 
-bool isPlainFloatConv(const LayerDesc& l) {
+bool isPlainFloatConv(const LayerDesc& l) { return isFloatConv(l) && hasPlainLayouts(l); }
+
+bool isFloatConv(const LayerDesc& l) {
   if (l.op != "Conv" || l.inputs.size() < 2 || l.inputs.size() > 4) return false;
   for (size_t i = 0; i < l.inputs.size(); ++i)
     if (l.present(i) && l.inputs[i].type != DataType::kFLOAT) return false;

@@ -1,8 +1,168 @@
-// CUDA tactics: attention family.
+// CUDA tactics: attention family. Attention (ONNX opset 23 semantics, as src/ops/attention.cpp)
+// for 4-D Q/K/V [B, H, S, D] with equal Q and KV head counts, an optional additive or bool mask
+// (any broadcast to [B, H, Sq, Skv], possibly short in the key dim), is_causal and scale:
+//  - "flash_v1" / "flash_v1_m128" / "flash_v1_m32": tensor-core flash attention, float16/bfloat16,
+//    head size 64 or 128, 64 / 128 / 32 query rows per block (small batches need small blocks to
+//    fill 132 SMs).
+//  - "flash_simt": float32/float16/bfloat16, head sizes up to 128 (CUDA cores, float32 math).
+// Not handled (supports() is false): KV cache (past_key/past_value), nonpad_kv_seqlen, GQA/MQA,
+// 3-D inputs, softcap, sliding windows, softmax_precision other than float, extra outputs.
+#include <cmath>
+#include <string>
+
+#include "backends/cuda/attention_flash.h"
 #include "backends/cuda/cuda_tactics.h"
+#include "backends/cuda/cuda_util.h"
 
 namespace kiln {
 
-void addAttentionCudaTactics(std::vector<CudaTacticDef>& v) { (void)v; }
+namespace {
+
+using cuda::FlashMask;
+using cuda::FlashParams;
+
+constexpr size_t kQ = 0, kK = 1, kV = 2, kMask = 3;
+
+bool isComputeType(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
+
+FlashMask maskKind(DataType t) {
+  switch (t) {
+    case DataType::kFLOAT: return FlashMask::kFloat;
+    case DataType::kHALF: return FlashMask::kHalf;
+    case DataType::kBF16: return FlashMask::kBf16;
+    case DataType::kBOOL: return FlashMask::kBool;
+    default: return FlashMask::kNone;
+  }
+}
+
+//! What every attention tactic needs (build-time dims may be -1).
+bool supportsCommon(const LayerDesc& l) {
+  if (l.inputs.size() < 3 || l.inputs.size() > 7) return false;
+  for (size_t i = 4; i < l.inputs.size(); ++i)
+    if (l.present(i)) return false;  // past_key, past_value, nonpad_kv_seqlen
+  if (l.outputs.size() != 1) return false;  // present_key/value, qk_matmul_output
+  const DataType t = l.inputs[kQ].type;
+  if (!isComputeType(t) || l.inputs[kK].type != t || l.inputs[kV].type != t) return false;
+  const Dims &q = l.inputs[kQ].dims, &k = l.inputs[kK].dims, &v = l.inputs[kV].dims;
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4) return false;
+  if (q[1] != k[1] || k[1] != v[1]) return false;  // GQA/MQA (or unknown head counts)
+  if (q[3] <= 0 || v[3] <= 0) return false;         // head sizes must be known
+  const Attributes& a = *l.attrs;
+  if (a.getFloat("softcap", 0.f) != 0.f) return false;
+  const int64_t prec = a.getInt("softmax_precision", 0);
+  if (prec != 0 && prec != 1) return false;
+  if (a.getInt("left_window_size", -1) != -1 || a.getInt("right_window_size", -1) != -1) return false;
+  if (l.present(kMask)) {
+    if (maskKind(l.inputs[kMask].type) == FlashMask::kNone) return false;
+    if (l.inputs[kMask].dims.empty() || l.inputs[kMask].dims.size() > 4) return false;
+  }
+  return true;
+}
+
+bool supportsTc(const LayerDesc& l, int warps) {
+  if (!supportsCommon(l)) return false;
+  const Dims &q = l.inputs[kQ].dims, &v = l.inputs[kV].dims;
+  return cuda::flashTcSupported(l.inputs[kQ].type, static_cast<int>(q[3]), static_cast<int>(v[3]), warps);
+}
+bool supportsTc2(const LayerDesc& l) { return supportsTc(l, 2); }
+bool supportsTc4(const LayerDesc& l) { return supportsTc(l, 4); }
+bool supportsTc8(const LayerDesc& l) { return supportsTc(l, 8); }
+
+bool supportsSimt(const LayerDesc& l) {
+  return supportsCommon(l) && l.inputs[kQ].dims[3] <= cuda::kFlashSimtMaxD && l.inputs[kV].dims[3] <= cuda::kFlashSimtMaxD;
+}
+
+struct FlashState : KernelState {
+  FlashParams p;  // everything but the pointers
+};
+
+int toInt(const LayerDesc& l, int64_t v, const char* what) {
+  if (v < 0 || v > INT32_MAX) throw UnsupportedError("layer '" + l.name + "' (Attention): " + what + " " + std::to_string(v) + " is out of range");
+  return static_cast<int>(v);
+}
+
+class FlashKernel : public Kernel {
+ public:
+  FlashKernel(const LayerDesc& l, int warps) : type_(l.inputs[kQ].type), warps_(warps) {
+    if (warps_ > 0) cuda::prepareFlashTc(type_, static_cast<int>(l.inputs[kQ].dims[3]), warps_);
+  }
+
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims &q = l.inputs[kQ].dims, &k = l.inputs[kK].dims, &v = l.inputs[kV].dims;
+    auto fail = [&](const std::string& m) { throw UnsupportedError("layer '" + l.name + "' (Attention): " + m); };
+    if (q[0] != k[0] || k[0] != v[0] || q[1] != k[1] || k[1] != v[1] || q[3] != k[3] || k[2] != v[2])
+      fail("Q " + toString(q) + ", K " + toString(k) + " and V " + toString(v) + " need equal batch and head counts");
+    auto st = std::make_unique<FlashState>();
+    FlashParams& p = st->p;
+    p.batch = toInt(l, q[0], "batch");
+    p.heads = toInt(l, q[1], "head count");
+    p.sq = toInt(l, q[2], "query length");
+    p.skv = toInt(l, k[2], "key length");
+    p.d = toInt(l, q[3], "head size");
+    p.dv = toInt(l, v[3], "value head size");
+    toInt(l, q[0] * q[1], "batch * heads");
+    if (warps_ > 0 ? !cuda::flashTcSupported(type_, p.d, p.dv, warps_) : (p.d > cuda::kFlashSimtMaxD || p.dv > cuda::kFlashSimtMaxD))
+      fail("head sizes " + std::to_string(p.d) + "/" + std::to_string(p.dv) + " are not supported by this tactic");
+    const Attributes& a = *l.attrs;
+    const double scale = a.has("scale") ? a.getFloat("scale", 0.f) : 1.0 / std::sqrt(static_cast<double>(p.d));
+    p.scaleLog2 = static_cast<float>(scale * 1.4426950408889634);
+    p.causal = a.getInt("is_causal", 0) != 0;
+    if (l.present(kMask)) {
+      const Dims& md = l.inputs[kMask].dims;
+      Dims m4(4 - md.size(), 1);
+      m4.insert(m4.end(), md.begin(), md.end());
+      const Dims target{q[0], q[1], q[2], k[2]};
+      for (int i = 0; i < 3; ++i)
+        if (m4[i] != 1 && m4[i] != target[i]) fail("attn_mask " + toString(md) + " does not broadcast to " + toString(target));
+      if (m4[3] > target[3]) fail("attn_mask " + toString(md) + " is longer than the keys");
+      p.mask = nullptr;
+      p.maskType = maskKind(l.inputs[kMask].type);
+      p.maskLen = static_cast<int>(m4[3]);
+      const int64_t sQ = m4[3], sH = m4[2] * sQ, sB = m4[1] * sH;
+      p.maskStrideQ = m4[2] == 1 ? 0 : sQ;
+      p.maskStrideH = m4[1] == 1 ? 0 : sH;
+      p.maskStrideB = m4[0] == 1 ? 0 : sB;
+    }
+    state = std::move(st);
+    return 0;
+  }
+
+  void execute(const KernelIO& io, KernelState* state) const override {
+    FlashParams p = static_cast<FlashState*>(state)->p;
+    if (static_cast<int64_t>(p.batch) * p.heads * p.sq == 0 || p.dv == 0) return;
+    p.q = io.in[kQ].data;
+    p.k = io.in[kK].data;
+    p.v = io.in[kV].data;
+    p.o = io.out[0].data;
+    if (p.maskType != FlashMask::kNone) p.mask = io.in[kMask].data;
+    const size_t es = elementSize(type_);
+    auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+    p.vec = aligned(p.q) && aligned(p.k) && aligned(p.v) && aligned(p.o) && (p.d * es) % 16 == 0 && (p.dv * es) % 16 == 0;
+    if (warps_ > 0) cuda::launchFlashTc(p, type_, warps_, cuda::streamOf(io));
+    else cuda::launchFlashSimt(p, type_, cuda::streamOf(io));
+    KILN_CUDA_CHECK_LAUNCH();
+  }
+
+ private:
+  DataType type_;
+  int warps_;  // tensor-core kernel with 4 or 8 warps; 0: SIMT kernel
+};
+
+}  // namespace
+
+void addAttentionCudaTactics(std::vector<CudaTacticDef>& v) {
+  v.push_back({"Attention", "flash_v1", supportsTc4, [](const LayerDesc& l) -> std::unique_ptr<Kernel> {
+                 return std::make_unique<FlashKernel>(l, 4);
+               }});
+  v.push_back({"Attention", "flash_v1_m128", supportsTc8, [](const LayerDesc& l) -> std::unique_ptr<Kernel> {
+                 return std::make_unique<FlashKernel>(l, 8);
+               }});
+  v.push_back({"Attention", "flash_v1_m32", supportsTc2, [](const LayerDesc& l) -> std::unique_ptr<Kernel> {
+                 return std::make_unique<FlashKernel>(l, 2);
+               }});
+  v.push_back({"Attention", "flash_simt", supportsSimt, [](const LayerDesc& l) -> std::unique_ptr<Kernel> {
+                 return std::make_unique<FlashKernel>(l, 0);
+               }});
+}
 
 }  // namespace kiln

@@ -94,6 +94,11 @@ class CudaBackend : public Backend {
   void streamWaitEvent(void* s, void* e) override {
     KILN_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(e), 0));
   }
+  float timeBetween(void* a, void* b) override {
+    float ms = 0;
+    KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(a), static_cast<cudaEvent_t>(b)));
+    return ms;
+  }
   float timeMs(const std::function<void(void*)>& launch, int iterations) override {
     // Events on a private stream: per-run device time without host overhead.
     cudaStream_t s = static_cast<cudaStream_t>(createStream());

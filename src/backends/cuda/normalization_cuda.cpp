@@ -1,8 +1,445 @@
-// CUDA tactics: normalization family.
+// CUDA tactics: normalization family — Softmax, LogSoftmax, LayerNormalization, RMSNormalization,
+// GroupNormalization, InstanceNormalization, BatchNormalization (inference), Reduce*, ArgMax,
+// ArgMin, TopK, CumSum. Host side: supports(), per-shape parameters and launch geometry at
+// reshape(); execute() fills in the buffers and launches (kernels in norm_rows.cu,
+// softmax_rows.cu, reduce_kernels.cu, select_kernels.cu).
+#include <algorithm>
+#include <string>
+
 #include "backends/cuda/cuda_tactics.h"
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/norm_launch.cuh"
+#include "ops/op_util.h"
 
 namespace kiln {
 
-void addNormalizationCudaTactics(std::vector<CudaTacticDef>& v) { (void)v; }
+namespace {
+
+using namespace kiln::cuda;
+
+bool isFloatType(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
+bool isSelectType(DataType t) { return isFloatType(t) || t == DataType::kINT32 || t == DataType::kINT64; }
+
+//! Whether every present input in [from, to) has the type of input 0.
+bool sameTypes(const LayerDesc& l, size_t from, size_t to) {
+  for (size_t i = from; i < to && i < l.inputs.size(); ++i)
+    if (l.present(i) && l.inputs[i].type != l.inputs[0].type) return false;
+  return true;
+}
+
+int64_t product(const Dims& d, size_t from, size_t to) { return volume(Dims(d.begin() + from, d.begin() + to)); }
+
+[[noreturn]] void unsupported(const LayerDesc& l, const std::string& msg) {
+  throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): CUDA: " + msg);
+}
+
+//! A kernel state holding the parameter block of one launch.
+template <typename P>
+struct ParamState : KernelState {
+  P p;
+};
+
+template <typename P>
+P& makeState(std::unique_ptr<KernelState>& state) {
+  auto s = std::make_unique<ParamState<P>>();
+  P& p = s->p;
+  state = std::move(s);
+  return p;
+}
+
+template <typename P>
+P paramsOf(KernelState* state) {
+  return static_cast<ParamState<P>*>(state)->p;
+}
+
+// ---- Softmax / LogSoftmax ----------------------------------------------------------------------
+
+bool supportsSoftmax(const LayerDesc& l) { return !l.inputs.empty() && isFloatType(l.inputs[0].type); }
+
+class SoftmaxKernel : public Kernel {
+ public:
+  explicit SoftmaxKernel(const LayerDesc& l) : log_(l.op == "LogSoftmax") {}
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& x = l.inputs[0].dims;
+    const int64_t rank = static_cast<int64_t>(x.size());
+    const bool coerce = l.attrs->getInt("kiln_coerce_2d", 0) != 0;
+    const int64_t axisAttr = l.attrs->getInt("axis", -1);
+    auto& p = makeState<SoftmaxParams>(state);
+    p.type = l.inputs[0].type;
+    p.log = log_;
+    if (coerce && axisAttr == rank) {  // an empty normalized block: each element alone
+      p.outer = volume(x);
+    } else {
+      const int64_t axis = normalizeAxis(l, axisAttr, rank);
+      p.outer = product(x, 0, axis);
+      if (coerce) {
+        p.length = product(x, axis, x.size());
+      } else {
+        p.length = x[axis];
+        p.inner = product(x, axis + 1, x.size());
+      }
+    }
+    if (p.inner == 1) p.geo = planRows(p.outer, p.length, elementSize(p.type));
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    auto p = paramsOf<SoftmaxParams>(state);
+    p.x = io.in[0].data;
+    p.y = io.out[0].data;
+    launchSoftmax(p, streamOf(io));
+  }
+
+ private:
+  bool log_;
+};
+
+// ---- LayerNormalization / RMSNormalization ---------------------------------------------------
+
+bool supportsLayerNorm(const LayerDesc& l) {
+  if (l.inputs.size() < 2 || !isFloatType(l.inputs[0].type) || !sameTypes(l, 1, 3)) return false;
+  if (l.inputs[0].dims.size() > static_cast<size_t>(kMaxReduceDims)) return false;
+  // Statistics outputs are float32 (stash_type 1, the default); double statistics are refused.
+  return l.attrs->getInt("stash_type", 1) == 1;
+}
+
+//! Whether parameter dims `p` broadcast to X indexes only the normalized block as X does (the
+//! parameter's element for X's element (r, k) is k).
+bool directParam(const Dims& p, const Dims& x, int64_t axis) {
+  const size_t rank = x.size();
+  if (p.size() > rank) return false;
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t pd = d + p.size() >= rank ? p[d + p.size() - rank] : 1;
+    if (static_cast<int64_t>(d) < axis ? pd != 1 : pd != x[d]) return false;
+  }
+  return true;
+}
+
+class LayerNormKernel : public Kernel {
+ public:
+  explicit LayerNormKernel(const LayerDesc& l) : rms_(l.op == "RMSNormalization") {}
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& x = l.inputs[0].dims;
+    const int64_t rank = static_cast<int64_t>(x.size());
+    const int64_t axis = normalizeAxis(l, l.attrs->getInt("axis", -1), rank);
+    auto& p = makeState<RowNormParams>(state);
+    p.type = l.inputs[0].type;
+    p.rms = rms_;
+    p.eps = l.attrs->getFloat("epsilon", 1e-5f);
+    p.rows = product(x, 0, axis);
+    p.cols = product(x, axis, x.size());
+    const bool hasBias = l.present(2);
+    const bool direct = directParam(l.inputs[1].dims, x, axis) && (!hasBias || directParam(l.inputs[2].dims, x, axis));
+    if (direct) {
+      p.mode = RowNormParams::kDirect;
+    } else {
+      if (rank > kMaxReduceDims) unsupported(l, "broadcast scale/bias with rank > 8");
+      p.mode = RowNormParams::kBroadcast;
+      p.rank = static_cast<int>(rank);
+      const auto ss = broadcastStrides(l.inputs[1].dims, x);
+      const auto bs = hasBias ? broadcastStrides(l.inputs[2].dims, x) : std::vector<int64_t>(x.size(), 0);
+      for (int64_t d = 0; d < rank; ++d) p.dims[d] = x[d], p.scaleStrides[d] = ss[d], p.biasStrides[d] = bs[d];
+    }
+    p.geo = planRows(p.rows, p.cols, elementSize(p.type));
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    auto p = paramsOf<RowNormParams>(state);
+    p.x = io.in[0].data;
+    p.scale = io.in[1].data;
+    p.bias = io.in.size() > 2 ? io.in[2].data : nullptr;
+    p.y = io.out[0].data;
+    if (io.out.size() > 1) p.mean = static_cast<float*>(io.out[1].data);
+    if (io.out.size() > 2) p.invStd = static_cast<float*>(io.out[2].data);
+    launchRowNorm(p, streamOf(io));
+  }
+
+ private:
+  bool rms_;
+};
+
+// ---- GroupNormalization / InstanceNormalization ----------------------------------------------
+
+bool supportsGroupNorm(const LayerDesc& l) {
+  return l.inputs.size() == 3 && isFloatType(l.inputs[0].type) && sameTypes(l, 1, 3);
+}
+
+class GroupNormKernel : public Kernel {
+ public:
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& x = l.inputs[0].dims;
+    const int64_t n = x[0], c = x[1], spatial = product(x, 2, x.size());
+    int64_t g = c;  // InstanceNormalization: one group per channel
+    if (l.op == "GroupNormalization") {
+      g = l.attrs->getInt("num_groups", 0);
+      if (g <= 0 || c % g != 0) opError(l, "channels must be divisible by num_groups > 0");
+    }
+    auto& p = makeState<RowNormParams>(state);
+    p.type = l.inputs[0].type;
+    p.eps = l.attrs->getFloat("epsilon", 1e-5f);
+    p.rows = n * g;
+    p.cols = (g > 0 ? c / g : 0) * spatial;
+    p.groups = std::max<int64_t>(g, 1);
+    p.perGroup = g > 0 ? c / g : 0;
+    p.spatial = spatial;
+    const bool perGroupAffine = l.attrs->getInt("kiln_per_group_affine", 0) != 0 && volume(l.inputs[1].dims) == g;
+    p.mode = perGroupAffine ? RowNormParams::kPerGroup : RowNormParams::kPerChannel;
+    p.geo = planRows(p.rows, p.cols, elementSize(p.type));
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    auto p = paramsOf<RowNormParams>(state);
+    p.x = io.in[0].data;
+    p.scale = io.in[1].data;
+    p.bias = io.in[2].data;
+    p.y = io.out[0].data;
+    launchRowNorm(p, streamOf(io));
+  }
+};
+
+// ---- BatchNormalization (inference) ----------------------------------------------------------
+
+bool supportsBatchNorm(const LayerDesc& l) {
+  return l.inputs.size() == 5 && isFloatType(l.inputs[0].type) && sameTypes(l, 1, 5) &&
+         l.attrs->getInt("training_mode", 0) == 0 && l.outputs.size() <= 1;
+}
+
+class BatchNormKernel : public Kernel {
+ public:
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& x = l.inputs[0].dims;
+    auto& p = makeState<BatchNormParams>(state);
+    p.type = l.inputs[0].type;
+    p.count = volume(x);
+    p.channels = x[1];
+    p.spatial = product(x, 2, x.size());
+    p.perActivation = l.attrs->getInt("kiln_per_activation", 0) != 0;
+    p.eps = l.attrs->getFloat("epsilon", 1e-5f);
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    auto p = paramsOf<BatchNormParams>(state);
+    p.x = io.in[0].data;
+    p.scale = io.in[1].data;
+    p.bias = io.in[2].data;
+    p.mean = io.in[3].data;
+    p.var = io.in[4].data;
+    p.y = io.out[0].data;
+    launchBatchNorm(p, streamOf(io));
+  }
+};
+
+// ---- Reduce* ---------------------------------------------------------------------------------
+
+struct ReduceName {
+  const char* op;
+  ReduceKind kind;
+};
+constexpr ReduceName kReduceNames[] = {
+    {"ReduceSum", ReduceKind::kSum},       {"ReduceMean", ReduceKind::kMean},
+    {"ReduceMax", ReduceKind::kMax},       {"ReduceMin", ReduceKind::kMin},
+    {"ReduceProd", ReduceKind::kProd},     {"ReduceL1", ReduceKind::kL1},
+    {"ReduceL2", ReduceKind::kL2},         {"ReduceLogSum", ReduceKind::kLogSum},
+    {"ReduceLogSumExp", ReduceKind::kLogSumExp}, {"ReduceSumSquare", ReduceKind::kSumSquare},
+};
+
+ReduceKind reduceKind(const std::string& op) {
+  for (const auto& r : kReduceNames)
+    if (op == r.op) return r.kind;
+  throw Error("not a reduction: " + op);
+}
+
+bool supportsReduce(const LayerDesc& l) {
+  if (l.inputs.empty()) return false;
+  const DataType t = l.inputs[0].type;
+  const ReduceKind k = reduceKind(l.op);
+  if (isFloatType(t)) return true;
+  if (t == DataType::kINT32 || t == DataType::kINT64)
+    return k != ReduceKind::kL2 && k != ReduceKind::kLogSum && k != ReduceKind::kLogSumExp;
+  return false;
+}
+
+class ReduceKernel : public Kernel {
+ public:
+  explicit ReduceKernel(const LayerDesc& l) : kind_(reduceKind(l.op)) {}
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& x = l.inputs[0].dims;
+    const int64_t rank = static_cast<int64_t>(x.size());
+    std::vector<int64_t> axes;
+    if (l.present(1)) {
+      if (!l.inputs[1].value.valid()) opError(l, "axes must be known when the shapes are (value input)");
+      axes = l.inputs[1].value.toInts();
+    }
+    auto& p = makeState<ReduceParams>(state);
+    p.type = l.inputs[0].type;
+    p.kind = kind_;
+    p.inCount = volume(x);
+    std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty());
+    if (axes.empty() && l.attrs->getInt("noop_with_empty_axes", 0) != 0) {
+      p.copy = true;
+      return 0;
+    }
+    for (int64_t a : axes) {
+      const int64_t n = normalizeAxis(l, a, rank);
+      if (reduced[n]) opError(l, "axis " + std::to_string(a) + " appears more than once in axes");
+      reduced[n] = true;
+    }
+    // Merge adjacent dims of the same kind (size-1 dims do not matter); strides of row-major X.
+    struct Group {
+      int64_t size, stride;
+      bool reduced;
+    };
+    std::vector<Group> groups;
+    const auto strides = rowMajorStrides(x);
+    for (int64_t d = 0; d < rank; ++d) {
+      if (x[d] == 1) continue;
+      if (!groups.empty() && groups.back().reduced == reduced[d]) {
+        groups.back().size *= x[d];
+        groups.back().stride = strides[d];
+      } else {
+        groups.push_back({x[d], strides[d], static_cast<bool>(reduced[d])});
+      }
+    }
+    p.outCount = 1;
+    p.redCount = 1;
+    for (const auto& g : groups) {
+      if (g.reduced) {
+        if (p.nRed == kMaxReduceDims) unsupported(l, "too many separate reduced dims");
+        p.redDims[p.nRed] = g.size, p.redStrides[p.nRed++] = g.stride;
+        p.redCount *= g.size;
+      } else {
+        if (p.nKept == kMaxReduceDims) unsupported(l, "too many separate kept dims");
+        p.keptDims[p.nKept] = g.size, p.keptStrides[p.nKept++] = g.stride;
+        p.outCount *= g.size;
+      }
+    }
+    // Row form: at most one reduced group, and it is the innermost.
+    p.rowForm = p.nRed == 0 || (p.nRed == 1 && groups.back().reduced);
+    if (p.rowForm) p.geo = planRows(p.outCount, p.redCount, elementSize(p.type));
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    auto p = paramsOf<ReduceParams>(state);
+    p.x = io.in[0].data;
+    p.y = io.out[0].data;
+    launchReduce(p, streamOf(io));
+  }
+
+ private:
+  ReduceKind kind_;
+};
+
+// ---- ArgMax / ArgMin, TopK, CumSum -----------------------------------------------------------
+
+bool supportsArg(const LayerDesc& l) { return l.inputs.size() == 1 && isSelectType(l.inputs[0].type); }
+bool supportsTopK(const LayerDesc& l) { return l.inputs.size() == 2 && isSelectType(l.inputs[0].type); }
+//! CumSum's axis is not a value input: it must be a build-time constant to be read on the host.
+bool supportsCumSum(const LayerDesc& l) {
+  return l.inputs.size() == 2 && isSelectType(l.inputs[0].type) && l.inputs[1].value.valid() &&
+         l.inputs[1].value.count() == 1;
+}
+
+//! [outer, len, inner] around `axis`.
+void splitAround(const Dims& x, int64_t axis, int64_t& outer, int64_t& len, int64_t& inner) {
+  outer = product(x, 0, axis);
+  len = x[axis];
+  inner = product(x, axis + 1, x.size());
+}
+
+class ArgKernel : public Kernel {
+ public:
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& x = l.inputs[0].dims;
+    const int64_t axis = normalizeAxis(l, l.attrs->getInt("axis", 0), static_cast<int64_t>(x.size()));
+    auto& p = makeState<ArgParams>(state);
+    p.type = l.inputs[0].type;
+    splitAround(x, axis, p.outer, p.len, p.inner);
+    if (p.len == 0) opError(l, "cannot reduce an empty axis");
+    p.isMax = l.op == "ArgMax";
+    p.last = l.attrs->getInt("select_last_index", 0) != 0;
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    auto p = paramsOf<ArgParams>(state);
+    p.x = io.in[0].data;
+    p.y = static_cast<int64_t*>(io.out[0].data);
+    launchArg(p, streamOf(io));
+  }
+};
+
+class TopKKernel : public Kernel {
+ public:
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& x = l.inputs[0].dims;
+    const int64_t axis = normalizeAxis(l, l.attrs->getInt("axis", -1), static_cast<int64_t>(x.size()));
+    if (!l.inputs[1].value.valid() || l.inputs[1].value.count() != 1) opError(l, "K must be known (one value)");
+    auto& p = makeState<TopKParams>(state);
+    p.type = l.inputs[0].type;
+    splitAround(x, axis, p.outer, p.len, p.inner);
+    p.k = l.inputs[1].value.getInt(0);
+    if (p.k < 0 || p.k > p.len) opError(l, "K = " + std::to_string(p.k) + " is out of range for axis length " + std::to_string(p.len));
+    p.largest = l.attrs->getInt("largest", 1) != 0;
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    auto p = paramsOf<TopKParams>(state);
+    p.x = io.in[0].data;
+    p.values = io.out[0].data;
+    p.indices = static_cast<int64_t*>(io.out[1].data);
+    launchTopK(p, streamOf(io));
+  }
+};
+
+class CumSumKernel : public Kernel {
+ public:
+  explicit CumSumKernel(const LayerDesc& l) {
+    if (!l.inputs[1].value.valid() || l.inputs[1].value.count() != 1) unsupported(l, "the axis must be a constant");
+    axis_ = l.inputs[1].value.getInt(0);
+  }
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& x = l.inputs[0].dims;
+    const int64_t axis = normalizeAxis(l, axis_, static_cast<int64_t>(x.size()));
+    auto& p = makeState<CumSumParams>(state);
+    p.type = l.inputs[0].type;
+    splitAround(x, axis, p.outer, p.len, p.inner);
+    p.exclusive = l.attrs->getInt("exclusive", 0) != 0;
+    p.reverse = l.attrs->getInt("reverse", 0) != 0;
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    auto p = paramsOf<CumSumParams>(state);
+    p.x = io.in[0].data;
+    p.y = io.out[0].data;
+    launchCumSum(p, streamOf(io));
+  }
+
+ private:
+  int64_t axis_ = 0;
+};
+
+template <typename K>
+std::unique_ptr<Kernel> createPlain(const LayerDesc&) {
+  return std::make_unique<K>();
+}
+template <typename K>
+std::unique_ptr<Kernel> createWithLayer(const LayerDesc& l) {
+  return std::make_unique<K>(l);
+}
+
+}  // namespace
+
+void addNormalizationCudaTactics(std::vector<CudaTacticDef>& v) {
+  v.push_back({"Softmax", "cuda", supportsSoftmax, createWithLayer<SoftmaxKernel>});
+  v.push_back({"LogSoftmax", "cuda", supportsSoftmax, createWithLayer<SoftmaxKernel>});
+  v.push_back({"LayerNormalization", "cuda", supportsLayerNorm, createWithLayer<LayerNormKernel>});
+  v.push_back({"RMSNormalization", "cuda", supportsLayerNorm, createWithLayer<LayerNormKernel>});
+  v.push_back({"GroupNormalization", "cuda", supportsGroupNorm, createPlain<GroupNormKernel>});
+  v.push_back({"InstanceNormalization", "cuda", supportsGroupNorm, createPlain<GroupNormKernel>});
+  v.push_back({"BatchNormalization", "cuda", supportsBatchNorm, createPlain<BatchNormKernel>});
+  for (const auto& r : kReduceNames) v.push_back({r.op, "cuda", supportsReduce, createWithLayer<ReduceKernel>});
+  v.push_back({"ArgMax", "cuda", supportsArg, createPlain<ArgKernel>});
+  v.push_back({"ArgMin", "cuda", supportsArg, createPlain<ArgKernel>});
+  v.push_back({"TopK", "cuda", supportsTopK, createPlain<TopKKernel>});
+  v.push_back({"CumSum", "cuda", supportsCumSum, createWithLayer<CumSumKernel>});
+}
 
 }  // namespace kiln

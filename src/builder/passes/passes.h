@@ -27,6 +27,8 @@ bool fuseConvResidual(Network& net);
 bool fuseActivation(Network& net);
 //! Chains of float32 elementwise layers -> one PointwiseChain layer.
 bool fusePointwiseChains(Network& net);
+//! CPU: conv/pool chains exchange tensors in oneDNN's blocked layout, with LayoutConvert layers at the edges.
+bool assignCpuLayouts(Network& net);
 //! --fp16/--bf16: float layers compute in `target` (precision constraints obeyed when asked);
 //! casts at the network's float inputs and outputs keep its interface types.
 bool assignPrecision(Network& net, DataType target, bool obeyConstraints);

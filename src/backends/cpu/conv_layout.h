@@ -1,0 +1,41 @@
+// Physical layouts of the 4-D float tensors that CPU conv/pool layers exchange (see
+// docs/internals.md, "Tensor layouts on the CPU"). Dims stay logical NCHW everywhere in the IR;
+// a layer's `kiln_layout_in` / `kiln_layout_out` string attributes say how the bytes of its X
+// (and, for Conv, of its residual R, which always matches Y) / Y are arranged:
+//   "nchw"    plain row-major (the default when the attribute is absent);
+//   "nChw8c"  [N][C/8][H][W][8]   (oneDNN's AVX2 blocked layout);
+//   "nChw16c" [N][C/16][H][W][16] (oneDNN's AVX-512 blocked layout).
+// Blocked layouts are only used when C is a multiple of the block, so a blocked tensor holds
+// exactly N*C*H*W elements: buffer sizes never change with the layout.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "backends/backend.h"
+
+namespace kiln {
+class ThreadPool;
+namespace cpu {
+
+constexpr const char* kLayoutInAttr = "kiln_layout_in";
+constexpr const char* kLayoutOutAttr = "kiln_layout_out";
+
+//! Channel block of a layout name: 1 for "nchw", 8 / 16 for the blocked layouts, 0 when unknown.
+int64_t layoutBlock(const std::string& layout);
+//! The layout name of a channel block (1, 8 or 16); throws kiln::Error otherwise.
+std::string layoutName(int64_t block);
+//! The block of a layer's layout attribute (1 when absent; 0 when the value is unknown).
+int64_t layerLayoutBlock(const LayerDesc& l, const char* attr);
+//! True when the layer reads and writes plain NCHW (no layout attributes, or "nchw").
+bool hasPlainLayouts(const LayerDesc& l);
+//! The channel block oneDNN's convolutions prefer on this CPU (8 with AVX2, 16 with AVX-512), or
+//! 0 when kiln is built without oneDNN (no tactic then handles blocked layouts).
+int64_t preferredChannelBlock();
+
+//! Copies n*c*hw floats from layout block `fromBlock` to `toBlock` (1 = plain). c must be a
+//! multiple of both blocks. Parallel over (n, channel block) when `pool` is not null.
+void convertLayout(const float* x, int64_t fromBlock, float* y, int64_t toBlock, int64_t n, int64_t c, int64_t hw,
+                   ThreadPool* pool);
+
+}  // namespace cpu
+}  // namespace kiln

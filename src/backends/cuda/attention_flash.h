@@ -1,0 +1,43 @@
+// Fused attention kernels (attention_flash.cu) as the Attention tactics (attention_cuda.cpp) call
+// them: Y = softmax(scale * Q K^T + mask [+ causal]) V for 4-D [B, H, S, D] inputs, one pass over
+// K and V with an online softmax, float32 accumulation.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kiln/types.h"
+
+namespace kiln::cuda {
+
+//! Mask element types the kernels read (additive float masks; bool: true = attend).
+enum class FlashMask : int { kNone = 0, kFloat = 1, kHalf = 2, kBf16 = 3, kBool = 4 };
+
+struct FlashParams {
+  const void* q = nullptr;  //!< [B, H, Sq, D]
+  const void* k = nullptr;  //!< [B, H, Skv, D]
+  const void* v = nullptr;  //!< [B, H, Skv, Dv]
+  void* o = nullptr;        //!< [B, H, Sq, Dv]
+  const void* mask = nullptr;
+  FlashMask maskType = FlashMask::kNone;
+  //! Element strides of the mask for batch, head and query row (0 where it broadcasts); the key
+  //! index has stride 1 and keys at or past maskLen are masked out (ONNX short masks).
+  int64_t maskStrideB = 0, maskStrideH = 0, maskStrideQ = 0;
+  int maskLen = 0;
+  int batch = 0, heads = 0, sq = 0, skv = 0, d = 0, dv = 0;
+  float scaleLog2 = 0;  //!< scale * log2(e): scores are kept in the exp2 domain
+  bool causal = false;  //!< key j is masked for query i when j > i
+  bool vec = false;     //!< 16-byte aligned rows and pointers: cp.async 16-byte copies
+};
+
+//! Tensor-core kernel (float16/bfloat16, d == dv in {64, 128}); `warps` = 2, 4 or 8 (32, 64 or
+//! 128 query rows per block). prepare* sets the kernel's shared-memory limit (host call, no stream).
+bool flashTcSupported(DataType t, int d, int dv, int warps);
+void prepareFlashTc(DataType t, int d, int warps);
+void launchFlashTc(const FlashParams& p, DataType t, int warps, cudaStream_t s);
+
+//! SIMT kernel: float32/float16/bfloat16, d and dv up to kFlashSimtMaxD, float32 math.
+constexpr int kFlashSimtMaxD = 128;
+void launchFlashSimt(const FlashParams& p, DataType t, cudaStream_t s);
+
+}  // namespace kiln::cuda

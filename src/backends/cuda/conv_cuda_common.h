@@ -1,0 +1,54 @@
+// Shared by the CUDA conv_pool tactics: the fused activation as device code sees it, the
+// epilogue kernel (bias + residual + activation in place) and the tactic lists of each file.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/backend.h"
+#include "ops/activation.h"
+
+namespace kiln::cuda {
+
+//! A fused activation for device code (ActKind as an int: no host types in kernels).
+struct DevAct {
+  int kind = 0;  //!< static_cast<int>(ActKind)
+  float alpha = 0.f, beta = 0.f;
+};
+inline DevAct toDevAct(const Activation& a) { return DevAct{static_cast<int>(a.kind), a.alpha, a.beta}; }
+
+//! y[n, c, s] = act(y[n, c, s] + bias[c] + res[n, c, s]) in place, for `planes` = N*C planes of
+//! `size` elements; `bias` and `res` may be null. T is float, __half or __nv_bfloat16 (`type`).
+void launchConvEpilogue(DataType type, void* y, const void* bias, const void* res, int64_t planes, int64_t channels,
+                        int64_t size, DevAct act, cudaStream_t stream);
+
+//! Whether Conv/ConvTranspose's fused activation (if any) is one kiln knows.
+bool knownActivation(const LayerDesc& l);
+//! Float types the CUDA conv tactics compute (float32, float16, bfloat16), same for every input.
+bool convFloatTypes(const LayerDesc& l);
+
+//! Device copy of a constant input (weights, bias), freed with the kernel. Null when the input
+//! is absent or not constant (then the kernel reads io.in[i]).
+class DeviceConstant {
+ public:
+  DeviceConstant() = default;
+  explicit DeviceConstant(const HostTensor& t);
+  ~DeviceConstant();
+  DeviceConstant(const DeviceConstant&) = delete;
+  DeviceConstant& operator=(const DeviceConstant&) = delete;
+  const void* get() const { return ptr_; }
+  //! The uploaded copy, or the run-time buffer when none was uploaded.
+  const void* orInput(const KernelIO& io, size_t i) const { return ptr_ ? ptr_ : (i < io.in.size() ? io.in[i].data : nullptr); }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+}  // namespace kiln::cuda
+
+namespace kiln {
+void addCudnnConvTactics(std::vector<TacticDef>& v);      // conv_cudnn.cpp: Conv, ConvTranspose
+void addDepthwiseConvCudaTactics(std::vector<TacticDef>& v);  // conv_depthwise.cu
+void addPoolCudaTactics(std::vector<TacticDef>& v);        // pool_cuda.cu
+}  // namespace kiln

@@ -1,0 +1,341 @@
+// "cudnn_0".."cudnn_3": Conv and ConvTranspose through cuDNN 9's graph API (C++ frontend).
+// Conv: conv_fprop -> (+ bias) -> (+ residual) -> (activation), one fused graph where cuDNN has an
+// engine for it, else conv_fprop alone followed by our epilogue kernel (conv_epilogue.cu).
+// ConvTranspose: conv_dgrad (the transposed convolution) + our epilogue for bias/activation.
+// Tensors stay NCHW (1-D convs as H = 1); float32 (TF32 when allowed), float16, bfloat16 with
+// float32 compute. The i-th tactic runs the i-th engine config of heuristics A + fallback that
+// builds for the concrete shape (the first one when fewer build), so the builder's timing picks.
+#include "backends/cuda/conv_cuda_common.h"
+
+#ifdef KILN_HAVE_CUDNN_FRONTEND
+#include <cudnn_frontend.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+
+#include "backends/cpu/conv_geometry.h"
+#include "backends/cuda/cuda_util.h"
+#endif
+
+namespace kiln {
+
+#ifdef KILN_HAVE_CUDNN_FRONTEND
+
+namespace {
+
+namespace fe = cudnn_frontend;
+using cuda::DevAct;
+using cuda::DeviceConstant;
+
+constexpr int kCudnnTactics = 4;
+constexpr int64_t kMaxWorkspace = int64_t(512) << 20;
+// Variant-pack uids of the graph's user tensors.
+enum Uid : int64_t { kUidX = 1, kUidW = 2, kUidB = 3, kUidR = 4, kUidY = 5 };
+
+//! The process's cuDNN handle (created on first use, never destroyed: kernels may outlive any
+//! static owner). cuDNN handles are not thread-safe: setting the stream and enqueueing happen
+//! under `mu`.
+struct CudnnHandle {
+  cudnnHandle_t h = nullptr;
+  std::mutex mu;
+};
+CudnnHandle& cudnnHandle() {
+  static CudnnHandle* s = [] {
+    auto* c = new CudnnHandle;
+    cudnnStatus_t st = cudnnCreate(&c->h);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      delete c;
+      throw Error(std::string("cudnnCreate failed: ") + cudnnGetErrorString(st));
+    }
+    return c;
+  }();
+  return *s;
+}
+
+void check(fe::error_t e, const LayerDesc& l, const char* what) {
+  if (e.is_bad()) throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): cuDNN " + what + ": " + e.get_message());
+}
+
+fe::DataType_t feType(DataType t) {
+  switch (t) {
+    case DataType::kFLOAT: return fe::DataType_t::FLOAT;
+    case DataType::kHALF: return fe::DataType_t::HALF;
+    case DataType::kBF16: return fe::DataType_t::BFLOAT16;
+    default: throw UnsupportedError(std::string("cuDNN conv: unsupported type ") + toString(t));
+  }
+}
+
+std::vector<int64_t> packedStrides(const std::vector<int64_t>& d) {
+  std::vector<int64_t> s(d.size(), 1);
+  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
+  return s;
+}
+
+//! Activations the frontend's pointwise modes express with kiln's exact formula; the others
+//! (Clip, LeakyRelu, HardSwish, ...) run in our epilogue.
+bool cudnnActMode(ActKind k, fe::PointwiseMode_t& mode) {
+  switch (k) {
+    case ActKind::kRelu: mode = fe::PointwiseMode_t::RELU_FWD; return true;
+    case ActKind::kSigmoid: mode = fe::PointwiseMode_t::SIGMOID_FWD; return true;
+    case ActKind::kTanh: mode = fe::PointwiseMode_t::TANH_FWD; return true;
+    case ActKind::kGelu: mode = fe::PointwiseMode_t::GELU_FWD; return true;
+    case ActKind::kGeluTanh: mode = fe::PointwiseMode_t::GELU_APPROX_TANH_FWD; return true;
+    default: return false;
+  }
+}
+
+//! The concrete problem in cuDNN's terms: 4-D (1-D/2-D convs) or 5-D tensors, NCHW-packed.
+struct Problem {
+  bool transpose = false;
+  DataType type = DataType::kFLOAT;
+  std::vector<int64_t> x, w, y;  // dims: X (conv input / dgrad's dy), W, Y (conv output / dgrad's dx)
+  std::vector<int64_t> padBegin, padEnd, stride, dilation;
+  int64_t batch = 0, outChannels = 0, outSize = 0;
+};
+
+Problem resolve(const LayerDesc& l) {
+  Problem p;
+  p.transpose = l.op == "ConvTranspose";
+  p.type = l.inputs[0].type;
+  const ConvProblem cp = p.transpose ? resolveConvTranspose(l) : resolveConv(l);
+  const Window3& win = cp.win;
+  const Dims& wd = l.inputs[1].dims;
+  const size_t rank = l.inputs[0].dims.size() - 2;
+  const int first = rank == 3 ? 0 : 1;  // 1-D and 2-D convs as 2-D (H = 1 for 1-D)
+  p.x = {cp.batch, cp.inChannels};
+  p.y = {cp.batch, cp.outChannels};
+  p.w = {wd[0], wd[1]};
+  for (int a = first; a < 3; ++a) {
+    p.x.push_back(win.in[a]);
+    p.y.push_back(win.out[a]);
+    p.w.push_back(win.kernel[a]);
+    p.padBegin.push_back(win.padBegin[a]);
+    p.padEnd.push_back(win.padEnd[a]);
+    p.stride.push_back(win.stride[a]);
+    p.dilation.push_back(win.dilation[a]);
+  }
+  p.batch = cp.batch;
+  p.outChannels = cp.outChannels;
+  p.outSize = win.outSize();
+  if (p.transpose) {
+    // dgrad computes the conv whose forward maps Y's size to X's: every axis must agree.
+    for (size_t a = 0; a < p.stride.size(); ++a) {
+      const int64_t ext = (p.w[a + 2] - 1) * p.dilation[a] + 1;
+      const int64_t span = p.y[a + 2] + p.padBegin[a] + p.padEnd[a] - ext;
+      if (p.padEnd[a] < 0 || span < 0 || span / p.stride[a] + 1 != p.x[a + 2])
+        throw UnsupportedError("layer '" + l.name + "' (ConvTranspose): output_padding/output_shape geometry not supported by cuDNN");
+    }
+  }
+  return p;
+}
+
+//! What the cuDNN graph computes itself (the epilogue kernel does the rest).
+struct Fusion {
+  bool bias = false, residual = false, act = false;
+};
+
+std::shared_ptr<fe::graph::Graph> makeGraph(const Problem& p, const Activation& act, bool hasBias, bool hasRes,
+                                            const Fusion& f) {
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(feType(p.type))
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& dims) {
+    return g->tensor(fe::graph::Tensor_attributes()
+                         .set_name(name)
+                         .set_uid(uid)
+                         .set_dim(dims)
+                         .set_stride(packedStrides(dims))
+                         .set_data_type(feType(p.type)));
+  };
+  auto x = tensor("X", kUidX, p.x);
+  auto w = tensor("W", kUidW, p.w);
+  std::shared_ptr<fe::graph::Tensor_attributes> y;
+  if (p.transpose) {
+    auto attrs = fe::graph::Conv_dgrad_attributes()
+                     .set_name("dgrad")
+                     .set_pre_padding(p.padBegin)
+                     .set_post_padding(p.padEnd)
+                     .set_stride(p.stride)
+                     .set_dilation(p.dilation);
+    y = g->conv_dgrad(x, w, attrs);
+    y->set_dim(p.y);  // dgrad cannot infer its output size
+  } else {
+    auto attrs = fe::graph::Conv_fprop_attributes()
+                     .set_name("fprop")
+                     .set_pre_padding(p.padBegin)
+                     .set_post_padding(p.padEnd)
+                     .set_stride(p.stride)
+                     .set_dilation(p.dilation);
+    y = g->conv_fprop(x, w, attrs);
+  }
+  auto pointwise = [&](std::shared_ptr<fe::graph::Tensor_attributes> in, std::shared_ptr<fe::graph::Tensor_attributes> other,
+                       fe::PointwiseMode_t mode) {
+    auto a = fe::graph::Pointwise_attributes().set_mode(mode).set_compute_data_type(fe::DataType_t::FLOAT);
+    return other ? g->pointwise(in, other, a) : g->pointwise(in, a);
+  };
+  if (f.bias && hasBias) {
+    std::vector<int64_t> bd(p.y.size(), 1);
+    bd[1] = p.outChannels;
+    y = pointwise(y, tensor("B", kUidB, bd), fe::PointwiseMode_t::ADD);
+  }
+  if (f.residual && hasRes) y = pointwise(y, tensor("R", kUidR, p.y), fe::PointwiseMode_t::ADD);
+  fe::PointwiseMode_t mode;
+  if (f.act && cudnnActMode(act.kind, mode)) y = pointwise(y, nullptr, mode);
+  y->set_output(true).set_uid(kUidY).set_dim(p.y).set_stride(packedStrides(p.y)).set_data_type(feType(p.type));
+  return g;
+}
+
+struct ConvState : KernelState {
+  std::shared_ptr<fe::graph::Graph> graph;
+  int64_t plan = 0;
+  std::vector<int64_t> uids;  // the graph's user tensors, in the order execute wants them
+  Fusion fused;
+  bool epilogue = false;
+  DevAct act;
+  int64_t planes = 0, channels = 0, size = 0;
+};
+
+class CudnnConvKernel : public Kernel {
+ public:
+  CudnnConvKernel(const LayerDesc& l, int index)
+      : index_(index), weights_(l.inputs[1].value), bias_(l.present(2) ? l.inputs[2].value : HostTensor()) {}
+
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Problem p = resolve(l);
+    const Activation act = fusedActivation(*l.attrs);
+    const bool hasBias = l.present(2), hasRes = l.present(3);
+    fe::PointwiseMode_t mode;
+    // Fused graph first (Conv only: dgrad fusions are rare), then the bare convolution.
+    std::vector<Fusion> levels;
+    if (!p.transpose && (hasBias || hasRes || cudnnActMode(act.kind, mode))) levels.push_back(Fusion{true, true, true});
+    levels.push_back(Fusion{});
+    CudnnHandle& h = cudnnHandle();
+    std::lock_guard<std::mutex> lock(h.mu);
+    std::string failures;
+    for (const Fusion& f : levels) {
+      auto g = makeGraph(p, act, hasBias, hasRes, f);
+      auto st = g->validate();
+      if (st.is_good()) st = g->build_operation_graph(h.h);
+      if (st.is_good()) st = g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
+      if (st.is_bad()) {
+        failures += "\n" + st.get_message();
+        continue;
+      }
+      g->deselect_workspace_greater_than(kMaxWorkspace);
+      if (p.type == DataType::kFLOAT) {
+        // float32 inputs are never computed in half; TF32 tensor cores only when allowed.
+        std::vector<fe::NumericalNote_t> notes{fe::NumericalNote_t::DOWN_CONVERT_INPUTS};
+        if (!cuda::allowTf32(l)) notes.push_back(fe::NumericalNote_t::TENSOR_CORE);
+        g->deselect_numeric_notes(notes);
+      }
+      int64_t chosen = -1, built = 0;
+      for (int64_t i = 0; i < g->get_execution_plan_count() && built <= index_; ++i) {
+        if (g->build_plan_at_index(i).is_bad()) continue;
+        if (chosen < 0 || built == index_) chosen = i;
+        ++built;
+      }
+      if (chosen < 0) {
+        failures += "\nno engine config builds";
+        continue;
+      }
+      check(g->prepare_variant_pack_template(), l, "variant pack");
+      int64_t ws = 0;
+      check(g->get_workspace_size_plan_at_index(chosen, ws), l, "workspace size");
+      auto s = std::make_unique<ConvState>();
+      s->graph = g;
+      s->plan = chosen;
+      s->uids = g->get_variant_pack_uids_sorted();
+      s->fused = Fusion{f.bias && hasBias, f.residual && hasRes, f.act && cudnnActMode(act.kind, mode)};
+      s->epilogue = (hasBias && !s->fused.bias) || (hasRes && !s->fused.residual) ||
+                    (act.kind != ActKind::kNone && !s->fused.act);
+      s->act = cuda::toDevAct(s->fused.act ? Activation{} : act);
+      s->planes = p.batch * p.outChannels;
+      s->channels = p.outChannels;
+      s->size = p.outSize;
+      state = std::move(s);
+      return static_cast<size_t>(std::max<int64_t>(ws, 0));
+    }
+    throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): no cuDNN engine supports it" + failures);
+  }
+
+  void execute(const KernelIO& io, KernelState* state) const override {
+    auto* s = static_cast<ConvState*>(state);
+    const void* bias = bias_.orInput(io, 2);
+    const void* res = io.in.size() > 3 ? io.in[3].data : nullptr;
+    void* ptrs[5];
+    int n = 0;
+    for (int64_t uid : s->uids) {
+      switch (uid) {
+        case kUidX: ptrs[n++] = io.in[0].data; break;
+        case kUidW: ptrs[n++] = const_cast<void*>(weights_.orInput(io, 1)); break;
+        case kUidB: ptrs[n++] = const_cast<void*>(bias); break;
+        case kUidR: ptrs[n++] = const_cast<void*>(res); break;
+        case kUidY: ptrs[n++] = io.out[0].data; break;
+        default: throw Error("cuDNN conv: unexpected tensor uid " + std::to_string(uid));
+      }
+    }
+    cudaStream_t stream = cuda::streamOf(io);
+    {
+      CudnnHandle& h = cudnnHandle();
+      std::lock_guard<std::mutex> lock(h.mu);
+      cudnnStatus_t st = cudnnSetStream(h.h, stream);
+      if (st != CUDNN_STATUS_SUCCESS) throw Error(std::string("cudnnSetStream: ") + cudnnGetErrorString(st));
+      auto e = s->graph->execute_plan_at_index(h.h, ptrs, n, io.workspace, s->plan);
+      if (e.is_bad()) throw Error("cuDNN conv execute: " + e.get_message());
+    }
+    if (s->epilogue)
+      cuda::launchConvEpilogue(io.out[0].type, io.out[0].data, s->fused.bias ? nullptr : bias,
+                               s->fused.residual ? nullptr : res, s->planes, s->channels, s->size, s->act, stream);
+  }
+
+ private:
+  int index_;
+  DeviceConstant weights_, bias_;
+};
+
+bool supportsCudnnConv(const LayerDesc& l) {
+  if (!cuda::convFloatTypes(l) || !cuda::knownActivation(l)) return false;
+  const Dims& x = l.inputs[0].dims;
+  if (x.size() < 3 || x.size() > 5 || l.inputs[1].dims.size() != x.size()) return false;
+  if (l.op == "ConvTranspose") {
+    // dgrad cannot express output padding at or beyond the stride (dilation-only padding).
+    const size_t r = x.size() - 2;
+    std::vector<int64_t> op = l.attrs->getInts("output_padding", std::vector<int64_t>(r, 0));
+    std::vector<int64_t> st = l.attrs->getInts("strides", std::vector<int64_t>(r, 1));
+    for (size_t i = 0; i < op.size() && i < st.size(); ++i)
+      if (op[i] >= st[i]) return false;
+  }
+  return true;
+}
+
+template <int I>
+std::unique_ptr<Kernel> createCudnnConv(const LayerDesc& l) {
+  return std::make_unique<CudnnConvKernel>(l, I);
+}
+
+template <int I>
+void addTactic(std::vector<TacticDef>& v, const char* op) {
+  v.push_back(TacticDef{op, "cudnn_" + std::to_string(I), supportsCudnnConv, createCudnnConv<I>});
+}
+
+}  // namespace
+
+void addCudnnConvTactics(std::vector<TacticDef>& v) {
+  static_assert(kCudnnTactics == 4, "one addTactic per engine config below");
+  for (const char* op : {"Conv", "ConvTranspose"}) {
+    addTactic<0>(v, op);
+    addTactic<1>(v, op);
+    addTactic<2>(v, op);
+    addTactic<3>(v, op);
+  }
+}
+
+#else
+
+void addCudnnConvTactics(std::vector<TacticDef>& v) { (void)v; }  // built without the cuDNN frontend
+
+#endif
+
+}  // namespace kiln

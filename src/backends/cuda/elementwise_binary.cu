@@ -1,0 +1,37 @@
+// CUDA elementwise family: broadcasting binary arithmetic (Add, Sub, Mul, Div, Mod, Pow, PRelu,
+// Max, Min, Mean of two) over every numeric type; half/bf16 computed in float32.
+#include "backends/cuda/elementwise_functors.cuh"
+
+namespace kiln::cuda::ew {
+
+namespace {
+
+template <uint32_t Set, class F>
+void runArith(DataType t, const Geom& g, const void* const* in, void* out, const F& f, cudaStream_t s) {
+  dispatchSet<Set>(t, [&](auto tag) {
+    using T = decltype(tag);
+    launchBcast<F, 2, T, T, T>(g, in, out, f, s);
+  });
+}
+
+}  // namespace
+
+//! Arithmetic binary ops; returns false for ops handled elsewhere.
+bool launchBinaryArith(Binary op, DataType t, const Geom& g, const void* const* in, void* out, cudaStream_t s) {
+  switch (op) {
+    case Binary::kAdd: runArith<kNumeric>(t, g, in, out, AddF{}, s); return true;
+    case Binary::kSub: runArith<kNumeric>(t, g, in, out, SubF{}, s); return true;
+    case Binary::kMul: runArith<kNumeric>(t, g, in, out, MulF{}, s); return true;
+    case Binary::kDiv: runArith<kNumeric>(t, g, in, out, DivF{}, s); return true;
+    case Binary::kMod: runArith<kNumeric>(t, g, in, out, ModF<false>{}, s); return true;
+    case Binary::kFmod: runArith<kNumeric>(t, g, in, out, ModF<true>{}, s); return true;
+    case Binary::kPow: runArith<kNumeric>(t, g, in, out, PowF{}, s); return true;
+    case Binary::kPRelu: runArith<kNumeric>(t, g, in, out, PReluF{}, s); return true;
+    case Binary::kMax: runArith<kNumeric>(t, g, in, out, MaxF{}, s); return true;
+    case Binary::kMin: runArith<kNumeric>(t, g, in, out, MinF{}, s); return true;
+    case Binary::kMean: runArith<kFloats>(t, g, in, out, MeanF{}, s); return true;
+    default: return false;
+  }
+}
+
+}  // namespace kiln::cuda::ew

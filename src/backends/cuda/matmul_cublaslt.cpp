@@ -1,0 +1,148 @@
+// cuBLASLt wrapper for the matmul family (see matmul_cublaslt.h).
+// Row-major trick: cuBLASLt is column-major, and a row-major [R,C] matrix is the column-major
+// [C,R] matrix with the same memory. So row-major D = op(A) op(B) is computed as the column-major
+// D^T = op(B)^T op(A)^T: cuBLASLt's "A" operand is our B, its "B" operand is our A, m = N, n = M.
+#include "backends/cuda/matmul_cublaslt.h"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+namespace kiln::cuda {
+
+namespace {
+
+void checkLt(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw Error(std::string("cuBLASLt error ") + cublasLtGetStatusName(st) + " (" + cublasLtGetStatusString(st) + ") in " + what);
+}
+
+cudaDataType_t cudaTypeOf(DataType t) {
+  switch (t) {
+    case DataType::kFLOAT: return CUDA_R_32F;
+    case DataType::kHALF: return CUDA_R_16F;
+    case DataType::kBF16: return CUDA_R_16BF;
+    default: throw UnsupportedError(std::string("cuBLASLt matmul: unsupported data type ") + toString(t));
+  }
+}
+
+//! Largest power of two <= cap that divides `bytes` (cap when bytes == 0).
+unsigned alignOf(int64_t bytes, unsigned cap) {
+  unsigned a = cap;
+  while (a > 1 && bytes % a != 0) a /= 2;
+  return a;
+}
+
+void checkInt32(int64_t v, const char* what) {
+  if (v > INT_MAX) throw UnsupportedError(std::string("cuBLASLt matmul: ") + what + " = " + std::to_string(v) + " exceeds int32");
+}
+
+cublasLtMatrixLayout_t makeLayout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+  cublasLtMatrixLayout_t l = nullptr;
+  checkLt(cublasLtMatrixLayoutCreate(&l, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld), "cublasLtMatrixLayoutCreate");
+  if (batch > 1) {
+    int32_t count = static_cast<int32_t>(batch);
+    cublasStatus_t s1 = cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count));
+    cublasStatus_t s2 = cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride));
+    if (s1 != CUBLAS_STATUS_SUCCESS || s2 != CUBLAS_STATUS_SUCCESS) {
+      cublasLtMatrixLayoutDestroy(l);
+      checkLt(s1 != CUBLAS_STATUS_SUCCESS ? s1 : s2, "cublasLtMatrixLayoutSetAttribute");
+    }
+  }
+  return l;
+}
+
+}  // namespace
+
+cublasLtHandle_t ltHandle() {
+  // Created once per process (thread-safe static initialization) and never destroyed: destroying
+  // it during static destruction could run after the CUDA runtime has shut down.
+  static cublasLtHandle_t h = [] {
+    cublasLtHandle_t handle = nullptr;
+    checkLt(cublasLtCreate(&handle), "cublasLtCreate");
+    return handle;
+  }();
+  return h;
+}
+
+LtPlan::LtPlan(const GemmProblem& p, int algoIndex, unsigned alignBytes, size_t maxWorkspace) : p_(p), align_(alignBytes) {
+  checkInt32(p.M, "M");
+  checkInt32(p.N, "N");
+  checkInt32(p.K, "K");
+  checkInt32(p.batch, "batch count");
+  const cudaDataType_t dt = cudaTypeOf(p.type);
+  const int64_t es = static_cast<int64_t>(elementSize(p.type));
+  const cublasComputeType_t compute =
+      p.type == DataType::kFLOAT && p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  try {
+    checkLt(cublasLtMatmulDescCreate(&op_, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    // cuBLASLt's A = our B: stored [K,N] row-major = col-major N x K (op N), or [N,K] = K x N (op T).
+    int32_t opA = p.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    // cuBLASLt's B = our A: stored [M,K] row-major = col-major K x M (op N), or [K,M] = M x K (op T).
+    int32_t opB = p.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    checkLt(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)), "set TRANSA");
+    checkLt(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)), "set TRANSB");
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+    if (p.act == LtAct::kRelu) epi = p.bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    else if (p.act == LtAct::kGeluTanh) epi = p.bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    else if (p.bias) epi = CUBLASLT_EPILOGUE_BIAS;
+    checkLt(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
+
+    la_ = p.transB ? makeLayout(dt, p.K, p.N, p.K, p.batch, p.strideB) : makeLayout(dt, p.N, p.K, p.N, p.batch, p.strideB);
+    lb_ = p.transA ? makeLayout(dt, p.M, p.K, p.M, p.batch, p.strideA) : makeLayout(dt, p.K, p.M, p.K, p.batch, p.strideA);
+    lc_ = makeLayout(dt, p.N, p.M, p.N, p.batch, p.strideD);
+    ld_ = makeLayout(dt, p.N, p.M, p.N, p.batch, p.strideD);
+
+    // Later matrices of a strided batch are only as aligned as the stride.
+    auto operandAlign = [&](int64_t stride) {
+      return p.batch > 1 && stride != 0 ? alignOf(stride * es, alignBytes) : alignBytes;
+    };
+    uint32_t alA = operandAlign(p.strideB), alB = operandAlign(p.strideA), alD = operandAlign(p.strideD);
+    uint64_t wsMax = maxWorkspace;
+    cublasLtMatmulPreference_t pref = nullptr;
+    checkLt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    constexpr int kRequested = 8;
+    cublasLtMatmulHeuristicResult_t res[kRequested] = {};
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsMax, sizeof(wsMax));
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alA, sizeof(alA));
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alB, sizeof(alB));
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alD, sizeof(alD));
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alD, sizeof(alD));
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmulAlgoGetHeuristic(ltHandle(), op_, la_, lb_, lc_, ld_, pref, kRequested, res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0))
+      throw UnsupportedError("cuBLASLt has no algorithm for this matmul (" + std::to_string(p.M) + "x" + std::to_string(p.N) + "x" +
+                             std::to_string(p.K) + ", " + toString(p.type) + ")");
+    checkLt(st, "cublasLtMatmulAlgoGetHeuristic");
+    int pick = algoIndex >= 0 && algoIndex < found && res[algoIndex].state == CUBLAS_STATUS_SUCCESS ? algoIndex : 0;
+    algo_ = res[pick].algo;
+    workspace_ = res[pick].workspaceSize;
+  } catch (...) {
+    destroy();
+    throw;
+  }
+}
+
+LtPlan::~LtPlan() { destroy(); }
+
+void LtPlan::destroy() {
+  if (ld_) cublasLtMatrixLayoutDestroy(ld_);
+  if (lc_) cublasLtMatrixLayoutDestroy(lc_);
+  if (lb_) cublasLtMatrixLayoutDestroy(lb_);
+  if (la_) cublasLtMatrixLayoutDestroy(la_);
+  if (op_) cublasLtMatmulDescDestroy(op_);
+  ld_ = lc_ = lb_ = la_ = nullptr;
+  op_ = nullptr;
+}
+
+void LtPlan::run(const void* a, const void* b, const void* c, void* d, const void* bias, void* ws, cudaStream_t s) {
+  if (p_.bias) checkLt(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), "set BIAS_POINTER");
+  const float beta = p_.useC ? p_.beta : 0.f;
+  checkLt(cublasLtMatmul(ltHandle(), op_, &p_.alpha, b, la_, a, lb_, &beta, p_.useC ? c : d, lc_, d, ld_, &algo_,
+                         workspace_ ? ws : nullptr, workspace_, s),
+          "cublasLtMatmul");
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,149 @@
+// The matmul family's own epilogue kernel (see matmul_epilogue.h).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/matmul_epilogue.h"
+#include "ops/op_util.h"
+
+namespace kiln::cuda {
+
+void setPostAddend(MatMulPost& p, const Dims& cDims, const Dims& outDims, float scale) {
+  std::vector<int64_t> cs = broadcastStrides(cDims, outDims);
+  int64_t dims[64], strides[64];
+  int rank = 0;
+  for (size_t d = 0; d < outDims.size(); ++d) {
+    if (outDims[d] == 1) continue;
+    // Merge into the previous dim when one stride walks both (contiguous, or both broadcast).
+    if (rank > 0 && strides[rank - 1] == cs[d] * outDims[d]) {
+      dims[rank - 1] *= outDims[d];
+      strides[rank - 1] = cs[d];
+      continue;
+    }
+    if (rank == 64) throw UnsupportedError("matmul epilogue: too many dims");
+    dims[rank] = outDims[d];
+    strides[rank] = cs[d];
+    ++rank;
+  }
+  if (rank > kPostMaxRank)
+    throw UnsupportedError("matmul epilogue: the addend's broadcast pattern " + toString(cDims) + " -> " + toString(outDims) +
+                           " needs more than " + std::to_string(kPostMaxRank) + " dims");
+  p.hasC = true;
+  p.cScale = scale;
+  p.rank = rank;
+  for (int d = 0; d < rank; ++d) p.dims[d] = dims[d], p.cStrides[d] = strides[d];
+}
+
+namespace {
+
+struct PostArgs {
+  int act;
+  float actAlpha, actBeta;
+  bool zeroFirst;
+  float cScale;
+  int rank;
+  int64_t dims[kPostMaxRank];
+  int64_t cStrides[kPostMaxRank];
+};
+
+__device__ __forceinline__ float toF(float v) { return v; }
+__device__ __forceinline__ float toF(__half v) { return __half2float(v); }
+__device__ __forceinline__ float toF(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T fromF(float v);
+template <> __device__ __forceinline__ float fromF<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half fromF<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 fromF<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+//! Same definitions as Activation::operator() (ops/activation.h), in float.
+__device__ __forceinline__ float activate(int kind, float a, float b, float x) {
+  switch (static_cast<ActKind>(kind)) {
+    case ActKind::kNone: return x;
+    case ActKind::kRelu: return x > 0.f ? x : 0.f;
+    case ActKind::kLeakyRelu: return x >= 0.f ? x : a * x;
+    case ActKind::kClip: return x < a ? a : (x > b ? b : x);
+    case ActKind::kSigmoid: return 1.f / (1.f + expf(-x));
+    case ActKind::kTanh: return tanhf(x);
+    case ActKind::kHardSwish: { float t = x / 6.f + 0.5f; t = t < 0.f ? 0.f : (t > 1.f ? 1.f : t); return x * t; }
+    case ActKind::kHardSigmoid: { float t = a * x + b; return t < 0.f ? 0.f : (t > 1.f ? 1.f : t); }
+    case ActKind::kGelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case ActKind::kGeluTanh: return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case ActKind::kElu: return x >= 0.f ? x : a * (expf(x) - 1.f);
+    case ActKind::kSoftplus: return x > 20.f ? x : log1pf(expf(x));
+  }
+  return x;
+}
+
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+//! Each thread handles V consecutive elements (one 16-byte access when V > 1). When C is present
+//! the V elements lie in one innermost run of C's broadcast (dims[rank-1] % V == 0).
+template <typename T, int V>
+__global__ void matmulPostKernel(T* __restrict__ y, int64_t nPacks, const T* __restrict__ c, PostArgs p) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < nPacks; k += step) {
+    float acc[V];
+    if (p.zeroFirst) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] = 0.f;
+    } else {
+      Pack<T, V> in = reinterpret_cast<const Pack<T, V>*>(y)[k];
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] = toF(in.v[j]);
+    }
+    if (c) {
+      int64_t rem = k * V, off = 0;
+      for (int d = p.rank - 1; d >= 0; --d) {
+        off += (rem % p.dims[d]) * p.cStrides[d];
+        rem /= p.dims[d];
+      }
+      const int64_t inner = p.rank > 0 ? p.cStrides[p.rank - 1] : 0;
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] += p.cScale * toF(c[off + j * inner]);
+    }
+    Pack<T, V> out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) out.v[j] = fromF<T>(activate(p.act, p.actAlpha, p.actBeta, acc[j]));
+    reinterpret_cast<Pack<T, V>*>(y)[k] = out;
+  }
+}
+
+template <typename T>
+void launchTyped(void* yv, int64_t n, const void* cv, const MatMulPost& mp, cudaStream_t s) {
+  PostArgs a{};
+  a.act = static_cast<int>(mp.act.kind);
+  a.actAlpha = mp.act.alpha;
+  a.actBeta = mp.act.beta;
+  a.zeroFirst = mp.zeroFirst;
+  a.cScale = mp.cScale;
+  a.rank = mp.rank;
+  for (int d = 0; d < mp.rank; ++d) a.dims[d] = mp.dims[d], a.cStrides[d] = mp.cStrides[d];
+  T* y = static_cast<T*>(yv);
+  const T* c = mp.hasC ? static_cast<const T*>(cv) : nullptr;
+  constexpr int V = 16 / sizeof(T);
+  bool vec = reinterpret_cast<uintptr_t>(y) % 16 == 0 && n % V == 0;
+  if (c && mp.rank > 0) vec = vec && mp.dims[mp.rank - 1] % V == 0;
+  const unsigned block = 256;
+  if (vec) {
+    matmulPostKernel<T, V><<<gridFor(n / V, block), block, 0, s>>>(y, n / V, c, a);
+  } else {
+    matmulPostKernel<T, 1><<<gridFor(n, block), block, 0, s>>>(y, n, c, a);
+  }
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launchMatMulPost(DataType t, void* y, int64_t n, const void* c, const MatMulPost& p, cudaStream_t s) {
+  if (n <= 0 || !p.needed()) return;
+  switch (t) {
+    case DataType::kFLOAT: return launchTyped<float>(y, n, c, p, s);
+    case DataType::kHALF: return launchTyped<__half>(y, n, c, p, s);
+    case DataType::kBF16: return launchTyped<__nv_bfloat16>(y, n, c, p, s);
+    default: throw UnsupportedError(std::string("matmul epilogue: unsupported type ") + toString(t));
+  }
+}
+
+}  // namespace kiln::cuda

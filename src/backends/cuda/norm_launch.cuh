@@ -1,0 +1,155 @@
+// Host-side interface of the normalization / softmax / reduction / selection kernels (the .cu
+// files): parameter blocks filled at reshape (sizes, launch geometry), completed with buffer
+// pointers at execute, and the launchers. Included by host C++ (normalization_cuda.cpp) too:
+// declarations only, no device code.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kiln/types.h"
+
+namespace kiln::cuda {
+
+constexpr int kMaxReduceDims = 8;
+//! Vectors each thread keeps in registers in the cached row kernels.
+constexpr int kRowItems = 4;
+
+//! Launch geometry of a kernel that processes contiguous rows: `threads` (a multiple of 32, at
+//! most 1024) per row, `rowsPerBlock` rows per block, `vec` elements per load, and whether a
+//! row fits in registers (cached: one read of the input) or is streamed from memory.
+struct RowGeometry {
+  int threads = 32;
+  int rowsPerBlock = 1;
+  int vec = 1;
+  bool cached = false;
+};
+
+//! Chooses the geometry for rows of `cols` elements of `elemSize` bytes. `vectorize`: whether
+//! 16-byte vectors may be used (pointer alignment is checked again at launch).
+inline RowGeometry planRows(int64_t rows, int64_t cols, size_t elemSize, bool vectorize = true) {
+  RowGeometry g;
+  const int64_t wide = static_cast<int64_t>(16 / elemSize);
+  g.vec = (vectorize && wide > 1 && cols % wide == 0) ? static_cast<int>(wide) : 1;
+  const int64_t nvec = cols / g.vec;
+  int t = 32;
+  while (t < 1024 && static_cast<int64_t>(t) * kRowItems < nvec) t *= 2;
+  // Few rows: spread a row over more threads (each keeps at least one vector).
+  while (t < 1024 && rows * t < 132 * 1024 && static_cast<int64_t>(t) * 2 <= nvec) t *= 2;
+  g.threads = t;
+  g.cached = nvec <= static_cast<int64_t>(t) * kRowItems;
+  g.rowsPerBlock = std::max(1, 256 / t);
+  return g;
+}
+
+// ---- LayerNormalization, RMSNormalization, GroupNormalization, InstanceNormalization ---------
+
+//! Rows of `cols` contiguous elements normalized by their mean/variance (or mean square), then
+//! scaled and shifted by parameters whose index depends on `mode`.
+struct RowNormParams {
+  enum Mode : int {
+    kDirect = 0,      //!< scale[k], bias[k] (k: index within the row)
+    kBroadcast = 1,   //!< scale/bias broadcast to X: offsets from the element's coordinates
+    kPerChannel = 2,  //!< Group/InstanceNorm: channel = (row % groups) * perGroup + k / spatial
+    kPerGroup = 3,    //!< GroupNorm with one scale/bias per group: row % groups
+  };
+  DataType type = DataType::kFLOAT;
+  int64_t rows = 0, cols = 0;
+  float eps = 1e-5f;
+  bool rms = false;
+  int mode = kDirect;
+  int64_t groups = 1, perGroup = 1, spatial = 1;
+  int rank = 0;  //!< kBroadcast: X dims and the strides of scale / bias (0 on broadcast dims)
+  int64_t dims[kMaxReduceDims] = {};
+  int64_t scaleStrides[kMaxReduceDims] = {};
+  int64_t biasStrides[kMaxReduceDims] = {};
+  RowGeometry geo;
+  // Set at execute.
+  const void* x = nullptr;
+  void* y = nullptr;
+  const void* scale = nullptr;
+  const void* bias = nullptr;  //!< may be null (RMSNorm, LayerNorm without B)
+  float* mean = nullptr;       //!< optional outputs (float32), one per row
+  float* invStd = nullptr;
+};
+void launchRowNorm(const RowNormParams& p, cudaStream_t stream);
+
+//! BatchNormalization (inference): y = (x - mean) / sqrt(var + eps) * scale + bias, per channel
+//! (or per activation: the parameters have X's shape without the batch dim).
+struct BatchNormParams {
+  DataType type = DataType::kFLOAT;
+  int64_t count = 0, channels = 1, spatial = 1;
+  bool perActivation = false;
+  float eps = 1e-5f;
+  const void* x = nullptr;
+  void* y = nullptr;
+  const void *scale = nullptr, *bias = nullptr, *mean = nullptr, *var = nullptr;
+};
+void launchBatchNorm(const BatchNormParams& p, cudaStream_t stream);
+
+// ---- Softmax, LogSoftmax --------------------------------------------------------------------
+
+//! X viewed as [outer, length, inner]; softmax along `length`.
+struct SoftmaxParams {
+  DataType type = DataType::kFLOAT;
+  int64_t outer = 1, length = 1, inner = 1;
+  bool log = false;
+  RowGeometry geo;  //!< inner == 1: rows of `length`
+  const void* x = nullptr;
+  void* y = nullptr;
+};
+void launchSoftmax(const SoftmaxParams& p, cudaStream_t stream);
+
+// ---- Reduce* ----------------------------------------------------------------------------------
+
+enum class ReduceKind { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
+
+struct ReduceParams {
+  DataType type = DataType::kFLOAT;
+  ReduceKind kind = ReduceKind::kSum;
+  bool copy = false;  //!< noop_with_empty_axes with empty axes: Y = X
+  int64_t inCount = 0, outCount = 0, redCount = 0;
+  bool rowForm = false;  //!< the reduced elements of an output are contiguous (rows of redCount)
+  RowGeometry geo;
+  //! General form: output o's elements are at sum(kept coords * keptStrides) + sum(reduced
+  //! coords * redStrides); dims merged where possible (size-1 dims dropped).
+  int nKept = 0, nRed = 0;
+  int64_t keptDims[kMaxReduceDims] = {}, keptStrides[kMaxReduceDims] = {};
+  int64_t redDims[kMaxReduceDims] = {}, redStrides[kMaxReduceDims] = {};
+  const void* x = nullptr;
+  void* y = nullptr;
+};
+void launchReduce(const ReduceParams& p, cudaStream_t stream);
+
+// ---- ArgMax / ArgMin, TopK, CumSum: along one axis of X viewed as [outer, len, inner] -------
+
+struct ArgParams {
+  DataType type = DataType::kFLOAT;
+  int64_t outer = 1, len = 1, inner = 1;
+  bool isMax = true, last = false;
+  const void* x = nullptr;
+  int64_t* y = nullptr;
+};
+void launchArg(const ArgParams& p, cudaStream_t stream);
+
+struct TopKParams {
+  DataType type = DataType::kFLOAT;
+  int64_t outer = 1, len = 1, inner = 1, k = 0;
+  bool largest = true;
+  const void* x = nullptr;
+  void* values = nullptr;
+  int64_t* indices = nullptr;
+};
+void launchTopK(const TopKParams& p, cudaStream_t stream);
+
+struct CumSumParams {
+  DataType type = DataType::kFLOAT;
+  int64_t outer = 1, len = 1, inner = 1;
+  bool exclusive = false, reverse = false;
+  const void* x = nullptr;
+  void* y = nullptr;
+};
+void launchCumSum(const CumSumParams& p, cudaStream_t stream);
+
+}  // namespace kiln::cuda

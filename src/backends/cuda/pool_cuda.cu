@@ -1,0 +1,334 @@
+// "direct": MaxPool (with the optional Indices output), AveragePool, GlobalMaxPool and
+// GlobalAveragePool on NCHW tensors with 1..3 spatial axes (window geometry from
+// backends/cpu/conv_geometry.h: pads, auto_pad, ceil_mode, dilations, count_include_pad).
+// Float types compute in float32; MaxPool also takes int8/uint8/int32/int64. NaN wins a max
+// (as the reference). Windowed pools: one thread per output (rows of outputs are contiguous, so
+// loads coalesce along W). Global pools: one warp per (n, c) plane for small planes, one block
+// per plane for large ones.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "backends/cpu/conv_geometry.h"
+#include "backends/cuda/conv_act.cuh"
+#include "backends/cuda/cuda_util.h"
+
+namespace kiln {
+
+namespace {
+
+using cuda::fromF;
+using cuda::toF;
+
+// Arithmetic/compare type: float for the float types, the integer type itself otherwise.
+template <typename T> struct AccOf { using type = T; };
+template <> struct AccOf<__half> { using type = float; };
+template <> struct AccOf<__nv_bfloat16> { using type = float; };
+template <typename T> __device__ __forceinline__ typename AccOf<T>::type load(const T* p) {
+  if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) return toF(__ldg(p));
+  else return __ldg(p);
+}
+template <typename T> __device__ __forceinline__ T store(typename AccOf<T>::type v) {
+  if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) return fromF<T>(v);
+  else return v;
+}
+//! The max rule of the reference: larger wins, a NaN beats a number (v != v is false for ints).
+template <typename A> __device__ __forceinline__ bool beats(A v, A best) { return v > best || (v != v && best == best); }
+
+struct PoolGeom {
+  int64_t in[3], out[3], kernel[3], stride[3], dil[3], padBegin[3], padEnd[3];
+  int64_t inSize, outSize;
+};
+
+PoolGeom toGeom(const Window3& w) {
+  PoolGeom g{};
+  for (int a = 0; a < 3; ++a) {
+    g.in[a] = w.in[a], g.out[a] = w.out[a], g.kernel[a] = w.kernel[a], g.stride[a] = w.stride[a];
+    g.dil[a] = w.dilation[a], g.padBegin[a] = w.padBegin[a], g.padEnd[a] = w.padEnd[a];
+  }
+  g.inSize = w.inSize();
+  g.outSize = w.outSize();
+  return g;
+}
+
+//! Output i -> plane and the window start per axis.
+struct WindowPos {
+  int64_t plane, start[3];
+};
+__device__ __forceinline__ WindowPos windowOf(const PoolGeom& g, int64_t i) {
+  WindowPos p;
+  const int64_t ow = i % g.out[2], oh = (i / g.out[2]) % g.out[1], od = (i / (g.out[2] * g.out[1])) % g.out[0];
+  p.plane = i / g.outSize;
+  p.start[0] = od * g.stride[0] - g.padBegin[0];
+  p.start[1] = oh * g.stride[1] - g.padBegin[1];
+  p.start[2] = ow * g.stride[2] - g.padBegin[2];
+  return p;
+}
+
+template <typename T>
+__global__ void maxPoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_t* __restrict__ indices, int64_t total,
+                              PoolGeom g, bool colMajor) {
+  using A = typename AccOf<T>::type;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const WindowPos p = windowOf(g, i);
+    const T* xp = x + p.plane * g.inSize;
+    A best = A(0);
+    int64_t bestIndex = -1;
+    for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
+      const int64_t id = p.start[0] + kd * g.dil[0];
+      if (id < 0 || id >= g.in[0]) continue;
+      for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
+        const int64_t ih = p.start[1] + kh * g.dil[1];
+        if (ih < 0 || ih >= g.in[1]) continue;
+        for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+          const int64_t iw = p.start[2] + kw * g.dil[2];
+          if (iw < 0 || iw >= g.in[2]) continue;
+          const int64_t off = (id * g.in[1] + ih) * g.in[2] + iw;
+          const A v = load(xp + off);
+          if (bestIndex < 0 || beats(v, best)) {
+            best = v;
+            bestIndex = colMajor ? id + (ih + iw * g.in[1]) * g.in[0] : off;
+          }
+        }
+      }
+    }
+    y[i] = store<T>(best);
+    if (indices) indices[i] = bestIndex < 0 ? -1 : p.plane * g.inSize + bestIndex;
+  }
+}
+
+template <typename T>
+__global__ void averagePoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_t total, PoolGeom g, bool includePad) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const WindowPos p = windowOf(g, i);
+    const T* xp = x + p.plane * g.inSize;
+    float sum = 0.f;
+    int64_t inside = 0, padded = 1;
+    for (int a = 0; a < 3; ++a) {  // taps inside [-padBegin, in + padEnd) per axis
+      int64_t n = 0;
+      for (int64_t k = 0; k < g.kernel[a]; ++k) {
+        const int64_t at = p.start[a] + k * g.dil[a];
+        n += at >= -g.padBegin[a] && at < g.in[a] + g.padEnd[a];
+      }
+      padded *= n;
+    }
+    for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
+      const int64_t id = p.start[0] + kd * g.dil[0];
+      if (id < 0 || id >= g.in[0]) continue;
+      for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
+        const int64_t ih = p.start[1] + kh * g.dil[1];
+        if (ih < 0 || ih >= g.in[1]) continue;
+        for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+          const int64_t iw = p.start[2] + kw * g.dil[2];
+          if (iw < 0 || iw >= g.in[2]) continue;
+          sum += toF(__ldg(xp + (id * g.in[1] + ih) * g.in[2] + iw));
+          ++inside;
+        }
+      }
+    }
+    const int64_t count = includePad ? padded : inside;
+    y[i] = fromF<T>(count > 0 ? sum / static_cast<float>(count) : 0.f);
+  }
+}
+
+//! Combines two partial results of a global pool (sum, or max with NaN winning).
+template <bool kMax, typename A> __device__ __forceinline__ A combine(A a, A b) {
+  if constexpr (kMax) return beats(b, a) ? b : a;
+  else return a + b;
+}
+
+template <bool kMax, typename A> __device__ __forceinline__ A warpReduce(A v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = combine<kMax>(v, static_cast<A>(__shfl_xor_sync(0xffffffffu, v, o)));
+  return v;
+}
+
+//! Partial result over plane[lane], plane[lane + step], ... (the first element seeds a max).
+template <bool kMax, typename T>
+__device__ __forceinline__ typename AccOf<T>::type partial(const T* plane, int64_t size, int64_t lane, int64_t step) {
+  using A = typename AccOf<T>::type;
+  A acc = kMax ? load(plane) : A(0);
+  for (int64_t j = lane; j < size; j += step) acc = combine<kMax>(acc, load(plane + j));
+  return acc;
+}
+
+template <typename T, typename A> __device__ __forceinline__ T finishGlobal(A acc, int64_t size, bool isMax) {
+  if (isMax) return store<T>(acc);
+  if constexpr (std::is_integral_v<A>) return store<T>(acc);
+  else return store<T>(acc / static_cast<A>(size));
+}
+
+//! One warp per plane (small planes).
+template <bool kMax, typename T>
+__global__ void globalPoolWarpKernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes, int64_t size) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32; p < planes; p += warps) {
+    auto acc = warpReduce<kMax>(partial<kMax>(x + p * size, size, lane, 32));
+    if (lane == 0) y[p] = finishGlobal<T>(acc, size, kMax);
+  }
+}
+
+//! One block (256 threads) per plane (large planes).
+template <bool kMax, typename T>
+__global__ void globalPoolBlockKernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes, int64_t size) {
+  using A = typename AccOf<T>::type;
+  __shared__ A warpAcc[8];
+  for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
+    A acc = warpReduce<kMax>(partial<kMax>(x + p * size, size, threadIdx.x, blockDim.x));
+    if ((threadIdx.x & 31) == 0) warpAcc[threadIdx.x / 32] = acc;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      A v = threadIdx.x < blockDim.x / 32 ? warpAcc[threadIdx.x] : warpAcc[0];
+      v = warpReduce<kMax>(v);
+      if (threadIdx.x == 0) y[p] = finishGlobal<T>(v, size, kMax);
+    }
+    __syncthreads();
+  }
+}
+
+// ---- host side ----
+
+bool isPoolFloat(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
+bool isPoolInt(DataType t) {
+  return t == DataType::kINT8 || t == DataType::kUINT8 || t == DataType::kINT32 || t == DataType::kINT64;
+}
+
+//! Calls f(T{}) for the element types the pool kernels are built for.
+template <typename F>
+void dispatchPoolType(DataType t, bool allowInt, F&& f) {
+  switch (t) {
+    case DataType::kFLOAT: return f(float{});
+    case DataType::kHALF: return f(__half{});
+    case DataType::kBF16: return f(__nv_bfloat16{});
+    default: break;
+  }
+  if (allowInt) {
+    switch (t) {
+      case DataType::kINT8: return f(int8_t{});
+      case DataType::kUINT8: return f(uint8_t{});
+      case DataType::kINT32: return f(int32_t{});
+      case DataType::kINT64: return f(int64_t{});
+      default: break;
+    }
+  }
+  throw UnsupportedError(std::string("CUDA pooling: unsupported type ") + toString(t));
+}
+
+struct PoolState : KernelState {
+  PoolGeom g{};
+  int64_t total = 0;   // outputs (windowed pools)
+  int64_t planes = 0, size = 0;  // global pools
+};
+
+class WindowPoolKernel : public Kernel {
+ public:
+  explicit WindowPoolKernel(const LayerDesc& l)
+      : max_(l.op == "MaxPool"), colMajor_(l.attrs->getInt("storage_order", 0) == 1),
+        includePad_(l.attrs->getInt("count_include_pad", 0) == 1) {}
+
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& x = l.inputs[0].dims;
+    auto s = std::make_unique<PoolState>();
+    s->g = toGeom(toWindow3(poolWindow(l, x, l.attrs->getInts("kernel_shape"))));
+    s->total = x[0] * x[1] * s->g.outSize;
+    state = std::move(s);
+    return 0;
+  }
+
+  void execute(const KernelIO& io, KernelState* state) const override {
+    const auto* s = static_cast<const PoolState*>(state);
+    if (s->total == 0) return;
+    cudaStream_t stream = cuda::streamOf(io);
+    const unsigned grid = cuda::gridFor(s->total);
+    dispatchPoolType(io.in[0].type, max_, [&](auto tag) {
+      using T = decltype(tag);
+      if (max_) {
+        int64_t* indices = io.out.size() > 1 ? io.out[1].as<int64_t>() : nullptr;
+        maxPoolKernel<T><<<grid, 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(), indices, s->total, s->g, colMajor_);
+      } else if constexpr (!std::is_integral_v<T>) {
+        averagePoolKernel<T><<<grid, 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(), s->total, s->g, includePad_);
+      }
+    });
+    KILN_CUDA_CHECK_LAUNCH();
+  }
+
+ private:
+  bool max_, colMajor_, includePad_;
+};
+
+class GlobalPoolKernel : public Kernel {
+ public:
+  explicit GlobalPoolKernel(const LayerDesc& l) : max_(l.op == "GlobalMaxPool") {}
+
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& x = l.inputs[0].dims;
+    auto s = std::make_unique<PoolState>();
+    s->planes = x[0] * x[1];
+    s->size = s->planes == 0 ? 0 : volume(x) / s->planes;
+    state = std::move(s);
+    return 0;
+  }
+
+  void execute(const KernelIO& io, KernelState* state) const override {
+    const auto* s = static_cast<const PoolState*>(state);
+    if (s->planes == 0) return;
+    cudaStream_t stream = cuda::streamOf(io);
+    if (s->size == 0) {  // empty planes: the reference writes 0
+      KILN_CUDA_CHECK(cudaMemsetAsync(io.out[0].data, 0, static_cast<size_t>(s->planes) * elementSize(io.out[0].type), stream));
+      return;
+    }
+    // Block per plane only when the planes are large and there are too few for warps to fill the GPU.
+    const bool perBlock = s->size >= 2048 && s->planes < int64_t(132) * 64;
+    dispatchPoolType(io.in[0].type, max_, [&](auto tag) {
+      using T = decltype(tag);
+      auto launch = [&](auto kMaxTag) {
+        constexpr bool kMax = decltype(kMaxTag)::value;
+        if (perBlock)
+          globalPoolBlockKernel<kMax, T><<<static_cast<unsigned>(std::min<int64_t>(s->planes, 132 * 64)), 256, 0, stream>>>(
+              io.in[0].as<T>(), io.out[0].as<T>(), s->planes, s->size);
+        else
+          globalPoolWarpKernel<kMax, T><<<cuda::gridFor(s->planes * 32), 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(),
+                                                                                         s->planes, s->size);
+      };
+      if (max_) launch(std::true_type{});
+      else if constexpr (!std::is_integral_v<T>) launch(std::false_type{});
+    });
+    KILN_CUDA_CHECK_LAUNCH();
+  }
+
+ private:
+  bool max_;
+};
+
+bool poolTypeOk(const LayerDesc& l, bool isMax) {
+  if (l.inputs.size() != 1 || !l.present(0)) return false;
+  const DataType t = l.inputs[0].type;
+  if (!(isPoolFloat(t) || (isMax && isPoolInt(t)))) return false;
+  const Dims& x = l.inputs[0].dims;
+  return x.size() >= 3 && x.size() <= 5;
+}
+
+bool supportsWindowPool(const LayerDesc& l) {
+  const bool isMax = l.op == "MaxPool";
+  if (!poolTypeOk(l, isMax) || !l.attrs->has("kernel_shape")) return false;
+  if (l.outputs.size() > (isMax ? 2u : 1u)) return false;
+  return true;
+}
+
+bool supportsGlobalPool(const LayerDesc& l) { return poolTypeOk(l, l.op == "GlobalMaxPool"); }
+
+std::unique_ptr<Kernel> createWindowPool(const LayerDesc& l) { return std::make_unique<WindowPoolKernel>(l); }
+std::unique_ptr<Kernel> createGlobalPool(const LayerDesc& l) { return std::make_unique<GlobalPoolKernel>(l); }
+
+}  // namespace
+
+void addPoolCudaTactics(std::vector<TacticDef>& v) {
+  v.push_back(TacticDef{"MaxPool", "direct", supportsWindowPool, createWindowPool});
+  v.push_back(TacticDef{"AveragePool", "direct", supportsWindowPool, createWindowPool});
+  v.push_back(TacticDef{"GlobalMaxPool", "direct", supportsGlobalPool, createGlobalPool});
+  v.push_back(TacticDef{"GlobalAveragePool", "direct", supportsGlobalPool, createGlobalPool});
+}
+
+}  // namespace kiln

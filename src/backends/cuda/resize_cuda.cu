@@ -1,0 +1,210 @@
+// CUDA tactic of the resize family: Resize / Upsample of the two innermost axes (NCHW and any
+// tensor whose leading axes are not resized), modes nearest, linear and cubic (antialias too),
+// every coordinate transformation the CPU reference supports except tf_crop_and_resize. The
+// sampling taps (input indices and weights per output row/column) come from the op definition
+// (ops/resize.cpp), so rounding matches the reference; they are computed in reshape() and uploaded
+// to device memory owned by the kernel state. Nearest copies raw elements of any size; linear and
+// cubic compute in float32 for float32/float16/bfloat16.
+#include <cstring>
+
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/shape_cuda.cuh"
+#include "ops/op_util.h"
+
+namespace kiln {
+
+// Defined in ops/resize.cpp: output dims and per-axis taps of a concrete Resize/Upsample layer;
+// false when the layer extrapolates (tf_crop_and_resize).
+bool resizeSamplingTaps(const LayerDesc& concrete, Dims& outDims, std::vector<int>& taps,
+                        std::vector<std::vector<int64_t>>& index, std::vector<std::vector<float>>& weight);
+
+namespace {
+
+using cuda::gridFor;
+using cuda::streamOf;
+
+struct ResizeParams {
+  int64_t planes, ih, iw, oh, ow, total;
+  int ty, tx;  // taps per output row / column
+  const int32_t* yi;
+  const float* yw;
+  const int32_t* xi;
+  const float* xw;
+};
+
+template <typename T>
+__global__ void resizeNearestKernel(const T* __restrict__ src, T* __restrict__ dst, ResizeParams p) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.total; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t ox = i % p.ow, t = i / p.ow, oy = t % p.oh, plane = t / p.oh;
+    dst[i] = src[(plane * p.ih + p.yi[oy]) * p.iw + p.xi[ox]];
+  }
+}
+
+template <typename T>
+__global__ void resizeFilterKernel(const T* __restrict__ src, T* __restrict__ dst, ResizeParams p) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.total; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t ox = i % p.ow, t = i / p.ow, oy = t % p.oh, plane = t / p.oh;
+    const T* base = src + plane * p.ih * p.iw;
+    float acc = 0.f;
+    for (int a = 0; a < p.ty; ++a) {
+      const T* row = base + static_cast<int64_t>(p.yi[oy * p.ty + a]) * p.iw;
+      float r = 0.f;
+      for (int b = 0; b < p.tx; ++b) r += p.xw[ox * p.tx + b] * static_cast<float>(row[p.xi[ox * p.tx + b]]);
+      acc += p.yw[oy * p.ty + a] * r;
+    }
+    dst[i] = static_cast<T>(acc);
+  }
+}
+
+//! Device tap tables of one concrete shape.
+struct ResizeState : KernelState {
+  ResizeParams p{};
+  void* tables = nullptr;
+  ~ResizeState() override {
+    if (tables) cudaFree(tables);
+  }
+};
+
+bool identityAxis(int count, const std::vector<int64_t>& index, const std::vector<float>& weight, int64_t in, int64_t out) {
+  if (count != 1 || in != out) return false;
+  for (int64_t o = 0; o < out; ++o)
+    if (index[o] != o || weight[o] != 1.f) return false;
+  return true;
+}
+
+class ResizeKernel : public Kernel {
+ public:
+  explicit ResizeKernel(bool nearest) : nearest_(nearest) {}
+
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& in = l.inputs[0].dims;
+    const size_t rank = in.size();
+    if (rank < 2) throw UnsupportedError("CUDA Resize: rank-1 input");
+    Dims out;
+    std::vector<int> taps;
+    std::vector<std::vector<int64_t>> index;
+    std::vector<std::vector<float>> weight;
+    if (!resizeSamplingTaps(l, out, taps, index, weight))
+      throw UnsupportedError("CUDA Resize: tf_crop_and_resize extrapolation is not supported");
+    for (size_t a = 0; a + 2 < rank; ++a)
+      if (!identityAxis(taps[a], index[a], weight[a], in[a], out[a]))
+        throw UnsupportedError("CUDA Resize: only the two innermost axes may be resized");
+    auto s = std::make_unique<ResizeState>();
+    ResizeParams& p = s->p;
+    p.planes = volume(Dims(in.begin(), in.end() - 2));
+    p.ih = in[rank - 2];
+    p.iw = in[rank - 1];
+    p.oh = out[rank - 2];
+    p.ow = out[rank - 1];
+    p.ty = taps[rank - 2];
+    p.tx = taps[rank - 1];
+    p.total = p.planes * p.oh * p.ow;
+    if (p.ih >= (int64_t(1) << 31) || p.iw >= (int64_t(1) << 31)) throw UnsupportedError("CUDA Resize: axis too long");
+    if (p.total > 0) {
+      const int64_t ny = p.oh * p.ty, nx = p.ow * p.tx;
+      std::vector<int32_t> idx(static_cast<size_t>(ny + nx));
+      std::vector<float> w(static_cast<size_t>(ny + nx));
+      for (int64_t i = 0; i < ny; ++i) {
+        idx[i] = static_cast<int32_t>(index[rank - 2][i]);
+        w[i] = weight[rank - 2][i];
+      }
+      for (int64_t i = 0; i < nx; ++i) {
+        idx[ny + i] = static_cast<int32_t>(index[rank - 1][i]);
+        w[ny + i] = weight[rank - 1][i];
+      }
+      const size_t ib = idx.size() * sizeof(int32_t), wb = w.size() * sizeof(float);
+      KILN_CUDA_CHECK(cudaMalloc(&s->tables, ib + wb));
+      KILN_CUDA_CHECK(cudaMemcpy(s->tables, idx.data(), ib, cudaMemcpyHostToDevice));
+      KILN_CUDA_CHECK(cudaMemcpy(static_cast<uint8_t*>(s->tables) + ib, w.data(), wb, cudaMemcpyHostToDevice));
+      auto* ip = static_cast<int32_t*>(s->tables);
+      auto* wp = reinterpret_cast<float*>(static_cast<uint8_t*>(s->tables) + ib);
+      p.yi = ip;
+      p.xi = ip + ny;
+      p.yw = wp;
+      p.xw = wp + ny;
+    }
+    state = std::move(s);
+    return 0;
+  }
+
+  void execute(const KernelIO& io, KernelState* state) const override {
+    const ResizeParams& p = static_cast<ResizeState*>(state)->p;
+    if (p.total == 0) return;
+    const unsigned grid = gridFor(p.total);
+    cudaStream_t st = streamOf(io);
+    if (nearest_) {
+      switch (elementSize(io.in[0].type)) {
+        case 1: resizeNearestKernel<uint8_t><<<grid, 256, 0, st>>>(io.in[0].as<const uint8_t>(), io.out[0].as<uint8_t>(), p); break;
+        case 2: resizeNearestKernel<uint16_t><<<grid, 256, 0, st>>>(io.in[0].as<const uint16_t>(), io.out[0].as<uint16_t>(), p); break;
+        case 4: resizeNearestKernel<uint32_t><<<grid, 256, 0, st>>>(io.in[0].as<const uint32_t>(), io.out[0].as<uint32_t>(), p); break;
+        case 8: resizeNearestKernel<uint64_t><<<grid, 256, 0, st>>>(io.in[0].as<const uint64_t>(), io.out[0].as<uint64_t>(), p); break;
+        default: throw Error("CUDA Resize: unsupported element size");
+      }
+    } else {
+      switch (io.in[0].type) {
+        case DataType::kFLOAT: resizeFilterKernel<float><<<grid, 256, 0, st>>>(io.in[0].as<const float>(), io.out[0].as<float>(), p); break;
+        case DataType::kHALF: resizeFilterKernel<__half><<<grid, 256, 0, st>>>(io.in[0].as<const __half>(), io.out[0].as<__half>(), p); break;
+        case DataType::kBF16:
+          resizeFilterKernel<__nv_bfloat16><<<grid, 256, 0, st>>>(io.in[0].as<const __nv_bfloat16>(), io.out[0].as<__nv_bfloat16>(), p);
+          break;
+        default: throw UnsupportedError("CUDA Resize: linear/cubic needs float32/float16/bfloat16");
+      }
+    }
+    KILN_CUDA_CHECK_LAUNCH();
+  }
+
+ private:
+  bool nearest_;
+};
+
+//! Whether input i's known value leaves every leading axis (all but the last two) unchanged.
+bool leadingAxesKept(const LayerDesc& l, int i, bool sizes) {
+  if (i >= static_cast<int>(l.inputs.size()) || !l.present(i) || !l.inputs[i].value.valid()) return true;
+  const HostTensor& v = l.inputs[i].value;
+  const Dims& d = l.inputs[0].dims;
+  if (v.count() == 0) return true;  // an empty scales/sizes input is absent
+  if (v.count() != static_cast<int64_t>(d.size())) return true;  // per `axes`: checked on the attribute
+  for (size_t a = 0; a + 2 < d.size(); ++a) {
+    double expect = sizes ? static_cast<double>(d[a]) : 1.0;
+    if (sizes && d[a] < 0) continue;
+    if (v.getDouble(static_cast<int64_t>(a)) != expect) return false;
+  }
+  return true;
+}
+
+bool supportsResize(const LayerDesc& l) {
+  if (l.inputs.empty() || l.inputs[0].dims.size() < 2) return false;
+  const int64_t rank = static_cast<int64_t>(l.inputs[0].dims.size());
+  const std::string mode = l.attrs->getString("mode", "nearest");
+  const DataType t = l.inputs[0].type;
+  const size_t es = elementSize(t);
+  if (mode == "nearest") {
+    if (es != 1 && es != 2 && es != 4 && es != 8) return false;
+  } else if (mode == "linear" || mode == "cubic") {
+    if (t != DataType::kFLOAT && t != DataType::kHALF && t != DataType::kBF16) return false;
+  } else {
+    return false;
+  }
+  if (l.op == "Upsample") return leadingAxesKept(l, 1, false);
+  if (l.attrs->getString("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize") return false;
+  for (int64_t a : l.attrs->getInts("axes")) {
+    int64_t n = a < 0 ? a + rank : a;
+    if (n < rank - 2) return false;
+  }
+  if (l.attrs->getString("keep_aspect_ratio_policy", "stretch") != "stretch" && l.attrs->getInts("axes").empty() && rank > 2)
+    return false;  // one scale for every axis would resize the leading ones
+  return leadingAxesKept(l, 2, false) && leadingAxesKept(l, 3, true);
+}
+
+std::unique_ptr<Kernel> createResize(const LayerDesc& l) {
+  return std::make_unique<ResizeKernel>(l.attrs->getString("mode", "nearest") == "nearest");
+}
+
+}  // namespace
+
+void addResizeCudaTactics(std::vector<CudaTacticDef>& v) {
+  v.push_back({"Resize", "cuda_resize", supportsResize, createResize});
+  v.push_back({"Upsample", "cuda_resize", supportsResize, createResize});
+}
+
+}  // namespace kiln

@@ -1,0 +1,320 @@
+// Scaled-dot-product attention as BERT / ViT / GPT-2 exports write it,
+//   S = MatMul(Q, K^T) [Mul/Div by scalars, also on Q or K^T before the MatMul]
+//       [Where(cond, S, very negative c)] [Add(mask)];  Y = MatMul(Softmax(S, axis=-1), V)
+// with Q, K, V of shape [B, H, S, D] (K^T given as [B, H, D, S]: a Transpose of K, or any chain
+// of Transposes of a 4-D tensor), becomes one Attention layer (ONNX opset 23: scale, is_causal,
+// additive attn_mask). Constant masks that are exactly causal (0 on and below the diagonal, <= -1e4
+// above it, or a bool lower triangle) become is_causal. GPU builds only (fused attention kernel).
+#include <cmath>
+#include <limits>
+
+#include "builder/passes/passes.h"
+
+namespace kiln {
+
+namespace {
+
+// Masked logits at or below this are treated as -inf (exp(-1e4) underflows in float).
+constexpr double kVeryNegative = -1e4;
+// Fill values at or below this absorb any finite logit (x + c == c in float and half).
+constexpr double kAbsorbing = -1e30;
+
+bool computeType(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
+
+bool scalarConst(const Tensor* t, double* v) {
+  if (!t || !t->isConstant() || t->value.count() != 1 || !isFloat(t->type)) return false;
+  *v = t->value.getDouble(0);
+  return true;
+}
+
+bool sameDim(int64_t a, int64_t b) { return a == b; }  // -1 == -1: the same symbolic dim (trusted)
+
+//! Mul/Div of `t` by a scalar constant (either operand for Mul): returns the other operand and
+//! the factor, or nullptr.
+Tensor* scalarOperand(const Layer* l, double* factor) {
+  if (!l || l->inputs.size() != 2 || !l->inputs[0] || !l->inputs[1]) return nullptr;
+  double c = 0;
+  Tensor* x = nullptr;
+  if (l->op == "Mul") {
+    if (scalarConst(l->inputs[1], &c)) x = l->inputs[0];
+    else if (scalarConst(l->inputs[0], &c)) x = l->inputs[1];
+    *factor = c;
+  } else if (l->op == "Div" && scalarConst(l->inputs[1], &c) && c != 0) {
+    x = l->inputs[0];
+    *factor = 1.0 / c;
+  }
+  if (!x || x->isConstant() || !x->dimsKnown || x->dims != l->outputs[0]->dims) return nullptr;  // no rank-raising broadcast
+  return x;
+}
+
+//! Walks up Mul/Div-by-scalar layers above `t` (their other consumers keep them alive).
+Tensor* peelScales(Tensor* t, double* scale) {
+  double f = 1;
+  while (Tensor* x = scalarOperand(t->producer, &f)) {
+    *scale *= f;
+    t = x;
+  }
+  return t;
+}
+
+//! K^T = transpose(root, perm) through Transposes and scalar scales above `kt` (rank 4).
+Tensor* peelKeyTranspose(Tensor* kt, double* scale, std::vector<int64_t>* perm) {
+  *perm = {0, 1, 2, 3};
+  Tensor* t = kt;
+  for (;;) {
+    t = peelScales(t, scale);
+    if ((*perm)[0] == 0 && (*perm)[1] == 1 && (*perm)[2] == 3 && (*perm)[3] == 2) break;  // t is K itself
+    const Layer* l = t->producer;
+    if (!l || l->op != "Transpose" || !l->inputs[0] || !l->inputs[0]->dimsKnown || l->inputs[0]->dims.size() != 4) break;
+    std::vector<int64_t> p = l->attrs.getInts("perm", {3, 2, 1, 0});
+    if (p.size() != 4) break;
+    for (int64_t& v : p) v = v < 0 ? v + 4 : v;
+    for (int64_t& v : *perm) v = p[static_cast<size_t>(v)];  // kt dim i = input dim p[perm[i]]
+    t = l->inputs[0];
+  }
+  return t;
+}
+
+//! `m` (rank <= 4) broadcasts to `target` ([B, H, Sq, Skv]) with its last dim equal to Skv.
+bool broadcastsTo(const Dims& m, const Dims& target) {
+  if (m.empty() || m.size() > 4) return false;
+  const size_t off = 4 - m.size();
+  for (size_t k = 0; k < m.size(); ++k) {
+    const int64_t want = target[off + k];
+    if (k + 1 == m.size() ? !sameDim(m[k], want) : !(m[k] == 1 || sameDim(m[k], want))) return false;
+  }
+  return true;
+}
+
+//! For a constant [.., Sq, Skv] tensor with all leading dims 1: whether pred(value, i, j) holds
+//! for every element.
+template <typename Pred>
+bool everyElement(const Tensor* t, Pred pred) {
+  const Dims& d = t->value.dims();
+  if (d.size() < 2) return false;
+  int64_t lead = 1;
+  for (size_t k = 0; k + 2 < d.size(); ++k) lead *= d[k];
+  if (lead != 1) return false;
+  const int64_t rows = d[d.size() - 2], cols = d.back();
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      if (!pred(t->value.getDouble(i * cols + j), i, j)) return false;
+  return true;
+}
+
+HostTensor typedTensor(DataType t, const Dims& d, const std::vector<double>& v) {
+  HostTensor h(t, d);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float f = static_cast<float>(v[i]);
+    if (t == DataType::kFLOAT) h.as<float>()[i] = f;
+    else if (t == DataType::kHALF) h.as<uint16_t>()[i] = floatToHalf(f);
+    else h.as<uint16_t>()[i] = floatToBf16(f);
+  }
+  return h;
+}
+
+Dims broadcastDims(const Dims& a, const Dims& b) {
+  Dims r(std::max(a.size(), b.size()), 1);
+  for (size_t k = 0; k < r.size(); ++k) {
+    const size_t i = r.size() - 1 - k;
+    const int64_t x = k < a.size() ? a[a.size() - 1 - k] : 1, y = k < b.size() ? b[b.size() - 1 - k] : 1;
+    r[i] = x == 1 ? y : x;
+  }
+  return r;
+}
+
+Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name,
+                      DataType type, const Dims& dims) {
+  Layer* l = net.addLayer(op, in, 1, std::move(a), net.uniqueName(name));
+  l->outputs[0]->type = type;
+  l->outputs[0]->dims = dims;
+  l->outputs[0]->dimsKnown = true;
+  return l->outputs[0];
+}
+
+//! One matched attention subgraph.
+struct Match {
+  Layer *qk = nullptr, *softmax = nullptr, *pv = nullptr;
+  std::vector<Layer*> chain;  // qk .. pv, all removed
+  double scale = 1;
+  std::vector<Tensor*> masks;  // additive masks (broadcastable to the scores)
+  Layer* where = nullptr;      // Where(cond, S, c) (or Where(cond, c, S) when whereKeepsTrue is false)
+  bool whereKeepsTrue = true;
+  double whereFill = 0;
+};
+
+//! Walks from Softmax up to the Q K^T MatMul; fills the chain, scale and mask parts.
+bool matchScores(const Network& net, Layer* sm, Match& m) {
+  m.softmax = sm;
+  Layer* pv = soleConsumer(net, sm->outputs[0]);
+  if (!pv || pv->op != "MatMul" || pv->inputs.size() != 2 || pv->inputs[0] != sm->outputs[0]) return false;
+  m.pv = pv;
+  m.chain = {pv, sm};
+  Tensor* t = sm->inputs[0];
+  Layer* next = sm;
+  bool seenScale = false;
+  for (;;) {
+    Layer* l = t->producer;
+    if (!l || soleConsumer(net, t) != next) return false;
+    double f = 1;
+    if (l->op == "MatMul" && l->inputs.size() == 2) {
+      m.qk = l;
+      m.chain.push_back(l);
+      return true;
+    }
+    if (Tensor* x = scalarOperand(l, &f)) {
+      m.scale *= f;
+      seenScale = true;
+      t = x;
+    } else if (l->op == "Add" && l->inputs.size() == 2 && !seenScale) {  // a mask added after scaling only
+      auto scoresLike = [&](const Tensor* x) {
+        return x && !x->isConstant() && x->producer && x->dims == l->outputs[0]->dims &&
+               (x->producer->op == "MatMul" || x->producer->op == "Mul" || x->producer->op == "Div" || x->producer->op == "Where" ||
+                x->producer->op == "Add");
+      };
+      const int s = scoresLike(l->inputs[0]) ? 0 : (scoresLike(l->inputs[1]) ? 1 : -1);
+      if (s < 0) return false;
+      m.masks.push_back(l->inputs[1 - s]);
+      t = l->inputs[s];
+    } else if (l->op == "Where" && l->inputs.size() == 3 && !seenScale && !m.where) {
+      double c = 0;
+      if (scalarConst(l->inputs[2], &c)) {
+        t = l->inputs[1];
+      } else if (scalarConst(l->inputs[1], &c)) {
+        t = l->inputs[2];
+        m.whereKeepsTrue = false;
+      } else {
+        return false;
+      }
+      if (!(c <= kVeryNegative) || !t || t->dims != l->outputs[0]->dims || l->inputs[0]->type != DataType::kBOOL) return false;
+      m.where = l;
+      m.whereFill = c;
+    } else {
+      return false;
+    }
+    m.chain.push_back(l);
+    next = l;
+  }
+}
+
+bool fuseOne(Network& net, Layer* sm) {
+  const Tensor* x = sm->inputs.empty() ? nullptr : sm->inputs[0];
+  if (!x || !x->dimsKnown || x->dims.size() != 4 || !computeType(x->type)) return false;
+  const int64_t axis = sm->attrs.getInt("axis", -1);
+  if (axis != -1 && axis != 3) return false;
+  Match m;
+  if (!matchScores(net, sm, m)) return false;
+  const DataType type = x->type;
+  const Dims scores = m.qk->outputs[0]->dims;  // [B, H, Sq, Skv]
+  double scale = m.scale;
+  Tensor* q = peelScales(m.qk->inputs[0], &scale);
+  std::vector<int64_t> perm;
+  Tensor* kRoot = peelKeyTranspose(m.qk->inputs[1], &scale, &perm);
+  Tensor* v = m.pv->inputs[1];
+  for (const Tensor* t : {q, kRoot, v})
+    if (!t || !t->dimsKnown || t->dims.size() != 4 || t->type != type) return false;
+  if (!(scale > 0) || !std::isfinite(scale)) return false;
+  // K = transpose(kRoot, kPerm) with K dim i = K^T dim swap(i).
+  const std::vector<int64_t> kPerm{perm[0], perm[1], perm[3], perm[2]};
+  Dims kDims(4);
+  for (int i = 0; i < 4; ++i) kDims[i] = kRoot->dims[static_cast<size_t>(kPerm[i])];
+  const Dims &qd = q->dims, &vd = v->dims;
+  // Equal batch and head counts (no MatMul broadcasting), matching sequence and head sizes.
+  for (int i = 0; i < 2; ++i)
+    if (!sameDim(qd[i], kDims[i]) || !sameDim(qd[i], vd[i]) || !sameDim(qd[i], scores[i])) return false;
+  if (!sameDim(qd[3], kDims[3]) || !sameDim(kDims[2], vd[2]) || !sameDim(scores[2], qd[2]) || !sameDim(scores[3], kDims[2]))
+    return false;
+  if (!computeType(type)) return false;
+  // Masks: additive tensors of the scores' type; constant exact-causal ones become is_causal.
+  bool causal = false;
+  const int64_t sq = scores[2], skv = scores[3];
+  auto causalShape = [&](const Tensor* t) {
+    return t->isConstant() && sq > 0 && skv > 0 && t->value.dims().size() >= 2 && t->value.dims()[t->value.dims().size() - 2] == sq &&
+           t->value.dims().back() == skv;
+  };
+  std::vector<Tensor*> masks;
+  for (Tensor* mk : m.masks) {
+    if (!mk || mk->type != type || !mk->dimsKnown || !broadcastsTo(mk->dims, scores)) return false;
+    if (!causal && causalShape(mk) &&
+        everyElement(mk, [](double val, int64_t i, int64_t j) { return j <= i ? val == 0 : val <= kVeryNegative; })) {
+      causal = true;
+      continue;
+    }
+    masks.push_back(mk);
+  }
+  Tensor* whereMask = nullptr;
+  if (m.where) {
+    Tensor* cond = m.where->inputs[0];
+    if (!cond->dimsKnown || !broadcastsTo(cond->dims, scores)) return false;
+    const bool keep = m.whereKeepsTrue;
+    const double fill = m.whereFill;
+    auto kept = [keep](double c) { return (c != 0) == keep; };
+    if (!causal && causalShape(cond) && everyElement(cond, [&](double c, int64_t i, int64_t j) { return kept(c) == (j <= i); })) {
+      causal = true;
+    } else if (cond->isConstant()) {
+      // A constant mask: fine unless a query row masks every key while the fill is finite and
+      // not absorbing (then the original softmax is uniform over the raw scores).
+      const HostTensor& cv = cond->value;
+      const int64_t cols = cv.dims().back();
+      bool fullRow = false;
+      for (int64_t r = 0; cols > 0 && r < cv.count() / cols; ++r) {
+        bool any = false;
+        for (int64_t j = 0; j < cols && !any; ++j) any = kept(cv.getDouble(r * cols + j));
+        fullRow = fullRow || !any;
+      }
+      if (fullRow && fill > kAbsorbing) return false;
+      std::vector<double> vals(static_cast<size_t>(cv.count()));
+      for (int64_t i = 0; i < cv.count(); ++i) vals[static_cast<size_t>(i)] = kept(cv.getDouble(i)) ? 0.0 : fill;
+      whereMask = net.addConstant(net.uniqueName(m.where->name + "_mask"), typedTensor(type, cv.dims(), vals));
+    } else {
+      if (fill > kAbsorbing) return false;  // a fully masked row cannot be ruled out
+      Tensor* zero = net.addConstant(net.uniqueName(m.where->name + "_zero"), typedTensor(type, {}, {0.0}));
+      Tensor* fillT = net.addConstant(net.uniqueName(m.where->name + "_fill"), typedTensor(type, {}, {fill}));
+      whereMask = addTypedLayer(net, "Where", {cond, keep ? zero : fillT, keep ? fillT : zero}, {}, m.where->name + "_mask", type,
+                                cond->dims);
+    }
+  }
+  if (whereMask) masks.insert(masks.begin(), whereMask);
+  Tensor* mask = masks.empty() ? nullptr : masks[0];
+  for (size_t i = 1; i < masks.size(); ++i)
+    mask = addTypedLayer(net, "Add", {mask, masks[i]}, {}, sm->name + "_mask_sum", type, broadcastDims(mask->dims, masks[i]->dims));
+
+  Tensor* k = kRoot;
+  if (kPerm != std::vector<int64_t>{0, 1, 2, 3}) {
+    Attributes ta;
+    ta.set("perm", kPerm);
+    k = addTypedLayer(net, "Transpose", {kRoot}, ta, m.qk->name + "_key", type, kDims);
+  }
+  Attributes a;
+  a.set("scale", static_cast<float>(scale));
+  if (causal) a.set("is_causal", int64_t(1));
+  std::vector<Tensor*> inputs{q, k, v};
+  if (mask) inputs.push_back(mask);
+  Layer* att = net.addLayer("Attention", inputs, 1, a, net.uniqueName(sm->name + "_attention"));
+  for (auto it = m.chain.rbegin(); it != m.chain.rend(); ++it) recordFusion(att, *it);
+  att->fusedOps.erase(att->fusedOps.begin());  // the synthetic Attention itself is not an original op
+  Tensor* y = m.pv->outputs[0];
+  att->outputs[0]->type = y->type;
+  att->outputs[0]->dims = y->dims;
+  att->outputs[0]->dimsKnown = true;
+  net.replaceUses(y, att->outputs[0]);
+  for (Layer* l : m.chain) net.removeLayer(l);  // pv first: each output's only reader is gone
+  return true;
+}
+
+}  // namespace
+
+bool fuseAttention(Network& net) {
+  bool changed = false;
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    Layer* sm = net.layer(static_cast<int>(i));
+    if (sm->op != "Softmax" || !fuseOne(net, sm)) continue;
+    net.topoSort();
+    changed = true;
+    i = 0;
+  }
+  if (changed) net.removeDeadLayers();  // scales and transposes that only fed the fused MatMuls
+  return changed;
+}
+
+}  // namespace kiln

@@ -1,0 +1,53 @@
+// kiln-internal op "LayoutConvert": copies a 4-D float32 tensor from one physical layout to
+// another (kiln_layout_in -> kiln_layout_out: "nchw", "nChw8c", "nChw16c"; backends/cpu/
+// conv_layout.h). Its dims are logical NCHW on both sides: only the byte order changes. Inserted
+// by the CPU layout pass (builder/passes/cpu_layout.cpp) where a blocked tensor meets a layer
+// that reads plain NCHW, or the reverse.
+#include "backends/cpu/conv_layout.h"
+#include "ops/op_registry.h"
+#include "ops/op_util.h"
+
+namespace kiln {
+
+namespace {
+
+int64_t blockOf(const LayerDesc& l, const char* attr) {
+  if (!l.attrs->has(attr)) opError(l, std::string("missing attribute ") + attr);
+  int64_t b = cpu::layerLayoutBlock(l, attr);
+  if (b < 1) opError(l, std::string("unknown layout in ") + attr + " (expected nchw, nChw8c or nChw16c)");
+  return b;
+}
+
+void inferLayoutConvert(LayerDesc& l) {
+  requireInputs(l, 1, 1);
+  const TensorDesc& x = l.inputs[0];
+  if (x.type != DataType::kFLOAT)
+    throw UnsupportedError("layer '" + l.name + "' (LayoutConvert): only float32 tensors are converted, got " +
+                           toString(x.type));
+  if (x.dims.size() != 4) opError(l, "expects a 4-D NCHW tensor, got dims " + toString(x.dims));
+  const int64_t from = blockOf(l, cpu::kLayoutInAttr), to = blockOf(l, cpu::kLayoutOutAttr);
+  const int64_t c = x.dims[1];
+  if (c >= 0 && (c % from != 0 || c % to != 0))
+    opError(l, std::to_string(c) + " channels are not a multiple of the channel block of " +
+                   cpu::layoutName(c % from != 0 ? from : to));
+  setOutput(l, 0, x.type, x.dims);
+}
+
+void refLayoutConvert(const LayerDesc& l, const KernelIO& io) {
+  const Dims& d = l.inputs[0].dims;
+  cpu::convertLayout(io.in[0].as<const float>(), blockOf(l, cpu::kLayoutInAttr), io.out[0].as<float>(),
+                     blockOf(l, cpu::kLayoutOutAttr), d[0], d[1], d[2] * d[3], io.pool);
+}
+
+}  // namespace
+
+void registerLayoutOps(OpRegistry& r) {
+  OpDef d;
+  d.name = "LayoutConvert";
+  d.infer = inferLayoutConvert;
+  d.ref = refLayoutConvert;
+  d.onnx = false;
+  r.add(d);
+}
+
+}  // namespace kiln

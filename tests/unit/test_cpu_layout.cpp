@@ -1,0 +1,297 @@
+// CPU blocked layouts (nChw8c / nChw16c): the LayoutConvert op against the layout's index formula,
+// the conv/pool tactics that honour kiln_layout_in / kiln_layout_out against the reference kernels
+// on plain data, and the layout pass end to end against the unoptimized network.
+#include <gtest/gtest.h>
+
+#include "backends/cpu/conv_layout.h"
+#include "builder/passes/passes.h"
+#include "op_test_util.h"
+#include "reference_eval.h"
+
+using namespace kiln;
+using kiln::test::expectClose;
+using kiln::test::OpCase;
+using kiln::test::randomTensor;
+
+namespace {
+
+const char* layoutOf(int64_t block) { return block == 1 ? "nchw" : block == 8 ? "nChw8c" : "nChw16c"; }
+
+//! The blocked copy of a plain NCHW tensor, element by element from the layout's definition:
+//! element (n, c, h, w) lives at [n][c / b][h][w][c % b].
+HostTensor toBlocked(const HostTensor& x, int64_t b) {
+  if (b == 1) return x.clone();
+  const Dims& d = x.dims();
+  const int64_t N = d[0], C = d[1], HW = d[2] * d[3];
+  HostTensor y(DataType::kFLOAT, d);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t s = 0; s < HW; ++s)
+        y.as<float>()[((n * (C / b) + c / b) * HW + s) * b + c % b] = x.as<float>()[(n * C + c) * HW + s];
+  return y;
+}
+
+HostTensor toPlain(const HostTensor& y, int64_t b) {
+  if (b == 1) return y.clone();
+  const Dims& d = y.dims();
+  const int64_t N = d[0], C = d[1], HW = d[2] * d[3];
+  HostTensor x(DataType::kFLOAT, d);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t s = 0; s < HW; ++s)
+        x.as<float>()[(n * C + c) * HW + s] = y.as<float>()[((n * (C / b) + c / b) * HW + s) * b + c % b];
+  return x;
+}
+
+Backend& cpuBackend() {
+  static auto b = getBackend(DeviceType::kCPU, 2);
+  return *b;
+}
+
+bool offered(const OpCase& c, const std::string& tactic) {
+  for (auto& n : kiln::test::tacticNames(cpuBackend(), c))
+    if (n == tactic) return true;
+  return false;
+}
+
+//! Runs `c` (plain NCHW inputs) with `tactic` exchanging X (and R) / Y in blocks `in` / `out`, and
+//! compares with the reference kernel on the plain tensors.
+void checkBlockedTactic(OpCase c, const std::string& tactic, int64_t in, int64_t out, double tol) {
+  auto ref = kiln::test::runReference(c);
+  c.attrs.set(cpu::kLayoutInAttr, std::string(layoutOf(in)));
+  c.attrs.set(cpu::kLayoutOutAttr, std::string(layoutOf(out)));
+  ASSERT_TRUE(offered(c, tactic)) << tactic << " " << layoutOf(in) << " -> " << layoutOf(out);
+  c.inputs[0] = toBlocked(c.inputs[0], in);
+  if (c.inputs.size() > 3 && c.inputs[3].valid()) c.inputs[3] = toBlocked(c.inputs[3], out);
+  auto got = kiln::test::runTactic(cpuBackend(), tactic, c);
+  expectClose(toPlain(got[0], out), ref[0], tol, tol, c.op + " " + tactic + " " + layoutOf(in) + " -> " + layoutOf(out));
+}
+
+OpCase convCase(int64_t C, int64_t M, int64_t group, int64_t k, int64_t stride, bool residual, uint32_t seed) {
+  OpCase c;
+  c.op = "Conv";
+  c.attrs.set("group", group);
+  c.attrs.set("strides", std::vector<int64_t>{stride, stride});
+  c.attrs.set("pads", std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2});
+  c.attrs.set("kiln_activation", std::string("Relu"));
+  const int64_t H = 13, OH = (H + 2 * (k / 2) - k) / stride + 1;
+  c.inputs = {randomTensor({2, C, H, H}, seed), randomTensor({M, C / group, k, k}, seed + 1),
+              randomTensor({M}, seed + 2)};
+  c.constant = {false, true, true};
+  if (residual) {
+    c.inputs.push_back(randomTensor({2, M, OH, OH}, seed + 3));
+    c.constant.push_back(false);
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST(CpuLayout, LayoutConvertFollowsTheLayoutDefinition) {
+  for (int64_t b : {8, 16}) {
+    HostTensor x = randomTensor({2, 32, 5, 3}, 7);
+    OpCase to;
+    to.op = "LayoutConvert";
+    to.attrs.set(cpu::kLayoutInAttr, std::string("nchw"));
+    to.attrs.set(cpu::kLayoutOutAttr, std::string(layoutOf(b)));
+    to.inputs = {x};
+    HostTensor blocked = kiln::test::runReference(to)[0];
+    expectClose(blocked, toBlocked(x, b), 0, 0, "nchw -> blocked");
+    OpCase back = to;
+    back.attrs.set(cpu::kLayoutInAttr, std::string(layoutOf(b)));
+    back.attrs.set(cpu::kLayoutOutAttr, std::string("nchw"));
+    back.inputs = {blocked};
+    expectClose(kiln::test::runReference(back)[0], x, 0, 0, "blocked -> nchw");
+  }
+  // Between the two blocked layouts.
+  HostTensor x = randomTensor({1, 32, 4, 4}, 8);
+  OpCase c;
+  c.op = "LayoutConvert";
+  c.attrs.set(cpu::kLayoutInAttr, std::string("nChw8c"));
+  c.attrs.set(cpu::kLayoutOutAttr, std::string("nChw16c"));
+  c.inputs = {toBlocked(x, 8)};
+  expectClose(kiln::test::runReference(c)[0], toBlocked(x, 16), 0, 0, "nChw8c -> nChw16c");
+}
+
+TEST(CpuLayout, LayoutConvertRejectsBadInput) {
+  auto infer = [](const Dims& d, const std::string& from, const std::string& to, DataType t = DataType::kFLOAT) {
+    Attributes a;
+    a.set(cpu::kLayoutInAttr, from);
+    a.set(cpu::kLayoutOutAttr, to);
+    LayerDesc l;
+    l.name = "lc";
+    l.op = "LayoutConvert";
+    l.attrs = &a;
+    l.inputs = {TensorDesc{t, d, {}}};
+    l.inputPresent = {true};
+    inferLayer(l);
+    return l.outputs.at(0).dims;
+  };
+  EXPECT_EQ(infer({1, 16, -1, 4}, "nchw", "nChw16c"), (Dims{1, 16, -1, 4}));
+  EXPECT_THROW(infer({1, 12, 4, 4}, "nchw", "nChw8c"), Error);     // channels not a multiple of 8
+  EXPECT_THROW(infer({1, 16, 4}, "nchw", "nChw8c"), Error);        // not 4-D
+  EXPECT_THROW(infer({1, 16, 4, 4}, "nchw", "nChw4c"), Error);     // unknown layout
+  EXPECT_THROW(infer({1, 16, 4, 4}, "nhwc", "nchw"), Error);
+  EXPECT_THROW(infer({1, 16, 4, 4}, "nchw", "nChw8c", DataType::kINT32), UnsupportedError);
+  Attributes none;
+  LayerDesc l;
+  l.name = "lc";
+  l.op = "LayoutConvert";
+  l.attrs = &none;
+  l.inputs = {TensorDesc{DataType::kFLOAT, {1, 8, 2, 2}, {}}};
+  l.inputPresent = {true};
+  EXPECT_THROW(inferLayer(l), Error);  // no layout attributes
+}
+
+TEST(CpuLayout, ConvTacticsHonourOrRefuseBlockedLayouts) {
+  const int64_t block = cpu::preferredChannelBlock();
+  if (block == 0) GTEST_SKIP() << "built without oneDNN: no tactic exchanges blocked layouts";
+  for (int64_t b : {int64_t(8), int64_t(16)}) {
+    // Dense 3x3 with a residual, 1x1 expansion, strided depthwise 3x3: every combination of
+    // plain and blocked X / Y.
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{b, b}, {1, b}, {b, 1}}) {
+      checkBlockedTactic(convCase(32, 48, 1, 3, 1, true, 11), "onednn_blocked", in, out, 1e-4);
+      checkBlockedTactic(convCase(16, 96, 1, 1, 1, false, 21), "onednn_blocked", in, out, 1e-4);
+      checkBlockedTactic(convCase(48, 48, 48, 3, 2, false, 31), "onednn_blocked", in, out, 1e-4);
+    }
+  }
+  // The NCHW-only tactics refuse blocked layouts (the reference kernel would misread them).
+  OpCase dw = convCase(16, 16, 16, 3, 1, false, 41);
+  EXPECT_TRUE(offered(dw, "depthwise_avx2"));
+  EXPECT_TRUE(offered(dw, "im2col_gemm"));
+  EXPECT_TRUE(offered(dw, "onednn"));
+  dw.attrs.set(cpu::kLayoutInAttr, std::string("nChw8c"));
+  dw.attrs.set(cpu::kLayoutOutAttr, std::string("nChw8c"));
+  auto names = kiln::test::tacticNames(cpuBackend(), dw);
+  EXPECT_EQ(names, std::vector<std::string>{"onednn_blocked"});
+  // 12 channels are not a multiple of 8: no tactic takes the blocked layout.
+  OpCase odd = convCase(12, 16, 1, 1, 1, false, 51);
+  odd.attrs.set(cpu::kLayoutInAttr, std::string("nChw8c"));
+  EXPECT_FALSE(offered(odd, "onednn_blocked"));
+  odd.attrs.set(cpu::kLayoutInAttr, std::string("bogus"));
+  EXPECT_FALSE(offered(odd, "onednn_blocked"));
+}
+
+TEST(CpuLayout, PoolTacticsHonourBlockedLayouts) {
+  auto pool = [](const std::string& op, bool includePad) {
+    OpCase c;
+    c.op = op;
+    if (op == "MaxPool" || op == "AveragePool") {
+      c.attrs.set("kernel_shape", std::vector<int64_t>{3, 3});
+      c.attrs.set("strides", std::vector<int64_t>{2, 2});
+      c.attrs.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+      if (includePad) c.attrs.set("count_include_pad", int64_t(1));
+    }
+    c.inputs = {randomTensor({2, 32, 11, 9}, 61)};
+    return c;
+  };
+  for (int64_t b : {8, 16}) {
+    checkBlockedTactic(pool("MaxPool", false), "direct", b, b, 1e-6);
+    checkBlockedTactic(pool("AveragePool", false), "direct", b, b, 1e-5);
+    checkBlockedTactic(pool("AveragePool", true), "direct", b, b, 1e-5);
+    checkBlockedTactic(pool("GlobalAveragePool", false), "avx2", b, 1, 1e-5);
+    checkBlockedTactic(pool("GlobalMaxPool", false), "avx2", b, 1, 1e-6);
+  }
+  // Window pools keep X's layout; global pools write plain.
+  OpCase c = pool("MaxPool", false);
+  c.attrs.set(cpu::kLayoutInAttr, std::string("nChw8c"));
+  c.attrs.set(cpu::kLayoutOutAttr, std::string("nchw"));
+  EXPECT_FALSE(offered(c, "direct"));
+  OpCase g = pool("GlobalAveragePool", false);
+  g.attrs.set(cpu::kLayoutInAttr, std::string("nChw8c"));
+  g.attrs.set(cpu::kLayoutOutAttr, std::string("nChw8c"));
+  EXPECT_FALSE(offered(g, "avx2"));
+}
+
+namespace {
+
+//! x -> Conv 3x3/2 + Relu -> depthwise 3x3 + Clip -> Conv 1x1 (+ residual: the first conv's
+//! output) -> MaxPool -> Conv 1x1 -> GlobalAveragePool -> y, plus a Sigmoid reading the first
+//! conv's output (a layer that needs plain NCHW) -> s, and a conv with 12 output channels
+//! (not blockable) -> z.
+void makeChain(Network& n) {
+  Tensor* x = n.addInput("x", DataType::kFLOAT, {1, 3, 20, 20});
+  auto conv = [&](Tensor* in, int64_t cin, int64_t m, int64_t k, int64_t stride, int64_t group, const char* act,
+                  uint32_t seed) {
+    Layer* l = n.addConvolution(in, randomTensor({m, cin / group, k, k}, seed), randomTensor({m}, seed + 1),
+                                {stride, stride}, {k / 2, k / 2, k / 2, k / 2}, group);
+    Tensor* out = l->outputs[0];
+    if (std::string(act) == "Relu") out = n.addActivation(out, "Relu")->outputs[0];
+    if (std::string(act) == "Clip") {
+      out = n.addLayer("Clip", {out, n.addConstant(n.uniqueName("lo"), HostTensor(DataType::kFLOAT, {})),
+                                n.addConstant(n.uniqueName("hi"), [] {
+                                  HostTensor t(DataType::kFLOAT, {});
+                                  *t.as<float>() = 0.5f;
+                                  return t;
+                                }())},
+                       1)->outputs[0];
+    }
+    return out;
+  };
+  Tensor* a = conv(x, 3, 32, 3, 2, 1, "Relu", 101);       // [1,32,10,10]
+  Tensor* b = conv(a, 32, 32, 3, 1, 32, "Clip", 103);     // depthwise
+  Tensor* c = conv(b, 32, 32, 1, 1, 1, "", 105);
+  Tensor* r = n.addElementWise(c, a, "Add")->outputs[0];  // residual
+  Attributes mp;
+  mp.set("kernel_shape", std::vector<int64_t>{3, 3});
+  mp.set("strides", std::vector<int64_t>{2, 2});
+  mp.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  Tensor* p = n.addLayer("MaxPool", {r}, 1, mp)->outputs[0];  // [1,32,5,5]
+  Tensor* d = conv(p, 32, 32, 1, 1, 1, "Relu", 107);
+  Tensor* y = n.addLayer("GlobalAveragePool", {d}, 1)->outputs[0];
+  Tensor* s = n.addActivation(a, "Sigmoid")->outputs[0];
+  Tensor* z = conv(d, 32, 12, 1, 1, 1, "", 109);
+  n.renameTensor(y, "y");
+  n.renameTensor(s, "s");
+  n.renameTensor(z, "z");
+  n.markOutput(y);
+  n.markOutput(s);
+  n.markOutput(z);
+}
+
+}  // namespace
+
+TEST(CpuLayout, PassBlocksConvChainsAndKeepsResults) {
+  const int64_t block = cpu::preferredChannelBlock();
+  if (block == 0) GTEST_SKIP() << "built without oneDNN: the layout pass does nothing";
+  const std::map<std::string, HostTensor> inputs{{"x", randomTensor({1, 3, 20, 20}, 5)}};
+  Network refNet;
+  makeChain(refNet);
+  auto ref = kiln::test::evaluateReference(refNet, inputs);
+
+  Network net;
+  makeChain(net);
+  BuilderConfig cfg;
+  cfg.setThreads(2);
+  auto engine = Builder().build(net, cfg);
+  // The pass ran on `net` (the builder optimizes the network in place).
+  int converts = 0, blockedLayers = 0;
+  for (auto& l : net.layers()) {
+    if (l->op == "LayoutConvert") ++converts;
+    if (l->op != "LayoutConvert" && (l->attrs.getString(cpu::kLayoutOutAttr, "nchw") != "nchw" ||
+                                   l->attrs.getString(cpu::kLayoutInAttr, "nchw") != "nchw"))
+      ++blockedLayers;
+  }
+  EXPECT_EQ(converts, 1) << engine->getLayerInformation();  // the Sigmoid's input
+  // 4 convs, MaxPool, GlobalAveragePool, and the 12-channel conv reading a blocked input.
+  EXPECT_EQ(blockedLayers, 7) << engine->getLayerInformation();
+  auto out = kiln::test::runEngine(*engine, inputs);
+  for (auto& [name, r] : ref) {
+    HostTensor got(DataType::kFLOAT, r.dims());
+    std::copy(out.at(name).begin(), out.at(name).end(), got.as<float>());
+    expectClose(got, r, 1e-4, 1e-4, name);
+  }
+}
+
+TEST(CpuLayout, PassLeavesNetworksWithoutBlockableChainsAlone) {
+  if (cpu::preferredChannelBlock() == 0) GTEST_SKIP() << "built without oneDNN";
+  Network n;
+  Tensor* x = n.addInput("x", DataType::kFLOAT, {1, 4, 8, 8});
+  Layer* c1 = n.addConvolution(x, randomTensor({12, 4, 3, 3}, 1), randomTensor({12}, 2), {1, 1}, {1, 1, 1, 1});
+  Layer* c2 = n.addConvolution(c1->outputs[0], randomTensor({12, 12, 1, 1}, 3), randomTensor({12}, 4), {1, 1}, {0, 0, 0, 0});
+  n.markOutput(c2->outputs[0]);
+  n.topoSort();
+  n.inferShapes();
+  EXPECT_FALSE(assignCpuLayouts(n));  // 12 channels: nothing can be blocked
+  for (auto& l : n.layers()) EXPECT_FALSE(l->attrs.has(cpu::kLayoutInAttr));
+}

@@ -1,0 +1,228 @@
+// CUDA Attention tactics (flash_v1, flash_v1_m128, flash_v1_m32, flash_simt) against the CPU
+// reference kernel: sequence lengths 1..512 (ViT's 197, tails of every tile size), masks of every
+// broadcast form, short masks, bool masks, causal, cross attention, float32/float16/bfloat16.
+#include <algorithm>
+#include <random>
+
+#include "op_test_util.h"
+
+using namespace kiln;
+using kiln::test::OpCase;
+
+namespace {
+
+enum class Mask { kNone, kPadding, kFull, kPerHead, kBool, kShort };
+
+struct Shape {
+  int64_t b, h, sq, skv, d, dv;
+};
+
+HostTensor uniform(const Dims& d, uint32_t seed, float lo, float hi) {
+  HostTensor t(DataType::kFLOAT, d);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  for (int64_t i = 0; i < t.count(); ++i) t.as<float>()[i] = u(rng);
+  return t;
+}
+
+//! The mask input (float32 or bool) of one kind.
+HostTensor makeMask(Mask kind, const Shape& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  switch (kind) {
+    case Mask::kPadding: {  // BERT: (1 - mask) * -10000 over [B, 1, 1, Skv]; batch b keeps skv - 3b keys
+      HostTensor m(DataType::kFLOAT, {s.b, 1, 1, s.skv});
+      for (int64_t b = 0; b < s.b; ++b)
+        for (int64_t j = 0; j < s.skv; ++j) m.as<float>()[b * s.skv + j] = j < std::max<int64_t>(1, s.skv - 3 * b) ? 0.f : -10000.f;
+      return m;
+    }
+    case Mask::kFull: return uniform({1, 1, s.sq, s.skv}, seed, -3.f, 3.f);  // shared by batches and heads
+    case Mask::kPerHead: return uniform({s.b, s.h, s.sq, s.skv}, seed, -2.f, 2.f);
+    case Mask::kBool: {  // [Sq, Skv], key 0 always visible
+      HostTensor m(DataType::kBOOL, {s.sq, s.skv});
+      for (int64_t i = 0; i < s.sq; ++i)
+        for (int64_t j = 0; j < s.skv; ++j) m.as<uint8_t>()[i * s.skv + j] = j == 0 || rng() % 4 != 0;
+      return m;
+    }
+    case Mask::kShort:  // [B, 1, Sq, Skv - 5]: the last 5 keys are masked (ONNX short masks)
+      return uniform({s.b, 1, s.sq, std::max<int64_t>(1, s.skv - 5)}, seed, -1.f, 1.f);
+    case Mask::kNone: break;
+  }
+  return HostTensor();
+}
+
+//! The case in `type` (inputs rounded to it) and the float32 case of the same rounded values.
+std::pair<OpCase, OpCase> makeCases(const Shape& s, Mask mask, bool causal, DataType type, uint32_t seed) {
+  OpCase c;
+  c.op = "Attention";
+  if (causal) c.attrs.set("is_causal", int64_t(1));
+  if (seed % 2) c.attrs.set("scale", 0.2f);  // else the default 1/sqrt(d)
+  c.inputs = {uniform({s.b, s.h, s.sq, s.d}, seed, -1.5f, 1.5f), uniform({s.b, s.h, s.skv, s.d}, seed + 1, -1.5f, 1.5f),
+              uniform({s.b, s.h, s.skv, s.dv}, seed + 2, -1.f, 1.f)};
+  if (mask != Mask::kNone) c.inputs.push_back(makeMask(mask, s, seed + 3));
+  OpCase typed = c, ref = c;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (c.inputs[i].type() == DataType::kBOOL) continue;
+    typed.inputs[i] = test::convertTo(c.inputs[i], type);
+    ref.inputs[i] = test::convertTo(typed.inputs[i], DataType::kFLOAT);
+  }
+  return {typed, ref};
+}
+
+struct Tol {
+  double rtol, atol;
+};
+Tol tolerance(DataType t) {
+  if (t == DataType::kHALF) return {5e-3, 3e-3};
+  if (t == DataType::kBF16) return {2e-2, 1.5e-2};
+  return {1e-4, 2e-5};
+}
+
+//! Runs every tactic offered for the case; returns how many ran.
+int checkAllTactics(Backend& gpu, const Shape& s, Mask mask, bool causal, DataType type, uint32_t seed) {
+  auto [c, ref] = makeCases(s, mask, causal, type, seed);
+  const HostTensor want = test::runReference(ref)[0];
+  const Tol tol = tolerance(type);
+  const auto names = test::tacticNames(gpu, c);
+  for (const std::string& name : names) {
+    const HostTensor got = test::runTactic(gpu, name, c)[0];
+    test::expectClose(got, want, tol.rtol, tol.atol,
+                      name + " " + toString(type) + " B" + std::to_string(s.b) + " H" + std::to_string(s.h) + " Sq" + std::to_string(s.sq) +
+                          " Skv" + std::to_string(s.skv) + " D" + std::to_string(s.d) + " mask" + std::to_string(static_cast<int>(mask)) +
+                          (causal ? " causal" : ""));
+  }
+  return static_cast<int>(names.size());
+}
+
+bool offered(Backend& gpu, const OpCase& c, const std::string& name) {
+  auto v = test::tacticNames(gpu, c);
+  return std::find(v.begin(), v.end(), name) != v.end();
+}
+
+const DataType kTypes[] = {DataType::kFLOAT, DataType::kHALF, DataType::kBF16};
+
+}  // namespace
+
+TEST(CudaAttention, SequenceLengthsAndTypes) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const Shape shapes[] = {{1, 1, 1, 1, 64, 64},   {2, 3, 7, 7, 64, 64},    {1, 4, 64, 64, 64, 64},
+                          {2, 6, 128, 128, 64, 64}, {2, 12, 197, 197, 64, 64}, {1, 2, 512, 512, 64, 64}};
+  uint32_t seed = 1;
+  for (const Shape& s : shapes)
+    for (DataType t : kTypes) {
+      const int n = checkAllTactics(*gpu, s, Mask::kNone, false, t, seed += 10);
+      EXPECT_EQ(n, t == DataType::kFLOAT ? 1 : 4) << toString(t) << " Sq" << s.sq;
+    }
+}
+
+TEST(CudaAttention, MasksAndCausal) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const Shape shapes[] = {{2, 3, 7, 7, 64, 64}, {2, 4, 197, 197, 64, 64}, {1, 3, 130, 130, 64, 64}};
+  uint32_t seed = 500;
+  for (const Shape& s : shapes)
+    for (DataType t : kTypes) {
+      for (Mask m : {Mask::kPadding, Mask::kFull, Mask::kPerHead, Mask::kBool, Mask::kShort})
+        EXPECT_GT(checkAllTactics(*gpu, s, m, false, t, seed += 10), 0);
+      EXPECT_GT(checkAllTactics(*gpu, s, Mask::kNone, true, t, seed += 10), 0);
+      EXPECT_GT(checkAllTactics(*gpu, s, Mask::kPadding, true, t, seed += 10), 0);  // GPT-2: causal + padding
+    }
+}
+
+TEST(CudaAttention, CrossAttentionAndHeadSizes) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const Shape shapes[] = {
+      {2, 3, 7, 197, 64, 64},    // Sq < Skv (causal: top-left aligned)
+      {1, 2, 150, 33, 64, 64},   // Sq > Skv
+      {2, 2, 100, 100, 128, 128},  // head size 128 (tensor cores)
+      {1, 3, 77, 77, 40, 24},    // odd head sizes: SIMT only
+  };
+  uint32_t seed = 900;
+  for (const Shape& s : shapes)
+    for (DataType t : kTypes) {
+      EXPECT_GT(checkAllTactics(*gpu, s, Mask::kNone, false, t, seed += 10), 0);
+      EXPECT_GT(checkAllTactics(*gpu, s, Mask::kNone, true, t, seed += 10), 0);
+      EXPECT_GT(checkAllTactics(*gpu, s, Mask::kFull, false, t, seed += 10), 0);
+    }
+}
+
+TEST(CudaAttention, FullyMaskedRowsAreZero) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const Shape s{1, 2, 9, 70, 64, 64};
+  for (DataType t : kTypes) {
+    auto [c, ref] = makeCases(s, Mask::kNone, false, t, 77);
+    HostTensor m(DataType::kBOOL, {s.sq, s.skv});  // rows 0 and 5 see no key
+    for (int64_t i = 0; i < s.sq; ++i)
+      for (int64_t j = 0; j < s.skv; ++j) m.as<uint8_t>()[i * s.skv + j] = i != 0 && i != 5 && (j + i) % 3 != 0;
+    c.inputs.push_back(m);
+    ref.inputs.push_back(m);
+    const HostTensor want = test::runReference(ref)[0];
+    for (const std::string& name : test::tacticNames(*gpu, c)) {
+      const HostTensor got = test::runTactic(*gpu, name, c)[0];
+      test::expectClose(got, want, tolerance(t).rtol, tolerance(t).atol, name + " " + toString(t));
+      for (int64_t h = 0; h < s.h; ++h)
+        for (int64_t e = 0; e < s.dv; ++e) EXPECT_EQ(got.getDouble((h * s.sq + 5) * s.dv + e), 0.0) << name;
+    }
+  }
+}
+
+TEST(CudaAttention, SupportsRefusesWhatItCannotRun) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const Shape s{1, 4, 8, 8, 64, 64};
+  auto base = [&](DataType t) { return makeCases(s, Mask::kNone, false, t, 3).first; };
+  // What runs: tensor cores for float16/bfloat16 with head size 64, SIMT for float32.
+  EXPECT_TRUE(offered(*gpu, base(DataType::kHALF), "flash_v1"));
+  EXPECT_TRUE(offered(*gpu, base(DataType::kBF16), "flash_v1_m128"));
+  EXPECT_TRUE(offered(*gpu, base(DataType::kHALF), "flash_v1_m32"));
+  EXPECT_TRUE(offered(*gpu, base(DataType::kFLOAT), "flash_simt"));
+  EXPECT_FALSE(offered(*gpu, base(DataType::kFLOAT), "flash_v1"));
+  // softcap, sliding window, double softmax precision.
+  for (const char* attr : {"softcap", "left_window", "precision"}) {
+    OpCase c = base(DataType::kHALF);
+    if (std::string(attr) == "softcap") c.attrs.set("softcap", 30.f);
+    if (std::string(attr) == "left_window") c.attrs.set("left_window_size", int64_t(4));
+    if (std::string(attr) == "precision") c.attrs.set("softmax_precision", int64_t(11));
+    EXPECT_TRUE(test::tacticNames(*gpu, c).empty()) << attr;
+  }
+  {  // past_key / past_value
+    OpCase c = base(DataType::kHALF);
+    c.inputs.push_back(HostTensor());
+    c.inputs.push_back(test::convertTo(uniform({1, 4, 3, 64}, 1, -1, 1), DataType::kHALF));
+    c.inputs.push_back(test::convertTo(uniform({1, 4, 3, 64}, 2, -1, 1), DataType::kHALF));
+    EXPECT_TRUE(test::tacticNames(*gpu, c).empty());
+  }
+  {  // GQA: 4 query heads, 2 KV heads
+    OpCase c = base(DataType::kHALF);
+    c.inputs[1] = test::convertTo(uniform({1, 2, 8, 64}, 1, -1, 1), DataType::kHALF);
+    c.inputs[2] = test::convertTo(uniform({1, 2, 8, 64}, 2, -1, 1), DataType::kHALF);
+    EXPECT_TRUE(test::tacticNames(*gpu, c).empty());
+  }
+  {  // 3-D inputs
+    OpCase c;
+    c.op = "Attention";
+    c.attrs.set("q_num_heads", int64_t(2));
+    c.attrs.set("kv_num_heads", int64_t(2));
+    for (uint32_t i = 0; i < 3; ++i) c.inputs.push_back(test::convertTo(uniform({1, 8, 128}, i, -1, 1), DataType::kHALF));
+    EXPECT_TRUE(test::tacticNames(*gpu, c).empty());
+  }
+  {  // qk_matmul_output (4 outputs)
+    OpCase c = base(DataType::kHALF);
+    c.nbOutputs = 4;
+    EXPECT_TRUE(test::tacticNames(*gpu, c).empty());
+  }
+  {  // head size 256, integer mask
+    auto [c, ref] = makeCases({1, 2, 8, 8, 256, 256}, Mask::kNone, false, DataType::kHALF, 5);
+    EXPECT_TRUE(test::tacticNames(*gpu, c).empty());
+    OpCase m = base(DataType::kHALF);
+    m.inputs.push_back(test::convertTo(uniform({8, 8}, 1, 0, 2), DataType::kINT32));
+    EXPECT_TRUE(test::tacticNames(*gpu, m).empty());
+  }
+  {  // head size 40: SIMT only
+    auto [c, ref] = makeCases({1, 2, 8, 8, 40, 40}, Mask::kNone, false, DataType::kHALF, 5);
+    EXPECT_FALSE(offered(*gpu, c, "flash_v1"));
+    EXPECT_TRUE(offered(*gpu, c, "flash_simt"));
+  }
+}

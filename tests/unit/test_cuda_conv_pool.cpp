@@ -1,0 +1,288 @@
+// CUDA conv_pool tactics (cuDNN conv/conv-transpose, depthwise_direct, pooling) against the CPU
+// reference kernels, for every tactic offered, in float32 (TF32 tolerance), float16 and bfloat16.
+#include <cmath>
+#include <random>
+
+#include "op_test_util.h"
+
+namespace kiln {
+namespace {
+
+using test::OpCase;
+
+HostTensor randomTensor(Dims dims, uint32_t seed, float scale = 1.f) {
+  HostTensor t(DataType::kFLOAT, dims);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  for (int64_t i = 0; i < t.count(); ++i) t.as<float>()[i] = u(rng);
+  return t;
+}
+
+//! The case with every float input stored as `type`, and the float32 case holding the same
+//! (rounded) values that the reference runs on.
+struct TypedCase {
+  OpCase device, reference;
+};
+TypedCase typed(const OpCase& c, DataType type) {
+  TypedCase t{c, c};
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (!c.inputs[i].valid() || c.inputs[i].type() != DataType::kFLOAT) continue;
+    t.device.inputs[i] = test::convertTo(c.inputs[i], type);
+    t.reference.inputs[i] = test::convertTo(t.device.inputs[i], DataType::kFLOAT);
+  }
+  return t;
+}
+
+struct Tol {
+  double rtol, atol;
+};
+//! Tolerance for a conv whose outputs sum `k` products of values in [-1, 1].
+Tol convTol(DataType type, int64_t k) {
+  const double s = std::sqrt(static_cast<double>(k));
+  switch (type) {
+    case DataType::kHALF: return {5e-3, 2e-3 * s};
+    case DataType::kBF16: return {2e-2, 1e-2 * s};
+    default: return {1e-2, 2e-3 * s};  // TF32
+  }
+}
+
+//! Runs every tactic the GPU offers for `c` in `type` and compares each with the reference.
+//! Returns the tactic names (so that callers can check which were offered).
+std::vector<std::string> checkAllTactics(const OpCase& c, DataType type, Tol tol, const std::string& what) {
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  TypedCase t = typed(c, type);
+  std::vector<HostTensor> ref = test::runReference(t.reference);
+  std::vector<std::string> names = test::tacticNames(*gpu, t.device);
+  EXPECT_FALSE(names.empty()) << what << ": no tactic offered";
+  for (const std::string& name : names) {
+    std::vector<HostTensor> got;
+    try {
+      got = test::runTactic(*gpu, name, t.device);
+    } catch (const Error& e) {
+      ADD_FAILURE() << what << " tactic " << name << " (" << toString(type) << ") threw: " << e.what();
+      continue;
+    }
+    for (size_t o = 0; o < ref.size(); ++o)
+      test::expectClose(got[o], ref[o], tol.rtol, tol.atol, what + " tactic " + name + " " + toString(type) + " output " + std::to_string(o));
+  }
+  return names;
+}
+
+OpCase convCase(Dims x, Dims w, Attributes attrs, bool bias, bool residual, uint32_t seed, const std::string& op = "Conv") {
+  OpCase c;
+  c.op = op;
+  c.attrs = std::move(attrs);
+  c.inputs = {randomTensor(x, seed), randomTensor(w, seed + 1)};
+  c.constant = {false, true, true, false};
+  const int64_t outChannels = op == "Conv" ? w[0] : w[1] * c.attrs.getInt("group", 1);
+  c.inputs.push_back(bias ? randomTensor({outChannels}, seed + 2) : HostTensor());
+  if (residual) {
+    // Y's shape: from the reference's shape inference on the case without the residual.
+    OpCase probe = c;
+    probe.inputs.resize(3);
+    LayerDesc d = test::describe(probe, false);
+    c.inputs.push_back(randomTensor(d.outputs[0].dims, seed + 3));
+  }
+  return c;
+}
+
+int64_t reduction(const OpCase& c) {
+  const Dims& w = c.inputs[1].dims();
+  int64_t k = 1;
+  for (size_t i = 1; i < w.size(); ++i) k *= w[i];
+  return c.op == "Conv" ? k : k * w[0];
+}
+
+void checkConv(const OpCase& c, const std::string& what, std::vector<DataType> types = {DataType::kFLOAT}) {
+  for (DataType t : types) checkAllTactics(c, t, convTol(t, reduction(c)), what);
+}
+
+Attributes attrs(std::initializer_list<std::pair<const char*, std::vector<int64_t>>> ints) {
+  Attributes a;
+  for (auto& [k, v] : ints) a.set(k, v);
+  return a;
+}
+
+bool offered(const std::vector<std::string>& names, const std::string& n) {
+  return std::find(names.begin(), names.end(), n) != names.end();
+}
+
+const std::vector<DataType> kAllFloat = {DataType::kFLOAT, DataType::kHALF, DataType::kBF16};
+
+TEST(CudaConv, ResNetShapes) {
+  KILN_REQUIRE_GPU();
+  Attributes stem = attrs({{"strides", {2, 2}}, {"pads", {3, 3, 3, 3}}});
+  stem.set("kiln_activation", std::string("Relu"));
+  auto names = checkAllTactics(convCase({2, 3, 33, 31}, {8, 3, 7, 7}, stem, true, false, 1), DataType::kFLOAT,
+                               convTol(DataType::kFLOAT, 147), "7x7 s2 p3 + bias + relu");
+  for (const char* n : {"cudnn_0", "cudnn_1", "cudnn_2", "cudnn_3"}) EXPECT_TRUE(offered(names, n)) << n;
+  EXPECT_FALSE(offered(names, "depthwise_direct"));
+  checkConv(convCase({2, 16, 9, 9}, {24, 16, 1, 1}, {}, true, false, 2), "1x1 + bias", kAllFloat);
+  Attributes r3 = attrs({{"pads", {1, 1, 1, 1}}});
+  r3.set("kiln_activation", std::string("Relu"));
+  checkConv(convCase({2, 8, 14, 14}, {8, 8, 3, 3}, r3, true, true, 3), "3x3 + bias + residual + relu", kAllFloat);
+  checkConv(convCase({1, 16, 15, 15}, {32, 16, 1, 1}, attrs({{"strides", {2, 2}}}), false, false, 4), "1x1 s2 downsample");
+}
+
+TEST(CudaConv, GroupsDilationPads) {
+  KILN_REQUIRE_GPU();
+  checkConv(convCase({1, 12, 10, 11}, {18, 4, 3, 3}, attrs({{"group", {3}}, {"pads", {1, 1, 1, 1}}}), true, false, 10),
+            "groups 3", kAllFloat);
+  checkConv(convCase({1, 4, 17, 17}, {6, 4, 3, 3}, attrs({{"dilations", {2, 2}}, {"pads", {2, 2, 2, 2}}}), false, false, 11),
+            "dilation 2");
+  checkConv(convCase({1, 4, 11, 12}, {5, 4, 3, 3}, attrs({{"pads", {1, 0, 2, 1}}}), true, false, 12), "asymmetric pads");
+  Attributes same;
+  same.set("auto_pad", std::string("SAME_UPPER"));
+  same.set("strides", std::vector<int64_t>{2, 2});
+  checkConv(convCase({1, 3, 10, 10}, {4, 3, 3, 3}, same, false, false, 13), "SAME_UPPER s2");
+  checkConv(convCase({2, 4, 20}, {6, 4, 5}, attrs({{"strides", {2}}, {"pads", {2, 2}}}), true, false, 14), "1-D conv",
+            kAllFloat);
+}
+
+TEST(CudaConv, Activations) {
+  KILN_REQUIRE_GPU();
+  const std::vector<std::pair<const char*, std::pair<float, float>>> acts = {
+      {"Sigmoid", {0.f, 0.f}}, {"Tanh", {0.f, 0.f}}, {"Gelu", {0.f, 0.f}},      {"Clip", {0.f, 0.5f}},
+      {"LeakyRelu", {0.1f, 0.f}}, {"HardSwish", {0.f, 0.f}}};
+  uint32_t seed = 20;
+  for (auto& [name, ab] : acts) {
+    Attributes a = attrs({{"pads", {1, 1, 1, 1}}});
+    a.set("kiln_activation", std::string(name));
+    a.set("kiln_act_alpha", ab.first);
+    a.set("kiln_act_beta", ab.second);
+    checkConv(convCase({1, 6, 9, 10}, {7, 6, 3, 3}, a, true, seed % 2 == 0, seed), std::string("activation ") + name);
+    ++seed;
+  }
+}
+
+TEST(CudaConv, Float32WithoutTf32) {
+  KILN_REQUIRE_GPU();
+  Attributes a = attrs({{"pads", {1, 1, 1, 1}}});
+  a.set("kiln_tf32", int64_t(0));
+  OpCase c = convCase({1, 32, 12, 12}, {16, 32, 3, 3}, a, true, false, 30);
+  checkAllTactics(c, DataType::kFLOAT, Tol{1e-4, 1e-4}, "fp32 without TF32");
+}
+
+TEST(CudaConv, DepthwiseMobileNet) {
+  KILN_REQUIRE_GPU();
+  for (int64_t stride : {1, 2}) {
+    Attributes a = attrs({{"group", {16}}, {"pads", {1, 1, 1, 1}}, {"strides", {stride, stride}}});
+    a.set("kiln_activation", std::string("Clip"));
+    a.set("kiln_act_alpha", 0.f);
+    a.set("kiln_act_beta", 0.6f);
+    OpCase c = convCase({2, 16, 13, 14}, {16, 1, 3, 3}, a, true, false, 40 + static_cast<uint32_t>(stride));
+    for (DataType t : kAllFloat) {
+      auto names = checkAllTactics(c, t, convTol(t, 9), "depthwise s" + std::to_string(stride));
+      EXPECT_TRUE(offered(names, "depthwise_direct"));
+    }
+  }
+  // TF-style asymmetric pads, residual, dilation.
+  checkConv(convCase({1, 8, 12, 12}, {8, 1, 3, 3}, attrs({{"group", {8}}, {"pads", {0, 0, 1, 1}}, {"strides", {2, 2}}}), false,
+                     true, 43),
+            "depthwise asymmetric pads + residual");
+  checkConv(convCase({1, 8, 12, 11}, {8, 1, 3, 3}, attrs({{"group", {8}}, {"pads", {2, 2, 2, 2}}, {"dilations", {2, 2}}}), true,
+                     false, 44),
+            "depthwise dilation 2", kAllFloat);
+}
+
+TEST(CudaConv, ConvTranspose) {
+  KILN_REQUIRE_GPU();
+  Attributes a = attrs({{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}, {"output_padding", {1, 1}}});
+  checkConv(convCase({1, 8, 7, 6}, {8, 4, 3, 3}, a, true, false, 50, "ConvTranspose"), "transpose s2 op1 + bias", kAllFloat);
+  Attributes g = attrs({{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}, {"group", {2}}});
+  g.set("kiln_activation", std::string("Relu"));
+  checkConv(convCase({2, 8, 5, 5}, {8, 3, 4, 4}, g, true, false, 51, "ConvTranspose"), "transpose groups + relu");
+  checkConv(convCase({1, 4, 9}, {4, 3, 3}, attrs({{"strides", {3}}}), false, false, 52, "ConvTranspose"), "transpose 1-D");
+}
+
+TEST(CudaConv, SupportsRefuses) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  OpCase dbl = convCase({1, 4, 8, 8}, {4, 4, 3, 3}, {}, false, false, 60);
+  dbl.inputs[0] = test::convertTo(dbl.inputs[0], DataType::kDOUBLE);
+  dbl.inputs[1] = test::convertTo(dbl.inputs[1], DataType::kDOUBLE);
+  EXPECT_TRUE(test::tacticNames(*gpu, dbl).empty()) << "float64 conv must be refused";
+  // 5x5 depthwise: cuDNN only.
+  auto names = test::tacticNames(*gpu, convCase({1, 8, 9, 9}, {8, 1, 5, 5}, attrs({{"group", {8}}}), false, false, 61));
+  EXPECT_FALSE(offered(names, "depthwise_direct"));
+  EXPECT_TRUE(offered(names, "cudnn_0"));
+  // Output padding beyond the stride (allowed by ONNX through the dilation): refused.
+  OpCase t = convCase({1, 4, 5, 5}, {4, 4, 3, 3}, attrs({{"dilations", {2, 2}}, {"output_padding", {1, 1}}}), false, false, 62,
+                      "ConvTranspose");
+  EXPECT_TRUE(test::tacticNames(*gpu, t).empty());
+  OpCase lp;
+  lp.op = "LpPool";
+  lp.attrs = attrs({{"kernel_shape", {2, 2}}});
+  lp.inputs = {randomTensor({1, 2, 4, 4}, 63)};
+  EXPECT_TRUE(test::tacticNames(*gpu, lp).empty());
+  OpCase mp;
+  mp.op = "MaxPool";
+  mp.attrs = attrs({{"kernel_shape", {2, 2}}});
+  mp.inputs = {test::convertTo(randomTensor({1, 2, 4, 4}, 64), DataType::kDOUBLE)};
+  EXPECT_TRUE(test::tacticNames(*gpu, mp).empty());
+}
+
+OpCase poolCase(const std::string& op, Dims x, Attributes a, uint32_t seed, int outputs = 1) {
+  OpCase c;
+  c.op = op;
+  c.attrs = std::move(a);
+  c.inputs = {randomTensor(x, seed)};
+  c.nbOutputs = outputs;
+  return c;
+}
+
+const Tol kExact{0, 0};
+Tol avgTol(DataType t) { return t == DataType::kFLOAT ? Tol{1e-5, 1e-6} : (t == DataType::kHALF ? Tol{2e-3, 1e-3} : Tol{1e-2, 4e-3}); }
+
+TEST(CudaPool, MaxPool) {
+  KILN_REQUIRE_GPU();
+  OpCase resnet = poolCase("MaxPool", {2, 8, 15, 16}, attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}}), 70);
+  for (DataType t : kAllFloat) checkAllTactics(resnet, t, kExact, "maxpool 3x3 s2 p1");
+  checkAllTactics(poolCase("MaxPool", {1, 3, 10, 11}, attrs({{"kernel_shape", {3, 2}}, {"strides", {2, 2}}, {"ceil_mode", {1}},
+                                                             {"pads", {0, 1, 1, 0}}}), 71),
+                  DataType::kFLOAT, kExact, "maxpool ceil_mode asymmetric pads");
+  checkAllTactics(poolCase("MaxPool", {1, 2, 9, 9}, attrs({{"kernel_shape", {2, 2}}, {"dilations", {2, 2}}}), 72, 2),
+                  DataType::kFLOAT, kExact, "maxpool dilation + indices");
+  checkAllTactics(poolCase("MaxPool", {2, 3, 7, 6}, attrs({{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"storage_order", {1}}}), 73, 2),
+                  DataType::kHALF, kExact, "maxpool column-major indices");
+  checkAllTactics(poolCase("MaxPool", {1, 3, 20}, attrs({{"kernel_shape", {4}}, {"strides", {3}}}), 74), DataType::kBF16, kExact,
+                  "maxpool 1-D");
+  OpCase ints = poolCase("MaxPool", {1, 4, 8, 8}, attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}}), 75);
+  ints.inputs[0] = test::convertTo(randomTensor({1, 4, 8, 8}, 75, 100.f), DataType::kINT32);
+  checkAllTactics(ints, DataType::kINT32, kExact, "maxpool int32");
+  ints.inputs[0] = test::convertTo(randomTensor({1, 4, 8, 8}, 76, 100.f), DataType::kINT8);
+  checkAllTactics(ints, DataType::kINT8, kExact, "maxpool int8");
+}
+
+TEST(CudaPool, AveragePool) {
+  KILN_REQUIRE_GPU();
+  for (int64_t include : {0, 1}) {
+    OpCase c = poolCase("AveragePool", {2, 5, 13, 14},
+                        attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}, {"count_include_pad", {include}}}),
+                        80 + static_cast<uint32_t>(include));
+    for (DataType t : kAllFloat) checkAllTactics(c, t, avgTol(t), "avgpool count_include_pad " + std::to_string(include));
+  }
+  checkAllTactics(poolCase("AveragePool", {1, 3, 10, 9}, attrs({{"kernel_shape", {2, 3}}, {"strides", {2, 2}}, {"ceil_mode", {1}},
+                                                                 {"pads", {1, 0, 0, 1}}}), 82),
+                  DataType::kFLOAT, avgTol(DataType::kFLOAT), "avgpool ceil_mode asymmetric pads");
+  Attributes same = attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}});
+  same.set("auto_pad", std::string("SAME_LOWER"));
+  checkAllTactics(poolCase("AveragePool", {1, 2, 8, 7}, same, 83), DataType::kFLOAT, avgTol(DataType::kFLOAT), "avgpool SAME_LOWER");
+}
+
+TEST(CudaPool, GlobalPools) {
+  KILN_REQUIRE_GPU();
+  // ResNet-50's head (warp per plane) and large planes (block per plane).
+  for (Dims x : {Dims{2, 32, 7, 7}, Dims{1, 4, 64, 65}, Dims{3, 5, 1, 1}, Dims{2, 3, 10}}) {
+    for (DataType t : kAllFloat) {
+      checkAllTactics(poolCase("GlobalAveragePool", x, {}, 90), t, avgTol(t), "global average " + toString(x));
+      checkAllTactics(poolCase("GlobalMaxPool", x, {}, 91), t, kExact, "global max " + toString(x));
+    }
+  }
+  OpCase ints = poolCase("GlobalMaxPool", {2, 3, 5, 5}, {}, 92);
+  ints.inputs[0] = test::convertTo(randomTensor({2, 3, 5, 5}, 92, 1000.f), DataType::kINT32);
+  checkAllTactics(ints, DataType::kINT32, kExact, "global max int32");
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,308 @@
+// CUDA matmul family (cuBLASLt tactics): MatMul (batching, broadcasting, 1-D operands, fused bias +
+// activation), Gemm (transposes, alpha/beta, C broadcast), K = 0 and empty outputs, misaligned
+// buffers, TF32 on/off; every tactic against the CPU reference kernel on random data.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <optional>
+#include <random>
+
+#include "op_test_util.h"
+
+using namespace kiln;
+using kiln::test::OpCase;
+
+namespace {
+
+HostTensor randomTensor(const Dims& d, std::mt19937& rng) {
+  HostTensor t(DataType::kFLOAT, d);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int64_t i = 0; i < t.count(); ++i) t.as<float>()[i] = u(rng);
+  return t;
+}
+
+//! An element type under test: float32 with or without TF32, float16, bfloat16.
+struct TypeCfg {
+  DataType type;
+  bool tf32;
+  const char* name;
+};
+const TypeCfg kF32Tf32{DataType::kFLOAT, true, "f32-tf32"};
+const TypeCfg kF32{DataType::kFLOAT, false, "f32"};
+const TypeCfg kF16{DataType::kHALF, false, "f16"};
+const TypeCfg kBF16{DataType::kBF16, false, "bf16"};
+const TypeCfg kAllTypes[] = {kF32Tf32, kF32, kF16, kBF16};
+
+//! |got - ref| <= atol + rtol |ref|, sized for products of K terms in [-1, 1].
+void tolerance(const TypeCfg& t, int64_t K, double& rtol, double& atol) {
+  double s = std::sqrt(static_cast<double>(std::max<int64_t>(K, 1)));
+  if (t.type == DataType::kFLOAT && t.tf32) rtol = 2e-2, atol = 3e-3 * s;
+  else if (t.type == DataType::kFLOAT) rtol = 1e-4, atol = 1e-5 * s + 1e-6;
+  else if (t.type == DataType::kHALF) rtol = 5e-3, atol = 2e-3 * s;
+  else rtol = 2e-2, atol = 1.5e-2 * s;
+}
+
+//! A case in the type under test and the same case in float32 (from the rounded inputs) for the
+//! reference kernel.
+struct TypedCase {
+  OpCase gpu, ref;
+};
+
+TypedCase makeCase(const std::string& op, const std::vector<HostTensor>& inputs, const std::vector<bool>& constant,
+                   const Attributes& attrs, const TypeCfg& t) {
+  TypedCase c;
+  c.gpu.op = c.ref.op = op;
+  c.gpu.attrs = c.ref.attrs = attrs;
+  if (!t.tf32) c.gpu.attrs.set("kiln_tf32", int64_t(0));
+  c.gpu.constant = c.ref.constant = constant;
+  for (const HostTensor& x : inputs) {
+    if (!x.valid()) {
+      c.gpu.inputs.emplace_back();
+      c.ref.inputs.emplace_back();
+      continue;
+    }
+    HostTensor typed = test::convertTo(x, t.type);
+    c.gpu.inputs.push_back(typed);
+    c.ref.inputs.push_back(test::convertTo(typed, DataType::kFLOAT));
+  }
+  return c;
+}
+
+//! Runs every tactic the GPU offers for the case and compares it with the reference.
+void checkAllTactics(const TypedCase& c, const TypeCfg& t, int64_t K, const std::string& what) {
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  std::vector<std::string> names = test::tacticNames(*gpu, c.gpu);
+  ASSERT_EQ(names.size(), 4u) << what;
+  HostTensor ref = test::runReference(c.ref)[0];
+  double rtol, atol;
+  tolerance(t, K, rtol, atol);
+  for (const std::string& name : names) {
+    std::vector<HostTensor> got;
+    try {
+      got = test::runTactic(*gpu, name, c.gpu);
+    } catch (const Error& e) {
+      ADD_FAILURE() << what << " [" << name << ", " << t.name << "]: " << e.what();
+      continue;
+    }
+    test::expectClose(got[0], ref, rtol, atol, what + " [" + name + ", " + t.name + "]");
+  }
+}
+
+std::string dimsStr(const Dims& d) { return toString(d); }
+
+struct MatMulShape {
+  Dims a, b;
+  std::optional<Dims> bias;
+};
+
+void runMatMul(const MatMulShape& s, const TypeCfg& t, bool constB, const std::string& act = "", float actA = 0.f,
+               float actB = 0.f, uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  std::vector<HostTensor> in{randomTensor(s.a, rng), randomTensor(s.b, rng)};
+  std::vector<bool> constant{false, constB};
+  if (s.bias) {
+    in.push_back(randomTensor(*s.bias, rng));
+    constant.push_back(constB);
+  }
+  Attributes attrs;
+  if (!act.empty()) {
+    attrs.set("kiln_activation", act);
+    attrs.set("kiln_act_alpha", actA);
+    attrs.set("kiln_act_beta", actB);
+  }
+  TypedCase c = makeCase("MatMul", in, constant, attrs, t);
+  std::string what = "MatMul " + dimsStr(s.a) + " x " + dimsStr(s.b) + (s.bias ? " + " + dimsStr(*s.bias) : "") +
+                     (act.empty() ? "" : " " + act) + (constB ? " const B" : "");
+  checkAllTactics(c, t, s.a.back(), what);
+}
+
+}  // namespace
+
+TEST(CudaMatMul, ShapesAndBatching) {
+  KILN_REQUIRE_GPU();
+  const MatMulShape shapes[] = {
+      {{1, 1}, {1, 1}, {}},
+      {{1}, {1}, {}},                        // 1-D x 1-D: a scalar
+      {{3, 7}, {7, 5}, {}},                  // odd M/N/K
+      {{7}, {7, 5}, {}},                     // 1-D A
+      {{3, 7}, {7}, {}},                     // 1-D B
+      {{2, 3, 7}, {7}, {}},                  // batched A, 1-D B (folded into M)
+      {{7}, {2, 7, 5}, {}},                  // 1-D A broadcast over B's batch
+      {{2, 3, 9}, {9, 5}, {}},               // one B: batch folded into M
+      {{2, 3, 9}, {2, 9, 5}, {}},            // strided batch
+      {{3, 9}, {4, 9, 5}, {}},               // A broadcast (stride 0)
+      {{4, 1, 3, 8}, {1, 3, 8, 6}, {}},      // two-sided broadcast: outer launches
+      {{2, 1, 5, 17}, {3, 17, 33}, {}},      // A broadcast over an inner dim, B over the outer one
+      {{4, 32, 64}, {4, 64, 48}, {}},
+      {{2, 64, 768}, {768, 768}, {}},        // 128x768x768 with the batch folded
+      {{2, 2, 33, 40}, {2, 2, 40, 24}, {}},  // aligned strides, 4 batches
+  };
+  for (const MatMulShape& s : shapes)
+    for (const TypeCfg& t : kAllTypes)
+      for (bool constB : {false, true}) runMatMul(s, t, constB);
+}
+
+TEST(CudaMatMul, FusedBiasAndActivations) {
+  KILN_REQUIRE_GPU();
+  struct Act {
+    const char* name;
+    float alpha, beta;
+  };
+  const Act acts[] = {{"", 0, 0},          {"Relu", 0, 0},      {"GeluTanh", 0, 0},    {"Gelu", 0, 0},
+                      {"Sigmoid", 0, 0},   {"Tanh", 0, 0},      {"LeakyRelu", 0.1f, 0}, {"Clip", -0.5f, 0.75f},
+                      {"HardSwish", 0, 0}, {"HardSigmoid", 0.2f, 0.5f}, {"Elu", 1.f, 0},     {"Softplus", 0, 0}};
+  for (const TypeCfg& t : {kF32, kF16, kBF16, kF32Tf32}) {
+    for (const Act& a : acts) {
+      runMatMul({{2, 5, 24}, {24, 40}, Dims{40}}, t, true, a.name, a.alpha, a.beta);   // row bias (fused)
+      runMatMul({{2, 5, 24}, {24, 40}, std::nullopt}, t, false, a.name, a.alpha, a.beta);  // activation only
+    }
+    // Bias shapes: odd row, general broadcasts (own epilogue), bias of the output's shape (C).
+    runMatMul({{3, 11}, {11, 7}, Dims{7}}, t, false, "Relu");
+    runMatMul({{3, 11}, {11, 7}, Dims{1, 7}}, t, true, "GeluTanh");
+    runMatMul({{2, 5, 24}, {24, 40}, Dims{5, 1}}, t, false, "Relu");
+    runMatMul({{2, 5, 24}, {24, 40}, Dims{1}}, t, false, "Sigmoid");
+    runMatMul({{2, 5, 24}, {24, 40}, Dims{2, 1, 40}}, t, true);
+    runMatMul({{2, 5, 24}, {24, 40}, Dims{2, 5, 40}}, t, false, "Tanh");
+    runMatMul({{2, 5, 24}, {24, 40}, Dims{2, 5, 40}}, t, false, "Relu");
+    runMatMul({{4, 1, 3, 8}, {1, 3, 8, 6}, Dims{6}}, t, false, "Relu");
+    runMatMul({{3, 11}, {11}, Dims{3}}, t, false, "LeakyRelu", 0.2f);  // 1-D B: the bias runs over M
+  }
+}
+
+TEST(CudaMatMul, ZeroSizes) {
+  KILN_REQUIRE_GPU();
+  for (const TypeCfg& t : {kF32, kF16}) {
+    runMatMul({{3, 0}, {0, 5}, std::nullopt}, t, false);               // K = 0: zeros
+    runMatMul({{2, 3, 0}, {0, 5}, Dims{5}}, t, true, "Sigmoid");         // K = 0: act(bias)
+    runMatMul({{3, 0}, {0, 5}, Dims{3, 5}}, t, false, "Relu");
+    runMatMul({{0, 4}, {4, 5}, Dims{5}}, t, false, "Relu");            // M = 0: empty
+    runMatMul({{3, 4}, {4, 0}, std::nullopt}, t, true);                  // N = 0: empty
+    runMatMul({{0, 3, 4}, {4, 5}, std::nullopt}, t, false);            // no batches
+  }
+}
+
+namespace {
+
+void runGemm(int64_t M, int64_t N, int64_t K, bool transA, bool transB, float alpha, float beta, std::optional<Dims> c,
+             const TypeCfg& t, bool constB, const std::string& act = "") {
+  std::mt19937 rng(static_cast<uint32_t>(M * 131 + N * 17 + K));
+  std::vector<HostTensor> in{randomTensor(transA ? Dims{K, M} : Dims{M, K}, rng), randomTensor(transB ? Dims{N, K} : Dims{K, N}, rng)};
+  std::vector<bool> constant{false, constB, constB};
+  if (c) in.push_back(randomTensor(*c, rng));
+  Attributes attrs;
+  attrs.set("transA", int64_t(transA));
+  attrs.set("transB", int64_t(transB));
+  attrs.set("alpha", alpha);
+  attrs.set("beta", beta);
+  if (!act.empty()) attrs.set("kiln_activation", act);
+  TypedCase tc = makeCase("Gemm", in, constant, attrs, t);
+  std::string what = "Gemm " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " tA=" + std::to_string(transA) +
+                     " tB=" + std::to_string(transB) + " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) +
+                     (c ? " C " + dimsStr(*c) : "") + (act.empty() ? "" : " " + act) + (constB ? " const" : "");
+  checkAllTactics(tc, t, K, what);
+}
+
+}  // namespace
+
+TEST(CudaGemm, TransposesAlphaBetaC) {
+  KILN_REQUIRE_GPU();
+  for (const TypeCfg& t : kAllTypes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool constB : {false, true}) {
+          runGemm(13, 9, 21, ta, tb, 1.f, 1.f, std::nullopt, t, constB);
+          runGemm(13, 9, 21, ta, tb, 0.5f, 1.f, Dims{9}, t, constB, "Relu");     // bias epilogue
+          runGemm(16, 24, 40, ta, tb, 1.5f, 0.7f, Dims{16, 24}, t, constB);      // C with beta
+          runGemm(13, 9, 21, ta, tb, 1.f, 0.5f, Dims{1, 9}, t, constB, "Tanh");  // row C, beta != 1
+        }
+  for (const TypeCfg& t : kAllTypes) {
+    runGemm(7, 5, 3, false, true, 1.f, 2.f, Dims{7, 1}, t, true, "Sigmoid");  // column C
+    runGemm(7, 5, 3, true, false, 1.f, 1.f, Dims{1}, t, false, "GeluTanh");   // scalar C
+    runGemm(7, 5, 3, false, false, 1.f, 1.f, Dims{1, 1}, t, true, "Gelu");
+    runGemm(7, 5, 3, false, false, 1.f, 0.f, Dims{7, 5}, t, true);            // beta = 0: C ignored
+    runGemm(1, 1, 1, false, false, 2.f, 1.f, Dims{1}, t, false);
+    runGemm(64, 768, 768, false, true, 1.f, 1.f, Dims{768}, t, true, "GeluTanh");
+    runGemm(6, 5, 0, false, false, 1.f, 0.5f, Dims{5}, t, false, "Relu");     // K = 0
+    runGemm(1, 8, 4, false, false, 1.f, 1.f, Dims{1, 8}, t, false, "Relu");   // M = 1
+  }
+}
+
+TEST(CudaMatMul, Tf32OffIsFullPrecision) {
+  KILN_REQUIRE_GPU();
+  // With kiln_tf32 = 0 the float32 result must match to ~1e-5: TF32 (10-bit mantissa) would not.
+  std::mt19937 rng(7);
+  HostTensor a = randomTensor({64, 512}, rng), b = randomTensor({512, 64}, rng);
+  TypedCase c = makeCase("MatMul", {a, b}, {false, true}, {}, kF32);
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  HostTensor ref = test::runReference(c.ref)[0];
+  for (const std::string& name : test::tacticNames(*gpu, c.gpu))
+    test::expectClose(test::runTactic(*gpu, name, c.gpu)[0], ref, 1e-5, 2e-5, "fp32 " + name);
+}
+
+TEST(CudaMatMul, MisalignedBuffers) {
+  KILN_REQUIRE_GPU();
+  // Buffers offset by one element (as a user's pointer may be): the element-aligned algorithm and
+  // the own epilogue run instead of the fused 16-byte-aligned one.
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  for (const TypeCfg& t : {kF32, kF16, kBF16}) {
+    std::mt19937 rng(3);
+    std::vector<HostTensor> in{randomTensor({2, 9, 16}, rng), randomTensor({16, 24}, rng), randomTensor({24}, rng)};
+    Attributes attrs;
+    attrs.set("kiln_activation", std::string("Relu"));
+    TypedCase c = makeCase("MatMul", in, {false, false, false}, attrs, t);
+    HostTensor ref = test::runReference(c.ref)[0];
+    LayerDesc build = test::describe(c.gpu, false), concrete = test::describe(c.gpu, true);
+    for (auto& tactic : gpu->tactics(build)) {
+      auto k = tactic.create(build);
+      std::unique_ptr<KernelState> state;
+      size_t ws = k->reshape(concrete, state);
+      const size_t es = elementSize(t.type);
+      std::vector<void*> owned;
+      auto devCopy = [&](const HostTensor& h) {
+        char* p = static_cast<char*>(gpu->allocate(h.bytes() + 64));
+        owned.push_back(p);
+        gpu->copyToDevice(p + es, h.data(), h.bytes(), nullptr);
+        return p + es;
+      };
+      KernelIO io;
+      for (const HostTensor& h : c.gpu.inputs) io.in.push_back(TensorView{devCopy(h), h.type(), h.dims(), h.count()});
+      HostTensor out(concrete.outputs[0].type, concrete.outputs[0].dims);
+      io.out.push_back(TensorView{devCopy(out), out.type(), out.dims(), out.count()});
+      io.workspace = ws ? gpu->allocate(ws) : nullptr;
+      if (ws) owned.push_back(io.workspace);
+      io.workspaceSize = ws;
+      EXPECT_NO_THROW(k->execute(io, state.get())) << tactic.name;
+      gpu->synchronize(nullptr);
+      gpu->copyToHost(out.data(), io.out[0].data, out.bytes(), nullptr);
+      for (void* p : owned) gpu->release(p);
+      double rtol, atol;
+      tolerance(t, 16, rtol, atol);
+      test::expectClose(out, ref, rtol, atol, std::string("misaligned ") + t.name + " " + tactic.name);
+    }
+  }
+}
+
+TEST(CudaMatMul, SupportsRefusesOtherTypes) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  std::mt19937 rng(5);
+  for (DataType t : {DataType::kDOUBLE, DataType::kINT32, DataType::kINT64}) {
+    OpCase mm{"MatMul", {}, {test::convertTo(randomTensor({3, 4}, rng), t), test::convertTo(randomTensor({4, 5}, rng), t)}};
+    EXPECT_TRUE(test::tacticNames(*gpu, mm).empty()) << toString(t);
+    OpCase gemm{"Gemm", {}, {test::convertTo(randomTensor({3, 4}, rng), t), test::convertTo(randomTensor({4, 5}, rng), t)}};
+    EXPECT_TRUE(test::tacticNames(*gpu, gemm).empty()) << toString(t);
+  }
+  OpCase ok{"MatMul", {}, {randomTensor({3, 4}, rng), randomTensor({4, 5}, rng)}};
+  std::vector<std::string> names = test::tacticNames(*gpu, ok);
+  EXPECT_EQ(names, (std::vector<std::string>{"cublaslt", "cublaslt_1", "cublaslt_2", "cublaslt_3"}));
+  // An unknown fused activation (never produced by a valid builder pass) is refused, not crashed on.
+  LayerDesc d = test::describe(ok, false);
+  Attributes bogus;
+  bogus.set("kiln_activation", std::string("NoSuchActivation"));
+  d.attrs = &bogus;
+  EXPECT_TRUE(gpu->tactics(d).empty());
+  // Mixed types (A float, B half) are refused too.
+  LayerDesc mixed = test::describe(ok, false);
+  mixed.inputs[1].type = DataType::kHALF;
+  EXPECT_TRUE(gpu->tactics(mixed).empty());
+}

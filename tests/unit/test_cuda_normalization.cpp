@@ -1,0 +1,437 @@
+// CUDA normalization-family tactics against the CPU reference kernels: Softmax/LogSoftmax,
+// LayerNorm/RMSNorm, GroupNorm/InstanceNorm, BatchNorm, Reduce*, ArgMax/ArgMin, TopK, CumSum.
+// Odd sizes, rows cached in registers and streamed, vectorized and scalar paths, broadcast
+// parameters, every reduction form, float32/float16/bfloat16 (references from the same rounded
+// inputs) and integer types; supports() refusals.
+#include <random>
+
+#include "op_test_util.h"
+
+using namespace kiln;
+using kiln::test::OpCase;
+
+namespace {
+
+HostTensor uniform(const Dims& d, uint32_t seed, float lo = -3.f, float hi = 3.f) {
+  HostTensor t(DataType::kFLOAT, d);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  for (int64_t i = 0; i < t.count(); ++i) t.as<float>()[i] = u(rng);
+  return t;
+}
+
+//! Integers in [lo, hi] (many ties) as `type`.
+HostTensor integers(const Dims& d, uint32_t seed, int lo, int hi, DataType type) {
+  HostTensor f(DataType::kFLOAT, d);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> u(lo, hi);
+  for (int64_t i = 0; i < f.count(); ++i) f.as<float>()[i] = static_cast<float>(u(rng));
+  return test::convertTo(f, type);
+}
+
+HostTensor ints64(const std::vector<int64_t>& v) {
+  HostTensor t(DataType::kINT64, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.as<int64_t>()[i] = v[i];
+  return t;
+}
+
+bool isHalfType(DataType t) { return t == DataType::kHALF || t == DataType::kBF16; }
+
+//! The case with its float inputs converted to `type` (integer inputs unchanged).
+OpCase withType(const OpCase& c, DataType type) {
+  OpCase o = c;
+  for (auto& in : o.inputs)
+    if (in.valid() && in.type() == DataType::kFLOAT) in = test::convertTo(in, type);
+  return o;
+}
+
+//! The case with its half/bf16 inputs widened to float32 (the reference computes in float32).
+OpCase widened(const OpCase& c) {
+  OpCase o = c;
+  for (auto& in : o.inputs)
+    if (in.valid() && isHalfType(in.type())) in = test::convertTo(in, DataType::kFLOAT);
+  return o;
+}
+
+struct Tol {
+  double rtol, atol;
+};
+
+Tol tolFor(DataType t) {
+  if (t == DataType::kHALF) return {4e-3, 4e-3};
+  if (t == DataType::kBF16) return {2e-2, 2e-2};
+  return {1e-4, 1e-4};
+}
+
+//! Runs every CUDA tactic offered for the case (at least one must be) in `type` and compares
+//! each output with the reference: integer outputs exactly, float outputs within `tol` (or the
+//! type's default tolerance).
+void check(const OpCase& base, DataType type, const std::string& what, const Tol* tol = nullptr) {
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const OpCase c = withType(base, type);
+  const auto ref = test::runReference(widened(c));
+  const auto names = test::tacticNames(*gpu, c);
+  ASSERT_FALSE(names.empty()) << what << ": no CUDA tactic offered";
+  for (const auto& name : names) {
+    const auto got = test::runTactic(*gpu, name, c);
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      const std::string label = what + " [" + toString(type) + ", tactic " + name + ", output " + std::to_string(i) + "]";
+      const DataType ot = got[i].type();
+      if (ot == DataType::kINT64 || ot == DataType::kINT32) {
+        test::expectClose(got[i], ref[i], 0, 0, label);
+      } else {
+        // Outputs computed in float32 (e.g. LayerNorm's Mean) get the float32 tolerance.
+        const Tol t = tol ? *tol : tolFor(ot);
+        test::expectClose(got[i], ref[i], t.rtol, t.atol, label);
+      }
+    }
+  }
+}
+
+const DataType kFloatTypes[] = {DataType::kFLOAT, DataType::kHALF, DataType::kBF16};
+
+bool offered(const OpCase& c) {
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  return !test::tacticNames(*gpu, c).empty();
+}
+
+// ---- Softmax ----------------------------------------------------------------------------------
+
+OpCase softmaxCase(const std::string& op, const Dims& d, int64_t axis, uint32_t seed, bool coerce = false) {
+  OpCase c;
+  c.op = op;
+  c.attrs.set("axis", axis);
+  if (coerce) c.attrs.set("kiln_coerce_2d", int64_t(1));
+  c.inputs = {uniform(d, seed, -6.f, 6.f)};
+  return c;
+}
+
+TEST(CudaSoftmax, LastAxisCachedStreamedVectorizedAndScalar) {
+  KILN_REQUIRE_GPU();
+  // Odd rows (scalar), 768 (vectorized, cached), 3000 (wide row), 20001 (scalar, streamed),
+  // 65536 (vectorized, streamed), a single column.
+  const Dims shapes[] = {{3, 7}, {4, 768}, {2, 3000}, {2, 20001}, {1, 65536}, {5, 1}, {2, 3, 40}};
+  for (const char* op : {"Softmax", "LogSoftmax"})
+    for (const auto& d : shapes)
+      for (DataType t : kFloatTypes) check(softmaxCase(op, d, -1, 7), t, std::string(op) + " " + toString(d));
+}
+
+TEST(CudaSoftmax, OtherAxesAndLegacyCoercedForm) {
+  KILN_REQUIRE_GPU();
+  for (const char* op : {"Softmax", "LogSoftmax"}) {
+    for (DataType t : kFloatTypes) {
+      check(softmaxCase(op, {2, 5, 9}, 1, 3), t, std::string(op) + " axis 1");
+      check(softmaxCase(op, {7, 3}, 0, 4), t, std::string(op) + " axis 0");
+    }
+    check(softmaxCase(op, {2, 3, 4, 5}, 1, 5, true), DataType::kFLOAT, std::string(op) + " coerced axis 1");
+    check(softmaxCase(op, {3, 4}, 2, 6, true), DataType::kFLOAT, std::string(op) + " coerced axis == rank");
+  }
+}
+
+// ---- LayerNormalization / RMSNormalization --------------------------------------------------
+
+OpCase layerNormCase(const std::string& op, const Dims& x, const Dims& scale, int64_t axis, bool bias, uint32_t seed,
+                     int outputs = 1) {
+  OpCase c;
+  c.op = op;
+  c.attrs.set("axis", axis);
+  c.attrs.set("epsilon", 1e-5f);
+  c.inputs = {uniform(x, seed, -2.f, 4.f), uniform(scale, seed + 1, 0.5f, 1.5f)};
+  if (bias) c.inputs.push_back(uniform(scale, seed + 2, -1.f, 1.f));
+  c.constant = {false, true, true};
+  c.nbOutputs = outputs;
+  return c;
+}
+
+TEST(CudaLayerNorm, RowsOfManySizes) {
+  KILN_REQUIRE_GPU();
+  struct Shape {
+    Dims x, scale;
+    int64_t axis;
+  };
+  const Shape shapes[] = {
+      {{4, 768}, {768}, -1},           // BERT hidden, vectorized and cached
+      {{3, 1024}, {1024}, -1},         //
+      {{3, 5, 33}, {5, 33}, 1},        // normalized block of 165 (scalar path)
+      {{2, 20000}, {20000}, -1},       // streamed
+      {{2, 3, 7}, {7}, -1},            // tiny rows
+      {{3, 5, 33}, {33}, 1},           // scale broadcast inside the block
+      {{2, 4, 16}, {1, 16}, -1},       // leading 1 in the scale: still per element of the row
+  };
+  for (const auto& s : shapes)
+    for (DataType t : kFloatTypes) {
+      check(layerNormCase("LayerNormalization", s.x, s.scale, s.axis, true, 11), t, "LayerNorm " + toString(s.x));
+      check(layerNormCase("LayerNormalization", s.x, s.scale, s.axis, false, 12), t, "LayerNorm no bias " + toString(s.x));
+      check(layerNormCase("RMSNormalization", s.x, s.scale, s.axis, false, 13), t, "RMSNorm " + toString(s.x));
+    }
+}
+
+TEST(CudaLayerNorm, MeanAndInvStdDevOutputs) {
+  KILN_REQUIRE_GPU();
+  const Tol f32 = tolFor(DataType::kFLOAT);
+  check(layerNormCase("LayerNormalization", {6, 100}, {100}, -1, true, 21, 3), DataType::kFLOAT, "LayerNorm 3 outputs", &f32);
+  check(layerNormCase("LayerNormalization", {2, 3, 64}, {3, 64}, 1, true, 22, 3), DataType::kFLOAT, "LayerNorm 3 outputs axis 1", &f32);
+  // half input: Y in half, Mean/InvStdDev in float32 (stash_type 1).
+  const Tol mixed{4e-3, 4e-3};
+  check(layerNormCase("LayerNormalization", {6, 256}, {256}, -1, true, 23, 3), DataType::kHALF, "LayerNorm 3 outputs half", &mixed);
+}
+
+// ---- GroupNormalization / InstanceNormalization ---------------------------------------------
+
+OpCase groupNormCase(const Dims& x, int64_t groups, bool perGroupAffine, uint32_t seed) {
+  OpCase c;
+  c.op = "GroupNormalization";
+  c.attrs.set("num_groups", groups);
+  c.attrs.set("epsilon", 1e-5f);
+  const Dims p = {perGroupAffine ? groups : x[1]};
+  if (perGroupAffine) c.attrs.set("kiln_per_group_affine", int64_t(1));
+  c.inputs = {uniform(x, seed, -1.f, 3.f), uniform(p, seed + 1, 0.5f, 1.5f), uniform(p, seed + 2, -1.f, 1.f)};
+  c.constant = {false, true, true};
+  return c;
+}
+
+TEST(CudaGroupNorm, GroupsPerChannelAndPerGroupAffine) {
+  KILN_REQUIRE_GPU();
+  for (DataType t : kFloatTypes) {
+    check(groupNormCase({2, 6, 5, 7}, 3, false, 31), t, "GroupNorm 3 groups, spatial 35");
+    check(groupNormCase({2, 6, 5, 7}, 3, true, 32), t, "GroupNorm per-group affine");
+    check(groupNormCase({1, 32, 64, 64}, 8, false, 33), t, "GroupNorm large groups");
+    check(groupNormCase({3, 4}, 2, false, 34), t, "GroupNorm rank 2");
+  }
+}
+
+TEST(CudaInstanceNorm, Shapes) {
+  KILN_REQUIRE_GPU();
+  for (const Dims& d : {Dims{2, 3, 17}, Dims{2, 4, 8, 8}, Dims{1, 2, 3, 3000}}) {
+    OpCase c;
+    c.op = "InstanceNormalization";
+    c.attrs.set("epsilon", 1e-5f);
+    c.inputs = {uniform(d, 41, -1.f, 3.f), uniform({d[1]}, 42, 0.5f, 1.5f), uniform({d[1]}, 43, -1.f, 1.f)};
+    for (DataType t : kFloatTypes) check(c, t, "InstanceNorm " + toString(d));
+  }
+}
+
+// ---- BatchNormalization -------------------------------------------------------------------------
+
+OpCase batchNormCase(const Dims& x, bool perActivation, uint32_t seed) {
+  OpCase c;
+  c.op = "BatchNormalization";
+  c.attrs.set("epsilon", 1e-5f);
+  const Dims p = perActivation ? Dims(x.begin() + 1, x.end()) : Dims{x[1]};
+  if (perActivation) c.attrs.set("kiln_per_activation", int64_t(1));
+  c.inputs = {uniform(x, seed), uniform(p, seed + 1, 0.5f, 1.5f), uniform(p, seed + 2, -1.f, 1.f), uniform(p, seed + 3, -1.f, 1.f),
+              uniform(p, seed + 4, 0.5f, 2.f)};
+  c.constant = {false, true, true, true, true};
+  return c;
+}
+
+TEST(CudaBatchNorm, InferencePerChannelAndPerActivation) {
+  KILN_REQUIRE_GPU();
+  for (DataType t : kFloatTypes) {
+    check(batchNormCase({2, 3, 5, 5}, false, 51), t, "BatchNorm spatial 25");
+    check(batchNormCase({2, 8, 4, 4}, false, 52), t, "BatchNorm spatial 16 (vectorized)");
+    check(batchNormCase({4, 10}, false, 53), t, "BatchNorm rank 2");
+    check(batchNormCase({2, 3, 4}, true, 54), t, "BatchNorm per activation");
+  }
+}
+
+// ---- Reduce* ----------------------------------------------------------------------------------
+
+OpCase reduceCase(const std::string& op, const HostTensor& x, const std::vector<int64_t>* axes, bool keepDims,
+                  bool noopEmpty = false) {
+  OpCase c;
+  c.op = op;
+  c.attrs.set("keepdims", int64_t(keepDims ? 1 : 0));
+  if (noopEmpty) c.attrs.set("noop_with_empty_axes", int64_t(1));
+  c.inputs = {x};
+  if (axes) {
+    c.inputs.push_back(ints64(*axes));
+    c.constant = {false, true};
+  }
+  return c;
+}
+
+const char* kReduceOps[] = {"ReduceSum",  "ReduceMean",   "ReduceMax",       "ReduceMin",       "ReduceProd",
+                            "ReduceL1",   "ReduceL2",     "ReduceLogSum",    "ReduceLogSumExp", "ReduceSumSquare"};
+
+//! Positive inputs for the log-sums and products (values near 1 keep products finite).
+HostTensor reduceInput(const std::string& op, const Dims& d, uint32_t seed) {
+  if (op == "ReduceProd") return uniform(d, seed, 0.8f, 1.25f);
+  if (op == "ReduceLogSum") return uniform(d, seed, 0.1f, 2.f);
+  return uniform(d, seed);
+}
+
+TEST(CudaReduce, EveryOpEveryForm) {
+  KILN_REQUIRE_GPU();
+  struct Form {
+    Dims x;
+    std::vector<int64_t> axes;
+    bool keep;
+  };
+  const Form forms[] = {
+      {{3, 4, 5}, {-1}, true},         // row form, odd rows
+      {{3, 4, 5}, {1}, true},          // one middle axis
+      {{3, 4, 5}, {0, 2}, false},      // two separate axes (general)
+      {{3, 4, 5}, {}, false},          // everything
+      {{4, 1000}, {1}, false},         // long rows, vectorized
+      {{2, 3, 1, 64}, {1, 2, 3}, true},  // trailing axes with a size-1 dim
+      {{64, 40, 3}, {0}, false},       // leading axis (general, few outputs)
+      {{5, 1}, {1}, true},             // reducing only a size-1 dim
+  };
+  for (const char* op : kReduceOps)
+    for (const auto& f : forms) {
+      const HostTensor x = reduceInput(op, f.x, 61);
+      const std::vector<int64_t>* axes = f.axes.empty() ? nullptr : &f.axes;
+      const std::string what = std::string(op) + " " + toString(f.x) + " axes " + std::to_string(f.axes.size());
+      for (DataType t : kFloatTypes) {
+        Tol tol = tolFor(t);
+        if (t == DataType::kFLOAT) tol = {1e-4, 1e-3};  // float32 sums of up to 1000 terms
+        check(reduceCase(op, x, axes, f.keep), t, what, &tol);
+      }
+    }
+}
+
+TEST(CudaReduce, NoopEmptyAxesAndEmptyReductions) {
+  KILN_REQUIRE_GPU();
+  const std::vector<int64_t> none;
+  check(reduceCase("ReduceSum", uniform({3, 5}, 71), &none, true, true), DataType::kFLOAT, "noop empty axes");
+  check(reduceCase("ReduceMax", uniform({3, 5}, 71), nullptr, true, true), DataType::kHALF, "noop without axes");
+  const std::vector<int64_t> ax1 = {1};
+  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceLogSumExp"})
+    check(reduceCase(op, HostTensor(DataType::kFLOAT, {2, 0, 3}), &ax1, true), DataType::kFLOAT, std::string(op) + " over an empty axis");
+}
+
+TEST(CudaReduce, IntegerTypes) {
+  KILN_REQUIRE_GPU();
+  const std::vector<int64_t> last = {-1}, middle = {1};
+  for (DataType t : {DataType::kINT32, DataType::kINT64})
+    for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceSumSquare"}) {
+      const HostTensor x = std::string(op) == "ReduceProd" ? integers({3, 4, 5}, 81, -2, 2, t) : integers({3, 4, 5}, 81, -50, 50, t);
+      check(reduceCase(op, x, &last, true), t, std::string(op) + " int last axis");
+      check(reduceCase(op, x, &middle, false), t, std::string(op) + " int middle axis");
+    }
+}
+
+// ---- ArgMax / ArgMin ----------------------------------------------------------------------------
+
+OpCase argCase(const std::string& op, const HostTensor& x, int64_t axis, bool keep, bool last) {
+  OpCase c;
+  c.op = op;
+  c.attrs.set("axis", axis);
+  c.attrs.set("keepdims", int64_t(keep ? 1 : 0));
+  c.attrs.set("select_last_index", int64_t(last ? 1 : 0));
+  c.inputs = {x};
+  return c;
+}
+
+TEST(CudaArgMax, AxesTypesAndTies) {
+  KILN_REQUIRE_GPU();
+  for (const char* op : {"ArgMax", "ArgMin"}) {
+    for (DataType t : kFloatTypes) {
+      check(argCase(op, uniform({5, 37}, 91), 1, true, false), t, std::string(op) + " last axis");
+      check(argCase(op, uniform({4, 3000}, 92), -1, false, false), t, std::string(op) + " long rows");
+      check(argCase(op, uniform({3, 9, 4}, 93), 1, true, false), t, std::string(op) + " middle axis");
+    }
+    for (DataType t : {DataType::kINT32, DataType::kINT64})
+      for (bool last : {false, true}) {
+        check(argCase(op, integers({6, 300}, 94, 0, 4, t), 1, true, last), t, std::string(op) + " int ties rows");
+        check(argCase(op, integers({3, 50, 7}, 95, 0, 3, t), 1, false, last), t, std::string(op) + " int ties columns");
+      }
+  }
+}
+
+// ---- TopK -------------------------------------------------------------------------------------
+
+OpCase topkCase(const HostTensor& x, int64_t k, int64_t axis, bool largest) {
+  OpCase c;
+  c.op = "TopK";
+  c.attrs.set("axis", axis);
+  c.attrs.set("largest", int64_t(largest ? 1 : 0));
+  c.inputs = {x, ints64({k})};
+  c.constant = {false, true};
+  c.nbOutputs = 2;
+  return c;
+}
+
+TEST(CudaTopK, SmallAndFullKBothDirections) {
+  KILN_REQUIRE_GPU();
+  for (bool largest : {true, false}) {
+    for (DataType t : kFloatTypes) {
+      check(topkCase(uniform({4, 50}, 101), 5, -1, largest), t, "TopK k=5");
+      check(topkCase(uniform({3, 7, 5}, 102), 3, 1, largest), t, "TopK middle axis");
+      check(topkCase(uniform({2, 5000}, 103), 10, 1, largest), t, "TopK long rows");
+      check(topkCase(uniform({3, 17}, 104), 17, 1, largest), t, "TopK k = len");
+      check(topkCase(uniform({3, 17}, 105), 0, 1, largest), t, "TopK k = 0");
+    }
+    for (DataType t : {DataType::kINT32, DataType::kINT64})
+      check(topkCase(integers({5, 40}, 106, 0, 6, t), 12, 1, largest), t, "TopK int ties");
+  }
+}
+
+// ---- CumSum -------------------------------------------------------------------------------------
+
+OpCase cumsumCase(const HostTensor& x, int64_t axis, bool exclusive, bool reverse) {
+  OpCase c;
+  c.op = "CumSum";
+  c.attrs.set("exclusive", int64_t(exclusive ? 1 : 0));
+  c.attrs.set("reverse", int64_t(reverse ? 1 : 0));
+  c.inputs = {x, ints64({axis}).reshaped({})};
+  c.constant = {false, true};
+  return c;
+}
+
+TEST(CudaCumSum, RowsColumnsExclusiveReverse) {
+  KILN_REQUIRE_GPU();
+  for (bool exclusive : {false, true})
+    for (bool reverse : {false, true}) {
+      const std::string mode = std::string(exclusive ? " exclusive" : "") + (reverse ? " reverse" : "");
+      for (DataType t : kFloatTypes) {
+        Tol tol = tolFor(t);
+        if (t == DataType::kFLOAT) tol = {1e-4, 2e-3};  // float32 prefix sums of up to 2500 terms
+        check(cumsumCase(uniform({3, 2500}, 111), 1, exclusive, reverse), t, "CumSum long rows" + mode, &tol);
+        check(cumsumCase(uniform({3, 10}, 112), -1, exclusive, reverse), t, "CumSum short rows" + mode, &tol);
+        check(cumsumCase(uniform({4, 6, 5}, 113), 1, exclusive, reverse), t, "CumSum middle axis" + mode, &tol);
+      }
+      for (DataType t : {DataType::kINT32, DataType::kINT64}) {
+        check(cumsumCase(integers({2, 3000}, 114, -100, 100, t), 1, exclusive, reverse), t, "CumSum int rows" + mode);
+        check(cumsumCase(integers({4, 6, 5}, 115, -100, 100, t), 0, exclusive, reverse), t, "CumSum int axis 0" + mode);
+      }
+    }
+}
+
+// ---- supports() -------------------------------------------------------------------------------
+
+TEST(CudaNormalizationSupports, RefusesWhatItDoesNotHandle) {
+  KILN_REQUIRE_GPU();
+  const std::vector<int64_t> ax = {1};
+  // Types without a CUDA kernel.
+  EXPECT_FALSE(offered(reduceCase("ReduceSum", test::convertTo(uniform({3, 4}, 1), DataType::kDOUBLE), &ax, true)));
+  EXPECT_FALSE(offered(reduceCase("ReduceL2", integers({3, 4}, 2, 0, 5, DataType::kINT32), &ax, true)));
+  EXPECT_FALSE(offered(reduceCase("ReduceLogSumExp", integers({3, 4}, 2, 0, 5, DataType::kINT64), &ax, true)));
+  EXPECT_FALSE(offered(argCase("ArgMax", integers({3, 4}, 3, 0, 5, DataType::kUINT8), 1, true, false)));
+  EXPECT_FALSE(offered(withType(softmaxCase("Softmax", {2, 3}, -1, 4), DataType::kDOUBLE)));
+  // Mixed types: half X with float32 scale.
+  OpCase ln = layerNormCase("LayerNormalization", {2, 8}, {8}, -1, true, 5);
+  ln.inputs[0] = test::convertTo(ln.inputs[0], DataType::kHALF);
+  EXPECT_FALSE(offered(ln));
+  // Double statistics.
+  OpCase stash = layerNormCase("LayerNormalization", {2, 8}, {8}, -1, true, 6);
+  stash.attrs.set("stash_type", int64_t(11));
+  EXPECT_FALSE(offered(stash));
+  // Training-mode BatchNormalization.
+  OpCase bn = batchNormCase({2, 3, 4, 4}, false, 7);
+  bn.attrs.set("training_mode", int64_t(1));
+  bn.nbOutputs = 3;
+  EXPECT_FALSE(offered(bn));
+  // CumSum whose axis is not a build-time constant.
+  OpCase cs = cumsumCase(uniform({3, 4}, 8), 1, false, false);
+  cs.constant = {false, false};
+  EXPECT_FALSE(offered(cs));
+  // And the supported forms of the same ops are offered.
+  EXPECT_TRUE(offered(reduceCase("ReduceSum", integers({3, 4}, 2, 0, 5, DataType::kINT32), &ax, true)));
+  EXPECT_TRUE(offered(cumsumCase(uniform({3, 4}, 8), 1, false, false)));
+  EXPECT_TRUE(offered(batchNormCase({2, 3, 4, 4}, false, 7)));
+}
+
+}  // namespace

@@ -1,0 +1,240 @@
+// The attention fusion pass (GPU builds): the exported attention patterns become one Attention
+// layer, and the fused network computes what the unfused one does (reference kernels, CPU).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "builder/passes/passes.h"
+#include "reference_eval.h"
+
+using namespace kiln;
+using kiln::test::randomTensor;
+
+namespace {
+
+HostTensor scalar(float v) {
+  HostTensor t(DataType::kFLOAT, {});
+  *t.as<float>() = v;
+  return t;
+}
+
+HostTensor ints(std::vector<int64_t> v) {
+  HostTensor t(DataType::kINT64, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.as<int64_t>()[i] = v[i];
+  return t;
+}
+
+Tensor* transpose(Network& n, Tensor* x, std::vector<int64_t> perm) {
+  Attributes a;
+  a.set("perm", perm);
+  return n.addLayer("Transpose", {x}, 1, a)->outputs[0];
+}
+
+Tensor* softmax(Network& n, Tensor* x, int64_t axis = -1) { return n.addSoftmax(x, axis)->outputs[0]; }
+Tensor* op(Network& n, const char* name, Tensor* a, Tensor* b) { return n.addElementWise(a, b, name)->outputs[0]; }
+
+int count(const Network& n, const std::string& opName) {
+  int c = 0;
+  for (auto& l : n.layers()) c += l->op == opName;
+  return c;
+}
+
+const Layer* attentionLayer(const Network& n) {
+  for (auto& l : n.layers())
+    if (l->op == "Attention") return l.get();
+  return nullptr;
+}
+
+void finish(Network& n, Tensor* y) {
+  n.renameTensor(y, "y");
+  n.markOutput(y);
+}
+
+//! Builds the network twice; fuses one copy with the pass; both must agree. Returns the fused
+//! network's layers for checks through `inspect`.
+void checkFused(const std::function<void(Network&)>& make, const std::map<std::string, HostTensor>& inputs, bool expectFused,
+                const std::function<void(const Network&)>& inspect = nullptr) {
+  Network ref;
+  make(ref);
+  auto want = kiln::test::evaluateReference(ref, inputs);
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  const bool changed = fuseAttention(net);
+  ASSERT_EQ(changed, expectFused);
+  if (!expectFused) return;
+  EXPECT_EQ(count(net, "Attention"), 1);
+  EXPECT_EQ(count(net, "Softmax"), 0);
+  EXPECT_EQ(count(net, "MatMul"), 0);
+  if (inspect) inspect(net);
+  auto got = kiln::test::evaluateReference(net, inputs);
+  for (auto& [name, r] : want) {
+    const HostTensor& g = got.at(name);
+    ASSERT_EQ(g.dims(), r.dims()) << name;
+    for (int64_t i = 0; i < r.count(); ++i) {
+      const double rv = r.getDouble(i);
+      ASSERT_NEAR(g.getDouble(i), rv, 2e-5 * (1 + std::fabs(rv))) << name << "[" << i << "]";
+    }
+  }
+}
+
+constexpr int64_t B = 2, H = 3, S = 9, D = 8;
+
+HostTensor causalBool(int64_t sq, int64_t skv) {
+  HostTensor c(DataType::kBOOL, {1, 1, sq, skv});
+  for (int64_t i = 0; i < sq; ++i)
+    for (int64_t j = 0; j < skv; ++j) c.as<uint8_t>()[i * skv + j] = j <= i;
+  return c;
+}
+
+}  // namespace
+
+// BERT: projections reshaped to [B, S, H, D] and transposed; K^T by a second Transpose; Div by
+// sqrt(D); the (1 - mask) * -10000 additive mask; Softmax; MatMul with V.
+TEST(PassAttention, BertPatternFuses) {
+  auto make = [](Network& n) {
+    Tensor* q = transpose(n, n.addInput("q", DataType::kFLOAT, {B, S, H, D}), {0, 2, 1, 3});
+    Tensor* k = transpose(n, n.addInput("k", DataType::kFLOAT, {B, S, H, D}), {0, 2, 1, 3});
+    Tensor* v = transpose(n, n.addInput("v", DataType::kFLOAT, {B, S, H, D}), {0, 2, 1, 3});
+    Tensor* s = n.addMatMul(q, transpose(n, k, {0, 1, 3, 2}))->outputs[0];
+    s = op(n, "Div", s, n.addConstant("", scalar(std::sqrt(static_cast<float>(D)))));
+    Tensor* m = n.addInput("m", DataType::kFLOAT, {B, 1, 1, S});
+    Tensor* add = op(n, "Mul", op(n, "Sub", n.addConstant("", scalar(1.f)), m), n.addConstant("", scalar(-10000.f)));
+    s = op(n, "Add", s, add);
+    Tensor* y = n.addMatMul(softmax(n, s), v)->outputs[0];
+    finish(n, transpose(n, y, {0, 2, 1, 3}));
+  };
+  HostTensor mask(DataType::kFLOAT, {B, 1, 1, S});
+  for (int64_t i = 0; i < mask.count(); ++i) mask.as<float>()[i] = (i % S) < (i / S == 0 ? S : 5) ? 1.f : 0.f;
+  checkFused(make,
+             {{"q", randomTensor({B, S, H, D}, 1)}, {"k", randomTensor({B, S, H, D}, 2)}, {"v", randomTensor({B, S, H, D}, 3)}, {"m", mask}},
+             true, [](const Network& n) {
+               const Layer* a = attentionLayer(n);
+               ASSERT_NE(a, nullptr);
+               EXPECT_EQ(a->inputs.size(), 4u);
+               EXPECT_EQ(a->attrs.getInt("is_causal", 0), 0);
+               EXPECT_NEAR(a->attrs.getFloat("scale", 0), 1 / std::sqrt(static_cast<float>(D)), 1e-7);
+               EXPECT_EQ(count(n, "Transpose"), 4);  // Q, K, V and the output; K^T's is gone
+             });
+}
+
+// GPT-2: Div by a constant, Where(constant causal bool, S, finfo.min), Add(attention mask).
+TEST(PassAttention, Gpt2CausalWhereFuses) {
+  auto make = [](Network& n) {
+    Tensor* q = n.addInput("q", DataType::kFLOAT, {B, H, S, D});
+    Tensor* k = n.addInput("k", DataType::kFLOAT, {B, H, S, D});
+    Tensor* v = n.addInput("v", DataType::kFLOAT, {B, H, S, D});
+    Tensor* s = n.addMatMul(q, transpose(n, k, {0, 1, 3, 2}))->outputs[0];
+    s = op(n, "Div", s, n.addConstant("", scalar(std::sqrt(static_cast<float>(D)))));
+    Tensor* cond = n.addConstant("bias", causalBool(S, S));
+    s = n.addLayer("Where", {cond, s, n.addConstant("", scalar(std::numeric_limits<float>::lowest()))}, 1)->outputs[0];
+    s = op(n, "Add", s, n.addInput("am", DataType::kFLOAT, {B, 1, 1, S}));
+    finish(n, n.addMatMul(softmax(n, s), v)->outputs[0]);
+  };
+  HostTensor am(DataType::kFLOAT, {B, 1, 1, S});
+  for (int64_t i = 0; i < am.count(); ++i) am.as<float>()[i] = (i % S == 2) ? -10000.f : 0.f;
+  checkFused(make,
+             {{"q", randomTensor({B, H, S, D}, 4)}, {"k", randomTensor({B, H, S, D}, 5)}, {"v", randomTensor({B, H, S, D}, 6)}, {"am", am}},
+             true, [](const Network& n) {
+               const Layer* a = attentionLayer(n);
+               ASSERT_NE(a, nullptr);
+               EXPECT_EQ(a->attrs.getInt("is_causal", 0), 1);
+               ASSERT_EQ(a->inputs.size(), 4u);
+               EXPECT_TRUE(a->inputs[3]->isInput);  // the causal Where left only the attention mask
+               EXPECT_EQ(count(n, "Where"), 0);
+             });
+}
+
+// torch SDPA decomposition: sqrt(scale) on Q and on K^T, K^T straight from [B, S, H, D] by one
+// Transpose (0, 2, 3, 1), a constant additive causal mask; no other mask.
+TEST(PassAttention, ScaledQAndKeyTransposeAndAdditiveCausalFuse) {
+  auto make = [](Network& n) {
+    const float r = std::sqrt(0.3f);
+    Tensor* q = op(n, "Mul", n.addInput("q", DataType::kFLOAT, {B, H, S, D}), n.addConstant("", scalar(r)));
+    Tensor* kt = transpose(n, n.addInput("k", DataType::kFLOAT, {B, S, H, D}), {0, 2, 3, 1});
+    kt = op(n, "Mul", kt, n.addConstant("", scalar(r)));
+    Tensor* s = n.addMatMul(q, kt)->outputs[0];
+    HostTensor causal(DataType::kFLOAT, {S, S});
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < S; ++j) causal.as<float>()[i * S + j] = j <= i ? 0.f : -std::numeric_limits<float>::infinity();
+    s = op(n, "Add", s, n.addConstant("causal", causal));
+    finish(n, n.addMatMul(softmax(n, s, 3), n.addInput("v", DataType::kFLOAT, {B, H, S, D}))->outputs[0]);
+  };
+  checkFused(make, {{"q", randomTensor({B, H, S, D}, 7)}, {"k", randomTensor({B, S, H, D}, 8)}, {"v", randomTensor({B, H, S, D}, 9)}},
+             true, [](const Network& n) {
+               const Layer* a = attentionLayer(n);
+               ASSERT_NE(a, nullptr);
+               EXPECT_EQ(a->inputs.size(), 3u);
+               EXPECT_EQ(a->attrs.getInt("is_causal", 0), 1);
+               EXPECT_NEAR(a->attrs.getFloat("scale", 0), 0.3f, 1e-6);
+               EXPECT_EQ(count(n, "Mul"), 0);
+               EXPECT_EQ(count(n, "Transpose"), 1);  // K from [B, S, H, D] by perm (0, 2, 1, 3)
+             });
+}
+
+// Cross attention (Sq != Skv), Mul by the scale, a constant non-causal bool Where (inverted
+// operands) becomes a constant additive mask.
+TEST(PassAttention, CrossAttentionWithConstantWhereMaskFuses) {
+  constexpr int64_t Sq = 5, Skv = 11;
+  auto make = [](Network& n) {
+    Tensor* q = n.addInput("q", DataType::kFLOAT, {B, H, Sq, D});
+    Tensor* kt = n.addInput("kt", DataType::kFLOAT, {B, H, D, Skv});
+    Tensor* s = op(n, "Mul", n.addMatMul(q, kt)->outputs[0], n.addConstant("", scalar(0.25f)));
+    HostTensor cond(DataType::kBOOL, {Sq, Skv});  // true = masked (Where(cond, fill, S))
+    for (int64_t i = 0; i < cond.count(); ++i) cond.as<uint8_t>()[i] = (i * 7) % 3 == 0;
+    s = n.addLayer("Where", {n.addConstant("c", cond), n.addConstant("", scalar(-1e9f)), s}, 1)->outputs[0];
+    finish(n, n.addMatMul(softmax(n, s), n.addInput("v", DataType::kFLOAT, {B, H, Skv, 6}))->outputs[0]);
+  };
+  checkFused(make,
+             {{"q", randomTensor({B, H, Sq, D}, 10)}, {"kt", randomTensor({B, H, D, Skv}, 11)}, {"v", randomTensor({B, H, Skv, 6}, 12)}},
+             true, [](const Network& n) {
+               const Layer* a = attentionLayer(n);
+               ASSERT_NE(a, nullptr);
+               ASSERT_EQ(a->inputs.size(), 4u);
+               EXPECT_TRUE(a->inputs[3]->isConstant());
+               EXPECT_EQ(a->attrs.getInt("is_causal", 0), 0);
+               EXPECT_EQ(count(n, "Transpose"), 1);  // K from the given K^T
+             });
+}
+
+// Patterns that must stay as they are.
+TEST(PassAttention, NonMatchingPatternsStay) {
+  auto base = [](Network& n, int64_t axis, bool scaleAfterMask, bool probsOut) {
+    Tensor* q = n.addInput("q", DataType::kFLOAT, {B, H, S, D});
+    Tensor* k = n.addInput("k", DataType::kFLOAT, {B, H, S, D});
+    Tensor* s = n.addMatMul(q, transpose(n, k, {0, 1, 3, 2}))->outputs[0];
+    Tensor* m = n.addInput("m", DataType::kFLOAT, {B, 1, 1, S});
+    if (scaleAfterMask) s = op(n, "Div", op(n, "Add", s, m), n.addConstant("", scalar(2.f)));
+    else s = op(n, "Add", op(n, "Div", s, n.addConstant("", scalar(2.f))), m);
+    Tensor* p = softmax(n, s, axis);
+    if (probsOut) {
+      n.renameTensor(p, "probs");
+      n.markOutput(p);
+    }
+    finish(n, n.addMatMul(p, n.addInput("v", DataType::kFLOAT, {B, H, S, D}))->outputs[0]);
+  };
+  std::map<std::string, HostTensor> in{{"q", randomTensor({B, H, S, D}, 1)}, {"k", randomTensor({B, H, S, D}, 2)},
+                                       {"v", randomTensor({B, H, S, D}, 3)}, {"m", randomTensor({B, 1, 1, S}, 4)}};
+  checkFused([&](Network& n) { base(n, 2, false, false); }, in, false);  // softmax over queries
+  checkFused([&](Network& n) { base(n, -1, true, false); }, in, false);  // the mask is scaled too
+  checkFused([&](Network& n) { base(n, -1, false, true); }, in, false);  // probabilities are an output
+  checkFused([&](Network& n) { base(n, -1, false, false); }, in, true);  // the control: fuses
+}
+
+// The builder runs the pass on the GPU only: a CPU build keeps the original layers.
+TEST(PassAttention, CpuBuildKeepsLayers) {
+  Network n;
+  Tensor* q = n.addInput("q", DataType::kFLOAT, {1, 2, 4, 8});
+  Tensor* k = n.addInput("k", DataType::kFLOAT, {1, 2, 4, 8});
+  Tensor* s = n.addMatMul(q, transpose(n, k, {0, 1, 3, 2}))->outputs[0];
+  finish(n, n.addMatMul(softmax(n, s), n.addInput("v", DataType::kFLOAT, {1, 2, 4, 8}))->outputs[0]);
+  BuilderConfig cfg;
+  cfg.setThreads(1);
+  auto engine = Builder().build(n, cfg);
+  std::string info = engine->getLayerInformation();
+  EXPECT_EQ(info.find("\"op\":\"Attention\""), std::string::npos) << info;
+  EXPECT_NE(info.find("\"op\":\"Softmax\""), std::string::npos) << info;
+}
