@@ -87,7 +87,9 @@ struct ContextImpl {
       if (!addr[t]) throw Error("input '" + et.name + "' determines shapes: set its address before running or querying shapes");
       Dims d = inputDimsOf(t);
       HostTensor v(et.type, d);
-      std::memcpy(v.data(), addr[t], v.bytes());
+      // Host or device memory alike (a synchronous copy on the GPU: only engines with such
+      // inputs pay for it; TensorRT requires these "shape tensors" in host memory instead).
+      e->backend->copyToHost(v.data(), addr[t], v.bytes(), nullptr);
       auto it = inputValues.find(t);
       if (it == inputValues.end() || it->second.dims() != d || std::memcmp(it->second.data(), v.data(), v.bytes()) != 0) {
         inputValues[t] = v;

@@ -97,9 +97,15 @@ void checkConv(const OpCase& c, const std::string& what, std::vector<DataType> t
   for (DataType t : types) checkAllTactics(c, t, convTol(t, reduction(c)), what);
 }
 
+//! Attributes from int lists; the scalar int attributes (group, ceil_mode, ...) take the list's one value.
 Attributes attrs(std::initializer_list<std::pair<const char*, std::vector<int64_t>>> ints) {
   Attributes a;
-  for (auto& [k, v] : ints) a.set(k, v);
+  for (auto& [k, v] : ints) {
+    const std::string key = k;
+    const bool scalar = key == "group" || key == "ceil_mode" || key == "count_include_pad" || key == "storage_order";
+    if (scalar) a.set(key, v.at(0));
+    else a.set(key, v);
+  }
   return a;
 }
 

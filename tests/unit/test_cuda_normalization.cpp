@@ -255,9 +255,10 @@ OpCase reduceCase(const std::string& op, const HostTensor& x, const std::vector<
 const char* kReduceOps[] = {"ReduceSum",  "ReduceMean",   "ReduceMax",       "ReduceMin",       "ReduceProd",
                             "ReduceL1",   "ReduceL2",     "ReduceLogSum",    "ReduceLogSumExp", "ReduceSumSquare"};
 
-//! Positive inputs for the log-sums and products (values near 1 keep products finite).
+//! Positive inputs for the log-sums and products (values near 1 keep products of 1000 terms
+//! within float16's range).
 HostTensor reduceInput(const std::string& op, const Dims& d, uint32_t seed) {
-  if (op == "ReduceProd") return uniform(d, seed, 0.8f, 1.25f);
+  if (op == "ReduceProd") return uniform(d, seed, 0.97f, 1.03f);
   if (op == "ReduceLogSum") return uniform(d, seed, 0.1f, 2.f);
   return uniform(d, seed);
 }

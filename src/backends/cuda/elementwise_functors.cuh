@@ -317,9 +317,11 @@ struct BitwiseXorF {
 template <bool Left> struct BitShiftF {
   template <class T> __device__ __forceinline__ T operator()(T a, T b) const {
     constexpr T kBits = static_cast<T>(sizeof(T) * 8);
-    bool outOfRange = b >= kBits;
-    if constexpr (std::is_signed_v<T>) outOfRange = outOfRange || b < T(0);
-    if (outOfRange) return !Left && a < T(0) ? static_cast<T>(-1) : T(0);
+    if constexpr (std::is_signed_v<T>) {
+      if (b >= kBits || b < T(0)) return !Left && a < T(0) ? static_cast<T>(-1) : T(0);
+    } else {
+      if (b >= kBits) return T(0);
+    }
     if constexpr (Left) return static_cast<T>(static_cast<WrapT<T>>(a) << b);
     else return static_cast<T>(a >> b);  // arithmetic for signed T
   }

@@ -180,7 +180,7 @@ __global__ void globalPoolBlockKernel(const T* __restrict__ x, T* __restrict__ y
     if ((threadIdx.x & 31) == 0) warpAcc[threadIdx.x / 32] = acc;
     __syncthreads();
     if (threadIdx.x < 32) {
-      A v = threadIdx.x < blockDim.x / 32 ? warpAcc[threadIdx.x] : warpAcc[0];
+      A v = threadIdx.x < blockDim.x / 32 ? warpAcc[threadIdx.x] : (kMax ? warpAcc[0] : A(0));  // neutral padding
       v = warpReduce<kMax>(v);
       if (threadIdx.x == 0) y[p] = finishGlobal<T>(v, size, kMax);
     }
