@@ -121,6 +121,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
     log.log(Sev::kVERBOSE, "pass: float32 compute for float16/bfloat16 layers the backend cannot run as they are");
     repropagate();
   }
+  removeFoldedLayers(net);  // casts of constants folded above: no layer may produce a constant
 }
 
 // A layer whose output dims stay unknown although its input dims and shape-determining values

@@ -170,13 +170,17 @@ namespace {
 
 void inferChain(LayerDesc& l) {
   if (l.inputs.empty() || !l.present(0)) opError(l, "needs an input");
+  // One float type throughout (float32, or float16/bfloat16 after --fp16/--bf16: the CPU computes
+  // those in float32 through Cast layers; the GPU kernel decides what it runs natively).
+  const DataType t = l.inputs[0].type;
+  if (t != DataType::kFLOAT && t != DataType::kHALF && t != DataType::kBF16) opError(l, "inputs must be float32, float16 or bfloat16");
   for (size_t i = 0; i < l.inputs.size(); ++i)
-    if (!l.present(i) || l.inputs[i].type != DataType::kFLOAT) opError(l, "inputs must be float32");
+    if (!l.present(i) || l.inputs[i].type != t) opError(l, "all inputs must have the same float type");
   compilePointwise(*l.attrs, l.inputs.size());
   for (size_t i = 1; i < l.inputs.size(); ++i)
     if (broadcastDims(l, l.inputs[0].dims, l.inputs[i].dims) != l.inputs[0].dims)
       opError(l, "operand " + std::to_string(i) + " must broadcast to the chain's shape");
-  setOutput(l, 0, DataType::kFLOAT, l.inputs[0].dims);
+  setOutput(l, 0, t, l.inputs[0].dims);
 }
 
 void refChain(const LayerDesc& l, const KernelIO& io) {

@@ -14,20 +14,23 @@ void planStreams(EngineGraph& g, int maxAux) {
   std::vector<int> producer(g.tensors.size(), -1);
   for (size_t i = 0; i < g.layers.size(); ++i)
     for (int t : g.layers[i].outputs) producer[t] = static_cast<int>(i);
-  std::map<int, bool> continued;  // producer layer -> a consumer already continues its stream
+  // Continuation is tracked per source tensor: the first layer reading a tensor continues its
+  // producer's stream (the main stream for network inputs); each later reader starts a branch.
+  std::map<int, bool> continued;
   int next = 0, used = 0;
   for (size_t i = 0; i < g.layers.size(); ++i) {
     EngineLayer& l = g.layers[i];
-    int p = -1;
+    int src = -1;
     for (int t : l.inputs)
-      if (t >= 0 && producer[t] >= 0 && !g.tensors[t].value.valid()) {
-        p = producer[t];
+      if (t >= 0 && !g.tensors[t].value.valid()) {
+        src = t;
         break;
       }
-    if (p < 0) continue;  // reads only inputs/constants: the main stream
-    if (!continued[p]) {
-      continued[p] = true;
-      l.stream = g.layers[p].stream;
+    if (src < 0) continue;  // reads only constants: the main stream
+    const int from = producer[src] >= 0 ? g.layers[producer[src]].stream : 0;
+    if (!continued[src]) {
+      continued[src] = true;
+      l.stream = from;
     } else {
       l.stream = 1 + (next++ % maxAux);  // a new branch: round-robin over the aux streams
       used = std::max(used, l.stream);

@@ -207,3 +207,30 @@ TEST(Runtime, CycleIsAnError) {
   net.markOutput(c->outputs[0]);
   EXPECT_THROW(net.topoSort(), Error);
 }
+
+TEST(Runtime, Float16NetworkOnCpuRoundTripsThroughAPlan) {
+  // float16 layers compute in float32 on the CPU through Cast layers; a cast of a constant folds
+  // away and the plan must still load.
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kHALF, {2, 3});
+  HostTensor c(DataType::kHALF, {3});
+  for (int i = 0; i < 3; ++i) c.as<uint16_t>()[i] = floatToHalf(0.25f * static_cast<float>(i + 1));
+  Layer* add = net.addElementWise(x, net.addConstant("c", c), "Add");
+  Layer* relu = net.addActivation(add->outputs[0], "Relu");
+  net.renameTensor(relu->outputs[0], "y");
+  net.markOutput(relu->outputs[0]);
+  auto engine = Builder().build(net, BuilderConfig{});
+  auto plan = engine->serialize();
+  auto loaded = Engine::deserialize(plan.data(), plan.size());
+  std::vector<uint16_t> in(6), out(6);
+  for (int i = 0; i < 6; ++i) in[i] = floatToHalf(static_cast<float>(i) - 3.f);
+  auto ctx = loaded->createExecutionContext();
+  ctx->setTensorAddress("x", in.data());
+  ctx->setTensorAddress("y", out.data());
+  ctx->enqueue();
+  EXPECT_EQ(loaded->getTensorDataType("y"), DataType::kHALF);
+  for (int i = 0; i < 6; ++i) {
+    float expect = std::max(0.f, halfToFloat(in[i]) + 0.25f * static_cast<float>(i % 3 + 1));
+    EXPECT_EQ(out[i], floatToHalf(expect)) << i;
+  }
+}
