@@ -9,6 +9,16 @@
 
 namespace kiln {
 
+std::vector<Tactic> tacticsFromInventory(const std::vector<TacticDef>& inventory, const LayerDesc& layer) {
+  std::vector<Tactic> out;
+  for (const auto& d : inventory) {
+    if (d.op != layer.op || !d.supports(layer)) continue;
+    auto create = d.create;
+    out.push_back(Tactic{d.name, [create](const LayerDesc& l) { return create(l); }});
+  }
+  return out;
+}
+
 float Backend::timeMs(const std::function<void(void*)>& launch, int iterations) {
   launch(nullptr);  // warm-up
   std::vector<float> t;

@@ -90,6 +90,9 @@ struct Tactic {
   std::function<std::unique_ptr<Kernel>(const LayerDesc&)> create;
 };
 
+//! The tactics of an inventory that implement `layer`'s op and support it, in inventory order.
+std::vector<Tactic> tacticsFromInventory(const std::vector<TacticDef>& inventory, const LayerDesc& layer);
+
 class Backend {
  public:
   virtual ~Backend() = default;

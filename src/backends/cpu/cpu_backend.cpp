@@ -63,12 +63,7 @@ class CpuBackend : public Backend {
     return f;
   }
   std::vector<Tactic> tactics(const LayerDesc& layer) const override {
-    std::vector<Tactic> out;
-    for (const auto& d : inventory()) {
-      if (d.op != layer.op || !d.supports(layer)) continue;
-      auto create = d.create;
-      out.push_back(Tactic{d.name, [create](const LayerDesc& l) { return create(l); }});
-    }
+    std::vector<Tactic> out = tacticsFromInventory(inventory(), layer);
     if (out.empty()) {
       const OpDef* def = OpRegistry::instance().find(layer.op);
       if (def && def->ref) {

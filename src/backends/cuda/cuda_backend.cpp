@@ -50,12 +50,7 @@ class CudaBackend : public Backend {
   DeviceType device() const override { return DeviceType::kGPU; }
   std::string fingerprint() const override { return fingerprint_; }
   std::vector<Tactic> tactics(const LayerDesc& layer) const override {
-    std::vector<Tactic> out;
-    for (const auto& d : inventory()) {
-      if (d.op != layer.op || !d.supports(layer)) continue;
-      auto create = d.create;
-      out.push_back(Tactic{d.name, [create](const LayerDesc& l) { return create(l); }});
-    }
+    std::vector<Tactic> out = tacticsFromInventory(inventory(), layer);
     return out;
   }
   void* allocate(size_t bytes) override {
