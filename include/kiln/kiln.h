@@ -4,6 +4,7 @@
 #include "kiln/logger.h"
 #include "kiln/network.h"
 #include "kiln/onnx_parser.h"
+#include "kiln/plugin.h"
 #include "kiln/profiler.h"
 #include "kiln/runtime.h"
 #include "kiln/types.h"

@@ -7,13 +7,23 @@
 
 namespace kiln {
 
+struct OnnxParserOptions {
+  //! A node whose op kiln imports natively is still imported as a plugin when a plugin is
+  //! registered for it (name = op type, namespace = domain, version = `plugin_version`).
+  bool pluginOverride = false;
+};
+
 //! Parses an ONNX model file into `network`. Throws kiln::Error; when ops have neither an
 //! importer nor a registered plugin, the error lists every such node.
-void parseOnnxFile(const std::string& path, Network& network, ILogger& logger = defaultLogger());
+//! Plugin fallback: a node with no built-in importer is looked up in the plugin registry by its
+//! op type (name), its domain (namespace; "" for the default domain) and its `plugin_version`
+//! attribute (string or int, default "1"); its other attributes become the plugin's fields.
+void parseOnnxFile(const std::string& path, Network& network, ILogger& logger = defaultLogger(),
+                   const OnnxParserOptions& options = {});
 //! Parses a serialized ModelProto held in memory; external data is resolved against `baseDir`
 //! (empty: external data is refused).
 void parseOnnxBuffer(const void* data, size_t size, Network& network, const std::string& baseDir = "",
-                     ILogger& logger = defaultLogger());
+                     ILogger& logger = defaultLogger(), const OnnxParserOptions& options = {});
 //! Reads a serialized ONNX TensorProto (.pb) into a host tensor.
 HostTensor readTensorProtoFile(const std::string& path, std::string* name = nullptr);
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 
 #include "builder/passes/passes.h"
 #include "builder/tactic_timing.h"
@@ -74,14 +75,15 @@ std::map<std::string, ProfileRange> collectProfile(const Network& net, const Bui
 }
 
 void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& backend) {
+  auto hasKernel = [&backend](const Layer& l) { return !backend.tactics(describeLayer(l)).empty(); };
   auto repropagate = [&] { propagateShapes(net, nullptr, true); };
   removeFoldedLayers(net);
-  struct Pass { const char* name; bool (*fn)(Network&); };
+  struct Pass { const char* name; std::function<bool(Network&)> fn; };
   const Pass passes[] = {
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
       {"fuse GELU pattern", fuseGeluPattern},
       {"fuse LayerNorm pattern", fuseLayerNormPattern},
-      {"fuse attention (GPU)", cfg.device() == DeviceType::kGPU ? fuseAttention : +[](Network&) { return false; }},
+      {"fuse attention (GPU)", [&](Network& n) { return cfg.device() == DeviceType::kGPU && fuseAttention(n, hasKernel); }},
       {"fuse MatMul + bias", fuseMatMulBias},
       {"fuse Conv + residual Add", fuseConvResidual},
       {"fuse activation into producer", fuseActivation},

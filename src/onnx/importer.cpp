@@ -13,6 +13,7 @@
 #include "kiln/onnx_parser.h"
 #include "onnx/tensor_proto.h"
 #include "ops/op_registry.h"
+#include "plugin/plugin_layer.h"
 
 namespace kiln {
 
@@ -52,6 +53,7 @@ struct Importer {
   Network& net;
   std::string baseDir;
   ILogger& logger;
+  OnnxParserOptions options;
   int opset = 0;
   std::map<std::string, int> domainOpsets;
 
@@ -126,10 +128,13 @@ struct Importer {
       int nodeOpset = domainOpsets.count(dom) ? domainOpsets[dom] : (isDefaultDomain(dom) ? opset : 1);
       const OpDef* def = isDefaultDomain(dom) ? OpRegistry::instance().find(node.op_type()) : nullptr;
       bool constantNode = isDefaultDomain(dom) && node.op_type() == "Constant";
-      if (!constantNode && (!def || !def->onnx || nodeOpset < def->minOpset)) {
-        // Issue #4 (plugins): look the node up in the plugin registry here before giving up.
+      bool builtIn = constantNode || (def && def->onnx && nodeOpset >= def->minOpset);
+      std::shared_ptr<IPluginCreator> plugin;
+      if (!builtIn || options.pluginOverride) plugin = findPlugin(node);
+      if (!builtIn && !plugin) {
         unsupported.push_back("  node '" + name + "': op '" + node.op_type() + "', domain '" +
-                              (dom.empty() ? "ai.onnx" : dom) + "', opset " + std::to_string(nodeOpset));
+                              (dom.empty() ? "ai.onnx" : dom) + "', opset " + std::to_string(nodeOpset) +
+                              ", plugin_version '" + pluginVersion(node) + "'");
         continue;
       }
       if (!unsupported.empty()) continue;  // keep scanning for the complete list
@@ -140,8 +145,20 @@ struct Importer {
         continue;
       }
       Attributes attrs;
-      for (const auto& a : node.attribute()) attrs.set(a.name(), convertAttribute(a, name, baseDir));
-      Layer* l = net.addLayer(node.op_type(), {}, 0, std::move(attrs), name);
+      for (const auto& a : node.attribute())
+        if (!plugin || a.name() != "plugin_version") attrs.set(a.name(), convertAttribute(a, name, baseDir));
+      Layer* l;
+      if (plugin) {
+        int nbOut = 0;
+        l = net.addLayer(kPluginOp, {}, 0, makePluginLayerAttrs(name, *plugin, attrs, &nbOut), name);
+        if (nbOut != node.output_size())
+          throw Error("node '" + name + "': plugin '" + plugin->name() + "' has " + std::to_string(nbOut) +
+                      " outputs but the node has " + std::to_string(node.output_size()));
+        for (const auto& in : node.input())
+          if (in.empty()) throw Error("node '" + name + "': plugin nodes cannot omit inputs");
+      } else {
+        l = net.addLayer(node.op_type(), {}, 0, std::move(attrs), name);
+      }
       for (const auto& out : node.output()) {
         Tensor* t = net.newTensor(out.empty() ? name + ":unused" : out);
         t->producer = l;
@@ -153,13 +170,14 @@ struct Importer {
       std::ostringstream m;
       m << unsupported.size() << " node(s) have no kiln importer and no registered plugin:\n";
       for (auto& u : unsupported) m << u << "\n";
-      m << "Register a plugin for these ops (kiln plugin API) or remove them from the model.";
+      m << "Register a plugin for each of these ops (kiln/plugin.h: name = op type, namespace = domain, version = "
+           "the node's plugin_version attribute; load plugin libraries with --plugins) or remove them from the model.";
       throw UnsupportedError(m.str());
     }
     for (auto& [l, node] : created) {
       for (const auto& in : node->input()) l->inputs.push_back(in.empty() ? nullptr : lookup(in, l->name));
       const OpDef* def = OpRegistry::instance().find(l->op);
-      if (def->normalize) {
+      if (def && def->normalize) {
         try {
           def->normalize(net, *l, opset);
         } catch (const UnsupportedError&) {
@@ -185,6 +203,21 @@ struct Importer {
       net.markOutput(t);
     }
     net.topoSort();
+  }
+
+  static std::string pluginVersion(const onnx::NodeProto& node) {
+    for (const auto& a : node.attribute())
+      if (a.name() == "plugin_version") {
+        if (a.type() == onnx::AttributeProto::INT || (a.type() == onnx::AttributeProto::UNDEFINED && a.has_i()))
+          return std::to_string(a.i());
+        return a.s();
+      }
+    return "1";
+  }
+
+  std::shared_ptr<IPluginCreator> findPlugin(const onnx::NodeProto& node) const {
+    std::string ns = isDefaultDomain(node.domain()) ? "" : node.domain();
+    return getPluginRegistry().findCreator(node.op_type(), pluginVersion(node), ns);
   }
 
   void importConstant(const onnx::NodeProto& node, const std::string& name) {
@@ -216,7 +249,8 @@ std::string dirOf(const std::string& path) {
   return p == std::string::npos ? "." : (p == 0 ? "/" : path.substr(0, p));
 }
 
-void parseModel(const void* data, size_t size, Network& network, const std::string& baseDir, ILogger& logger) {
+void parseModel(const void* data, size_t size, Network& network, const std::string& baseDir, ILogger& logger,
+                const OnnxParserOptions& options) {
   if (size > kMaxModelBytes) throw Error("model is larger than 2 GiB: store weights as external data");
   onnx::ModelProto model;
   google::protobuf::io::ArrayInputStream raw(data, static_cast<int>(size));
@@ -225,17 +259,18 @@ void parseModel(const void* data, size_t size, Network& network, const std::stri
   if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
     throw Error("malformed ONNX model: the file is not a valid ModelProto (truncated or corrupt protobuf)");
   if (!model.has_graph()) throw Error("malformed ONNX model: no graph");
-  Importer imp{network, baseDir, logger};
+  Importer imp{network, baseDir, logger, options};
   imp.run(model);
 }
 
 }  // namespace
 
-void parseOnnxBuffer(const void* data, size_t size, Network& network, const std::string& baseDir, ILogger& logger) {
-  parseModel(data, size, network, baseDir, logger);
+void parseOnnxBuffer(const void* data, size_t size, Network& network, const std::string& baseDir, ILogger& logger,
+                     const OnnxParserOptions& options) {
+  parseModel(data, size, network, baseDir, logger, options);
 }
 
-void parseOnnxFile(const std::string& path, Network& network, ILogger& logger) {
+void parseOnnxFile(const std::string& path, Network& network, ILogger& logger, const OnnxParserOptions& options) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) throw Error("cannot open ONNX model '" + path + "'");
   if (!S_ISREG(st.st_mode)) throw Error("'" + path + "' is not a regular file");
@@ -244,7 +279,7 @@ void parseOnnxFile(const std::string& path, Network& network, ILogger& logger) {
   std::string buf(static_cast<size_t>(st.st_size), '\0');
   f.read(buf.data(), st.st_size);
   if (!f) throw Error("cannot read ONNX model '" + path + "'");
-  parseModel(buf.data(), buf.size(), network, dirOf(path), logger);
+  parseModel(buf.data(), buf.size(), network, dirOf(path), logger, options);
 }
 
 HostTensor readTensorProtoFile(const std::string& path, std::string* name) {

@@ -18,6 +18,7 @@ OpRegistry::OpRegistry() {
   registerAttentionOps(*this);
   registerFusedOps(*this);
   registerLayoutOps(*this);
+  registerPluginOps(*this);
 }
 
 OpRegistry& OpRegistry::instance() {

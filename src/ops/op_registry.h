@@ -64,6 +64,8 @@ void registerAttentionOps(OpRegistry& r);
 void registerFusedOps(OpRegistry& r);
 //! kiln-internal LayoutConvert (CPU blocked layouts, ops/layout.cpp).
 void registerLayoutOps(OpRegistry& r);
+//! The "Plugin" op: layers implemented by registered plugins (plugin/plugin_layer.cpp).
+void registerPluginOps(OpRegistry& r);
 
 //! Runs the op's inference on `layer`; throws kiln::Error prefixed with the layer's name.
 void inferLayer(LayerDesc& layer);

@@ -1,6 +1,7 @@
 #include <sstream>
 
 #include "ops/op_registry.h"
+#include "plugin/plugin_layer.h"
 #include "runtime/engine_impl.h"
 
 namespace kiln {
@@ -32,6 +33,10 @@ std::unique_ptr<EngineImpl> instantiateEngine(EngineGraph graph, ILogger& logger
       e->constantData[t] = p;
     }
   }
+  std::vector<std::pair<std::string, const Attributes*>> pluginLayers;
+  for (const auto& l : g.layers)
+    if (l.op == kPluginOp) pluginLayers.emplace_back(l.name, &l.attrs);
+  checkPluginsRegistered(pluginLayers);  // one error naming every missing plugin
   for (int i : g.inputs) e->ioByName[g.tensors[i].name] = i;
   for (int o : g.outputs) e->ioByName[g.tensors[o].name] = o;
   for (size_t i = 0; i < g.layers.size(); ++i) {
@@ -126,7 +131,13 @@ std::string Engine::getLayerInformation() const {
     for (size_t k = 0; k < l.inputs.size(); ++k) s << (k ? "," : "") << tensorJson(l.inputs[k]);
     s << "],\"outputs\":[";
     for (size_t k = 0; k < l.outputs.size(); ++k) s << (k ? "," : "") << tensorJson(l.outputs[k]);
-    s << "],\"precision\":\"" << toString(l.precision) << "\",\"tactic\":\"" << jsonEscape(l.tactic)
+    s << "]";
+    if (l.op == kPluginOp)
+      s << ",\"plugin\":{\"name\":\"" << jsonEscape(l.attrs.getString(kPluginNameAttr, "")) << "\",\"version\":\""
+        << jsonEscape(l.attrs.getString(kPluginVersionAttr, "")) << "\",\"namespace\":\""
+        << jsonEscape(l.attrs.getString(kPluginNamespaceAttr, "")) << "\",\"library\":\""
+        << jsonEscape(l.attrs.getString(kPluginLibraryAttr, "")) << "\"}";
+    s << ",\"precision\":\"" << toString(l.precision) << "\",\"tactic\":\"" << jsonEscape(l.tactic)
       << "\",\"tacticsConsidered\":" << l.tacticsConsidered << ",\"tacticTimeMs\":" << l.tacticTimeMs << "}";
   }
   s << "\n]}";

@@ -154,8 +154,10 @@ void runSlot(InferenceSlot& slot, const TimingSettings& s, SlotResult& r) {
       slot.run(s.transfers, 0.0);
       ++r.warmUpRuns;
     }
-    double endBy = nowMs() + s.durationS * 1000.0;
-    while (static_cast<int>(r.times.size()) < s.iterations || nowMs() < endBy)
+    // --duration spans the first timed query's start to the last one's end (the reported
+    // walltime), whatever the scheduler does between a query's end and this check.
+    const double durationMs = s.durationS * 1000.0;
+    while (static_cast<int>(r.times.size()) < s.iterations || r.times.back().endMs < r.times.front().startMs + durationMs)
       r.times.push_back(slot.run(s.transfers, 0.0));
   } catch (...) {
     r.error = std::current_exception();

@@ -143,7 +143,9 @@ BuilderConfig makeBuilderConfig(const Options& o, DeviceType device, ILogger& lo
 std::unique_ptr<Engine> buildEngine(const Options& o, DeviceType device, CliLogger& logger) {
   Network network;
   double t0 = nowMs();
-  parseOnnxFile(o.onnx, network, logger);
+  OnnxParserOptions parserOptions;
+  parserOptions.pluginOverride = o.enablePluginOverride;
+  parseOnnxFile(o.onnx, network, logger, parserOptions);
   logger.log(Severity::kINFO, "Parsed '" + o.onnx + "': " + std::to_string(network.nbLayers()) + " layers in " +
                                   std::to_string((nowMs() - t0) / 1000.0) + " sec");
   BuilderConfig cfg = makeBuilderConfig(o, device, logger);
@@ -242,8 +244,24 @@ void runInference(const Engine& engine, const Options& o, ILogger& logger) {
   std::cout.flush();
 }
 
+void listPlugins() {
+  auto all = getPluginRegistry().list();
+  std::printf("[I] Registered plugins: %zu\n", all.size());
+  for (const auto& p : all)
+    std::printf("[I]   %s%s version %s%s\n", p.pluginNamespace.empty() ? "" : (p.pluginNamespace + "::").c_str(),
+                p.name.c_str(), p.version.c_str(), p.library.empty() ? "" : ("  (" + p.library + ")").c_str());
+}
+
 int run(const Options& o) {
   CliLogger logger(o.verbose);
+  for (const auto& lib : o.plugins) {
+    loadPluginLibrary(lib);
+    logger.log(Severity::kINFO, "Loaded plugin library '" + lib + "'");
+  }
+  if (o.listPlugins) {
+    listPlugins();
+    return 0;
+  }
   std::unique_ptr<Engine> engine;
   if (!o.onnx.empty()) {
     DeviceType device = chooseDevice(o);

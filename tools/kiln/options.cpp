@@ -116,6 +116,7 @@ ShapeMap mergeShapeFlags(const std::string& flag, const std::vector<std::string>
 }
 
 void checkConsistency(const Options& o) {
+  if (o.listPlugins) return;  // needs no model
   if (o.onnx.empty() == o.loadEngine.empty())
     throw UsageError(o.onnx.empty() ? "give a model with --onnx=<file> or an engine with --loadEngine=<file>"
                                     : "--onnx and --loadEngine are mutually exclusive");
@@ -190,6 +191,11 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
       ->check(CLI::Range(0, 5));
   app.add_option("--maxAuxStreams", o.maxAuxStreams, "Auxiliary streams the engine may use (GPU only)")
       ->check(CLI::Range(0, 64));
+  repeatable(app.add_option("--plugins", o.plugins,
+                            "Load a plugin library (repeatable); it registers its plugin creators"));
+  app.add_flag("--listPlugins", o.listPlugins, "List the registered plugins (after --plugins) and exit");
+  app.add_flag("--enablePluginOverride", o.enablePluginOverride,
+               "Import a node as a registered plugin even when kiln supports its op natively");
   app.add_flag("--verbose,-v", o.verbose, "Print verbose messages");
 
   try {

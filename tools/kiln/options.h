@@ -52,6 +52,11 @@ struct Options {
   bool fp16 = false, bf16 = false, int8 = false, noTF32 = false, stronglyTyped = false;
   std::optional<int> builderOptimizationLevel;
   std::optional<int> maxAuxStreams;
+
+  // Plugins.
+  std::vector<std::string> plugins;  //!< plugin libraries to load (--plugins, repeatable)
+  bool listPlugins = false;
+  bool enablePluginOverride = false;
 };
 
 //! What parseOptions decided.

@@ -8,6 +8,7 @@
 #include "backends/cpu/cpu_tactics.h"
 #include "core/thread_pool.h"
 #include "ops/op_registry.h"
+#include "plugin/plugin_layer.h"
 
 namespace kiln {
 
@@ -63,6 +64,7 @@ class CpuBackend : public Backend {
     return f;
   }
   std::vector<Tactic> tactics(const LayerDesc& layer) const override {
+    if (layer.op == kPluginOp) return pluginTactics(layer, DeviceType::kCPU);
     std::vector<Tactic> out = tacticsFromInventory(inventory(), layer);
     if (out.empty()) {
       const OpDef* def = OpRegistry::instance().find(layer.op);

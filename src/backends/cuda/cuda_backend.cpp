@@ -8,6 +8,7 @@
 
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
+#include "plugin/plugin_layer.h"
 
 namespace kiln {
 
@@ -50,8 +51,8 @@ class CudaBackend : public Backend {
   DeviceType device() const override { return DeviceType::kGPU; }
   std::string fingerprint() const override { return fingerprint_; }
   std::vector<Tactic> tactics(const LayerDesc& layer) const override {
-    std::vector<Tactic> out = tacticsFromInventory(inventory(), layer);
-    return out;
+    if (layer.op == kPluginOp) return pluginTactics(layer, DeviceType::kGPU);
+    return tacticsFromInventory(inventory(), layer);
   }
   void* allocate(size_t bytes) override {
     void* p = nullptr;

@@ -6,6 +6,7 @@
 // additive attn_mask). Constant masks that are exactly causal (0 on and below the diagonal, <= -1e4
 // above it, or a bool lower triangle) become is_causal. GPU builds only (fused attention kernel).
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "builder/passes/passes.h"
@@ -197,7 +198,7 @@ bool matchScores(const Network& net, Layer* sm, Match& m) {
   }
 }
 
-bool fuseOne(Network& net, Layer* sm) {
+bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& supported) {
   const Tensor* x = sm->inputs.empty() ? nullptr : sm->inputs[0];
   if (!x || !x->dimsKnown || x->dims.size() != 4 || !computeType(x->type)) return false;
   const int64_t axis = sm->attrs.getInt("axis", -1);
@@ -297,6 +298,10 @@ bool fuseOne(Network& net, Layer* sm) {
   att->outputs[0]->type = y->type;
   att->outputs[0]->dims = y->dims;
   att->outputs[0]->dimsKnown = true;
+  if (supported && !supported(*att)) {  // no kernel for this form: keep the unfused ops
+    net.removeLayer(att);
+    return false;  // the mask/key layers made above are dead; removeDeadLayers drops them
+  }
   net.replaceUses(y, att->outputs[0]);
   for (Layer* l : m.chain) net.removeLayer(l);  // pv first: each output's only reader is gone
   return true;
@@ -304,16 +309,17 @@ bool fuseOne(Network& net, Layer* sm) {
 
 }  // namespace
 
-bool fuseAttention(Network& net) {
+bool fuseAttention(Network& net, const std::function<bool(const Layer&)>& supported) {
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* sm = net.layer(static_cast<int>(i));
-    if (sm->op != "Softmax" || !fuseOne(net, sm)) continue;
+    if (sm->op != "Softmax" || !fuseOne(net, sm, supported)) continue;
     net.topoSort();
     changed = true;
     i = 0;
   }
-  if (changed) net.removeDeadLayers();  // scales and transposes that only fed the fused MatMuls
+  // Scales and transposes that only fed the fused MatMuls, and helper layers of rejected fusions.
+  net.removeDeadLayers();
   return changed;
 }
 
