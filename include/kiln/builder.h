@@ -9,6 +9,7 @@
 
 #include "kiln/logger.h"
 #include "kiln/network.h"
+#include "kiln/timing_cache.h"
 #include "kiln/types.h"
 
 namespace kiln {
@@ -57,7 +58,8 @@ class BuilderConfig {
   //! CPU worker threads used by the engine's kernels (0 = all hardware threads).
   void setThreads(int n) { threads_ = n; }
   int threads() const { return threads_; }
-  //! 0..5: 0 times no tactics (first supported tactic), higher levels time more candidates.
+  //! 0..5: 0 times no tactics (the backend's first choice); level L times the backend's first
+  //! 2^L candidates (1: two, 3 (default): eight, 5: all).
   void setBuilderOptimizationLevel(int level) { optLevel_ = level; }
   int builderOptimizationLevel() const { return optLevel_; }
   void setMaxAuxStreams(int n) { maxAuxStreams_ = n; }
@@ -69,6 +71,10 @@ class BuilderConfig {
   //! Number of timed runs per tactic (median is used).
   void setAvgTiming(int n) { avgTiming_ = n; }
   int avgTiming() const { return avgTiming_; }
+  //! A timing cache the builder reads (skipping tactics it has timings for) and adds to.
+  //! Not owned; must outlive build(). Null: time everything.
+  void setTimingCache(TimingCache* cache) { timingCache_ = cache; }
+  TimingCache* timingCache() const { return timingCache_; }
 
  private:
   uint32_t flags_ = 0;
@@ -79,6 +85,7 @@ class BuilderConfig {
   int avgTiming_ = 3;
   std::vector<OptimizationProfile> profiles_;
   ProgressCallback progress_;
+  TimingCache* timingCache_ = nullptr;
 };
 
 class Builder {

@@ -5,6 +5,9 @@
 #include <cstring>
 #include <unistd.h>
 
+#include <string>
+#include <variant>
+
 namespace kiln {
 
 namespace {
@@ -79,6 +82,45 @@ float timeKernel(Backend& backend, const Kernel& k, const LayerDesc& concrete, i
   return times[times.size() / 2];
 }
 
+// What determines a layer's kernel speeds: op, attributes (tensors by type and dims), and the
+// types, concrete dims and constness of its tensors. Weights' values are left out.
+std::string layerSignature(const LayerDesc& build, const LayerDesc& concrete) {
+  std::string s = concrete.op + "|";
+  auto dims = [](const Dims& d) {
+    std::string o;
+    for (int64_t x : d) o += std::to_string(x) + "x";
+    return o;
+  };
+  for (const auto& [name, v] : build.attrs->all()) {
+    s += name + "=";
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, float>) s += std::to_string(x);
+          else if constexpr (std::is_same_v<T, std::string>) s += x;
+          else if constexpr (std::is_same_v<T, HostTensor>) s += std::string("tensor:") + toString(x.type()) + ":" + dims(x.dims());
+          else for (const auto& e : x) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(e)>, std::string>) s += e + ",";
+            else s += std::to_string(e) + ",";
+          }
+        },
+        v);
+    s += ";";
+  }
+  s += "|in:";
+  for (size_t k = 0; k < concrete.inputs.size(); ++k) {
+    if (!concrete.present(k)) {
+      s += "-;";
+      continue;
+    }
+    s += std::string(toString(concrete.inputs[k].type)) + ":" + dims(concrete.inputs[k].dims) +
+         (build.inputs[k].value.valid() ? "c" : "") + ";";
+  }
+  s += "|out:";
+  for (const auto& o : concrete.outputs) s += std::string(toString(o.type)) + ":" + dims(o.dims) + ";";
+  return s;
+}
+
 }  // namespace
 
 void selectTactics(EngineGraph& g, Backend& backend, const std::map<int, Dims>& optDims, const BuilderConfig& cfg,
@@ -103,18 +145,33 @@ void selectTactics(EngineGraph& g, Backend& backend, const std::map<int, Dims>& 
     for (auto& o : r.layers[i].outputs) concrete = concrete && isStatic(o.dims);
     for (size_t k = 0; k < r.layers[i].inputs.size(); ++k)
       concrete = concrete && (!r.layers[i].present(k) || isStatic(r.layers[i].inputs[k].dims));
-    if (tactics.size() == 1 || cfg.builderOptimizationLevel() == 0 || r.skipped(i) || !concrete) {
+    if (tactics.size() == 1 || cfg.builderOptimizationLevel() <= 0 || r.skipped(i) || !concrete) {
       l.tactic = tactics[0].name;
       continue;
     }
-    checkTimingFootprint(r.layers[i]);
+    // Search breadth: backends list tactics best guess first; level L times the first 2^L
+    // (level 1: two, 3 (default): eight, 5: every candidate).
+    const int level = cfg.builderOptimizationLevel();
+    if (level < 5 && tactics.size() > (size_t(1) << level)) tactics.resize(size_t(1) << level);
+    l.tacticsConsidered = static_cast<int>(tactics.size());
+    TimingCache* cache = cfg.timingCache();
+    const std::string signature = cache ? layerSignature(desc, r.layers[i]) : std::string();
+    bool footprintChecked = false;
     float best = -1.f;
     std::string bestName;
     for (const Tactic& t : tactics) {
       try {
-        auto k = t.create(desc);
-        float ms = timeKernel(backend, *k, r.layers[i], cfg.avgTiming());
-        logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "' tactic " + t.name + ": " + std::to_string(ms) + " ms");
+        float ms = cache ? cache->find(g.fingerprint, signature, t.name) : -1.f;
+        if (ms >= 0.f) {
+          logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "' tactic " + t.name + ": " + std::to_string(ms) + " ms (timing cache)");
+        } else {
+          if (!footprintChecked) checkTimingFootprint(r.layers[i]);
+          footprintChecked = true;
+          auto k = t.create(desc);
+          ms = timeKernel(backend, *k, r.layers[i], cfg.avgTiming());
+          if (cache) cache->insert(g.fingerprint, signature, t.name, ms);
+          logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "' tactic " + t.name + ": " + std::to_string(ms) + " ms");
+        }
         if (best < 0 || ms < best) {
           best = ms;
           bestName = t.name;

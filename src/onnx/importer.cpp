@@ -259,7 +259,7 @@ void parseModel(const void* data, size_t size, Network& network, const std::stri
   if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
     throw Error("malformed ONNX model: the file is not a valid ModelProto (truncated or corrupt protobuf)");
   if (!model.has_graph()) throw Error("malformed ONNX model: no graph");
-  Importer imp{network, baseDir, logger, options};
+  Importer imp{network, baseDir, logger, options, 0, {}};
   imp.run(model);
 }
 

@@ -16,7 +16,7 @@ void requireInputs(const LayerDesc& l, size_t minIn, size_t maxIn) {
 }
 
 int64_t normalizeAxis(const LayerDesc& l, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= rank && !(rank == 0 && axis == 0))
+  if (axis < -rank || (axis >= rank && !(rank == 0 && axis == 0)))
     opError(l, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
   return axis < 0 ? axis + rank : axis;
 }

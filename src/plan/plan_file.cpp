@@ -19,14 +19,6 @@ constexpr uint32_t kFormatVersion = 1;
 constexpr uint32_t kMaxRank = 16;
 constexpr int64_t kMaxDim = int64_t(1) << 40;
 
-uint64_t fnv1a(const uint8_t* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 void writeDims(PlanWriter& w, const Dims& d) {
   w.u32(static_cast<uint32_t>(d.size()));
@@ -174,7 +166,7 @@ std::vector<uint8_t> serializePlan(const EngineGraph& g) {
   h.u8(static_cast<uint8_t>(g.device));
   h.str(g.fingerprint);
   h.u64(p.size());
-  h.u64(fnv1a(p.bytes().data(), p.size()));
+  h.u64(fnv1a64(p.bytes().data(), p.size()));
   h.align(64);  // payload starts aligned so that constants are 64-byte aligned in the file
   h.raw(p.bytes().data(), p.size());
   return std::move(h.bytes());
@@ -204,7 +196,7 @@ EngineGraph deserializePlan(const void* data, size_t size, bool verifyChecksum) 
     throw Error("plan file is truncated or has trailing bytes (payload " + std::to_string(h.remaining()) +
                 " bytes, header says " + std::to_string(payloadBytes) + ")");
   const uint8_t* payload = h.take(payloadBytes);
-  if (verifyChecksum && fnv1a(payload, payloadBytes) != checksum)
+  if (verifyChecksum && fnv1a64(payload, payloadBytes) != checksum)
     throw Error("plan file checksum mismatch: the file is corrupted");
 
   PlanReader r(payload, payloadBytes);

@@ -9,6 +9,16 @@
 
 namespace kiln {
 
+//! FNV-1a 64-bit hash: the checksum of plan and timing-cache files.
+inline uint64_t fnv1a64(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
 class PlanWriter {
  public:
   void u8(uint8_t v) { buf_.push_back(v); }

@@ -104,7 +104,7 @@ void inferPlugin(LayerDesc& l) {
   bool inputsStatic = true;
   for (auto& in : l.inputs) inputsStatic = inputsStatic && isStatic(in.dims);
   for (size_t k = 0; k < outDims.size(); ++k) {
-    if (static_cast<int>(outTypes[k]) < 0 || static_cast<int>(outTypes[k]) >= kNumDataTypes)
+    if (static_cast<int>(outTypes[k]) >= kNumDataTypes)
       throw Error(who + " returned an invalid type for output " + std::to_string(k));
     Dims probe;
     for (int64_t d : outDims[k]) {

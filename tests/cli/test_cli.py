@@ -127,7 +127,8 @@ def test_help_lists_every_flag():
                  "--percentile", "--dumpProfile", "--exportProfile", "--exportTimes", "--dumpLayerInfo",
                  "--exportLayerInfo", "--threads", "--device", "--fp16", "--bf16", "--int8", "--noTF32",
                  "--stronglyTyped", "--builderOptimizationLevel", "--maxAuxStreams", "--useCudaGraph", "--streams",
-                 "--noDataTransfers", "--verbose", "--help"]:
+                 "--noDataTransfers", "--verbose", "--help", "--timingCacheFile", "--plugins", "--listPlugins",
+                 "--enablePluginOverride"]:
         assert flag in out, f"{flag} missing from --help"
 
 
@@ -220,6 +221,35 @@ def test_random_input_rules():
     assert out["ids_out"][0] == "int64" and ids.min() >= 0 and ids.max() <= 9 and len(np.unique(ids)) > 3, ids
     assert np.all(mask == 1), mask
     assert x.min() >= -1 and x.max() <= 1 and x.std() > 0.3, x
+
+
+def test_timing_cache():
+    """A rebuild with --timingCacheFile times nothing it timed before and picks the same tactics;
+    a damaged cache is a clear error."""
+    model = static_model()
+    cache = path("timing.cache")
+    if os.path.exists(cache):
+        os.remove(cache)
+    infos = []
+    for k in range(2):
+        info = path(f"tc_layers{k}.json")
+        p = run(["--onnx=" + model, "--timingCacheFile=" + cache, "--exportLayerInfo=" + info, "--skipInference",
+                 "--device=cpu", "--builderOptimizationLevel=3"])
+        m = re.search(r"Timing cache: (\d+) hits, (\d+) misses; saved (\d+) entries", p.stdout)
+        assert m, p.stdout
+        hits, misses, saved = map(int, m.groups())
+        if k == 0:
+            assert hits == 0 and misses > 0 and saved == misses, m.group(0)
+        else:
+            assert misses == 0 and hits == saved, m.group(0)
+        with open(info) as f:
+            infos.append([(l["name"], l["tactic"]) for l in json.load(f)["layers"]])
+    assert infos[0] == infos[1]
+    data = bytearray(open(cache, "rb").read())
+    data[-3] ^= 0xFF
+    open(cache, "wb").write(bytes(data))
+    expect_error(["--onnx=" + model, "--timingCacheFile=" + cache, "--skipInference", "--device=cpu"], r"timing cache.*corrupt|checksum",
+                 status=1)
 
 
 def test_every_flag_parsed():

@@ -92,6 +92,24 @@ inline std::vector<HostTensor> runReference(const OpCase& c) {
   return out;
 }
 
+//! The reference of an op that kiln computes in float32 for float16/bfloat16 tensors (the CPU
+//! builder casts around it): float16/bfloat16 inputs are widened, the reference runs in float32
+//! and its float outputs are rounded back to the case's type.
+inline std::vector<HostTensor> runReferenceInFloat32(const OpCase& c) {
+  OpCase wide = c;
+  DataType narrow = DataType::kFLOAT;
+  for (auto& in : wide.inputs)
+    if (in.valid() && (in.type() == DataType::kHALF || in.type() == DataType::kBF16)) {
+      narrow = in.type();
+      in = convertTo(in, DataType::kFLOAT);
+    }
+  std::vector<HostTensor> out = runReference(wide);
+  if (narrow != DataType::kFLOAT)
+    for (auto& o : out)
+      if (o.type() == DataType::kFLOAT) o = convertTo(o, narrow);
+  return out;
+}
+
 //! Names of the tactics `backend` offers for the case.
 inline std::vector<std::string> tacticNames(Backend& backend, const OpCase& c) {
   std::vector<std::string> v;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 #include "kiln/kiln.h"
@@ -110,6 +111,12 @@ std::vector<float> runAffine(const Engine& e, const std::vector<float>& x) {
 void expectAffine(const std::vector<float>& x, const std::vector<float>& y, float scale, float bias) {
   ASSERT_EQ(x.size(), y.size());
   for (size_t i = 0; i < x.size(); ++i) EXPECT_FLOAT_EQ(y[i], std::max(x[i], 0.f) * scale + bias) << i;
+}
+
+// Where the test libraries are: $KILN_TEST_LIBDIR (a bundle run elsewhere) or the build's lib dir.
+std::string libPath(const std::string& file) {
+  const char* env = std::getenv("KILN_TEST_LIBDIR");
+  return std::string(env && *env ? env : KILN_TEST_LIBDIR) + "/" + file;
 }
 
 template <typename F>
@@ -240,19 +247,19 @@ TEST(Plugins, FailingEnqueueIsAClearError) {
 TEST(Plugins, BadLibrariesAreClearErrors) {
   std::string e = errorOf([] { loadPluginLibrary("/nonexistent/libnothing.so"); });
   EXPECT_NE(e.find("does not exist"), std::string::npos) << e;
-  e = errorOf([] { loadPluginLibrary(KILN_TEST_LIBDIR "/libkiln_test_noentry.so"); });
+  e = errorOf([] { loadPluginLibrary(libPath("libkiln_test_noentry.so")); });
   EXPECT_NE(e.find("is not a kiln plugin library"), std::string::npos) << e;
-  e = errorOf([] { loadPluginLibrary(KILN_TEST_LIBDIR "/libkiln_test_badversion.so"); });
+  e = errorOf([] { loadPluginLibrary(libPath("libkiln_test_badversion.so")); });
   EXPECT_NE(e.find("plugin API version 99"), std::string::npos) << e;
-  e = errorOf([] { loadPluginLibrary(KILN_TEST_LIBDIR "/libkiln_test_throws.so"); });
+  e = errorOf([] { loadPluginLibrary(libPath("libkiln_test_throws.so")); });
   EXPECT_NE(e.find("failed to register"), std::string::npos) << e;
   e = errorOf([] { loadPluginLibrary("/etc/hostname"); });
   EXPECT_NE(e.find("cannot load plugin library"), std::string::npos) << e;
 }
 
 TEST(Plugins, LibraryLoadsAndTagsItsCreators) {
-  loadPluginLibrary(KILN_TEST_LIBDIR "/libkiln_swish_plugin.so");
-  loadPluginLibrary(KILN_TEST_LIBDIR "/libkiln_swish_plugin.so");  // twice: a no-op
+  loadPluginLibrary(libPath("libkiln_swish_plugin.so"));
+  loadPluginLibrary(libPath("libkiln_swish_plugin.so"));  // twice: a no-op
   bool found = false;
   for (const auto& p : getPluginRegistry().list())
     found = found || (p.name == "Swish" && p.pluginNamespace == "com.kiln.examples" && p.library == "libkiln_swish_plugin.so");

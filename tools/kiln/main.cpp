@@ -150,6 +150,12 @@ std::unique_ptr<Engine> buildEngine(const Options& o, DeviceType device, CliLogg
                                   std::to_string((nowMs() - t0) / 1000.0) + " sec");
   BuilderConfig cfg = makeBuilderConfig(o, device, logger);
   if (auto profile = makeProfile(network, o, logger)) cfg.addOptimizationProfile(*profile);
+  TimingCache cache;
+  if (!o.timingCacheFile.empty()) {
+    cache = TimingCache::load(o.timingCacheFile);
+    cfg.setTimingCache(&cache);
+    logger.log(Severity::kINFO, "Timing cache '" + o.timingCacheFile + "': " + std::to_string(cache.size()) + " entries");
+  }
   double t1 = nowMs();
   std::unique_ptr<Engine> engine;
   {
@@ -160,16 +166,21 @@ std::unique_ptr<Engine> buildEngine(const Options& o, DeviceType device, CliLogg
   }
   if (!engine) throw Error("the builder returned no engine");
   std::printf("[I] Engine built in %g sec.\n", (nowMs() - t1) / 1000.0);
+  if (!o.timingCacheFile.empty()) {
+    cache.save(o.timingCacheFile);
+    logger.log(Severity::kINFO, "Timing cache: " + std::to_string(cache.hits()) + " hits, " + std::to_string(cache.misses()) +
+                                    " misses; saved " + std::to_string(cache.size()) + " entries to '" + o.timingCacheFile + "'");
+  }
   return engine;
 }
 
 std::unique_ptr<Engine> loadEngine(const Options& o, ILogger& logger) {
   bool buildFlags = o.fp16 || o.bf16 || o.int8 || o.noTF32 || o.stronglyTyped || o.builderOptimizationLevel ||
-                    o.maxAuxStreams.has_value();
+                    o.maxAuxStreams.has_value() || !o.timingCacheFile.empty();
   if (buildFlags)
     logger.log(Severity::kWARNING,
                "build options (--fp16, --bf16, --int8, --noTF32, --stronglyTyped, --builderOptimizationLevel, "
-               "--maxAuxStreams) apply when building; they are ignored with --loadEngine");
+               "--maxAuxStreams, --timingCacheFile) apply when building; they are ignored with --loadEngine");
   double t0 = nowMs();
   std::vector<uint8_t> plan = readFile(o.loadEngine);
   std::unique_ptr<Engine> engine = Engine::deserialize(plan.data(), plan.size(), logger, o.threads.value_or(-1));

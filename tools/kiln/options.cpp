@@ -187,8 +187,11 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
   app.add_flag("--noTF32", o.noTF32, "Disallow TF32 for FP32 matmul/conv");
   app.add_flag("--stronglyTyped", o.stronglyTyped, "Keep exactly the types the network states");
   app.add_option("--builderOptimizationLevel", o.builderOptimizationLevel,
-                 "0..5: how many tactics are timed (default 3)")
+                 "0..5: search breadth; level L times the first 2^L tactics per layer (default 3; 0: no timing)")
       ->check(CLI::Range(0, 5));
+  app.add_option("--timingCacheFile", o.timingCacheFile,
+                 "Tactic timings: read from this file (if it exists) and saved back after the build, so a rebuild "
+                 "skips timing what it has timed before");
   app.add_option("--maxAuxStreams", o.maxAuxStreams, "Auxiliary streams the engine may use (GPU only)")
       ->check(CLI::Range(0, 64));
   repeatable(app.add_option("--plugins", o.plugins,

@@ -52,6 +52,7 @@ struct Options {
   bool fp16 = false, bf16 = false, int8 = false, noTF32 = false, stronglyTyped = false;
   std::optional<int> builderOptimizationLevel;
   std::optional<int> maxAuxStreams;
+  std::string timingCacheFile;  //!< read (when it exists) and updated by the build
 
   // Plugins.
   std::vector<std::string> plugins;  //!< plugin libraries to load (--plugins, repeatable)

@@ -50,7 +50,8 @@ class SwishPlugin : public IPlugin {
 #ifdef SWISH_WITH_CUDA
       return launchSwish(in[0].data, out[0].data, n, beta_, in[0].type == DataType::kHALF, stream);
 #else
-      return 1;
+      (void)stream;
+      return 1;  // built without CUDA: supports() never offers the GPU
 #endif
     }
     const float* x = static_cast<const float*>(in[0].data);
