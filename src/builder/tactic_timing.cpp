@@ -156,7 +156,7 @@ void selectTactics(EngineGraph& g, Backend& backend, const std::map<int, Dims>& 
     l.tacticsConsidered = static_cast<int>(tactics.size());
     TimingCache* cache = cfg.timingCache();
     const std::string signature = cache ? layerSignature(desc, r.layers[i]) : std::string();
-    bool footprintChecked = false;
+    checkTimingFootprint(r.layers[i]);
     float best = -1.f;
     std::string bestName;
     for (const Tactic& t : tactics) {
@@ -165,8 +165,6 @@ void selectTactics(EngineGraph& g, Backend& backend, const std::map<int, Dims>& 
         if (ms >= 0.f) {
           logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "' tactic " + t.name + ": " + std::to_string(ms) + " ms (timing cache)");
         } else {
-          if (!footprintChecked) checkTimingFootprint(r.layers[i]);
-          footprintChecked = true;
           auto k = t.create(desc);
           ms = timeKernel(backend, *k, r.layers[i], cfg.avgTiming());
           if (cache) cache->insert(g.fingerprint, signature, t.name, ms);
