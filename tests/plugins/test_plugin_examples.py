@@ -57,6 +57,19 @@ def conv3x3_pad1(x, w):
     return out
 
 
+def example(a, work, name, lib_name):
+    """Writes the example's model with its script; returns (library path, model path)."""
+    model = os.path.join(work, f"{name}.onnx")
+    run([sys.executable, os.path.join(EX, name, "make_model.py"), "--out", model])
+    return os.path.join(a.libdir, lib_name), model
+
+
+def first_initializer(model):
+    import onnx
+    from onnx import numpy_helper
+    return numpy_helper.to_array(onnx.load(model).graph.initializer[0]).astype(np.float64)
+
+
 def kiln_run(a, plan, lib, inputs, out_json, shapes=None, extra=()):
     cmd = [a.kiln, f"--loadEngine={plan}", "--iterations=1", "--warmUp=0", "--duration=0", f"--exportOutput={out_json}"]
     if lib:
@@ -68,12 +81,8 @@ def kiln_run(a, plan, lib, inputs, out_json, shapes=None, extra=()):
 
 
 def test_swish(a, work):
-    lib = os.path.join(a.libdir, "libkiln_swish_plugin.so")
-    model = os.path.join(work, "swish.onnx")
-    run([sys.executable, os.path.join(EX, "swish", "make_model.py"), "--out", model, "--beta", "1.7"])
-    import onnx
-    from onnx import numpy_helper
-    w = numpy_helper.to_array(onnx.load(model).graph.initializer[0]).astype(np.float64)
+    lib, model = example(a, work, "swish", "libkiln_swish_plugin.so")  # beta = 1.7 by default
+    w = first_initializer(model)
     x = np.random.default_rng(5).standard_normal((2, 3, 16, 16)).astype(np.float32)
     np.save(os.path.join(work, "x.npy"), x)
     c = conv3x3_pad1(x.astype(np.float64), w)
@@ -106,12 +115,8 @@ def test_swish(a, work):
 def test_rownorm(a, work):
     if a.device == "gpu":
         return  # CPU-only example
-    lib = os.path.join(a.libdir, "libkiln_rownorm_plugin.so")
-    model = os.path.join(work, "rownorm.onnx")
-    run([sys.executable, os.path.join(EX, "rownorm", "make_model.py"), "--out", model])
-    import onnx
-    from onnx import numpy_helper
-    w = numpy_helper.to_array(onnx.load(model).graph.initializer[0]).astype(np.float64)
+    lib, model = example(a, work, "rownorm", "libkiln_rownorm_plugin.so")
+    w = first_initializer(model)
     plan, info = os.path.join(work, "rownorm.plan"), os.path.join(work, "rownorm_layers.json")
     run([a.kiln, f"--onnx={model}", f"--plugins={lib}", "--device=cpu", f"--saveEngine={plan}", f"--exportLayerInfo={info}",
          "--minShapes=x:1x64", "--optShapes=x:64x64", "--maxShapes=x:256x64", "--skipInference"])
@@ -132,9 +137,7 @@ def test_rownorm(a, work):
 def test_repeat(a, work):
     if a.device == "gpu":
         return  # CPU-only example
-    lib = os.path.join(a.libdir, "libkiln_repeat_plugin.so")
-    model = os.path.join(work, "repeat.onnx")
-    run([sys.executable, os.path.join(EX, "repeat", "make_model.py"), "--out", model])
+    lib, model = example(a, work, "repeat", "libkiln_repeat_plugin.so")
     plan = os.path.join(work, "repeat.plan")
     run([a.kiln, f"--onnx={model}", f"--plugins={lib}", "--device=cpu", f"--saveEngine={plan}",
          "--minShapes=x:1x1x4", "--optShapes=x:2x5x4", "--maxShapes=x:4x8x4", "--skipInference"])
