@@ -396,6 +396,69 @@ def gpt2_block(g, x, causal, scope, hidden, heads) -> str:
     return g.node("Add", [x, linear(g, h, f"{scope}/mlp/c_proj", 4 * hidden, hidden)], scope)
 
 
+def make_legacy_cnn_opset7(seed=7) -> onnx.ModelProto:
+    """A SqueezeNet-style CNN in opset 7, written the way old model-zoo files are: the attribute
+    forms of BatchNormalization (spatial), Clip (min/max), Pad (pads), Upsample (scales),
+    Split (split), ReduceMean/Squeeze/Unsqueeze (axes), Dropout (ratio), Softmax's 2-D coercion,
+    Reshape with a shape initializer, Sum, and IR version 3."""
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def w(name, shape, std):
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * std).astype(np.float32), name))
+        return name
+
+    def n(op, ins, outs, **attrs):
+        nodes.append(helper.make_node(op, ins, outs, name=outs[0] + "_node", **attrs))
+        return outs[0]
+
+    def conv(x, name, cin, cout, k, stride=1, pad=0):
+        return n("Conv", [x, w(name + "_w", (cout, cin, k, k), math.sqrt(2.0 / (cin * k * k))), w(name + "_b", (cout,), 0.05)],
+                 [name], kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4)
+
+    def fire(x, name, cin, squeeze, expand):
+        s = n("Relu", [conv(x, name + "_sq", cin, squeeze, 1)], [name + "_sq_relu"])
+        e1 = n("Relu", [conv(s, name + "_e1", squeeze, expand, 1)], [name + "_e1_relu"])
+        e3 = n("Relu", [conv(s, name + "_e3", squeeze, expand, 3, pad=1)], [name + "_e3_relu"])
+        return n("Concat", [e1, e3], [name + "_concat"], axis=1)
+
+    c1 = conv("data", "conv1", 3, 16, 3, stride=2)
+    inits.append(numpy_helper.from_array(rng.uniform(0.8, 1.2, 16).astype(np.float32), "bn_scale"))
+    inits.append(numpy_helper.from_array(rng.uniform(-0.1, 0.1, 16).astype(np.float32), "bn_bias"))
+    inits.append(numpy_helper.from_array(rng.uniform(-0.1, 0.1, 16).astype(np.float32), "bn_mean"))
+    inits.append(numpy_helper.from_array(rng.uniform(0.8, 1.2, 16).astype(np.float32), "bn_var"))
+    bn = n("BatchNormalization", [c1, "bn_scale", "bn_bias", "bn_mean", "bn_var"], ["bn1"], epsilon=1e-5, spatial=1)
+    r1 = n("Clip", [bn], ["relu6_1"], min=0.0, max=6.0)
+    p1 = n("MaxPool", [r1], ["pool1"], kernel_shape=[3, 3], strides=[2, 2])
+    f2 = fire(p1, "fire2", 16, 8, 16)
+    up = n("Upsample", [f2], ["up"], mode="nearest", scales=[1.0, 1.0, 2.0, 2.0])
+    pd = n("Pad", [up], ["pad"], mode="constant", pads=[0, 0, 1, 1, 0, 0, 1, 1], value=0.0)
+    c3 = n("Relu", [conv(pd, "conv3", 32, 32, 3, stride=2)], ["conv3_relu"])
+    a, b = "split_a", "split_b"
+    n("Split", [c3], [a, b], axis=1, split=[16, 16])
+    sm = n("Sum", [a, b, a], ["sum"])
+    f4 = fire(sm, "fire4", 16, 8, 32)
+    mean = n("ReduceMean", [f4], ["spatial_mean"], axes=[2, 3], keepdims=1)
+    gap = n("GlobalAveragePool", [f4], ["gap"])
+    both = n("Add", [mean, gap], ["pooled"])
+    dr = n("Dropout", [both], ["drop"], ratio=0.5)
+    un = n("Unsqueeze", [dr], ["unsq"], axes=[0])
+    sq = n("Squeeze", [un], ["sq"], axes=[0])
+    inits.append(numpy_helper.from_array(np.array([1, -1], dtype=np.int64), "flat_shape"))
+    fl = n("Reshape", [sq, "flat_shape"], ["flat"])
+    fc = n("Gemm", [fl, w("fc_w", (10, 64), 0.2), w("fc_b", (10,), 0.05)], ["fc"], transB=1)
+    n("Softmax", [fc], ["prob"], axis=1)
+    # IR version 3: initializers are listed as graph inputs too.
+    inputs = [helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 3, 64, 64])] + \
+        [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in inits]
+    graph = helper.make_graph(nodes, "legacy_cnn_opset7", inputs,
+                              [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [1, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 7)], producer_name="onnx-caffe2")
+    model.ir_version = 3
+    onnx.checker.check_model(model)
+    return model
+
+
 def rename_outputs(model: onnx.ModelProto, names: dict[str, str]) -> None:
     """Gives graph outputs their exported names (last_hidden_state, logits, ...)."""
     for node in model.graph.node:
@@ -425,6 +488,7 @@ TEST_MODELS = {
     "bert": lambda: make_bert(),
     "bert_dynamic": lambda: make_bert(dynamic=True, name="bert_dynamic"),
     "gpt2": lambda: make_gpt2(),
+    "legacy_cnn_opset7": lambda: make_legacy_cnn_opset7(),
 }
 
 
