@@ -389,6 +389,37 @@ std::vector<Dims> inputDims(const LayerDesc& l) {
   return d;
 }
 
+}  // namespace
+
+EinsumLoops planEinsumLoops(const LayerDesc& l, const std::vector<Dims>& dims) {
+  EinsumSpec s = parseEinsum(l, inputRanks(l, dims));
+  auto size = labelSizes(l, s, dims);
+  EinsumLoops p;
+  // Loop labels: output labels, then the summed ones.
+  std::vector<int> loop = s.outLabels;
+  std::vector<bool> inLoop(size.size(), false);
+  for (int lab : loop) inLoop[lab] = true;
+  for (auto& labels : s.inLabels)
+    for (int lab : labels)
+      if (!inLoop[lab]) { inLoop[lab] = true; loop.push_back(lab); }
+  for (int lab : loop) p.loopDims.push_back(size[lab]);
+  volume(p.loopDims);  // throws if the iteration space overflows
+  p.outputLoops = s.outLabels.size();
+  // Stride of each loop label in each input: repeated labels (diagonals) add up; size-1 dims broadcast.
+  p.strides.assign(dims.size(), std::vector<int64_t>(loop.size(), 0));
+  for (size_t i = 0; i < dims.size(); ++i) {
+    auto rs = rowMajorStrides(dims[i]);
+    for (size_t d = 0; d < dims[i].size(); ++d) {
+      if (dims[i][d] == 1) continue;
+      size_t pos = std::find(loop.begin(), loop.end(), s.inLabels[i][d]) - loop.begin();
+      p.strides[i][pos] += rs[d];
+    }
+  }
+  return p;
+}
+
+namespace {
+
 void inferEinsum(LayerDesc& l) {
   if (l.inputs.empty()) opError(l, "expects at least one input");
   for (size_t i = 0; i < l.inputs.size(); ++i) {
@@ -409,44 +440,23 @@ template <typename T>
 void einsumRefTyped(const LayerDesc& l, const KernelIO& io) {
   std::vector<Dims> dims;
   for (auto& v : io.in) dims.push_back(v.dims);
-  EinsumSpec s = parseEinsum(l, inputRanks(l, dims));
-  auto size = labelSizes(l, s, dims);
-  // Loop labels: output labels, then the summed ones.
-  std::vector<int> loop = s.outLabels;
-  std::vector<bool> inLoop(size.size(), false);
-  for (int lab : loop) inLoop[lab] = true;
-  for (auto& labels : s.inLabels)
-    for (int lab : labels)
-      if (!inLoop[lab]) { inLoop[lab] = true; loop.push_back(lab); }
-  Dims loopDims;
-  for (int lab : loop) loopDims.push_back(size[lab]);
-  volume(loopDims);  // throws if the iteration space overflows
-  size_t nOut = s.outLabels.size(), nIn = io.in.size();
-  // Stride of each loop label in each input: repeated labels (diagonals) add up; size-1 dims broadcast.
-  std::vector<std::vector<int64_t>> stride(nIn, std::vector<int64_t>(loop.size(), 0));
-  for (size_t i = 0; i < nIn; ++i) {
-    auto rs = rowMajorStrides(dims[i]);
-    for (size_t d = 0; d < dims[i].size(); ++d) {
-      if (dims[i][d] == 1) continue;
-      size_t pos = std::find(loop.begin(), loop.end(), s.inLabels[i][d]) - loop.begin();
-      stride[i][pos] += rs[d];
-    }
-  }
-  Dims outDims(loopDims.begin(), loopDims.begin() + nOut), sumDims(loopDims.begin() + nOut, loopDims.end());
+  const EinsumLoops p = planEinsumLoops(l, dims);
+  const size_t nOut = p.outputLoops, nIn = io.in.size(), nLoop = p.loopDims.size();
+  Dims outDims(p.loopDims.begin(), p.loopDims.begin() + nOut), sumDims(p.loopDims.begin() + nOut, p.loopDims.end());
   int64_t outCount = volume(outDims), sumCount = volume(sumDims);
   T* Y = io.out[0].as<T>();
-  std::vector<int64_t> idx(loop.size(), 0);
+  std::vector<int64_t> idx(nLoop, 0);
   for (int64_t o = 0; o < outCount; ++o) {
     int64_t rem = o;
-    for (size_t d = nOut; d-- > 0;) { idx[d] = rem % loopDims[d]; rem /= loopDims[d]; }
+    for (size_t d = nOut; d-- > 0;) { idx[d] = rem % p.loopDims[d]; rem /= p.loopDims[d]; }
     AccOf<T> acc = 0;
     for (int64_t sIdx = 0; sIdx < sumCount; ++sIdx) {
       int64_t r = sIdx;
-      for (size_t d = loop.size(); d-- > nOut;) { idx[d] = r % loopDims[d]; r /= loopDims[d]; }
+      for (size_t d = nLoop; d-- > nOut;) { idx[d] = r % p.loopDims[d]; r /= p.loopDims[d]; }
       AccOf<T> prod = 1;
       for (size_t i = 0; i < nIn; ++i) {
         int64_t off = 0;
-        for (size_t d = 0; d < loop.size(); ++d) off += idx[d] * stride[i][d];
+        for (size_t d = 0; d < nLoop; ++d) off += idx[d] * p.strides[i][d];
         prod *= static_cast<AccOf<T>>(io.in[i].as<const T>()[off]);
       }
       acc += prod;

@@ -45,4 +45,14 @@ void dispatchNumeric(DataType t, F&& f) {
   }
 }
 
+//! Einsum as nested loops (ops/matmul.cpp): the output's labels first (`outputLoops` of them),
+//! then the summed labels; strides[i][d] is input i's element stride for loop d (0 where the
+//! input lacks the label or broadcasts it; repeated labels add up, giving diagonals).
+struct EinsumLoops {
+  Dims loopDims;
+  size_t outputLoops = 0;
+  std::vector<std::vector<int64_t>> strides;
+};
+EinsumLoops planEinsumLoops(const LayerDesc& l, const std::vector<Dims>& inputDims);
+
 }  // namespace kiln

@@ -186,4 +186,18 @@ inline void expectClose(const HostTensor& got, const HostTensor& ref, double rto
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << ref.count() << " elements differ; first: " << first;
 }
 
+//! Runs every tactic `backend` offers for `c` and compares every output with the reference (in
+//! float32 for ops kiln computes in float32 for float16/bfloat16 tensors).
+inline void checkAllTactics(Backend& backend, const OpCase& c, const std::string& what, double rtol = 0, double atol = 0) {
+  std::vector<std::string> names = tacticNames(backend, c);
+  ASSERT_FALSE(names.empty()) << what << ": no tactic for " << c.op;
+  const OpDef* def = OpRegistry::instance().find(c.op);
+  std::vector<HostTensor> ref = def && def->anyType ? runReference(c) : runReferenceInFloat32(c);
+  for (const std::string& n : names) {
+    std::vector<HostTensor> got = runTactic(backend, n, c);
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) expectClose(got[i], ref[i], rtol, atol, what + " [" + n + "] output " + std::to_string(i));
+  }
+}
+
 }  // namespace kiln::test

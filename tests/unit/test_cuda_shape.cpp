@@ -35,17 +35,8 @@ HostTensor floats(const std::vector<float>& v) {
   return h;
 }
 
-//! Runs every tactic the GPU offers for `c` and compares every output with the reference.
 void checkCase(Backend& gpu, const OpCase& c, const std::string& what, double rtol = 0, double atol = 0) {
-  std::vector<std::string> names = test::tacticNames(gpu, c);
-  ASSERT_FALSE(names.empty()) << what << ": no CUDA tactic for " << c.op;
-  const OpDef* def = OpRegistry::instance().find(c.op);
-  std::vector<HostTensor> ref = def && def->anyType ? test::runReference(c) : test::runReferenceInFloat32(c);
-  for (const std::string& n : names) {
-    std::vector<HostTensor> got = test::runTactic(gpu, n, c);
-    ASSERT_EQ(got.size(), ref.size());
-    for (size_t i = 0; i < ref.size(); ++i) test::expectClose(got[i], ref[i], rtol, atol, what + " [" + n + "] output " + std::to_string(i));
-  }
+  test::checkAllTactics(gpu, c, what, rtol, atol);
 }
 
 const DataType kMoveTypes[] = {DataType::kFLOAT, DataType::kHALF, DataType::kBF16, DataType::kINT64, DataType::kINT8, DataType::kBOOL};

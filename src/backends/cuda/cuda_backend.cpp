@@ -31,6 +31,9 @@ const std::vector<CudaTacticDef>& inventory() {
     addNormalizationCudaTactics(t);
     addShapeCudaTactics(t);
     addAttentionCudaTactics(t);
+    addNormMiscCudaTactics(t);
+    addMatMulIntegerCudaTactics(t);
+    addEinsumCudaTactics(t);
     return t;
   }();
   return v;

@@ -16,5 +16,8 @@ void addConvPoolCudaTactics(std::vector<CudaTacticDef>& v);       // Conv, ConvT
 void addNormalizationCudaTactics(std::vector<CudaTacticDef>& v);  // norms, softmax, reductions, arg/topk/cumsum
 void addShapeCudaTactics(std::vector<CudaTacticDef>& v);          // data movement, resize
 void addAttentionCudaTactics(std::vector<CudaTacticDef>& v);      // fused attention
+void addNormMiscCudaTactics(std::vector<CudaTacticDef>& v);       // Hardmax, LpNormalization, MVN, Det (norm_misc.cu)
+void addMatMulIntegerCudaTactics(std::vector<CudaTacticDef>& v);  // MatMulInteger (matmul_integer.cu)
+void addEinsumCudaTactics(std::vector<CudaTacticDef>& v);         // Einsum (einsum_cuda.cu)
 
 }  // namespace kiln

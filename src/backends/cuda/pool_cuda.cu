@@ -1,5 +1,5 @@
-// "direct": MaxPool (with the optional Indices output), AveragePool, GlobalMaxPool and
-// GlobalAveragePool on NCHW tensors with 1..3 spatial axes (window geometry from
+// "direct": MaxPool (with the optional Indices output), AveragePool, LpPool, GlobalMaxPool,
+// GlobalAveragePool, GlobalLpPool and LRN on NCHW tensors with 1..3 spatial axes (window geometry from
 // backends/cpu/conv_geometry.h: pads, auto_pad, ceil_mode, dilations, count_include_pad).
 // Float types compute in float32; MaxPool also takes int8/uint8/int32/int64. NaN wins a max
 // (as the reference). Windowed pools: one thread per output (rows of outputs are contiguous, so
@@ -132,6 +132,66 @@ __global__ void averagePoolKernel(const T* __restrict__ x, T* __restrict__ y, in
   }
 }
 
+//! LpPool: (sum over the window of |x|^p)^(1/p), padding taps left out (as the reference).
+template <typename T>
+__global__ void lpPoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_t total, PoolGeom g, float p) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const WindowPos w = windowOf(g, i);
+    const T* xp = x + w.plane * g.inSize;
+    float sum = 0.f;
+    for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
+      const int64_t id = w.start[0] + kd * g.dil[0];
+      if (id < 0 || id >= g.in[0]) continue;
+      for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
+        const int64_t ih = w.start[1] + kh * g.dil[1];
+        if (ih < 0 || ih >= g.in[1]) continue;
+        for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+          const int64_t iw = w.start[2] + kw * g.dil[2];
+          if (iw < 0 || iw >= g.in[2]) continue;
+          sum += powf(fabsf(toF(__ldg(xp + (id * g.in[1] + ih) * g.in[2] + iw))), p);
+        }
+      }
+    }
+    y[i] = fromF<T>(powf(sum, 1.f / p));
+  }
+}
+
+//! GlobalLpPool: one warp per plane.
+template <typename T>
+__global__ void globalLpPoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes, int64_t size, float p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t q = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32; q < planes; q += warps) {
+    const T* plane = x + q * size;
+    float acc = 0.f;
+    for (int64_t j = lane; j < size; j += 32) acc += powf(fabsf(toF(__ldg(plane + j))), p);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) y[q] = fromF<T>(powf(acc, 1.f / p));
+  }
+}
+
+//! LRN across channels: y = x / (bias + alpha / size * sum of x^2 over the channel window)^beta.
+struct LrnParams {
+  int64_t total, channels, inner, before, after;
+  float alphaOverSize, beta, bias;
+};
+
+template <typename T>
+__global__ void lrnKernel(const T* __restrict__ x, T* __restrict__ y, LrnParams p) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t s = i % p.inner, c = (i / p.inner) % p.channels, n = i / (p.inner * p.channels);
+    const int64_t lo = c - p.before < 0 ? 0 : c - p.before;
+    const int64_t hi = c + p.after > p.channels - 1 ? p.channels - 1 : c + p.after;
+    float sq = 0.f;
+    for (int64_t k = lo; k <= hi; ++k) {
+      const float v = toF(__ldg(x + (n * p.channels + k) * p.inner + s));
+      sq += v * v;
+    }
+    y[i] = fromF<T>(toF(__ldg(x + i)) / powf(p.bias + p.alphaOverSize * sq, p.beta));
+  }
+}
+
 //! Combines two partial results of a global pool (sum, or max with NaN winning).
 template <bool kMax, typename A> __device__ __forceinline__ A combine(A a, A b) {
   if constexpr (kMax) return beats(b, a) ? b : a;
@@ -225,8 +285,8 @@ struct PoolState : KernelState {
 class WindowPoolKernel : public Kernel {
  public:
   explicit WindowPoolKernel(const LayerDesc& l)
-      : max_(l.op == "MaxPool"), colMajor_(l.attrs->getInt("storage_order", 0) == 1),
-        includePad_(l.attrs->getInt("count_include_pad", 0) == 1) {}
+      : max_(l.op == "MaxPool"), lp_(l.op == "LpPool"), colMajor_(l.attrs->getInt("storage_order", 0) == 1),
+        includePad_(l.attrs->getInt("count_include_pad", 0) == 1), p_(static_cast<float>(l.attrs->getInt("p", 2))) {}
 
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const Dims& x = l.inputs[0].dims;
@@ -248,19 +308,22 @@ class WindowPoolKernel : public Kernel {
         int64_t* indices = io.out.size() > 1 ? io.out[1].as<int64_t>() : nullptr;
         maxPoolKernel<T><<<grid, 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(), indices, s->total, s->g, colMajor_);
       } else if constexpr (!std::is_integral_v<T>) {
-        averagePoolKernel<T><<<grid, 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(), s->total, s->g, includePad_);
+        if (lp_) lpPoolKernel<T><<<grid, 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(), s->total, s->g, p_);
+        else averagePoolKernel<T><<<grid, 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(), s->total, s->g, includePad_);
       }
     });
     KILN_CUDA_CHECK_LAUNCH();
   }
 
  private:
-  bool max_, colMajor_, includePad_;
+  bool max_, lp_, colMajor_, includePad_;
+  float p_;
 };
 
 class GlobalPoolKernel : public Kernel {
  public:
-  explicit GlobalPoolKernel(const LayerDesc& l) : max_(l.op == "GlobalMaxPool") {}
+  explicit GlobalPoolKernel(const LayerDesc& l)
+      : max_(l.op == "GlobalMaxPool"), lp_(l.op == "GlobalLpPool"), p_(static_cast<float>(l.attrs->getInt("p", 2))) {}
 
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const Dims& x = l.inputs[0].dims;
@@ -277,6 +340,16 @@ class GlobalPoolKernel : public Kernel {
     cudaStream_t stream = cuda::streamOf(io);
     if (s->size == 0) {  // empty planes: the reference writes 0
       KILN_CUDA_CHECK(cudaMemsetAsync(io.out[0].data, 0, static_cast<size_t>(s->planes) * elementSize(io.out[0].type), stream));
+      return;
+    }
+    if (lp_) {
+      dispatchPoolType(io.in[0].type, false, [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (!std::is_integral_v<T>)
+          globalLpPoolKernel<T><<<cuda::gridFor(s->planes * 32), 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(), s->planes,
+                                                                                 s->size, p_);
+      });
+      KILN_CUDA_CHECK_LAUNCH();
       return;
     }
     // Block per plane only when the planes are large and there are too few for warps to fill the GPU.
@@ -299,7 +372,42 @@ class GlobalPoolKernel : public Kernel {
   }
 
  private:
-  bool max_;
+  bool max_, lp_;
+  float p_;
+};
+
+class LrnKernel : public Kernel {
+ public:
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& x = l.inputs[0].dims;
+    auto s = std::make_unique<LrnState>();
+    const int64_t size = l.attrs->getInt("size", 1);
+    s->p.total = volume(x);
+    s->p.channels = x[1];
+    s->p.inner = x[0] * x[1] == 0 ? 0 : s->p.total / (x[0] * x[1]);
+    s->p.before = (size - 1) / 2;
+    s->p.after = size - 1 - s->p.before;
+    s->p.alphaOverSize = l.attrs->getFloat("alpha", 1e-4f) / static_cast<float>(size);
+    s->p.beta = l.attrs->getFloat("beta", 0.75f);
+    s->p.bias = l.attrs->getFloat("bias", 1.0f);
+    state = std::move(s);
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    const LrnParams& p = static_cast<const LrnState*>(state)->p;
+    if (p.total == 0) return;
+    dispatchPoolType(io.in[0].type, false, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (!std::is_integral_v<T>)
+        lrnKernel<T><<<cuda::gridFor(p.total), 256, 0, cuda::streamOf(io)>>>(io.in[0].as<T>(), io.out[0].as<T>(), p);
+    });
+    KILN_CUDA_CHECK_LAUNCH();
+  }
+
+ private:
+  struct LrnState : KernelState {
+    LrnParams p{};
+  };
 };
 
 bool poolTypeOk(const LayerDesc& l, bool isMax) {
@@ -318,6 +426,8 @@ bool supportsWindowPool(const LayerDesc& l) {
 }
 
 bool supportsGlobalPool(const LayerDesc& l) { return poolTypeOk(l, l.op == "GlobalMaxPool"); }
+bool supportsLrn(const LayerDesc& l) { return poolTypeOk(l, false); }
+std::unique_ptr<Kernel> createLrn(const LayerDesc&) { return std::make_unique<LrnKernel>(); }
 
 std::unique_ptr<Kernel> createWindowPool(const LayerDesc& l) { return std::make_unique<WindowPoolKernel>(l); }
 std::unique_ptr<Kernel> createGlobalPool(const LayerDesc& l) { return std::make_unique<GlobalPoolKernel>(l); }
@@ -329,6 +439,9 @@ void addPoolCudaTactics(std::vector<TacticDef>& v) {
   v.push_back(TacticDef{"AveragePool", "direct", supportsWindowPool, createWindowPool});
   v.push_back(TacticDef{"GlobalMaxPool", "direct", supportsGlobalPool, createGlobalPool});
   v.push_back(TacticDef{"GlobalAveragePool", "direct", supportsGlobalPool, createGlobalPool});
+  v.push_back(TacticDef{"LpPool", "direct", supportsWindowPool, createWindowPool});
+  v.push_back(TacticDef{"GlobalLpPool", "direct", supportsGlobalPool, createGlobalPool});
+  v.push_back(TacticDef{"LRN", "direct", supportsLrn, createLrn});
 }
 
 }  // namespace kiln

@@ -1,0 +1,320 @@
+// CUDA tactics for the smaller normalization-like ops: Hardmax, LpNormalization,
+// MeanVarianceNormalization and Det. They are rare in inference graphs, so the kernels are
+// simple and exact rather than fast: one thread per line (Hardmax, LpNormalization, accumulating
+// in double like the references), one block per statistics group (MVN, double accumulation), one
+// thread per matrix (Det: LU with partial pivoting in double, in a workspace).
+// Float types: float32/float16/bfloat16 (MVN, Det, LpNormalization also float64 is left to the
+// CPU: the builder casts around them).
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "backends/cuda/conv_act.cuh"
+#include "backends/cuda/cuda_tactics.h"
+#include "backends/cuda/cuda_util.h"
+#include "ops/op_util.h"
+
+namespace kiln {
+
+namespace {
+
+using cuda::fromF;
+using cuda::toF;
+
+bool isFloat3(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
+
+int64_t span(const Dims& d, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to; ++i) n *= d[i];
+  return n;
+}
+
+template <typename F>
+void dispatchFloat3(DataType t, F&& f) {
+  switch (t) {
+    case DataType::kFLOAT: return f(float{});
+    case DataType::kHALF: return f(__half{});
+    case DataType::kBF16: return f(__nv_bfloat16{});
+    default: throw UnsupportedError(std::string("CUDA: unsupported type ") + toString(t));
+  }
+}
+
+//! (outer, length, inner) lines: element k of line (o, i) is at (o * length + k) * inner + i.
+struct Lines {
+  int64_t outer = 0, length = 1, inner = 1;
+};
+
+struct LinesState : KernelState {
+  Lines g;
+  int64_t count = 0;
+  size_t workspace = 0;
+};
+
+// ---- Hardmax: one-hot at the first maximum of each line -----------------------------------------
+
+template <typename T>
+__global__ void hardmaxKernel(const T* __restrict__ x, T* __restrict__ y, Lines g) {
+  const int64_t lines = g.outer * g.inner;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < lines; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = (t / g.inner) * g.length * g.inner + t % g.inner;
+    int64_t best = 0;
+    float bestV = toF(x[base]);
+    for (int64_t k = 1; k < g.length; ++k) {
+      const float v = toF(x[base + k * g.inner]);
+      if (v > bestV) best = k, bestV = v;
+    }
+    for (int64_t k = 0; k < g.length; ++k) y[base + k * g.inner] = fromF<T>(k == best ? 1.f : 0.f);
+  }
+}
+
+class HardmaxKernel : public Kernel {
+ public:
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& x = l.inputs[0].dims;
+    const int64_t rank = static_cast<int64_t>(x.size()), axisAttr = l.attrs->getInt("axis", -1);
+    const bool coerce = l.attrs->getInt("kiln_coerce_2d", 0) != 0;
+    auto s = std::make_unique<LinesState>();
+    if (coerce && axisAttr == rank) {  // an empty block: each element is its own line
+      s->g.outer = volume(x);
+    } else {
+      const size_t axis = static_cast<size_t>(normalizeAxis(l, axisAttr, rank));
+      s->g.outer = span(x, 0, axis);
+      s->g.length = coerce ? span(x, axis, x.size()) : x[axis];
+      s->g.inner = coerce ? 1 : span(x, axis + 1, x.size());
+    }
+    s->count = volume(x);
+    state = std::move(s);
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    const auto* s = static_cast<const LinesState*>(state);
+    if (s->count == 0 || s->g.length == 0) return;
+    dispatchFloat3(io.in[0].type, [&](auto tag) {
+      using T = decltype(tag);
+      hardmaxKernel<T><<<cuda::gridFor(s->g.outer * s->g.inner), 256, 0, cuda::streamOf(io)>>>(io.in[0].as<T>(),
+                                                                                                 io.out[0].as<T>(), s->g);
+    });
+    KILN_CUDA_CHECK_LAUNCH();
+  }
+};
+
+// ---- LpNormalization: x / ||x||_p along one axis (p = 1 or 2; a zero norm gives zeros) ----------
+
+template <typename T>
+__global__ void lpNormKernel(const T* __restrict__ x, T* __restrict__ y, Lines g, bool l1) {
+  const int64_t lines = g.outer * g.inner;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < lines; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = (t / g.inner) * g.length * g.inner + t % g.inner;
+    double acc = 0;
+    for (int64_t k = 0; k < g.length; ++k) {
+      const double v = toF(x[base + k * g.inner]);
+      acc += l1 ? fabs(v) : v * v;
+    }
+    const double norm = l1 ? acc : sqrt(acc);
+    for (int64_t k = 0; k < g.length; ++k)
+      y[base + k * g.inner] = fromF<T>(norm == 0 ? 0.f : static_cast<float>(toF(x[base + k * g.inner]) / norm));
+  }
+}
+
+class LpNormKernel : public Kernel {
+ public:
+  explicit LpNormKernel(const LayerDesc& l) : l1_(l.attrs->getInt("p", 2) == 1) {}
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& x = l.inputs[0].dims;
+    const size_t axis = static_cast<size_t>(normalizeAxis(l, l.attrs->getInt("axis", -1), static_cast<int64_t>(x.size())));
+    auto s = std::make_unique<LinesState>();
+    s->g = Lines{span(x, 0, axis), x[axis], span(x, axis + 1, x.size())};
+    s->count = volume(x);
+    state = std::move(s);
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    const auto* s = static_cast<const LinesState*>(state);
+    if (s->count == 0) return;
+    dispatchFloat3(io.in[0].type, [&](auto tag) {
+      using T = decltype(tag);
+      lpNormKernel<T><<<cuda::gridFor(s->g.outer * s->g.inner), 256, 0, cuda::streamOf(io)>>>(io.in[0].as<T>(),
+                                                                                                io.out[0].as<T>(), s->g, l1_);
+    });
+    KILN_CUDA_CHECK_LAUNCH();
+  }
+
+ private:
+  bool l1_;
+};
+
+// ---- MeanVarianceNormalization: (x - mean) / (std + 1e-9) over `axes` --------------------------
+
+constexpr int kMaxRank = 8;
+
+//! A statistics group is the set of elements sharing their coordinates on the kept axes.
+struct MvnGeom {
+  int rank = 0;
+  int64_t dims[kMaxRank], strides[kMaxRank];
+  bool reduced[kMaxRank];
+  int64_t groups = 0, perGroup = 0;
+};
+
+//! Linear index of the j-th element of group g (coordinates: kept axes from g, reduced from j).
+__device__ __forceinline__ int64_t mvnIndex(const MvnGeom& m, int64_t g, int64_t j) {
+  int64_t idx = 0;
+  for (int a = m.rank - 1; a >= 0; --a) {
+    int64_t& src = m.reduced[a] ? j : g;
+    idx += (src % m.dims[a]) * m.strides[a];
+    src /= m.dims[a];
+  }
+  return idx;
+}
+
+template <typename T>
+__global__ void mvnKernel(const T* __restrict__ x, T* __restrict__ y, MvnGeom m) {
+  __shared__ double part[256];
+  for (int64_t g = blockIdx.x; g < m.groups; g += gridDim.x) {
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < m.perGroup; j += blockDim.x) s += toF(x[mvnIndex(m, g, j)]);
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+      if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+      __syncthreads();
+    }
+    const double mean = part[0] / static_cast<double>(m.perGroup);
+    __syncthreads();
+    double v = 0;
+    for (int64_t j = threadIdx.x; j < m.perGroup; j += blockDim.x) {
+      const double d = toF(x[mvnIndex(m, g, j)]) - mean;
+      v += d * d;
+    }
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+      if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+      __syncthreads();
+    }
+    const double sd = sqrt(part[0] / static_cast<double>(m.perGroup));
+    for (int64_t j = threadIdx.x; j < m.perGroup; j += blockDim.x) {
+      const int64_t i = mvnIndex(m, g, j);
+      y[i] = fromF<T>(static_cast<float>((toF(x[i]) - mean) / (sd + 1e-9)));
+    }
+    __syncthreads();
+  }
+}
+
+struct MvnState : KernelState {
+  MvnGeom m;
+};
+
+class MvnKernel : public Kernel {
+ public:
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& x = l.inputs[0].dims;
+    auto s = std::make_unique<MvnState>();
+    MvnGeom& m = s->m;
+    m.rank = static_cast<int>(x.size());
+    for (int a = 0; a < m.rank; ++a) m.reduced[a] = false;
+    for (int64_t a : l.attrs->getInts("axes", {0, 2, 3})) m.reduced[normalizeAxis(l, a, m.rank)] = true;
+    int64_t stride = 1;
+    m.groups = 1;
+    m.perGroup = 1;
+    for (int a = m.rank - 1; a >= 0; --a) {
+      m.dims[a] = x[a];
+      m.strides[a] = stride;
+      stride *= x[a];
+      (m.reduced[a] ? m.perGroup : m.groups) *= x[a];
+    }
+    state = std::move(s);
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    const MvnGeom& m = static_cast<const MvnState*>(state)->m;
+    if (m.groups == 0 || m.perGroup == 0) return;
+    dispatchFloat3(io.in[0].type, [&](auto tag) {
+      using T = decltype(tag);
+      const unsigned blocks = static_cast<unsigned>(m.groups < 132 * 16 ? m.groups : 132 * 16);
+      mvnKernel<T><<<blocks, 256, 0, cuda::streamOf(io)>>>(io.in[0].as<T>(), io.out[0].as<T>(), m);
+    });
+    KILN_CUDA_CHECK_LAUNCH();
+  }
+};
+
+bool supportsMvn(const LayerDesc& l) {
+  if (l.inputs.size() != 1 || !isFloat3(l.inputs[0].type)) return false;
+  return l.inputs[0].dims.size() <= static_cast<size_t>(kMaxRank);
+}
+
+// ---- Det: determinants of the trailing n x n matrices --------------------------------------------
+
+template <typename T>
+__global__ void detKernel(const T* __restrict__ x, T* __restrict__ y, int64_t mats, int64_t n, double* __restrict__ work) {
+  for (int64_t m = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; m < mats; m += int64_t(gridDim.x) * blockDim.x) {
+    double* a = work + m * n * n;
+    for (int64_t i = 0; i < n * n; ++i) a[i] = toF(x[m * n * n + i]);
+    double det = 1;
+    for (int64_t c = 0; c < n && det != 0; ++c) {
+      int64_t piv = c;
+      for (int64_t r = c + 1; r < n; ++r)
+        if (fabs(a[r * n + c]) > fabs(a[piv * n + c])) piv = r;
+      if (a[piv * n + c] == 0) {
+        det = 0;
+        break;
+      }
+      if (piv != c) {
+        for (int64_t k = 0; k < n; ++k) {
+          const double t = a[c * n + k];
+          a[c * n + k] = a[piv * n + k];
+          a[piv * n + k] = t;
+        }
+        det = -det;
+      }
+      const double p = a[c * n + c];
+      det *= p;
+      for (int64_t r = c + 1; r < n; ++r) {
+        const double f = a[r * n + c] / p;
+        for (int64_t k = c; k < n; ++k) a[r * n + k] -= f * a[c * n + k];
+      }
+    }
+    y[m] = fromF<T>(static_cast<float>(det));
+  }
+}
+
+class DetKernel : public Kernel {
+ public:
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims& x = l.inputs[0].dims;
+    auto s = std::make_unique<LinesState>();
+    s->g.length = x.back();
+    s->g.outer = span(x, 0, x.size() - 2);
+    s->count = s->g.outer;
+    const size_t bytes = static_cast<size_t>(volume(x)) * sizeof(double);
+    state = std::move(s);
+    return bytes;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    const auto* s = static_cast<const LinesState*>(state);
+    if (s->count == 0) return;
+    dispatchFloat3(io.in[0].type, [&](auto tag) {
+      using T = decltype(tag);
+      detKernel<T><<<cuda::gridFor(s->count, 64), 64, 0, cuda::streamOf(io)>>>(io.in[0].as<T>(), io.out[0].as<T>(), s->count,
+                                                                              s->g.length, static_cast<double*>(io.workspace));
+    });
+    KILN_CUDA_CHECK_LAUNCH();
+  }
+};
+
+bool supportsFloatUnary(const LayerDesc& l) { return l.inputs.size() == 1 && l.present(0) && isFloat3(l.inputs[0].type); }
+bool supportsDet(const LayerDesc& l) { return supportsFloatUnary(l) && l.inputs[0].dims.size() >= 2; }
+
+template <typename K>
+std::unique_ptr<Kernel> make(const LayerDesc&) { return std::make_unique<K>(); }
+std::unique_ptr<Kernel> makeLpNorm(const LayerDesc& l) { return std::make_unique<LpNormKernel>(l); }
+
+}  // namespace
+
+void addNormMiscCudaTactics(std::vector<TacticDef>& v) {
+  v.push_back({"Hardmax", "cuda", supportsFloatUnary, make<HardmaxKernel>});
+  v.push_back({"LpNormalization", "cuda", supportsFloatUnary, makeLpNorm});
+  v.push_back({"MeanVarianceNormalization", "cuda", supportsMvn, make<MvnKernel>});
+  v.push_back({"Det", "cuda", supportsDet, make<DetKernel>});
+}
+
+}  // namespace kiln

@@ -1,0 +1,145 @@
+// CUDA kernels of the less common ops (LpPool, GlobalLpPool, LRN, Hardmax, LpNormalization,
+// MeanVarianceNormalization, Det, MatMulInteger, Einsum) against the CPU reference kernels.
+#include <random>
+
+#include "op_test_util.h"
+
+namespace kiln {
+namespace {
+
+using test::OpCase;
+
+HostTensor uniform(const Dims& d, DataType t, uint32_t seed, double lo = -2.0, double hi = 2.0) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  HostTensor f(DataType::kDOUBLE, d);
+  for (int64_t i = 0; i < f.count(); ++i) f.as<double>()[i] = isInteger(t) ? std::floor(dist(rng)) : dist(rng);
+  return test::convertTo(f, t);
+}
+
+OpCase unary(const std::string& op, HostTensor x, Attributes a = {}) {
+  OpCase c;
+  c.op = op;
+  c.attrs = std::move(a);
+  c.inputs = {std::move(x)};
+  return c;
+}
+
+double tolFor(DataType t) { return isInteger(t) ? 0 : t == DataType::kFLOAT ? 1e-5 : t == DataType::kHALF ? 4e-3 : 2e-2; }
+
+const DataType kFloats[] = {DataType::kFLOAT, DataType::kHALF, DataType::kBF16};
+
+TEST(CudaMiscOps, LpPoolGlobalLpPoolLrn) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  for (DataType t : kFloats) {
+    for (int64_t p : {1, 2, 3}) {
+      Attributes a;
+      a.set("kernel_shape", std::vector<int64_t>{3, 2});
+      a.set("strides", std::vector<int64_t>{2, 1});
+      a.set("pads", std::vector<int64_t>{1, 0, 1, 1});
+      a.set("p", p);
+      test::checkAllTactics(*gpu, unary("LpPool", uniform({2, 3, 7, 6}, t, 1), a), "LpPool p" + std::to_string(p), tolFor(t), tolFor(t));
+      Attributes g;
+      g.set("p", p);
+      test::checkAllTactics(*gpu, unary("GlobalLpPool", uniform({2, 5, 9, 11}, t, 2), g), "GlobalLpPool", tolFor(t), tolFor(t));
+    }
+    for (int64_t size : {1, 3, 4}) {
+      Attributes a;
+      a.set("size", size);
+      a.set("alpha", 2e-3f);
+      a.set("beta", 0.6f);
+      a.set("bias", 1.5f);
+      test::checkAllTactics(*gpu, unary("LRN", uniform({2, 7, 5, 4}, t, 3), a), "LRN", tolFor(t), tolFor(t));
+    }
+  }
+}
+
+TEST(CudaMiscOps, HardmaxAndLpNormalization) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  for (DataType t : kFloats)
+    for (int64_t axis : {0, 1, -1}) {
+      Attributes a;
+      a.set("axis", axis);
+      test::checkAllTactics(*gpu, unary("Hardmax", uniform({3, 4, 5}, t, 4), a), "Hardmax", 0, 0);
+      Attributes c = a;
+      c.set("kiln_coerce_2d", int64_t(1));  // opset < 13 semantics
+      test::checkAllTactics(*gpu, unary("Hardmax", uniform({3, 4, 5}, t, 5), c), "Hardmax coerced", 0, 0);
+      for (int64_t p : {1, 2}) {
+        Attributes n = a;
+        n.set("p", p);
+        test::checkAllTactics(*gpu, unary("LpNormalization", uniform({3, 4, 5}, t, 6), n), "LpNormalization", tolFor(t), tolFor(t));
+      }
+    }
+}
+
+TEST(CudaMiscOps, MeanVarianceNormalizationAndDet) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  for (DataType t : kFloats) {
+    test::checkAllTactics(*gpu, unary("MeanVarianceNormalization", uniform({2, 3, 4, 5}, t, 7)), "MVN default axes", tolFor(t), tolFor(t));
+    Attributes a;
+    a.set("axes", std::vector<int64_t>{1, -1});
+    test::checkAllTactics(*gpu, unary("MeanVarianceNormalization", uniform({2, 3, 4, 5}, t, 8), a), "MVN axes 1,-1", tolFor(t),
+                          tolFor(t));
+  }
+  for (int64_t n : {1, 2, 3, 6}) {
+    test::checkAllTactics(*gpu, unary("Det", uniform({4, n, n}, DataType::kFLOAT, 9)), "Det " + std::to_string(n), 1e-4, 1e-4);
+  }
+  test::checkAllTactics(*gpu, unary("Det", uniform({2, 3, 4, 4}, DataType::kFLOAT, 10)), "Det batched", 1e-4, 1e-4);
+  HostTensor singular = uniform({1, 3, 3}, DataType::kFLOAT, 11);
+  for (int k = 0; k < 3; ++k) singular.as<float>()[3 + k] = 2 * singular.as<float>()[k];  // row 1 = 2 * row 0
+  test::checkAllTactics(*gpu, unary("Det", singular), "Det singular", 1e-5, 1e-5);
+}
+
+TEST(CudaMiscOps, MatMulIntegerWithZeroPointsAndBroadcast) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  struct Shape { Dims a, b; };
+  const Shape shapes[] = {{{4, 7}, {7, 5}}, {{2, 3, 4, 7}, {7, 5}}, {{3, 1, 4, 7}, {2, 7, 5}}, {{7}, {7, 5}}, {{4, 7}, {7}}};
+  for (const Shape& s : shapes)
+    for (DataType ta : {DataType::kUINT8, DataType::kINT8})
+      for (DataType tb : {DataType::kUINT8, DataType::kINT8}) {
+        double lo = ta == DataType::kUINT8 ? 0 : -128, hi = ta == DataType::kUINT8 ? 255 : 127;
+        OpCase c;
+        c.op = "MatMulInteger";
+        c.inputs = {uniform(s.a, ta, 12, lo, hi), uniform(s.b, tb, 13, tb == DataType::kUINT8 ? 0 : -128, tb == DataType::kUINT8 ? 255 : 127)};
+        test::checkAllTactics(*gpu, c, "MatMulInteger no zero points", 0, 0);
+        const int64_t m = s.a.size() == 1 ? 1 : s.a[s.a.size() - 2], n = s.b.size() == 1 ? 1 : s.b.back();
+        c.inputs.push_back(uniform({m}, ta, 14, lo, hi));
+        c.inputs.push_back(uniform({}, tb, 15, 0, 100));
+        test::checkAllTactics(*gpu, c, "MatMulInteger per-row / scalar zero points", 0, 0);
+        c.inputs[2] = uniform({}, ta, 16, 0, 100);
+        c.inputs[3] = uniform({n}, tb, 17, 0, 100);
+        test::checkAllTactics(*gpu, c, "MatMulInteger scalar / per-column zero points", 0, 0);
+      }
+}
+
+TEST(CudaMiscOps, Einsum) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  struct Case { const char* eq; std::vector<Dims> dims; };
+  const Case cases[] = {{"ij,jk->ik", {{4, 5}, {5, 3}}},
+                        {"bij,bjk->bik", {{2, 4, 5}, {2, 5, 3}}},
+                        {"ii->i", {{5, 5}}},
+                        {"ii", {{4, 4}}},
+                        {"ij->", {{3, 7}}},
+                        {"...ij,...jk->...ik", {{2, 1, 3, 4}, {3, 4, 2}}},
+                        {"i,i", {{6}, {6}}},
+                        {"bhqd,bhkd->bhqk", {{1, 2, 5, 4}, {1, 2, 6, 4}}},
+                        {"ij,jk,kl->il", {{2, 3}, {3, 4}, {4, 2}}},
+                        {"ji", {{3, 4}}}};
+  for (const Case& c : cases)
+    for (DataType t : {DataType::kFLOAT, DataType::kHALF, DataType::kINT64}) {
+      OpCase o;
+      o.op = "Einsum";
+      o.attrs.set("equation", std::string(c.eq));
+      uint32_t seed = 20;
+      for (const Dims& d : c.dims) o.inputs.push_back(uniform(d, t, seed++, -3, 3));
+      test::checkAllTactics(*gpu, o, std::string("Einsum ") + c.eq + " " + toString(t), tolFor(t), tolFor(t));
+    }
+}
+
+}  // namespace
+}  // namespace kiln
