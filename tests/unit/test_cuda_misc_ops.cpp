@@ -1,5 +1,5 @@
 // CUDA kernels of the less common ops (LpPool, GlobalLpPool, LRN, Hardmax, LpNormalization,
-// MeanVarianceNormalization, Det, MatMulInteger, Einsum) against the CPU reference kernels.
+// MeanVarianceNormalization, Det, MatMulInteger, Einsum, RNN/GRU/LSTM) against the CPU reference kernels.
 #include <random>
 
 #include "op_test_util.h"
@@ -139,6 +139,68 @@ TEST(CudaMiscOps, Einsum) {
       for (const Dims& d : c.dims) o.inputs.push_back(uniform(d, t, seed++, -3, 3));
       test::checkAllTactics(*gpu, o, std::string("Einsum ") + c.eq + " " + toString(t), tolFor(t), tolFor(t));
     }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+//! A recurrent case: X [seq, batch, input] (layout 0) or [batch, seq, input] (layout 1).
+test::OpCase recurrentCase(const std::string& op, int64_t seq, int64_t batch, int64_t input, int64_t hidden,
+                           const std::string& direction, int64_t layout, bool optional, uint32_t seed) {
+  const int64_t gates = op == "RNN" ? 1 : (op == "GRU" ? 3 : 4), dirs = direction == "bidirectional" ? 2 : 1;
+  test::OpCase c;
+  c.op = op;
+  c.attrs.set("hidden_size", hidden);
+  c.attrs.set("direction", direction);
+  c.attrs.set("layout", layout);
+  const Dims x = layout == 0 ? Dims{seq, batch, input} : Dims{batch, seq, input};
+  const Dims state = layout == 0 ? Dims{dirs, batch, hidden} : Dims{batch, dirs, hidden};
+  const double s = 1.0 / std::sqrt(static_cast<double>(hidden));
+  c.inputs = {uniform(x, DataType::kFLOAT, seed), uniform({dirs, gates * hidden, input}, DataType::kFLOAT, seed + 1, -s, s),
+              uniform({dirs, gates * hidden, hidden}, DataType::kFLOAT, seed + 2, -s, s)};
+  if (optional) {
+    c.inputs.push_back(uniform({dirs, 2 * gates * hidden}, DataType::kFLOAT, seed + 3, -0.2, 0.2));
+    HostTensor lens(DataType::kINT32, {batch});
+    for (int64_t b = 0; b < batch; ++b) lens.as<int32_t>()[b] = static_cast<int32_t>((seq - b) > 0 ? seq - b : 0);
+    c.inputs.push_back(lens);
+    c.inputs.push_back(uniform(state, DataType::kFLOAT, seed + 4, -0.5, 0.5));
+    if (op == "LSTM") {
+      c.inputs.push_back(uniform(state, DataType::kFLOAT, seed + 5, -0.5, 0.5));
+      c.inputs.push_back(uniform({dirs, 3 * hidden}, DataType::kFLOAT, seed + 6, -0.3, 0.3));
+    }
+  }
+  c.nbOutputs = op == "LSTM" ? 3 : 2;
+  return c;
+}
+
+TEST(CudaMiscOps, RecurrentCells) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  uint32_t seed = 40;
+  for (const char* op : {"RNN", "GRU", "LSTM"})
+    for (const char* dir : {"forward", "reverse", "bidirectional"})
+      for (int64_t layout : {0, 1})
+        for (bool optional : {false, true}) {
+          test::OpCase c = recurrentCase(op, 5, 3, 7, 6, dir, layout, optional, seed += 10);
+          test::checkAllTactics(*gpu, c, std::string(op) + " " + dir + " layout " + std::to_string(layout) + (optional ? " +optional" : ""),
+                                1e-4, 1e-4);
+        }
+  // Attributes: GRU linear_before_reset, LSTM input_forget + clip, custom activations.
+  test::OpCase g = recurrentCase("GRU", 4, 2, 5, 8, "forward", 0, true, 90);
+  g.attrs.set("linear_before_reset", int64_t(1));
+  test::checkAllTactics(*gpu, g, "GRU linear_before_reset", 1e-4, 1e-4);
+  test::OpCase l = recurrentCase("LSTM", 4, 2, 5, 8, "bidirectional", 0, true, 95);
+  l.attrs.set("input_forget", int64_t(1));
+  l.attrs.set("clip", 0.7f);
+  l.attrs.set("activations", std::vector<std::string>{"HardSigmoid", "LeakyRelu", "Softsign", "Sigmoid", "ScaledTanh", "Affine"});
+  l.attrs.set("activation_alpha", std::vector<float>{0.3f, 0.05f, 1.5f, 0.8f});
+  l.attrs.set("activation_beta", std::vector<float>{0.4f, 0.9f, 0.1f});
+  test::checkAllTactics(*gpu, l, "LSTM input_forget clip activations", 1e-4, 1e-4);
+  test::OpCase big = recurrentCase("LSTM", 3, 2, 64, 300, "forward", 0, false, 99);  // workspace beyond shared memory
+  test::checkAllTactics(*gpu, big, "LSTM hidden 300", 2e-4, 2e-4);
 }
 
 }  // namespace

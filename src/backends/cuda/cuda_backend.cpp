@@ -34,6 +34,7 @@ const std::vector<CudaTacticDef>& inventory() {
     addNormMiscCudaTactics(t);
     addMatMulIntegerCudaTactics(t);
     addEinsumCudaTactics(t);
+    addRecurrentCudaTactics(t);
     return t;
   }();
   return v;

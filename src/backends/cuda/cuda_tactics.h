@@ -19,5 +19,6 @@ void addAttentionCudaTactics(std::vector<CudaTacticDef>& v);      // fused atten
 void addNormMiscCudaTactics(std::vector<CudaTacticDef>& v);       // Hardmax, LpNormalization, MVN, Det (norm_misc.cu)
 void addMatMulIntegerCudaTactics(std::vector<CudaTacticDef>& v);  // MatMulInteger (matmul_integer.cu)
 void addEinsumCudaTactics(std::vector<CudaTacticDef>& v);         // Einsum (einsum_cuda.cu)
+void addRecurrentCudaTactics(std::vector<CudaTacticDef>& v);      // RNN, GRU, LSTM (recurrent_cuda.cu)
 
 }  // namespace kiln
