@@ -6,7 +6,8 @@
 #   models      model tests against ONNX Runtime on the GPU (FP32, no TF32)
 #   conformance the ONNX node tests on the GPU
 #   bench       bench/gpu_bench.py side by side with peers.py --modes compile_fp16
-# Results go to $OUT (few files: the device returns at most 8).
+# Every step writes its log to $OUT as it goes (the device returns at most 8 files), so a run cut
+# short by its time limit still returns what finished.
 # Usage: scripts/gpu/validate_and_bench.sh STEPS [MODELS] [BATCHES]
 set -uo pipefail
 STEPS=${1:-unit,plugins,models,bench}
@@ -23,7 +24,8 @@ if has unit; then
   grep -E "tests ran|PASSED|FAILED|Failure|what\(\)" $OUT/unit_gpu.log | head -40
 fi
 if has plugins; then
-  timeout 120 python3 tests/plugins/test_plugin_examples.py --kiln $K/bin/kiln --libdir $K/lib --device gpu 2>&1 | tail -12
+  timeout 120 python3 tests/plugins/test_plugin_examples.py --kiln $K/bin/kiln --libdir $K/lib --device gpu > $OUT/plugins_gpu.log 2>&1
+  tail -12 $OUT/plugins_gpu.log
 fi
 if has models; then
   python3 tests/models/gen_models.py --out /tmp/models >/dev/null 2>&1
@@ -35,7 +37,7 @@ if has conformance; then
   timeout 300 scripts/gpu/run_conformance.sh $K /tmp/conf $OUT/conf_gpu.log; tail -1 $OUT/conf_gpu.log
 fi
 if has bench; then
-  timeout 480 python3 bench/gpu_bench.py --kiln $K/bin/kiln --peers .device_deps/peers.py --out $OUT/gpu-h200.md \
-    --models "$MODELS" --batches "$BATCHES" > $OUT/bench.log 2>&1
+  timeout ${BENCH_TIMEOUT:-480} python3 bench/gpu_bench.py --kiln $K/bin/kiln --peers .device_deps/peers.py --out $OUT/gpu-h200.md \
+    --models "$MODELS" --batches "$BATCHES" --timing-cache > $OUT/bench.log 2>&1
   tail -15 $OUT/gpu-h200.md
 fi
