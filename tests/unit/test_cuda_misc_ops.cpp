@@ -1,5 +1,5 @@
 // CUDA kernels of the less common ops (LpPool, GlobalLpPool, LRN, Hardmax, LpNormalization,
-// MeanVarianceNormalization, Det, MatMulInteger, Einsum, RNN/GRU/LSTM) against the CPU reference kernels.
+// MeanVarianceNormalization, Det, MatMulInteger, Einsum, RNN/GRU/LSTM, RotaryEmbedding) against the CPU reference kernels.
 #include <random>
 
 #include "op_test_util.h"
@@ -201,6 +201,39 @@ TEST(CudaMiscOps, RecurrentCells) {
   test::checkAllTactics(*gpu, l, "LSTM input_forget clip activations", 1e-4, 1e-4);
   test::OpCase big = recurrentCase("LSTM", 3, 2, 64, 300, "forward", 0, false, 99);  // workspace beyond shared memory
   test::checkAllTactics(*gpu, big, "LSTM hidden 300", 2e-4, 2e-4);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(CudaMiscOps, RotaryEmbedding) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  for (DataType t : {DataType::kFLOAT, DataType::kHALF})
+    for (int64_t interleaved : {0, 1})
+      for (int64_t rd : {0, 4})
+        for (bool is3d : {false, true})
+          for (bool withPos : {false, true}) {
+            const int64_t B = 2, H = 3, S = 5, D = 8, half = (rd ? rd : D) / 2;
+            test::OpCase c;
+            c.op = "RotaryEmbedding";
+            c.attrs.set("interleaved", interleaved);
+            c.attrs.set("rotary_embedding_dim", rd);
+            if (is3d) c.attrs.set("num_heads", H);
+            c.inputs.push_back(uniform(is3d ? Dims{B, S, H * D} : Dims{B, H, S, D}, t, 60));
+            const Dims cache = withPos ? Dims{7, half} : Dims{B, S, half};
+            c.inputs.push_back(uniform(cache, t, 61, -1, 1));
+            c.inputs.push_back(uniform(cache, t, 62, -1, 1));
+            if (withPos) {
+              HostTensor pos(DataType::kINT64, {B, S});
+              for (int64_t i = 0; i < B * S; ++i) pos.as<int64_t>()[i] = (i * 3) % 7;
+              c.inputs.push_back(pos);
+            }
+            test::checkAllTactics(*gpu, c, "RotaryEmbedding", tolFor(t), tolFor(t));
+          }
 }
 
 }  // namespace

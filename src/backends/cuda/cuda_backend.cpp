@@ -35,6 +35,7 @@ const std::vector<CudaTacticDef>& inventory() {
     addMatMulIntegerCudaTactics(t);
     addEinsumCudaTactics(t);
     addRecurrentCudaTactics(t);
+    addRotaryCudaTactics(t);
     return t;
   }();
   return v;

@@ -20,5 +20,6 @@ void addNormMiscCudaTactics(std::vector<CudaTacticDef>& v);       // Hardmax, Lp
 void addMatMulIntegerCudaTactics(std::vector<CudaTacticDef>& v);  // MatMulInteger (matmul_integer.cu)
 void addEinsumCudaTactics(std::vector<CudaTacticDef>& v);         // Einsum (einsum_cuda.cu)
 void addRecurrentCudaTactics(std::vector<CudaTacticDef>& v);      // RNN, GRU, LSTM (recurrent_cuda.cu)
+void addRotaryCudaTactics(std::vector<CudaTacticDef>& v);         // RotaryEmbedding (rotary_cuda.cu)
 
 }  // namespace kiln
