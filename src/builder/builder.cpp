@@ -123,6 +123,11 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
     log.log(Sev::kVERBOSE, "pass: float32 compute for float16/bfloat16 layers the backend cannot run as they are");
     repropagate();
   }
+  if (cfg.device() == DeviceType::kGPU && assignGpuLayouts(net, backend)) {
+    log.log(Sev::kVERBOSE, "pass: channels-last (nhwc) tensors between conv/pool layers (GPU)");
+    net.topoSort();
+    repropagate();
+  }
   removeFoldedLayers(net);  // casts of constants folded above: no layer may produce a constant
 }
 

@@ -1,8 +1,10 @@
-// kiln-internal op "LayoutConvert": copies a 4-D float32 tensor from one physical layout to
-// another (kiln_layout_in -> kiln_layout_out: "nchw", "nChw8c", "nChw16c"; backends/cpu/
-// conv_layout.h). Its dims are logical NCHW on both sides: only the byte order changes. Inserted
-// by the CPU layout pass (builder/passes/cpu_layout.cpp) where a blocked tensor meets a layer
-// that reads plain NCHW, or the reverse.
+// kiln-internal op "LayoutConvert": copies a 4-D tensor from one physical layout to another
+// (kiln_layout_in -> kiln_layout_out; backends/cpu/conv_layout.h): float32 between "nchw",
+// "nChw8c" and "nChw16c" (the CPU layout pass, builder/passes/cpu_layout.cpp), any element type
+// between "nchw" and "nhwc" (the GPU layout pass, builder/passes/gpu_layout.cpp). Its dims are
+// logical NCHW on both sides: only the byte order changes.
+#include <cstring>
+
 #include "backends/cpu/conv_layout.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
@@ -14,13 +16,28 @@ namespace {
 int64_t blockOf(const LayerDesc& l, const char* attr) {
   if (!l.attrs->has(attr)) opError(l, std::string("missing attribute ") + attr);
   int64_t b = cpu::layerLayoutBlock(l, attr);
-  if (b < 1) opError(l, std::string("unknown layout in ") + attr + " (expected nchw, nChw8c or nChw16c)");
+  if (b == 0) opError(l, std::string("unknown layout in ") + attr + " (expected nchw, nChw8c, nChw16c or nhwc)");
   return b;
+}
+
+//! NCHW <-> NHWC of any element size: [N][A][B] -> [N][B][A] with (A, B) = (C, HW) or (HW, C).
+void transposeInner(const uint8_t* x, uint8_t* y, int64_t n, int64_t a, int64_t b, size_t elem) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < a; ++p)
+      for (int64_t q = 0; q < b; ++q)
+        std::memcpy(y + ((i * b + q) * a + p) * elem, x + ((i * a + p) * b + q) * elem, elem);
 }
 
 void inferLayoutConvert(LayerDesc& l) {
   requireInputs(l, 1, 1);
   const TensorDesc& x = l.inputs[0];
+  const int64_t fromB = blockOf(l, cpu::kLayoutInAttr), toB = blockOf(l, cpu::kLayoutOutAttr);
+  if (fromB == cpu::kNhwcBlock || toB == cpu::kNhwcBlock) {
+    if (x.dims.size() != 4) opError(l, "expects a 4-D NCHW tensor, got dims " + toString(x.dims));
+    if (fromB + toB != cpu::kNhwcBlock + 1) opError(l, "converts between nchw and nhwc only");
+    setOutput(l, 0, x.type, x.dims);
+    return;
+  }
   if (x.type != DataType::kFLOAT)
     throw UnsupportedError("layer '" + l.name + "' (LayoutConvert): only float32 tensors are converted, got " +
                            toString(x.type));
@@ -35,6 +52,14 @@ void inferLayoutConvert(LayerDesc& l) {
 
 void refLayoutConvert(const LayerDesc& l, const KernelIO& io) {
   const Dims& d = l.inputs[0].dims;
+  const int64_t fromB = blockOf(l, cpu::kLayoutInAttr), toB = blockOf(l, cpu::kLayoutOutAttr);
+  if (fromB == cpu::kNhwcBlock || toB == cpu::kNhwcBlock) {
+    const int64_t hw = d[2] * d[3];
+    const size_t elem = elementSize(l.inputs[0].type);
+    if (toB == cpu::kNhwcBlock) transposeInner(io.in[0].as<const uint8_t>(), io.out[0].as<uint8_t>(), d[0], d[1], hw, elem);
+    else transposeInner(io.in[0].as<const uint8_t>(), io.out[0].as<uint8_t>(), d[0], hw, d[1], elem);
+    return;
+  }
   cpu::convertLayout(io.in[0].as<const float>(), blockOf(l, cpu::kLayoutInAttr), io.out[0].as<float>(),
                      blockOf(l, cpu::kLayoutOutAttr), d[0], d[1], d[2] * d[3], io.pool);
 }
@@ -47,6 +72,7 @@ void registerLayoutOps(OpRegistry& r) {
   d.infer = inferLayoutConvert;
   d.ref = refLayoutConvert;
   d.onnx = false;
+  d.anyType = true;  // moves elements of any type (float16 on the GPU): no float32 casts around it
   r.add(d);
 }
 

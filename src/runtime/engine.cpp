@@ -132,6 +132,9 @@ std::string Engine::getLayerInformation() const {
     s << "],\"outputs\":[";
     for (size_t k = 0; k < l.outputs.size(); ++k) s << (k ? "," : "") << tensorJson(l.outputs[k]);
     s << "]";
+    if (l.attrs.has("kiln_layout_in") || l.attrs.has("kiln_layout_out"))  // physical layouts (layout passes)
+      s << ",\"layouts\":{\"in\":\"" << jsonEscape(l.attrs.getString("kiln_layout_in", "nchw")) << "\",\"out\":\""
+        << jsonEscape(l.attrs.getString("kiln_layout_out", "nchw")) << "\"}";
     if (l.op == kPluginOp)
       s << ",\"plugin\":{\"name\":\"" << jsonEscape(l.attrs.getString(kPluginNameAttr, "")) << "\",\"version\":\""
         << jsonEscape(l.attrs.getString(kPluginVersionAttr, "")) << "\",\"namespace\":\""

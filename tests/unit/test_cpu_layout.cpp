@@ -3,6 +3,8 @@
 // on plain data, and the layout pass end to end against the unoptimized network.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "backends/cpu/conv_layout.h"
 #include "builder/passes/passes.h"
 #include "op_test_util.h"
@@ -113,6 +115,37 @@ TEST(CpuLayout, LayoutConvertFollowsTheLayoutDefinition) {
   expectClose(kiln::test::runReference(c)[0], toBlocked(x, 16), 0, 0, "nChw8c -> nChw16c");
 }
 
+TEST(CpuLayout, NhwcConversionIsATransposeOfAnyElementType) {
+  const Dims d{2, 3, 4, 5};
+  for (DataType t : {DataType::kFLOAT, DataType::kHALF, DataType::kINT64}) {
+    HostTensor x(t, d);
+    for (int64_t i = 0; i < x.count() * static_cast<int64_t>(elementSize(t)); ++i) static_cast<uint8_t*>(x.data())[i] = static_cast<uint8_t>(i * 7 + 3);
+    auto convert = [&](const HostTensor& in, const char* from, const char* to) {
+      Attributes a;
+      a.set(cpu::kLayoutInAttr, std::string(from));
+      a.set(cpu::kLayoutOutAttr, std::string(to));
+      LayerDesc l;
+      l.name = "lc";
+      l.op = "LayoutConvert";
+      l.attrs = &a;
+      l.inputs = {TensorDesc{t, d, in}};
+      l.inputPresent = {true};
+      inferLayer(l);
+      evaluateOnHost(l);
+      return l.outputs[0].value;
+    };
+    HostTensor nhwc = convert(x, "nchw", "nhwc");
+    const size_t e = elementSize(t);
+    for (int64_t n = 0; n < d[0]; ++n)
+      for (int64_t c = 0; c < d[1]; ++c)
+        for (int64_t s = 0; s < d[2] * d[3]; ++s)
+          ASSERT_EQ(std::memcmp(static_cast<const uint8_t*>(nhwc.data()) + ((n * d[2] * d[3] + s) * d[1] + c) * e,
+                                static_cast<const uint8_t*>(x.data()) + ((n * d[1] + c) * d[2] * d[3] + s) * e, e), 0);
+    HostTensor back = convert(nhwc, "nhwc", "nchw");
+    EXPECT_EQ(std::memcmp(back.data(), x.data(), x.bytes()), 0);
+  }
+}
+
 TEST(CpuLayout, LayoutConvertRejectsBadInput) {
   auto infer = [](const Dims& d, const std::string& from, const std::string& to, DataType t = DataType::kFLOAT) {
     Attributes a;
@@ -131,7 +164,10 @@ TEST(CpuLayout, LayoutConvertRejectsBadInput) {
   EXPECT_THROW(infer({1, 12, 4, 4}, "nchw", "nChw8c"), Error);     // channels not a multiple of 8
   EXPECT_THROW(infer({1, 16, 4}, "nchw", "nChw8c"), Error);        // not 4-D
   EXPECT_THROW(infer({1, 16, 4, 4}, "nchw", "nChw4c"), Error);     // unknown layout
-  EXPECT_THROW(infer({1, 16, 4, 4}, "nhwc", "nchw"), Error);
+  EXPECT_EQ(infer({1, 12, 4, 4}, "nhwc", "nchw", DataType::kHALF), (Dims{1, 12, 4, 4}));  // any C, any type
+  EXPECT_THROW(infer({1, 16, 4, 4}, "nhwc", "nChw8c"), Error);    // nhwc converts with nchw only
+  EXPECT_THROW(infer({1, 16, 4}, "nchw", "nhwc"), Error);         // not 4-D
+  EXPECT_THROW(infer({1, 16, 4, 4}, "nchw", "nhcw"), Error);      // unknown layout
   EXPECT_THROW(infer({1, 16, 4, 4}, "nchw", "nChw8c", DataType::kINT32), UnsupportedError);
   Attributes none;
   LayerDesc l;

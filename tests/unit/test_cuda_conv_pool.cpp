@@ -1,6 +1,7 @@
 // CUDA conv_pool tactics (cuDNN conv/conv-transpose, depthwise_direct, pooling) against the CPU
 // reference kernels, for every tactic offered, in float32 (TF32 tolerance), float16 and bfloat16.
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "op_test_util.h"
@@ -288,6 +289,92 @@ TEST(CudaPool, GlobalPools) {
   OpCase ints = poolCase("GlobalMaxPool", {2, 3, 5, 5}, {}, 92);
   ints.inputs[0] = test::convertTo(randomTensor({2, 3, 5, 5}, 92, 1000.f), DataType::kINT32);
   checkAllTactics(ints, DataType::kINT32, kExact, "global max int32");
+}
+
+}  // namespace
+}  // namespace kiln
+
+// ---- channels-last (nhwc) layouts of the GPU layout pass ------------------------------------------
+
+namespace kiln {
+namespace {
+
+//! A 4-D NCHW tensor's bytes rearranged as NHWC (or back with `toLast` false).
+HostTensor channelsLast(const HostTensor& t, bool toLast) {
+  const Dims& d = t.dims();
+  const int64_t n = d[0], c = d[1], hw = d[2] * d[3];
+  const size_t e = elementSize(t.type());
+  HostTensor o(t.type(), d);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t s = 0; s < hw; ++s) {
+        const int64_t plain = (i * c + ci) * hw + s, last = (i * hw + s) * c + ci;
+        std::memcpy(static_cast<uint8_t*>(o.data()) + (toLast ? last : plain) * e,
+                    static_cast<const uint8_t*>(t.data()) + (toLast ? plain : last) * e, e);
+      }
+  return o;
+}
+
+//! Runs every GPU tactic for `c` with X (and a residual R) stored per `inLast` / `outLast` and
+//! compares Y (brought back to NCHW) with the reference of the plain case, in `type`.
+void checkLayouts(const OpCase& plain, DataType type, bool inLast, bool outLast, Tol tol, const std::string& what) {
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  TypedCase t = typed(plain, type);
+  std::vector<HostTensor> ref = test::runReference(t.reference);
+  OpCase dev = t.device;
+  dev.attrs.set("kiln_layout_in", std::string(inLast ? "nhwc" : "nchw"));
+  dev.attrs.set("kiln_layout_out", std::string(outLast ? "nhwc" : "nchw"));
+  if (inLast) dev.inputs[0] = channelsLast(dev.inputs[0], true);
+  if (outLast && dev.op == "Conv" && dev.inputs.size() > 3 && dev.inputs[3].valid()) dev.inputs[3] = channelsLast(dev.inputs[3], true);
+  std::vector<std::string> names = test::tacticNames(*gpu, dev);
+  ASSERT_FALSE(names.empty()) << what << ": no tactic takes these layouts";
+  for (const std::string& name : names) {
+    std::vector<HostTensor> got = test::runTactic(*gpu, name, dev);
+    HostTensor y = outLast && got[0].dims().size() == 4 ? channelsLast(got[0], false) : got[0];
+    test::expectClose(y, ref[0], tol.rtol, tol.atol, what + " tactic " + name + " " + toString(type) +
+                                                        (inLast ? " in:nhwc" : " in:nchw") + (outLast ? " out:nhwc" : " out:nchw"));
+  }
+}
+
+TEST(CudaLayout, ConvChannelsLast) {
+  KILN_REQUIRE_GPU();
+  Attributes relu = attrs({{"pads", {1, 1, 1, 1}}});
+  relu.set("kiln_activation", std::string("Relu"));
+  const OpCase cases[] = {convCase({8, 64, 14, 14}, {64, 64, 3, 3}, relu, true, true, 200),
+                          convCase({8, 32, 15, 15}, {64, 32, 1, 1}, attrs({{"strides", {2, 2}}}), true, false, 210),
+                          convCase({8, 32, 12, 12}, {32, 1, 3, 3}, attrs({{"pads", {1, 1, 1, 1}}, {"group", {32}}}), true, false, 220)};
+  for (const OpCase& c : cases)
+    for (DataType t : {DataType::kHALF, DataType::kBF16})
+      for (int combo = 1; combo < 4; ++combo)
+        checkLayouts(c, t, combo & 1, combo & 2, convTol(t, reduction(c)), "conv nhwc");
+}
+
+TEST(CudaLayout, PoolsChannelsLast) {
+  KILN_REQUIRE_GPU();
+  const OpCase max = poolCase("MaxPool", {8, 16, 13, 11}, attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}}), 230);
+  const OpCase avg = poolCase("AveragePool", {8, 16, 12, 12}, attrs({{"kernel_shape", {2, 2}}, {"strides", {2, 2}}}), 231);
+  for (DataType t : {DataType::kHALF, DataType::kBF16})
+    for (int combo = 1; combo < 4; ++combo) {
+      checkLayouts(max, t, combo & 1, combo & 2, Tol{0, 0}, "MaxPool nhwc");
+      checkLayouts(avg, t, combo & 1, combo & 2, avgTol(t), "AveragePool nhwc");
+    }
+  for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"})
+    for (DataType t : {DataType::kHALF, DataType::kBF16})
+      checkLayouts(poolCase(op, {8, 24, 7, 9}, {}, 232), t, true, false, avgTol(t), std::string(op) + " nhwc");
+}
+
+TEST(CudaLayout, LayoutConvertTransposes) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  for (DataType t : {DataType::kHALF, DataType::kFLOAT, DataType::kINT64})
+    for (bool toLast : {true, false}) {
+      OpCase c;
+      c.op = "LayoutConvert";
+      c.attrs.set("kiln_layout_in", std::string(toLast ? "nchw" : "nhwc"));
+      c.attrs.set("kiln_layout_out", std::string(toLast ? "nhwc" : "nchw"));
+      c.inputs = {test::convertTo(randomTensor({3, 40, 33, 7}, 240, 50.f), t)};
+      test::checkAllTactics(*gpu, c, "LayoutConvert", 0, 0);
+    }
 }
 
 }  // namespace

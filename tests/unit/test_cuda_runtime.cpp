@@ -139,3 +139,60 @@ TEST(CudaRuntime, TwoContextsOnTwoStreamsFromTwoThreads) {
   t1.join();
   t2.join();
 }
+
+namespace {
+
+// x[8,16,16,16] -> Conv 3x3 (32) + Relu -> MaxPool 2x2 -> Conv 3x3 (32) + residual Add + Relu ->
+// GlobalAveragePool -> Flatten -> MatMul: at batch 8 in FP16 the GPU layout pass keeps the conv
+// chain channels-last.
+void makeConvChain(Network& n) {
+  Tensor* x = n.addInput("x", DataType::kFLOAT, {8, 16, 16, 16});
+  Layer* c1 = n.addConvolution(x, randomTensor({32, 16, 3, 3}, 30, -0.15f, 0.15f), randomTensor({32}, 31), {1, 1}, {1, 1, 1, 1});
+  Layer* r1 = n.addActivation(c1->outputs[0], "Relu");
+  Attributes mp;
+  mp.set("kernel_shape", std::vector<int64_t>{2, 2});
+  mp.set("strides", std::vector<int64_t>{2, 2});
+  Layer* pool = n.addLayer("MaxPool", {r1->outputs[0]}, 1, mp);
+  Layer* c2 = n.addConvolution(pool->outputs[0], randomTensor({32, 32, 3, 3}, 32, -0.1f, 0.1f), randomTensor({32}, 33), {1, 1},
+                               {1, 1, 1, 1});
+  Layer* add = n.addElementWise(c2->outputs[0], pool->outputs[0], "Add");
+  Layer* r2 = n.addActivation(add->outputs[0], "Relu");
+  Layer* gap = n.addLayer("GlobalAveragePool", {r2->outputs[0]}, 1);
+  Attributes fa;
+  fa.set("axis", int64_t(1));
+  Layer* flat = n.addLayer("Flatten", {gap->outputs[0]}, 1, fa);
+  Layer* mm = n.addMatMul(flat->outputs[0], n.addConstant("fc", randomTensor({32, 10}, 34)));
+  n.renameTensor(mm->outputs[0], "y");
+  n.markOutput(mm->outputs[0]);
+}
+
+}  // namespace
+
+TEST(CudaRuntime, Fp16ConvChainRunsChannelsLast) {
+  KILN_REQUIRE_GPU();
+  Network net;
+  makeConvChain(net);
+  BuilderConfig cfg;
+  cfg.setDevice(DeviceType::kGPU);
+  cfg.setFlag(BuilderFlag::kFP16);
+  auto engine = Builder().build(net, cfg);
+  const std::string info = engine->getLayerInformation();
+  EXPECT_NE(info.find("\"LayoutConvert\""), std::string::npos) << info;
+  EXPECT_NE(info.find("nhwc"), std::string::npos) << info;
+  HostTensor in = randomTensor({8, 16, 16, 16}, 35);
+  Network ref;
+  makeConvChain(ref);
+  HostTensor want = kiln::test::evaluateReference(ref, {{"x", in}}).at("y");
+  HostTensor out(DataType::kFLOAT, {8, 10});
+  DeviceBuffers buf(in, out.bytes());
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  auto ctx = engine->createExecutionContext();
+  ctx->setTensorAddress("x", buf.x);
+  ctx->setTensorAddress("y", buf.y);
+  ctx->enqueue(s);
+  cudaMemcpyAsync(out.data(), buf.y, out.bytes(), cudaMemcpyDeviceToHost, s);
+  cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  kiln::test::expectClose(out, want, 3e-2, 3e-2, "fp16 conv chain, channels-last");
+}

@@ -12,6 +12,7 @@ int64_t layoutBlock(const std::string& layout) {
   if (layout == "nchw") return 1;
   if (layout == "nChw8c") return 8;
   if (layout == "nChw16c") return 16;
+  if (layout == "nhwc") return kNhwcBlock;
   return 0;
 }
 
@@ -20,6 +21,7 @@ std::string layoutName(int64_t block) {
     case 1: return "nchw";
     case 8: return "nChw8c";
     case 16: return "nChw16c";
+    case kNhwcBlock: return "nhwc";
     default: throw Error("no tensor layout has a channel block of " + std::to_string(block));
   }
 }

@@ -4,7 +4,9 @@
 // (and, for Conv, of its residual R, which always matches Y) / Y are arranged:
 //   "nchw"    plain row-major (the default when the attribute is absent);
 //   "nChw8c"  [N][C/8][H][W][8]   (oneDNN's AVX2 blocked layout);
-//   "nChw16c" [N][C/16][H][W][16] (oneDNN's AVX-512 blocked layout).
+//   "nChw16c" [N][C/16][H][W][16] (oneDNN's AVX-512 blocked layout);
+//   "nhwc"    [N][H][W][C] (the GPU's layout for float16/bfloat16 conv chains: cuDNN's tensor-core
+//             kernels and its runtime fusions want channels last), block kNhwcBlock.
 // Blocked layouts are only used when C is a multiple of the block, so a blocked tensor holds
 // exactly N*C*H*W elements: buffer sizes never change with the layout.
 #pragma once
@@ -19,10 +21,13 @@ namespace cpu {
 
 constexpr const char* kLayoutInAttr = "kiln_layout_in";
 constexpr const char* kLayoutOutAttr = "kiln_layout_out";
+//! The "block" of the nhwc layout (channels last: a block of all C channels, whatever C is).
+constexpr int64_t kNhwcBlock = -1;
 
-//! Channel block of a layout name: 1 for "nchw", 8 / 16 for the blocked layouts, 0 when unknown.
+//! Channel block of a layout name: 1 for "nchw", 8 / 16 for the blocked layouts, kNhwcBlock for
+//! "nhwc", 0 when unknown.
 int64_t layoutBlock(const std::string& layout);
-//! The layout name of a channel block (1, 8 or 16); throws kiln::Error otherwise.
+//! The layout name of a channel block (1, 8, 16 or kNhwcBlock); throws kiln::Error otherwise.
 std::string layoutName(int64_t block);
 //! The block of a layer's layout attribute (1 when absent; 0 when the value is unknown).
 int64_t layerLayoutBlock(const LayerDesc& l, const char* attr);

@@ -2,8 +2,10 @@
 // Conv: conv_fprop -> (+ bias) -> (+ residual) -> (activation), one fused graph where cuDNN has an
 // engine for it, else conv_fprop alone followed by our epilogue kernel (conv_epilogue.cu).
 // ConvTranspose: conv_dgrad (the transposed convolution) + our epilogue for bias/activation.
-// Tensors stay NCHW (1-D convs as H = 1); float32 (TF32 when allowed), float16, bfloat16 with
-// float32 compute. The i-th tactic runs the i-th engine config of heuristics A + fallback that
+// Tensors are NCHW (1-D convs as H = 1), or channels-last where the GPU layout pass marked the
+// layer's X / Y (and R) "nhwc" (kiln_layout_in / kiln_layout_out); then the constant weights are
+// uploaded KRSC (channels last too), which cuDNN's NHWC tensor-core engines want. Float32 (TF32
+// when allowed), float16, bfloat16 with float32 compute. The i-th tactic runs the i-th engine config of heuristics A + fallback that
 // builds for the concrete shape (the first one when fewer build), so the builder's timing picks.
 #include "backends/cuda/conv_cuda_common.h"
 
@@ -11,10 +13,12 @@
 #include <cudnn_frontend.h>
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <string>
 
 #include "backends/cpu/conv_geometry.h"
+#include "backends/cpu/conv_layout.h"
 #include "backends/cuda/cuda_util.h"
 #endif
 
@@ -72,6 +76,33 @@ std::vector<int64_t> packedStrides(const std::vector<int64_t>& d) {
   return s;
 }
 
+//! Strides of logical [N, C, spatial...] dims stored channels last ([N, spatial..., C]).
+std::vector<int64_t> channelsLastStrides(const std::vector<int64_t>& d) {
+  std::vector<int64_t> s(d.size(), 1);
+  int64_t step = d[1];  // C is innermost
+  for (size_t i = d.size(); i-- > 2;) {
+    s[i] = step;
+    step *= d[i];
+  }
+  s[0] = step;
+  return s;
+}
+
+//! KCRS weights ([K][C/g][kernel...]) rearranged as KRSC ([K][kernel...][C/g]).
+HostTensor toChannelsLast(const HostTensor& w) {
+  const Dims& d = w.dims();
+  const int64_t k = d[0], c = d[1], spatial = d.size() > 2 ? volume(Dims(d.begin() + 2, d.end())) : 1;
+  const size_t e = elementSize(w.type());
+  HostTensor out(w.type(), d);
+  const auto* src = static_cast<const uint8_t*>(w.data());
+  auto* dst = static_cast<uint8_t*>(out.data());
+  for (int64_t ki = 0; ki < k; ++ki)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t si = 0; si < spatial; ++si)
+        std::memcpy(dst + ((ki * spatial + si) * c + ci) * e, src + ((ki * c + ci) * spatial + si) * e, e);
+  return out;
+}
+
 //! Activations the frontend's pointwise modes express with kiln's exact formula; the others
 //! (Clip, LeakyRelu, HardSwish, ...) run in our epilogue.
 bool cudnnActMode(ActKind k, fe::PointwiseMode_t& mode) {
@@ -88,6 +119,7 @@ bool cudnnActMode(ActKind k, fe::PointwiseMode_t& mode) {
 //! The concrete problem in cuDNN's terms: 4-D (1-D/2-D convs) or 5-D tensors, NCHW-packed.
 struct Problem {
   bool transpose = false;
+  bool xLast = false, yLast = false, wLast = false;  // channels-last X / Y (and R) / W
   DataType type = DataType::kFLOAT;
   std::vector<int64_t> x, w, y;  // dims: X (conv input / dgrad's dy), W, Y (conv output / dgrad's dx)
   std::vector<int64_t> padBegin, padEnd, stride, dilation;
@@ -141,16 +173,16 @@ std::shared_ptr<fe::graph::Graph> makeGraph(const Problem& p, const Activation& 
   g->set_io_data_type(feType(p.type))
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& dims) {
+  auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& dims, bool last = false) {
     return g->tensor(fe::graph::Tensor_attributes()
                          .set_name(name)
                          .set_uid(uid)
                          .set_dim(dims)
-                         .set_stride(packedStrides(dims))
+                         .set_stride(last ? channelsLastStrides(dims) : packedStrides(dims))
                          .set_data_type(feType(p.type)));
   };
-  auto x = tensor("X", kUidX, p.x);
-  auto w = tensor("W", kUidW, p.w);
+  auto x = tensor("X", kUidX, p.x, p.xLast);
+  auto w = tensor("W", kUidW, p.w, p.wLast);
   std::shared_ptr<fe::graph::Tensor_attributes> y;
   if (p.transpose) {
     auto attrs = fe::graph::Conv_dgrad_attributes()
@@ -180,10 +212,11 @@ std::shared_ptr<fe::graph::Graph> makeGraph(const Problem& p, const Activation& 
     bd[1] = p.outChannels;
     y = pointwise(y, tensor("B", kUidB, bd), fe::PointwiseMode_t::ADD);
   }
-  if (f.residual && hasRes) y = pointwise(y, tensor("R", kUidR, p.y), fe::PointwiseMode_t::ADD);
+  if (f.residual && hasRes) y = pointwise(y, tensor("R", kUidR, p.y, p.yLast), fe::PointwiseMode_t::ADD);
   fe::PointwiseMode_t mode;
   if (f.act && cudnnActMode(act.kind, mode)) y = pointwise(y, nullptr, mode);
-  y->set_output(true).set_uid(kUidY).set_dim(p.y).set_stride(packedStrides(p.y)).set_data_type(feType(p.type));
+  y->set_output(true).set_uid(kUidY).set_dim(p.y).set_stride(p.yLast ? channelsLastStrides(p.y) : packedStrides(p.y))
+      .set_data_type(feType(p.type));
   return g;
 }
 
@@ -197,13 +230,22 @@ struct ConvState : KernelState {
   int64_t planes = 0, channels = 0, size = 0;
 };
 
+bool channelsLast(const LayerDesc& l, const char* attr) { return cpu::layerLayoutBlock(l, attr) == cpu::kNhwcBlock; }
+bool anyChannelsLast(const LayerDesc& l) { return channelsLast(l, cpu::kLayoutInAttr) || channelsLast(l, cpu::kLayoutOutAttr); }
+
 class CudnnConvKernel : public Kernel {
  public:
   CudnnConvKernel(const LayerDesc& l, int index)
-      : index_(index), weights_(l.inputs[1].value), bias_(l.present(2) ? l.inputs[2].value : HostTensor()) {}
+      : index_(index),
+        weightsLast_(anyChannelsLast(l) && l.inputs[1].value.valid()),
+        weights_(weightsLast_ ? toChannelsLast(l.inputs[1].value) : l.inputs[1].value),
+        bias_(l.present(2) ? l.inputs[2].value : HostTensor()) {}
 
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
-    const Problem p = resolve(l);
+    Problem p = resolve(l);
+    p.xLast = channelsLast(l, cpu::kLayoutInAttr);
+    p.yLast = channelsLast(l, cpu::kLayoutOutAttr);
+    p.wLast = weightsLast_;
     const Activation act = fusedActivation(*l.attrs);
     const bool hasBias = l.present(2), hasRes = l.present(3);
     fe::PointwiseMode_t mode;
@@ -254,6 +296,10 @@ class CudnnConvKernel : public Kernel {
       s->planes = p.batch * p.outChannels;
       s->channels = p.outChannels;
       s->size = p.outSize;
+      if (p.yLast) {  // the epilogue's "planes" of one element: channel = index % channels
+        s->planes = p.batch * p.outChannels * p.outSize;
+        s->size = 1;
+      }
       state = std::move(s);
       return static_cast<size_t>(std::max<int64_t>(ws, 0));
     }
@@ -292,6 +338,7 @@ class CudnnConvKernel : public Kernel {
 
  private:
   int index_;
+  bool weightsLast_;
   DeviceConstant weights_, bias_;
 };
 
@@ -299,6 +346,10 @@ bool supportsCudnnConv(const LayerDesc& l) {
   if (!cuda::convFloatTypes(l) || !cuda::knownActivation(l)) return false;
   const Dims& x = l.inputs[0].dims;
   if (x.size() < 3 || x.size() > 5 || l.inputs[1].dims.size() != x.size()) return false;
+  for (const char* attr : {cpu::kLayoutInAttr, cpu::kLayoutOutAttr}) {  // plain, or nhwc for 2-D convs
+    const int64_t b = cpu::layerLayoutBlock(l, attr);
+    if (b != 1 && !(b == cpu::kNhwcBlock && x.size() == 4 && l.op == "Conv")) return false;
+  }
   if (l.op == "ConvTranspose") {
     // dgrad cannot express output padding at or beyond the stride (dilation-only padding).
     const size_t r = x.size() - 2;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backends/cpu/conv_geometry.h"
+#include "backends/cpu/conv_layout.h"
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_util.h"
 
@@ -97,7 +98,7 @@ class DepthwiseKernel : public Kernel {
 };
 
 bool supportsDepthwise(const LayerDesc& l) {
-  if (!cuda::convFloatTypes(l) || !cuda::knownActivation(l)) return false;
+  if (!cuda::convFloatTypes(l) || !cuda::knownActivation(l) || !cpu::hasPlainLayouts(l)) return false;  // NCHW only
   const Dims& x = l.inputs[0].dims;
   const Dims& w = l.inputs[1].dims;
   if (x.size() != 4 || w.size() != 4 || x[1] < 0) return false;

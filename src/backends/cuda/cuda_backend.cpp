@@ -36,6 +36,7 @@ const std::vector<CudaTacticDef>& inventory() {
     addEinsumCudaTactics(t);
     addRecurrentCudaTactics(t);
     addRotaryCudaTactics(t);
+    addLayoutCudaTactics(t);
     return t;
   }();
   return v;

@@ -21,5 +21,6 @@ void addMatMulIntegerCudaTactics(std::vector<CudaTacticDef>& v);  // MatMulInteg
 void addEinsumCudaTactics(std::vector<CudaTacticDef>& v);         // Einsum (einsum_cuda.cu)
 void addRecurrentCudaTactics(std::vector<CudaTacticDef>& v);      // RNN, GRU, LSTM (recurrent_cuda.cu)
 void addRotaryCudaTactics(std::vector<CudaTacticDef>& v);         // RotaryEmbedding (rotary_cuda.cu)
+void addLayoutCudaTactics(std::vector<CudaTacticDef>& v);         // LayoutConvert nchw <-> nhwc (layout_cuda.cu)
 
 }  // namespace kiln

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "backends/cpu/conv_geometry.h"
+#include "backends/cpu/conv_layout.h"
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_util.h"
 
@@ -39,6 +40,9 @@ template <typename A> __device__ __forceinline__ bool beats(A v, A best) { retur
 struct PoolGeom {
   int64_t in[3], out[3], kernel[3], stride[3], dil[3], padBegin[3], padEnd[3];
   int64_t inSize, outSize;
+  // Channels-last X / Y ("nhwc", 2-D pools of the GPU layout pass); channels = C then.
+  bool inLast = false, outLast = false;
+  int64_t channels = 1;
 };
 
 PoolGeom toGeom(const Window3& w) {
@@ -52,17 +56,35 @@ PoolGeom toGeom(const Window3& w) {
   return g;
 }
 
-//! Output i -> plane and the window start per axis.
+//! Output i (in the output's memory order) -> plane (n * C + c), its memory offset, the window
+//! start per axis, and where the plane's input begins and how far apart its elements are.
 struct WindowPos {
-  int64_t plane, start[3];
+  int64_t plane, start[3], outOffset, inBase, inStep;
 };
 __device__ __forceinline__ WindowPos windowOf(const PoolGeom& g, int64_t i) {
   WindowPos p;
-  const int64_t ow = i % g.out[2], oh = (i / g.out[2]) % g.out[1], od = (i / (g.out[2] * g.out[1])) % g.out[0];
-  p.plane = i / g.outSize;
+  int64_t sp;
+  if (g.outLast) {  // [N][spatial][C]: consecutive threads take consecutive channels
+    const int64_t c = i % g.channels;
+    sp = (i / g.channels) % g.outSize;
+    p.plane = (i / (g.channels * g.outSize)) * g.channels + c;
+  } else {
+    sp = i % g.outSize;
+    p.plane = i / g.outSize;
+  }
+  p.outOffset = i;
+  const int64_t ow = sp % g.out[2], oh = (sp / g.out[2]) % g.out[1], od = sp / (g.out[2] * g.out[1]);
   p.start[0] = od * g.stride[0] - g.padBegin[0];
   p.start[1] = oh * g.stride[1] - g.padBegin[1];
   p.start[2] = ow * g.stride[2] - g.padBegin[2];
+  if (g.inLast) {
+    const int64_t n = p.plane / g.channels, c = p.plane % g.channels;
+    p.inBase = n * g.inSize * g.channels + c;
+    p.inStep = g.channels;
+  } else {
+    p.inBase = p.plane * g.inSize;
+    p.inStep = 1;
+  }
   return p;
 }
 
@@ -72,7 +94,7 @@ __global__ void maxPoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_
   using A = typename AccOf<T>::type;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const WindowPos p = windowOf(g, i);
-    const T* xp = x + p.plane * g.inSize;
+    const T* xp = x + p.inBase;
     A best = A(0);
     int64_t bestIndex = -1;
     for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
@@ -85,7 +107,7 @@ __global__ void maxPoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_
           const int64_t iw = p.start[2] + kw * g.dil[2];
           if (iw < 0 || iw >= g.in[2]) continue;
           const int64_t off = (id * g.in[1] + ih) * g.in[2] + iw;
-          const A v = load(xp + off);
+          const A v = load(xp + off * p.inStep);
           if (bestIndex < 0 || beats(v, best)) {
             best = v;
             bestIndex = colMajor ? id + (ih + iw * g.in[1]) * g.in[0] : off;
@@ -93,8 +115,8 @@ __global__ void maxPoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_
         }
       }
     }
-    y[i] = store<T>(best);
-    if (indices) indices[i] = bestIndex < 0 ? -1 : p.plane * g.inSize + bestIndex;
+    y[p.outOffset] = store<T>(best);
+    if (indices) indices[i] = bestIndex < 0 ? -1 : p.plane * g.inSize + bestIndex;  // plain layouts only
   }
 }
 
@@ -102,7 +124,7 @@ template <typename T>
 __global__ void averagePoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_t total, PoolGeom g, bool includePad) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const WindowPos p = windowOf(g, i);
-    const T* xp = x + p.plane * g.inSize;
+    const T* xp = x + p.inBase;
     float sum = 0.f;
     int64_t inside = 0, padded = 1;
     for (int a = 0; a < 3; ++a) {  // taps inside [-padBegin, in + padEnd) per axis
@@ -122,13 +144,13 @@ __global__ void averagePoolKernel(const T* __restrict__ x, T* __restrict__ y, in
         for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
           const int64_t iw = p.start[2] + kw * g.dil[2];
           if (iw < 0 || iw >= g.in[2]) continue;
-          sum += toF(__ldg(xp + (id * g.in[1] + ih) * g.in[2] + iw));
+          sum += toF(__ldg(xp + ((id * g.in[1] + ih) * g.in[2] + iw) * p.inStep));
           ++inside;
         }
       }
     }
     const int64_t count = includePad ? padded : inside;
-    y[i] = fromF<T>(count > 0 ? sum / static_cast<float>(count) : 0.f);
+    y[p.outOffset] = fromF<T>(count > 0 ? sum / static_cast<float>(count) : 0.f);
   }
 }
 
@@ -136,8 +158,8 @@ __global__ void averagePoolKernel(const T* __restrict__ x, T* __restrict__ y, in
 template <typename T>
 __global__ void lpPoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_t total, PoolGeom g, float p) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const WindowPos w = windowOf(g, i);
-    const T* xp = x + w.plane * g.inSize;
+    const WindowPos w = windowOf(g, i);  // plain layouts (LpPool never takes part in the layout pass)
+    const T* xp = x + w.inBase;
     float sum = 0.f;
     for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
       const int64_t id = w.start[0] + kd * g.dil[0];
@@ -189,6 +211,26 @@ __global__ void lrnKernel(const T* __restrict__ x, T* __restrict__ y, LrnParams 
       sq += v * v;
     }
     y[i] = fromF<T>(toF(__ldg(x + i)) / powf(p.bias + p.alphaOverSize * sq, p.beta));
+  }
+}
+
+//! Global pool of a channels-last X ([N][size][C]): one thread per (n, c), consecutive threads on
+//! consecutive channels (coalesced); Y is [N, C, 1, 1].
+template <bool kMax, typename T>
+__global__ void globalPoolChannelsLastKernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes, int64_t channels,
+                                             int64_t size) {
+  using A = typename AccOf<T>::type;
+  for (int64_t q = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; q < planes; q += int64_t(gridDim.x) * blockDim.x) {
+    const T* base = x + (q / channels) * size * channels + q % channels;
+    A acc = kMax ? load(base) : A(0);
+    for (int64_t s = 0; s < size; ++s) {
+      const A v = load(base + s * channels);
+      if constexpr (kMax) acc = beats(v, acc) ? v : acc;
+      else acc += v;
+    }
+    if constexpr (kMax) y[q] = store<T>(acc);
+    else if constexpr (std::is_integral_v<A>) y[q] = store<T>(acc);
+    else y[q] = store<T>(acc / static_cast<A>(size));
   }
 }
 
@@ -292,6 +334,9 @@ class WindowPoolKernel : public Kernel {
     const Dims& x = l.inputs[0].dims;
     auto s = std::make_unique<PoolState>();
     s->g = toGeom(toWindow3(poolWindow(l, x, l.attrs->getInts("kernel_shape"))));
+    s->g.inLast = cpu::layerLayoutBlock(l, cpu::kLayoutInAttr) == cpu::kNhwcBlock;
+    s->g.outLast = cpu::layerLayoutBlock(l, cpu::kLayoutOutAttr) == cpu::kNhwcBlock;
+    s->g.channels = x[1];
     s->total = x[0] * x[1] * s->g.outSize;
     state = std::move(s);
     return 0;
@@ -330,6 +375,8 @@ class GlobalPoolKernel : public Kernel {
     auto s = std::make_unique<PoolState>();
     s->planes = x[0] * x[1];
     s->size = s->planes == 0 ? 0 : volume(x) / s->planes;
+    s->g.inLast = cpu::layerLayoutBlock(l, cpu::kLayoutInAttr) == cpu::kNhwcBlock;
+    s->g.channels = x[1];
     state = std::move(s);
     return 0;
   }
@@ -340,6 +387,19 @@ class GlobalPoolKernel : public Kernel {
     cudaStream_t stream = cuda::streamOf(io);
     if (s->size == 0) {  // empty planes: the reference writes 0
       KILN_CUDA_CHECK(cudaMemsetAsync(io.out[0].data, 0, static_cast<size_t>(s->planes) * elementSize(io.out[0].type), stream));
+      return;
+    }
+    if (s->g.inLast) {
+      dispatchPoolType(io.in[0].type, max_, [&](auto tag) {
+        using T = decltype(tag);
+        if (max_)
+          globalPoolChannelsLastKernel<true, T><<<cuda::gridFor(s->planes), 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(),
+                                                                                             s->planes, s->g.channels, s->size);
+        else if constexpr (!std::is_integral_v<T>)
+          globalPoolChannelsLastKernel<false, T><<<cuda::gridFor(s->planes), 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(),
+                                                                                              s->planes, s->g.channels, s->size);
+      });
+      KILN_CUDA_CHECK_LAUNCH();
       return;
     }
     if (lp_) {
@@ -418,14 +478,26 @@ bool poolTypeOk(const LayerDesc& l, bool isMax) {
   return x.size() >= 3 && x.size() <= 5;
 }
 
+//! Layout attributes: plain, or (MaxPool / AveragePool / global pools with one output, 4-D) nhwc
+//! X and, for window pools, nhwc Y. Global pools always write plain [N, C, 1, 1].
+bool layoutsOk(const LayerDesc& l, bool windowed) {
+  if (cpu::hasPlainLayouts(l)) return true;
+  if (l.inputs[0].dims.size() != 4 || l.outputs.size() != 1 || l.op == "LpPool" || l.op == "GlobalLpPool") return false;
+  for (const char* attr : {cpu::kLayoutInAttr, cpu::kLayoutOutAttr}) {
+    const int64_t b = cpu::layerLayoutBlock(l, attr);
+    if (b != 1 && b != cpu::kNhwcBlock) return false;
+  }
+  return windowed || cpu::layerLayoutBlock(l, cpu::kLayoutOutAttr) == 1;
+}
+
 bool supportsWindowPool(const LayerDesc& l) {
   const bool isMax = l.op == "MaxPool";
   if (!poolTypeOk(l, isMax) || !l.attrs->has("kernel_shape")) return false;
   if (l.outputs.size() > (isMax ? 2u : 1u)) return false;
-  return true;
+  return layoutsOk(l, true);
 }
 
-bool supportsGlobalPool(const LayerDesc& l) { return poolTypeOk(l, l.op == "GlobalMaxPool"); }
+bool supportsGlobalPool(const LayerDesc& l) { return poolTypeOk(l, l.op == "GlobalMaxPool") && layoutsOk(l, false); }
 bool supportsLrn(const LayerDesc& l) { return poolTypeOk(l, false); }
 std::unique_ptr<Kernel> createLrn(const LayerDesc&) { return std::make_unique<LrnKernel>(); }
 

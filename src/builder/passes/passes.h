@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 
+#include "backends/backend.h"
 #include "kiln/builder.h"
 #include "kiln/network.h"
 
@@ -30,6 +31,9 @@ bool fuseActivation(Network& net);
 bool fusePointwiseChains(Network& net);
 //! CPU: conv/pool chains exchange tensors in oneDNN's blocked layout, with LayoutConvert layers at the edges.
 bool assignCpuLayouts(Network& net);
+//! GPU: channels-last (nhwc) float16/bfloat16 tensors between conv / pooling layers (gpu_layout.cpp).
+//! Runs after precision assignment (it needs the final types).
+bool assignGpuLayouts(Network& net, Backend& backend);
 //! --fp16/--bf16: float layers compute in `target` (precision constraints obeyed when asked);
 //! casts at the network's float inputs and outputs keep its interface types.
 bool assignPrecision(Network& net, DataType target, bool obeyConstraints);

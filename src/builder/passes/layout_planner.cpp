@@ -1,0 +1,151 @@
+// The layout planner shared by the CPU and GPU layout passes (layout_planner.h).
+#include "builder/passes/layout_planner.h"
+
+#include <map>
+#include <set>
+
+#include "backends/cpu/conv_layout.h"
+#include "ir/shape_propagation.h"
+
+namespace kiln {
+
+bool isLayoutConv(const Layer& l) { return l.op == "Conv" && l.outputs.size() == 1; }
+bool isLayoutWindowPool(const Layer& l) { return (l.op == "MaxPool" || l.op == "AveragePool") && l.outputs.size() == 1; }
+bool isLayoutGlobalPool(const Layer& l) { return l.op == "GlobalAveragePool" || l.op == "GlobalMaxPool"; }
+
+namespace {
+
+using cpu::kLayoutInAttr;
+using cpu::kLayoutOutAttr;
+
+enum class Slot { kOther, kData, kResidual };
+
+class LayoutPlanner {
+ public:
+  LayoutPlanner(Network& net, const LayoutPolicy& p) : net_(net), policy_(p), block_(p.block), backend_(p.backend) {}
+
+  //! Chooses the blocked tensors: until every layer that takes part has an optimized tactic for
+  //! its layouts (a layer without one reads and writes plain NCHW instead).
+  void plan() {
+    for (;;) {
+      chooseBlockedTensors();
+      bool rejectedAny = false;
+      for (auto& lp : net_.layers()) {
+        Layer& l = *lp;
+        if (!accepting(l) || (!isBlocked(l.inputs[0]) && !isBlocked(l.outputs[0]))) continue;
+        if (!optimizedTacticRuns(l)) {
+          rejected_.insert(&l);
+          rejectedAny = true;
+        }
+      }
+      if (!rejectedAny) return;
+    }
+  }
+
+  //! Sets the layout attributes and inserts the LayoutConvert layers. Returns whether anything changed.
+  bool rewrite() {
+    if (blocked_.empty()) return false;
+    std::vector<Layer*> layers;
+    for (auto& lp : net_.layers()) layers.push_back(lp.get());
+    for (Layer* l : layers) {
+      const bool takesPart = accepting(*l) && (isBlocked(l->inputs[0]) || isBlocked(l->outputs[0]));
+      for (size_t k = 0; k < l->inputs.size(); ++k) {
+        Tensor* t = l->inputs[k];
+        if (!t) continue;
+        const int64_t want = wantedBlock(*l, k, takesPart), have = isBlocked(t) ? block_ : 1;
+        if (want != have) l->inputs[k] = converted(t, have, want);
+      }
+      if (takesPart) {
+        l->attrs.set(kLayoutInAttr, cpu::layoutName(isBlocked(l->inputs[0]) ? block_ : 1));
+        l->attrs.set(kLayoutOutAttr, cpu::layoutName(isBlocked(l->outputs[0]) ? block_ : 1));
+      }
+    }
+    return true;
+  }
+
+ private:
+  bool accepting(const Layer& l) const { return policy_.reads(l) && !rejected_.count(&l) && !l.inputs.empty() && l.inputs[0]; }
+  Slot slotOf(const Layer& l, size_t k) const {
+    if (!policy_.reads(l)) return Slot::kOther;
+    if (k == 0) return Slot::kData;
+    if (l.op == "Conv" && k == 3) return Slot::kResidual;
+    return Slot::kOther;
+  }
+  bool isBlocked(const Tensor* t) const { return t && blocked_.count(t); }
+
+  //! Blocked: written by a layer that can write it blocked and read by at least one layer that
+  //! can read it blocked (else a conversion would only add work).
+  void chooseBlockedTensors() {
+    blocked_.clear();
+    for (auto& tp : net_.tensors()) {
+      Tensor* t = tp.get();
+      if (!t || !t->producer || t->isInput || t->isOutput || t->isConstant() || !policy_.eligible(t) ||
+          !policy_.writes(*t->producer) || !accepting(*t->producer))
+        continue;
+      for (Layer* c : net_.consumers(t)) {
+        bool reads = false;
+        for (size_t k = 0; k < c->inputs.size(); ++k) reads = reads || (c->inputs[k] == t && slotOf(*c, k) != Slot::kOther);
+        if (reads && accepting(*c)) {
+          blocked_.insert(t);
+          break;
+        }
+      }
+    }
+  }
+
+  //! The block in which layer l wants input k: the data input as it is, the residual in Y's layout,
+  //! anything else plain.
+  int64_t wantedBlock(const Layer& l, size_t k, bool takesPart) const {
+    if (!takesPart) return 1;
+    switch (slotOf(l, k)) {
+      case Slot::kData: return isBlocked(l.inputs[k]) ? block_ : 1;
+      case Slot::kResidual: return isBlocked(l.outputs[0]) ? block_ : 1;
+      default: return 1;
+    }
+  }
+
+  //! Whether a non-reference CPU tactic supports l with the layouts chosen so far.
+  bool optimizedTacticRuns(const Layer& l) const {
+    Attributes attrs = l.attrs;
+    attrs.set(kLayoutInAttr, cpu::layoutName(isBlocked(l.inputs[0]) ? block_ : 1));
+    attrs.set(kLayoutOutAttr, cpu::layoutName(isBlocked(l.outputs[0]) ? block_ : 1));
+    LayerDesc d = describeLayer(l);
+    d.attrs = &attrs;
+    for (const Tactic& t : backend_->tactics(d))
+      if (t.name != "ref") return true;
+    return false;
+  }
+
+  //! t in layout block `to` (one LayoutConvert per tensor and direction, shared by its readers).
+  Tensor* converted(Tensor* t, int64_t from, int64_t to) {
+    auto key = std::make_pair(t, to);
+    auto it = converted_.find(key);
+    if (it != converted_.end()) return it->second;
+    Attributes a;
+    a.set(kLayoutInAttr, cpu::layoutName(from));
+    a.set(kLayoutOutAttr, cpu::layoutName(to));
+    Layer* conv = net_.addLayer("LayoutConvert", {t}, 1, a, net_.uniqueName(t->name + "_to_" + cpu::layoutName(to)));
+    converted_[key] = conv->outputs[0];
+    return conv->outputs[0];
+  }
+
+  Network& net_;
+  const LayoutPolicy& policy_;
+  int64_t block_;
+  Backend* backend_;
+  std::set<const Tensor*> blocked_;
+  std::set<const Layer*> rejected_;
+  std::map<std::pair<Tensor*, int64_t>, Tensor*> converted_;
+};
+
+}  // namespace
+
+bool assignLayouts(Network& net, const LayoutPolicy& policy) {
+  for (auto& l : net.layers())
+    if (l->attrs.has(cpu::kLayoutInAttr) || l->attrs.has(cpu::kLayoutOutAttr)) return false;  // already assigned
+  LayoutPlanner planner(net, policy);
+  planner.plan();
+  return planner.rewrite();
+}
+
+}  // namespace kiln

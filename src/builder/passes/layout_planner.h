@@ -1,0 +1,37 @@
+// Physical layouts for chains of conv / pooling layers, shared by the CPU pass (oneDNN's blocked
+// nChw8c / nChw16c) and the GPU pass (nhwc for cuDNN's tensor cores). Dims stay logical NCHW; a
+// layer that takes part carries kiln_layout_in / kiln_layout_out (backends/cpu/conv_layout.h) and
+// LayoutConvert layers sit wherever a tensor in the chosen layout meets a layer that reads plain
+// NCHW, or a plain tensor meets a conv's residual slot in the chosen layout.
+#pragma once
+#include <functional>
+#include <memory>
+
+#include "backends/backend.h"
+#include "kiln/network.h"
+
+namespace kiln {
+
+struct LayoutPolicy {
+  int64_t block = 1;  //!< the layout chosen tensors take (cpu::layoutName(block))
+  //! Whether tensor t may take the layout (its producer and readers are checked separately).
+  std::function<bool(const Tensor* t)> eligible;
+  //! Layers that can read X (and Conv's residual R) in the layout.
+  std::function<bool(const Layer& l)> reads;
+  //! Layers that can write Y in the layout.
+  std::function<bool(const Layer& l)> writes;
+  //! A layer takes part only where one of this backend's non-reference tactics supports it
+  //! with the layout attributes set (else it keeps plain NCHW).
+  Backend* backend = nullptr;
+};
+
+//! Chooses the tensors, sets the layout attributes and inserts LayoutConvert layers. Returns
+//! whether anything changed (false also when layouts were assigned before).
+bool assignLayouts(Network& net, const LayoutPolicy& policy);
+
+//! Conv with one output, MaxPool / AveragePool with one output, the global pools.
+bool isLayoutConv(const Layer& l);
+bool isLayoutWindowPool(const Layer& l);
+bool isLayoutGlobalPool(const Layer& l);
+
+}  // namespace kiln

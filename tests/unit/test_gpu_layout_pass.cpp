@@ -1,0 +1,117 @@
+// The GPU layout pass (builder/passes/gpu_layout.cpp) on a fake GPU backend whose conv and pool
+// tactics accept every layout: which tensors go channels-last, where LayoutConvert layers go, and
+// what stays NCHW (float32, batch < 8, channel counts not a multiple of 8, network I/O).
+#include <gtest/gtest.h>
+
+#include "backends/cpu/conv_layout.h"
+#include "builder/passes/passes.h"
+#include "ir/shape_propagation.h"
+#include "kiln/kiln.h"
+#include "reference_eval.h"
+
+using namespace kiln;
+
+namespace {
+
+class FakeGpu : public Backend {
+ public:
+  DeviceType device() const override { return DeviceType::kGPU; }
+  std::string fingerprint() const override { return "fake-gpu"; }
+  std::vector<Tactic> tactics(const LayerDesc& l) const override {
+    const bool aware = l.op == "Conv" || l.op == "MaxPool" || l.op == "AveragePool" || l.op == "GlobalAveragePool";
+    if (!aware && !cpu::hasPlainLayouts(l)) return {};
+    return {Tactic{"fake", nullptr}};
+  }
+  void* allocate(size_t) override { return nullptr; }
+  void release(void*) override {}
+  void copyToDevice(void*, const void*, size_t, void*) override {}
+  void copyToHost(void*, const void*, size_t, void*) override {}
+  void synchronize(void*) override {}
+};
+
+HostTensor halfTensor(const Dims& d, uint32_t seed) {
+  HostTensor f = test::randomTensor(d, seed);
+  HostTensor h(DataType::kHALF, d);
+  for (int64_t i = 0; i < f.count(); ++i) h.as<uint16_t>()[i] = floatToHalf(f.as<float>()[i]);
+  return h;
+}
+
+//! x (fp16 input) -> Conv(+Relu) -> MaxPool -> Conv(+residual = pool output, +Relu) -> GAP -> Flatten.
+struct Chain {
+  Network net;
+  Layer *c1, *pool, *c2, *gap;
+  Chain(int64_t batch, int64_t channels, DataType type) {
+    Tensor* x = net.addInput("x", type, {batch, 16, 16, 16});
+    auto w = [&](const Dims& d, uint32_t seed) { return type == DataType::kHALF ? halfTensor(d, seed) : test::randomTensor(d, seed); };
+    c1 = net.addConvolution(x, w({channels, 16, 3, 3}, 1), w({channels}, 2), {1, 1}, {1, 1, 1, 1});
+    c1->attrs.set("kiln_activation", std::string("Relu"));
+    Attributes mp;
+    mp.set("kernel_shape", std::vector<int64_t>{2, 2});
+    mp.set("strides", std::vector<int64_t>{2, 2});
+    pool = net.addLayer("MaxPool", {c1->outputs[0]}, 1, mp);
+    c2 = net.addConvolution(pool->outputs[0], w({channels, channels, 3, 3}, 3), w({channels}, 4), {1, 1}, {1, 1, 1, 1});
+    c2->inputs.push_back(pool->outputs[0]);  // fused residual
+    c2->attrs.set("kiln_activation", std::string("Relu"));
+    gap = net.addLayer("GlobalAveragePool", {c2->outputs[0]}, 1);
+    Attributes fa;
+    fa.set("axis", int64_t(1));
+    Layer* flat = net.addLayer("Flatten", {gap->outputs[0]}, 1, fa);
+    net.markOutput(flat->outputs[0]);
+    net.topoSort();
+    propagateShapes(net, nullptr, true);
+  }
+  int converts() const {
+    int n = 0;
+    for (auto& l : net.layers()) n += l->op == "LayoutConvert";
+    return n;
+  }
+};
+
+std::string layout(const Layer* l, const char* attr) { return l->attrs.getString(attr, "nchw"); }
+
+}  // namespace
+
+TEST(GpuLayoutPass, Fp16ConvChainGoesChannelsLast) {
+  FakeGpu gpu;
+  Chain c(8, 32, DataType::kHALF);
+  ASSERT_TRUE(assignGpuLayouts(c.net, gpu));
+  EXPECT_EQ(layout(c.c1, cpu::kLayoutInAttr), "nchw");  // the network input stays NCHW
+  EXPECT_EQ(layout(c.c1, cpu::kLayoutOutAttr), "nhwc");
+  EXPECT_EQ(layout(c.pool, cpu::kLayoutInAttr), "nhwc");
+  EXPECT_EQ(layout(c.pool, cpu::kLayoutOutAttr), "nhwc");
+  EXPECT_EQ(layout(c.c2, cpu::kLayoutInAttr), "nhwc");
+  EXPECT_EQ(layout(c.c2, cpu::kLayoutOutAttr), "nhwc");
+  EXPECT_EQ(layout(c.gap, cpu::kLayoutInAttr), "nhwc");
+  EXPECT_EQ(layout(c.gap, cpu::kLayoutOutAttr), "nchw");  // [N, C, 1, 1] either way
+  EXPECT_EQ(c.c2->inputs[3], c.pool->outputs[0]);         // the residual is already nhwc: no conversion
+  EXPECT_EQ(c.converts(), 0);
+  EXPECT_FALSE(assignGpuLayouts(c.net, gpu));  // assigned once
+}
+
+TEST(GpuLayoutPass, NonAwareReaderGetsAConversion) {
+  FakeGpu gpu;
+  Chain c(8, 32, DataType::kHALF);
+  // A second reader of the pool output that reads NCHW only.
+  Layer* relu = c.net.addActivation(c.pool->outputs[0], "Relu");
+  c.net.markOutput(relu->outputs[0]);
+  propagateShapes(c.net, nullptr, true);
+  ASSERT_TRUE(assignGpuLayouts(c.net, gpu));
+  EXPECT_EQ(c.converts(), 1);
+  ASSERT_NE(relu->inputs[0]->producer, nullptr);
+  EXPECT_EQ(relu->inputs[0]->producer->op, "LayoutConvert");
+  EXPECT_EQ(layout(relu->inputs[0]->producer, cpu::kLayoutInAttr), "nhwc");
+  EXPECT_EQ(layout(relu->inputs[0]->producer, cpu::kLayoutOutAttr), "nchw");
+}
+
+TEST(GpuLayoutPass, StaysNchwWhereChannelsLastDoesNotApply) {
+  FakeGpu gpu;
+  Chain fp32(8, 32, DataType::kFLOAT);  // float32 engines keep NCHW
+  EXPECT_FALSE(assignGpuLayouts(fp32.net, gpu));
+  Chain small(4, 32, DataType::kHALF);  // batch below 8
+  EXPECT_FALSE(assignGpuLayouts(small.net, gpu));
+  Chain odd(8, 20, DataType::kHALF);  // 20 channels: not a multiple of 8
+  EXPECT_FALSE(assignGpuLayouts(odd.net, gpu));
+  auto cpuBackend = getBackend(DeviceType::kCPU, 1);
+  Chain onCpu(8, 32, DataType::kHALF);
+  EXPECT_FALSE(assignGpuLayouts(onCpu.net, *cpuBackend));
+}
