@@ -53,7 +53,8 @@ class LayoutConvertKernel : public Kernel {
   void execute(const KernelIO& io, KernelState* state) const override {
     const auto* s = static_cast<const TransposeState*>(state);
     if (s->n == 0 || s->a == 0 || s->b == 0) return;
-    if (s->n > 65535) throw UnsupportedError("CUDA LayoutConvert: batch above 65535");
+    if (s->n > 65535 || (s->a + kTile - 1) / kTile > 65535)
+      throw UnsupportedError("CUDA LayoutConvert: batch above 65535 or more than 2M rows per image");
     const dim3 grid(static_cast<unsigned>((s->b + kTile - 1) / kTile), static_cast<unsigned>((s->a + kTile - 1) / kTile),
                     static_cast<unsigned>(s->n));
     const dim3 block(kTile, 8);

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "backends/cpu/conv_layout.h"
 #include "ir/shape_propagation.h"
@@ -104,16 +105,34 @@ class LayoutPlanner {
     }
   }
 
-  //! Whether a non-reference CPU tactic supports l with the layouts chosen so far.
+  //! Whether a non-reference tactic supports l with the layouts chosen so far (memoized: with
+  //! `verify`, answering builds library plans).
   bool optimizedTacticRuns(const Layer& l) const {
+    const int64_t in = isBlocked(l.inputs[0]) ? block_ : 1, out = isBlocked(l.outputs[0]) ? block_ : 1;
+    auto key = std::make_tuple(&l, in, out);
+    auto it = runs_.find(key);
+    if (it != runs_.end()) return it->second;
     Attributes attrs = l.attrs;
-    attrs.set(kLayoutInAttr, cpu::layoutName(isBlocked(l.inputs[0]) ? block_ : 1));
-    attrs.set(kLayoutOutAttr, cpu::layoutName(isBlocked(l.outputs[0]) ? block_ : 1));
+    attrs.set(kLayoutInAttr, cpu::layoutName(in));
+    attrs.set(kLayoutOutAttr, cpu::layoutName(out));
     LayerDesc d = describeLayer(l);
     d.attrs = &attrs;
-    for (const Tactic& t : backend_->tactics(d))
-      if (t.name != "ref") return true;
-    return false;
+    bool ok = false;
+    for (const Tactic& t : backend_->tactics(d)) {
+      if (t.name == "ref") continue;
+      if (!policy_.verify || !t.create || !isStatic(d.outputs[0].dims)) {
+        ok = true;
+        break;
+      }
+      try {  // a library may still have no kernel for these layouts (e.g. no cuDNN engine builds)
+        std::unique_ptr<KernelState> state;
+        t.create(d)->reshape(d, state);
+        ok = true;
+        break;
+      } catch (const Error&) {
+      }
+    }
+    return runs_[key] = ok;
   }
 
   //! t in layout block `to` (one LayoutConvert per tensor and direction, shared by its readers).
@@ -136,6 +155,7 @@ class LayoutPlanner {
   std::set<const Tensor*> blocked_;
   std::set<const Layer*> rejected_;
   std::map<std::pair<Tensor*, int64_t>, Tensor*> converted_;
+  mutable std::map<std::tuple<const Layer*, int64_t, int64_t>, bool> runs_;
 };
 
 }  // namespace

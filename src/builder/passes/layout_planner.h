@@ -23,6 +23,9 @@ struct LayoutPolicy {
   //! A layer takes part only where one of this backend's non-reference tactics supports it
   //! with the layout attributes set (else it keeps plain NCHW).
   Backend* backend = nullptr;
+  //! Also create the tactic's kernel and reshape it for the layer's (static) shapes: a layer
+  //! takes part only if that succeeds (GPU: cuDNN may have no engine for some NHWC problems).
+  bool verify = false;
 };
 
 //! Chooses the tensors, sets the layout attributes and inserts LayoutConvert layers. Returns
