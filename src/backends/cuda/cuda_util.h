@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <memory>
 #include <string>
 
 #include "backends/backend.h"
@@ -65,6 +66,24 @@ void dispatchCudaType(DataType t, F&& f) {
     case DataType::kUINT64: f(uint64_t{}); break;
     case DataType::kBOOL: f(bool{}); break;
   }
+}
+
+//! A kernel state holding the parameter block of one launch (filled by reshape, read by execute).
+template <typename P>
+struct ParamState : KernelState {
+  P p{};
+};
+//! Creates a ParamState<P> in `state` and returns its parameter block.
+template <typename P>
+P& makeState(std::unique_ptr<KernelState>& state) {
+  auto s = std::make_unique<ParamState<P>>();
+  P& p = s->p;
+  state = std::move(s);
+  return p;
+}
+template <typename P>
+const P& paramsOf(const KernelState* state) {
+  return static_cast<const ParamState<P>*>(state)->p;
 }
 
 //! Whether a layer attribute allows TF32 for float32 matmul/conv (set by the builder).

@@ -69,10 +69,6 @@ __global__ void einsumKernel(T* __restrict__ y, EinsumParams p) {
   }
 }
 
-struct EinsumState : KernelState {
-  EinsumParams p;
-};
-
 class EinsumKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
@@ -81,8 +77,7 @@ class EinsumKernel : public Kernel {
     const EinsumLoops plan = planEinsumLoops(l, dims);
     if (plan.loopDims.size() > static_cast<size_t>(kMaxLoops))
       throw UnsupportedError("CUDA Einsum: more than 16 distinct labels");
-    auto s = std::make_unique<EinsumState>();
-    EinsumParams& p = s->p;
+    EinsumParams& p = cuda::makeState<EinsumParams>(state);
     p.nIn = static_cast<int>(dims.size());
     p.nLoop = static_cast<int>(plan.loopDims.size());
     p.nOut = static_cast<int>(plan.outputLoops);
@@ -93,11 +88,10 @@ class EinsumKernel : public Kernel {
       (d < p.nOut ? p.outCount : p.sumCount) *= plan.loopDims[d];
       for (int i = 0; i < p.nIn; ++i) p.strides[i][d] = plan.strides[i][d];
     }
-    state = std::move(s);
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    EinsumParams p = static_cast<const EinsumState*>(state)->p;
+    EinsumParams p = cuda::paramsOf<EinsumParams>(state);
     if (p.outCount == 0) return;
     for (int i = 0; i < p.nIn; ++i) p.in[i] = io.in[i].data;
     auto launch = [&](auto tag) {

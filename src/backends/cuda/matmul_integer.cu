@@ -49,10 +49,6 @@ __global__ void mmiKernel(const void* __restrict__ a, const void* __restrict__ b
   }
 }
 
-struct MmiState : KernelState {
-  MmiParams p;
-};
-
 class MatMulIntegerKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
@@ -60,8 +56,7 @@ class MatMulIntegerKernel : public Kernel {
     const bool aVec = a.size() == 1, bVec = b.size() == 1;
     if (aVec) a.insert(a.begin(), 1);  // [K] -> [1, K]
     if (bVec) b.push_back(1);          // [K] -> [K, 1]
-    auto s = std::make_unique<MmiState>();
-    MmiParams& p = s->p;
+    MmiParams& p = cuda::makeState<MmiParams>(state);
     p.M = a[a.size() - 2];
     p.K = a.back();
     p.N = b.back();
@@ -83,11 +78,10 @@ class MatMulIntegerKernel : public Kernel {
     p.bSigned = l.inputs[1].type == DataType::kINT8;
     p.aZpCount = l.present(2) ? volume(l.inputs[2].dims) : 0;
     p.bZpCount = l.present(3) ? volume(l.inputs[3].dims) : 0;
-    state = std::move(s);
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    const MmiParams& p = static_cast<const MmiState*>(state)->p;
+    const MmiParams& p = cuda::paramsOf<MmiParams>(state);
     const int64_t total = p.batches * p.M * p.N;
     if (total == 0) return;
     const void* aZp = io.in.size() > 2 ? io.in[2].data : nullptr;

@@ -200,16 +200,11 @@ __global__ void mvnKernel(const T* __restrict__ x, T* __restrict__ y, MvnGeom m)
   }
 }
 
-struct MvnState : KernelState {
-  MvnGeom m;
-};
-
 class MvnKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const Dims& x = l.inputs[0].dims;
-    auto s = std::make_unique<MvnState>();
-    MvnGeom& m = s->m;
+    MvnGeom& m = cuda::makeState<MvnGeom>(state);
     m.rank = static_cast<int>(x.size());
     for (int a = 0; a < m.rank; ++a) m.reduced[a] = false;
     for (int64_t a : l.attrs->getInts("axes", {0, 2, 3})) m.reduced[normalizeAxis(l, a, m.rank)] = true;
@@ -222,11 +217,10 @@ class MvnKernel : public Kernel {
       stride *= x[a];
       (m.reduced[a] ? m.perGroup : m.groups) *= x[a];
     }
-    state = std::move(s);
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    const MvnGeom& m = static_cast<const MvnState*>(state)->m;
+    const MvnGeom& m = cuda::paramsOf<MvnGeom>(state);
     if (m.groups == 0 || m.perGroup == 0) return;
     dispatchFloat3(io.in[0].type, [&](auto tag) {
       using T = decltype(tag);

@@ -33,24 +33,6 @@ int64_t product(const Dims& d, size_t from, size_t to) { return volume(Dims(d.be
   throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): CUDA: " + msg);
 }
 
-//! A kernel state holding the parameter block of one launch.
-template <typename P>
-struct ParamState : KernelState {
-  P p;
-};
-
-template <typename P>
-P& makeState(std::unique_ptr<KernelState>& state) {
-  auto s = std::make_unique<ParamState<P>>();
-  P& p = s->p;
-  state = std::move(s);
-  return p;
-}
-
-template <typename P>
-P paramsOf(KernelState* state) {
-  return static_cast<ParamState<P>*>(state)->p;
-}
 
 // ---- Softmax / LogSoftmax ----------------------------------------------------------------------
 

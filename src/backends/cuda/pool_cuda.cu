@@ -440,21 +440,20 @@ class LrnKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const Dims& x = l.inputs[0].dims;
-    auto s = std::make_unique<LrnState>();
+    LrnParams& p = cuda::makeState<LrnParams>(state);
     const int64_t size = l.attrs->getInt("size", 1);
-    s->p.total = volume(x);
-    s->p.channels = x[1];
-    s->p.inner = x[0] * x[1] == 0 ? 0 : s->p.total / (x[0] * x[1]);
-    s->p.before = (size - 1) / 2;
-    s->p.after = size - 1 - s->p.before;
-    s->p.alphaOverSize = l.attrs->getFloat("alpha", 1e-4f) / static_cast<float>(size);
-    s->p.beta = l.attrs->getFloat("beta", 0.75f);
-    s->p.bias = l.attrs->getFloat("bias", 1.0f);
-    state = std::move(s);
+    p.total = volume(x);
+    p.channels = x[1];
+    p.inner = x[0] * x[1] == 0 ? 0 : p.total / (x[0] * x[1]);
+    p.before = (size - 1) / 2;
+    p.after = size - 1 - p.before;
+    p.alphaOverSize = l.attrs->getFloat("alpha", 1e-4f) / static_cast<float>(size);
+    p.beta = l.attrs->getFloat("beta", 0.75f);
+    p.bias = l.attrs->getFloat("bias", 1.0f);
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    const LrnParams& p = static_cast<const LrnState*>(state)->p;
+    const LrnParams& p = cuda::paramsOf<LrnParams>(state);
     if (p.total == 0) return;
     dispatchPoolType(io.in[0].type, false, [&](auto tag) {
       using T = decltype(tag);
@@ -463,11 +462,6 @@ class LrnKernel : public Kernel {
     });
     KILN_CUDA_CHECK_LAUNCH();
   }
-
- private:
-  struct LrnState : KernelState {
-    LrnParams p{};
-  };
 };
 
 bool poolTypeOk(const LayerDesc& l, bool isMax) {

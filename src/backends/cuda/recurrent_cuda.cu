@@ -214,18 +214,13 @@ RecParams configOf(const LayerDesc& l) {
   return p;
 }
 
-struct RecState : KernelState {
-  RecParams p;
-};
-
 constexpr size_t kB = 3, kSeqLens = 4, kInitialH = 5, kInitialC = 6, kP = 7;
 
 class RecurrentKernel : public Kernel {
  public:
   explicit RecurrentKernel(const LayerDesc& l) : cfg_(configOf(l)) {}
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
-    auto s = std::make_unique<RecState>();
-    RecParams& p = s->p;
+    RecParams& p = cuda::makeState<RecParams>(state);
     p = cfg_;
     const Dims& x = l.inputs[0].dims;
     p.seq = p.layout == 0 ? x[0] : x[1];
@@ -234,12 +229,10 @@ class RecurrentKernel : public Kernel {
     p.hidden = l.inputs[2].dims[2];
     p.seqLensType = !l.present(kSeqLens) ? 0 : (l.inputs[kSeqLens].type == DataType::kINT32 ? 32 : 64);
     const size_t perSeq = static_cast<size_t>(3 * p.hidden + 2 * p.gates * p.hidden);
-    const size_t bytes = perSeq * static_cast<size_t>(p.dirs * p.batch) * sizeof(float);
-    state = std::move(s);
-    return bytes;
+    return perSeq * static_cast<size_t>(p.dirs * p.batch) * sizeof(float);
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    const RecParams& p = static_cast<const RecState*>(state)->p;
+    const RecParams& p = cuda::paramsOf<RecParams>(state);
     cudaStream_t stream = cuda::streamOf(io);
     auto in = [&](size_t i) -> const float* { return io.in.size() > i && io.in[i].data ? io.in[i].as<const float>() : nullptr; };
     auto out = [&](size_t i) -> float* { return io.out.size() > i && io.out[i].data ? io.out[i].as<float>() : nullptr; };

@@ -54,16 +54,11 @@ __global__ void rotaryKernel(const T* __restrict__ x, const T* __restrict__ cosC
   }
 }
 
-struct RotaryState : KernelState {
-  RotaryParams p;
-};
-
 class RotaryKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const Dims& x = l.inputs[0].dims;
-    auto s = std::make_unique<RotaryState>();
-    RotaryParams& p = s->p;
+    RotaryParams& p = cuda::makeState<RotaryParams>(state);
     p.is3d = x.size() == 3;
     p.batch = x[0];
     p.heads = p.is3d ? l.attrs->getInt("num_heads", 0) : x[1];
@@ -74,11 +69,10 @@ class RotaryKernel : public Kernel {
     p.interleaved = l.attrs->getInt("interleaved", 0) != 0;
     p.hasPos = l.present(3);
     p.maxPos = p.hasPos ? l.inputs[1].dims[0] : 0;
-    state = std::move(s);
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    const RotaryParams& p = static_cast<const RotaryState*>(state)->p;
+    const RotaryParams& p = cuda::paramsOf<RotaryParams>(state);
     const int64_t total = p.batch * p.seq * p.heads * (p.rotaryDim / 2 + p.headSize - p.rotaryDim);
     if (total == 0) return;
     const int64_t* pos = p.hasPos ? io.in[3].as<const int64_t>() : nullptr;

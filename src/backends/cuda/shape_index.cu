@@ -72,10 +72,6 @@ bool byteSized(DataType t) {
   return es == 1 || es == 2 || es == 4 || es == 8;
 }
 
-template <typename P>
-struct ParamsState : KernelState {
-  P p;
-};
 
 // ---------------------------------------------------------------- Gather
 
@@ -99,7 +95,7 @@ class GatherKernel : public Kernel {
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const Dims& d = l.inputs[0].dims;
     const int64_t axis = normalizeAxis(l, l.attrs->getInt("axis", 0), static_cast<int64_t>(d.size()));
-    auto s = std::make_unique<ParamsState<GatherParams>>();
+    auto s = std::make_unique<cuda::ParamState<GatherParams>>();
     s->p.outer = volume(Dims(d.begin(), d.begin() + axis));
     s->p.dim = d[axis];
     s->p.inner = volume(Dims(d.begin() + axis + 1, d.end()));  // elements; vector units at execute
@@ -109,7 +105,7 @@ class GatherKernel : public Kernel {
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    GatherParams p = static_cast<ParamsState<GatherParams>*>(state)->p;
+    GatherParams p = static_cast<cuda::ParamState<GatherParams>*>(state)->p;
     const int64_t rowBytes = p.inner * static_cast<int64_t>(elementSize(io.in[0].type));
     if (p.outer * p.n * rowBytes == 0) return;
     const int vb = vectorBytes(rowBytes, {io.in[0].data, io.out[0].data});
@@ -280,13 +276,13 @@ void dispatchElement(size_t es, F&& f) {
 class GatherElementsKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
-    auto s = std::make_unique<ParamsState<ElementsParams>>();
+    auto s = std::make_unique<cuda::ParamState<ElementsParams>>();
     s->p = elementsParams(l);
     state = std::move(s);
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    const ElementsParams& p = static_cast<ParamsState<ElementsParams>*>(state)->p;
+    const ElementsParams& p = static_cast<cuda::ParamState<ElementsParams>*>(state)->p;
     if (p.count == 0) return;
     dispatchElement(elementSize(io.in[0].type), [&](auto tt) {
       using T = decltype(tt);
@@ -303,7 +299,7 @@ class GatherElementsKernel : public Kernel {
 class ScatterElementsKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
-    auto s = std::make_unique<ParamsState<ElementsParams>>();
+    auto s = std::make_unique<cuda::ParamState<ElementsParams>>();
     s->p = elementsParams(l);
     s->p.reduction = reductionOf(l);
     if (l.inputs[2].dims != l.inputs[1].dims) opError(l, "updates must have the shape of indices");
@@ -311,7 +307,7 @@ class ScatterElementsKernel : public Kernel {
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    const ElementsParams& p = static_cast<ParamsState<ElementsParams>*>(state)->p;
+    const ElementsParams& p = static_cast<cuda::ParamState<ElementsParams>*>(state)->p;
     const DataType t = io.in[0].type;
     cuda::copyDevice(io.out[0].data, io.in[0].data, static_cast<size_t>(io.in[0].count) * elementSize(t), streamOf(io));
     if (p.count == 0) return;
@@ -407,13 +403,13 @@ NdParams inVectors(NdParams p, int64_t es, int vb) {
 class GatherNdKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
-    auto s = std::make_unique<ParamsState<NdParams>>();
+    auto s = std::make_unique<cuda::ParamState<NdParams>>();
     s->p = ndParams(l, l.attrs->getInt("batch_dims", 0));
     state = std::move(s);
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    const NdParams& e = static_cast<ParamsState<NdParams>*>(state)->p;
+    const NdParams& e = static_cast<cuda::ParamState<NdParams>*>(state)->p;
     const int64_t es = static_cast<int64_t>(elementSize(io.in[0].type));
     if (e.tuples * e.slice == 0) return;
     const int vb = vectorBytes(e.slice * es, {io.in[0].data, io.out[0].data});
@@ -430,7 +426,7 @@ class GatherNdKernel : public Kernel {
 class ScatterNdKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
-    auto s = std::make_unique<ParamsState<NdParams>>();
+    auto s = std::make_unique<cuda::ParamState<NdParams>>();
     s->p = ndParams(l, 0);
     s->p.reduction = reductionOf(l);
     if (volume(l.inputs[2].dims) != s->p.tuples * s->p.slice) opError(l, "updates have the wrong size");
@@ -438,7 +434,7 @@ class ScatterNdKernel : public Kernel {
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    const NdParams& e = static_cast<ParamsState<NdParams>*>(state)->p;
+    const NdParams& e = static_cast<cuda::ParamState<NdParams>*>(state)->p;
     const DataType t = io.in[0].type;
     const int64_t es = static_cast<int64_t>(elementSize(t));
     cuda::copyDevice(io.out[0].data, io.in[0].data, static_cast<size_t>(io.in[0].count * es), streamOf(io));
@@ -505,7 +501,7 @@ class OneHotKernel : public Kernel {
     int64_t axis = l.attrs->getInt("axis", -1), outRank = static_cast<int64_t>(out.size());
     if (axis < 0) axis += outRank;
     if (axis < 0 || axis >= outRank) opError(l, "axis out of range");
-    auto s = std::make_unique<ParamsState<OneHotParams>>();
+    auto s = std::make_unique<cuda::ParamState<OneHotParams>>();
     s->p.outer = volume(Dims(idx.begin(), idx.begin() + axis));
     s->p.inner = volume(Dims(idx.begin() + axis, idx.end()));
     s->p.depth = out[axis];
@@ -514,7 +510,7 @@ class OneHotKernel : public Kernel {
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    const OneHotParams& p = static_cast<ParamsState<OneHotParams>*>(state)->p;
+    const OneHotParams& p = static_cast<cuda::ParamState<OneHotParams>*>(state)->p;
     if (p.total == 0) return;
     dispatchElement(elementSize(io.out[0].type), [&](auto tt) {
       using T = decltype(tt);

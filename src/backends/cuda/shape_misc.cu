@@ -32,10 +32,6 @@ bool byteSized(DataType t) {
   return es == 1 || es == 2 || es == 4 || es == 8;
 }
 
-template <typename P>
-struct ParamsState : KernelState {
-  P p;
-};
 
 //! `v` (a host value of any type, one element) converted to `to`, as raw little-endian bits.
 uint64_t scalarBits(const HostTensor& v, DataType to) {
@@ -127,7 +123,7 @@ class PadKernel : public Kernel {
     const Dims& out = l.outputs[0].dims;
     const int64_t rank = static_cast<int64_t>(in.size());
     if (rank > kMaxRank) throw UnsupportedError("CUDA Pad: rank above " + std::to_string(kMaxRank));
-    auto s = std::make_unique<ParamsState<PadParams>>();
+    auto s = std::make_unique<cuda::ParamState<PadParams>>();
     PadParams& p = s->p;
     p.rank = static_cast<int>(rank);
     p.mode = padModeOf(l);
@@ -162,7 +158,7 @@ class PadKernel : public Kernel {
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    const PadParams& p = static_cast<ParamsState<PadParams>*>(state)->p;
+    const PadParams& p = static_cast<cuda::ParamState<PadParams>*>(state)->p;
     if (p.count == 0) return;
     dispatchElement(elementSize(io.in[0].type), [&](auto tt) {
       using T = decltype(tt);
@@ -212,7 +208,7 @@ class TriluKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const Dims& d = l.inputs[0].dims;
-    auto s = std::make_unique<ParamsState<TriluParams>>();
+    auto s = std::make_unique<cuda::ParamState<TriluParams>>();
     TriluParams& p = s->p;
     p.rows = d[d.size() - 2];
     p.cols = d[d.size() - 1];
@@ -229,7 +225,7 @@ class TriluKernel : public Kernel {
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    const TriluParams& p = static_cast<ParamsState<TriluParams>*>(state)->p;
+    const TriluParams& p = static_cast<cuda::ParamState<TriluParams>*>(state)->p;
     if (p.count == 0) return;
     const void* kPtr = p.kOnDevice ? io.in[1].data : nullptr;
     dispatchElement(elementSize(io.in[0].type), [&](auto tt) {
@@ -276,7 +272,7 @@ __global__ void rangeKernel(T* __restrict__ dst, RangeParams p) {
 class RangeKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
-    auto s = std::make_unique<ParamsState<RangeParams>>();
+    auto s = std::make_unique<cuda::ParamState<RangeParams>>();
     RangeParams& p = s->p;
     const HostTensor &start = knownValue(l, 0), &delta = knownValue(l, 2);
     p.count = volume(l.outputs[0].dims);
@@ -288,7 +284,7 @@ class RangeKernel : public Kernel {
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    const RangeParams& p = static_cast<ParamsState<RangeParams>*>(state)->p;
+    const RangeParams& p = static_cast<cuda::ParamState<RangeParams>*>(state)->p;
     if (p.count == 0) return;
     auto launch = [&](auto tt) {
       using T = decltype(tt);
@@ -332,7 +328,7 @@ class ShapeKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const Dims& in = l.inputs[0].dims;
-    auto s = std::make_unique<ParamsState<ShapeValues>>();
+    auto s = std::make_unique<cuda::ParamState<ShapeValues>>();
     if (l.op == "Size") {
       s->p.n = 1;
       s->p.v[0] = volume(in);
@@ -351,7 +347,7 @@ class ShapeKernel : public Kernel {
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
-    const ShapeValues& s = static_cast<ParamsState<ShapeValues>*>(state)->p;
+    const ShapeValues& s = static_cast<cuda::ParamState<ShapeValues>*>(state)->p;
     if (s.n == 0) return;
     writeValuesKernel<<<1, kMaxShapeValues, 0, streamOf(io)>>>(static_cast<int64_t*>(io.out[0].data), s);
     KILN_CUDA_CHECK_LAUNCH();
