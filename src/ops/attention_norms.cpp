@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "ops/det_lu.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 
@@ -137,27 +138,6 @@ void inferDet(LayerDesc& l) {
   setOutput(l, 0, l.inputs[0].type, Dims(x.begin(), x.end() - 2));
 }
 
-double determinant(std::vector<double>& a, int64_t n) {
-  double det = 1;
-  for (int64_t c = 0; c < n; ++c) {
-    int64_t piv = c;
-    for (int64_t r = c + 1; r < n; ++r)
-      if (std::fabs(a[r * n + c]) > std::fabs(a[piv * n + c])) piv = r;
-    if (a[piv * n + c] == 0) return 0;
-    if (piv != c) {
-      for (int64_t k = 0; k < n; ++k) std::swap(a[c * n + k], a[piv * n + k]);
-      det = -det;
-    }
-    const double p = a[c * n + c];
-    det *= p;
-    for (int64_t r = c + 1; r < n; ++r) {
-      const double f = a[r * n + c] / p;
-      for (int64_t k = c; k < n; ++k) a[r * n + k] -= f * a[c * n + k];
-    }
-  }
-  return det;
-}
-
 void refDet(const LayerDesc& l, const KernelIO& io) {
   const Dims& d = io.in[0].dims;
   const int64_t n = d.back(), mats = product(d, 0, d.size() - 2);
@@ -168,7 +148,7 @@ void refDet(const LayerDesc& l, const KernelIO& io) {
     std::vector<double> a(static_cast<size_t>(n * n));
     for (int64_t m = 0; m < mats; ++m) {
       std::copy(x + m * n * n, x + (m + 1) * n * n, a.begin());
-      y[m] = static_cast<T>(determinant(a, n));
+      y[m] = static_cast<T>(luDeterminant(a.data(), n));
     }
   });
 }

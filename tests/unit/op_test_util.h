@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,24 @@ inline std::vector<HostTensor> runReference(const OpCase& c) {
   std::vector<HostTensor> out;
   for (auto& o : d.outputs) out.push_back(o.value);
   return out;
+}
+
+//! Seeded uniform values in [lo, hi) stored as `type` (integers floored).
+inline HostTensor uniformOfType(const Dims& d, DataType type, uint32_t seed, double lo, double hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  HostTensor f(DataType::kDOUBLE, d);
+  for (int64_t i = 0; i < f.count(); ++i) f.as<double>()[i] = isInteger(type) || type == DataType::kBOOL ? std::floor(dist(rng)) : dist(rng);
+  return convertTo(f, type);
+}
+
+//! A one-input case.
+inline OpCase unaryCase(const std::string& op, HostTensor x, Attributes a = {}) {
+  OpCase c;
+  c.op = op;
+  c.attrs = std::move(a);
+  c.inputs = {std::move(x)};
+  return c;
 }
 
 //! The reference of an op that kiln computes in float32 for float16/bfloat16 tensors (the CPU

@@ -10,20 +10,10 @@ namespace {
 using test::OpCase;
 
 HostTensor uniform(const Dims& d, DataType t, uint32_t seed, double lo = -2.0, double hi = 2.0) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  HostTensor f(DataType::kDOUBLE, d);
-  for (int64_t i = 0; i < f.count(); ++i) f.as<double>()[i] = isInteger(t) ? std::floor(dist(rng)) : dist(rng);
-  return test::convertTo(f, t);
+  return test::uniformOfType(d, t, seed, lo, hi);
 }
 
-OpCase unary(const std::string& op, HostTensor x, Attributes a = {}) {
-  OpCase c;
-  c.op = op;
-  c.attrs = std::move(a);
-  c.inputs = {std::move(x)};
-  return c;
-}
+OpCase unary(const std::string& op, HostTensor x, Attributes a = {}) { return test::unaryCase(op, std::move(x), std::move(a)); }
 
 double tolFor(DataType t) { return isInteger(t) ? 0 : t == DataType::kFLOAT ? 1e-5 : t == DataType::kHALF ? 4e-3 : 2e-2; }
 

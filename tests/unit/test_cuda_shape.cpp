@@ -12,11 +12,7 @@ using test::OpCase;
 std::string tn(DataType t) { return toString(t); }
 
 HostTensor randomTensor(const Dims& d, DataType t, uint32_t seed, double lo = -4.0, double hi = 4.0) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  HostTensor f(DataType::kDOUBLE, d);
-  for (int64_t i = 0; i < f.count(); ++i) f.as<double>()[i] = isInteger(t) || t == DataType::kBOOL ? std::floor(dist(rng)) : dist(rng);
-  return test::convertTo(f, t);
+  return test::uniformOfType(d, t, seed, lo, hi);
 }
 
 HostTensor ints(const std::vector<int64_t>& v, DataType t = DataType::kINT64, Dims d = {}) {
@@ -41,13 +37,7 @@ void checkCase(Backend& gpu, const OpCase& c, const std::string& what, double rt
 
 const DataType kMoveTypes[] = {DataType::kFLOAT, DataType::kHALF, DataType::kBF16, DataType::kINT64, DataType::kINT8, DataType::kBOOL};
 
-OpCase unary(const std::string& op, HostTensor x, Attributes a = {}) {
-  OpCase c;
-  c.op = op;
-  c.attrs = std::move(a);
-  c.inputs = {std::move(x)};
-  return c;
-}
+OpCase unary(const std::string& op, HostTensor x, Attributes a = {}) { return test::unaryCase(op, std::move(x), std::move(a)); }
 
 TEST(CudaShape, ReshapeFamilyAndDropout) {
   KILN_REQUIRE_GPU();

@@ -12,6 +12,7 @@
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
+#include "ops/det_lu.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -243,30 +244,7 @@ __global__ void detKernel(const T* __restrict__ x, T* __restrict__ y, int64_t ma
   for (int64_t m = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; m < mats; m += int64_t(gridDim.x) * blockDim.x) {
     double* a = work + m * n * n;
     for (int64_t i = 0; i < n * n; ++i) a[i] = toF(x[m * n * n + i]);
-    double det = 1;
-    for (int64_t c = 0; c < n && det != 0; ++c) {
-      int64_t piv = c;
-      for (int64_t r = c + 1; r < n; ++r)
-        if (fabs(a[r * n + c]) > fabs(a[piv * n + c])) piv = r;
-      if (a[piv * n + c] == 0) {
-        det = 0;
-        break;
-      }
-      if (piv != c) {
-        for (int64_t k = 0; k < n; ++k) {
-          const double t = a[c * n + k];
-          a[c * n + k] = a[piv * n + k];
-          a[piv * n + k] = t;
-        }
-        det = -det;
-      }
-      const double p = a[c * n + c];
-      det *= p;
-      for (int64_t r = c + 1; r < n; ++r) {
-        const double f = a[r * n + c] / p;
-        for (int64_t k = c; k < n; ++k) a[r * n + k] -= f * a[c * n + k];
-      }
-    }
+    const double det = luDeterminant(a, n);
     y[m] = fromF<T>(static_cast<float>(det));
   }
 }
