@@ -203,7 +203,14 @@ Attributes makePluginLayerAttrs(const std::string& layerName, const IPluginCreat
   if (nbOutputs) *nbOutputs = p->nbOutputs();
   if (p->nbOutputs() < 0 || p->nbOutputs() > 1024)
     throw Error("layer '" + layerName + "': plugin '" + creator.name() + "' reports " + std::to_string(p->nbOutputs()) + " outputs");
-  Attributes a = fields;
+  // What the plan stores is what the plugin says recreates it (IPluginCore::fields), checked now
+  // against the creator's specs so that a plugin that reports a bad field fails at build time.
+  Attributes a = p->fields();
+  try {
+    checkFields(layerName, creator, a);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (in the fields the plugin reports for serialization)");
+  }
   a.set(kPluginNameAttr, creator.name());
   a.set(kPluginVersionAttr, creator.version());
   a.set(kPluginNamespaceAttr, creator.pluginNamespace());

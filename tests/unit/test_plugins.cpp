@@ -29,6 +29,9 @@ class AffinePlugin : public IPlugin {
     Attributes a;
     a.set("scale", scale_);
     a.set("bias", bias_);
+    if (status_) a.set("status", status_);
+    if (badShape_) a.set("bad_shape", badShape_);
+    if (badShape_ == 4) a.set("scale", int64_t(1));  // reports a field of the wrong type
     return a;
   }
   int32_t nbOutputs() const override { return 1; }
@@ -234,6 +237,14 @@ TEST(Plugins, ImpossibleOutputShapesAreClearErrors) {
                 e.find("overflows") != std::string::npos)
         << mode << ": " << e;
   }
+}
+
+TEST(Plugins, FieldsThePluginReportsAreCheckedAtBuildTime) {
+  Attributes f = affineFields(1.f, 0.f);
+  f.set("bad_shape", int64_t(4));  // fields() then reports scale as an INT
+  std::string e = errorOf([&] { buildAffine(f); });
+  EXPECT_NE(e.find("field 'scale' must be FLOAT but is INT"), std::string::npos) << e;
+  EXPECT_NE(e.find("reports for serialization"), std::string::npos) << e;
 }
 
 TEST(Plugins, FailingEnqueueIsAClearError) {
