@@ -1,6 +1,7 @@
 // ONNX importer: ModelProto -> Network. One generic path for every op: the node becomes a layer
 // with the same op name and attributes; the op's `normalize` brings older opsets to the newest
-// form. Ops without an OpDef are collected and reported together.
+// form. Ops without an OpDef are collected and reported together. Calls of model-local functions
+// (ModelProto.functions) are inlined first; a node with no importer may be a registered plugin.
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <sys/stat.h>
@@ -9,6 +10,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "kiln/onnx_parser.h"
 #include "onnx/tensor_proto.h"
@@ -120,8 +122,15 @@ struct Importer {
     // may read a tensor produced later in the list (the graph is topologically sorted after).
     std::vector<std::string> unsupported;
     std::vector<std::pair<Layer*, const onnx::NodeProto*>> created;
+    for (const auto& f : model.functions()) {
+      auto key = std::make_tuple(f.domain(), f.name(), f.overload());
+      if (!functions.emplace(key, &f).second)
+        throw Error("model-local function '" + f.domain() + "::" + f.name() + "' is defined twice");
+    }
+    std::vector<onnx::NodeProto> nodes;  // the graph's nodes with model-local function calls inlined
+    for (const auto& node : g.node()) expandNode(node, nodes, 0);
     int index = 0;
-    for (const auto& node : g.node()) {
+    for (const auto& node : nodes) {
       std::string name = node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
       ++index;
       const std::string& dom = node.domain();
@@ -205,6 +214,68 @@ struct Importer {
     net.topoSort();
   }
 
+  // ---- model-local functions (ModelProto.functions): inlined at import --------------------------
+
+  std::map<std::tuple<std::string, std::string, std::string>, const onnx::FunctionProto*> functions;
+
+  const onnx::FunctionProto* functionFor(const onnx::NodeProto& node) const {
+    if (functions.empty()) return nullptr;
+    auto it = functions.find(std::make_tuple(node.domain(), node.op_type(), node.overload()));
+    if (it == functions.end() && isDefaultDomain(node.domain()))
+      it = functions.find(std::make_tuple(std::string(node.domain().empty() ? "ai.onnx" : ""), node.op_type(), node.overload()));
+    if (it == functions.end()) return nullptr;
+    if (options.pluginOverride && findPlugin(node)) return nullptr;  // a registered plugin replaces the body
+    return it->second;
+  }
+
+  //! Appends `node` to `out`, or, when it calls a model-local function, the function's body with
+  //! its tensors renamed into the caller's scope and attribute references resolved (recursively).
+  void expandNode(const onnx::NodeProto& node, std::vector<onnx::NodeProto>& out, int depth) {
+    const onnx::FunctionProto* f = functionFor(node);
+    if (!f) {
+      out.push_back(node);
+      return;
+    }
+    if (depth >= 32) throw Error("model-local function '" + f->name() + "' nests more than 32 calls deep (recursive?)");
+    const std::string scope = (node.name().empty() ? f->name() + "_" + std::to_string(out.size()) : node.name()) + "/";
+    std::map<std::string, std::string> rename;
+    for (int i = 0; i < f->input_size(); ++i) rename[f->input(i)] = i < node.input_size() ? node.input(i) : "";
+    for (int i = 0; i < f->output_size(); ++i)
+      rename[f->output(i)] = i < node.output_size() ? node.output(i) : scope + f->output(i);
+    auto mapped = [&](const std::string& name) {
+      if (name.empty()) return name;
+      auto it = rename.find(name);
+      return it != rename.end() ? it->second : scope + name;
+    };
+    std::map<std::string, const onnx::AttributeProto*> given, defaults;
+    for (const auto& a : node.attribute()) given[a.name()] = &a;
+    for (const auto& a : f->attribute_proto()) defaults[a.name()] = &a;
+    for (const auto& body : f->node()) {
+      onnx::NodeProto n = body;
+      n.set_name(scope + (body.name().empty() ? body.op_type() : body.name()));
+      for (int i = 0; i < n.input_size(); ++i) n.set_input(i, mapped(body.input(i)));
+      for (int i = 0; i < n.output_size(); ++i) n.set_output(i, mapped(body.output(i)));
+      n.clear_attribute();
+      for (const auto& a : body.attribute()) {
+        if (a.ref_attr_name().empty()) {
+          *n.add_attribute() = a;
+          continue;
+        }
+        auto it = given.find(a.ref_attr_name());
+        const onnx::AttributeProto* src = it != given.end() ? it->second : nullptr;
+        if (!src) {
+          auto d = defaults.find(a.ref_attr_name());
+          src = d != defaults.end() ? d->second : nullptr;
+        }
+        if (!src) continue;  // an unset optional attribute of the function: the op's default
+        onnx::AttributeProto* dst = n.add_attribute();
+        *dst = *src;
+        dst->set_name(a.name());
+      }
+      expandNode(n, out, depth + 1);
+    }
+  }
+
   static std::string pluginVersion(const onnx::NodeProto& node) {
     for (const auto& a : node.attribute())
       if (a.name() == "plugin_version") {
@@ -259,7 +330,7 @@ void parseModel(const void* data, size_t size, Network& network, const std::stri
   if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
     throw Error("malformed ONNX model: the file is not a valid ModelProto (truncated or corrupt protobuf)");
   if (!model.has_graph()) throw Error("malformed ONNX model: no graph");
-  Importer imp{network, baseDir, logger, options, 0, {}};
+  Importer imp{network, baseDir, logger, options, 0, {}, {}};
   imp.run(model);
 }
 

@@ -459,6 +459,46 @@ def make_legacy_cnn_opset7(seed=7) -> onnx.ModelProto:
     return model
 
 
+def make_local_functions(seed=8) -> onnx.ModelProto:
+    """An MLP whose activation is a model-local function (ModelProto.functions, custom domain),
+    as exporters emit for modules they keep whole: ScaledGelu(x; alpha) calls a nested function
+    Halve, reads its attribute through ref_attr_name, and is called once with alpha set and once
+    relying on the function's default (attribute_proto)."""
+    rng = np.random.default_rng(seed)
+    dom = "com.kiln.test"
+    halve = helper.make_function(dom, "Halve", ["v"], ["h"], [
+        helper.make_node("Constant", [], ["half"], value=numpy_helper.from_array(np.array(0.5, np.float32))),
+        helper.make_node("Mul", ["v", "half"], ["h"])], [helper.make_opsetid("", 17)])
+    alpha_ref = helper.make_attribute_ref("value_float", onnx.AttributeProto.FLOAT)
+    alpha_ref.ref_attr_name = "alpha"
+    scaled = onnx.helper.make_function(dom, "ScaledGelu", ["x"], ["y"], [
+        helper.make_node("Constant", [], ["alpha_t"], name="alpha_const"),
+        helper.make_node("Mul", ["x", "alpha_t"], ["xa"]),
+        helper.make_node("Constant", [], ["rsqrt2"], value=numpy_helper.from_array(np.array(1 / math.sqrt(2), np.float32))),
+        helper.make_node("Mul", ["xa", "rsqrt2"], ["s"]),
+        helper.make_node("Erf", ["s"], ["e"]),
+        helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array(1.0, np.float32))),
+        helper.make_node("Add", ["e", "one"], ["e1"]),
+        helper.make_node("Mul", ["xa", "e1"], ["p"]),
+        helper.make_node("Halve", ["p"], ["y"], domain=dom)],
+        [helper.make_opsetid("", 17), helper.make_opsetid(dom, 1)], attributes=[],
+        attribute_protos=[helper.make_attribute("alpha", 1.0)])
+    scaled.node[0].attribute.append(alpha_ref)
+    w1 = numpy_helper.from_array((rng.standard_normal((32, 64)) * 0.2).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array((rng.standard_normal((64, 16)) * 0.2).astype(np.float32), "w2")
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h1"], name="fc1"),
+             helper.make_node("ScaledGelu", ["h1"], ["a1"], domain=dom, name="act1", alpha=1.7),
+             helper.make_node("MatMul", ["a1", "w2"], ["h2"], name="fc2"),
+             helper.make_node("ScaledGelu", ["h2"], ["y"], domain=dom, name="act2")]
+    g = helper.make_graph(nodes, "local_functions", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])], [w1, w2])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(dom, 1)],
+                          functions=[halve, scaled])
+    m.ir_version = 10
+    onnx.checker.check_model(m)
+    return m
+
+
 def rename_outputs(model: onnx.ModelProto, names: dict[str, str]) -> None:
     """Gives graph outputs their exported names (last_hidden_state, logits, ...)."""
     for node in model.graph.node:
@@ -489,6 +529,7 @@ TEST_MODELS = {
     "bert_dynamic": lambda: make_bert(dynamic=True, name="bert_dynamic"),
     "gpt2": lambda: make_gpt2(),
     "legacy_cnn_opset7": lambda: make_legacy_cnn_opset7(),
+    "local_functions": lambda: make_local_functions(),
 }
 
 
