@@ -128,7 +128,7 @@ def test_help_lists_every_flag():
                  "--exportLayerInfo", "--threads", "--device", "--fp16", "--bf16", "--int8", "--noTF32",
                  "--stronglyTyped", "--builderOptimizationLevel", "--maxAuxStreams", "--useCudaGraph", "--streams",
                  "--noDataTransfers", "--verbose", "--help", "--timingCacheFile", "--plugins", "--listPlugins",
-                 "--enablePluginOverride"]:
+                 "--enablePluginOverride", "--precisionConstraints", "--layerPrecisions"]:
         assert flag in out, f"{flag} missing from --help"
 
 
@@ -221,6 +221,17 @@ def test_random_input_rules():
     assert out["ids_out"][0] == "int64" and ids.min() >= 0 and ids.max() <= 9 and len(np.unique(ids)) > 3, ids
     assert np.all(mask == 1), mask
     assert x.min() >= -1 and x.max() <= 1 and x.std() > 0.3, x
+
+
+def test_layer_precisions():
+    model = static_model()
+    ok = run(["--onnx=" + model, "--precisionConstraints=obey", "--layerPrecisions=*:fp32", *FAST])
+    assert "--layerPrecisions" in ok.stderr and "float32" in ok.stderr, ok.stderr  # the CPU warns
+    expect_error(["--onnx=" + model, "--precisionConstraints=obey", "--layerPrecisions=no_such_layer:fp32", *FAST],
+                 r"no layer named 'no_such_layer'", status=2)
+    expect_error(["--onnx=" + model, "--precisionConstraints=obey", "--layerPrecisions=*:fp8", *FAST], r"fp32, fp16 or bf16",
+                 status=2)
+    expect_error(["--onnx=" + model, "--layerPrecisions=*:fp32", *FAST], r"precisionConstraints", status=2)
 
 
 def test_timing_cache():

@@ -157,3 +157,45 @@ TEST(Passes, PointwiseChainFuses) {
   EXPECT_EQ(info.find("\"op\":\"Sqrt\""), std::string::npos) << info;
   EXPECT_EQ(info.find("\"op\":\"Mul\""), std::string::npos) << info;
 }
+
+#include "builder/passes/passes.h"
+#include "ir/shape_propagation.h"
+
+TEST(Passes, PrecisionConstraintsSurviveFusionAndAreObeyed) {
+  // MatMul -> Relu (pinned to float32) -> Softmax: the activation fuses into the MatMul, which
+  // inherits the constraint; under float16 with obeyed constraints the fused MatMul keeps float32
+  // inputs while the Softmax computes in float16.
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {4, 16});
+  Layer* mm = net.addMatMul(x, net.addConstant("w", randomTensor({16, 8}, 3)));
+  Layer* relu = net.addActivation(mm->outputs[0], "Relu");
+  relu->precision = DataType::kFLOAT;
+  Layer* sm = net.addSoftmax(relu->outputs[0], -1);
+  net.markOutput(sm->outputs[0]);
+  net.topoSort();
+  propagateShapes(net, nullptr, true);
+  ASSERT_TRUE(fuseActivation(net));
+  removeFoldedLayers(net);
+  net.topoSort();
+  Layer* fused = nullptr;
+  for (auto& l : net.layers())
+    if (l->op == "MatMul") fused = l.get();
+  ASSERT_NE(fused, nullptr);
+  ASSERT_TRUE(fused->precision.has_value());
+  EXPECT_EQ(*fused->precision, DataType::kFLOAT);
+  ASSERT_TRUE(assignPrecision(net, DataType::kHALF, /*obeyConstraints=*/true));
+  propagateShapes(net, nullptr, true);
+  for (auto& l : net.layers()) {
+    if (l->op == "MatMul") EXPECT_EQ(l->inputs[0]->type, DataType::kFLOAT) << "pinned layer computes in float32";
+    if (l->op == "Softmax") EXPECT_EQ(l->inputs[0]->type, DataType::kHALF) << "unpinned layer computes in float16";
+  }
+  // Without obeying, everything goes float16.
+  Network net2;
+  Tensor* x2 = net2.addInput("x", DataType::kFLOAT, {4, 16});
+  Layer* mm2 = net2.addMatMul(x2, net2.addConstant("w", randomTensor({16, 8}, 3)));
+  mm2->precision = DataType::kFLOAT;
+  net2.markOutput(mm2->outputs[0]);
+  propagateShapes(net2, nullptr, true);
+  ASSERT_TRUE(assignPrecision(net2, DataType::kHALF, /*obeyConstraints=*/false));
+  EXPECT_EQ(mm2->inputs[0]->type, DataType::kHALF);
+}

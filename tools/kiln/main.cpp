@@ -129,6 +129,7 @@ BuilderConfig makeBuilderConfig(const Options& o, DeviceType device, ILogger& lo
   precision(o.bf16, BuilderFlag::kBF16, "BF16 (--bf16)");
   precision(o.int8, BuilderFlag::kINT8, "INT8 (--int8)");
   if (o.noTF32) cfg.setFlag(BuilderFlag::kTF32, false);
+  if (o.precisionConstraints != "none") cfg.setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS, true);
   if (o.stronglyTyped) cfg.setFlag(BuilderFlag::kSTRONGLY_TYPED, true);
   if (o.builderOptimizationLevel) cfg.setBuilderOptimizationLevel(*o.builderOptimizationLevel);
   if (o.maxAuxStreams) {
@@ -140,6 +141,29 @@ BuilderConfig makeBuilderConfig(const Options& o, DeviceType device, ILogger& lo
   return cfg;
 }
 
+//! --layerPrecisions: sets each named layer's precision constraint ("*": every layer; a later,
+//! named entry overrides it). A name no layer has is an error that lists a few that exist.
+void applyLayerPrecisions(Network& net, const Options& o, DeviceType device, ILogger& logger) {
+  if (o.layerPrecisions.empty()) return;
+  if (device == DeviceType::kCPU)
+    logger.log(Severity::kWARNING, "--layerPrecisions: the CPU computes every layer in float32; the constraints are kept in the plan only");
+  if (auto all = o.layerPrecisions.find("*"); all != o.layerPrecisions.end())
+    for (auto& l : net.layers()) l->precision = all->second;
+  for (const auto& [name, type] : o.layerPrecisions) {
+    if (name == "*") continue;
+    Layer* found = nullptr;
+    for (auto& l : net.layers())
+      if (l->name == name) found = l.get();
+    if (!found) {
+      std::string some;
+      for (int i = 0; i < net.nbLayers() && i < 5; ++i) some += (i ? ", " : "") + std::string("'") + net.layer(i)->name + "'";
+      throw UsageError("--layerPrecisions: the model has no layer named '" + name + "' (layers are named after the ONNX nodes, e.g. " +
+                       some + ")");
+    }
+    found->precision = type;
+  }
+}
+
 std::unique_ptr<Engine> buildEngine(const Options& o, DeviceType device, CliLogger& logger) {
   Network network;
   double t0 = nowMs();
@@ -148,6 +172,7 @@ std::unique_ptr<Engine> buildEngine(const Options& o, DeviceType device, CliLogg
   parseOnnxFile(o.onnx, network, logger, parserOptions);
   logger.log(Severity::kINFO, "Parsed '" + o.onnx + "': " + std::to_string(network.nbLayers()) + " layers in " +
                                   std::to_string((nowMs() - t0) / 1000.0) + " sec");
+  applyLayerPrecisions(network, o, device, logger);
   BuilderConfig cfg = makeBuilderConfig(o, device, logger);
   if (auto profile = makeProfile(network, o, logger)) cfg.addOptimizationProfile(*profile);
   TimingCache cache;

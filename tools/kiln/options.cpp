@@ -90,6 +90,21 @@ std::map<std::string, std::string> parseInputSpec(const std::string& spec) {
   return out;
 }
 
+std::map<std::string, DataType> parseLayerPrecisions(const std::string& spec) {
+  std::map<std::string, DataType> out;
+  for (const std::string& item : splitUnquoted(spec, ',')) {
+    if (trim(item).empty()) throw UsageError("--layerPrecisions: empty entry in '" + spec + "'");
+    auto [name, type] = splitNameValue("--layerPrecisions", item);
+    DataType t;
+    if (type == "fp32") t = DataType::kFLOAT;
+    else if (type == "fp16") t = DataType::kHALF;
+    else if (type == "bf16") t = DataType::kBF16;
+    else throw UsageError("--layerPrecisions: '" + type + "' for '" + name + "' is not fp32, fp16 or bf16");
+    if (!out.emplace(name, t).second) throw UsageError("--layerPrecisions: layer '" + name + "' is given twice");
+  }
+  return out;
+}
+
 std::vector<double> parsePercentiles(const std::string& spec) {
   std::vector<double> out;
   for (const std::string& raw : splitUnquoted(spec, ',')) {
@@ -189,6 +204,13 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
   app.add_option("--builderOptimizationLevel", o.builderOptimizationLevel,
                  "0..5: search breadth; level L times the first 2^L tactics per layer (default 3; 0: no timing)")
       ->check(CLI::Range(0, 5));
+  app.add_option("--precisionConstraints", o.precisionConstraints,
+                 "none (default): --fp16/--bf16 decide every layer; prefer/obey: honour --layerPrecisions")
+      ->check(CLI::IsMember({"none", "prefer", "obey"}));
+  std::vector<std::string> layerPrecisions;
+  repeatable(app.add_option("--layerPrecisions", layerPrecisions,
+                            "Compute precision per layer: name:fp32|fp16|bf16[,name2:...]; '*' names every layer "
+                            "(needs --precisionConstraints=prefer or obey)"));
   app.add_option("--timingCacheFile", o.timingCacheFile,
                  "Tactic timings: read from this file (if it exists) and saved back after the build, so a rebuild "
                  "skips timing what it has timed before");
@@ -219,6 +241,11 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
       if (!o.loadInputs.emplace(name, file).second)
         throw UsageError("--loadInputs: input '" + name + "' is given twice");
   if (!percentile.empty()) o.percentiles = parsePercentiles(percentile);
+  for (const auto& spec : layerPrecisions)
+    for (auto& [name, t] : parseLayerPrecisions(spec))
+      if (!o.layerPrecisions.emplace(name, t).second) throw UsageError("--layerPrecisions: layer '" + name + "' is given twice");
+  if (!o.layerPrecisions.empty() && o.precisionConstraints == "none")
+    throw UsageError("--layerPrecisions needs --precisionConstraints=prefer or obey (as trtexec)");
   if (!device.empty()) o.device = device;
   checkConsistency(o);
   return ParseOutcome::kRun;

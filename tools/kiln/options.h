@@ -53,6 +53,8 @@ struct Options {
   std::optional<int> builderOptimizationLevel;
   std::optional<int> maxAuxStreams;
   std::string timingCacheFile;  //!< read (when it exists) and updated by the build
+  std::string precisionConstraints = "none";        //!< none | prefer | obey
+  std::map<std::string, DataType> layerPrecisions;  //!< layer name ("*": every layer) -> compute type
 
   // Plugins.
   std::vector<std::string> plugins;  //!< plugin libraries to load (--plugins, repeatable)
@@ -78,6 +80,8 @@ class UsageError : public Error {
 ShapeMap parseShapeSpec(const std::string& flag, const std::string& spec);
 //! Parses "name:file,name2:file2" for --loadInputs. Throws UsageError.
 std::map<std::string, std::string> parseInputSpec(const std::string& spec);
+//! Parses "name:fp32,name2:fp16" for --layerPrecisions (a name may be quoted). Throws UsageError.
+std::map<std::string, DataType> parseLayerPrecisions(const std::string& spec);
 //! Parses "90,95,99" (each in [0, 100]). Throws UsageError.
 std::vector<double> parsePercentiles(const std::string& spec);
 

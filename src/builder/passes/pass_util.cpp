@@ -12,6 +12,12 @@ Layer* soleConsumer(const Network& net, const Tensor* t) {
 }
 
 void recordFusion(Layer* into, const Layer* from) {
+  // A precision constraint survives fusion; where two meet, the wider type wins (a layer pinned
+  // to float32 for accuracy must not end up computing in float16 inside a fused layer).
+  if (from->precision) {
+    auto rank = [](DataType t) { return t == DataType::kFLOAT ? 2 : (t == DataType::kHALF || t == DataType::kBF16 ? 1 : 0); };
+    if (!into->precision || rank(*from->precision) > rank(*into->precision)) into->precision = from->precision;
+  }
   if (into->fusedOps.empty()) into->fusedOps.push_back(into->op + ":" + into->name);
   if (from->fusedOps.empty()) into->fusedOps.push_back(from->op + ":" + from->name);
   else into->fusedOps.insert(into->fusedOps.end(), from->fusedOps.begin(), from->fusedOps.end());
