@@ -102,29 +102,6 @@ void castBuffer(const TensorView& in, const TensorView& out) {
   });
 }
 
-//! ONNX TensorProto.DataType codes -> kiln types.
-DataType fromOnnxType(const LayerDesc& l, int64_t code) {
-  switch (code) {
-    case 1: return DataType::kFLOAT;
-    case 2: return DataType::kUINT8;
-    case 3: return DataType::kINT8;
-    case 4: return DataType::kUINT16;
-    case 5: return DataType::kINT16;
-    case 6: return DataType::kINT32;
-    case 7: return DataType::kINT64;
-    case 9: return DataType::kBOOL;
-    case 10: return DataType::kHALF;
-    case 11: return DataType::kDOUBLE;
-    case 12: return DataType::kUINT32;
-    case 13: return DataType::kUINT64;
-    case 16: return DataType::kBF16;
-    default: break;
-  }
-  if (code == 8 || code == 14 || code == 15 || (code >= 17 && code <= 25))
-    throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): cast to ONNX data type " + std::to_string(code) +
-                           " (string/complex/float8/4-bit) is not supported");
-  opError(l, "attribute 'to' has an invalid ONNX data type " + std::to_string(code));
-}
 
 void castInfer(LayerDesc& l) {
   requireInputs(l, 1, 1);
@@ -154,6 +131,29 @@ void castNormalize(Network&, Layer& layer, int opset) {
 }
 
 }  // namespace
+
+DataType fromOnnxType(const LayerDesc& l, int64_t code) {
+  switch (code) {
+    case 1: return DataType::kFLOAT;
+    case 2: return DataType::kUINT8;
+    case 3: return DataType::kINT8;
+    case 4: return DataType::kUINT16;
+    case 5: return DataType::kINT16;
+    case 6: return DataType::kINT32;
+    case 7: return DataType::kINT64;
+    case 9: return DataType::kBOOL;
+    case 10: return DataType::kHALF;
+    case 11: return DataType::kDOUBLE;
+    case 12: return DataType::kUINT32;
+    case 13: return DataType::kUINT64;
+    case 16: return DataType::kBF16;
+    default: break;
+  }
+  if (code == 8 || code == 14 || code == 15 || (code >= 17 && code <= 25))
+    throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): cast to ONNX data type " + std::to_string(code) +
+                           " (string/complex/float8/4-bit) is not supported");
+  opError(l, "attribute 'to' has an invalid ONNX data type " + std::to_string(code));
+}
 
 void registerElementwiseCastOps(OpRegistry& r) {
   OpDef cast;

@@ -19,6 +19,7 @@ OpRegistry::OpRegistry() {
   registerFusedOps(*this);
   registerLayoutOps(*this);
   registerPluginOps(*this);
+  registerQuantizeOps(*this);
 }
 
 OpRegistry& OpRegistry::instance() {

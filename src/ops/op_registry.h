@@ -66,6 +66,8 @@ void registerFusedOps(OpRegistry& r);
 void registerLayoutOps(OpRegistry& r);
 //! The "Plugin" op: layers implemented by registered plugins (plugin/plugin_layer.cpp).
 void registerPluginOps(OpRegistry& r);
+//! QuantizeLinear / DequantizeLinear (ops/quantize.cpp).
+void registerQuantizeOps(OpRegistry& r);
 
 //! Runs the op's inference on `layer`; throws kiln::Error prefixed with the layer's name.
 void inferLayer(LayerDesc& layer);

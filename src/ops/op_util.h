@@ -22,6 +22,9 @@ std::vector<int64_t> rowMajorStrides(const Dims& d);
 std::vector<int64_t> broadcastStrides(const Dims& from, const Dims& to);
 //! Returns the values of input i, which must be known (a value input); throws otherwise.
 const HostTensor& knownValue(const LayerDesc& l, size_t i);
+//! ONNX TensorProto.DataType code -> kiln type (an attribute such as Cast's `to`); throws
+//! UnsupportedError for string/complex/float8/4-bit codes, kiln::Error for unknown ones.
+DataType fromOnnxType(const LayerDesc& l, int64_t code);
 //! Sets output i's type and dims.
 void setOutput(LayerDesc& l, size_t i, DataType t, const Dims& d);
 

@@ -167,7 +167,7 @@ void normalizeTopK(Network& net, Layer& layer, int opset) {
   layer.attrs.erase("k");
 }
 
-// ---- CumSum -----------------------------------------------------------------------------------
+// ---- CumSum / CumProd --------------------------------------------------------------------------
 
 //! a + b; integers wrap around (two's complement) instead of overflowing.
 template <typename T>
@@ -177,6 +177,17 @@ T wrappingAdd(T a, T b) {
     return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
   } else {
     return a + b;
+  }
+}
+
+//! a * b; integers wrap around (two's complement) instead of overflowing.
+template <typename T>
+T wrappingMul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+  } else {
+    return a * b;
   }
 }
 
@@ -212,6 +223,7 @@ void refCumSum(const LayerDesc& l, const KernelIO& io) {
   checkCumSumAxisInput(l);
   const bool exclusive = l.attrs->getInt("exclusive", 0) != 0;
   const bool reverse = l.attrs->getInt("reverse", 0) != 0;
+  const bool product = l.op == "CumProd";
   AxisView v = viewAround(io.in[0].dims, readAxisInput(l, io, static_cast<int64_t>(io.in[0].dims.size())));
   dispatchNumeric(io.in[0].type, [&](auto tag) {
     using T = decltype(tag);
@@ -222,18 +234,14 @@ void refCumSum(const LayerDesc& l, const KernelIO& io) {
       T* out = io.out[0].as<T>();
       for (int64_t o = 0; o < v.outer; ++o)
         for (int64_t i = 0; i < v.inner; ++i) {
-          T acc = T(0);
+          T acc = product ? T(1) : T(0);
           for (int64_t s = 0; s < v.len; ++s) {
             int64_t j = reverse ? v.len - 1 - s : s;
             int64_t off = (o * v.len + j) * v.inner + i;
             T x = in[off];
-            if (exclusive) {
-              out[off] = acc;
-              acc = wrappingAdd(acc, x);
-            } else {
-              acc = wrappingAdd(acc, x);
-              out[off] = acc;
-            }
+            if (exclusive) out[off] = acc;
+            acc = product ? wrappingMul(acc, x) : wrappingAdd(acc, x);
+            if (!exclusive) out[off] = acc;
           }
         }
     }
@@ -265,6 +273,10 @@ void registerSelectionOps(OpRegistry& r) {
   cumsum.ref = refCumSum;
   cumsum.minOpset = 11;
   r.add(cumsum);
+  OpDef cumprod = cumsum;  // same attributes and shapes (opset 26)
+  cumprod.name = "CumProd";
+  cumprod.minOpset = 26;
+  r.add(cumprod);
 }
 
 }  // namespace kiln

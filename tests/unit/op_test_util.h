@@ -40,6 +40,8 @@ inline HostTensor convertTo(const HostTensor& t, DataType type) {
       case DataType::kDOUBLE: o.as<double>()[i] = v; break;
       case DataType::kINT64: o.as<int64_t>()[i] = static_cast<int64_t>(v); break;
       case DataType::kINT32: o.as<int32_t>()[i] = static_cast<int32_t>(v); break;
+      case DataType::kINT16: o.as<int16_t>()[i] = static_cast<int16_t>(v); break;
+      case DataType::kUINT16: o.as<uint16_t>()[i] = static_cast<uint16_t>(v); break;
       case DataType::kINT8: o.as<int8_t>()[i] = static_cast<int8_t>(v); break;
       case DataType::kUINT8: o.as<uint8_t>()[i] = static_cast<uint8_t>(v); break;
       case DataType::kBOOL: o.as<uint8_t>()[i] = v != 0; break;

@@ -228,3 +228,45 @@ TEST(CudaMiscOps, RotaryEmbedding) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(CudaMiscOps, QuantizeDequantizeAndCumProd) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  struct Mode { Dims scale; int64_t axis, block; };
+  const Mode modes[] = {{{}, 1, 0}, {{6}, 1, 0}, {{4, 2, 5}, 1, 3}, {{4, 6, 2}, -1, 3}};
+  for (const Mode& m : modes)
+    for (DataType q : {DataType::kINT8, DataType::kUINT8, DataType::kINT16})
+      for (DataType f : {DataType::kFLOAT, DataType::kHALF}) {
+        test::OpCase c;
+        c.op = "QuantizeLinear";
+        c.attrs.set("axis", m.axis);
+        if (m.block) c.attrs.set("block_size", m.block);
+        c.inputs = {uniform({4, 6, 5}, f, 70, -300, 300), uniform(m.scale, f, 71, 0.5, 3)};
+        c.inputs.push_back(uniform(m.scale, q, 72, 0, 20));
+        test::checkAllTactics(*gpu, c, "QuantizeLinear", 0, 0);
+        test::OpCase d;
+        d.op = "DequantizeLinear";
+        d.attrs = c.attrs;
+        d.inputs = {uniform({4, 6, 5}, q, 73, 0, 100), c.inputs[1], c.inputs[2]};
+        test::checkAllTactics(*gpu, d, "DequantizeLinear", 0, 0);
+      }
+  for (int64_t exclusive : {0, 1})
+    for (int64_t reverse : {0, 1})
+      for (DataType t : {DataType::kFLOAT, DataType::kINT32}) {
+        test::OpCase c;
+        c.op = "CumProd";
+        c.attrs.set("exclusive", exclusive);
+        c.attrs.set("reverse", reverse);
+        HostTensor axis(DataType::kINT64, {});
+        *axis.as<int64_t>() = 1;
+        c.inputs = {t == DataType::kFLOAT ? uniform({3, 100, 4}, t, 74, 0.9, 1.1) : uniform({3, 100, 4}, t, 74, -2, 3), axis};
+        c.constant = {false, true};
+        test::checkAllTactics(*gpu, c, "CumProd", 1e-4, 1e-4);
+      }
+}
+
+}  // namespace
+}  // namespace kiln

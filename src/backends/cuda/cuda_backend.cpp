@@ -37,6 +37,7 @@ const std::vector<CudaTacticDef>& inventory() {
     addRecurrentCudaTactics(t);
     addRotaryCudaTactics(t);
     addLayoutCudaTactics(t);
+    addQuantizeCudaTactics(t);
     return t;
   }();
   return v;

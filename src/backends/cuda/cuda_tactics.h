@@ -21,6 +21,7 @@ void addMatMulIntegerCudaTactics(std::vector<CudaTacticDef>& v);  // MatMulInteg
 void addEinsumCudaTactics(std::vector<CudaTacticDef>& v);         // Einsum (einsum_cuda.cu)
 void addRecurrentCudaTactics(std::vector<CudaTacticDef>& v);      // RNN, GRU, LSTM (recurrent_cuda.cu)
 void addRotaryCudaTactics(std::vector<CudaTacticDef>& v);         // RotaryEmbedding (rotary_cuda.cu)
+void addQuantizeCudaTactics(std::vector<CudaTacticDef>& v);       // QuantizeLinear, DequantizeLinear (quantize_cuda.cu)
 void addLayoutCudaTactics(std::vector<CudaTacticDef>& v);         // LayoutConvert nchw <-> nhwc (layout_cuda.cu)
 
 }  // namespace kiln

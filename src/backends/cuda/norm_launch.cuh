@@ -147,6 +147,7 @@ struct CumSumParams {
   DataType type = DataType::kFLOAT;
   int64_t outer = 1, len = 1, inner = 1;
   bool exclusive = false, reverse = false;
+  bool product = false;  //!< CumProd
   const void* x = nullptr;
   void* y = nullptr;
 };

@@ -385,6 +385,7 @@ class CumSumKernel : public Kernel {
     splitAround(x, axis, p.outer, p.len, p.inner);
     p.exclusive = l.attrs->getInt("exclusive", 0) != 0;
     p.reverse = l.attrs->getInt("reverse", 0) != 0;
+    p.product = l.op == "CumProd";
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
@@ -422,6 +423,7 @@ void addNormalizationCudaTactics(std::vector<CudaTacticDef>& v) {
   v.push_back({"ArgMin", "cuda", supportsArg, createPlain<ArgKernel>});
   v.push_back({"TopK", "cuda", supportsTopK, createPlain<TopKKernel>});
   v.push_back({"CumSum", "cuda", supportsCumSum, createWithLayer<CumSumKernel>});
+  v.push_back({"CumProd", "cuda", supportsCumSum, createWithLayer<CumSumKernel>});
 }
 
 }  // namespace kiln

@@ -1,4 +1,4 @@
-// CUDA kernels: ArgMax / ArgMin, TopK and CumSum, each along one axis of X viewed as
+// CUDA kernels: ArgMax / ArgMin, TopK and CumSum / CumProd, each along one axis of X viewed as
 // [outer, len, inner]. Values are compared in float32 (exact for float/half/bf16) or int64.
 //  - ArgMax/ArgMin: along the last axis a row per blockDim.x threads; else a thread per line.
 //  - TopK: a block per line selects the k best one after the other (k passes over the line, the
@@ -293,24 +293,20 @@ __global__ void cumsumColumnKernel(const CumSumParams p) {
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t o = t / p.inner, i = t % p.inner;
     const int64_t base = o * p.len * p.inner + i;
-    A run = A(0);
+    A run = p.product ? A(1) : A(0);
     for (int64_t s = 0; s < p.len; ++s) {
       const int64_t off = base + (p.reverse ? p.len - 1 - s : s) * p.inner;
       const A v = scanValue(x[off]);
-      if (p.exclusive) {
-        y[off] = scanResult<T>(run);
-        run += v;
-      } else {
-        run += v;
-        y[off] = scanResult<T>(run);
-      }
+      if (p.exclusive) y[off] = scanResult<T>(run);
+      run = p.product ? run * v : run + v;
+      if (!p.exclusive) y[off] = scanResult<T>(run);
     }
   }
 }
 
 template <typename T>
 void cumsumTyped(const CumSumParams& p, cudaStream_t stream) {
-  if (p.inner == 1 && p.len > 64) {
+  if (p.inner == 1 && p.len > 64 && !p.product) {  // products scan line by line
     if (p.outer > 0x7fffffff) throw UnsupportedError("CumSum: too many rows for one launch");
     cumsumRowKernel<T><<<static_cast<unsigned>(p.outer), kScanThreads, 0, stream>>>(p);
   } else {

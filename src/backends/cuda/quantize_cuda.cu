@@ -1,0 +1,175 @@
+// CUDA tactic "cuda" for QuantizeLinear / DequantizeLinear (ops/quantize.cpp has the semantics):
+// per-tensor, per-axis and blocked scales / zero points, int8/uint8/int16/uint16 (and int32 for
+// DequantizeLinear) with float32/float16/bfloat16 scales. One thread per element; the quotient is
+// rounded to the reference's type and then to nearest-even (rintf), as the CPU reference does.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backends/cuda/conv_act.cuh"
+#include "backends/cuda/cuda_tactics.h"
+#include "backends/cuda/cuda_util.h"
+#include "ops/op_util.h"
+
+namespace kiln {
+
+namespace {
+
+enum Elem : int { kF32, kF16, kBF16, kI8, kU8, kI16, kU16, kI32 };
+
+int elemOf(DataType t) {
+  switch (t) {
+    case DataType::kFLOAT: return kF32;
+    case DataType::kHALF: return kF16;
+    case DataType::kBF16: return kBF16;
+    case DataType::kINT8: return kI8;
+    case DataType::kUINT8: return kU8;
+    case DataType::kINT16: return kI16;
+    case DataType::kUINT16: return kU16;
+    case DataType::kINT32: return kI32;
+    default: return -1;
+  }
+}
+
+//! Where element i finds its scale / zero point (the reference's QuantIndex).
+struct Index {
+  int mode = 0;  // 0 tensor, 1 axis, 2 blocked
+  int64_t axisDim = 1, inner = 1, block = 1, scaleAxisDim = 1;
+  __device__ int64_t operator()(int64_t i) const {
+    if (mode == 0) return 0;
+    const int64_t c = (i / inner) % axisDim;
+    if (mode == 1) return c;
+    return ((i / (inner * axisDim)) * scaleAxisDim + c / block) * inner + i % inner;
+  }
+};
+
+struct QParams {
+  bool quantize = true;
+  int x = kF32, scale = kF32, zp = -1, y = kU8, div = kF32;
+  int64_t count = 0, lo = 0, hi = 255;
+  Index si, zi;
+};
+
+__device__ float loadF(const void* p, int e, int64_t i) {
+  switch (e) {
+    case kF16: return __half2float(static_cast<const __half*>(p)[i]);
+    case kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+__device__ int64_t loadI(const void* p, int e, int64_t i) {
+  switch (e) {
+    case kI8: return static_cast<const int8_t*>(p)[i];
+    case kU8: return static_cast<const uint8_t*>(p)[i];
+    case kI16: return static_cast<const int16_t*>(p)[i];
+    case kU16: return static_cast<const uint16_t*>(p)[i];
+    case kI32: return static_cast<const int32_t*>(p)[i];
+    default: return 0;
+  }
+}
+
+__global__ void quantizeKernel(const void* __restrict__ x, const void* __restrict__ s, const void* __restrict__ z, void* __restrict__ y,
+                               QParams p) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.count; i += int64_t(gridDim.x) * blockDim.x) {
+    if (p.quantize) {
+      double v;
+      if (p.x == kI32) {
+        v = static_cast<double>(loadI(x, kI32, i)) / static_cast<double>(loadF(s, p.scale, p.si(i)));
+      } else {
+        float q = loadF(x, p.x, i) / loadF(s, p.scale, p.si(i));
+        if (p.div == kF16) q = __half2float(__float2half_rn(q));
+        else if (p.div == kBF16) q = __bfloat162float(__float2bfloat16_rn(q));
+        v = q;
+      }
+      v = v > 1e18 ? 1e18 : (v < -1e18 ? -1e18 : v);
+      int64_t r = static_cast<int64_t>(rint(v));
+      if (z) r += loadI(z, p.zp, p.zi(i));
+      r = r < p.lo ? p.lo : (r > p.hi ? p.hi : r);
+      switch (p.y) {
+        case kI8: static_cast<int8_t*>(y)[i] = static_cast<int8_t>(r); break;
+        case kU8: static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(r); break;
+        case kI16: static_cast<int16_t*>(y)[i] = static_cast<int16_t>(r); break;
+        default: static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>(r); break;
+      }
+    } else {
+      float d = static_cast<float>(loadI(x, p.x, i));
+      if (z) d -= static_cast<float>(loadI(z, p.zp, p.zi(i)));
+      const float f = d * loadF(s, p.scale, p.si(i));
+      switch (p.y) {
+        case kF16: static_cast<__half*>(y)[i] = __float2half_rn(f); break;
+        case kBF16: static_cast<__nv_bfloat16*>(y)[i] = __float2bfloat16_rn(f); break;
+        default: static_cast<float*>(y)[i] = f;
+      }
+    }
+  }
+}
+
+Index indexFor(const LayerDesc& l, const Dims& x, const Dims& s) {
+  Index q;
+  const int64_t block = l.attrs->getInt("block_size", 0);
+  int64_t count = 1;
+  for (int64_t d : s) count *= d;
+  if (block == 0 && (s.empty() || (s.size() == 1 && count == 1))) return q;
+  const int64_t rank = static_cast<int64_t>(x.size()), axis = normalizeAxis(l, l.attrs->getInt("axis", 1), rank);
+  q.axisDim = x[axis];
+  for (int64_t k = axis + 1; k < rank; ++k) q.inner *= x[k];
+  if (block == 0) {
+    q.mode = 1;
+  } else {
+    q.mode = 2;
+    q.block = block;
+    q.scaleAxisDim = s[axis];
+  }
+  return q;
+}
+
+class QuantizeKernel : public Kernel {
+ public:
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    QParams& p = cuda::makeState<QParams>(state);
+    p.quantize = l.op == "QuantizeLinear";
+    p.x = elemOf(l.inputs[0].type);
+    p.scale = elemOf(l.inputs[1].type);
+    p.y = elemOf(l.outputs[0].type);
+    p.count = volume(l.inputs[0].dims);
+    p.si = indexFor(l, l.inputs[0].dims, l.inputs[1].dims);
+    if (l.present(2)) {
+      p.zp = elemOf(l.inputs[2].type);
+      p.zi = indexFor(l, l.inputs[0].dims, l.inputs[2].dims);
+    }
+    if (p.quantize) {
+      const DataType yt = l.outputs[0].type;
+      p.lo = yt == DataType::kINT8 ? -128 : (yt == DataType::kINT16 ? -32768 : 0);
+      p.hi = yt == DataType::kINT8 ? 127 : (yt == DataType::kUINT8 ? 255 : (yt == DataType::kINT16 ? 32767 : 65535));
+      DataType div = l.inputs[0].type == l.inputs[1].type ? l.inputs[0].type : DataType::kFLOAT;
+      if (l.attrs->has("precision")) div = fromOnnxType(l, l.attrs->getInt("precision", 1));
+      p.div = elemOf(div);
+    }
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    const QParams& p = cuda::paramsOf<QParams>(state);
+    if (p.count == 0) return;
+    const void* z = io.in.size() > 2 ? io.in[2].data : nullptr;
+    quantizeKernel<<<cuda::gridFor(p.count), 256, 0, cuda::streamOf(io)>>>(io.in[0].data, io.in[1].data, z, io.out[0].data, p);
+    KILN_CUDA_CHECK_LAUNCH();
+  }
+};
+
+bool supportsQuantize(const LayerDesc& l) {
+  if (l.inputs.size() < 2 || l.outputs.size() != 1) return false;
+  for (size_t i = 0; i < l.inputs.size(); ++i)
+    if (l.present(i) && elemOf(l.inputs[i].type) < 0) return false;
+  return elemOf(l.outputs[0].type) >= 0;
+}
+
+std::unique_ptr<Kernel> createQuantize(const LayerDesc&) { return std::make_unique<QuantizeKernel>(); }
+
+}  // namespace
+
+void addQuantizeCudaTactics(std::vector<TacticDef>& v) {
+  v.push_back({"QuantizeLinear", "cuda", supportsQuantize, createQuantize});
+  v.push_back({"DequantizeLinear", "cuda", supportsQuantize, createQuantize});
+}
+
+}  // namespace kiln
