@@ -6,6 +6,8 @@
 #   models      model tests against ONNX Runtime on the GPU (FP32, no TF32)
 #   conformance the ONNX node tests on the GPU
 #   bench       bench/gpu_bench.py side by side with peers.py --modes compile_fp16
+#   profile     per-layer profiles of the benchmark engines named in $PROFILE (default
+#               resnet50_b32,bert_base_s128_b32; run after bench) -> profile.txt
 # Every step writes its log to $OUT as it goes (the device returns at most 8 files), so a run cut
 # short by its time limit still returns what finished.
 # Usage: scripts/gpu/validate_and_bench.sh STEPS [MODELS] [BATCHES]
@@ -40,4 +42,21 @@ if has bench; then
   timeout ${BENCH_TIMEOUT:-480} python3 bench/gpu_bench.py --kiln $K/bin/kiln --peers .device_deps/peers.py --out $OUT/gpu-h200.md \
     --models "$MODELS" --batches "$BATCHES" --timing-cache > $OUT/bench.log 2>&1
   tail -15 $OUT/gpu-h200.md
+fi
+if has profile; then
+  for row in $(echo "${PROFILE:-resnet50_b32,bert_base_s128_b32}" | tr ',' ' '); do
+    d=/tmp/kiln_gpu_bench/$row
+    [ -f $d/kiln_fp16.plan ] || { echo "profile: no engine for $row" >> $OUT/profile.txt; continue; }
+    echo "=== $row" >> $OUT/profile.txt
+    timeout 120 $K/bin/kiln --loadEngine=$d/kiln_fp16.plan --noDataTransfers --iterations=20 --warmUp=200 --duration=0 \
+      --dumpProfile --exportLayerInfo=$d/layers.json 2>&1 | sed -n '/Profile/,$p' | head -60 >> $OUT/profile.txt
+    python3 - $d/layers.json >> $OUT/profile.txt <<'PY'
+import json, sys, collections
+info = json.load(open(sys.argv[1]))
+c = collections.Counter((l["op"], l["tactic"], l["precision"], json.dumps(l.get("layouts", {}))) for l in info["layers"])
+print("layers by (op, tactic, precision, layouts):")
+for k, n in c.most_common(25): print(f"  {n:4d}  {k}")
+PY
+  done
+  tail -5 $OUT/profile.txt
 fi
