@@ -20,6 +20,7 @@ OpRegistry::OpRegistry() {
   registerLayoutOps(*this);
   registerPluginOps(*this);
   registerQuantizeOps(*this);
+  registerGridSampleOps(*this);
 }
 
 OpRegistry& OpRegistry::instance() {

@@ -68,6 +68,8 @@ void registerLayoutOps(OpRegistry& r);
 void registerPluginOps(OpRegistry& r);
 //! QuantizeLinear / DequantizeLinear (ops/quantize.cpp).
 void registerQuantizeOps(OpRegistry& r);
+//! GridSample (ops/grid_sample.cpp).
+void registerGridSampleOps(OpRegistry& r);
 
 //! Runs the op's inference on `layer`; throws kiln::Error prefixed with the layer's name.
 void inferLayer(LayerDesc& layer);

@@ -270,3 +270,33 @@ TEST(CudaMiscOps, QuantizeDequantizeAndCumProd) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(CudaMiscOps, GridSample) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  for (const char* mode : {"linear", "nearest", "cubic"})
+    for (const char* pad : {"zeros", "border", "reflection"})
+      for (int64_t align : {0, 1})
+        for (DataType t : {DataType::kFLOAT, DataType::kHALF}) {
+          test::OpCase c;
+          c.op = "GridSample";
+          c.attrs.set("mode", std::string(mode));
+          c.attrs.set("padding_mode", std::string(pad));
+          c.attrs.set("align_corners", align);
+          c.inputs = {uniform({2, 3, 5, 6}, t, 80), uniform({2, 4, 7, 2}, t, 81, -1.3, 1.3)};
+          test::checkAllTactics(*gpu, c, std::string("GridSample ") + mode + " " + pad, tolFor(t) * 10, tolFor(t) * 10);
+        }
+  for (const char* mode : {"linear", "nearest"}) {
+    test::OpCase c;
+    c.op = "GridSample";
+    c.attrs.set("mode", std::string(mode));
+    c.inputs = {uniform({1, 2, 3, 4, 5}, DataType::kFLOAT, 82), uniform({1, 2, 3, 4, 3}, DataType::kFLOAT, 83, -1.1, 1.1)};
+    test::checkAllTactics(*gpu, c, std::string("GridSample volumetric ") + mode, 1e-5, 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace kiln

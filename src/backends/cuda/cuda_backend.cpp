@@ -38,6 +38,7 @@ const std::vector<CudaTacticDef>& inventory() {
     addRotaryCudaTactics(t);
     addLayoutCudaTactics(t);
     addQuantizeCudaTactics(t);
+    addGridSampleCudaTactics(t);
     return t;
   }();
   return v;

@@ -22,6 +22,7 @@ void addEinsumCudaTactics(std::vector<CudaTacticDef>& v);         // Einsum (ein
 void addRecurrentCudaTactics(std::vector<CudaTacticDef>& v);      // RNN, GRU, LSTM (recurrent_cuda.cu)
 void addRotaryCudaTactics(std::vector<CudaTacticDef>& v);         // RotaryEmbedding (rotary_cuda.cu)
 void addQuantizeCudaTactics(std::vector<CudaTacticDef>& v);       // QuantizeLinear, DequantizeLinear (quantize_cuda.cu)
+void addGridSampleCudaTactics(std::vector<CudaTacticDef>& v);     // GridSample (grid_sample_cuda.cu)
 void addLayoutCudaTactics(std::vector<CudaTacticDef>& v);         // LayoutConvert nchw <-> nhwc (layout_cuda.cu)
 
 }  // namespace kiln
