@@ -24,6 +24,8 @@ class InferenceSlot {
   InferenceSlot(const Engine& engine, const std::map<std::string, HostTensor>& inputs, bool useCudaGraph = false);
   ~InferenceSlot();
   InferenceSlot(const InferenceSlot&) = delete;
+  //! Whether enqueue replays a captured CUDA graph (--useCudaGraph and the capture succeeded).
+  bool usesGraph() const { return graph_; }
   InferenceSlot& operator=(const InferenceSlot&) = delete;
 
   //! One inference: inputs to the device (unless !transfers), enqueue, wait, outputs back.

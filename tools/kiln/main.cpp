@@ -251,6 +251,12 @@ void runInference(const Engine& engine, const Options& o, ILogger& logger) {
     slots.push_back(std::make_unique<InferenceSlot>(engine, inputs, o.useCudaGraph && engine.device() == DeviceType::kGPU));
 
   bool gpu = engine.device() == DeviceType::kGPU;
+  if (gpu && o.useCudaGraph) {
+    int captured = 0;
+    for (auto& s : slots) captured += s->usesGraph();
+    std::printf("[I] CUDA graphs: %d of %d stream(s) replay a captured graph%s\n", captured, o.streams,
+                captured < o.streams ? " (the others enqueue; see the warning)" : "");
+  }
   TimingSettings settings{o.warmUpMs, o.durationS, o.iterations, !o.noDataTransfers};
   std::cout << "[I] Starting inference" << std::endl;
   int warmUpRuns = 0;
