@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,7 +50,29 @@ inline HostTensor toHost(const RefTensor& r) {
   return h;
 }
 
-//! One layer described for inference and run through the CPU backend's tactic.
+//! Infers `desc` and runs it with `tactic` on the CPU backend (`threads` workers), inputs from
+//! `data` (an invalid tensor for an omitted input); returns the outputs.
+inline std::vector<HostTensor> runLayer(LayerDesc& desc, const std::vector<HostTensor>& data, const Tactic& tactic,
+                                        int threads) {
+  inferLayer(desc);
+  auto backend = getBackend(DeviceType::kCPU, threads);
+  auto kernel = tactic.create(desc);
+  std::unique_ptr<KernelState> state;
+  std::vector<uint8_t> workspace(kernel->reshape(desc, state));
+  KernelIO io;
+  io.pool = backend->pool();
+  io.workspace = workspace.data();
+  io.workspaceSize = workspace.size();
+  for (auto& t : data)
+    io.in.push_back(t.valid() ? TensorView{const_cast<void*>(t.data()), t.type(), t.dims(), t.count()} : TensorView{});
+  std::vector<HostTensor> outs;
+  for (auto& o : desc.outputs) outs.emplace_back(o.type, o.dims);
+  for (auto& o : outs) io.out.push_back(TensorView{o.data(), o.type(), o.dims(), o.count()});
+  kernel->execute(io, state.get());
+  return outs;
+}
+
+//! One layer described for inference and run through a CPU tactic.
 class LayerCase {
  public:
   explicit LayerCase(const std::string& op, size_t nOutputs = 1) {
@@ -58,8 +81,9 @@ class LayerCase {
     desc.attrs = &attrs;
     desc.outputs.resize(nOutputs);
   }
-  LayerCase& input(const HostTensor& t) {
-    desc.inputs.push_back(TensorDesc{t.type(), t.dims(), HostTensor()});
+  //! An input with known data; `constant` also exposes the value to inference and tactics.
+  LayerCase& input(const HostTensor& t, bool constant = false) {
+    desc.inputs.push_back(TensorDesc{t.type(), t.dims(), constant ? t : HostTensor()});
     desc.inputPresent.push_back(true);
     data.push_back(t);
     return *this;
@@ -82,23 +106,21 @@ class LayerCase {
     return *this;
   }
   void infer() { inferLayer(desc); }
-  //! Runs the layer with the tactic the CPU backend offers first (the reference kernel here).
+  std::vector<HostTensor> run(const Tactic& tactic, int threads = 4) { return runLayer(desc, data, tactic, threads); }
+  //! Runs the layer with the tactic the CPU backend offers first.
   std::vector<HostTensor> run(int threads = 3) {
     infer();
-    auto backend = getBackend(DeviceType::kCPU, threads);
-    auto tactics = backend->tactics(desc);
+    auto tactics = getBackend(DeviceType::kCPU, threads)->tactics(desc);
     if (tactics.empty()) throw Error("no tactic for " + desc.op);
-    auto kernel = tactics[0].create(desc);
-    std::unique_ptr<KernelState> state;
-    kernel->reshape(desc, state);
-    KernelIO io;
-    io.pool = backend->pool();
-    for (auto& t : data) io.in.push_back(t.valid() ? TensorView{t.data(), t.type(), t.dims(), t.count()} : TensorView{});
-    std::vector<HostTensor> outs;
-    for (auto& o : desc.outputs) outs.emplace_back(o.type, o.dims);
-    for (auto& o : outs) io.out.push_back(TensorView{o.data(), o.type(), o.dims(), o.count()});
-    kernel->execute(io, state.get());
-    return outs;
+    return run(tactics[0], threads);
+  }
+  std::vector<HostTensor> runRef() { return run(referenceTactic(desc.op)); }
+  //! The optimized tactic `name`, if the CPU backend offers it for this layer.
+  std::optional<Tactic> tactic(const std::string& name) {
+    infer();
+    for (auto& t : getBackend(DeviceType::kCPU, 4)->tactics(desc))
+      if (t.name == name) return t;
+    return std::nullopt;
   }
 
   Attributes attrs;

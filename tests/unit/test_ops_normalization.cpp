@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "kiln/network.h"
 #include "ops/op_registry.h"
+#include "ref_case.h"
 
 using namespace kiln;
 
@@ -42,72 +43,7 @@ HostTensor randomTensor(const Dims& d, std::mt19937& rng, float scale = 1.f, flo
 }
 
 //! One layer described for inference and run through a tactic.
-class LayerCase {
- public:
-  explicit LayerCase(const std::string& op, size_t nOutputs = 1) {
-    desc.name = "test";
-    desc.op = op;
-    desc.attrs = &attrs;
-    desc.outputs.resize(nOutputs);
-  }
-  //! An input with known data; `constant` also exposes the value to inference/tactics.
-  LayerCase& input(const HostTensor& t, bool constant = false) {
-    desc.inputs.push_back(TensorDesc{t.type(), t.dims(), constant ? t : HostTensor()});
-    desc.inputPresent.push_back(true);
-    data.push_back(t);
-    return *this;
-  }
-  //! An input known only by type and dims (inference tests).
-  LayerCase& shape(DataType t, const Dims& d) {
-    desc.inputs.push_back(TensorDesc{t, d, HostTensor()});
-    desc.inputPresent.push_back(true);
-    data.emplace_back();
-    return *this;
-  }
-  LayerCase& missing() {
-    desc.inputs.emplace_back();
-    desc.inputPresent.push_back(false);
-    data.emplace_back();
-    return *this;
-  }
-  LayerCase& attr(const std::string& n, AttrValue v) {
-    attrs.set(n, std::move(v));
-    return *this;
-  }
-  void infer() { inferLayer(desc); }
-
-  std::vector<HostTensor> run(const Tactic& tactic, int threads = 4) {
-    infer();
-    auto backend = getBackend(DeviceType::kCPU, threads);
-    auto kernel = tactic.create(desc);
-    std::unique_ptr<KernelState> state;
-    size_t ws = kernel->reshape(desc, state);
-    std::vector<uint8_t> workspace(ws);
-    KernelIO io;
-    io.pool = backend->pool();
-    io.workspace = workspace.data();
-    io.workspaceSize = ws;
-    for (auto& t : data)
-      io.in.push_back(t.valid() ? TensorView{t.data(), t.type(), t.dims(), t.count()} : TensorView{});
-    std::vector<HostTensor> outs;
-    for (auto& o : desc.outputs) outs.emplace_back(o.type, o.dims);
-    for (auto& o : outs) io.out.push_back(TensorView{o.data(), o.type(), o.dims(), o.count()});
-    kernel->execute(io, state.get());
-    return outs;
-  }
-  std::vector<HostTensor> runRef() { return run(referenceTactic(desc.op)); }
-  //! The optimized tactic `name`, if the CPU backend offers it for this layer.
-  std::optional<Tactic> tactic(const std::string& name) {
-    infer();
-    for (auto& t : getBackend(DeviceType::kCPU, 4)->tactics(desc))
-      if (t.name == name) return t;
-    return std::nullopt;
-  }
-
-  Attributes attrs;
-  LayerDesc desc;
-  std::vector<HostTensor> data;
-};
+using test::LayerCase;
 
 void expectClose(const HostTensor& actual, const std::vector<double>& expected, double tol) {
   ASSERT_EQ(actual.count(), static_cast<int64_t>(expected.size()));

@@ -11,6 +11,7 @@
 #include "backends/backend.h"
 #include "kiln/network.h"
 #include "ops/op_registry.h"
+#include "ref_case.h"
 
 using namespace kiln;
 
@@ -67,22 +68,7 @@ class ReduceCase {
     return *this;
   }
   void infer() { inferLayer(desc); }
-  HostTensor run(const Tactic& tactic, int threads = 4) {
-    infer();
-    auto backend = getBackend(DeviceType::kCPU, threads);
-    auto kernel = tactic.create(desc);
-    std::unique_ptr<KernelState> state;
-    std::vector<uint8_t> workspace(kernel->reshape(desc, state));
-    KernelIO io;
-    io.pool = backend->pool();
-    io.workspace = workspace.data();
-    io.workspaceSize = workspace.size();
-    for (auto& t : data) io.in.push_back(TensorView{t.data(), t.type(), t.dims(), t.count()});
-    HostTensor out(desc.outputs[0].type, desc.outputs[0].dims);
-    io.out.push_back(TensorView{out.data(), out.type(), out.dims(), out.count()});
-    kernel->execute(io, state.get());
-    return out;
-  }
+  HostTensor run(const Tactic& tactic, int threads = 4) { return test::runLayer(desc, data, tactic, threads)[0]; }
   HostTensor runRef() { return run(referenceTactic(desc.op)); }
   std::optional<Tactic> tactic(const std::string& name) {
     infer();
