@@ -88,6 +88,23 @@ __device__ __forceinline__ WindowPos windowOf(const PoolGeom& g, int64_t i) {
   return p;
 }
 
+//! Calls f(id, ih, iw) for every window tap inside the input (padding taps skipped).
+template <typename F>
+__device__ __forceinline__ void forTaps(const PoolGeom& g, const WindowPos& p, F&& f) {
+  for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
+    const int64_t id = p.start[0] + kd * g.dil[0];
+    if (id < 0 || id >= g.in[0]) continue;
+    for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
+      const int64_t ih = p.start[1] + kh * g.dil[1];
+      if (ih < 0 || ih >= g.in[1]) continue;
+      for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+        const int64_t iw = p.start[2] + kw * g.dil[2];
+        if (iw >= 0 && iw < g.in[2]) f(id, ih, iw);
+      }
+    }
+  }
+}
+
 template <typename T>
 __global__ void maxPoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_t* __restrict__ indices, int64_t total,
                               PoolGeom g, bool colMajor) {
@@ -97,24 +114,14 @@ __global__ void maxPoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_
     const T* xp = x + p.inBase;
     A best = A(0);
     int64_t bestIndex = -1;
-    for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
-      const int64_t id = p.start[0] + kd * g.dil[0];
-      if (id < 0 || id >= g.in[0]) continue;
-      for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
-        const int64_t ih = p.start[1] + kh * g.dil[1];
-        if (ih < 0 || ih >= g.in[1]) continue;
-        for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
-          const int64_t iw = p.start[2] + kw * g.dil[2];
-          if (iw < 0 || iw >= g.in[2]) continue;
-          const int64_t off = (id * g.in[1] + ih) * g.in[2] + iw;
-          const A v = load(xp + off * p.inStep);
-          if (bestIndex < 0 || beats(v, best)) {
-            best = v;
-            bestIndex = colMajor ? id + (ih + iw * g.in[1]) * g.in[0] : off;
-          }
-        }
+    forTaps(g, p, [&](int64_t id, int64_t ih, int64_t iw) {
+      const int64_t off = (id * g.in[1] + ih) * g.in[2] + iw;
+      const A v = load(xp + off * p.inStep);
+      if (bestIndex < 0 || beats(v, best)) {
+        best = v;
+        bestIndex = colMajor ? id + (ih + iw * g.in[1]) * g.in[0] : off;
       }
-    }
+    });
     y[p.outOffset] = store<T>(best);
     if (indices) indices[i] = bestIndex < 0 ? -1 : p.plane * g.inSize + bestIndex;  // plain layouts only
   }
@@ -135,20 +142,10 @@ __global__ void averagePoolKernel(const T* __restrict__ x, T* __restrict__ y, in
       }
       padded *= n;
     }
-    for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
-      const int64_t id = p.start[0] + kd * g.dil[0];
-      if (id < 0 || id >= g.in[0]) continue;
-      for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
-        const int64_t ih = p.start[1] + kh * g.dil[1];
-        if (ih < 0 || ih >= g.in[1]) continue;
-        for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
-          const int64_t iw = p.start[2] + kw * g.dil[2];
-          if (iw < 0 || iw >= g.in[2]) continue;
-          sum += toF(__ldg(xp + ((id * g.in[1] + ih) * g.in[2] + iw) * p.inStep));
-          ++inside;
-        }
-      }
-    }
+    forTaps(g, p, [&](int64_t id, int64_t ih, int64_t iw) {
+      sum += toF(__ldg(xp + ((id * g.in[1] + ih) * g.in[2] + iw) * p.inStep));
+      ++inside;
+    });
     const int64_t count = includePad ? padded : inside;
     y[p.outOffset] = fromF<T>(count > 0 ? sum / static_cast<float>(count) : 0.f);
   }
@@ -161,19 +158,9 @@ __global__ void lpPoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_t
     const WindowPos w = windowOf(g, i);  // plain layouts (LpPool never takes part in the layout pass)
     const T* xp = x + w.inBase;
     float sum = 0.f;
-    for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
-      const int64_t id = w.start[0] + kd * g.dil[0];
-      if (id < 0 || id >= g.in[0]) continue;
-      for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
-        const int64_t ih = w.start[1] + kh * g.dil[1];
-        if (ih < 0 || ih >= g.in[1]) continue;
-        for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
-          const int64_t iw = w.start[2] + kw * g.dil[2];
-          if (iw < 0 || iw >= g.in[2]) continue;
-          sum += powf(fabsf(toF(__ldg(xp + (id * g.in[1] + ih) * g.in[2] + iw))), p);
-        }
-      }
-    }
+    forTaps(g, w, [&](int64_t id, int64_t ih, int64_t iw) {
+      sum += powf(fabsf(toF(__ldg(xp + (id * g.in[1] + ih) * g.in[2] + iw))), p);
+    });
     y[i] = fromF<T>(powf(sum, 1.f / p));
   }
 }
