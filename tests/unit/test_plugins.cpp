@@ -17,6 +17,7 @@ namespace {
 // y = x * scale + bias; `status` makes enqueue fail; `badShape` makes it report an impossible
 // output shape. Counts clones to check the one-clone-per-context contract.
 std::atomic<int> gClones{0};
+std::atomic<int> gShapeChanges{0};
 
 class AffinePlugin : public IPlugin {
  public:
@@ -53,6 +54,10 @@ class AffinePlugin : public IPlugin {
   std::unique_ptr<IPlugin> clone() const override {
     ++gClones;
     return std::make_unique<AffinePlugin>(scale_, bias_, status_, badShape_);
+  }
+  int32_t onShapeChange(const std::vector<PluginTensorDesc>&, const std::vector<PluginTensorDesc>&) override {
+    ++gShapeChanges;
+    return 0;
   }
 
  private:
@@ -245,6 +250,49 @@ TEST(Plugins, FieldsThePluginReportsAreCheckedAtBuildTime) {
   std::string e = errorOf([&] { buildAffine(f); });
   EXPECT_NE(e.find("field 'scale' must be FLOAT but is INT"), std::string::npos) << e;
   EXPECT_NE(e.find("reports for serialization"), std::string::npos) << e;
+}
+
+// The runtime does shape work only when shapes change: a fixed-shape engine calls the plugin's
+// shape hook once per context however often it runs; a dynamic one once per change of shape.
+TEST(Plugins, ShapeWorkHappensOncePerShapeNotPerEnqueue) {
+  auto fixed = buildAffine(affineFields(2.f, 1.f));
+  int before = gShapeChanges.load();
+  {
+    auto ctx = fixed->createExecutionContext();
+    std::vector<float> x(6, 1.f), y(6);
+    ctx->setTensorAddress("x", x.data());
+    ctx->setTensorAddress("y", y.data());
+    for (int i = 0; i < 25; ++i) ctx->enqueue();
+  }
+  EXPECT_EQ(gShapeChanges.load() - before, 1);
+
+  static RegisterAffine reg;
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {-1, 3});
+  Layer* p = addPluginLayer(net, {x}, "TestAffine", "1", "test", affineFields(2.f, 1.f), "affine");
+  net.renameTensor(p->outputs[0], "y");
+  net.markOutput(p->outputs[0]);
+  BuilderConfig cfg;
+  cfg.setDevice(DeviceType::kCPU);
+  cfg.setThreads(1);
+  OptimizationProfile prof;
+  prof.setDimensions("x", OptProfileSelector::kMIN, {1, 3});
+  prof.setDimensions("x", OptProfileSelector::kOPT, {4, 3});
+  prof.setDimensions("x", OptProfileSelector::kMAX, {8, 3});
+  cfg.addOptimizationProfile(prof);
+  auto dynamic = Builder().build(net, cfg);
+  auto ctx = dynamic->createExecutionContext();
+  std::vector<float> in(24, 1.f), out(24);
+  ctx->setTensorAddress("x", in.data());
+  ctx->setTensorAddress("y", out.data());
+  before = gShapeChanges.load();
+  const int64_t batches[] = {2, 2, 2, 5, 5, 2, 8, 8};  // 4 changes of shape
+  for (int64_t b : batches) {
+    ctx->setInputShape("x", {b, 3});
+    ctx->enqueue();
+    for (int64_t i = 0; i < b * 3; ++i) ASSERT_FLOAT_EQ(out[i], 3.f);
+  }
+  EXPECT_EQ(gShapeChanges.load() - before, 4);
 }
 
 TEST(Plugins, FailingEnqueueIsAClearError) {
