@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "kiln/onnx_parser.h"
+#include "ir/shape_propagation.h"
 #include "onnx/tensor_proto.h"
 #include "ops/op_registry.h"
 #include "plugin/plugin_layer.h"
@@ -195,6 +196,10 @@ struct Importer {
           throw Error("node '" + l->name + "' (" + l->op + "): " + e.what());
         }
       }
+      // Pre-opset-7 forms (legacy broadcast with `axis`) need the ranks of earlier layers'
+      // outputs while importing: infer each layer as it is normalized (best effort; the builder
+      // infers everything again).
+      if (opset < 7) inferWhileImporting(*l);
     }
     for (const auto& out : g.output()) {
       Tensor* t = net.findTensor(out.name());
@@ -212,6 +217,20 @@ struct Importer {
       net.markOutput(t);
     }
     net.topoSort();
+  }
+
+  static void inferWhileImporting(Layer& l) {
+    try {
+      LayerDesc d = describeLayer(l);
+      inferLayer(d);
+      for (size_t k = 0; k < l.outputs.size() && k < d.outputs.size(); ++k) {
+        l.outputs[k]->type = d.outputs[k].type;
+        l.outputs[k]->dims = d.outputs[k].dims;
+        l.outputs[k]->dimsKnown = true;
+      }
+    } catch (const Error&) {
+      // unknown inputs at this point: left to the builder's shape propagation
+    }
   }
 
   // ---- model-local functions (ModelProto.functions): inlined at import --------------------------

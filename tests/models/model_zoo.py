@@ -499,6 +499,45 @@ def make_local_functions(seed=8) -> onnx.ModelProto:
     return m
 
 
+def make_legacy_cnn_opset3(seed=9, modern=False) -> onnx.ModelProto:
+    """A CaffeNet-style CNN in opset 3 (IR 3), as the oldest model-zoo files are written: Add with
+    legacy `broadcast`/`axis` for the conv bias, BatchNormalization with is_test and
+    consumed_inputs, Relu with consumed_inputs, LRN, Reshape with a `shape` attribute, Dropout with
+    is_test, Gemm with `broadcast`, Softmax. ONNX Runtime cannot load opset 3, so with
+    `modern=True` this writes the same computation in opset 13 forms: the reference for the test."""
+    rng = np.random.default_rng(seed)
+    arrays = {"cw": rng.standard_normal((8, 3, 3, 3)) * 0.3, "cb": rng.standard_normal(8) * 0.1,
+              "s": rng.uniform(0.8, 1.2, 8), "b": rng.standard_normal(8) * 0.1, "m": rng.standard_normal(8) * 0.1,
+              "v": rng.uniform(0.5, 1.5, 8), "fw": rng.standard_normal((10, 128)) * 0.2, "fb": rng.standard_normal(10) * 0.1}
+    if modern:
+        arrays["cb"] = arrays["cb"].reshape(1, 8, 1, 1)
+        arrays["shape"] = np.array([1, -1])
+    inits = [numpy_helper.from_array(a.astype(np.int64 if k == "shape" else np.float32), k) for k, a in arrays.items()]
+    legacy = not modern
+    nodes = [
+        helper.make_node("Conv", ["x", "cw"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c", "cb"], ["cb1"], **({"broadcast": 1, "axis": 1} if legacy else {})),
+        helper.make_node("BatchNormalization", ["cb1", "s", "b", "m", "v"], ["bn"], epsilon=1e-5,
+                         **({"is_test": 1, "consumed_inputs": [0, 0, 0, 1, 1]} if legacy else {})),
+        helper.make_node("Relu", ["bn"], ["r"], **({"consumed_inputs": [0]} if legacy else {})),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("LRN", ["p"], ["l"], size=3, alpha=1e-3, beta=0.75),
+        helper.make_node("Reshape", ["l"] if legacy else ["l", "shape"], ["f"], **({"shape": [1, -1]} if legacy else {})),
+        helper.make_node("Dropout", ["f"], ["d"], **({"is_test": 1, "ratio": 0.5} if legacy else {})),
+        helper.make_node("Gemm", ["d", "fw", "fb"], ["g"], transB=1, **({"broadcast": 1} if legacy else {})),
+        helper.make_node("Softmax", ["g"], ["y"]),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])]
+    if legacy:
+        inputs += [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in inits]
+    g = helper.make_graph(nodes, "legacy_cnn_opset3", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 3 if legacy else 13)], producer_name="onnx-caffe2")
+    m.ir_version = 3 if legacy else 8
+    if modern:
+        onnx.checker.check_model(m)
+    return m
+
+
 def rename_outputs(model: onnx.ModelProto, names: dict[str, str]) -> None:
     """Gives graph outputs their exported names (last_hidden_state, logits, ...)."""
     for node in model.graph.node:
@@ -530,6 +569,13 @@ TEST_MODELS = {
     "gpt2": lambda: make_gpt2(),
     "legacy_cnn_opset7": lambda: make_legacy_cnn_opset7(),
     "local_functions": lambda: make_local_functions(),
+    "legacy_cnn_opset3": lambda: make_legacy_cnn_opset3(),
+}
+
+# Models ONNX Runtime cannot load (opsets before 7): the same computation in a form it runs, used
+# as the reference instead of the model itself.
+REFERENCE_MODELS = {
+    "legacy_cnn_opset3": lambda: make_legacy_cnn_opset3(modern=True),
 }
 
 
