@@ -731,6 +731,28 @@ void refPad(const LayerDesc& l, const KernelIO& io) {
   }
 }
 
+//! Tile before opset 6 takes (input, tiles, axis): `tiles` copies along one axis. Both must be
+//! constants; they become the repeats vector of the newer form (the input's rank is known:
+//! pre-opset-7 models are shape-inferred while importing).
+void normalizeTile(Network& net, Layer& layer, int opset) {
+  if (opset >= 6) return;
+  std::string where = "layer '" + layer.name + "' (Tile-" + std::to_string(opset) + ")";
+  if (layer.inputs.size() != 3 || !layer.inputs[0] || !layer.inputs[1] || !layer.inputs[2])
+    throw Error(where + ": expects inputs (input, tiles, axis)");
+  Tensor *x = layer.inputs[0], *tiles = layer.inputs[1], *axis = layer.inputs[2];
+  if (!tiles->isConstant() || !axis->isConstant() || tiles->value.count() != 1 || axis->value.count() != 1)
+    throw UnsupportedError(where + ": tiles and axis must be constant scalars");
+  if (!x->dimsKnown) throw UnsupportedError(where + ": the input's rank is unknown at import time");
+  const int64_t rank = static_cast<int64_t>(x->dims.size());
+  int64_t a = axis->value.getInt(0);
+  if (a < 0) a += rank;
+  if (a < 0 || a >= rank) throw Error(where + ": axis " + std::to_string(axis->value.getInt(0)) + " is out of range");
+  HostTensor repeats(DataType::kINT64, {rank});
+  for (int64_t i = 0; i < rank; ++i) repeats.as<int64_t>()[i] = i == a ? tiles->value.getInt(0) : 1;
+  layer.inputs.resize(2);
+  layer.inputs[1] = net.addConstant(layer.name + "_repeats", repeats);
+}
+
 void normalizePad(Network& net, Layer& layer, int opset) {
   if (opset >= 11) return;
   if (layer.attrs.has("paddings")) {  // opset 1 name
@@ -941,7 +963,7 @@ void registerShapeOps(OpRegistry& r) {
   expand.minOpset = 8;
   r.add(expand);
   OpDef tile = dataMovement("Tile", inferTile, refTile, {1});
-  tile.minOpset = 6;
+  tile.normalize = normalizeTile;
   r.add(tile);
   OpDef pad = dataMovement("Pad", inferPad, refPad, {1, 3});
   pad.normalize = normalizePad;

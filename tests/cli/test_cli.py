@@ -223,6 +223,35 @@ def test_random_input_rules():
     assert x.min() >= -1 and x.max() <= 1 and x.std() > 0.3, x
 
 
+def test_pre_opset7_forms_match_numpy():
+    """Forms only the oldest model-zoo files use, checked against NumPy: Tile-1 (tiles, axis
+    inputs), Mul-6 with legacy broadcast along axis 1 of a computed tensor, Cast-1 with a string
+    `to`, Concat-1 without axis."""
+    from onnx import numpy_helper
+    vi = lambda n, sh, t=TensorProto.FLOAT: helper.make_tensor_value_info(n, t, sh)
+    inits = [numpy_helper.from_array(np.array(3, np.int64), "t"), numpy_helper.from_array(np.array(1, np.int64), "ax"),
+             numpy_helper.from_array(np.array([2.0, -1.0], np.float32), "scale")]
+    nodes = [helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Tile", ["r", "t", "ax"], ["tiled"]),
+             helper.make_node("Mul", ["tiled", "scale"], ["scaled"], broadcast=1, axis=0),
+             helper.make_node("Concat", ["scaled", "scaled"], ["cat"]),
+             helper.make_node("Cast", ["cat"], ["y"], to="INT32")]
+    g = helper.make_graph(nodes, "old_forms", [vi("a", [2, 3])] + [vi(i.name, list(i.dims), i.data_type) for i in inits],
+                          [vi("y", [2, 18], TensorProto.INT32)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 1)])
+    m.ir_version = 3
+    model = path("old_forms.onnx")
+    onnx.save(m, model)
+    x = (np.arange(6, dtype=np.float32).reshape(2, 3) - 2) * 1.5
+    npy = path("old_forms_x.npy")
+    np.save(npy, x)
+    run(["--onnx=" + model, "--loadInputs=a:" + npy, "--exportOutput=" + path("old_forms.json"), *FAST])
+    scaled = np.tile(np.maximum(x, 0), (1, 3)) * np.array([2.0, -1.0], np.float32)[:, None]
+    want = np.concatenate([scaled, scaled], axis=1).astype(np.int32)
+    got = read_outputs(path("old_forms.json"))["y"][1]
+    np.testing.assert_array_equal(got, want)
+
+
 def test_layer_precisions():
     model = static_model()
     ok = run(["--onnx=" + model, "--precisionConstraints=obey", "--layerPrecisions=*:fp32", *FAST])
