@@ -133,6 +133,23 @@ def make_cases(root):
         os.remove(link)
     os.symlink(secret, link)
     cases.append(link_case)
+    # A model-local function that calls itself: refused, not an endless inlining.
+    rec = helper.make_function("com.bad", "Loop1", ["a"], ["b"], [helper.make_node("Loop1", ["a"], ["b"], domain="com.bad")],
+                               [helper.make_opsetid("", 17), helper.make_opsetid("com.bad", 1)])
+    m = make_model([helper.make_node("Loop1", ["x"], ["y"], domain="com.bad")], [tensor("x", [2])], [tensor("y", [2])])
+    m.functions.append(rec)
+    m.opset_import.append(helper.make_opsetid("com.bad", 1))
+    cases.append(write_case(root, "recursive_local_function", m.SerializeToString(), [r"Loop1", r"nests|recursive"]))
+    # Two model-local functions with the same key.
+    dup = helper.make_function("com.bad", "Twice", ["a"], ["b"], [helper.make_node("Relu", ["a"], ["b"])],
+                               [helper.make_opsetid("", 17)])
+    m = make_model([helper.make_node("Twice", ["x"], ["y"], domain="com.bad")], [tensor("x", [2])], [tensor("y", [2])])
+    m.functions.extend([dup, dup])
+    m.opset_import.append(helper.make_opsetid("com.bad", 1))
+    cases.append(write_case(root, "duplicate_local_function", m.SerializeToString(), [r"Twice", r"defined twice"]))
+    # A plugin library that does not exist.
+    cases.append(dict(write_case(root, "missing_plugin_library", valid_model().SerializeToString(), [r"does not exist"]),
+                      args=["--plugins=/nonexistent/libnothing.so"]))
     # In the folder but the offset/length run past the end of the file.
     short = external_model("weights.bin")
     cases.append(write_case(root, "external_past_end", short, [r"external|weights\.bin", r"length|offset|short|end|size|trunc"],
