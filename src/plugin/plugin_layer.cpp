@@ -152,7 +152,14 @@ class PluginKernel : public Kernel {
       state = std::move(fresh);
     }
     auto in = descsOf(c.inputs), out = descsOf(c.outputs);
-    int32_t rc = st->plugin->onShapeChange(in, out);
+    int32_t rc;
+    try {
+      rc = st->plugin->onShapeChange(in, out);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error("layer '" + name_ + "': plugin " + key_ + " onShapeChange threw: " + e.what());
+    }
     if (rc != 0)
       throw Error("layer '" + name_ + "': plugin " + key_ + " refused shapes (onShapeChange returned " + std::to_string(rc) + ")");
     st->in.assign(c.inputs.size(), PluginTensor{});
@@ -165,7 +172,14 @@ class PluginKernel : public Kernel {
     auto* st = static_cast<PluginState*>(state);
     for (size_t i = 0; i < st->in.size(); ++i) st->in[i].data = io.in[i].data;
     for (size_t i = 0; i < st->out.size(); ++i) st->out[i].data = io.out[i].data;
-    int32_t rc = st->plugin->enqueue(device_, st->in, st->out, io.workspace, io.stream);
+    int32_t rc;
+    try {
+      rc = st->plugin->enqueue(device_, st->in, st->out, io.workspace, io.stream);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {  // a plugin's own exception: named, as kiln::Error
+      throw Error("layer '" + name_ + "': plugin " + key_ + " enqueue threw: " + e.what());
+    }
     if (rc != 0)
       throw Error("layer '" + name_ + "': plugin " + key_ + " enqueue failed with status " + std::to_string(rc));
   }

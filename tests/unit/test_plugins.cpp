@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <stdexcept>
 #include <cstdlib>
 #include <thread>
 
@@ -44,6 +45,7 @@ class AffinePlugin : public IPlugin {
   }
   int32_t enqueue(DeviceType, const std::vector<PluginTensor>& in, const std::vector<PluginTensor>& out, void*,
                   void*) override {
+    if (status_ == -1) throw std::runtime_error("plugin-side failure");
     if (status_) return static_cast<int32_t>(status_);
     int64_t n = 1;
     for (int64_t d : in[0].dims) n *= d;
@@ -301,6 +303,10 @@ TEST(Plugins, FailingEnqueueIsAClearError) {
   auto engine = buildAffine(f);
   std::string e = errorOf([&] { runAffine(*engine, {1, 2, 3, 4, 5, 6}); });
   EXPECT_NE(e.find("enqueue failed with status 42"), std::string::npos) << e;
+  f.set("status", int64_t(-1));  // the plugin throws its own exception type
+  auto throwing = buildAffine(f);
+  e = errorOf([&] { runAffine(*throwing, {1, 2, 3, 4, 5, 6}); });
+  EXPECT_NE(e.find("enqueue threw: plugin-side failure"), std::string::npos) << e;
 }
 
 TEST(Plugins, BadLibrariesAreClearErrors) {
