@@ -8,7 +8,9 @@ at random); "conv" chains Conv (grouped, strided, with bias), BatchNormalization
 (Relu, Clip, LeakyRelu, HardSwish, Sigmoid), residual Adds, pools and global pools (the CPU
 layout pass and the conv fusions). Every seed is reproducible: a failure prints it.
 
-  fuzz_graphs.py --kiln build/bin/kiln --count 40 [--seed 0] [--kind seq|conv|both]
+  fuzz_graphs.py --kiln build/bin/kiln --count 40 [--seed 0] [--kind seq|conv|both] [--device cpu|gpu]
+
+On the GPU (--device gpu) engines are FP32 without TF32 and compared at 1e-3.
 """
 import argparse
 import json
@@ -24,6 +26,8 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 WORK = tempfile.mkdtemp(prefix="kiln_fuzz_")
+DEVICE = ["--device=cpu", "--threads=2"]  # --device gpu: FP32 without TF32, compared at 1e-3
+TOL = 1e-4
 
 
 def compare(kiln, path, x):
@@ -37,7 +41,7 @@ def compare(kiln, path, x):
     xp, out = os.path.join(WORK, "x.npy"), os.path.join(WORK, "o.json")
     np.save(xp, x)
     p = subprocess.run([kiln, f"--onnx={path}", f"--loadInputs=x:{xp}", f"--exportOutput={out}", "--iterations=1",
-                        "--duration=0", "--warmUp=0", "--device=cpu", "--threads=2"], capture_output=True, text=True)
+                        "--duration=0", "--warmUp=0", *DEVICE], capture_output=True, text=True)
     if p.returncode != 0:
         return f"kiln failed: {p.stderr[-400:]}"
     o = json.load(open(out))["outputs"][0]
@@ -45,7 +49,7 @@ def compare(kiln, path, x):
     if got.shape != ref.shape:
         return f"shape {got.shape} vs {ref.shape}"
     err = np.abs(got - ref)
-    bad = ~((err <= 1e-4 + 1e-4 * np.abs(ref)) | (np.isnan(got) & np.isnan(ref)))
+    bad = ~((err <= TOL + TOL * np.abs(ref)) | (np.isnan(got) & np.isnan(ref)))
     return f"max abs err {float(err[bad].max()):.3g}" if bad.any() else None
 
 
@@ -173,7 +177,11 @@ def main():
     ap.add_argument("--count", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--kind", choices=["seq", "conv", "both"], default="both")
+    ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     a = ap.parse_args()
+    if a.device == "gpu":
+        global DEVICE, TOL
+        DEVICE, TOL = ["--device=gpu", "--noTF32"], 1e-3
     kinds = ["seq", "conv"] if a.kind == "both" else [a.kind]
     fails = 0
     for kind in kinds:
