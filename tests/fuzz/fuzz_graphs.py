@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Random-graph differential tests: seeded random ONNX graphs run through the kiln CLI and
-through ONNX Runtime (CPU, graph optimizations off) and compared at rtol = atol = 1e-4.
+through ONNX Runtime (CPU, graph optimizations off) and compared at rtol = atol = 1e-4, once as
+built and once from the saved plan reloaded in a fresh process.
 
 Two generators: "seq" chains elementwise ops, constant broadcasts, MatMul (+ bias), Softmax /
 LogSoftmax, Transpose, reductions and LayerNormalization (the fusion passes' patterns appear
@@ -38,19 +39,25 @@ def compare(kiln, path, x):
         ref = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     except Exception:  # a graph ONNX Runtime rejects says nothing about kiln
         return None
-    xp, out = os.path.join(WORK, "x.npy"), os.path.join(WORK, "o.json")
+    xp, out, plan = os.path.join(WORK, "x.npy"), os.path.join(WORK, "o.json"), os.path.join(WORK, "g.plan")
     np.save(xp, x)
-    p = subprocess.run([kiln, f"--onnx={path}", f"--loadInputs=x:{xp}", f"--exportOutput={out}", "--iterations=1",
-                        "--duration=0", "--warmUp=0", *DEVICE], capture_output=True, text=True)
-    if p.returncode != 0:
-        return f"kiln failed: {p.stderr[-400:]}"
-    o = json.load(open(out))["outputs"][0]
-    got = np.array(o["values"], dtype=np.float64).reshape(o["dims"])
-    if got.shape != ref.shape:
-        return f"shape {got.shape} vs {ref.shape}"
-    err = np.abs(got - ref)
-    bad = ~((err <= TOL + TOL * np.abs(ref)) | (np.isnan(got) & np.isnan(ref)))
-    return f"max abs err {float(err[bad].max()):.3g}" if bad.any() else None
+    # Built from the model (and saved), then the saved plan loaded in a fresh process: both must agree.
+    for source in (f"--onnx={path}", f"--loadEngine={plan}"):
+        extra = [f"--saveEngine={plan}"] if source.startswith("--onnx") else []
+        device = DEVICE if source.startswith("--onnx") else DEVICE[:1]
+        p = subprocess.run([kiln, source, f"--loadInputs=x:{xp}", f"--exportOutput={out}", "--iterations=1",
+                            "--duration=0", "--warmUp=0", *device, *extra], capture_output=True, text=True)
+        if p.returncode != 0:
+            return f"kiln ({source.split('=')[0]}) failed: {p.stderr[-400:]}"
+        o = json.load(open(out))["outputs"][0]
+        got = np.array(o["values"], dtype=np.float64).reshape(o["dims"])
+        if got.shape != ref.shape:
+            return f"shape {got.shape} vs {ref.shape}"
+        err = np.abs(got - ref)
+        bad = ~((err <= TOL + TOL * np.abs(ref)) | (np.isnan(got) & np.isnan(ref)))
+        if bad.any():
+            return f"max abs err {float(err[bad].max()):.3g} ({source.split('=')[0]})"
+    return None
 
 
 # ---- "seq": elementwise / matmul / softmax / reduce / layernorm chains on a 3-D input ------------
