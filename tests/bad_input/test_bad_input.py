@@ -41,6 +41,35 @@ def check_case(kiln, case, timeout):
     return None
 
 
+def mutation_round(kiln, model_bytes, count, timeout, seed0):
+    """Random byte changes (and truncations) of a valid model: kiln may accept a mutant that is
+    still valid, but must never crash, hang or let a non-kiln exception escape."""
+    import random
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="kiln_mutants_") as tmp:
+        path = os.path.join(tmp, "mutant.onnx")
+        for i in range(count):
+            rng = random.Random(seed0 + i)
+            b = bytearray(model_bytes)
+            for _ in range(rng.randint(1, 8)):
+                b[rng.randrange(len(b))] = rng.randrange(256)
+            if rng.random() < 0.2:
+                b = b[: rng.randrange(len(b))]
+            with open(path, "wb") as f:
+                f.write(b)
+            cmd = [kiln, f"--onnx={path}", "--iterations=1", "--warmUp=0", "--duration=0", "--device=cpu"]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, errors="replace")
+            except subprocess.TimeoutExpired:
+                problems.append(f"mutant {seed0 + i}: hung")
+                continue
+            if proc.returncode < 0:
+                problems.append(f"mutant {seed0 + i}: killed by signal {-proc.returncode}")
+            elif "internal error" in proc.stderr:
+                problems.append(f"mutant {seed0 + i}: non-kiln exception: {proc.stderr[-300:]}")
+    return problems
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--kiln", required=True, help="path of the kiln CLI")
@@ -56,6 +85,14 @@ def main():
             problem = check_case(args.kiln, case, args.timeout)
             print(f"{'FAIL' if problem else 'ok  '} {case['name']}" + (f": {problem}" if problem else ""))
             failures += problem is not None
+    # Mutants of valid models (seeded: a failure names its seed).
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "models"))
+    import model_zoo  # noqa: E402
+    for name, model in (("legacy_cnn_opset7", model_zoo.make_legacy_cnn_opset7()), ("local_functions", model_zoo.make_local_functions())):
+        problems = mutation_round(args.kiln, model.SerializeToString(), 100, args.timeout, 0)
+        print(f"{'FAIL' if problems else 'ok  '} 100 random mutants of {name}" + ("".join("\n  " + p for p in problems)))
+        failures += bool(problems)
+        cases.append({"name": f"mutants_{name}"})
     print(f"{len(cases) - failures}/{len(cases)} bad-input cases passed")
     return 1 if failures or not cases else 0
 
