@@ -199,7 +199,13 @@ struct Importer {
       // Pre-opset-7 forms (legacy broadcast with `axis`) need the ranks of earlier layers'
       // outputs while importing: infer each layer as it is normalized (best effort; the builder
       // infers everything again).
-      if (opset < 7) inferWhileImporting(*l);
+      if (opset < 7) {
+        try {
+          inferLayerInPlace(*l, /*fold=*/false);
+        } catch (const Error&) {
+          // inputs not known yet (a producer later in the node list): the builder infers again
+        }
+      }
     }
     for (const auto& out : g.output()) {
       Tensor* t = net.findTensor(out.name());
@@ -217,20 +223,6 @@ struct Importer {
       net.markOutput(t);
     }
     net.topoSort();
-  }
-
-  static void inferWhileImporting(Layer& l) {
-    try {
-      LayerDesc d = describeLayer(l);
-      inferLayer(d);
-      for (size_t k = 0; k < l.outputs.size() && k < d.outputs.size(); ++k) {
-        l.outputs[k]->type = d.outputs[k].type;
-        l.outputs[k]->dims = d.outputs[k].dims;
-        l.outputs[k]->dimsKnown = true;
-      }
-    } catch (const Error&) {
-      // unknown inputs at this point: left to the builder's shape propagation
-    }
   }
 
   // ---- model-local functions (ModelProto.functions): inlined at import --------------------------
