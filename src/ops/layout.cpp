@@ -3,7 +3,6 @@
 // "nChw8c" and "nChw16c" (the CPU layout pass, builder/passes/cpu_layout.cpp), any element type
 // between "nchw" and "nhwc" (the GPU layout pass, builder/passes/gpu_layout.cpp). Its dims are
 // logical NCHW on both sides: only the byte order changes.
-#include <cstring>
 
 #include "backends/cpu/conv_layout.h"
 #include "ops/op_registry.h"
@@ -18,14 +17,6 @@ int64_t blockOf(const LayerDesc& l, const char* attr) {
   int64_t b = cpu::layerLayoutBlock(l, attr);
   if (b == 0) opError(l, std::string("unknown layout in ") + attr + " (expected nchw, nChw8c, nChw16c or nhwc)");
   return b;
-}
-
-//! NCHW <-> NHWC of any element size: [N][A][B] -> [N][B][A] with (A, B) = (C, HW) or (HW, C).
-void transposeInner(const uint8_t* x, uint8_t* y, int64_t n, int64_t a, int64_t b, size_t elem) {
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t p = 0; p < a; ++p)
-      for (int64_t q = 0; q < b; ++q)
-        std::memcpy(y + ((i * b + q) * a + p) * elem, x + ((i * a + p) * b + q) * elem, elem);
 }
 
 void inferLayoutConvert(LayerDesc& l) {
@@ -56,8 +47,8 @@ void refLayoutConvert(const LayerDesc& l, const KernelIO& io) {
   if (fromB == cpu::kNhwcBlock || toB == cpu::kNhwcBlock) {
     const int64_t hw = d[2] * d[3];
     const size_t elem = elementSize(l.inputs[0].type);
-    if (toB == cpu::kNhwcBlock) transposeInner(io.in[0].as<const uint8_t>(), io.out[0].as<uint8_t>(), d[0], d[1], hw, elem);
-    else transposeInner(io.in[0].as<const uint8_t>(), io.out[0].as<uint8_t>(), d[0], hw, d[1], elem);
+    if (toB == cpu::kNhwcBlock) cpu::transposeInner(io.in[0].data, io.out[0].data, d[0], d[1], hw, elem);
+    else cpu::transposeInner(io.in[0].data, io.out[0].data, d[0], hw, d[1], elem);
     return;
   }
   cpu::convertLayout(io.in[0].as<const float>(), blockOf(l, cpu::kLayoutInAttr), io.out[0].as<float>(),

@@ -1,9 +1,9 @@
 // CUDA conv_pool tactics (cuDNN conv/conv-transpose, depthwise_direct, pooling) against the CPU
 // reference kernels, for every tactic offered, in float32 (TF32 tolerance), float16 and bfloat16.
 #include <cmath>
-#include <cstring>
 #include <random>
 
+#include "backends/cpu/conv_layout.h"
 #include "op_test_util.h"
 
 namespace kiln {
@@ -302,16 +302,9 @@ namespace {
 //! A 4-D NCHW tensor's bytes rearranged as NHWC (or back with `toLast` false).
 HostTensor channelsLast(const HostTensor& t, bool toLast) {
   const Dims& d = t.dims();
-  const int64_t n = d[0], c = d[1], hw = d[2] * d[3];
-  const size_t e = elementSize(t.type());
+  const int64_t c = d[1], hw = d[2] * d[3];
   HostTensor o(t.type(), d);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t ci = 0; ci < c; ++ci)
-      for (int64_t s = 0; s < hw; ++s) {
-        const int64_t plain = (i * c + ci) * hw + s, last = (i * hw + s) * c + ci;
-        std::memcpy(static_cast<uint8_t*>(o.data()) + (toLast ? last : plain) * e,
-                    static_cast<const uint8_t*>(t.data()) + (toLast ? plain : last) * e, e);
-      }
+  cpu::transposeInner(t.data(), o.data(), d[0], toLast ? c : hw, toLast ? hw : c, elementSize(t.type()));
   return o;
 }
 

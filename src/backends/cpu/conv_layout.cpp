@@ -39,6 +39,15 @@ bool hasPlainLayouts(const LayerDesc& l) {
   return layerLayoutBlock(l, kLayoutInAttr) == 1 && layerLayoutBlock(l, kLayoutOutAttr) == 1;
 }
 
+void transposeInner(const void* x, void* y, int64_t n, int64_t a, int64_t b, size_t elem) {
+  const auto* src = static_cast<const uint8_t*>(x);
+  auto* dst = static_cast<uint8_t*>(y);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < a; ++p)
+      for (int64_t q = 0; q < b; ++q)
+        std::memcpy(dst + ((i * b + q) * a + p) * elem, src + ((i * a + p) * b + q) * elem, elem);
+}
+
 namespace {
 
 //! Offset of element (n, c, s) in layout block b (b = 1: plain NCHW).

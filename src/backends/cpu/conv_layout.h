@@ -37,6 +37,10 @@ bool hasPlainLayouts(const LayerDesc& l);
 //! 0 when kiln is built without oneDNN (no tactic then handles blocked layouts).
 int64_t preferredChannelBlock();
 
+//! [n][a][b] -> [n][b][a] for elements of `elem` bytes: NCHW <-> NHWC (a, b = C, H*W or H*W, C),
+//! and KCRS -> KRSC weights (a, b = C, R*S).
+void transposeInner(const void* x, void* y, int64_t n, int64_t a, int64_t b, size_t elem);
+
 //! Copies n*c*hw floats from layout block `fromBlock` to `toBlock` (1 = plain). c must be a
 //! multiple of both blocks. Parallel over (n, channel block) when `pool` is not null.
 void convertLayout(const float* x, int64_t fromBlock, float* y, int64_t toBlock, int64_t n, int64_t c, int64_t hw,

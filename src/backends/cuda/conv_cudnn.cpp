@@ -13,7 +13,6 @@
 #include <cudnn_frontend.h>
 
 #include <algorithm>
-#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -92,14 +91,8 @@ std::vector<int64_t> channelsLastStrides(const std::vector<int64_t>& d) {
 HostTensor toChannelsLast(const HostTensor& w) {
   const Dims& d = w.dims();
   const int64_t k = d[0], c = d[1], spatial = d.size() > 2 ? volume(Dims(d.begin() + 2, d.end())) : 1;
-  const size_t e = elementSize(w.type());
   HostTensor out(w.type(), d);
-  const auto* src = static_cast<const uint8_t*>(w.data());
-  auto* dst = static_cast<uint8_t*>(out.data());
-  for (int64_t ki = 0; ki < k; ++ki)
-    for (int64_t ci = 0; ci < c; ++ci)
-      for (int64_t si = 0; si < spatial; ++si)
-        std::memcpy(dst + ((ki * spatial + si) * c + ci) * e, src + ((ki * c + ci) * spatial + si) * e, e);
+  cpu::transposeInner(w.data(), out.data(), k, c, spatial, elementSize(w.type()));
   return out;
 }
 
