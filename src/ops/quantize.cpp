@@ -13,6 +13,7 @@
 
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
+#include "ops/quantize.h"
 
 namespace kiln {
 
@@ -23,67 +24,11 @@ bool isQuantInt(DataType t) {
 }
 bool isScaleType(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
 
-void qRange(DataType t, int64_t& lo, int64_t& hi) {
-  switch (t) {
-    case DataType::kINT8: lo = -128, hi = 127; break;
-    case DataType::kUINT8: lo = 0, hi = 255; break;
-    case DataType::kINT16: lo = -32768, hi = 32767; break;
-    case DataType::kUINT16: lo = 0, hi = 65535; break;
-    default: lo = hi = 0;
-  }
-}
 
 [[noreturn]] void unsupportedType(const LayerDesc& l, const std::string& what, DataType t) {
   throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): " + what + " of type " + toString(t) + " is not supported");
 }
 
-//! Where element i of x finds its scale / zero point.
-struct QuantIndex {
-  enum Mode { kTensor, kAxis, kBlocked } mode = kTensor;
-  int64_t axisDim = 1, inner = 1, block = 0, scaleAxisDim = 1;
-  int64_t operator()(int64_t i) const {
-    if (mode == kTensor) return 0;
-    const int64_t c = (i / inner) % axisDim;
-    if (mode == kAxis) return c;
-    const int64_t outer = i / (inner * axisDim), in = i % inner;
-    return (outer * scaleAxisDim + c / block) * inner + in;
-  }
-};
-
-//! Checks the scale's (and zero point's) shape against x and the attributes.
-QuantIndex quantIndex(const LayerDesc& l, const Dims& x, const Dims& s, const char* what) {
-  QuantIndex q;
-  const int64_t block = l.attrs->getInt("block_size", 0);
-  if (block < 0) opError(l, "block_size must be >= 0");
-  const int64_t rank = static_cast<int64_t>(x.size());
-  int64_t sCount = 1;
-  for (int64_t d : s) sCount = d < 0 ? -1 : sCount * d;
-  if (block == 0 && (s.empty() || (s.size() == 1 && sCount == 1))) return q;  // per tensor
-  if (rank == 0) opError(l, std::string(what) + " must be a scalar for a scalar input");
-  const int64_t axis = normalizeAxis(l, l.attrs->getInt("axis", 1), rank);
-  q.axisDim = x[axis];
-  q.inner = 1;
-  for (int64_t k = axis + 1; k < rank; ++k) q.inner = x[k] < 0 || q.inner < 0 ? -1 : q.inner * x[k];
-  if (block == 0) {
-    if (s.size() != 1) opError(l, std::string(what) + " must be a scalar or 1-D (per-axis), got " + toString(s));
-    if (s[0] >= 0 && x[axis] >= 0 && s[0] != x[axis])
-      opError(l, std::string(what) + " has " + std::to_string(s[0]) + " values for an axis of size " + std::to_string(x[axis]));
-    q.mode = QuantIndex::kAxis;
-    return q;
-  }
-  if (static_cast<int64_t>(s.size()) != rank)
-    opError(l, std::string(what) + " must have the input's rank for blocked quantization, got " + toString(s));
-  for (int64_t k = 0; k < rank; ++k) {
-    if (s[k] < 0 || x[k] < 0) continue;
-    const int64_t want = k == axis ? (x[k] + block - 1) / block : x[k];
-    if (s[k] != want)
-      opError(l, std::string(what) + " shape " + toString(s) + " does not block input " + toString(x) + " by " + std::to_string(block));
-  }
-  q.mode = QuantIndex::kBlocked;
-  q.block = block;
-  q.scaleAxisDim = s[axis];
-  return q;
-}
 
 float readFloat(const TensorView& v, int64_t i) {
   switch (v.type) {
@@ -152,10 +97,8 @@ void refQuantize(const LayerDesc& l, const KernelIO& io) {
   const bool hasZp = io.in.size() > 2 && io.in[2].data;
   const QuantIndex zi = hasZp ? quantIndex(l, x.dims, io.in[2].dims, "y_zero_point") : QuantIndex{};
   int64_t lo, hi;
-  qRange(y.type, lo, hi);
-  // The quotient's type: the `precision` attribute, else numpy's promotion of x and the scale.
-  DataType div = x.type == s.type ? x.type : DataType::kFLOAT;
-  if (l.attrs->has("precision")) div = fromOnnxType(l, l.attrs->getInt("precision", 1));
+  quantRange(y.type, lo, hi);
+  const DataType div = quantizeDivisionType(l);
   const int saved = std::fegetround();
   std::fesetround(FE_TONEAREST);
   for (int64_t i = 0; i < x.count; ++i) {
@@ -203,6 +146,55 @@ void refDequantize(const LayerDesc& l, const KernelIO& io) {
 }
 
 }  // namespace
+
+QuantIndex quantIndex(const LayerDesc& l, const Dims& x, const Dims& s, const char* what) {
+  QuantIndex q;
+  const int64_t block = l.attrs->getInt("block_size", 0);
+  if (block < 0) opError(l, "block_size must be >= 0");
+  const int64_t rank = static_cast<int64_t>(x.size());
+  int64_t sCount = 1;
+  for (int64_t d : s) sCount = d < 0 ? -1 : sCount * d;
+  if (block == 0 && (s.empty() || (s.size() == 1 && sCount == 1))) return q;  // per tensor
+  if (rank == 0) opError(l, std::string(what) + " must be a scalar for a scalar input");
+  const int64_t axis = normalizeAxis(l, l.attrs->getInt("axis", 1), rank);
+  q.axisDim = x[axis];
+  q.inner = 1;
+  for (int64_t k = axis + 1; k < rank; ++k) q.inner = x[k] < 0 || q.inner < 0 ? -1 : q.inner * x[k];
+  if (block == 0) {
+    if (s.size() != 1) opError(l, std::string(what) + " must be a scalar or 1-D (per-axis), got " + toString(s));
+    if (s[0] >= 0 && x[axis] >= 0 && s[0] != x[axis])
+      opError(l, std::string(what) + " has " + std::to_string(s[0]) + " values for an axis of size " + std::to_string(x[axis]));
+    q.mode = QuantIndex::kAxis;
+    return q;
+  }
+  if (static_cast<int64_t>(s.size()) != rank)
+    opError(l, std::string(what) + " must have the input's rank for blocked quantization, got " + toString(s));
+  for (int64_t k = 0; k < rank; ++k) {
+    if (s[k] < 0 || x[k] < 0) continue;
+    const int64_t want = k == axis ? (x[k] + block - 1) / block : x[k];
+    if (s[k] != want)
+      opError(l, std::string(what) + " shape " + toString(s) + " does not block input " + toString(x) + " by " + std::to_string(block));
+  }
+  q.mode = QuantIndex::kBlocked;
+  q.block = block;
+  q.scaleAxisDim = s[axis];
+  return q;
+}
+
+void quantRange(DataType t, int64_t& lo, int64_t& hi) {
+  switch (t) {
+    case DataType::kINT8: lo = -128, hi = 127; break;
+    case DataType::kUINT8: lo = 0, hi = 255; break;
+    case DataType::kINT16: lo = -32768, hi = 32767; break;
+    case DataType::kUINT16: lo = 0, hi = 65535; break;
+    default: lo = hi = 0;
+  }
+}
+
+DataType quantizeDivisionType(const LayerDesc& l) {
+  if (l.attrs->has("precision")) return fromOnnxType(l, l.attrs->getInt("precision", 1));
+  return l.inputs[0].type == l.inputs[1].type ? l.inputs[0].type : DataType::kFLOAT;
+}
 
 void registerQuantizeOps(OpRegistry& r) {
   OpDef q;

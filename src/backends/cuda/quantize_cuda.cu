@@ -1,7 +1,8 @@
 // CUDA tactic "cuda" for QuantizeLinear / DequantizeLinear (ops/quantize.cpp has the semantics):
-// per-tensor, per-axis and blocked scales / zero points, int8/uint8/int16/uint16 (and int32 for
-// DequantizeLinear) with float32/float16/bfloat16 scales. One thread per element; the quotient is
-// rounded to the reference's type and then to nearest-even (rintf), as the CPU reference does.
+// per-tensor, per-axis and blocked scales / zero points (QuantIndex, ops/quantize.h, shared with
+// the reference), int8/uint8/int16/uint16 (and int32 for DequantizeLinear) with float32/float16/
+// bfloat16 scales. One thread per element; the quotient is rounded to the reference's type and
+// then to nearest-even (rint), as the CPU reference does.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -9,7 +10,7 @@
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
-#include "ops/op_util.h"
+#include "ops/quantize.h"
 
 namespace kiln {
 
@@ -31,23 +32,11 @@ int elemOf(DataType t) {
   }
 }
 
-//! Where element i finds its scale / zero point (the reference's QuantIndex).
-struct Index {
-  int mode = 0;  // 0 tensor, 1 axis, 2 blocked
-  int64_t axisDim = 1, inner = 1, block = 1, scaleAxisDim = 1;
-  __device__ int64_t operator()(int64_t i) const {
-    if (mode == 0) return 0;
-    const int64_t c = (i / inner) % axisDim;
-    if (mode == 1) return c;
-    return ((i / (inner * axisDim)) * scaleAxisDim + c / block) * inner + i % inner;
-  }
-};
-
 struct QParams {
   bool quantize = true;
   int x = kF32, scale = kF32, zp = -1, y = kU8, div = kF32;
   int64_t count = 0, lo = 0, hi = 255;
-  Index si, zi;
+  QuantIndex si, zi;
 };
 
 __device__ float loadF(const void* p, int e, int64_t i) {
@@ -104,25 +93,6 @@ __global__ void quantizeKernel(const void* __restrict__ x, const void* __restric
   }
 }
 
-Index indexFor(const LayerDesc& l, const Dims& x, const Dims& s) {
-  Index q;
-  const int64_t block = l.attrs->getInt("block_size", 0);
-  int64_t count = 1;
-  for (int64_t d : s) count *= d;
-  if (block == 0 && (s.empty() || (s.size() == 1 && count == 1))) return q;
-  const int64_t rank = static_cast<int64_t>(x.size()), axis = normalizeAxis(l, l.attrs->getInt("axis", 1), rank);
-  q.axisDim = x[axis];
-  for (int64_t k = axis + 1; k < rank; ++k) q.inner *= x[k];
-  if (block == 0) {
-    q.mode = 1;
-  } else {
-    q.mode = 2;
-    q.block = block;
-    q.scaleAxisDim = s[axis];
-  }
-  return q;
-}
-
 class QuantizeKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
@@ -132,18 +102,14 @@ class QuantizeKernel : public Kernel {
     p.scale = elemOf(l.inputs[1].type);
     p.y = elemOf(l.outputs[0].type);
     p.count = volume(l.inputs[0].dims);
-    p.si = indexFor(l, l.inputs[0].dims, l.inputs[1].dims);
+    p.si = quantIndex(l, l.inputs[0].dims, l.inputs[1].dims, "scale");
     if (l.present(2)) {
       p.zp = elemOf(l.inputs[2].type);
-      p.zi = indexFor(l, l.inputs[0].dims, l.inputs[2].dims);
+      p.zi = quantIndex(l, l.inputs[0].dims, l.inputs[2].dims, "zero point");
     }
     if (p.quantize) {
-      const DataType yt = l.outputs[0].type;
-      p.lo = yt == DataType::kINT8 ? -128 : (yt == DataType::kINT16 ? -32768 : 0);
-      p.hi = yt == DataType::kINT8 ? 127 : (yt == DataType::kUINT8 ? 255 : (yt == DataType::kINT16 ? 32767 : 65535));
-      DataType div = l.inputs[0].type == l.inputs[1].type ? l.inputs[0].type : DataType::kFLOAT;
-      if (l.attrs->has("precision")) div = fromOnnxType(l, l.attrs->getInt("precision", 1));
-      p.div = elemOf(div);
+      quantRange(l.outputs[0].type, p.lo, p.hi);
+      p.div = elemOf(quantizeDivisionType(l));
     }
     return 0;
   }
