@@ -380,23 +380,6 @@ void refLayerNorm(const LayerDesc& l, const KernelIO& io) {
 // Softmax, LogSoftmax, Hardmax: along one axis (opset 13), or along the dims [axis, rank)
 // flattened together (opset < 13, marked kiln_coerce_2d).
 
-struct AxisSplit {
-  int64_t outer = 1, length = 1, inner = 1;
-};
-
-AxisSplit softmaxSplit(const LayerDesc& l, const Dims& x) {
-  int64_t axis = normalizeAxis(l, l.attrs->getInt("axis", -1), static_cast<int64_t>(x.size()));
-  AxisSplit s;
-  s.outer = product(x, 0, axis);
-  if (l.attrs->getInt("kiln_coerce_2d", 0)) {
-    s.length = product(x, axis, x.size());
-  } else {
-    s.length = x[axis];
-    s.inner = product(x, axis + 1, x.size());
-  }
-  return s;
-}
-
 void inferSoftmax(LayerDesc& l) {
   requireInputs(l, 1, 1);
   checkSizes(l);
@@ -413,11 +396,7 @@ void inferSoftmax(LayerDesc& l) {
 
 template <typename T>
 void softmaxKernel(const LayerDesc& l, const KernelIO& io) {
-  const Dims& x = io.in[0].dims;
-  AxisSplit s;
-  int64_t rank = static_cast<int64_t>(x.size());
-  if (l.attrs->getInt("kiln_coerce_2d", 0) && l.attrs->getInt("axis", -1) == rank) s.outer = volume(x);
-  else s = softmaxSplit(l, x);
+  const AxisSplit s = softmaxSplit(l, io.in[0].dims);
   const T* in = io.in[0].as<T>();
   T* out = io.out[0].as<T>();
   const bool isLog = l.op == "LogSoftmax", isHard = l.op == "Hardmax";
@@ -467,6 +446,25 @@ OpDef makeOp(const std::string& name, InferFn infer, RefFn ref, int minOpset,
 }
 
 }  // namespace
+
+AxisSplit softmaxSplit(const LayerDesc& l, const Dims& x) {
+  const int64_t rank = static_cast<int64_t>(x.size());
+  const bool coerce = l.attrs->getInt("kiln_coerce_2d", 0) != 0;
+  AxisSplit s;
+  if (coerce && l.attrs->getInt("axis", -1) == rank) {  // an empty normalized block: each element alone
+    s.outer = volume(x);
+    return s;
+  }
+  const size_t axis = static_cast<size_t>(normalizeAxis(l, l.attrs->getInt("axis", -1), rank));
+  s.outer = volume(Dims(x.begin(), x.begin() + axis));
+  if (coerce) {
+    s.length = volume(Dims(x.begin() + axis, x.end()));
+  } else {
+    s.length = x[axis];
+    s.inner = volume(Dims(x.begin() + axis + 1, x.end()));
+  }
+  return s;
+}
 
 void registerNormalizationOps(OpRegistry& r) {
   r.add(makeOp("BatchNormalization", inferBatchNorm, refBatchNorm, 1, normalizeBatchNorm));

@@ -48,6 +48,13 @@ void dispatchNumeric(DataType t, F&& f) {
   }
 }
 
+//! Softmax / LogSoftmax / Hardmax lines: element k of line (o, i) is at (o * length + k) * inner
+//! + i. Opset < 13 forms (kiln_coerce_2d) normalize the flattened block [axis, rank) instead.
+struct AxisSplit {
+  int64_t outer = 1, length = 1, inner = 1;
+};
+AxisSplit softmaxSplit(const LayerDesc& l, const Dims& x);
+
 //! Einsum as nested loops (ops/matmul.cpp): the output's labels first (`outputLoops` of them),
 //! then the summed labels; strides[i][d] is input i's element stride for loop d (0 where the
 //! input lacks the label or broadcasts it; repeated labels add up, giving diagonals).

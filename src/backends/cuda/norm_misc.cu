@@ -71,19 +71,10 @@ __global__ void hardmaxKernel(const T* __restrict__ x, T* __restrict__ y, Lines 
 class HardmaxKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
-    const Dims& x = l.inputs[0].dims;
-    const int64_t rank = static_cast<int64_t>(x.size()), axisAttr = l.attrs->getInt("axis", -1);
-    const bool coerce = l.attrs->getInt("kiln_coerce_2d", 0) != 0;
     auto s = std::make_unique<LinesState>();
-    if (coerce && axisAttr == rank) {  // an empty block: each element is its own line
-      s->g.outer = volume(x);
-    } else {
-      const size_t axis = static_cast<size_t>(normalizeAxis(l, axisAttr, rank));
-      s->g.outer = span(x, 0, axis);
-      s->g.length = coerce ? span(x, axis, x.size()) : x[axis];
-      s->g.inner = coerce ? 1 : span(x, axis + 1, x.size());
-    }
-    s->count = volume(x);
+    const AxisSplit split = softmaxSplit(l, l.inputs[0].dims);
+    s->g = Lines{split.outer, split.length, split.inner};
+    s->count = volume(l.inputs[0].dims);
     state = std::move(s);
     return 0;
   }

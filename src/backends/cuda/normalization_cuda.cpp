@@ -42,25 +42,13 @@ class SoftmaxKernel : public Kernel {
  public:
   explicit SoftmaxKernel(const LayerDesc& l) : log_(l.op == "LogSoftmax") {}
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
-    const Dims& x = l.inputs[0].dims;
-    const int64_t rank = static_cast<int64_t>(x.size());
-    const bool coerce = l.attrs->getInt("kiln_coerce_2d", 0) != 0;
-    const int64_t axisAttr = l.attrs->getInt("axis", -1);
     auto& p = makeState<SoftmaxParams>(state);
     p.type = l.inputs[0].type;
     p.log = log_;
-    if (coerce && axisAttr == rank) {  // an empty normalized block: each element alone
-      p.outer = volume(x);
-    } else {
-      const int64_t axis = normalizeAxis(l, axisAttr, rank);
-      p.outer = product(x, 0, axis);
-      if (coerce) {
-        p.length = product(x, axis, x.size());
-      } else {
-        p.length = x[axis];
-        p.inner = product(x, axis + 1, x.size());
-      }
-    }
+    const AxisSplit split = softmaxSplit(l, l.inputs[0].dims);
+    p.outer = split.outer;
+    p.length = split.length;
+    p.inner = split.inner;
     if (p.inner == 1) p.geo = planRows(p.outer, p.length, elementSize(p.type));
     return 0;
   }
