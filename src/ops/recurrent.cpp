@@ -12,13 +12,12 @@
 #include <limits>
 
 #include "ops/op_registry.h"
+#include "ops/recurrent.h"
 #include "ops/op_util.h"
 
 namespace kiln {
 
 namespace {
-
-enum class Cell { kRnn, kGru, kLstm };
 
 Cell cellOf(const LayerDesc& l) {
   if (l.op == "RNN") return Cell::kRnn;
@@ -39,8 +38,6 @@ std::vector<std::string> defaultActivations(Cell c) {
 // ---------------------------------------------------------------------------------------------
 // Activation functions (the list the ONNX recurrent ops accept)
 
-enum class RecAct { kRelu, kTanh, kSigmoid, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh, kHardSigmoid, kElu, kSoftsign, kSoftplus };
-
 struct RecActDef {
   const char* name;
   RecAct kind;
@@ -60,27 +57,6 @@ constexpr RecActDef kRecActs[] = {
     {"elu", RecAct::kElu, true, false, 1.0, 0},
     {"softsign", RecAct::kSoftsign, false, false, 0, 0},
     {"softplus", RecAct::kSoftplus, false, false, 0, 0},
-};
-
-struct Activation {
-  RecAct kind = RecAct::kTanh;
-  double alpha = 0, beta = 0;
-  double operator()(double x) const {
-    switch (kind) {
-      case RecAct::kRelu: return x > 0 ? x : 0;
-      case RecAct::kTanh: return std::tanh(x);
-      case RecAct::kSigmoid: return 1.0 / (1.0 + std::exp(-x));
-      case RecAct::kAffine: return alpha * x + beta;
-      case RecAct::kLeakyRelu: return x >= 0 ? x : alpha * x;
-      case RecAct::kThresholdedRelu: return x > alpha ? x : 0;
-      case RecAct::kScaledTanh: return alpha * std::tanh(beta * x);
-      case RecAct::kHardSigmoid: return std::clamp(alpha * x + beta, 0.0, 1.0);
-      case RecAct::kElu: return x >= 0 ? x : alpha * (std::exp(x) - 1.0);
-      case RecAct::kSoftsign: return x / (1.0 + std::fabs(x));
-      case RecAct::kSoftplus: return x > 30 ? x : std::log1p(std::exp(x));
-    }
-    return x;
-  }
 };
 
 std::string lowercase(std::string s) {
@@ -121,40 +97,6 @@ std::vector<Activation> parseActivations(const LayerDesc& l, Cell cell, int64_t 
 // ---------------------------------------------------------------------------------------------
 // Attributes
 
-struct RecurrentConfig {
-  Cell cell = Cell::kRnn;
-  int64_t gates = 1;
-  int64_t dirs = 1;
-  bool reverse = false;  // direction == "reverse" (a single backward pass)
-  int64_t layout = 0;
-  double clip = 0;       // 0: no clip
-  bool inputForget = false;
-  bool linearBeforeReset = false;
-  std::vector<Activation> acts;  // activationCount(cell) per direction
-};
-
-RecurrentConfig parseConfig(const LayerDesc& l) {
-  RecurrentConfig c;
-  c.cell = cellOf(l);
-  c.gates = gateCount(c.cell);
-  std::string dir = l.attrs->getString("direction", "forward");
-  if (dir == "bidirectional") c.dirs = 2;
-  else if (dir == "reverse") c.reverse = true;
-  else if (dir != "forward") opError(l, "direction must be forward, reverse or bidirectional, got '" + dir + "'");
-  c.layout = l.attrs->getInt("layout", 0);
-  if (c.layout != 0 && c.layout != 1) opError(l, "layout must be 0 or 1, got " + std::to_string(c.layout));
-  if (l.attrs->has("clip")) {
-    float clip = l.attrs->getFloat("clip", 0.f);
-    if (!(clip > 0.f)) opError(l, "clip must be a positive threshold, got " + std::to_string(clip));
-    c.clip = clip;
-  }
-  int64_t forget = l.attrs->getInt("input_forget", 0);
-  if (forget != 0 && forget != 1) opError(l, "input_forget must be 0 or 1");
-  c.inputForget = forget != 0;
-  c.linearBeforeReset = l.attrs->getInt("linear_before_reset", 0) != 0;
-  c.acts = parseActivations(l, c.cell, c.dirs);
-  return c;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Shape inference
@@ -173,7 +115,7 @@ constexpr size_t kB = 3, kSeqLens = 4, kInitialH = 5, kInitialC = 6, kP = 7;
 void inferRecurrent(LayerDesc& l) {
   const Cell cell = cellOf(l);
   requireInputs(l, 3, cell == Cell::kLstm ? 8 : 6);
-  RecurrentConfig c = parseConfig(l);
+  RecurrentConfig c = parseRecurrentConfig(l);
   for (size_t i = 0; i < l.inputs.size(); ++i)
     if (l.present(i) && isStatic(l.inputs[i].dims)) volume(l.inputs[i].dims);
   const DataType t = l.inputs[0].type;
@@ -351,7 +293,7 @@ T* optionalOutput(const KernelIO& io, size_t i) {
 
 template <typename T>
 void runRecurrent(const LayerDesc& l, const KernelIO& io) {
-  const RecurrentConfig cfg = parseConfig(l);
+  const RecurrentConfig cfg = parseRecurrentConfig(l);
   const Dims& xd = io.in[0].dims;
   Geometry g{cfg.layout == 0 ? xd[0] : xd[1], cfg.layout == 0 ? xd[1] : xd[0], xd[2], io.in[2].dims[2], cfg.dirs, cfg.layout};
   const std::vector<int64_t> lens = sequenceLengths(l, io, g);
@@ -409,6 +351,47 @@ void refRecurrent(const LayerDesc& l, const KernelIO& io) {
 }
 
 }  // namespace
+
+double Activation::operator()(double x) const {
+    switch (kind) {
+      case RecAct::kRelu: return x > 0 ? x : 0;
+      case RecAct::kTanh: return std::tanh(x);
+      case RecAct::kSigmoid: return 1.0 / (1.0 + std::exp(-x));
+      case RecAct::kAffine: return alpha * x + beta;
+      case RecAct::kLeakyRelu: return x >= 0 ? x : alpha * x;
+      case RecAct::kThresholdedRelu: return x > alpha ? x : 0;
+      case RecAct::kScaledTanh: return alpha * std::tanh(beta * x);
+      case RecAct::kHardSigmoid: return std::clamp(alpha * x + beta, 0.0, 1.0);
+      case RecAct::kElu: return x >= 0 ? x : alpha * (std::exp(x) - 1.0);
+      case RecAct::kSoftsign: return x / (1.0 + std::fabs(x));
+      case RecAct::kSoftplus: return x > 30 ? x : std::log1p(std::exp(x));
+    }
+    return x;
+}
+
+RecurrentConfig parseRecurrentConfig(const LayerDesc& l) {
+  RecurrentConfig c;
+  c.cell = cellOf(l);
+  c.gates = gateCount(c.cell);
+  std::string dir = l.attrs->getString("direction", "forward");
+  if (dir == "bidirectional") c.dirs = 2;
+  else if (dir == "reverse") c.reverse = true;
+  else if (dir != "forward") opError(l, "direction must be forward, reverse or bidirectional, got '" + dir + "'");
+  c.layout = l.attrs->getInt("layout", 0);
+  if (c.layout != 0 && c.layout != 1) opError(l, "layout must be 0 or 1, got " + std::to_string(c.layout));
+  if (l.attrs->has("clip")) {
+    float clip = l.attrs->getFloat("clip", 0.f);
+    if (!(clip > 0.f)) opError(l, "clip must be a positive threshold, got " + std::to_string(clip));
+    c.clip = clip;
+  }
+  int64_t forget = l.attrs->getInt("input_forget", 0);
+  if (forget != 0 && forget != 1) opError(l, "input_forget must be 0 or 1");
+  c.inputForget = forget != 0;
+  c.linearBeforeReset = l.attrs->getInt("linear_before_reset", 0) != 0;
+  c.acts = parseActivations(l, c.cell, c.dirs);
+  return c;
+}
+
 
 void registerRecurrentOps(OpRegistry& r) {
   for (const char* name : {"RNN", "GRU", "LSTM"}) {

@@ -8,7 +8,6 @@
 // then update the state elementwise. The per-sequence state lives in the workspace (global
 // memory, L2-resident), so hidden sizes are not limited by shared memory. Recurrent layers are
 // rare in the benchmark models; this is exact and simple, not tuned.
-#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -17,13 +16,17 @@
 
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
+#include "ops/recurrent.h"
 
 namespace kiln {
 
 namespace {
 
-enum Cell : int { kRnn = 0, kGru = 1, kLstm = 2 };
+enum CellKind : int { kRnn = 0, kGru = 1, kLstm = 2 };
 enum Act : int { kRelu, kTanh, kSigmoid, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh, kHardSigmoid, kElu, kSoftsign, kSoftplus };
+static_assert(static_cast<int>(RecAct::kRelu) == kRelu && static_cast<int>(RecAct::kAffine) == kAffine &&
+                  static_cast<int>(RecAct::kHardSigmoid) == kHardSigmoid && static_cast<int>(RecAct::kSoftplus) == kSoftplus,
+              "Act mirrors RecAct (ops/recurrent.h)");
 
 struct ActParam {
   int kind = kTanh;
@@ -158,59 +161,23 @@ __global__ void recurrentKernel(RecParams p, const float* __restrict__ x, const 
   }
 }
 
-int actKind(const std::string& name, float* alpha, float* beta) {
-  std::string n;
-  for (char ch : name) n += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  struct K { const char* name; int kind; float a, b; };
-  static const K kinds[] = {{"relu", kRelu, 0, 0},           {"tanh", kTanh, 0, 0},
-                            {"sigmoid", kSigmoid, 0, 0},     {"affine", kAffine, 1, 0},
-                            {"leakyrelu", kLeakyRelu, 0.01f, 0}, {"thresholdedrelu", kThresholdedRelu, 1, 0},
-                            {"scaledtanh", kScaledTanh, 1, 1}, {"hardsigmoid", kHardSigmoid, 0.2f, 0.5f},
-                            {"elu", kElu, 1, 0},             {"softsign", kSoftsign, 0, 0},
-                            {"softplus", kSoftplus, 0, 0}};
-  for (const K& k : kinds)
-    if (n == k.name) {
-      *alpha = k.a;
-      *beta = k.b;
-      return k.kind;
-    }
-  return -1;
-}
-
-bool usesAlpha(int k) { return k == kAffine || k == kLeakyRelu || k == kThresholdedRelu || k == kScaledTanh || k == kHardSigmoid || k == kElu; }
-bool usesBeta(int k) { return k == kAffine || k == kScaledTanh || k == kHardSigmoid; }
-
-//! The attributes as kernel parameters (shapes filled in by reshape). The reference's shape
-//! inference has validated them.
+//! The attributes as kernel parameters (shapes filled in by reshape), parsed and validated by
+//! the reference's parseRecurrentConfig.
 RecParams configOf(const LayerDesc& l) {
+  const RecurrentConfig c = parseRecurrentConfig(l);
+  if (c.acts.size() > static_cast<size_t>(kMaxActs)) throw Error("CUDA recurrent: too many activation functions");
   RecParams p;
-  p.cell = l.op == "RNN" ? kRnn : (l.op == "GRU" ? kGru : kLstm);
-  p.gates = p.cell == kRnn ? 1 : (p.cell == kGru ? 3 : 4);
-  p.actsPerDir = p.cell == kRnn ? 1 : (p.cell == kGru ? 2 : 3);
-  const std::string dir = l.attrs->getString("direction", "forward");
-  p.dirs = dir == "bidirectional" ? 2 : 1;
-  p.reverse = dir == "reverse";
-  p.layout = l.attrs->getInt("layout", 0);
-  p.clip = l.attrs->has("clip") ? l.attrs->getFloat("clip", 0.f) : 0.f;
-  p.inputForget = l.attrs->getInt("input_forget", 0) != 0;
-  p.linearBeforeReset = l.attrs->getInt("linear_before_reset", 0) != 0;
-  std::vector<std::string> names = l.attrs->getStrings("activations");
-  if (names.empty()) {
-    const std::vector<std::string> dflt = p.cell == kRnn ? std::vector<std::string>{"Tanh"}
-                                          : p.cell == kGru ? std::vector<std::string>{"Sigmoid", "Tanh"}
-                                                           : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
-    for (int64_t d = 0; d < p.dirs; ++d) names.insert(names.end(), dflt.begin(), dflt.end());
-  }
-  if (names.size() != static_cast<size_t>(p.actsPerDir * p.dirs)) throw Error("CUDA recurrent: bad activations list");
-  const std::vector<float> alphas = l.attrs->getFloats("activation_alpha"), betas = l.attrs->getFloats("activation_beta");
-  size_t ai = 0, bi = 0;
-  for (size_t k = 0; k < names.size(); ++k) {
-    ActParam& a = p.acts[k];
-    a.kind = actKind(names[k], &a.alpha, &a.beta);
-    if (a.kind < 0) throw UnsupportedError("CUDA recurrent: unsupported activation '" + names[k] + "'");
-    if (usesAlpha(a.kind) && ai < alphas.size()) a.alpha = alphas[ai++];
-    if (usesBeta(a.kind) && bi < betas.size()) a.beta = betas[bi++];
-  }
+  p.cell = c.cell == Cell::kRnn ? kRnn : (c.cell == Cell::kGru ? kGru : kLstm);
+  p.gates = c.gates;
+  p.actsPerDir = static_cast<int>(c.acts.size() / static_cast<size_t>(c.dirs));
+  p.dirs = c.dirs;
+  p.reverse = c.reverse;
+  p.layout = c.layout;
+  p.clip = static_cast<float>(c.clip);
+  p.inputForget = c.inputForget;
+  p.linearBeforeReset = c.linearBeforeReset;
+  for (size_t k = 0; k < c.acts.size(); ++k)  // RecAct's order is the kernel's Act order
+    p.acts[k] = ActParam{static_cast<int>(c.acts[k].kind), static_cast<float>(c.acts[k].alpha), static_cast<float>(c.acts[k].beta)};
   return p;
 }
 
