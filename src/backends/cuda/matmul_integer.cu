@@ -8,6 +8,7 @@
 
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
+#include "ops/op_util.h"
 
 namespace kiln {
 
@@ -60,19 +61,16 @@ class MatMulIntegerKernel : public Kernel {
     p.M = a[a.size() - 2];
     p.K = a.back();
     p.N = b.back();
-    const size_t ra = a.size() - 2, rb = b.size() - 2, r = std::max(ra, rb);
-    if (r > static_cast<size_t>(kMaxBatchRank)) throw UnsupportedError("CUDA MatMulInteger: batch rank above 6");
-    p.rank = static_cast<int>(r);
-    p.batches = 1;
-    int64_t sa = 1, sb = 1;
-    for (size_t d = r; d-- > 0;) {  // right-aligned broadcasting of the batch dims
-      const int64_t da = d + ra >= r ? a[d + ra - r] : 1, db = d + rb >= r ? b[d + rb - r] : 1;
-      p.batchDims[d] = std::max(da, db);
-      p.aStride[d] = da == 1 ? 0 : sa;
-      p.bStride[d] = db == 1 ? 0 : sb;
-      sa *= da;
-      sb *= db;
-      p.batches *= p.batchDims[d];
+    const Dims aBatch(a.begin(), a.end() - 2), bBatch(b.begin(), b.end() - 2);
+    const Dims batch = broadcastDims(l, aBatch, bBatch);  // numpy broadcasting of the batch dims
+    if (batch.size() > static_cast<size_t>(kMaxBatchRank)) throw UnsupportedError("CUDA MatMulInteger: batch rank above 6");
+    const std::vector<int64_t> sa = broadcastStrides(aBatch, batch), sb = broadcastStrides(bBatch, batch);  // in matrices
+    p.rank = static_cast<int>(batch.size());
+    p.batches = volume(batch);
+    for (size_t d = 0; d < batch.size(); ++d) {
+      p.batchDims[d] = batch[d];
+      p.aStride[d] = sa[d];
+      p.bStride[d] = sb[d];
     }
     p.aSigned = l.inputs[0].type == DataType::kINT8;
     p.bSigned = l.inputs[1].type == DataType::kINT8;
