@@ -18,9 +18,8 @@ constexpr int64_t kMaxPluginDim = int64_t(1) << 40;
 bool isReserved(const std::string& name) { return name.rfind("kiln.plugin.", 0) == 0; }
 
 std::string layerKey(const Attributes& a) {
-  std::string ns = a.getString(kPluginNamespaceAttr, "");
-  std::string name = a.getString(kPluginNameAttr, "?");
-  return "'" + (ns.empty() ? name : ns + "::" + name) + "' version '" + a.getString(kPluginVersionAttr, "?") + "'";
+  return pluginKeyString(a.getString(kPluginNameAttr, "?"), a.getString(kPluginVersionAttr, "?"),
+                         a.getString(kPluginNamespaceAttr, ""));
 }
 
 void checkFields(const std::string& layerName, const IPluginCreator& c, const Attributes& fields) {
@@ -209,7 +208,9 @@ Attributes pluginFields(const Attributes& layerAttrs) {
   return f;
 }
 
-std::string pluginKeyString(const Attributes& layerAttrs) { return layerKey(layerAttrs); }
+std::string pluginKeyString(const std::string& name, const std::string& version, const std::string& ns) {
+  return "'" + (ns.empty() ? name : ns + "::" + name) + "' version '" + version + "'";
+}
 
 Attributes makePluginLayerAttrs(const std::string& layerName, const IPluginCreator& creator, const Attributes& fields,
                                 int* nbOutputs) {
@@ -278,8 +279,7 @@ Layer* addPluginLayer(Network& net, const std::vector<Tensor*>& inputs, const st
                       const std::string& ns, const Attributes& fields, const std::string& layerName) {
   auto creator = getPluginRegistry().findCreator(name, version, ns);
   if (!creator)
-    throw Error("addPluginLayer: no plugin creator is registered for '" + (ns.empty() ? name : ns + "::" + name) +
-                "' version '" + version + "'");
+    throw Error("addPluginLayer: no plugin creator is registered for " + pluginKeyString(name, version, ns));
   for (Tensor* t : inputs)
     if (!t) throw Error("addPluginLayer: plugin layers take no null inputs");
   std::string lname = layerName.empty() ? net.uniqueName(name) : layerName;

@@ -24,8 +24,8 @@ Attributes makePluginLayerAttrs(const std::string& layerName, const IPluginCreat
                                 int* nbOutputs);
 //! The plugin's fields: a plugin layer's attributes without the reserved ones.
 Attributes pluginFields(const Attributes& layerAttrs);
-//! "namespace::name v<version>" for messages.
-std::string pluginKeyString(const Attributes& layerAttrs);
+//! "'namespace::name' version 'v'" for messages.
+std::string pluginKeyString(const std::string& name, const std::string& version, const std::string& ns);
 //! Creates the plugin of a plugin layer from the registry; throws kiln::Error naming the layer,
 //! the plugin and its library when the creator is not registered.
 std::unique_ptr<IPlugin> createLayerPlugin(const std::string& layerName, const Attributes& layerAttrs);

@@ -33,16 +33,12 @@ namespace {
 // with its file name (recorded in plans so that a missing plugin names its library).
 thread_local std::string tCurrentLibrary;
 
-std::string keyString(const std::string& name, const std::string& version, const std::string& ns) {
-  return "'" + (ns.empty() ? name : ns + "::" + name) + "' version '" + version + "'";
-}
-
 class PluginRegistry : public IPluginRegistry {
  public:
   void registerCreator(std::shared_ptr<IPluginCreator> creator, bool allowOverride) override {
     if (!creator) throw Error("registerCreator: null creator");
     if (creator->apiVersion() != kPluginApiVersion)
-      throw Error("plugin creator " + keyString(creator->name(), creator->version(), creator->pluginNamespace()) +
+      throw Error("plugin creator " + pluginKeyString(creator->name(), creator->version(), creator->pluginNamespace()) +
                   " implements plugin API version " + std::to_string(creator->apiVersion()) + "; this kiln supports version " +
                   std::to_string(kPluginApiVersion));
     if (creator->name().empty()) throw Error("registerCreator: a plugin creator has an empty name");
@@ -50,7 +46,7 @@ class PluginRegistry : public IPluginRegistry {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = creators_.find(key);
     if (it != creators_.end() && !allowOverride)
-      throw Error("plugin creator " + keyString(creator->name(), creator->version(), creator->pluginNamespace()) +
+      throw Error("plugin creator " + pluginKeyString(creator->name(), creator->version(), creator->pluginNamespace()) +
                   " is already registered" + (it->second.library.empty() ? "" : " (by library '" + it->second.library + "')") +
                   "; deregister it first or register with override");
     creators_[key] = Entry{std::move(creator), tCurrentLibrary};
