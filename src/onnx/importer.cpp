@@ -6,6 +6,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <sys/stat.h>
 
+#include <deque>
 #include <fstream>
 #include <map>
 #include <set>
@@ -128,10 +129,14 @@ struct Importer {
       if (!functions.emplace(key, &f).second)
         throw Error("model-local function '" + f.domain() + "::" + f.name() + "' is defined twice");
     }
-    std::vector<onnx::NodeProto> nodes;  // the graph's nodes with model-local function calls inlined
-    for (const auto& node : g.node()) expandNode(node, nodes, 0);
+    // The graph's nodes with model-local function calls replaced by their (renamed) bodies, which
+    // live in `inlined`; the graph's own nodes are not copied.
+    std::deque<onnx::NodeProto> inlined;
+    std::vector<const onnx::NodeProto*> nodes;
+    for (const auto& node : g.node()) expandNode(node, nodes, inlined, 0);
     int index = 0;
-    for (const auto& node : nodes) {
+    for (const onnx::NodeProto* np : nodes) {
+      const onnx::NodeProto& node = *np;
       std::string name = node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
       ++index;
       const std::string& dom = node.domain();
@@ -241,10 +246,11 @@ struct Importer {
 
   //! Appends `node` to `out`, or, when it calls a model-local function, the function's body with
   //! its tensors renamed into the caller's scope and attribute references resolved (recursively).
-  void expandNode(const onnx::NodeProto& node, std::vector<onnx::NodeProto>& out, int depth) {
+  void expandNode(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out, std::deque<onnx::NodeProto>& inlined,
+                  int depth) {
     const onnx::FunctionProto* f = functionFor(node);
     if (!f) {
-      out.push_back(node);
+      out.push_back(&node);
       return;
     }
     if (depth >= 32) throw Error("model-local function '" + f->name() + "' nests more than 32 calls deep (recursive?)");
@@ -262,7 +268,7 @@ struct Importer {
     for (const auto& a : node.attribute()) given[a.name()] = &a;
     for (const auto& a : f->attribute_proto()) defaults[a.name()] = &a;
     for (const auto& body : f->node()) {
-      onnx::NodeProto n = body;
+      onnx::NodeProto& n = inlined.emplace_back(body);
       n.set_name(scope + (body.name().empty() ? body.op_type() : body.name()));
       for (int i = 0; i < n.input_size(); ++i) n.set_input(i, mapped(body.input(i)));
       for (int i = 0; i < n.output_size(); ++i) n.set_output(i, mapped(body.output(i)));
@@ -283,7 +289,7 @@ struct Importer {
         *dst = *src;
         dst->set_name(a.name());
       }
-      expandNode(n, out, depth + 1);
+      expandNode(n, out, inlined, depth + 1);
     }
   }
 
