@@ -68,6 +68,20 @@ void dispatchCudaType(DataType t, F&& f) {
   }
 }
 
+//! Calls f(T{}) with an unsigned type of `bytes` (1, 2, 4 or 8) for kernels that only move
+//! elements; `T8` picks the 8-byte type (uint2 where a kernel must tell it apart from integer
+//! arithmetic types). Throws kiln::Error for other sizes.
+template <typename T8 = uint64_t, typename F>
+void dispatchElementSize(size_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: f(uint8_t{}); break;
+    case 2: f(uint16_t{}); break;
+    case 4: f(uint32_t{}); break;
+    case 8: f(T8{}); break;
+    default: throw Error("unsupported element size " + std::to_string(bytes));
+  }
+}
+
 //! A kernel state holding the parameter block of one launch (filled by reshape, read by execute).
 template <typename P>
 struct ParamState : KernelState {

@@ -59,13 +59,10 @@ class LayoutConvertKernel : public Kernel {
                     static_cast<unsigned>(s->n));
     const dim3 block(kTile, 8);
     cudaStream_t st = cuda::streamOf(io);
-    switch (elementSize(io.in[0].type)) {
-      case 1: transposeKernel<uint8_t><<<grid, block, 0, st>>>(io.in[0].as<const uint8_t>(), io.out[0].as<uint8_t>(), s->a, s->b); break;
-      case 2: transposeKernel<uint16_t><<<grid, block, 0, st>>>(io.in[0].as<const uint16_t>(), io.out[0].as<uint16_t>(), s->a, s->b); break;
-      case 4: transposeKernel<uint32_t><<<grid, block, 0, st>>>(io.in[0].as<const uint32_t>(), io.out[0].as<uint32_t>(), s->a, s->b); break;
-      case 8: transposeKernel<uint64_t><<<grid, block, 0, st>>>(io.in[0].as<const uint64_t>(), io.out[0].as<uint64_t>(), s->a, s->b); break;
-      default: throw UnsupportedError("CUDA LayoutConvert: unsupported element size");
-    }
+    cuda::dispatchElementSize(elementSize(io.in[0].type), [&](auto tag) {
+      using T = decltype(tag);
+      transposeKernel<T><<<grid, block, 0, st>>>(io.in[0].as<const T>(), io.out[0].as<T>(), s->a, s->b);
+    });
     KILN_CUDA_CHECK_LAUNCH();
   }
 };

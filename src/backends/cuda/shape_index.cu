@@ -261,18 +261,6 @@ ElementsParams elementsParams(const LayerDesc& l) {
   return p;
 }
 
-//! Element types by size for the copy-only paths.
-template <typename F>
-void dispatchElement(size_t es, F&& f) {
-  switch (es) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    case 8: f(uint2{}); break;
-    default: throw Error("unsupported element size " + std::to_string(es));
-  }
-}
-
 class GatherElementsKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
@@ -284,7 +272,7 @@ class GatherElementsKernel : public Kernel {
   void execute(const KernelIO& io, KernelState* state) const override {
     const ElementsParams& p = static_cast<cuda::ParamState<ElementsParams>*>(state)->p;
     if (p.count == 0) return;
-    dispatchElement(elementSize(io.in[0].type), [&](auto tt) {
+    cuda::dispatchElementSize<uint2>(elementSize(io.in[0].type), [&](auto tt) {
       using T = decltype(tt);
       dispatchIndex(io.in[1].type, [&](auto it) {
         using I = decltype(it);
@@ -319,7 +307,7 @@ class ScatterElementsKernel : public Kernel {
             static_cast<T*>(io.out[0].data), static_cast<const T*>(io.in[2].data), static_cast<const I*>(io.in[1].data), p);
       });
     };
-    if (p.reduction == kNone) dispatchElement(elementSize(t), launch);
+    if (p.reduction == kNone) cuda::dispatchElementSize<uint2>(elementSize(t), launch);
     else dispatchReduceType(t, launch);
     KILN_CUDA_CHECK_LAUNCH();
   }
@@ -512,7 +500,7 @@ class OneHotKernel : public Kernel {
   void execute(const KernelIO& io, KernelState* state) const override {
     const OneHotParams& p = static_cast<cuda::ParamState<OneHotParams>*>(state)->p;
     if (p.total == 0) return;
-    dispatchElement(elementSize(io.out[0].type), [&](auto tt) {
+    cuda::dispatchElementSize<uint2>(elementSize(io.out[0].type), [&](auto tt) {
       using T = decltype(tt);
       dispatchOneHotIndex(io.in[0].type, [&](auto it) {
         using I = decltype(it);

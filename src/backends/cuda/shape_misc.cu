@@ -16,17 +16,6 @@ using cuda::gridFor;
 using cuda::streamOf;
 constexpr int kMaxRank = cuda::kMaxCopyRank;
 
-template <typename F>
-void dispatchElement(size_t es, F&& f) {
-  switch (es) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    case 8: f(uint64_t{}); break;
-    default: throw Error("unsupported element size " + std::to_string(es));
-  }
-}
-
 bool byteSized(DataType t) {
   size_t es = elementSize(t);
   return es == 1 || es == 2 || es == 4 || es == 8;
@@ -160,7 +149,7 @@ class PadKernel : public Kernel {
   void execute(const KernelIO& io, KernelState* state) const override {
     const PadParams& p = static_cast<cuda::ParamState<PadParams>*>(state)->p;
     if (p.count == 0) return;
-    dispatchElement(elementSize(io.in[0].type), [&](auto tt) {
+    cuda::dispatchElementSize(elementSize(io.in[0].type), [&](auto tt) {
       using T = decltype(tt);
       const T* fillPtr = p.fillOnDevice ? static_cast<const T*>(io.in[2].data) : nullptr;
       padKernel<T><<<gridFor(p.count), 256, 0, streamOf(io)>>>(static_cast<const T*>(io.in[0].data),
@@ -228,7 +217,7 @@ class TriluKernel : public Kernel {
     const TriluParams& p = static_cast<cuda::ParamState<TriluParams>*>(state)->p;
     if (p.count == 0) return;
     const void* kPtr = p.kOnDevice ? io.in[1].data : nullptr;
-    dispatchElement(elementSize(io.in[0].type), [&](auto tt) {
+    cuda::dispatchElementSize(elementSize(io.in[0].type), [&](auto tt) {
       using T = decltype(tt);
       triluKernel<T><<<gridFor(p.count), 256, 0, streamOf(io)>>>(static_cast<const T*>(io.in[0].data),
                                                                  static_cast<T*>(io.out[0].data), kPtr, p);
