@@ -147,6 +147,39 @@ TEST(CudaAttention, CrossAttentionAndHeadSizes) {
     }
 }
 
+//! 3-D Q/K/V [B, S, H*D] (heads interleaved in the hidden dim, as the attention fusion hands
+//! over projection outputs): every tactic against the reference, with a BERT padding mask.
+TEST(CudaAttention, ThreeDimensionalInputs) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const Shape shapes[] = {{2, 12, 128, 128, 64, 64}, {1, 3, 77, 77, 64, 64}, {2, 2, 33, 50, 128, 128}, {1, 3, 20, 20, 40, 24}};
+  uint32_t seed = 1300;
+  for (const Shape& s : shapes)
+    for (DataType t : kTypes)
+      for (bool masked : {false, true}) {
+        OpCase c;
+        c.op = "Attention";
+        c.attrs.set("q_num_heads", s.h);
+        c.attrs.set("kv_num_heads", s.h);
+        seed += 10;
+        c.inputs = {uniform({s.b, s.sq, s.h * s.d}, seed, -1.5f, 1.5f), uniform({s.b, s.skv, s.h * s.d}, seed + 1, -1.5f, 1.5f),
+                    uniform({s.b, s.skv, s.h * s.dv}, seed + 2, -1.f, 1.f)};
+        if (masked) c.inputs.push_back(makeMask(Mask::kPadding, s, seed + 3));
+        OpCase typed = c, ref = c;
+        for (size_t i = 0; i < 3; ++i) {
+          typed.inputs[i] = test::convertTo(c.inputs[i], t);
+          ref.inputs[i] = test::convertTo(typed.inputs[i], DataType::kFLOAT);
+        }
+        if (masked) typed.inputs[3] = test::convertTo(c.inputs[3], t);
+        const HostTensor want = test::runReference(ref)[0];
+        const auto names = test::tacticNames(*gpu, typed);
+        EXPECT_EQ(names.size(), t == DataType::kFLOAT || s.d == 40 ? 1u : 4u) << toString(t) << " D" << s.d;
+        for (const std::string& name : names)
+          test::expectClose(test::runTactic(*gpu, name, typed)[0], want, tolerance(t).rtol, tolerance(t).atol,
+                            "3-D " + name + " " + toString(t) + " Sq" + std::to_string(s.sq) + (masked ? " masked" : ""));
+      }
+}
+
 TEST(CudaAttention, FullyMaskedRowsAreZero) {
   KILN_REQUIRE_GPU();
   auto gpu = getBackend(DeviceType::kGPU, 0);
@@ -200,12 +233,13 @@ TEST(CudaAttention, SupportsRefusesWhatItCannotRun) {
     c.inputs[2] = test::convertTo(uniform({1, 2, 8, 64}, 2, -1, 1), DataType::kHALF);
     EXPECT_TRUE(test::tacticNames(*gpu, c).empty());
   }
-  {  // 3-D inputs
+  {  // 3-D GQA inputs (2 query heads, 1 KV head)
     OpCase c;
     c.op = "Attention";
     c.attrs.set("q_num_heads", int64_t(2));
-    c.attrs.set("kv_num_heads", int64_t(2));
-    for (uint32_t i = 0; i < 3; ++i) c.inputs.push_back(test::convertTo(uniform({1, 8, 128}, i, -1, 1), DataType::kHALF));
+    c.attrs.set("kv_num_heads", int64_t(1));
+    c.inputs.push_back(test::convertTo(uniform({1, 8, 128}, 0, -1, 1), DataType::kHALF));
+    for (uint32_t i = 1; i < 3; ++i) c.inputs.push_back(test::convertTo(uniform({1, 8, 64}, i, -1, 1), DataType::kHALF));
     EXPECT_TRUE(test::tacticNames(*gpu, c).empty());
   }
   {  // qk_matmul_output (4 outputs)

@@ -220,8 +220,8 @@ TEST(CudaConv, SupportsRefuses) {
   OpCase lp;
   lp.op = "LpPool";
   lp.attrs = attrs({{"kernel_shape", {2, 2}}});
-  lp.inputs = {randomTensor({1, 2, 4, 4}, 63)};
-  EXPECT_TRUE(test::tacticNames(*gpu, lp).empty());
+  lp.inputs = {test::convertTo(randomTensor({1, 2, 4, 4}, 63), DataType::kDOUBLE)};
+  EXPECT_TRUE(test::tacticNames(*gpu, lp).empty()) << "float64 LpPool must be refused";
   OpCase mp;
   mp.op = "MaxPool";
   mp.attrs = attrs({{"kernel_shape", {2, 2}}});
@@ -342,14 +342,52 @@ TEST(CudaLayout, ConvChannelsLast) {
         checkLayouts(c, t, combo & 1, combo & 2, convTol(t, reduction(c)), "conv nhwc");
 }
 
+//! `c` with a quiet NaN in X at every `every`-th element (first at `first`).
+OpCase withNaNs(OpCase c, int64_t first, int64_t every) {
+  HostTensor& x = c.inputs[0];
+  for (int64_t i = first; i < x.count(); i += every) x.as<float>()[i] = std::nanf("");
+  return c;
+}
+
 TEST(CudaLayout, PoolsChannelsLast) {
   KILN_REQUIRE_GPU();
-  const OpCase max = poolCase("MaxPool", {8, 16, 13, 11}, attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}}), 230);
-  const OpCase avg = poolCase("AveragePool", {8, 16, 12, 12}, attrs({{"kernel_shape", {2, 2}}, {"strides", {2, 2}}}), 231);
+  // float16 / bfloat16 with nhwc X and Y and C % 8 == 0 take the vectorized kernel (a 3x3 window
+  // its unrolled instance, others the any-window one); C = 12 and the mixed layouts the generic
+  // kernels. Max pools compare exactly (NaN == NaN).
+  const Attributes resnet = attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  const Attributes ceilPads = attrs({{"kernel_shape", {3, 2}}, {"strides", {2, 2}}, {"ceil_mode", {1}}, {"pads", {0, 1, 1, 0}}});
+  const Attributes dilated = attrs({{"kernel_shape", {3, 3}}, {"dilations", {2, 2}}, {"pads", {2, 2, 2, 2}}});
+  const std::vector<std::pair<OpCase, std::string>> maxCases = {
+      {poolCase("MaxPool", {8, 16, 13, 11}, resnet, 230), "MaxPool nhwc 3x3 s2 p1"},
+      {poolCase("MaxPool", {2, 12, 9, 10}, resnet, 233), "MaxPool nhwc C=12"},
+      {poolCase("MaxPool", {2, 16, 12, 11}, dilated, 234), "MaxPool nhwc dilation 2"},
+      {poolCase("MaxPool", {2, 24, 10, 11}, ceilPads, 235), "MaxPool nhwc ceil_mode asymmetric pads"},
+      {poolCase("MaxPool", {2, 8, 9, 9}, attrs({{"kernel_shape", {2, 2}}, {"strides", {2, 2}}, {"ceil_mode", {1}}}), 236),
+       "MaxPool nhwc 2x2 ceil_mode"},
+      {withNaNs(poolCase("MaxPool", {2, 16, 7, 8}, resnet, 237), 5, 37), "MaxPool nhwc NaN"},
+      {withNaNs(poolCase("MaxPool", {2, 12, 7, 8}, resnet, 238), 3, 29), "MaxPool nhwc NaN C=12"},
+  };
+  std::vector<std::pair<OpCase, std::string>> avgCases = {
+      {poolCase("AveragePool", {8, 16, 12, 12}, attrs({{"kernel_shape", {2, 2}}, {"strides", {2, 2}}}), 231), "AveragePool nhwc 2x2 s2"},
+  };
+  for (int64_t include : {0, 1}) {
+    const std::string cip = " count_include_pad " + std::to_string(include);
+    const auto seed = static_cast<uint32_t>(240 + 4 * include);
+    Attributes a = resnet;
+    a.set("count_include_pad", include);
+    avgCases.push_back({poolCase("AveragePool", {4, 16, 11, 13}, a, seed), "AveragePool nhwc 3x3 s2 p1" + cip});
+    avgCases.push_back({poolCase("AveragePool", {2, 12, 9, 10}, a, seed + 1), "AveragePool nhwc C=12" + cip});
+    Attributes c = ceilPads;
+    c.set("count_include_pad", include);
+    avgCases.push_back({poolCase("AveragePool", {2, 8, 10, 9}, c, seed + 2), "AveragePool nhwc ceil_mode asymmetric pads" + cip});
+    Attributes d = dilated;
+    d.set("count_include_pad", include);
+    avgCases.push_back({poolCase("AveragePool", {2, 16, 12, 11}, d, seed + 3), "AveragePool nhwc dilation 2" + cip});
+  }
   for (DataType t : {DataType::kHALF, DataType::kBF16})
     for (int combo = 1; combo < 4; ++combo) {
-      checkLayouts(max, t, combo & 1, combo & 2, Tol{0, 0}, "MaxPool nhwc");
-      checkLayouts(avg, t, combo & 1, combo & 2, avgTol(t), "AveragePool nhwc");
+      for (const auto& [c, what] : maxCases) checkLayouts(c, t, combo & 1, combo & 2, kExact, what);
+      for (const auto& [c, what] : avgCases) checkLayouts(c, t, combo & 1, combo & 2, avgTol(t), what);
     }
   for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"})
     for (DataType t : {DataType::kHALF, DataType::kBF16})
@@ -368,6 +406,55 @@ TEST(CudaLayout, LayoutConvertTransposes) {
       c.inputs = {test::convertTo(randomTensor({3, 40, 33, 7}, 240, 50.f), t)};
       test::checkAllTactics(*gpu, c, "LayoutConvert", 0, 0);
     }
+}
+
+}  // namespace
+}  // namespace kiln
+
+// ---- cuDNN conv with the input channels padded to a multiple of 8 ("cudnn_pad8_*") -----------------
+
+namespace kiln {
+namespace {
+
+//! The GPU tactics offered for `c` in `type` with X / Y stored per `inLast` / `outLast`.
+std::vector<std::string> layoutTacticNames(const OpCase& c, DataType type, bool inLast, bool outLast) {
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  OpCase dev = typed(c, type).device;
+  dev.attrs.set("kiln_layout_in", std::string(inLast ? "nhwc" : "nchw"));
+  dev.attrs.set("kiln_layout_out", std::string(outLast ? "nhwc" : "nchw"));
+  return test::tacticNames(*gpu, dev);
+}
+
+TEST(CudaConv, PaddedChannels) {
+  KILN_REQUIRE_GPU();
+  Attributes stem = attrs({{"strides", {2, 2}}, {"pads", {3, 3, 3, 3}}});
+  stem.set("kiln_activation", std::string("Relu"));
+  Attributes r3 = attrs({{"pads", {1, 1, 1, 1}}});
+  r3.set("kiln_activation", std::string("Relu"));
+  const OpCase cases[] = {convCase({4, 3, 33, 31}, {16, 3, 7, 7}, stem, true, false, 300),  // ResNet stem, C = 3
+                          convCase({2, 5, 11, 12}, {12, 5, 3, 3}, r3, true, true, 301)};     // C = 5 + residual
+  for (const OpCase& c : cases)
+    for (DataType t : {DataType::kHALF, DataType::kBF16})
+      for (bool outLast : {false, true}) {
+        const std::string what = "pad8 C=" + std::to_string(c.inputs[0].dims()[1]);
+        auto names = layoutTacticNames(c, t, false, outLast);
+        EXPECT_TRUE(offered(names, "cudnn_pad8_0")) << what << " " << toString(t);
+        EXPECT_TRUE(offered(names, "cudnn_pad8_1")) << what << " " << toString(t);
+        checkLayouts(c, t, false, outLast, convTol(t, reduction(c)), what);
+      }
+  // Not offered: X already channels last, C a multiple of 8, float32, groups, weights not constant.
+  const OpCase& stemCase = cases[0];
+  EXPECT_FALSE(offered(layoutTacticNames(stemCase, DataType::kHALF, true, true), "cudnn_pad8_0"));
+  EXPECT_FALSE(offered(layoutTacticNames(convCase({2, 8, 9, 9}, {8, 8, 3, 3}, r3, true, false, 302), DataType::kHALF, false, true),
+                       "cudnn_pad8_0"));
+  EXPECT_FALSE(offered(layoutTacticNames(stemCase, DataType::kFLOAT, false, true), "cudnn_pad8_0"));
+  EXPECT_FALSE(offered(layoutTacticNames(convCase({2, 6, 9, 9}, {8, 3, 3, 3}, attrs({{"group", {2}}, {"pads", {1, 1, 1, 1}}}), true,
+                                                  false, 303),
+                                         DataType::kHALF, false, false),
+                       "cudnn_pad8_0"));
+  OpCase dynamicW = stemCase;
+  dynamicW.constant[1] = false;
+  EXPECT_FALSE(offered(layoutTacticNames(dynamicW, DataType::kBF16, false, false), "cudnn_pad8_0"));
 }
 
 }  // namespace

@@ -175,6 +175,46 @@ TEST(PassAttention, ScaledQAndKeyTransposeAndAdditiveCausalFuse) {
              });
 }
 
+// PyTorch's dynamo export of BERT's scaled_dot_product_attention: 3-D projections split into
+// heads (Reshape + Transpose), sqrt(scale) on Q and on K^T (K^T by Transpose 0,2,3,1), an additive
+// mask, Softmax, the NaN guard Where(IsNaN(P), 0, P), and the heads merged back. The fused layer
+// takes and returns the 3-D tensors: no Transpose, Reshape, IsNaN or Where is left. A -inf mask
+// hides every key from batch 1, so the guard's zeros are checked too.
+TEST(PassAttention, TorchSdpaExportFusesThreeDimensional) {
+  auto make = [](Network& n) {
+    auto split = [&](const char* name) {
+      Tensor* x = n.addInput(name, DataType::kFLOAT, {B, S, H * D});
+      return n.addLayer("Reshape", {x, n.addConstant("", ints({B, S, H, D}))}, 1)->outputs[0];
+    };
+    const float r = std::sqrt(1 / std::sqrt(static_cast<float>(D)));
+    Tensor* q = op(n, "Mul", transpose(n, split("q"), {0, 2, 1, 3}), n.addConstant("", scalar(r)));
+    Tensor* kt = op(n, "Mul", transpose(n, split("k"), {0, 2, 3, 1}), n.addConstant("", scalar(r)));
+    Tensor* v = transpose(n, split("v"), {0, 2, 1, 3});
+    Tensor* s = op(n, "Add", n.addMatMul(q, kt)->outputs[0], n.addInput("m", DataType::kFLOAT, {B, 1, 1, S}));
+    Tensor* p = softmax(n, s);
+    Tensor* nan = n.addLayer("IsNaN", {p}, 1)->outputs[0];
+    p = n.addLayer("Where", {nan, n.addConstant("", scalar(0.f)), p}, 1)->outputs[0];
+    Tensor* y = transpose(n, n.addMatMul(p, v)->outputs[0], {0, 2, 1, 3});
+    finish(n, n.addLayer("Reshape", {y, n.addConstant("", ints({B, S, H * D}))}, 1)->outputs[0]);
+  };
+  HostTensor mask(DataType::kFLOAT, {B, 1, 1, S});
+  for (int64_t i = 0; i < mask.count(); ++i)
+    mask.as<float>()[i] = i / S == 1 ? -std::numeric_limits<float>::infinity() : (i % S == 3 ? -1e4f : 0.f);
+  checkFused(make,
+             {{"q", randomTensor({B, S, H * D}, 21)}, {"k", randomTensor({B, S, H * D}, 22)}, {"v", randomTensor({B, S, H * D}, 23)},
+              {"m", mask}},
+             true, [](const Network& n) {
+               const Layer* a = attentionLayer(n);
+               ASSERT_NE(a, nullptr);
+               ASSERT_EQ(a->inputs.size(), 4u);
+               for (int i = 0; i < 3; ++i) EXPECT_TRUE(a->inputs[i]->isInput) << i;  // the 3-D projections themselves
+               EXPECT_EQ(a->attrs.getInt("q_num_heads", 0), H);
+               EXPECT_EQ(a->attrs.getInt("kv_num_heads", 0), H);
+               EXPECT_NEAR(a->attrs.getFloat("scale", 0), 1 / std::sqrt(static_cast<float>(D)), 1e-6);
+               for (const char* gone : {"Transpose", "Reshape", "IsNaN", "Where", "Mul"}) EXPECT_EQ(count(n, gone), 0) << gone;
+             });
+}
+
 // Cross attention (Sq != Skv), Mul by the scale, a constant non-causal bool Where (inverted
 // operands) becomes a constant additive mask.
 TEST(PassAttention, CrossAttentionWithConstantWhereMaskFuses) {

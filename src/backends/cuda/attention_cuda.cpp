@@ -1,12 +1,14 @@
 // CUDA tactics: attention family. Attention (ONNX opset 23 semantics, as src/ops/attention.cpp)
-// for 4-D Q/K/V [B, H, S, D] with equal Q and KV head counts, an optional additive or bool mask
+// for 4-D Q/K/V [B, H, S, D] or 3-D ones [B, S, H*D] (read in place through strides: the
+// attention fusion hands the projections' outputs over without head transposes) with equal Q and
+// KV head counts, an optional additive or bool mask
 // (any broadcast to [B, H, Sq, Skv], possibly short in the key dim), is_causal and scale:
 //  - "flash_v1" / "flash_v1_m128" / "flash_v1_m32": tensor-core flash attention, float16/bfloat16,
 //    head size 64 or 128, 64 / 128 / 32 query rows per block (small batches need small blocks to
 //    fill 132 SMs).
 //  - "flash_simt": float32/float16/bfloat16, head sizes up to 128 (CUDA cores, float32 math).
 // Not handled (supports() is false): KV cache (past_key/past_value), nonpad_kv_seqlen, GQA/MQA,
-// 3-D inputs, softcap, sliding windows, softmax_precision other than float, extra outputs.
+// softcap, sliding windows, softmax_precision other than float, extra outputs.
 #include <cmath>
 #include <string>
 
@@ -35,6 +37,29 @@ FlashMask maskKind(DataType t) {
   }
 }
 
+//! Head counts and sizes of Q/K/V: from the dims of 4-D inputs, from q_num_heads/kv_num_heads
+//! for 3-D ones ([B, S, heads * size]). False for other ranks or unknown/indivisible hidden dims.
+struct HeadDims {
+  bool is3d = false;
+  int64_t qHeads = 0, kvHeads = 0, d = 0, dv = 0;
+};
+bool headDims(const LayerDesc& l, HeadDims& h) {
+  const Dims &q = l.inputs[kQ].dims, &k = l.inputs[kK].dims, &v = l.inputs[kV].dims;
+  if (q.size() == 4 && k.size() == 4 && v.size() == 4) {
+    h = HeadDims{false, q[1], k[1] == v[1] ? k[1] : -1, q[3] == k[3] ? q[3] : -1, v[3]};
+    return true;
+  }
+  if (q.size() != 3 || k.size() != 3 || v.size() != 3) return false;
+  h.is3d = true;
+  h.qHeads = l.attrs->getInt("q_num_heads", 0);
+  h.kvHeads = l.attrs->getInt("kv_num_heads", 0);
+  if (h.qHeads <= 0 || h.kvHeads <= 0 || q[2] <= 0 || k[2] <= 0 || v[2] <= 0) return false;
+  if (q[2] % h.qHeads || k[2] % h.kvHeads || v[2] % h.kvHeads || q[2] / h.qHeads != k[2] / h.kvHeads) return false;
+  h.d = q[2] / h.qHeads;
+  h.dv = v[2] / h.kvHeads;
+  return true;
+}
+
 //! What every attention tactic needs (build-time dims may be -1).
 bool supportsCommon(const LayerDesc& l) {
   if (l.inputs.size() < 3 || l.inputs.size() > 7) return false;
@@ -43,10 +68,10 @@ bool supportsCommon(const LayerDesc& l) {
   if (l.outputs.size() != 1) return false;  // present_key/value, qk_matmul_output
   const DataType t = l.inputs[kQ].type;
   if (!isComputeType(t) || l.inputs[kK].type != t || l.inputs[kV].type != t) return false;
-  const Dims &q = l.inputs[kQ].dims, &k = l.inputs[kK].dims, &v = l.inputs[kV].dims;
-  if (q.size() != 4 || k.size() != 4 || v.size() != 4) return false;
-  if (q[1] != k[1] || k[1] != v[1]) return false;  // GQA/MQA (or unknown head counts)
-  if (q[3] <= 0 || v[3] <= 0) return false;         // head sizes must be known
+  HeadDims h;
+  if (!headDims(l, h)) return false;
+  if (h.qHeads != h.kvHeads || h.qHeads <= 0) return false;  // GQA/MQA (or unknown head counts)
+  if (h.d <= 0 || h.dv <= 0) return false;                    // head sizes must be known
   const Attributes& a = *l.attrs;
   if (a.getFloat("softcap", 0.f) != 0.f) return false;
   const int64_t prec = a.getInt("softmax_precision", 0);
@@ -60,16 +85,17 @@ bool supportsCommon(const LayerDesc& l) {
 }
 
 bool supportsTc(const LayerDesc& l, int warps) {
-  if (!supportsCommon(l)) return false;
-  const Dims &q = l.inputs[kQ].dims, &v = l.inputs[kV].dims;
-  return cuda::flashTcSupported(l.inputs[kQ].type, static_cast<int>(q[3]), static_cast<int>(v[3]), warps);
+  HeadDims h;
+  if (!supportsCommon(l) || !headDims(l, h)) return false;
+  return cuda::flashTcSupported(l.inputs[kQ].type, static_cast<int>(h.d), static_cast<int>(h.dv), warps);
 }
 bool supportsTc2(const LayerDesc& l) { return supportsTc(l, 2); }
 bool supportsTc4(const LayerDesc& l) { return supportsTc(l, 4); }
 bool supportsTc8(const LayerDesc& l) { return supportsTc(l, 8); }
 
 bool supportsSimt(const LayerDesc& l) {
-  return supportsCommon(l) && l.inputs[kQ].dims[3] <= cuda::kFlashSimtMaxD && l.inputs[kV].dims[3] <= cuda::kFlashSimtMaxD;
+  HeadDims h;
+  return supportsCommon(l) && headDims(l, h) && h.d <= cuda::kFlashSimtMaxD && h.dv <= cuda::kFlashSimtMaxD;
 }
 
 struct FlashState : KernelState {
@@ -84,16 +110,34 @@ int toInt(const LayerDesc& l, int64_t v, const char* what) {
 class FlashKernel : public Kernel {
  public:
   FlashKernel(const LayerDesc& l, int warps) : type_(l.inputs[kQ].type), warps_(warps) {
-    if (warps_ > 0) cuda::prepareFlashTc(type_, static_cast<int>(l.inputs[kQ].dims[3]), warps_);
+    HeadDims h;
+    if (!headDims(l, h)) throw UnsupportedError("layer '" + l.name + "' (Attention): Q/K/V ranks are not supported");
+    if (warps_ > 0) cuda::prepareFlashTc(type_, static_cast<int>(h.d), warps_);
   }
 
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
-    const Dims &q = l.inputs[kQ].dims, &k = l.inputs[kK].dims, &v = l.inputs[kV].dims;
     auto fail = [&](const std::string& m) { throw UnsupportedError("layer '" + l.name + "' (Attention): " + m); };
-    if (q[0] != k[0] || k[0] != v[0] || q[1] != k[1] || k[1] != v[1] || q[3] != k[3] || k[2] != v[2])
-      fail("Q " + toString(q) + ", K " + toString(k) + " and V " + toString(v) + " need equal batch and head counts");
+    const Dims &qIn = l.inputs[kQ].dims, &kIn = l.inputs[kK].dims, &vIn = l.inputs[kV].dims;
+    HeadDims h;
+    if (!headDims(l, h) || h.qHeads != h.kvHeads || h.d <= 0 || h.dv <= 0)
+      fail("Q " + toString(qIn) + ", K " + toString(kIn) + " and V " + toString(vIn) + " are not [B, H, S, D] or [B, S, H*D] with equal head counts");
+    // Logical [B, H, S, D] dims and the element strides of each tensor.
+    auto view = [&](const Dims& x, int64_t size, cuda::FlashStrides& st) {
+      if (!h.is3d) {
+        st = {x[1] * x[2] * x[3], x[2] * x[3], x[3]};
+        return x;
+      }
+      st = {x[1] * x[2], size, x[2]};
+      return Dims{x[0], h.qHeads, x[1], size};
+    };
     auto st = std::make_unique<FlashState>();
     FlashParams& p = st->p;
+    const Dims q = view(qIn, h.d, p.qs), k = view(kIn, h.d, p.ks), v = view(vIn, h.dv, p.vs);
+    const Dims o{q[0], q[1], q[2], v[3]};
+    if (h.is3d) p.os = {o[2] * o[1] * o[3], o[3], o[1] * o[3]};
+    else p.os = {o[1] * o[2] * o[3], o[2] * o[3], o[3]};
+    if (q[0] != k[0] || k[0] != v[0] || q[1] != k[1] || k[1] != v[1] || q[3] != k[3] || k[2] != v[2])
+      fail("Q " + toString(qIn) + ", K " + toString(kIn) + " and V " + toString(vIn) + " need equal batch and head counts");
     p.batch = toInt(l, q[0], "batch");
     p.heads = toInt(l, q[1], "head count");
     p.sq = toInt(l, q[2], "query length");
@@ -137,7 +181,9 @@ class FlashKernel : public Kernel {
     if (p.maskType != FlashMask::kNone) p.mask = io.in[kMask].data;
     const size_t es = elementSize(type_);
     auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-    p.vec = aligned(p.q) && aligned(p.k) && aligned(p.v) && aligned(p.o) && (p.d * es) % 16 == 0 && (p.dv * es) % 16 == 0;
+    auto rows16 = [&](const cuda::FlashStrides& s) { return (s.row * es) % 16 == 0 && (s.h * es) % 16 == 0 && (s.b * es) % 16 == 0; };
+    p.vec = aligned(p.q) && aligned(p.k) && aligned(p.v) && aligned(p.o) && (p.d * es) % 16 == 0 && (p.dv * es) % 16 == 0 &&
+            rows16(p.qs) && rows16(p.ks) && rows16(p.vs) && rows16(p.os);
     if (warps_ > 0) cuda::launchFlashTc(p, type_, warps_, cuda::streamOf(io));
     else cuda::launchFlashSimt(p, type_, cuda::streamOf(io));
     KILN_CUDA_CHECK_LAUNCH();

@@ -104,20 +104,20 @@ template <> __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4
 }
 
 //! Copies `rows` rows of D elements (rows >= validRows are zero-filled) from global `g` (row
-//! stride D) to shared `s` (row stride D + 8). `vec`: 16-byte cp.async, else plain element copies.
+//! stride `ld`) to shared `s` (row stride D + 8). `vec`: 16-byte cp.async, else plain element copies.
 template <typename T, int D>
-__device__ __forceinline__ void loadTile(T* s, const T* g, int rows, int validRows, bool vec) {
+__device__ __forceinline__ void loadTile(T* s, const T* g, int64_t ld, int rows, int validRows, bool vec) {
   constexpr int LD = D + 8, CH = D * static_cast<int>(sizeof(T)) / 16;
   if (vec) {
     for (int c = threadIdx.x; c < rows * CH; c += blockDim.x) {
       const int r = c / CH, k = c % CH;
       const bool ok = r < validRows;
-      cpAsync16(s + r * LD + k * 8, ok ? g + static_cast<int64_t>(r) * D + k * 8 : g, ok);
+      cpAsync16(s + r * LD + k * 8, ok ? g + r * ld + k * 8 : g, ok);
     }
   } else {
     for (int e = threadIdx.x; e < rows * D; e += blockDim.x) {
       const int r = e / D, d = e % D;
-      s[r * LD + d] = r < validRows ? g[static_cast<int64_t>(r) * D + d] : fromF<T>(0.f);
+      s[r * LD + d] = r < validRows ? g[r * ld + d] : fromF<T>(0.f);
     }
   }
 }
@@ -136,9 +136,9 @@ __global__ void __launch_bounds__(NW * 32) flashTcKernel(const FlashParams p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tig = lane & 3;
   const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * BM;  // the longest causal blocks start first
-  const T* Q = static_cast<const T*>(p.q) + (static_cast<int64_t>(bh) * p.sq + q0) * D;
-  const T* K = static_cast<const T*>(p.k) + static_cast<int64_t>(bh) * p.skv * D;
-  const T* V = static_cast<const T*>(p.v) + static_cast<int64_t>(bh) * p.skv * D;
+  const T* Q = static_cast<const T*>(p.q) + b * p.qs.b + h * p.qs.h + q0 * p.qs.row;
+  const T* K = static_cast<const T*>(p.k) + b * p.ks.b + h * p.ks.h;
+  const T* V = static_cast<const T*>(p.v) + b * p.vs.b + h * p.vs.h;
   const int kvEnd = keyEnd(p, q0 + BM);
   const int nTiles = kvEnd > 0 ? (kvEnd + BN - 1) / BN : 0;
 
@@ -149,13 +149,13 @@ __global__ void __launch_bounds__(NW * 32) flashTcKernel(const FlashParams p) {
   uint32_t qf[KS][4];
 
   if (nTiles > 0) {
-    loadTile<T, D>(Qs, Q, BM, p.sq - q0, p.vec);
-    loadTile<T, D>(Ks, K, BN, min(BN, kvEnd), p.vec);
+    loadTile<T, D>(Qs, Q, p.qs.row, BM, p.sq - q0, p.vec);
+    loadTile<T, D>(Ks, K, p.ks.row, BN, min(BN, kvEnd), p.vec);
     cpAsyncCommit();
   }
   for (int t = 0; t < nTiles; ++t) {
     const int kv0 = t * BN;
-    loadTile<T, D>(Vs, V + static_cast<int64_t>(kv0) * D, BN, min(BN, kvEnd - kv0), p.vec);
+    loadTile<T, D>(Vs, V + kv0 * p.vs.row, p.vs.row, BN, min(BN, kvEnd - kv0), p.vec);
     cpAsyncCommit();
     cpAsyncWait<1>();  // Q and this K tile have landed; V may still be in flight
     __syncthreads();
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(NW * 32) flashTcKernel(const FlashParams p) {
     }
     __syncthreads();  // every warp is done with Ks
     if (t + 1 < nTiles) {
-      loadTile<T, D>(Ks, K + static_cast<int64_t>(kv0 + BN) * D, BN, min(BN, kvEnd - kv0 - BN), p.vec);
+      loadTile<T, D>(Ks, K + (kv0 + BN) * p.ks.row, p.ks.row, BN, min(BN, kvEnd - kv0 - BN), p.vec);
       cpAsyncCommit();
     }
     // Scale, mask, online softmax. This thread holds rows g and g + 8 of the warp's 16 rows.
@@ -266,16 +266,16 @@ __global__ void __launch_bounds__(NW * 32) flashTcKernel(const FlashParams p) {
       *reinterpret_cast<uint32_t*>(row + dt * 8) = pack2<T>(o[dt][2 * half] * inv, o[dt][2 * half + 1] * inv);
   }
   __syncthreads();
-  T* O = static_cast<T*>(p.o) + (static_cast<int64_t>(bh) * p.sq + q0) * D;
+  T* O = static_cast<T*>(p.o) + b * p.os.b + h * p.os.h + q0 * p.os.row;
   const int rows = min(BM, p.sq - q0);
   if (p.vec) {
     constexpr int CH = D * static_cast<int>(sizeof(T)) / 16;
     for (int c = threadIdx.x; c < rows * CH; c += blockDim.x) {
       const int r = c / CH, k = c % CH;
-      *reinterpret_cast<uint4*>(O + static_cast<int64_t>(r) * D + k * 8) = *reinterpret_cast<const uint4*>(Qs + r * LD + k * 8);
+      *reinterpret_cast<uint4*>(O + r * p.os.row + k * 8) = *reinterpret_cast<const uint4*>(Qs + r * LD + k * 8);
     }
   } else {
-    for (int e = threadIdx.x; e < rows * D; e += blockDim.x) O[static_cast<int64_t>(e / D) * D + e % D] = Qs[(e / D) * LD + e % D];
+    for (int e = threadIdx.x; e < rows * D; e += blockDim.x) O[(e / D) * p.os.row + e % D] = Qs[(e / D) * LD + e % D];
   }
 }
 
@@ -292,14 +292,14 @@ __global__ void __launch_bounds__(kSimtWarps * 32) flashSimtKernel(const FlashPa
   const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kSimtBM;
   const int D = p.d, Dv = p.dv;
-  const T* Q = static_cast<const T*>(p.q) + (static_cast<int64_t>(bh) * p.sq + q0) * D;
-  const T* K = static_cast<const T*>(p.k) + static_cast<int64_t>(bh) * p.skv * D;
-  const T* V = static_cast<const T*>(p.v) + static_cast<int64_t>(bh) * p.skv * Dv;
+  const T* Q = static_cast<const T*>(p.q) + b * p.qs.b + h * p.qs.h + q0 * p.qs.row;
+  const T* K = static_cast<const T*>(p.k) + b * p.ks.b + h * p.ks.h;
+  const T* V = static_cast<const T*>(p.v) + b * p.vs.b + h * p.vs.h;
   const int kvEnd = keyEnd(p, q0 + kSimtBM);
 
   for (int e = threadIdx.x; e < kSimtBM * D; e += blockDim.x) {
     const int r = e / D, d = e % D;
-    Qs[r][d] = q0 + r < p.sq ? toF(Q[static_cast<int64_t>(r) * D + d]) * p.scaleLog2 : 0.f;
+    Qs[r][d] = q0 + r < p.sq ? toF(Q[r * p.qs.row + d]) * p.scaleLog2 : 0.f;
   }
   float o[kSimtRows][kSimtChunks], m[kSimtRows], l[kSimtRows];
 #pragma unroll
@@ -314,11 +314,11 @@ __global__ void __launch_bounds__(kSimtWarps * 32) flashSimtKernel(const FlashPa
     __syncthreads();  // the previous tile is consumed (and Qs is written, first time)
     for (int e = threadIdx.x; e < kSimtBN * D; e += blockDim.x) {
       const int r = e / D, d = e % D;
-      Ks[r][d] = r < valid ? toF(K[static_cast<int64_t>(kv0 + r) * D + d]) : 0.f;
+      Ks[r][d] = r < valid ? toF(K[(kv0 + r) * p.ks.row + d]) : 0.f;
     }
     for (int e = threadIdx.x; e < kSimtBN * Dv; e += blockDim.x) {
       const int r = e / Dv, d = e % Dv;
-      Vs[r][d] = r < valid ? toF(V[static_cast<int64_t>(kv0 + r) * Dv + d]) : 0.f;
+      Vs[r][d] = r < valid ? toF(V[(kv0 + r) * p.vs.row + d]) : 0.f;
     }
     __syncthreads();
     const int j = kv0 + lane;  // this lane's key
@@ -354,7 +354,7 @@ __global__ void __launch_bounds__(kSimtWarps * 32) flashSimtKernel(const FlashPa
       }
     }
   }
-  T* O = static_cast<T*>(p.o) + (static_cast<int64_t>(bh) * p.sq + q0) * Dv;
+  T* O = static_cast<T*>(p.o) + b * p.os.b + h * p.os.h + q0 * p.os.row;
 #pragma unroll
   for (int r = 0; r < kSimtRows; ++r) {
     float sum = l[r];
@@ -365,7 +365,7 @@ __global__ void __launch_bounds__(kSimtWarps * 32) flashSimtKernel(const FlashPa
     if (q0 + row >= p.sq) continue;
 #pragma unroll
     for (int c = 0; c < kSimtChunks; ++c)
-      if (lane + 32 * c < Dv) O[static_cast<int64_t>(row) * Dv + lane + 32 * c] = fromF<T>(o[r][c] * inv);
+      if (lane + 32 * c < Dv) O[row * p.os.row + lane + 32 * c] = fromF<T>(o[r][c] * inv);
   }
 }
 

@@ -13,11 +13,19 @@ namespace kiln::cuda {
 //! Mask element types the kernels read (additive float masks; bool: true = attend).
 enum class FlashMask : int { kNone = 0, kFloat = 1, kHalf = 2, kBf16 = 3, kBool = 4 };
 
+//! Element strides of one Q/K/V/O tensor: batch, head and row (the head dim is contiguous).
+//! [B, H, S, D] tensors have {H*S*D, S*D, D}; 3-D [B, S, H*D] ones (heads interleaved in the
+//! hidden dim, as the projections write them) have {S*H*D, D, H*D}: no transposes needed.
+struct FlashStrides {
+  int64_t b = 0, h = 0, row = 0;
+};
+
 struct FlashParams {
-  const void* q = nullptr;  //!< [B, H, Sq, D]
-  const void* k = nullptr;  //!< [B, H, Skv, D]
-  const void* v = nullptr;  //!< [B, H, Skv, Dv]
-  void* o = nullptr;        //!< [B, H, Sq, Dv]
+  const void* q = nullptr;  //!< [B, H, Sq, D] (by qs)
+  const void* k = nullptr;  //!< [B, H, Skv, D] (by ks)
+  const void* v = nullptr;  //!< [B, H, Skv, Dv] (by vs)
+  void* o = nullptr;        //!< [B, H, Sq, Dv] (by os)
+  FlashStrides qs, ks, vs, os;
   const void* mask = nullptr;
   FlashMask maskType = FlashMask::kNone;
   //! Element strides of the mask for batch, head and query row (0 where it broadcasts); the key
@@ -27,7 +35,7 @@ struct FlashParams {
   int batch = 0, heads = 0, sq = 0, skv = 0, d = 0, dv = 0;
   float scaleLog2 = 0;  //!< scale * log2(e): scores are kept in the exp2 domain
   bool causal = false;  //!< key j is masked for query i when j > i
-  bool vec = false;     //!< 16-byte aligned rows and pointers: cp.async 16-byte copies
+  bool vec = false;     //!< 16-byte aligned rows, strides and pointers: cp.async 16-byte copies
 };
 
 //! Tensor-core kernel (float16/bfloat16, d == dv in {64, 128}); `warps` = 2, 4 or 8 (32, 64 or

@@ -1,5 +1,6 @@
 // Shared by the CUDA conv_pool tactics: the fused activation as device code sees it, the
-// epilogue kernel (bias + residual + activation in place) and the tactic lists of each file.
+// epilogue kernel (bias + residual + activation in place), the padded NCHW -> NHWC copy and the
+// tactic lists of each file.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -22,6 +23,12 @@ inline DevAct toDevAct(const Activation& a) { return DevAct{static_cast<int>(a.k
 //! `size` elements; `bias` and `res` may be null. T is float, __half or __nv_bfloat16 (`type`).
 void launchConvEpilogue(DataType type, void* y, const void* bias, const void* res, int64_t planes, int64_t channels,
                         int64_t size, DevAct act, cudaStream_t stream);
+
+//! dst[n, s, k] = k < c ? src[n, k, s] : 0 for `n` images of `hw` pixels (conv_pad.cu): an NCHW
+//! tensor of `c` channels copied channels last with the channels zero-padded to `cp` >= c. 2-byte
+//! types (float16, bfloat16); 16-byte stores when cp % 8 == 0 and dst is 16-byte aligned.
+void launchNchwToNhwcPadded(DataType type, const void* src, void* dst, int64_t n, int64_t c, int64_t hw, int64_t cp,
+                            cudaStream_t s);
 
 //! Whether Conv/ConvTranspose's fused activation (if any) is one kiln knows.
 bool knownActivation(const LayerDesc& l);

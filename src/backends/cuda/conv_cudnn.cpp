@@ -7,12 +7,20 @@
 // uploaded KRSC (channels last too), which cuDNN's NHWC tensor-core engines want. Float32 (TF32
 // when allowed), float16, bfloat16 with float32 compute. The i-th tactic runs the i-th engine config of heuristics A + fallback that
 // builds for the concrete shape (the first one when fewer build), so the builder's timing picks.
+// "cudnn_pad8_0" / "cudnn_pad8_1" (Conv, float16/bfloat16, plain NCHW X, group 1, constant
+// weights, C % 8 != 0, C <= 64): cuDNN's NHWC tensor-core engines want the input channels a
+// multiple of 8, and a network's first conv (C = 3, e.g. ResNet-50's 7x7 stem) otherwise runs a
+// slow kernel. These tactics copy X channels last with C zero-padded to Cp = roundup(C, 8) into
+// the workspace (conv_pad.cu), upload the weights KRSC with zero channels C..Cp-1, and run the
+// same cuDNN graph on [N, Cp, H, W] (as TensorRT does); Y and the fusions are as above.
 #include "backends/cuda/conv_cuda_common.h"
 
 #ifdef KILN_HAVE_CUDNN_FRONTEND
 #include <cudnn_frontend.h>
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
 
@@ -32,6 +40,10 @@ using cuda::DevAct;
 using cuda::DeviceConstant;
 
 constexpr int kCudnnTactics = 4;
+constexpr int kPaddedTactics = 2;         // "cudnn_pad8_<i>"
+constexpr int64_t kPadChannels = 8;       // the padded tactics' channel multiple
+constexpr int64_t kMaxPaddedChannels = 64;
+constexpr int64_t kWorkspaceAlign = 256;  // the padded X copy and cuDNN's workspace start aligned
 constexpr int64_t kMaxWorkspace = int64_t(512) << 20;
 // Variant-pack uids of the graph's user tensors.
 enum Uid : int64_t { kUidX = 1, kUidW = 2, kUidB = 3, kUidR = 4, kUidY = 5 };
@@ -94,6 +106,29 @@ HostTensor toChannelsLast(const HostTensor& w) {
   HostTensor out(w.type(), d);
   cpu::transposeInner(w.data(), out.data(), k, c, spatial, elementSize(w.type()));
   return out;
+}
+
+//! KCRS weights ([K][C][kernel...]) as KRSC with the channels zero-padded to `cp` >= C:
+//! [K][kernel...][cp], channels C..cp-1 zero (group 1).
+HostTensor toPaddedChannelsLast(const HostTensor& w, int64_t cp) {
+  const Dims& d = w.dims();
+  const int64_t k = d[0], c = d[1], spatial = d.size() > 2 ? volume(Dims(d.begin() + 2, d.end())) : 1;
+  const HostTensor last = toChannelsLast(w);
+  Dims pd = d;
+  pd[1] = cp;
+  HostTensor out(w.type(), pd);  // zero-initialized: the padding channels stay 0
+  const size_t es = elementSize(w.type());
+  const int64_t rows = volume(Dims{k, spatial});
+  const auto* from = static_cast<const char*>(last.data());
+  auto* to = static_cast<char*>(out.data());
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(to + static_cast<size_t>(r * cp) * es, from + static_cast<size_t>(r * c) * es, static_cast<size_t>(c) * es);
+  return out;
+}
+
+int64_t roundUp(int64_t v, int64_t m) {
+  if (v < 0 || v > std::numeric_limits<int64_t>::max() - (m - 1)) throw Error("cuDNN conv: size overflow");
+  return (v + m - 1) / m * m;
 }
 
 //! Activations the frontend's pointwise modes express with kiln's exact formula; the others
@@ -221,6 +256,9 @@ struct ConvState : KernelState {
   bool epilogue = false;
   DevAct act;
   int64_t planes = 0, channels = 0, size = 0;
+  // Padded tactics: X copied to the workspace's first `padBytes` as [n][hw][cp] (c channels real).
+  bool pad = false;
+  int64_t padN = 0, padC = 0, padHw = 0, padCp = 0, padBytes = 0;
 };
 
 bool channelsLast(const LayerDesc& l, const char* attr) { return cpu::layerLayoutBlock(l, attr) == cpu::kNhwcBlock; }
@@ -228,10 +266,13 @@ bool anyChannelsLast(const LayerDesc& l) { return channelsLast(l, cpu::kLayoutIn
 
 class CudnnConvKernel : public Kernel {
  public:
-  CudnnConvKernel(const LayerDesc& l, int index)
+  //! `padChannels`: the "cudnn_pad8" variant (supportsPaddedCudnnConv): X's channels padded to
+  //! a multiple of kPadChannels in a channels-last copy, the constant weights padded KRSC.
+  CudnnConvKernel(const LayerDesc& l, int index, bool padChannels = false)
       : index_(index),
-        weightsLast_(anyChannelsLast(l) && l.inputs[1].value.valid()),
-        weights_(weightsLast_ ? toChannelsLast(l.inputs[1].value) : l.inputs[1].value),
+        pad_(padChannels),
+        weightsLast_(pad_ || (anyChannelsLast(l) && l.inputs[1].value.valid())),
+        weights_(pad_ ? paddedWeights(l) : weightsLast_ ? toChannelsLast(l.inputs[1].value) : l.inputs[1].value),
         bias_(l.present(2) ? l.inputs[2].value : HostTensor()) {}
 
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
@@ -239,6 +280,16 @@ class CudnnConvKernel : public Kernel {
     p.xLast = channelsLast(l, cpu::kLayoutInAttr);
     p.yLast = channelsLast(l, cpu::kLayoutOutAttr);
     p.wLast = weightsLast_;
+    int64_t padBytes = 0;
+    if (pad_) {  // cuDNN sees the padded channels-last copy of X and the padded KRSC weights
+      if (p.x.size() != 4 || p.w.size() != 4 || p.xLast)
+        throw UnsupportedError("layer '" + l.name + "' (Conv): the padded cuDNN tactic wants a plain 4-D X");
+      const int64_t cp = roundUp(p.x[1], kPadChannels);
+      p.x[1] = cp;
+      p.w[1] = cp;
+      p.xLast = true;
+      padBytes = roundUp(volume(Dims{p.x[0], cp, p.x[2], p.x[3], static_cast<int64_t>(elementSize(p.type))}), kWorkspaceAlign);
+    }
     const Activation act = fusedActivation(*l.attrs);
     const bool hasBias = l.present(2), hasRes = l.present(3);
     fe::PointwiseMode_t mode;
@@ -293,8 +344,18 @@ class CudnnConvKernel : public Kernel {
         s->planes = p.batch * p.outChannels * p.outSize;
         s->size = 1;
       }
+      if (pad_) {
+        s->pad = true;
+        s->padN = p.batch;
+        s->padC = l.inputs[0].dims[1];
+        s->padHw = volume(Dims{p.x[2], p.x[3]});
+        s->padCp = p.x[1];
+        s->padBytes = padBytes;
+      }
       state = std::move(s);
-      return static_cast<size_t>(std::max<int64_t>(ws, 0));
+      const int64_t cudnnWs = roundUp(std::max<int64_t>(ws, 0), pad_ ? kWorkspaceAlign : 1);
+      if (cudnnWs > std::numeric_limits<int64_t>::max() - padBytes) throw Error("cuDNN conv: workspace size overflow");
+      return static_cast<size_t>(padBytes + cudnnWs);
     }
     throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): no cuDNN engine supports it" + failures);
   }
@@ -303,11 +364,19 @@ class CudnnConvKernel : public Kernel {
     auto* s = static_cast<ConvState*>(state);
     const void* bias = bias_.orInput(io, 2);
     const void* res = io.in.size() > 3 ? io.in[3].data : nullptr;
+    cudaStream_t stream = cuda::streamOf(io);
+    void* x = io.in[0].data;
+    void* workspace = io.workspace;
+    if (s->pad) {  // X channels last, zero-padded to padCp, at the workspace's start; cuDNN's after it
+      x = io.workspace;
+      workspace = static_cast<char*>(io.workspace) + s->padBytes;
+      cuda::launchNchwToNhwcPadded(io.in[0].type, io.in[0].data, x, s->padN, s->padC, s->padHw, s->padCp, stream);
+    }
     void* ptrs[5];
     int n = 0;
     for (int64_t uid : s->uids) {
       switch (uid) {
-        case kUidX: ptrs[n++] = io.in[0].data; break;
+        case kUidX: ptrs[n++] = x; break;
         case kUidW: ptrs[n++] = const_cast<void*>(weights_.orInput(io, 1)); break;
         case kUidB: ptrs[n++] = const_cast<void*>(bias); break;
         case kUidR: ptrs[n++] = const_cast<void*>(res); break;
@@ -315,13 +384,12 @@ class CudnnConvKernel : public Kernel {
         default: throw Error("cuDNN conv: unexpected tensor uid " + std::to_string(uid));
       }
     }
-    cudaStream_t stream = cuda::streamOf(io);
     {
       CudnnHandle& h = cudnnHandle();
       std::lock_guard<std::mutex> lock(h.mu);
       cudnnStatus_t st = cudnnSetStream(h.h, stream);
       if (st != CUDNN_STATUS_SUCCESS) throw Error(std::string("cudnnSetStream: ") + cudnnGetErrorString(st));
-      auto e = s->graph->execute_plan_at_index(h.h, ptrs, n, io.workspace, s->plan);
+      auto e = s->graph->execute_plan_at_index(h.h, ptrs, n, workspace, s->plan);
       if (e.is_bad()) throw Error("cuDNN conv execute: " + e.get_message());
     }
     if (s->epilogue)
@@ -330,7 +398,15 @@ class CudnnConvKernel : public Kernel {
   }
 
  private:
+  static HostTensor paddedWeights(const LayerDesc& l) {
+    const HostTensor& w = l.inputs[1].value;
+    if (!w.valid() || w.dims().size() != 4)
+      throw UnsupportedError("layer '" + l.name + "' (Conv): the padded cuDNN tactic wants constant 4-D weights");
+    return toPaddedChannelsLast(w, roundUp(w.dims()[1], kPadChannels));
+  }
+
   int index_;
+  bool pad_;
   bool weightsLast_;
   DeviceConstant weights_, bias_;
 };
@@ -354,9 +430,28 @@ bool supportsCudnnConv(const LayerDesc& l) {
   return true;
 }
 
+//! The "cudnn_pad8" tactics: plain NCHW float16/bfloat16 4-D Conv, group 1, constant weights,
+//! input channels not a multiple of kPadChannels (and few: the stem convs this is for).
+bool supportsPaddedCudnnConv(const LayerDesc& l) {
+  if (l.op != "Conv" || !supportsCudnnConv(l)) return false;
+  const DataType t = l.inputs[0].type;
+  if (t != DataType::kHALF && t != DataType::kBF16) return false;
+  const Dims& x = l.inputs[0].dims;
+  const Dims& w = l.inputs[1].dims;
+  if (x.size() != 4 || w.size() != 4 || cpu::layerLayoutBlock(l, cpu::kLayoutInAttr) != 1) return false;
+  if (l.attrs->getInt("group", 1) != 1 || !l.inputs[1].value.valid()) return false;
+  const int64_t c = x[1];
+  return c > 0 && c % kPadChannels != 0 && c <= kMaxPaddedChannels && w[1] == c;
+}
+
 template <int I>
 std::unique_ptr<Kernel> createCudnnConv(const LayerDesc& l) {
   return std::make_unique<CudnnConvKernel>(l, I);
+}
+
+template <int I>
+std::unique_ptr<Kernel> createPaddedCudnnConv(const LayerDesc& l) {
+  return std::make_unique<CudnnConvKernel>(l, I, true);
 }
 
 template <int I>
@@ -364,16 +459,24 @@ void addTactic(std::vector<TacticDef>& v, const char* op) {
   v.push_back(TacticDef{op, "cudnn_" + std::to_string(I), supportsCudnnConv, createCudnnConv<I>});
 }
 
+template <int I>
+void addPaddedTactic(std::vector<TacticDef>& v) {
+  v.push_back(TacticDef{"Conv", "cudnn_pad8_" + std::to_string(I), supportsPaddedCudnnConv, createPaddedCudnnConv<I>});
+}
+
 }  // namespace
 
 void addCudnnConvTactics(std::vector<TacticDef>& v) {
   static_assert(kCudnnTactics == 4, "one addTactic per engine config below");
+  static_assert(kPaddedTactics == 2, "one addPaddedTactic per engine config below");
   for (const char* op : {"Conv", "ConvTranspose"}) {
     addTactic<0>(v, op);
     addTactic<1>(v, op);
     addTactic<2>(v, op);
     addTactic<3>(v, op);
   }
+  addPaddedTactic<0>(v);
+  addPaddedTactic<1>(v);
 }
 
 #else

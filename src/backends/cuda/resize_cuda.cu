@@ -5,6 +5,7 @@
 // (ops/resize.cpp), so rounding matches the reference; they are computed in reshape() and uploaded
 // to device memory owned by the kernel state. Nearest copies raw elements of any size; linear and
 // cubic compute in float32 for float32/float16/bfloat16.
+#include <cmath>
 #include <cstring>
 
 #include "backends/cuda/cuda_util.h"
@@ -65,10 +66,19 @@ struct ResizeState : KernelState {
   }
 };
 
+//! True when an axis's taps copy every input element to the same output position. Linear and cubic
+//! filters keep 2 or 4 taps at scale 1 (all weight on one of them), so the weights decide, not
+//! the tap count.
 bool identityAxis(int count, const std::vector<int64_t>& index, const std::vector<float>& weight, int64_t in, int64_t out) {
-  if (count != 1 || in != out) return false;
-  for (int64_t o = 0; o < out; ++o)
-    if (index[o] != o || weight[o] != 1.f) return false;
+  if (in != out) return false;
+  for (int64_t o = 0; o < out; ++o) {
+    float own = 0.f, other = 0.f;
+    for (int t = 0; t < count; ++t) {
+      const size_t k = static_cast<size_t>(o * count + t);
+      (index[k] == o ? own : other) += std::fabs(weight[k]);
+    }
+    if (std::fabs(own - 1.f) > 1e-6f || other > 1e-6f) return false;
+  }
   return true;
 }
 

@@ -1,10 +1,17 @@
 // Scaled-dot-product attention as BERT / ViT / GPT-2 exports write it,
 //   S = MatMul(Q, K^T) [Mul/Div by scalars, also on Q or K^T before the MatMul]
-//       [Where(cond, S, very negative c)] [Add(mask)];  Y = MatMul(Softmax(S, axis=-1), V)
+//       [Where(cond, S, very negative c)] [Add(mask)];  P = Softmax(S, axis=-1)
+//       [P = Where(IsNaN(P), 0, P)];  Y = MatMul(P, V)
 // with Q, K, V of shape [B, H, S, D] (K^T given as [B, H, D, S]: a Transpose of K, or any chain
 // of Transposes of a 4-D tensor), becomes one Attention layer (ONNX opset 23: scale, is_causal,
 // additive attn_mask). Constant masks that are exactly causal (0 on and below the diagonal, <= -1e4
 // above it, or a bool lower triangle) become is_causal. GPU builds only (fused attention kernel).
+// The NaN guard is what PyTorch's dynamo exporter writes for scaled_dot_product_attention: rows
+// with every key masked by -inf become 0, which is what the fused kernels produce for them.
+// When Q, K and V are all head splits of 3-D projections (Reshape [B, S, H*D] -> [B, S, H, D],
+// Transpose to [B, H, S, D]) and Y is merged back the same way, the Attention layer takes and
+// returns the 3-D tensors (q_num_heads = kv_num_heads = H): the kernel reads the heads in place
+// through strides, so the four head transposes (a copy each) disappear.
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -133,6 +140,38 @@ Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Ten
   return l->outputs[0];
 }
 
+//! x3 when `t4` ([B, S, H, D], dims known) is Reshape(x3) with x3 = [B, S, H*D]; else nullptr.
+Tensor* mergedOf(Tensor* t4) {
+  const Layer* r = t4 ? t4->producer : nullptr;
+  if (!r || r->op != "Reshape" || r->inputs.empty() || !r->inputs[0] || !t4->dimsKnown || t4->dims.size() != 4) return nullptr;
+  Tensor* x = r->inputs[0];
+  const Dims &d = t4->dims, &xd = x->dims;
+  if (!x->dimsKnown || xd.size() != 3 || d[2] <= 0 || d[3] <= 0 || xd[2] != d[2] * d[3]) return nullptr;
+  return sameDim(xd[0], d[0]) && sameDim(xd[1], d[1]) && x->type == t4->type ? x : nullptr;
+}
+
+//! x3 when `t` ([B, H, S, D]) is Transpose(perm 0,2,1,3) of a head split of x3 ([B, S, H*D]).
+Tensor* headSplitOf(Tensor* t) {
+  const Layer* l = t ? t->producer : nullptr;
+  if (!l || l->op != "Transpose" || l->inputs.empty() || l->attrs.getInts("perm", {}) != std::vector<int64_t>{0, 2, 1, 3}) return nullptr;
+  return mergedOf(l->inputs[0]);
+}
+
+//! The layers merging heads back when y ([B, H, S, Dv]) is only read by Transpose(0,2,1,3)
+//! whose output is only read by a Reshape to [B, S, H*Dv]; else {nullptr, nullptr}.
+std::pair<Layer*, Layer*> headMergeOf(const Network& net, Tensor* y) {
+  Layer* t = soleConsumer(net, y);
+  if (!t || t->op != "Transpose" || t->attrs.getInts("perm", {}) != std::vector<int64_t>{0, 2, 1, 3}) return {nullptr, nullptr};
+  Layer* r = soleConsumer(net, t->outputs[0]);
+  if (!r || r->op != "Reshape" || r->inputs[0] != t->outputs[0]) return {nullptr, nullptr};
+  const Tensor* o = r->outputs[0];
+  const Dims& d = t->outputs[0]->dims;  // [B, S, H, Dv]
+  if (!o->dimsKnown || o->dims.size() != 3 || d.size() != 4 || d[2] <= 0 || d[3] <= 0 || o->dims[2] != d[2] * d[3] ||
+      !sameDim(o->dims[0], d[0]) || !sameDim(o->dims[1], d[1]))
+    return {nullptr, nullptr};
+  return {t, r};
+}
+
 //! One matched attention subgraph.
 struct Match {
   Layer *qk = nullptr, *softmax = nullptr, *pv = nullptr;
@@ -144,13 +183,34 @@ struct Match {
   double whereFill = 0;
 };
 
+//! Where(IsNaN(P), 0, P) reading the softmax output P and nothing else reading P or the IsNaN
+//! result: returns {Where, IsNaN}, else {nullptr, nullptr}.
+std::pair<Layer*, Layer*> nanGuard(const Network& net, const Layer* sm) {
+  const Tensor* p = sm->outputs[0];
+  if (p->isOutput) return {nullptr, nullptr};
+  auto readers = net.consumers(p);
+  if (readers.size() != 2) return {nullptr, nullptr};
+  Layer* isnan = readers[0]->op == "IsNaN" ? readers[0] : readers[1];
+  Layer* where = isnan == readers[0] ? readers[1] : readers[0];
+  double zero = 1;
+  if (isnan->op != "IsNaN" || where->op != "Where" || isnan->inputs.size() != 1 || where->inputs.size() != 3) return {nullptr, nullptr};
+  if (soleConsumer(net, isnan->outputs[0]) != where || where->inputs[0] != isnan->outputs[0] || where->inputs[2] != p ||
+      !scalarConst(where->inputs[1], &zero) || zero != 0 || where->outputs[0]->dims != p->dims)
+    return {nullptr, nullptr};
+  return {where, isnan};
+}
+
 //! Walks from Softmax up to the Q K^T MatMul; fills the chain, scale and mask parts.
 bool matchScores(const Network& net, Layer* sm, Match& m) {
   m.softmax = sm;
-  Layer* pv = soleConsumer(net, sm->outputs[0]);
-  if (!pv || pv->op != "MatMul" || pv->inputs.size() != 2 || pv->inputs[0] != sm->outputs[0]) return false;
+  auto [where, isnan] = nanGuard(net, sm);
+  Tensor* probs = where ? where->outputs[0] : sm->outputs[0];
+  Layer* pv = soleConsumer(net, probs);
+  if (!pv || pv->op != "MatMul" || pv->inputs.size() != 2 || pv->inputs[0] != probs) return false;
   m.pv = pv;
-  m.chain = {pv, sm};
+  m.chain = {pv};
+  if (where) m.chain.insert(m.chain.end(), {where, isnan});
+  m.chain.push_back(sm);
   Tensor* t = sm->inputs[0];
   Layer* next = sm;
   bool seenScale = false;
@@ -280,31 +340,53 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
   for (size_t i = 1; i < masks.size(); ++i)
     mask = addTypedLayer(net, "Add", {mask, masks[i]}, {}, sm->name + "_mask_sum", type, broadcastDims(mask->dims, masks[i]->dims));
 
-  Tensor* k = kRoot;
-  if (kPerm != std::vector<int64_t>{0, 1, 2, 3}) {
-    Attributes ta;
-    ta.set("perm", kPerm);
-    k = addTypedLayer(net, "Transpose", {kRoot}, ta, m.qk->name + "_key", type, kDims);
-  }
   Attributes a;
   a.set("scale", static_cast<float>(scale));
   if (causal) a.set("is_causal", int64_t(1));
-  std::vector<Tensor*> inputs{q, k, v};
-  if (mask) inputs.push_back(mask);
-  Layer* att = net.addLayer("Attention", inputs, 1, a, net.uniqueName(sm->name + "_attention"));
-  for (auto it = m.chain.rbegin(); it != m.chain.rend(); ++it) recordFusion(att, *it);
-  att->fusedOps.erase(att->fusedOps.begin());  // the synthetic Attention itself is not an original op
   Tensor* y = m.pv->outputs[0];
-  att->outputs[0]->type = y->type;
-  att->outputs[0]->dims = y->dims;
-  att->outputs[0]->dimsKnown = true;
-  if (supported && !supported(*att)) {  // no kernel for this form: keep the unfused ops
-    net.removeLayer(att);
-    return false;  // the mask/key layers made above are dead; removeDeadLayers drops them
+  // The 3-D form first (no head transposes), then the 4-D one.
+  Tensor *q3 = headSplitOf(q), *v3 = headSplitOf(v);
+  Tensor* k3 = kPerm == std::vector<int64_t>{0, 2, 1, 3} ? mergedOf(kRoot) : nullptr;
+  auto [mergeT, mergeR] = headMergeOf(net, y);
+  for (bool flat : {true, false}) {
+    if (flat && !(q3 && k3 && v3 && mergeT && qd[1] > 0)) continue;
+    Tensor* k = flat ? k3 : kRoot;
+    if (!flat && kPerm != std::vector<int64_t>{0, 1, 2, 3}) {
+      Attributes ta;
+      ta.set("perm", kPerm);
+      k = addTypedLayer(net, "Transpose", {kRoot}, ta, m.qk->name + "_key", type, kDims);
+    }
+    Attributes la = a;
+    if (flat) {
+      la.set("q_num_heads", qd[1]);
+      la.set("kv_num_heads", qd[1]);
+    }
+    std::vector<Tensor*> inputs{flat ? q3 : q, k, flat ? v3 : v};
+    if (mask) inputs.push_back(mask);
+    Layer* att = net.addLayer("Attention", inputs, 1, la, net.uniqueName(sm->name + "_attention"));
+    for (auto it = m.chain.rbegin(); it != m.chain.rend(); ++it) recordFusion(att, *it);
+    if (flat) {
+      recordFusion(att, mergeT);
+      recordFusion(att, mergeR);
+    }
+    att->fusedOps.erase(att->fusedOps.begin());  // the synthetic Attention itself is not an original op
+    Tensor* out = flat ? mergeR->outputs[0] : y;
+    att->outputs[0]->type = out->type;
+    att->outputs[0]->dims = out->dims;
+    att->outputs[0]->dimsKnown = true;
+    if (supported && !supported(*att)) {  // no kernel for this form: try the next one
+      net.removeLayer(att);
+      continue;  // the mask/key layers made above are dead; removeDeadLayers drops them
+    }
+    net.replaceUses(out, att->outputs[0]);
+    if (flat) {
+      net.removeLayer(mergeR);
+      net.removeLayer(mergeT);
+    }
+    for (Layer* l : m.chain) net.removeLayer(l);  // pv first: each output's only reader is gone
+    return true;
   }
-  net.replaceUses(y, att->outputs[0]);
-  for (Layer* l : m.chain) net.removeLayer(l);  // pv first: each output's only reader is gone
-  return true;
+  return false;  // no kernel for either form: keep the unfused ops
 }
 
 }  // namespace
