@@ -333,9 +333,15 @@ TEST(CudaLayout, ConvChannelsLast) {
   KILN_REQUIRE_GPU();
   Attributes relu = attrs({{"pads", {1, 1, 1, 1}}});
   relu.set("kiln_activation", std::string("Relu"));
+  // MobileNetV2's depthwise block: stride 2, ReLU6 (Clip 0..6), plus a residual.
+  Attributes dwClip = attrs({{"pads", {1, 1, 1, 1}}, {"strides", {2, 2}}, {"group", {16}}});
+  dwClip.set("kiln_activation", std::string("Clip"));
+  dwClip.set("kiln_act_alpha", 0.f);
+  dwClip.set("kiln_act_beta", 6.f);
   const OpCase cases[] = {convCase({8, 64, 14, 14}, {64, 64, 3, 3}, relu, true, true, 200),
                           convCase({8, 32, 15, 15}, {64, 32, 1, 1}, attrs({{"strides", {2, 2}}}), true, false, 210),
-                          convCase({8, 32, 12, 12}, {32, 1, 3, 3}, attrs({{"pads", {1, 1, 1, 1}}, {"group", {32}}}), true, false, 220)};
+                          convCase({8, 32, 12, 12}, {32, 1, 3, 3}, attrs({{"pads", {1, 1, 1, 1}}, {"group", {32}}}), true, false, 220),
+                          convCase({8, 16, 9, 9}, {16, 1, 3, 3}, dwClip, true, true, 221)};
   for (const OpCase& c : cases)
     for (DataType t : {DataType::kHALF, DataType::kBF16})
       for (int combo = 1; combo < 4; ++combo)
@@ -432,7 +438,7 @@ TEST(CudaConv, PaddedChannels) {
   Attributes r3 = attrs({{"pads", {1, 1, 1, 1}}});
   r3.set("kiln_activation", std::string("Relu"));
   const OpCase cases[] = {convCase({4, 3, 33, 31}, {16, 3, 7, 7}, stem, true, false, 300),  // ResNet stem, C = 3
-                          convCase({2, 5, 11, 12}, {12, 5, 3, 3}, r3, true, true, 301)};     // C = 5 + residual
+                          convCase({2, 5, 11, 12}, {16, 5, 3, 3}, r3, true, true, 301)};     // C = 5 + residual
   for (const OpCase& c : cases)
     for (DataType t : {DataType::kHALF, DataType::kBF16})
       for (bool outLast : {false, true}) {
@@ -442,6 +448,8 @@ TEST(CudaConv, PaddedChannels) {
         EXPECT_TRUE(offered(names, "cudnn_pad8_1")) << what << " " << toString(t);
         checkLayouts(c, t, false, outLast, convTol(t, reduction(c)), what);
       }
+  // A channels-last Y of 12 channels: no cuDNN tactic (see supportsCudnnConv).
+  EXPECT_TRUE(layoutTacticNames(convCase({2, 5, 11, 12}, {12, 5, 3, 3}, r3, true, true, 304), DataType::kHALF, false, true).empty());
   // Not offered: X already channels last, C a multiple of 8, float32, groups, weights not constant.
   const OpCase& stemCase = cases[0];
   EXPECT_FALSE(offered(layoutTacticNames(stemCase, DataType::kHALF, true, true), "cudnn_pad8_0"));

@@ -419,6 +419,11 @@ bool supportsCudnnConv(const LayerDesc& l) {
     const int64_t b = cpu::layerLayoutBlock(l, attr);
     if (b != 1 && !(b == cpu::kNhwcBlock && x.size() == 4 && l.op == "Conv")) return false;
   }
+  // A channels-last Y needs K % 8 == 0: on the H200, an NCHW X (C = 5) with an NHWC Y of 12
+  // channels and a fused residual gave wrong results (zeros) from every engine cuDNN offered. The
+  // layout pass only makes such tensors channels last with C % 8 == 0 anyway.
+  const Dims& w = l.inputs[1].dims;
+  if (cpu::layerLayoutBlock(l, cpu::kLayoutOutAttr) == cpu::kNhwcBlock && (w[0] <= 0 || w[0] % 8 != 0)) return false;
   if (l.op == "ConvTranspose") {
     // dgrad cannot express output padding at or beyond the stride (dilation-only padding).
     const size_t r = x.size() - 2;

@@ -2,6 +2,12 @@
 // stride/dilation/pads, float32/float16/bfloat16 with float32 accumulation. One thread per output
 // element, consecutive threads along the output row (coalesced; the 3x3 taps of neighbours hit
 // L1); bias, residual and the fused activation are applied before the single store.
+// "depthwise_nhwc": the same convolution on channels-last float16/bfloat16 tensors (the GPU
+// layout pass's "nhwc", C % 8 == 0): one thread per 8 channels of an output pixel, 16-byte loads
+// of X and of the weights (uploaded as [3][3][C]) per tap and one 16-byte store. cuDNN's engines
+// for channels-last grouped convolutions with group == C are slow, and without this tactic a
+// depthwise conv inside an nhwc chain would need a transpose on each side.
+#include <cstring>
 #include <string>
 
 #include "backends/cpu/conv_geometry.h"
@@ -49,16 +55,84 @@ __global__ void depthwise3x3Kernel(const T* __restrict__ x, const T* __restrict_
   }
 }
 
+//! 8 float16/bfloat16 values moved as one 16-byte word.
+union Pack8 {
+  uint4 u;
+  uint16_t h[8];
+};
+
+template <typename T>
+__device__ __forceinline__ float lane8(const Pack8& p, int e) {
+  T v;
+  memcpy(&v, &p.h[e], 2);
+  return cuda::toF(v);
+}
+
+//! Channels-last 3x3 depthwise: X [N][inH][inW][C], W [3][3][C], Y and the residual [N][outH][outW][C].
+template <typename T>
+__global__ void depthwise3x3NhwcKernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                                       const T* __restrict__ res, T* __restrict__ y, int64_t total, DwGeom g, DevAct act) {
+  const int64_t c8 = g.channels / 8;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t cg = i % c8, pix = i / c8;
+    const int64_t ow = pix % g.outW, t = pix / g.outW, oh = t % g.outH, n = t / g.outH;
+    const int64_t c0 = cg * 8;
+    float acc[8];
+    if (bias) {
+      const Pack8 b{__ldg(reinterpret_cast<const uint4*>(bias + c0))};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] = lane8<T>(b, e);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] = 0.f;
+    }
+    const int64_t ih0 = oh * g.strideH - g.padH, iw0 = ow * g.strideW - g.padW;
+    const T* xn = x + n * g.inH * g.inW * g.channels + c0;
+#pragma unroll
+    for (int kh = 0; kh < 3; ++kh) {
+      const int64_t ih = ih0 + kh * g.dilH;
+      if (ih < 0 || ih >= g.inH) continue;
+#pragma unroll
+      for (int kw = 0; kw < 3; ++kw) {
+        const int64_t iw = iw0 + kw * g.dilW;
+        if (iw < 0 || iw >= g.inW) continue;
+        const Pack8 xv{__ldg(reinterpret_cast<const uint4*>(xn + (ih * g.inW + iw) * g.channels))};
+        const Pack8 wv{__ldg(reinterpret_cast<const uint4*>(w + (kh * 3 + kw) * g.channels + c0))};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] += lane8<T>(xv, e) * lane8<T>(wv, e);
+      }
+    }
+    Pack8 r{};
+    if (res) r.u = *reinterpret_cast<const uint4*>(res + i * 8);
+    Pack8 out;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float v = cuda::applyAct(acc[e] + (res ? lane8<T>(r, e) : 0.f), act);
+      const T o = cuda::fromF<T>(v);
+      memcpy(&out.h[e], &o, 2);
+    }
+    *reinterpret_cast<uint4*>(y + i * 8) = out.u;
+  }
+}
+
 struct DwState : KernelState {
   DwGeom g{};
   int64_t total = 0;
 };
 
+//! [C][1][3][3] weights as [3][3][C] (the channels-last kernel's 16-byte weight loads).
+HostTensor tapsMajor(const HostTensor& w) {
+  const int64_t c = w.dims()[0];
+  HostTensor out(w.type(), w.dims());
+  cpu::transposeInner(w.data(), out.data(), 1, c, 9, elementSize(w.type()));
+  return out;
+}
+
 class DepthwiseKernel : public Kernel {
  public:
-  explicit DepthwiseKernel(const LayerDesc& l)
-      : weights_(l.inputs[1].value), bias_(l.present(2) ? l.inputs[2].value : HostTensor()),
-        act_(cuda::toDevAct(fusedActivation(*l.attrs))) {}
+  DepthwiseKernel(const LayerDesc& l, bool nhwc)
+      : nhwc_(nhwc), weights_(nhwc ? tapsMajor(l.inputs[1].value) : l.inputs[1].value),
+        bias_(l.present(2) ? l.inputs[2].value : HostTensor()), act_(cuda::toDevAct(fusedActivation(*l.attrs))) {}
 
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const ConvProblem p = resolveConv(l);
@@ -67,7 +141,7 @@ class DepthwiseKernel : public Kernel {
     s->g = DwGeom{p.inChannels, w.in[1], w.in[2], w.out[1], w.out[2], static_cast<int>(w.stride[1]),
                   static_cast<int>(w.stride[2]), static_cast<int>(w.dilation[1]), static_cast<int>(w.dilation[2]),
                   static_cast<int>(w.padBegin[1]), static_cast<int>(w.padBegin[2])};
-    s->total = p.batch * p.outChannels * w.outSize();
+    s->total = p.batch * p.outChannels * w.outSize() / (nhwc_ ? 8 : 1);
     state = std::move(s);
     return 0;
   }
@@ -79,12 +153,21 @@ class DepthwiseKernel : public Kernel {
     const void* res = io.in.size() > 3 ? io.in[3].data : nullptr;
     auto run = [&](auto tag) {
       using T = decltype(tag);
-      depthwise3x3Kernel<T><<<cuda::gridFor(s->total), 256, 0, stream>>>(
-          io.in[0].as<T>(), static_cast<const T*>(weights_.orInput(io, 1)), static_cast<const T*>(bias_.orInput(io, 2)),
-          static_cast<const T*>(res), io.out[0].as<T>(), s->total, s->g, act_);
+      auto* kernel = nhwc_ ? depthwise3x3NhwcKernel<T> : depthwise3x3Kernel<T>;
+      kernel<<<cuda::gridFor(s->total), 256, 0, stream>>>(io.in[0].as<T>(), static_cast<const T*>(weights_.orInput(io, 1)),
+                                                          static_cast<const T*>(bias_.orInput(io, 2)), static_cast<const T*>(res),
+                                                          io.out[0].as<T>(), s->total, s->g, act_);
     };
+    if (nhwc_) {  // 16-byte accesses (arena and constant buffers are 256-byte aligned; inputs from users may not be)
+      auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+      if (!aligned(io.in[0].data) || !aligned(io.out[0].data) || (res && !aligned(res)))
+        throw Error("depthwise_nhwc: tensors must be 16-byte aligned");
+    }
     switch (io.in[0].type) {
-      case DataType::kFLOAT: run(float{}); break;
+      case DataType::kFLOAT:
+        if (nhwc_) throw UnsupportedError("depthwise_nhwc: float32");
+        run(float{});
+        break;
       case DataType::kHALF: run(__half{}); break;
       case DataType::kBF16: run(__nv_bfloat16{}); break;
       default: throw UnsupportedError("depthwise_direct: unsupported type");
@@ -93,12 +176,14 @@ class DepthwiseKernel : public Kernel {
   }
 
  private:
+  bool nhwc_;
   DeviceConstant weights_, bias_;
   DevAct act_;
 };
 
-bool supportsDepthwise(const LayerDesc& l) {
-  if (!cuda::convFloatTypes(l) || !cuda::knownActivation(l) || !cpu::hasPlainLayouts(l)) return false;  // NCHW only
+//! 3x3 depthwise geometry both kernels handle (layouts checked by the callers).
+bool depthwiseShape(const LayerDesc& l) {
+  if (!cuda::convFloatTypes(l) || !cuda::knownActivation(l)) return false;
   const Dims& x = l.inputs[0].dims;
   const Dims& w = l.inputs[1].dims;
   if (x.size() != 4 || w.size() != 4 || x[1] < 0) return false;
@@ -111,12 +196,27 @@ bool supportsDepthwise(const LayerDesc& l) {
   return true;
 }
 
-std::unique_ptr<Kernel> createDepthwise(const LayerDesc& l) { return std::make_unique<DepthwiseKernel>(l); }
+bool supportsDepthwise(const LayerDesc& l) { return cpu::hasPlainLayouts(l) && depthwiseShape(l); }  // NCHW
+
+bool supportsDepthwiseNhwc(const LayerDesc& l) {
+  const DataType t = l.inputs[0].type;
+  if (t != DataType::kHALF && t != DataType::kBF16) return false;
+  if (cpu::layerLayoutBlock(l, cpu::kLayoutInAttr) != cpu::kNhwcBlock || cpu::layerLayoutBlock(l, cpu::kLayoutOutAttr) != cpu::kNhwcBlock)
+    return false;
+  if (!depthwiseShape(l) || l.inputs[0].dims[1] % 8 != 0) return false;
+  for (int i = 1; i < 3; ++i)  // weights (and bias) constant: uploaded rearranged
+    if (l.present(i) && !l.inputs[i].value.valid()) return false;
+  return true;
+}
+
+std::unique_ptr<Kernel> createDepthwise(const LayerDesc& l) { return std::make_unique<DepthwiseKernel>(l, false); }
+std::unique_ptr<Kernel> createDepthwiseNhwc(const LayerDesc& l) { return std::make_unique<DepthwiseKernel>(l, true); }
 
 }  // namespace
 
 void addDepthwiseConvCudaTactics(std::vector<TacticDef>& v) {
   v.push_back(TacticDef{"Conv", "depthwise_direct", supportsDepthwise, createDepthwise});
+  v.push_back(TacticDef{"Conv", "depthwise_nhwc", supportsDepthwiseNhwc, createDepthwiseNhwc});
 }
 
 }  // namespace kiln
