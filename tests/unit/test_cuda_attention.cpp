@@ -1,4 +1,4 @@
-// CUDA Attention tactics (flash_v1, flash_v1_m128, flash_v1_m32, flash_simt) against the CPU
+// CUDA Attention tactics (flash_v1, flash_v1_m128, flash_v1_m32, flash_simt, cudnn_sdpa) against the CPU
 // reference kernel: sequence lengths 1..512 (ViT's 197, tails of every tile size), masks of every
 // broadcast form, short masks, bool masks, causal, cross attention, float32/float16/bfloat16.
 #include <algorithm>
@@ -111,7 +111,7 @@ TEST(CudaAttention, SequenceLengthsAndTypes) {
   for (const Shape& s : shapes)
     for (DataType t : kTypes) {
       const int n = checkAllTactics(*gpu, s, Mask::kNone, false, t, seed += 10);
-      EXPECT_EQ(n, t == DataType::kFLOAT ? 1 : 4) << toString(t) << " Sq" << s.sq;
+      EXPECT_EQ(n, t == DataType::kFLOAT ? 1 : 5) << toString(t) << " Sq" << s.sq;  // 3 flash_v1 + flash_simt + cudnn_sdpa
     }
 }
 
@@ -173,7 +173,7 @@ TEST(CudaAttention, ThreeDimensionalInputs) {
         if (masked) typed.inputs[3] = test::convertTo(c.inputs[3], t);
         const HostTensor want = test::runReference(ref)[0];
         const auto names = test::tacticNames(*gpu, typed);
-        EXPECT_EQ(names.size(), t == DataType::kFLOAT || s.d == 40 ? 1u : 4u) << toString(t) << " D" << s.d;
+        EXPECT_EQ(names.size(), t == DataType::kFLOAT || s.d == 40 ? 1u : (masked ? 4u : 5u)) << toString(t) << " D" << s.d;
         for (const std::string& name : names)
           test::expectClose(test::runTactic(*gpu, name, typed)[0], want, tolerance(t).rtol, tolerance(t).atol,
                             "3-D " + name + " " + toString(t) + " Sq" + std::to_string(s.sq) + (masked ? " masked" : ""));
@@ -212,6 +212,10 @@ TEST(CudaAttention, SupportsRefusesWhatItCannotRun) {
   EXPECT_TRUE(offered(*gpu, base(DataType::kHALF), "flash_v1_m32"));
   EXPECT_TRUE(offered(*gpu, base(DataType::kFLOAT), "flash_simt"));
   EXPECT_FALSE(offered(*gpu, base(DataType::kFLOAT), "flash_v1"));
+  // cuDNN SDPA: float16/bfloat16 without an attn_mask input.
+  EXPECT_TRUE(offered(*gpu, base(DataType::kHALF), "cudnn_sdpa"));
+  EXPECT_FALSE(offered(*gpu, base(DataType::kFLOAT), "cudnn_sdpa"));
+  EXPECT_FALSE(offered(*gpu, makeCases(s, Mask::kPadding, false, DataType::kHALF, 3).first, "cudnn_sdpa"));
   // softcap, sliding window, double softmax precision.
   for (const char* attr : {"softcap", "left_window", "precision"}) {
     OpCase c = base(DataType::kHALF);

@@ -94,6 +94,34 @@ TEST(Passes, ErfGeluAndMatMulBiasFuse) {
   EXPECT_EQ(info.find("\"op\":\"Erf\""), std::string::npos) << info;
 }
 
+// GPT-2's "new GELU": 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3)))), with the
+// cube as Pow and as x * (x * x); it becomes Gelu(approximate=tanh) and joins the MatMul.
+TEST(Passes, TanhGeluFuses) {
+  for (bool pow : {true, false}) {
+    auto make = [pow](Network& n) {
+      Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 3, 8});
+      Layer* mm = n.addMatMul(x, n.addConstant("w", randomTensor({8, 6}, 1)));
+      Tensor* h = n.addElementWise(mm->outputs[0], n.addConstant("bias", randomTensor({6}, 2)), "Add")->outputs[0];
+      Tensor* cube = pow ? n.addElementWise(h, n.addConstant("", scalar(3.f)), "Pow")->outputs[0]
+                         : n.addElementWise(h, n.addElementWise(h, h, "Mul")->outputs[0], "Mul")->outputs[0];
+      Tensor* t = n.addElementWise(n.addConstant("", scalar(0.044715f)), cube, "Mul")->outputs[0];
+      t = n.addElementWise(h, t, "Add")->outputs[0];
+      t = n.addElementWise(n.addConstant("", scalar(std::sqrt(2.f / 3.14159265f))), t, "Mul")->outputs[0];
+      t = n.addLayer("Tanh", {t}, 1)->outputs[0];
+      t = n.addElementWise(n.addConstant("", scalar(1.f)), t, "Add")->outputs[0];
+      Tensor* half = n.addElementWise(n.addConstant("", scalar(0.5f)), h, "Mul")->outputs[0];
+      Tensor* y = n.addElementWise(half, t, "Mul")->outputs[0];
+      n.renameTensor(y, "y");
+      n.markOutput(y);
+    };
+    std::string info = checkFusion(make, {{"x", randomTensor({2, 3, 8}, 9, -3.f, 3.f)}});
+    EXPECT_NE(info.find("Tanh:"), std::string::npos) << info;
+    EXPECT_NE(info.find("\"op\":\"MatMul\""), std::string::npos) << info;
+    EXPECT_EQ(info.find("\"op\":\"Tanh\""), std::string::npos) << info;
+    EXPECT_EQ(info.find("\"op\":\"PointwiseChain\""), std::string::npos) << info;
+  }
+}
+
 TEST(Passes, DecomposedLayerNormFuses) {
   auto make = [](Network& n) {
     Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 4, 16});

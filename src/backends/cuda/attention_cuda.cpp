@@ -13,6 +13,7 @@
 #include <string>
 
 #include "backends/cuda/attention_flash.h"
+#include "backends/cuda/attention_geometry.h"
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 
@@ -23,7 +24,9 @@ namespace {
 using cuda::FlashMask;
 using cuda::FlashParams;
 
-constexpr size_t kQ = 0, kK = 1, kV = 2, kMask = 3;
+using cuda::HeadDims;
+using cuda::headDims;
+constexpr size_t kQ = cuda::kAttnQ, kK = cuda::kAttnK, kV = cuda::kAttnV, kMask = cuda::kAttnMask;
 
 bool isComputeType(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
 
@@ -35,29 +38,6 @@ FlashMask maskKind(DataType t) {
     case DataType::kBOOL: return FlashMask::kBool;
     default: return FlashMask::kNone;
   }
-}
-
-//! Head counts and sizes of Q/K/V: from the dims of 4-D inputs, from q_num_heads/kv_num_heads
-//! for 3-D ones ([B, S, heads * size]). False for other ranks or unknown/indivisible hidden dims.
-struct HeadDims {
-  bool is3d = false;
-  int64_t qHeads = 0, kvHeads = 0, d = 0, dv = 0;
-};
-bool headDims(const LayerDesc& l, HeadDims& h) {
-  const Dims &q = l.inputs[kQ].dims, &k = l.inputs[kK].dims, &v = l.inputs[kV].dims;
-  if (q.size() == 4 && k.size() == 4 && v.size() == 4) {
-    h = HeadDims{false, q[1], k[1] == v[1] ? k[1] : -1, q[3] == k[3] ? q[3] : -1, v[3]};
-    return true;
-  }
-  if (q.size() != 3 || k.size() != 3 || v.size() != 3) return false;
-  h.is3d = true;
-  h.qHeads = l.attrs->getInt("q_num_heads", 0);
-  h.kvHeads = l.attrs->getInt("kv_num_heads", 0);
-  if (h.qHeads <= 0 || h.kvHeads <= 0 || q[2] <= 0 || k[2] <= 0 || v[2] <= 0) return false;
-  if (q[2] % h.qHeads || k[2] % h.kvHeads || v[2] % h.kvHeads || q[2] / h.qHeads != k[2] / h.kvHeads) return false;
-  h.d = q[2] / h.qHeads;
-  h.dv = v[2] / h.kvHeads;
-  return true;
 }
 
 //! What every attention tactic needs (build-time dims may be -1).
@@ -117,33 +97,17 @@ class FlashKernel : public Kernel {
 
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     auto fail = [&](const std::string& m) { throw UnsupportedError("layer '" + l.name + "' (Attention): " + m); };
-    const Dims &qIn = l.inputs[kQ].dims, &kIn = l.inputs[kK].dims, &vIn = l.inputs[kV].dims;
-    HeadDims h;
-    if (!headDims(l, h) || h.qHeads != h.kvHeads || h.d <= 0 || h.dv <= 0)
-      fail("Q " + toString(qIn) + ", K " + toString(kIn) + " and V " + toString(vIn) + " are not [B, H, S, D] or [B, S, H*D] with equal head counts");
-    // Logical [B, H, S, D] dims and the element strides of each tensor.
-    auto view = [&](const Dims& x, int64_t size, cuda::FlashStrides& st) {
-      if (!h.is3d) {
-        st = {x[1] * x[2] * x[3], x[2] * x[3], x[3]};
-        return x;
-      }
-      st = {x[1] * x[2], size, x[2]};
-      return Dims{x[0], h.qHeads, x[1], size};
-    };
+    const cuda::AttentionGeometry g = cuda::attentionGeometry(l);
+    const Dims &q = g.q, &k = g.k;
     auto st = std::make_unique<FlashState>();
     FlashParams& p = st->p;
-    const Dims q = view(qIn, h.d, p.qs), k = view(kIn, h.d, p.ks), v = view(vIn, h.dv, p.vs);
-    const Dims o{q[0], q[1], q[2], v[3]};
-    if (h.is3d) p.os = {o[2] * o[1] * o[3], o[3], o[1] * o[3]};
-    else p.os = {o[1] * o[2] * o[3], o[2] * o[3], o[3]};
-    if (q[0] != k[0] || k[0] != v[0] || q[1] != k[1] || k[1] != v[1] || q[3] != k[3] || k[2] != v[2])
-      fail("Q " + toString(qIn) + ", K " + toString(kIn) + " and V " + toString(vIn) + " need equal batch and head counts");
+    p.qs = g.qs, p.ks = g.ks, p.vs = g.vs, p.os = g.os;
     p.batch = toInt(l, q[0], "batch");
     p.heads = toInt(l, q[1], "head count");
     p.sq = toInt(l, q[2], "query length");
     p.skv = toInt(l, k[2], "key length");
     p.d = toInt(l, q[3], "head size");
-    p.dv = toInt(l, v[3], "value head size");
+    p.dv = toInt(l, g.v[3], "value head size");
     toInt(l, q[0] * q[1], "batch * heads");
     if (warps_ > 0 ? !cuda::flashTcSupported(type_, p.d, p.dv, warps_) : (p.d > cuda::kFlashSimtMaxD || p.dv > cuda::kFlashSimtMaxD))
       fail("head sizes " + std::to_string(p.d) + "/" + std::to_string(p.dv) + " are not supported by this tactic");

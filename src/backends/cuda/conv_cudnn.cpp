@@ -27,6 +27,7 @@
 #include "backends/cpu/conv_geometry.h"
 #include "backends/cpu/conv_layout.h"
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/cudnn_handle.h"
 #endif
 
 namespace kiln {
@@ -48,25 +49,8 @@ constexpr int64_t kMaxWorkspace = int64_t(512) << 20;
 // Variant-pack uids of the graph's user tensors.
 enum Uid : int64_t { kUidX = 1, kUidW = 2, kUidB = 3, kUidR = 4, kUidY = 5 };
 
-//! The process's cuDNN handle (created on first use, never destroyed: kernels may outlive any
-//! static owner). cuDNN handles are not thread-safe: setting the stream and enqueueing happen
-//! under `mu`.
-struct CudnnHandle {
-  cudnnHandle_t h = nullptr;
-  std::mutex mu;
-};
-CudnnHandle& cudnnHandle() {
-  static CudnnHandle* s = [] {
-    auto* c = new CudnnHandle;
-    cudnnStatus_t st = cudnnCreate(&c->h);
-    if (st != CUDNN_STATUS_SUCCESS) {
-      delete c;
-      throw Error(std::string("cudnnCreate failed: ") + cudnnGetErrorString(st));
-    }
-    return c;
-  }();
-  return *s;
-}
+using cuda::CudnnHandle;
+using cuda::cudnnHandle;
 
 void check(fe::error_t e, const LayerDesc& l, const char* what) {
   if (e.is_bad()) throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): cuDNN " + what + ": " + e.get_message());

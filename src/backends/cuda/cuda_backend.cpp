@@ -31,6 +31,7 @@ const std::vector<CudaTacticDef>& inventory() {
     addNormalizationCudaTactics(t);
     addShapeCudaTactics(t);
     addAttentionCudaTactics(t);
+    addCudnnSdpaTactics(t);
     addNormMiscCudaTactics(t);
     addMatMulIntegerCudaTactics(t);
     addEinsumCudaTactics(t);

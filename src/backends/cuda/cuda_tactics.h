@@ -15,7 +15,8 @@ void addMatMulCudaTactics(std::vector<CudaTacticDef>& v);         // MatMul, Gem
 void addConvPoolCudaTactics(std::vector<CudaTacticDef>& v);       // Conv, ConvTranspose (cuDNN), pooling
 void addNormalizationCudaTactics(std::vector<CudaTacticDef>& v);  // norms, softmax, reductions, arg/topk/cumsum
 void addShapeCudaTactics(std::vector<CudaTacticDef>& v);          // data movement, resize
-void addAttentionCudaTactics(std::vector<CudaTacticDef>& v);      // fused attention
+void addAttentionCudaTactics(std::vector<CudaTacticDef>& v);      // fused attention (flash kernels)
+void addCudnnSdpaTactics(std::vector<CudaTacticDef>& v);          // fused attention (cuDNN SDPA, attention_cudnn.cpp)
 void addNormMiscCudaTactics(std::vector<CudaTacticDef>& v);       // Hardmax, LpNormalization, MVN, Det (norm_misc.cu)
 void addMatMulIntegerCudaTactics(std::vector<CudaTacticDef>& v);  // MatMulInteger (matmul_integer.cu)
 void addEinsumCudaTactics(std::vector<CudaTacticDef>& v);         // Einsum (einsum_cuda.cu)

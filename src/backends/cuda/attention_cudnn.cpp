@@ -1,0 +1,145 @@
+// "cudnn_sdpa": Attention through cuDNN's fused scaled-dot-product-attention (the frontend's graph
+// API, flash-attention engines tuned for Hopper), one more tactic that the builder times against
+// our flash kernels (attention_cuda.cpp). float16/bfloat16 Q/K/V as [B, H, S, D] or 3-D
+// [B, S, H*D] (strides: no head transposes), equal head counts, head size a multiple of 8 up to
+// 128, scale, is_causal (top-left aligned, as ONNX). Only without an attn_mask input: with a
+// runtime mask a row could hide every key, and our kernels' answer there (zeros, which is what
+// the exporters' NaN guard asks for) is not what cuDNN computes.
+#include "backends/cuda/cuda_tactics.h"
+
+#ifdef KILN_HAVE_CUDNN_FRONTEND
+#include <cudnn_frontend.h>
+
+#include <cmath>
+#include <string>
+
+#include "backends/cuda/attention_geometry.h"
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/cudnn_handle.h"
+#endif
+
+namespace kiln {
+
+#ifdef KILN_HAVE_CUDNN_FRONTEND
+
+namespace {
+
+namespace fe = cudnn_frontend;
+enum Uid : int64_t { kUidQ = 1, kUidK = 2, kUidV = 3, kUidO = 4 };
+
+struct SdpaState : KernelState {
+  std::shared_ptr<fe::graph::Graph> graph;
+  int64_t plan = 0;
+  std::vector<int64_t> uids;
+};
+
+void check(fe::error_t e, const LayerDesc& l, const char* what) {
+  if (e.is_bad()) throw UnsupportedError("layer '" + l.name + "' (Attention): cuDNN SDPA " + what + ": " + e.get_message());
+}
+
+class CudnnSdpaKernel : public Kernel {
+ public:
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const cuda::AttentionGeometry geo = cuda::attentionGeometry(l);
+    const DataType type = l.inputs[cuda::kAttnQ].type;
+    const fe::DataType_t io = type == DataType::kHALF ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
+    const Attributes& a = *l.attrs;
+    const double d = static_cast<double>(geo.q[3]);
+    const float scale = a.has("scale") ? a.getFloat("scale", 0.f) : static_cast<float>(1.0 / std::sqrt(d));
+    auto g = std::make_shared<fe::graph::Graph>();
+    g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
+    auto tensor = [&](const char* name, int64_t uid, const Dims& dims, const cuda::FlashStrides& s) {
+      return g->tensor(fe::graph::Tensor_attributes()
+                           .set_name(name)
+                           .set_uid(uid)
+                           .set_dim(std::vector<int64_t>(dims.begin(), dims.end()))
+                           .set_stride({s.b, s.h, s.row, 1})
+                           .set_data_type(io));
+    };
+    auto q = tensor("Q", kUidQ, geo.q, geo.qs);
+    auto k = tensor("K", kUidK, geo.k, geo.ks);
+    auto v = tensor("V", kUidV, geo.v, geo.vs);
+    auto attrs = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(false).set_attn_scale(scale);
+    if (a.getInt("is_causal", 0) != 0) attrs.set_causal_mask(true);
+    auto [o, stats] = g->sdpa(q, k, v, attrs);
+    (void)stats;
+    o->set_output(true).set_uid(kUidO).set_dim(std::vector<int64_t>(geo.o.begin(), geo.o.end()))
+        .set_stride({geo.os.b, geo.os.h, geo.os.row, 1});
+    cuda::CudnnHandle& h = cuda::cudnnHandle();
+    std::lock_guard<std::mutex> lock(h.mu);
+    check(g->validate(), l, "validate");
+    check(g->build_operation_graph(h.h), l, "operation graph");
+    check(g->create_execution_plans({fe::HeurMode_t::A}), l, "execution plans");
+    check(g->check_support(h.h), l, "support");
+    int64_t chosen = -1;
+    for (int64_t i = 0; i < g->get_execution_plan_count() && chosen < 0; ++i)
+      if (g->build_plan_at_index(i).is_good()) chosen = i;
+    if (chosen < 0) throw UnsupportedError("layer '" + l.name + "' (Attention): no cuDNN SDPA engine builds");
+    check(g->prepare_variant_pack_template(), l, "variant pack");
+    int64_t ws = 0;
+    check(g->get_workspace_size_plan_at_index(chosen, ws), l, "workspace size");
+    auto s = std::make_unique<SdpaState>();
+    s->graph = g;
+    s->plan = chosen;
+    s->uids = g->get_variant_pack_uids_sorted();
+    state = std::move(s);
+    return static_cast<size_t>(std::max<int64_t>(ws, 0));
+  }
+
+  void execute(const KernelIO& io, KernelState* state) const override {
+    auto* s = static_cast<SdpaState*>(state);
+    void* ptrs[4];
+    int n = 0;
+    for (int64_t uid : s->uids) {
+      if (n == 4) throw Error("cuDNN SDPA: unexpected tensor uid " + std::to_string(uid));
+      switch (uid) {
+        case kUidQ: ptrs[n++] = io.in[cuda::kAttnQ].data; break;
+        case kUidK: ptrs[n++] = io.in[cuda::kAttnK].data; break;
+        case kUidV: ptrs[n++] = io.in[cuda::kAttnV].data; break;
+        case kUidO: ptrs[n++] = io.out[0].data; break;
+        default: throw Error("cuDNN SDPA: unexpected tensor uid " + std::to_string(uid));
+      }
+    }
+    cuda::CudnnHandle& h = cuda::cudnnHandle();
+    std::lock_guard<std::mutex> lock(h.mu);
+    cudnnStatus_t st = cudnnSetStream(h.h, cuda::streamOf(io));
+    if (st != CUDNN_STATUS_SUCCESS) throw Error(std::string("cudnnSetStream: ") + cudnnGetErrorString(st));
+    auto e = s->graph->execute_plan_at_index(h.h, ptrs, n, io.workspace, s->plan);
+    if (e.is_bad()) throw Error("cuDNN SDPA execute: " + e.get_message());
+  }
+};
+
+bool supportsCudnnSdpa(const LayerDesc& l) {
+  if (l.inputs.size() < 3 || l.outputs.size() != 1) return false;
+  for (size_t i = cuda::kAttnMask; i < l.inputs.size(); ++i)
+    if (l.present(i)) return false;  // attn_mask, KV cache, nonpad_kv_seqlen
+  const DataType t = l.inputs[cuda::kAttnQ].type;
+  if (t != DataType::kHALF && t != DataType::kBF16) return false;
+  if (l.inputs[cuda::kAttnK].type != t || l.inputs[cuda::kAttnV].type != t) return false;
+  cuda::HeadDims h;
+  if (!cuda::headDims(l, h) || h.qHeads <= 0 || h.qHeads != h.kvHeads || h.d != h.dv || h.d % 8 != 0 || h.d > 128) return false;
+  const Attributes& a = *l.attrs;
+  if (a.getFloat("softcap", 0.f) != 0.f) return false;
+  const int64_t prec = a.getInt("softmax_precision", 0);
+  if (prec != 0 && prec != 1) return false;
+  if (a.getInt("left_window_size", -1) != -1 || a.getInt("right_window_size", -1) != -1) return false;
+  int major = 0, dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+    return false;
+  return major >= 8;  // cuDNN's fused flash attention: Ampere and newer
+}
+
+}  // namespace
+
+void addCudnnSdpaTactics(std::vector<CudaTacticDef>& v) {
+  v.push_back({"Attention", "cudnn_sdpa", supportsCudnnSdpa,
+               [](const LayerDesc&) -> std::unique_ptr<Kernel> { return std::make_unique<CudnnSdpaKernel>(); }});
+}
+
+#else
+
+void addCudnnSdpaTactics(std::vector<CudaTacticDef>& v) { (void)v; }  // built without the cuDNN frontend
+
+#endif
+
+}  // namespace kiln

@@ -1,0 +1,73 @@
+// Q/K/V/O geometry of an Attention layer for the CUDA tactics (attention_cuda.cpp: flash kernels,
+// attention_cudnn.cpp: cuDNN SDPA): 4-D [B, H, S, D] tensors or 3-D [B, S, H*D] ones (heads
+// interleaved in the hidden dim), both described as logical [B, H, S, D] with element strides.
+#pragma once
+#include <string>
+
+#include "backends/backend.h"
+#include "backends/cuda/attention_flash.h"
+
+namespace kiln::cuda {
+
+constexpr size_t kAttnQ = 0, kAttnK = 1, kAttnV = 2, kAttnMask = 3;
+
+//! Head counts and sizes: from the dims of 4-D inputs, from q_num_heads/kv_num_heads for 3-D
+//! ones. False for other ranks or unknown/indivisible hidden dims (build-time dims may be -1).
+struct HeadDims {
+  bool is3d = false;
+  int64_t qHeads = 0, kvHeads = 0, d = 0, dv = 0;
+};
+inline bool headDims(const LayerDesc& l, HeadDims& h) {
+  const Dims &q = l.inputs[kAttnQ].dims, &k = l.inputs[kAttnK].dims, &v = l.inputs[kAttnV].dims;
+  if (q.size() == 4 && k.size() == 4 && v.size() == 4) {
+    h = HeadDims{false, q[1], k[1] == v[1] ? k[1] : -1, q[3] == k[3] ? q[3] : -1, v[3]};
+    return true;
+  }
+  if (q.size() != 3 || k.size() != 3 || v.size() != 3) return false;
+  h.is3d = true;
+  h.qHeads = l.attrs->getInt("q_num_heads", 0);
+  h.kvHeads = l.attrs->getInt("kv_num_heads", 0);
+  if (h.qHeads <= 0 || h.kvHeads <= 0 || q[2] <= 0 || k[2] <= 0 || v[2] <= 0) return false;
+  if (q[2] % h.qHeads || k[2] % h.kvHeads || v[2] % h.kvHeads || q[2] / h.qHeads != k[2] / h.kvHeads) return false;
+  h.d = q[2] / h.qHeads;
+  h.dv = v[2] / h.kvHeads;
+  return true;
+}
+
+//! Concrete geometry: logical [B, H, S, D] dims of Q, K, V, O and their strides.
+struct AttentionGeometry {
+  Dims q, k, v, o;
+  FlashStrides qs, ks, vs, os;
+};
+
+//! Throws UnsupportedError (naming the layer) unless Q/K/V are [B, H, S, D] or [B, S, H*D] with
+//! equal batch and head counts and matching sizes.
+inline AttentionGeometry attentionGeometry(const LayerDesc& l) {
+  auto fail = [&](const std::string& m) { throw UnsupportedError("layer '" + l.name + "' (Attention): " + m); };
+  const Dims &qIn = l.inputs[kAttnQ].dims, &kIn = l.inputs[kAttnK].dims, &vIn = l.inputs[kAttnV].dims;
+  const std::string shapes = "Q " + toString(qIn) + ", K " + toString(kIn) + " and V " + toString(vIn);
+  HeadDims h;
+  if (!headDims(l, h) || h.qHeads != h.kvHeads || h.d <= 0 || h.dv <= 0)
+    fail(shapes + " are not [B, H, S, D] or [B, S, H*D] with equal head counts");
+  auto view = [&](const Dims& x, int64_t size, FlashStrides& st) {
+    if (!h.is3d) {
+      st = {x[1] * x[2] * x[3], x[2] * x[3], x[3]};
+      return x;
+    }
+    st = {x[1] * x[2], size, x[2]};
+    return Dims{x[0], h.qHeads, x[1], size};
+  };
+  AttentionGeometry g;
+  g.q = view(qIn, h.d, g.qs);
+  g.k = view(kIn, h.d, g.ks);
+  g.v = view(vIn, h.dv, g.vs);
+  g.o = {g.q[0], g.q[1], g.q[2], g.v[3]};
+  if (h.is3d) g.os = {g.o[2] * g.o[1] * g.o[3], g.o[3], g.o[1] * g.o[3]};
+  else g.os = {g.o[1] * g.o[2] * g.o[3], g.o[2] * g.o[3], g.o[3]};
+  const Dims &q = g.q, &k = g.k, &v = g.v;
+  if (q[0] != k[0] || k[0] != v[0] || q[1] != k[1] || k[1] != v[1] || q[3] != k[3] || k[2] != v[2])
+    fail(shapes + " need equal batch and head counts");
+  return g;
+}
+
+}  // namespace kiln::cuda
