@@ -242,10 +242,15 @@ void ExecutionContext::enqueue(void* stream) {
     for (void* s : c.auxStreams) b.streamWaitEvent(s, c.startEvent);
   }
   for (size_t i = 0; i < g.layers.size(); ++i) {
-    if (c.shapes.skipped(i)) continue;
-    KernelIO& io = c.ios[i];
     void* s = c.streamOf(g.layers[i].stream, stream);
     for (int p : c.waits[i]) b.streamWaitEvent(s, c.layerEvents[p]);
+    if (c.shapes.skipped(i)) {
+      // A layer with nothing to run (a view aliasing its input, a host-computed value) still
+      // passes its inputs' readiness on: its readers on other streams wait on its event.
+      if (c.layerEvents[i]) b.recordEvent(c.layerEvents[i], s);
+      continue;
+    }
+    KernelIO& io = c.ios[i];
     io.stream = s;
     if (c.profiler) {
       auto t0 = std::chrono::steady_clock::now();

@@ -202,6 +202,25 @@ TEST(CudaConv, ConvTranspose) {
   checkConv(convCase({1, 4, 9}, {4, 3, 3}, attrs({{"strides", {3}}}), false, false, 52, "ConvTranspose"), "transpose 1-D");
 }
 
+// ViT's patch embedding: kernel = stride = 16, C = 3 (patch_gemm), and a 2x2/2 one with a
+// residual and an activation; every offered tactic against the reference.
+TEST(CudaConv, PatchEmbedding) {
+  KILN_REQUIRE_GPU();
+  Attributes p16 = attrs({{"strides", {16, 16}}});
+  Attributes p2 = attrs({{"strides", {2, 2}}});
+  p2.set("kiln_activation", std::string("Relu"));
+  const OpCase cases[] = {convCase({2, 3, 32, 48}, {24, 3, 16, 16}, p16, true, false, 70),
+                          convCase({3, 8, 6, 10}, {16, 8, 2, 2}, p2, true, true, 71)};
+  for (const OpCase& c : cases)
+    for (DataType t : {DataType::kHALF, DataType::kBF16}) {
+      auto names = checkAllTactics(c, t, convTol(t, reduction(c)), "patch conv");
+      EXPECT_TRUE(offered(names, "patch_gemm")) << toString(t);
+    }
+  EXPECT_FALSE(offered(checkAllTactics(convCase({1, 3, 32, 32}, {8, 3, 16, 16}, attrs({{"strides", {8, 8}}}), true, false, 72), DataType::kHALF,
+                                       convTol(DataType::kHALF, 3 * 256), "overlapping patches"),
+                       "patch_gemm"));
+}
+
 TEST(CudaConv, SupportsRefuses) {
   KILN_REQUIRE_GPU();
   auto gpu = getBackend(DeviceType::kGPU, 0);
@@ -338,14 +357,30 @@ TEST(CudaLayout, ConvChannelsLast) {
   dwClip.set("kiln_activation", std::string("Clip"));
   dwClip.set("kiln_act_alpha", 0.f);
   dwClip.set("kiln_act_beta", 6.f);
+  Attributes pwClip;  // MobileNetV2's pointwise expansion: 1x1, ReLU6
+  pwClip.set("kiln_activation", std::string("Clip"));
+  pwClip.set("kiln_act_alpha", 0.f);
+  pwClip.set("kiln_act_beta", 6.f);
   const OpCase cases[] = {convCase({8, 64, 14, 14}, {64, 64, 3, 3}, relu, true, true, 200),
                           convCase({8, 32, 15, 15}, {64, 32, 1, 1}, attrs({{"strides", {2, 2}}}), true, false, 210),
                           convCase({8, 32, 12, 12}, {32, 1, 3, 3}, attrs({{"pads", {1, 1, 1, 1}}, {"group", {32}}}), true, false, 220),
-                          convCase({8, 16, 9, 9}, {16, 1, 3, 3}, dwClip, true, true, 221)};
+                          convCase({8, 16, 9, 9}, {16, 1, 3, 3}, dwClip, true, true, 221),
+                          convCase({8, 32, 10, 10}, {48, 32, 1, 1}, pwClip, true, true, 222)};  // 1x1: gemm1x1 too
   for (const OpCase& c : cases)
     for (DataType t : {DataType::kHALF, DataType::kBF16})
       for (int combo = 1; combo < 4; ++combo)
         checkLayouts(c, t, combo & 1, combo & 2, convTol(t, reduction(c)), "conv nhwc");
+  // The channels-last tactics are among those checked.
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  auto namesNhwc = [&](const OpCase& c) {
+    OpCase d = typed(c, DataType::kHALF).device;
+    d.attrs.set("kiln_layout_in", std::string("nhwc"));
+    d.attrs.set("kiln_layout_out", std::string("nhwc"));
+    return test::tacticNames(*gpu, d);
+  };
+  EXPECT_TRUE(offered(namesNhwc(cases[3]), "depthwise_nhwc"));
+  EXPECT_TRUE(offered(namesNhwc(cases[4]), "gemm1x1"));
+  EXPECT_FALSE(offered(namesNhwc(cases[1]), "gemm1x1")) << "stride 2";
 }
 
 //! `c` with a quiet NaN in X at every `every`-th element (first at `first`).

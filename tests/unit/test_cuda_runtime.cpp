@@ -196,3 +196,57 @@ TEST(CudaRuntime, Fp16ConvChainRunsChannelsLast) {
   cudaStreamDestroy(s);
   kiln::test::expectClose(out, want, 3e-2, 3e-2, "fp16 conv chain, channels-last");
 }
+
+// A view layer (a Reshape that aliases its input, so nothing runs) on an aux stream between a slow
+// producer and a reader on the main stream: the reader must still wait for the producer. (GPT-2's
+// FP16 engine read half-written attention inputs before view layers passed readiness on.)
+TEST(CudaRuntime, ViewOnAuxStreamPassesReadinessOn) {
+  KILN_REQUIRE_GPU();
+  constexpr int64_t n = 1024;
+  auto shape = [](Network& net, std::vector<int64_t> d) {
+    HostTensor t(DataType::kINT64, {static_cast<int64_t>(d.size())});
+    for (size_t i = 0; i < d.size(); ++i) t.as<int64_t>()[i] = d[i];
+    return net.addConstant("", t);
+  };
+  auto make = [&](Network& net) {
+    Tensor* x = net.addInput("x", DataType::kFLOAT, {n, n});
+    Tensor* r = net.addActivation(net.addLayer("Reshape", {x, shape(net, {2 * n, n / 2})}, 1)->outputs[0], "Relu")->outputs[0];
+    Tensor* m = x;  // the aux branch: three large MatMuls, then a view
+    for (int k = 0; k < 3; ++k) m = net.addMatMul(m, net.addConstant("w" + std::to_string(k), randomTensor({n, n}, 40 + k, -0.05f, 0.05f)))->outputs[0];
+    Tensor* v = net.addLayer("Reshape", {m, shape(net, {2 * n, n / 2})}, 1)->outputs[0];
+    Tensor* y = net.addElementWise(r, v, "Add")->outputs[0];
+    net.renameTensor(y, "y");
+    net.markOutput(y);
+  };
+  Network net;
+  make(net);
+  BuilderConfig cfg;
+  cfg.setDevice(DeviceType::kGPU);
+  cfg.setMaxAuxStreams(1);
+  auto engine = Builder().build(net, cfg);
+  ASSERT_EQ(engine->getNbAuxStreams(), 1);
+  HostTensor in = randomTensor({n, n}, 7);
+  Network refNet;
+  make(refNet);
+  HostTensor ref = kiln::test::evaluateReference(refNet, {{"x", in}}).at("y");
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  auto ctx = engine->createExecutionContext();
+  void *dx = nullptr, *dy = nullptr;
+  cudaMalloc(&dx, in.bytes());
+  cudaMalloc(&dy, ref.bytes());
+  cudaMemcpy(dx, in.data(), in.bytes(), cudaMemcpyHostToDevice);
+  ctx->setTensorAddress("x", dx);
+  ctx->setTensorAddress("y", dy);
+  for (int rep = 0; rep < 3; ++rep) {
+    cudaMemsetAsync(dy, 0xff, ref.bytes(), s);  // NaNs: stale or unwritten values cannot pass
+    ctx->enqueue(s);
+    HostTensor out(DataType::kFLOAT, ref.dims());
+    cudaMemcpyAsync(out.data(), dy, out.bytes(), cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+    kiln::test::expectClose(out, ref, 2e-2, 1e-2, "view on an aux stream, run " + std::to_string(rep));
+  }
+  cudaFree(dx);
+  cudaFree(dy);
+  cudaStreamDestroy(s);
+}

@@ -24,6 +24,12 @@ inline DevAct toDevAct(const Activation& a) { return DevAct{static_cast<int>(a.k
 void launchConvEpilogue(DataType type, void* y, const void* bias, const void* res, int64_t planes, int64_t channels,
                         int64_t size, DevAct act, cudaStream_t stream);
 
+//! The non-overlapping P x P patches of an NCHW image batch (H, W multiples of P) as GEMM rows
+//! (conv_pad.cu): rows[n][patch][(c, kh, kw)] for a conv whose kernel equals its stride (ViT's
+//! patch embedding). 2-byte types.
+void launchPatchesToRows(DataType type, const void* x, void* rows, int64_t n, int64_t c, int64_t h, int64_t w, int64_t p,
+                         cudaStream_t s);
+
 //! dst[n, s, k] = k < c ? src[n, k, s] : 0 for `n` images of `hw` pixels (conv_pad.cu): an NCHW
 //! tensor of `c` channels copied channels last with the channels zero-padded to `cp` >= c. 2-byte
 //! types (float16, bfloat16); 16-byte stores when cp % 8 == 0 and dst is 16-byte aligned.
@@ -58,4 +64,5 @@ namespace kiln {
 void addCudnnConvTactics(std::vector<TacticDef>& v);      // conv_cudnn.cpp: Conv, ConvTranspose
 void addDepthwiseConvCudaTactics(std::vector<TacticDef>& v);  // conv_depthwise.cu
 void addPoolCudaTactics(std::vector<TacticDef>& v);        // pool_cuda.cu
+void addGemm1x1ConvTactics(std::vector<TacticDef>& v);    // conv_gemm.cpp: 1x1 convs as cuBLASLt GEMMs
 }  // namespace kiln

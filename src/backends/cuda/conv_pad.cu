@@ -60,3 +60,34 @@ void launchNchwToNhwcPadded(DataType type, const void* src, void* dst, int64_t n
 }
 
 }  // namespace kiln::cuda
+
+namespace kiln::cuda {
+
+namespace {
+
+//! rows[n][hp*WP + wp][(c*P + kh)*P + kw] = x[n][c][hp*P + kh][wp*P + kw]; one thread per element
+//! of the output, in its order (coalesced stores; reads of one row walk P-element runs of x).
+__global__ void patchesToRowsKernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ rows, int64_t total, int64_t c,
+                                    int64_t h, int64_t w, int64_t p) {
+  const int64_t hp = h / p, wp = w / p, cpp = c * p * p;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t col = i % cpp, row = i / cpp;
+    const int64_t kw = col % p, kh = (col / p) % p, ch = col / (p * p);
+    const int64_t pw = row % wp, ph = (row / wp) % hp, n = row / (wp * hp);
+    rows[i] = __ldg(x + ((n * c + ch) * h + ph * p + kh) * w + pw * p + kw);
+  }
+}
+
+}  // namespace
+
+void launchPatchesToRows(DataType type, const void* x, void* rows, int64_t n, int64_t c, int64_t h, int64_t w, int64_t p,
+                         cudaStream_t s) {
+  if (elementSize(type) != 2) throw UnsupportedError(std::string("patches to rows: unsupported type ") + toString(type));
+  if (p <= 0 || h % p || w % p) throw Error("patches to rows: the image is not a whole number of patches");
+  const int64_t total = volume(Dims{n, c, h, w});
+  if (total == 0) return;
+  patchesToRowsKernel<<<gridFor(total), 256, 0, s>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(rows), total, c, h, w, p);
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace kiln::cuda

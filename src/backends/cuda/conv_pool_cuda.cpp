@@ -9,6 +9,7 @@ namespace kiln {
 void addConvPoolCudaTactics(std::vector<CudaTacticDef>& v) {
   addCudnnConvTactics(v);
   addDepthwiseConvCudaTactics(v);
+  addGemm1x1ConvTactics(v);
   addPoolCudaTactics(v);
 }
 

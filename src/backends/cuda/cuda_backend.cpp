@@ -4,7 +4,10 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <sstream>
+#include <string>
 
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
@@ -40,6 +43,19 @@ const std::vector<CudaTacticDef>& inventory() {
     addLayoutCudaTactics(t);
     addQuantizeCudaTactics(t);
     addGridSampleCudaTactics(t);
+    // KILN_DISABLE_TACTICS=a,b (debugging aid, like trtexec's --tacticSources): tactics whose
+    // name starts with one of the words are not offered.
+    if (const char* env = std::getenv("KILN_DISABLE_TACTICS")) {
+      std::vector<std::string> off;
+      std::istringstream words(env);
+      for (std::string w; std::getline(words, w, ',');)
+        if (!w.empty()) off.push_back(w);
+      t.erase(std::remove_if(t.begin(), t.end(),
+                             [&](const CudaTacticDef& d) {
+                               return std::any_of(off.begin(), off.end(), [&](const std::string& w) { return d.name.rfind(w, 0) == 0; });
+                             }),
+              t.end());
+    }
     return t;
   }();
   return v;

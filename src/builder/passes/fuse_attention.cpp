@@ -55,6 +55,22 @@ Tensor* scalarOperand(const Layer* l, double* factor) {
   return x;
 }
 
+//! True for a layer that passes its single input on unchanged: Identity, a one-input Concat, or
+//! a Reshape/Squeeze/Unsqueeze whose output dims equal its input's (GPT-2 exports all three).
+bool isIdentityLayer(const Layer* l) {
+  if (!l || l->inputs.empty() || !l->inputs[0] || l->outputs.size() != 1) return false;
+  const Tensor *in = l->inputs[0], *out = l->outputs[0];
+  if (l->op == "Identity" || (l->op == "Concat" && l->inputs.size() == 1)) return true;
+  const bool view = l->op == "Reshape" || l->op == "Squeeze" || l->op == "Unsqueeze";
+  return view && in->dimsKnown && out->dimsKnown && isStatic(in->dims) && in->dims == out->dims && in->type == out->type;
+}
+
+//! `t` with identity layers above it skipped.
+Tensor* throughIdentity(Tensor* t) {
+  while (t && isIdentityLayer(t->producer)) t = t->producer->inputs[0];
+  return t;
+}
+
 //! Walks up Mul/Div-by-scalar layers above `t` (their other consumers keep them alive).
 Tensor* peelScales(Tensor* t, double* scale) {
   double f = 1;
@@ -70,7 +86,7 @@ Tensor* peelKeyTranspose(Tensor* kt, double* scale, std::vector<int64_t>* perm) 
   *perm = {0, 1, 2, 3};
   Tensor* t = kt;
   for (;;) {
-    t = peelScales(t, scale);
+    t = throughIdentity(peelScales(t, scale));
     if ((*perm)[0] == 0 && (*perm)[1] == 1 && (*perm)[2] == 3 && (*perm)[3] == 2) break;  // t is K itself
     const Layer* l = t->producer;
     if (!l || l->op != "Transpose" || !l->inputs[0] || !l->inputs[0]->dimsKnown || l->inputs[0]->dims.size() != 4) break;
@@ -159,8 +175,12 @@ Tensor* headSplitOf(Tensor* t) {
 
 //! The layers merging heads back when y ([B, H, S, Dv]) is only read by Transpose(0,2,1,3)
 //! whose output is only read by a Reshape to [B, S, H*Dv]; else {nullptr, nullptr}.
-std::pair<Layer*, Layer*> headMergeOf(const Network& net, Tensor* y) {
+std::pair<Layer*, Layer*> headMergeOf(const Network& net, Tensor* y, std::vector<Layer*>* identities) {
   Layer* t = soleConsumer(net, y);
+  for (const Tensor* cur = y; t && isIdentityLayer(t) && t->inputs[0] == cur; t = soleConsumer(net, cur)) {
+    identities->push_back(t);
+    cur = t->outputs[0];
+  }
   if (!t || t->op != "Transpose" || t->attrs.getInts("perm", {}) != std::vector<int64_t>{0, 2, 1, 3}) return {nullptr, nullptr};
   Layer* r = soleConsumer(net, t->outputs[0]);
   if (!r || r->op != "Reshape" || r->inputs[0] != t->outputs[0]) return {nullptr, nullptr};
@@ -268,10 +288,10 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
   const DataType type = x->type;
   const Dims scores = m.qk->outputs[0]->dims;  // [B, H, Sq, Skv]
   double scale = m.scale;
-  Tensor* q = peelScales(m.qk->inputs[0], &scale);
+  Tensor* q = throughIdentity(peelScales(m.qk->inputs[0], &scale));
   std::vector<int64_t> perm;
   Tensor* kRoot = peelKeyTranspose(m.qk->inputs[1], &scale, &perm);
-  Tensor* v = m.pv->inputs[1];
+  Tensor* v = throughIdentity(m.pv->inputs[1]);
   for (const Tensor* t : {q, kRoot, v})
     if (!t || !t->dimsKnown || t->dims.size() != 4 || t->type != type) return false;
   if (!(scale > 0) || !std::isfinite(scale)) return false;
@@ -346,8 +366,10 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
   Tensor* y = m.pv->outputs[0];
   // The 3-D form first (no head transposes), then the 4-D one.
   Tensor *q3 = headSplitOf(q), *v3 = headSplitOf(v);
-  Tensor* k3 = kPerm == std::vector<int64_t>{0, 2, 1, 3} ? mergedOf(kRoot) : nullptr;
-  auto [mergeT, mergeR] = headMergeOf(net, y);
+  Tensor* k3 = kPerm == std::vector<int64_t>{0, 2, 1, 3} ? mergedOf(kRoot)
+               : (kPerm == std::vector<int64_t>{0, 1, 2, 3} ? headSplitOf(kRoot) : nullptr);
+  std::vector<Layer*> outIdentities;  // identity layers between Y and the head merge
+  auto [mergeT, mergeR] = headMergeOf(net, y, &outIdentities);
   for (bool flat : {true, false}) {
     if (flat && !(q3 && k3 && v3 && mergeT && qd[1] > 0)) continue;
     Tensor* k = flat ? k3 : kRoot;
@@ -366,6 +388,7 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
     Layer* att = net.addLayer("Attention", inputs, 1, la, net.uniqueName(sm->name + "_attention"));
     for (auto it = m.chain.rbegin(); it != m.chain.rend(); ++it) recordFusion(att, *it);
     if (flat) {
+      for (Layer* l : outIdentities) recordFusion(att, l);
       recordFusion(att, mergeT);
       recordFusion(att, mergeR);
     }
@@ -382,6 +405,7 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
     if (flat) {
       net.removeLayer(mergeR);
       net.removeLayer(mergeT);
+      for (auto it = outIdentities.rbegin(); it != outIdentities.rend(); ++it) net.removeLayer(*it);
     }
     for (Layer* l : m.chain) net.removeLayer(l);  // pv first: each output's only reader is gone
     return true;

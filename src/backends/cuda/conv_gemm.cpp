@@ -1,0 +1,185 @@
+// "gemm1x1" .. "gemm1x1_2": a 1x1 convolution (stride 1, no padding, group 1) on channels-last
+// float16/bfloat16 tensors is one GEMM, Y[N*H*W, K] = X[N*H*W, C] @ W[K, C]^T, run through the
+// cuBLASLt matmul path (matmul_lt_run.h) with bias (+ ReLU) fused in its epilogue, a residual as
+// its C matrix, and other activations (MobileNetV2's ReLU6) in the post pass. cuDNN picks slow
+// engines for some of these memory-bound pointwise convolutions (C or K small, large N*H*W); the
+// builder times both and keeps the faster. The i-th tactic uses cuBLASLt's i-th heuristic candidate.
+// "patch_gemm" .. "patch_gemm_1": a convolution whose square kernel equals its stride (no padding,
+// dilation or groups: ViT's patch embedding, C = 3) on NCHW float16/bfloat16: the patches are
+// copied out as rows (a permutation of X, conv_pad.cu), then per image Y[n] = W[K, C*P*P] @
+// rows[n]^T is one strided-batched cuBLASLt GEMM writing NCHW; bias, residual and activation in
+// the conv epilogue kernel. cuDNN runs this shape at a small fraction of the tensor cores' rate.
+#include "backends/cpu/conv_layout.h"
+#include "backends/cuda/conv_cuda_common.h"
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/matmul_lt_run.h"
+#include "backends/cuda/matmul_cublaslt.h"
+#include "ops/activation.h"
+
+namespace kiln {
+
+namespace {
+
+bool isNhwc(const LayerDesc& l, const char* attr) { return cpu::layerLayoutBlock(l, attr) == cpu::kNhwcBlock; }
+
+bool supportsGemm1x1(const LayerDesc& l) {
+  if (l.op != "Conv" || l.inputs.size() < 2 || !l.present(0) || !l.present(1) || l.outputs.size() != 1) return false;
+  const DataType t = l.inputs[0].type;
+  if (t != DataType::kHALF && t != DataType::kBF16) return false;
+  for (size_t i = 1; i < l.inputs.size(); ++i)
+    if (l.present(i) && l.inputs[i].type != t) return false;
+  if (!isNhwc(l, cpu::kLayoutInAttr) || !isNhwc(l, cpu::kLayoutOutAttr)) return false;
+  const Dims &x = l.inputs[0].dims, &w = l.inputs[1].dims;
+  if (x.size() != 4 || w.size() != 4 || w[2] != 1 || w[3] != 1 || w[1] != x[1] || !l.inputs[1].value.valid()) return false;
+  if (l.present(2) && !l.inputs[2].value.valid()) return false;
+  const Attributes& a = *l.attrs;
+  if (a.getInt("group", 1) != 1) return false;
+  for (int64_t v : a.getInts("strides", {1, 1}))
+    if (v != 1) return false;
+  for (int64_t v : a.getInts("pads", {0, 0, 0, 0}))
+    if (v != 0) return false;
+  const std::string pad = a.getString("auto_pad", "NOTSET");
+  if (pad != "NOTSET" && pad != "VALID") return false;
+  if (!cuda::knownActivation(l)) return false;
+  return true;
+}
+
+class Gemm1x1Kernel : public Kernel {
+ public:
+  Gemm1x1Kernel(const LayerDesc& l, int algoIndex)
+      : algoIndex_(algoIndex),
+        // [K, C, 1, 1] is already [N, K] in GEMM terms (K contiguous): copied as it is.
+        weights_(l.inputs[1].value, 1, l.inputs[1].dims[1], l.inputs[1].dims[0], true) {}
+
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims &x = l.inputs[0].dims, &w = l.inputs[1].dims;
+    cuda::GemmSetup s;
+    s.prob.type = l.inputs[0].type;
+    s.prob.M = volume(Dims{x[0], x[2], x[3]});
+    s.prob.K = x[1];
+    s.prob.N = w[0];
+    s.prob.transB = true;
+    s.outDims = {s.prob.M, s.prob.N};
+    s.empty = s.prob.M == 0 || s.prob.N == 0;
+    s.zeroK = s.prob.K == 0;
+    if (l.present(2)) s.rowBias = 2, s.rowBiasDims = {s.prob.N};
+    if (l.inputs.size() > 3 && l.present(3)) s.fullC = 3, s.prob.beta = 1.f;  // the residual, laid out like Y
+    s.act = fusedActivation(*l.attrs);
+    if (!s.empty && !s.zeroK) s.calls.push_back({});
+    size_t ws = 0;
+    state = cuda::buildLtState(std::move(s), algoIndex_, ws);
+    return ws;
+  }
+
+  void execute(const KernelIO& io, KernelState* state) const override {
+    cuda::runLtState(*static_cast<cuda::LtState*>(state), io, weights_.data());
+  }
+
+ private:
+  int algoIndex_;
+  cuda::DeviceWeights weights_;
+};
+
+bool supportsPatchGemm(const LayerDesc& l) {
+  if (l.op != "Conv" || l.inputs.size() < 2 || !l.present(0) || !l.present(1) || l.outputs.size() != 1) return false;
+  const DataType t = l.inputs[0].type;
+  if (t != DataType::kHALF && t != DataType::kBF16) return false;
+  for (size_t i = 1; i < l.inputs.size(); ++i)
+    if (l.present(i) && l.inputs[i].type != t) return false;
+  if (!cpu::hasPlainLayouts(l) || !cuda::knownActivation(l)) return false;
+  const Dims &x = l.inputs[0].dims, &w = l.inputs[1].dims;
+  if (x.size() != 4 || w.size() != 4 || w[1] != x[1] || w[2] != w[3] || w[2] < 2 || !l.inputs[1].value.valid()) return false;
+  if (l.present(2) && !l.inputs[2].value.valid()) return false;
+  const int64_t p = w[2];
+  if (x[2] <= 0 || x[3] <= 0 || x[2] % p || x[3] % p) return false;
+  const Attributes& a = *l.attrs;
+  if (a.getInt("group", 1) != 1 || a.getInts("strides", {1, 1}) != std::vector<int64_t>{p, p}) return false;
+  for (int64_t v : a.getInts("pads", {0, 0, 0, 0}))
+    if (v != 0) return false;
+  for (int64_t v : a.getInts("dilations", {1, 1}))
+    if (v != 1) return false;
+  const std::string pad = a.getString("auto_pad", "NOTSET");
+  return pad == "NOTSET" || pad == "VALID";
+}
+
+struct PatchState : KernelState {
+  std::unique_ptr<cuda::LtPlan> plan;
+  int64_t n = 0, c = 0, h = 0, w = 0, p = 0, k = 0, patches = 0;
+  size_t rowsBytes = 0;
+};
+
+class PatchGemmKernel : public Kernel {
+ public:
+  PatchGemmKernel(const LayerDesc& l, int algoIndex)
+      : algoIndex_(algoIndex),
+        weights_(l.inputs[1].value),  // [K, C, P, P] = [M, K] row-major in GEMM terms
+        bias_(l.present(2) ? l.inputs[2].value : HostTensor()),
+        act_(cuda::toDevAct(fusedActivation(*l.attrs))) {}
+
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims &x = l.inputs[0].dims, &w = l.inputs[1].dims;
+    auto s = std::make_unique<PatchState>();
+    s->n = x[0], s->c = x[1], s->h = x[2], s->w = x[3], s->p = w[2], s->k = w[0];
+    s->patches = (s->h / s->p) * (s->w / s->p);
+    const int64_t cpp = volume(Dims{s->c, s->p, s->p});
+    s->rowsBytes = static_cast<size_t>(volume(Dims{s->n, s->patches, cpp})) * elementSize(l.inputs[0].type);
+    s->rowsBytes = (s->rowsBytes + 255) / 256 * 256;
+    cuda::GemmProblem g;
+    g.type = l.inputs[0].type;
+    g.M = s->k;
+    g.N = s->patches;
+    g.K = cpp;
+    g.transB = true;  // rows[n] is [patches, C*P*P] = [N, K]
+    g.batch = s->n;
+    g.strideA = 0;  // one W for every image
+    g.strideB = volume(Dims{s->patches, cpp});
+    g.strideD = volume(Dims{s->k, s->patches});
+    if (volume(x) > 0 && s->k > 0) s->plan = std::make_unique<cuda::LtPlan>(g, algoIndex_, 16u, cuda::kLtMaxWorkspace);
+    const size_t ws = s->rowsBytes + (s->plan ? s->plan->workspace() : 0);
+    state = std::move(s);
+    return ws;
+  }
+
+  void execute(const KernelIO& io, KernelState* state) const override {
+    auto* s = static_cast<PatchState*>(state);
+    if (!s->plan) return;
+    cudaStream_t stream = cuda::streamOf(io);
+    const DataType type = io.in[0].type;
+    auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+    if (!aligned(io.out[0].data) || !aligned(io.workspace)) throw Error("patch_gemm: buffers must be 16-byte aligned");
+    cuda::launchPatchesToRows(type, io.in[0].data, io.workspace, s->n, s->c, s->h, s->w, s->p, stream);
+    char* planWs = static_cast<char*>(io.workspace) + s->rowsBytes;
+    s->plan->run(weights_.orInput(io, 1), io.workspace, nullptr, io.out[0].data, nullptr, planWs, stream);
+    const void* bias = bias_.orInput(io, 2);
+    const void* res = io.in.size() > 3 ? io.in[3].data : nullptr;
+    if (bias || res || act_.kind != static_cast<int>(ActKind::kNone))
+      cuda::launchConvEpilogue(type, io.out[0].data, bias, res, s->n * s->k, s->k, s->patches, act_, stream);
+  }
+
+ private:
+  int algoIndex_;
+  cuda::DeviceConstant weights_, bias_;
+  cuda::DevAct act_;
+};
+
+template <int I>
+std::unique_ptr<Kernel> createPatchGemm(const LayerDesc& l) {
+  return std::make_unique<PatchGemmKernel>(l, I);
+}
+
+template <int I>
+std::unique_ptr<Kernel> createGemm1x1(const LayerDesc& l) {
+  return std::make_unique<Gemm1x1Kernel>(l, I);
+}
+
+}  // namespace
+
+void addGemm1x1ConvTactics(std::vector<TacticDef>& v) {
+  v.push_back(TacticDef{"Conv", "gemm1x1", supportsGemm1x1, createGemm1x1<0>});
+  v.push_back(TacticDef{"Conv", "gemm1x1_1", supportsGemm1x1, createGemm1x1<1>});
+  v.push_back(TacticDef{"Conv", "gemm1x1_2", supportsGemm1x1, createGemm1x1<2>});
+  v.push_back(TacticDef{"Conv", "patch_gemm", supportsPatchGemm, createPatchGemm<0>});
+  v.push_back(TacticDef{"Conv", "patch_gemm_1", supportsPatchGemm, createPatchGemm<1>});
+}
+
+}  // namespace kiln
