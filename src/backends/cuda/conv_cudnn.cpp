@@ -395,7 +395,7 @@ class CudnnConvKernel : public Kernel {
   DeviceConstant weights_, bias_;
 };
 
-bool supportsCudnnConv(const LayerDesc& l) {
+bool supportsCudnnConvBase(const LayerDesc& l) {
   if (!cuda::convFloatTypes(l) || !cuda::knownActivation(l)) return false;
   const Dims& x = l.inputs[0].dims;
   if (x.size() < 3 || x.size() > 5 || l.inputs[1].dims.size() != x.size()) return false;
@@ -403,9 +403,8 @@ bool supportsCudnnConv(const LayerDesc& l) {
     const int64_t b = cpu::layerLayoutBlock(l, attr);
     if (b != 1 && !(b == cpu::kNhwcBlock && x.size() == 4 && l.op == "Conv")) return false;
   }
-  // A channels-last Y needs K % 8 == 0: on the H200, an NCHW X (C = 5) with an NHWC Y of 12
-  // channels and a fused residual gave wrong results (zeros) from every engine cuDNN offered. The
-  // layout pass only makes such tensors channels last with C % 8 == 0 anyway.
+  // A channels-last Y needs K % 8 == 0 (the layout pass only makes such tensors channels last
+  // anyway; see supportsCudnnConv for the mixed-layout case).
   const Dims& w = l.inputs[1].dims;
   if (cpu::layerLayoutBlock(l, cpu::kLayoutOutAttr) == cpu::kNhwcBlock && (w[0] <= 0 || w[0] % 8 != 0)) return false;
   if (l.op == "ConvTranspose") {
@@ -421,8 +420,19 @@ bool supportsCudnnConv(const LayerDesc& l) {
 
 //! The "cudnn_pad8" tactics: plain NCHW float16/bfloat16 4-D Conv, group 1, constant weights,
 //! input channels not a multiple of kPadChannels (and few: the stem convs this is for).
+//! The plain cuDNN tactics. On the H200, an NCHW X whose channel count is not a multiple of 8
+//! (C = 5) with a channels-last Y (16 channels) and a fused residual got wrong results (zeros)
+//! from every engine cuDNN offered, in float16 and bfloat16, while the same conv through
+//! cudnn_pad8 was right: such mixed-layout convs go to cudnn_pad8 only.
+bool supportsCudnnConv(const LayerDesc& l) {
+  if (!supportsCudnnConvBase(l)) return false;
+  const bool mixed = cpu::layerLayoutBlock(l, cpu::kLayoutInAttr) == 1 && cpu::layerLayoutBlock(l, cpu::kLayoutOutAttr) == cpu::kNhwcBlock;
+  const int64_t c = l.inputs[0].dims.size() > 1 ? l.inputs[0].dims[1] : -1;
+  return !(mixed && (c <= 0 || c % 8 != 0));
+}
+
 bool supportsPaddedCudnnConv(const LayerDesc& l) {
-  if (l.op != "Conv" || !supportsCudnnConv(l)) return false;
+  if (l.op != "Conv" || !supportsCudnnConvBase(l)) return false;
   const DataType t = l.inputs[0].type;
   if (t != DataType::kHALF && t != DataType::kBF16) return false;
   const Dims& x = l.inputs[0].dims;
