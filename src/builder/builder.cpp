@@ -88,6 +88,8 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse LayerNorm pattern", fuseLayerNormPattern},
       {"fuse attention (GPU)", [&](Network& n) { return cfg.device() == DeviceType::kGPU && fuseAttention(n, hasKernel); }},
       {"fuse MatMul + bias", fuseMatMulBias},
+      {"fuse residual Add + LayerNorm (GPU)",
+       [&](Network& n) { return cfg.device() == DeviceType::kGPU && fuseSkipLayerNorm(n, hasKernel); }},
       {"fuse Conv + residual Add", fuseConvResidual},
       {"fuse activation into producer", fuseActivation},
       {"fuse pointwise chains", fusePointwiseChains},

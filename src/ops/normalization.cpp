@@ -312,9 +312,17 @@ DataType stashType(const LayerDesc& l) {
   opError(l, "stash_type must be an ONNX floating-point type id, got " + std::to_string(s));
 }
 
+//! kiln's skip LayerNormalization (from the GPU builder's fusion, `kiln_skip` = 1): a 4th input R
+//! of X's shape and type is added first, Y = LN(X + R), the sum rounded to X's type as the Add it
+//! replaces did (BERT's residual Add before each LayerNorm: one pass over the activations less).
+bool skipNorm(const LayerDesc& l) { return l.op == "LayerNormalization" && l.attrs->getInt("kiln_skip", 0) != 0; }
+
 void inferLayerNorm(LayerDesc& l) {
   bool rms = l.op == "RMSNormalization";
-  requireInputs(l, 2, rms ? 2 : 3);
+  const bool skip = skipNorm(l);
+  requireInputs(l, skip ? 4 : 2, rms ? 2 : (skip ? 4 : 3));
+  if (skip && (l.inputs[3].type != l.inputs[0].type || l.inputs[3].dims != l.inputs[0].dims))
+    opError(l, "the skip input must have X's type and dims, got " + toString(l.inputs[3].dims) + " for X " + toString(l.inputs[0].dims));
   checkSizes(l);
   requireFloatInput(l, 0, "X");
   requireFloatInput(l, 1, "scale");
@@ -347,10 +355,15 @@ void layerNormKernel(const LayerDesc& l, const KernelIO& io) {
   BroadcastIndex scaleAt(io.in[1].dims, x);
   BroadcastIndex biasAt(hasBias ? io.in[2].dims : Dims{}, x);
   const T* in = io.in[0].as<T>();
+  const T* skip = skipNorm(l) ? io.in[3].as<T>() : nullptr;
   T* out = io.out[0].as<T>();
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = in + r * cols;
-    auto at = [&](int64_t k) { return static_cast<double>(row[k]); };
+    const T* add = skip ? skip + r * cols : nullptr;
+    auto at = [&](int64_t k) {
+      return add ? static_cast<double>(static_cast<T>(static_cast<double>(row[k]) + static_cast<double>(add[k])))
+                 : static_cast<double>(row[k]);
+    };
     double mean = 0, meanSquare = 0;
     if (rms) {
       for (int64_t k = 0; k < cols; ++k) meanSquare += at(k) * at(k);

@@ -167,6 +167,20 @@ TEST(CudaLayerNorm, RowsOfManySizes) {
     }
 }
 
+// Skip LayerNorm (the residual Add fused in, kiln_skip): cached, streamed and scalar rows.
+TEST(CudaLayerNorm, SkipInput) {
+  KILN_REQUIRE_GPU();
+  uint32_t seed = 30;
+  for (const Dims& x : {Dims{4, 768}, Dims{2, 20000}, Dims{2, 3, 7}})
+    for (DataType t : kFloatTypes) {
+      OpCase c = layerNormCase("LayerNormalization", x, {x.back()}, -1, true, seed += 10);
+      c.attrs.set("kiln_skip", int64_t(1));
+      c.inputs.push_back(uniform(x, seed + 5, -2.f, 2.f));
+      c.constant = {false, true, true, false};
+      check(c, t, "skip LayerNorm " + toString(x));
+    }
+}
+
 TEST(CudaLayerNorm, MeanAndInvStdDevOutputs) {
   KILN_REQUIRE_GPU();
   const Tol f32 = tolFor(DataType::kFLOAT);

@@ -185,6 +185,7 @@ int64_t layerNormAxis(const LayerDesc& l) {
 bool supportsLayerNorm(const LayerDesc& l) {
   if (!cpuHasAvx2Fma() || l.inputs.size() < 2 || !allFloat32(l)) return false;
   if (l.attrs->getInt("stash_type", 1) != 1) return false;
+  if (l.attrs->getInt("kiln_skip", 0) != 0) return false;  // skip LayerNorm: the reference kernel
   const Dims& x = l.inputs[0].dims;
   if (x.empty()) return false;
   int64_t axis = l.attrs->getInt("axis", -1), rank = static_cast<int64_t>(x.size());

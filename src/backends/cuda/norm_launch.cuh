@@ -70,6 +70,7 @@ struct RowNormParams {
   void* y = nullptr;
   const void* scale = nullptr;
   const void* bias = nullptr;  //!< may be null (RMSNorm, LayerNorm without B)
+  const void* skip = nullptr;  //!< skip LayerNorm (kiln_skip): added to X (rounded to T) first
   float* mean = nullptr;       //!< optional outputs (float32), one per row
   float* invStd = nullptr;
 };

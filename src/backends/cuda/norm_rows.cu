@@ -25,6 +25,19 @@ __device__ __forceinline__ int64_t paramOffset(const RowNormParams& p, int64_t r
   }
 }
 
+//! VEC elements of X from `k0` as float; with a skip input, X + skip rounded to T first (what the
+//! separate Add wrote before the fusion).
+template <typename T, int VEC>
+__device__ __forceinline__ void loadX(const T* x, const T* skip, int64_t k0, float (&v)[VEC]) {
+  loadFloats<T, VEC>(x + k0, v);
+  if (skip) {
+    float r[VEC];
+    loadFloats<T, VEC>(skip + k0, r);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) v[e] = toFloat(fromFloat<T>(v[e] + r[e]));
+  }
+}
+
 //! Writes VEC normalized values of a row starting at element k0.
 template <typename T, int VEC>
 __device__ __forceinline__ void writeNormalized(const RowNormParams& p, int64_t row, int64_t k0, const float (&v)[VEC],
@@ -56,6 +69,7 @@ __global__ void __launch_bounds__(1024) rowNormKernel(const RowNormParams p) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const bool valid = row < p.rows;
   const T* x = static_cast<const T*>(p.x) + (valid ? row : 0) * p.cols;
+  const T* skip = p.skip ? static_cast<const T*>(p.skip) + (valid ? row : 0) * p.cols : nullptr;
   T* y = static_cast<T*>(p.y) + (valid ? row : 0) * p.cols;
   const int64_t nvec = p.cols / VEC;
   const float invN = p.cols > 0 ? 1.f / static_cast<float>(p.cols) : 0.f;
@@ -68,7 +82,7 @@ __global__ void __launch_bounds__(1024) rowNormKernel(const RowNormParams p) {
     for (int i = 0; i < kItems; ++i) {
       const int64_t j = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
       if (valid && j < nvec) {
-        loadFloats<T, VEC>(x + j * VEC, v[i]);
+        loadX<T, VEC>(x, skip, j * VEC, v[i]);
       } else {
 #pragma unroll
         for (int e = 0; e < VEC; ++e) v[i][e] = 0.f;
@@ -95,7 +109,7 @@ __global__ void __launch_bounds__(1024) rowNormKernel(const RowNormParams p) {
     float sum = 0.f;
     if (valid)
       for (int64_t j = threadIdx.x; j < nvec; j += blockDim.x) {
-        loadFloats<T, VEC>(x + j * VEC, v[0]);
+        loadX<T, VEC>(x, skip, j * VEC, v[0]);
 #pragma unroll
         for (int e = 0; e < VEC; ++e) sum += p.rms ? v[0][e] * v[0][e] : v[0][e];
       }
@@ -107,7 +121,7 @@ __global__ void __launch_bounds__(1024) rowNormKernel(const RowNormParams p) {
       float dev = 0.f;
       if (valid)
         for (int64_t j = threadIdx.x; j < nvec; j += blockDim.x) {
-          loadFloats<T, VEC>(x + j * VEC, v[0]);
+          loadX<T, VEC>(x, skip, j * VEC, v[0]);
 #pragma unroll
           for (int e = 0; e < VEC; ++e) dev += (v[0][e] - mean) * (v[0][e] - mean);
         }
@@ -128,7 +142,7 @@ __global__ void __launch_bounds__(1024) rowNormKernel(const RowNormParams p) {
     }
   } else {
     for (int64_t j = threadIdx.x; j < nvec; j += blockDim.x) {
-      loadFloats<T, VEC>(x + j * VEC, v[0]);
+      loadX<T, VEC>(x, skip, j * VEC, v[0]);
       writeNormalized<T, VEC>(p, row, j * VEC, v[0], mean, inv, y);
     }
   }
@@ -138,7 +152,7 @@ template <typename T>
 void rowNormTyped(const RowNormParams& p, cudaStream_t stream) {
   constexpr int kWide = 16 / sizeof(T);
   const RowGeometry& g = p.geo;
-  const bool wide = g.vec == kWide && aligned(p.x, 16) && aligned(p.y, 16) &&
+  const bool wide = g.vec == kWide && aligned(p.x, 16) && aligned(p.y, 16) && (!p.skip || aligned(p.skip, 16)) &&
                     (p.mode != RowNormParams::kDirect || (aligned(p.scale, 16) && (!p.bias || aligned(p.bias, 16))));
   const dim3 block(g.threads, g.rowsPerBlock);
   const dim3 grid(static_cast<unsigned>((p.rows + g.rowsPerBlock - 1) / g.rowsPerBlock));

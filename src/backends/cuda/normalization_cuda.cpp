@@ -67,6 +67,7 @@ class SoftmaxKernel : public Kernel {
 
 bool supportsLayerNorm(const LayerDesc& l) {
   if (l.inputs.size() < 2 || !isFloatType(l.inputs[0].type) || !sameTypes(l, 1, 3)) return false;
+  if (l.inputs.size() > 3 && (l.attrs->getInt("kiln_skip", 0) == 0 || l.inputs[3].type != l.inputs[0].type)) return false;
   if (l.inputs[0].dims.size() > static_cast<size_t>(kMaxReduceDims)) return false;
   // Statistics outputs are float32 (stash_type 1, the default); double statistics are refused.
   return l.attrs->getInt("stash_type", 1) == 1;
@@ -117,6 +118,7 @@ class LayerNormKernel : public Kernel {
     p.x = io.in[0].data;
     p.scale = io.in[1].data;
     p.bias = io.in.size() > 2 ? io.in[2].data : nullptr;
+    p.skip = io.in.size() > 3 ? io.in[3].data : nullptr;
     p.y = io.out[0].data;
     if (io.out.size() > 1) p.mean = static_cast<float*>(io.out[1].data);
     if (io.out.size() > 2) p.invStd = static_cast<float*>(io.out[2].data);

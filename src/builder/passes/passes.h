@@ -21,6 +21,8 @@ bool fuseLayerNormPattern(Network& net);
 //! GPU: scaled-dot-product attention (MatMul, scale, mask, Softmax, MatMul) -> one Attention layer.
 //! `supported` (optional) vetoes a fused Attention layer no kernel of the target backend runs.
 bool fuseAttention(Network& net, const std::function<bool(const Layer&)>& supported = {});
+//! Residual Add + LayerNormalization -> LayerNormalization with a skip input (kiln_skip; GPU).
+bool fuseSkipLayerNorm(Network& net, const std::function<bool(const Layer&)>& supported = {});
 //! MatMul(A, constant W) -> Add(constant bias over the last dim) -> MatMul with a bias input.
 bool fuseMatMulBias(Network& net);
 //! Conv -> Add(other tensor of the same shape) -> Conv with a residual input.

@@ -1,0 +1,85 @@
+// The residual Add + LayerNormalization fusion (GPU builds): BERT's post-LN block becomes one
+// LayerNormalization with a skip input that computes what the two layers did (reference
+// kernels); a sum that is read elsewhere too (pre-LN blocks) keeps its Add.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "builder/passes/passes.h"
+#include "reference_eval.h"
+
+using namespace kiln;
+using kiln::test::randomTensor;
+
+namespace {
+
+int count(const Network& n, const std::string& op) {
+  int c = 0;
+  for (auto& l : n.layers()) c += l->op == op;
+  return c;
+}
+
+//! y = LN(x @ W + x) (post-LN); with `sumOut`, the sum is a second network output (pre-LN style).
+void makeBlock(Network& n, bool sumOut) {
+  Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 5, 16});
+  Tensor* h = n.addMatMul(x, n.addConstant("w", randomTensor({16, 16}, 1, -0.3f, 0.3f)))->outputs[0];
+  Tensor* s = n.addElementWise(h, x, "Add")->outputs[0];
+  Attributes a;
+  a.set("epsilon", 1e-5f);
+  Layer* ln = n.addLayer("LayerNormalization", {s, n.addConstant("g", randomTensor({16}, 2, 0.5f, 1.5f)), n.addConstant("b", randomTensor({16}, 3))},
+                         1, a);
+  n.renameTensor(ln->outputs[0], "y");
+  n.markOutput(ln->outputs[0]);
+  if (sumOut) {
+    n.renameTensor(s, "sum");
+    n.markOutput(s);
+  }
+}
+
+}  // namespace
+
+TEST(PassSkipLayerNorm, PostLnBlockFusesAndAgrees) {
+  Network ref;
+  makeBlock(ref, false);
+  const std::map<std::string, HostTensor> in{{"x", randomTensor({2, 5, 16}, 9)}};
+  auto want = kiln::test::evaluateReference(ref, in);
+  Network net;
+  makeBlock(net, false);
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(fuseSkipLayerNorm(net));
+  EXPECT_EQ(count(net, "Add"), 0);
+  ASSERT_EQ(count(net, "LayerNormalization"), 1);
+  for (auto& l : net.layers())
+    if (l->op == "LayerNormalization") {
+      EXPECT_EQ(l->attrs.getInt("kiln_skip", 0), 1);
+      EXPECT_EQ(l->inputs.size(), 4u);
+    }
+  auto got = kiln::test::evaluateReference(net, in);
+  const HostTensor &g = got.at("y"), &r = want.at("y");
+  ASSERT_EQ(g.dims(), r.dims());
+  for (int64_t i = 0; i < r.count(); ++i) ASSERT_NEAR(g.getDouble(i), r.getDouble(i), 1e-5 * (1 + std::fabs(r.getDouble(i)))) << i;
+}
+
+TEST(PassSkipLayerNorm, SumReadElsewhereKeepsTheAdd) {
+  Network net;
+  makeBlock(net, true);
+  net.topoSort();
+  net.inferShapes();
+  EXPECT_FALSE(fuseSkipLayerNorm(net));
+  EXPECT_EQ(count(net, "Add"), 1);
+}
+
+TEST(PassSkipLayerNorm, SkipInputMustMatchX) {
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {2, 16});
+  Attributes a;
+  a.set("kiln_skip", int64_t(1));
+  Layer* ln = net.addLayer("LayerNormalization",
+                           {x, net.addConstant("g", randomTensor({16}, 2)), net.addConstant("b", randomTensor({16}, 3)),
+                            net.addInput("r", DataType::kFLOAT, {1, 16})},
+                           1, a);
+  net.markOutput(ln->outputs[0]);
+  net.topoSort();
+  EXPECT_THROW(net.inferShapes(), Error);
+}
