@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "core/thread_pool.h"
+#include "ops/attention_views.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 
@@ -179,7 +180,23 @@ void checkMask(const LayerDesc& l, const AttentionShape& s) {
   }
 }
 
+//! Attention over strided views of its Q/K/V buffers (ops/attention_views.h): attn_mask is the
+//! only other input; one output.
+void inferViewAttention(LayerDesc& l) {
+  requireInputs(l, 3, 4);
+  const QkvViews v = parseQkvViews(l);
+  const DataType t = l.inputs[kQ].type;
+  if (!isFloat(t) || l.inputs[kK].type != t || l.inputs[kV].type != t) opError(l, "Q, K and V must share a floating-point type");
+  if (std::max<size_t>(l.outputs.size(), 1) > 1) opError(l, "strided Q/K/V: one output only");
+  parseAttentionConfig(l);
+  AttentionShape s;
+  s.batch = v.b, s.qHeads = v.h, s.kvHeads = v.h, s.qSeq = v.sq, s.kvSeq = v.skv, s.headSize = v.d, s.vHeadSize = v.dv;
+  if (l.present(kMask)) checkMask(l, s);
+  setOutput(l, 0, t, v.outDims());
+}
+
 void inferAttention(LayerDesc& l) {
+  if (hasQkvViews(*l.attrs)) return inferViewAttention(l);
   requireInputs(l, 3, 7);
   checkInputSizes(l);
   parseAttentionConfig(l);
@@ -396,7 +413,58 @@ void runAttention(const LayerDesc& l, const KernelIO& io) {
   else runner.run(0, slices);
 }
 
+//! Strided Q/K/V: copies the views out as [B, H, S, D] tensors, runs the plain computation, and
+//! merges the heads of the output where asked.
+template <typename T>
+void runViewAttention(const LayerDesc& l, const KernelIO& io) {
+  const QkvViews v = parseQkvViews(l);
+  auto gather = [&](const TensorView& buf, const std::array<int64_t, 4>& view, const Dims& dims) {
+    HostTensor t(io.in[kQ].type, dims);
+    const T* src = buf.as<T>();
+    T* dst = t.as<T>();
+    for (int64_t b = 0; b < dims[0]; ++b)
+      for (int64_t h = 0; h < dims[1]; ++h)
+        for (int64_t r = 0; r < dims[2]; ++r, dst += dims[3]) {
+          const T* row = src + view[0] + b * view[1] + h * view[2] + r * view[3];
+          std::copy(row, row + dims[3], dst);
+        }
+    return t;
+  };
+  HostTensor q = gather(io.in[kQ], v.q, v.qDims()), k = gather(io.in[kK], v.k, v.kDims()), vv = gather(io.in[kV], v.v, v.vDims());
+  HostTensor out(io.in[kQ].type, {v.b, v.h, v.sq, v.dv});
+  LayerDesc c = l;
+  KernelIO cio = io;
+  const HostTensor* parts[3] = {&q, &k, &vv};
+  for (size_t i = 0; i < 3; ++i) {
+    c.inputs[i].dims = parts[i]->dims();
+    cio.in[i] = TensorView{const_cast<void*>(parts[i]->data()), parts[i]->type(), parts[i]->dims(), parts[i]->count()};
+  }
+  c.outputs.resize(1);
+  c.outputs[0].dims = out.dims();
+  cio.out.resize(1);
+  cio.out[0] = TensorView{out.data(), out.type(), out.dims(), out.count()};
+  runAttention<T>(c, cio);
+  T* y = io.out[0].as<T>();
+  const T* o = out.as<T>();
+  if (!v.merged) {
+    std::copy(o, o + out.count(), y);
+    return;
+  }
+  for (int64_t b = 0; b < v.b; ++b)  // [B, H, S, Dv] -> [B, S, H*Dv]
+    for (int64_t h = 0; h < v.h; ++h)
+      for (int64_t r = 0; r < v.sq; ++r)
+        std::copy(o + ((b * v.h + h) * v.sq + r) * v.dv, o + ((b * v.h + h) * v.sq + r + 1) * v.dv,
+                  y + ((b * v.sq + r) * v.h + h) * v.dv);
+}
+
 void refAttention(const LayerDesc& l, const KernelIO& io) {
+  if (hasQkvViews(*l.attrs)) {
+    switch (io.in[kQ].type) {
+      case DataType::kFLOAT: return runViewAttention<float>(l, io);
+      case DataType::kDOUBLE: return runViewAttention<double>(l, io);
+      default: unsupported(l, std::string("no CPU kernel for data type ") + toString(io.in[kQ].type));
+    }
+  }
   switch (io.in[kQ].type) {
     case DataType::kFLOAT: runAttention<float>(l, io); break;
     case DataType::kDOUBLE: runAttention<double>(l, io); break;

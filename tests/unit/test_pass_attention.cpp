@@ -117,7 +117,9 @@ TEST(PassAttention, BertPatternFuses) {
                EXPECT_EQ(a->inputs.size(), 4u);
                EXPECT_EQ(a->attrs.getInt("is_causal", 0), 0);
                EXPECT_NEAR(a->attrs.getFloat("scale", 0), 1 / std::sqrt(static_cast<float>(D)), 1e-7);
-               EXPECT_EQ(count(n, "Transpose"), 4);  // Q, K, V and the output; K^T's is gone
+               EXPECT_EQ(count(n, "Transpose"), 1);  // only the output's: Q, K, V are read in place (strided views)
+               EXPECT_TRUE(a->attrs.has("kiln_view_dims"));
+               for (int i = 0; i < 3; ++i) EXPECT_TRUE(a->inputs[i]->isInput) << i;
              });
 }
 
@@ -213,6 +215,88 @@ TEST(PassAttention, TorchSdpaExportFusesThreeDimensional) {
                EXPECT_NEAR(a->attrs.getFloat("scale", 0), 1 / std::sqrt(static_cast<float>(D)), 1e-6);
                for (const char* gone : {"Transpose", "Reshape", "IsNaN", "Where", "Mul"}) EXPECT_EQ(count(n, gone), 0) << gone;
              });
+}
+
+namespace {
+
+HostTensor scalarInt(int64_t v) {
+  HostTensor t(DataType::kINT64, {});
+  *t.as<int64_t>() = v;
+  return t;
+}
+
+Tensor* reshape(Network& n, Tensor* x, std::vector<int64_t> shape) {
+  return n.addLayer("Reshape", {x, n.addConstant("", ints(std::move(shape)))}, 1)->outputs[0];
+}
+
+//! softmax(Q K^T * scale) V with sqrt(scale) on Q and on K^T (the SDPA export's form).
+Tensor* sdpa(Network& n, Tensor* q, Tensor* kt, Tensor* v) {
+  const float r = std::sqrt(1 / std::sqrt(static_cast<float>(D)));
+  q = op(n, "Mul", q, n.addConstant("", scalar(r)));
+  kt = op(n, "Mul", kt, n.addConstant("", scalar(r)));
+  return n.addMatMul(softmax(n, n.addMatMul(q, kt)->outputs[0]), v)->outputs[0];
+}
+
+}  // namespace
+
+// torchvision ViT (nn.MultiheadAttention, sequence first): one packed projection [S, B, 3E]
+// unbound by Reshape/Unsqueeze/Transpose/Squeeze/Gather, heads split by Reshape/Transpose, and
+// merged back to [S*B, E]. Q, K and V become strided views of the packed tensor: no Gather or
+// head Transpose is left, and the fused layer computes what the unfused graph does.
+TEST(PassAttention, PackedSequenceFirstQkvIsReadInPlace) {
+  constexpr int64_t E = H * D;
+  auto make = [](Network& n) {
+    Tensor* p = n.addInput("p", DataType::kFLOAT, {S, B, 3 * E});
+    Tensor* u = reshape(n, p, {S, B, 3, E});
+    u = n.addLayer("Unsqueeze", {u, n.addConstant("", ints({0}))}, 1)->outputs[0];
+    u = transpose(n, u, {3, 1, 2, 0, 4});
+    u = n.addLayer("Squeeze", {u, n.addConstant("", ints({3}))}, 1)->outputs[0];  // [3, S, B, E]
+    Tensor* qkv[3];
+    for (int i = 0; i < 3; ++i) {
+      Attributes g;
+      g.set("axis", int64_t(0));
+      Tensor* x = n.addLayer("Gather", {u, n.addConstant("", scalarInt(i))}, 1, g)->outputs[0];  // [S, B, E]
+      x = transpose(n, reshape(n, x, {S, B * H, D}), {1, 0, 2});
+      qkv[i] = reshape(n, x, {B, H, S, D});
+    }
+    Tensor* y = sdpa(n, qkv[0], transpose(n, qkv[1], {0, 1, 3, 2}), qkv[2]);
+    finish(n, reshape(n, transpose(n, y, {2, 0, 1, 3}), {S * B, E}));
+  };
+  checkFused(make, {{"p", randomTensor({S, B, 3 * E}, 31)}}, true, [](const Network& n) {
+    const Layer* a = attentionLayer(n);
+    ASSERT_NE(a, nullptr);
+    EXPECT_TRUE(a->attrs.has("kiln_view_dims"));
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(a->inputs[i]->isInput) << i;
+    EXPECT_EQ(count(n, "Gather"), 0);
+    EXPECT_EQ(count(n, "Transpose"), 1);  // the output's (sequence-first merge)
+  });
+}
+
+// GPT-2: the packed projection [B, S, 3E] Split in three, heads split, K through a one-input
+// Concat (the empty KV cache), output merged back through an identity Reshape: views of the
+// packed tensor, merged 3-D output, no Split, Concat or Transpose left.
+TEST(PassAttention, SplitPackedQkvIsReadInPlace) {
+  constexpr int64_t E = H * D;
+  auto make = [](Network& n) {
+    Tensor* p = n.addInput("p", DataType::kFLOAT, {B, S, 3 * E});
+    Attributes sa;
+    sa.set("axis", int64_t(2));
+    Layer* split = n.addLayer("Split", {p, n.addConstant("", ints({E, E, E}))}, 3, sa);
+    Tensor* heads[3];
+    for (int i = 0; i < 3; ++i) heads[i] = transpose(n, reshape(n, split->outputs[i], {B, S, H, D}), {0, 2, 1, 3});
+    Attributes ca;
+    ca.set("axis", int64_t(-2));
+    Tensor* k = n.addLayer("Concat", {heads[1]}, 1, ca)->outputs[0];
+    Tensor* y = sdpa(n, heads[0], transpose(n, k, {0, 1, 3, 2}), heads[2]);
+    y = reshape(n, y, {B, H, S, D});
+    finish(n, reshape(n, transpose(n, y, {0, 2, 1, 3}), {B, S, E}));
+  };
+  checkFused(make, {{"p", randomTensor({B, S, 3 * E}, 32)}}, true, [](const Network& n) {
+    const Layer* a = attentionLayer(n);
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->attrs.getInt("kiln_view_merged", 0), 1);
+    for (const char* gone : {"Split", "Concat", "Transpose", "Reshape"}) EXPECT_EQ(count(n, gone), 0) << gone;
+  });
 }
 
 // Cross attention (Sq != Skv), Mul by the scale, a constant non-causal bool Where (inverted

@@ -80,6 +80,7 @@ bool supportsSimt(const LayerDesc& l) {
 
 struct FlashState : KernelState {
   FlashParams p;  // everything but the pointers
+  int64_t qOffset = 0, kOffset = 0, vOffset = 0;  // strided views: elements into the buffers
 };
 
 int toInt(const LayerDesc& l, int64_t v, const char* what) {
@@ -102,6 +103,7 @@ class FlashKernel : public Kernel {
     auto st = std::make_unique<FlashState>();
     FlashParams& p = st->p;
     p.qs = g.qs, p.ks = g.ks, p.vs = g.vs, p.os = g.os;
+    st->qOffset = g.qOffset, st->kOffset = g.kOffset, st->vOffset = g.vOffset;
     p.batch = toInt(l, q[0], "batch");
     p.heads = toInt(l, q[1], "head count");
     p.sq = toInt(l, q[2], "query length");
@@ -136,14 +138,15 @@ class FlashKernel : public Kernel {
   }
 
   void execute(const KernelIO& io, KernelState* state) const override {
-    FlashParams p = static_cast<FlashState*>(state)->p;
+    const auto* st = static_cast<FlashState*>(state);
+    FlashParams p = st->p;
     if (static_cast<int64_t>(p.batch) * p.heads * p.sq == 0 || p.dv == 0) return;
-    p.q = io.in[kQ].data;
-    p.k = io.in[kK].data;
-    p.v = io.in[kV].data;
+    const size_t es = elementSize(type_);
+    p.q = static_cast<const char*>(io.in[kQ].data) + st->qOffset * static_cast<int64_t>(es);
+    p.k = static_cast<const char*>(io.in[kK].data) + st->kOffset * static_cast<int64_t>(es);
+    p.v = static_cast<const char*>(io.in[kV].data) + st->vOffset * static_cast<int64_t>(es);
     p.o = io.out[0].data;
     if (p.maskType != FlashMask::kNone) p.mask = io.in[kMask].data;
-    const size_t es = elementSize(type_);
     auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
     auto rows16 = [&](const cuda::FlashStrides& s) { return (s.row * es) % 16 == 0 && (s.h * es) % 16 == 0 && (s.b * es) % 16 == 0; };
     p.vec = aligned(p.q) && aligned(p.k) && aligned(p.v) && aligned(p.o) && (p.d * es) % 16 == 0 && (p.dv * es) % 16 == 0 &&

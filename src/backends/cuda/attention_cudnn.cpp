@@ -31,6 +31,7 @@ struct SdpaState : KernelState {
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t plan = 0;
   std::vector<int64_t> uids;
+  int64_t offset[3] = {0, 0, 0};  //!< Q/K/V strided views: bytes into the buffers
 };
 
 void check(fe::error_t e, const LayerDesc& l, const char* what) {
@@ -82,6 +83,8 @@ class CudnnSdpaKernel : public Kernel {
     s->graph = g;
     s->plan = chosen;
     s->uids = g->get_variant_pack_uids_sorted();
+    const int64_t es = static_cast<int64_t>(elementSize(type));
+    s->offset[0] = geo.qOffset * es, s->offset[1] = geo.kOffset * es, s->offset[2] = geo.vOffset * es;
     state = std::move(s);
     return static_cast<size_t>(std::max<int64_t>(ws, 0));
   }
@@ -93,9 +96,9 @@ class CudnnSdpaKernel : public Kernel {
     for (int64_t uid : s->uids) {
       if (n == 4) throw Error("cuDNN SDPA: unexpected tensor uid " + std::to_string(uid));
       switch (uid) {
-        case kUidQ: ptrs[n++] = io.in[cuda::kAttnQ].data; break;
-        case kUidK: ptrs[n++] = io.in[cuda::kAttnK].data; break;
-        case kUidV: ptrs[n++] = io.in[cuda::kAttnV].data; break;
+        case kUidQ: ptrs[n++] = static_cast<char*>(io.in[cuda::kAttnQ].data) + s->offset[0]; break;
+        case kUidK: ptrs[n++] = static_cast<char*>(io.in[cuda::kAttnK].data) + s->offset[1]; break;
+        case kUidV: ptrs[n++] = static_cast<char*>(io.in[cuda::kAttnV].data) + s->offset[2]; break;
         case kUidO: ptrs[n++] = io.out[0].data; break;
         default: throw Error("cuDNN SDPA: unexpected tensor uid " + std::to_string(uid));
       }

@@ -6,6 +6,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/attention_flash.h"
+#include "ops/attention_views.h"
 
 namespace kiln::cuda {
 
@@ -18,6 +19,15 @@ struct HeadDims {
   int64_t qHeads = 0, kvHeads = 0, d = 0, dv = 0;
 };
 inline bool headDims(const LayerDesc& l, HeadDims& h) {
+  if (hasQkvViews(*l.attrs)) {  // strided Q/K/V (ops/attention_views.h)
+    try {
+      const QkvViews v = parseQkvViews(l);
+      h = HeadDims{false, v.h, v.h, v.d, v.dv};
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }
   const Dims &q = l.inputs[kAttnQ].dims, &k = l.inputs[kAttnK].dims, &v = l.inputs[kAttnV].dims;
   if (q.size() == 4 && k.size() == 4 && v.size() == 4) {
     h = HeadDims{false, q[1], k[1] == v[1] ? k[1] : -1, q[3] == k[3] ? q[3] : -1, v[3]};
@@ -38,12 +48,23 @@ inline bool headDims(const LayerDesc& l, HeadDims& h) {
 struct AttentionGeometry {
   Dims q, k, v, o;
   FlashStrides qs, ks, vs, os;
+  int64_t qOffset = 0, kOffset = 0, vOffset = 0;  //!< elements into the Q/K/V buffers (strided views)
 };
 
 //! Throws UnsupportedError (naming the layer) unless Q/K/V are [B, H, S, D] or [B, S, H*D] with
 //! equal batch and head counts and matching sizes.
 inline AttentionGeometry attentionGeometry(const LayerDesc& l) {
   auto fail = [&](const std::string& m) { throw UnsupportedError("layer '" + l.name + "' (Attention): " + m); };
+  if (hasQkvViews(*l.attrs)) {
+    const QkvViews v = parseQkvViews(l);
+    AttentionGeometry g;
+    g.q = v.qDims(), g.k = v.kDims(), g.v = v.vDims(), g.o = {v.b, v.h, v.sq, v.dv};
+    g.qs = {v.q[1], v.q[2], v.q[3]}, g.ks = {v.k[1], v.k[2], v.k[3]}, g.vs = {v.v[1], v.v[2], v.v[3]};
+    g.qOffset = v.q[0], g.kOffset = v.k[0], g.vOffset = v.v[0];
+    if (v.merged) g.os = {v.sq * v.h * v.dv, v.dv, v.h * v.dv};
+    else g.os = {v.h * v.sq * v.dv, v.sq * v.dv, v.dv};
+    return g;
+  }
   const Dims &qIn = l.inputs[kAttnQ].dims, &kIn = l.inputs[kAttnK].dims, &vIn = l.inputs[kAttnV].dims;
   const std::string shapes = "Q " + toString(qIn) + ", K " + toString(kIn) + " and V " + toString(vIn);
   HeadDims h;

@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "builder/passes/passes.h"
+#include "builder/passes/view_trace.h"
 
 namespace kiln {
 
@@ -370,30 +371,58 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
                : (kPerm == std::vector<int64_t>{0, 1, 2, 3} ? headSplitOf(kRoot) : nullptr);
   std::vector<Layer*> outIdentities;  // identity layers between Y and the head merge
   auto [mergeT, mergeR] = headMergeOf(net, y, &outIdentities);
-  for (bool flat : {true, false}) {
-    if (flat && !(q3 && k3 && v3 && mergeT && qd[1] > 0)) continue;
-    Tensor* k = flat ? k3 : kRoot;
-    if (!flat && kPerm != std::vector<int64_t>{0, 1, 2, 3}) {
+  // Strided views of the buffers the head-splitting data movement started from (ops/attention_views.h).
+  StridedView qv, kv, vv;
+  bool viewable = traceView(q, qv) && traceView(kRoot, kv) && traceView(v, vv) && qv.base->type == type &&
+                  kv.base->type == type && vv.base->type == type;
+  if (viewable) {  // K = transpose(kRoot, kPerm)
+    StridedView p = kv;
+    for (size_t i = 0; i < 4; ++i) p.sizes[i] = kv.sizes[static_cast<size_t>(kPerm[i])], p.strides[i] = kv.strides[static_cast<size_t>(kPerm[i])];
+    kv = p;
+    viewable = qv.strides[3] == 1 && kv.strides[3] == 1 && vv.strides[3] == 1 && (qv.copies || kv.copies || vv.copies);
+  }
+  if (viewable && q3 && k3 && v3 && mergeT) {
+    // The standard 3-D form removes the head transposes too: views only where the 3-D tensors
+    // themselves are copies (GPT-2's Split of the packed projection, ViT's unbinding).
+    StridedView a3, b3, c3;
+    const bool copied3d = (traceView(q3, a3) && a3.copies) || (traceView(k3, b3) && b3.copies) || (traceView(v3, c3) && c3.copies);
+    viewable = copied3d;
+  }
+  enum Form { kViews, kFlat, kPlain };
+  for (Form form : {kViews, kFlat, kPlain}) {
+    if (form == kViews && !viewable) continue;
+    if (form == kFlat && !(q3 && k3 && v3 && mergeT && qd[1] > 0)) continue;
+    const bool merged = form == kFlat || (form == kViews && mergeT);
+    Tensor* k = form == kFlat ? k3 : kRoot;
+    if (form == kPlain && kPerm != std::vector<int64_t>{0, 1, 2, 3}) {
       Attributes ta;
       ta.set("perm", kPerm);
       k = addTypedLayer(net, "Transpose", {kRoot}, ta, m.qk->name + "_key", type, kDims);
     }
     Attributes la = a;
-    if (flat) {
+    std::vector<Tensor*> inputs{form == kFlat ? q3 : q, k, form == kFlat ? v3 : v};
+    if (form == kFlat) {
       la.set("q_num_heads", qd[1]);
       la.set("kv_num_heads", qd[1]);
+    } else if (form == kViews) {
+      inputs = {qv.base, kv.base, vv.base};
+      la.set("kiln_view_dims", std::vector<int64_t>{qd[0], qd[1], qd[2], kDims[2], qd[3], vd[3]});
+      auto viewAttr = [](const StridedView& w) { return std::vector<int64_t>{w.offset, w.strides[0], w.strides[1], w.strides[2]}; };
+      la.set("kiln_q_view", viewAttr(qv));
+      la.set("kiln_k_view", viewAttr(kv));
+      la.set("kiln_v_view", viewAttr(vv));
+      if (merged) la.set("kiln_view_merged", int64_t(1));
     }
-    std::vector<Tensor*> inputs{flat ? q3 : q, k, flat ? v3 : v};
     if (mask) inputs.push_back(mask);
     Layer* att = net.addLayer("Attention", inputs, 1, la, net.uniqueName(sm->name + "_attention"));
     for (auto it = m.chain.rbegin(); it != m.chain.rend(); ++it) recordFusion(att, *it);
-    if (flat) {
+    if (merged) {
       for (Layer* l : outIdentities) recordFusion(att, l);
       recordFusion(att, mergeT);
       recordFusion(att, mergeR);
     }
     att->fusedOps.erase(att->fusedOps.begin());  // the synthetic Attention itself is not an original op
-    Tensor* out = flat ? mergeR->outputs[0] : y;
+    Tensor* out = merged ? mergeR->outputs[0] : y;
     att->outputs[0]->type = out->type;
     att->outputs[0]->dims = out->dims;
     att->outputs[0]->dimsKnown = true;
@@ -402,7 +431,7 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
       continue;  // the mask/key layers made above are dead; removeDeadLayers drops them
     }
     net.replaceUses(out, att->outputs[0]);
-    if (flat) {
+    if (merged) {
       net.removeLayer(mergeR);
       net.removeLayer(mergeT);
       for (auto it = outIdentities.rbegin(); it != outIdentities.rend(); ++it) net.removeLayer(*it);

@@ -1,0 +1,213 @@
+#include "builder/passes/view_trace.h"
+
+#include <algorithm>
+#include <string>
+
+namespace kiln {
+
+namespace {
+
+//! The view while it is traced: each dim is a group of "atoms" (size, stride), outermost first,
+//! so that a Reshape can split and merge dims freely (a merged dim need not be one stride: ViT's
+//! [S, B*H, D] between the packed projection and [B, H, S, D]); only the final dims must each
+//! collapse to one stride.
+struct Atom {
+  int64_t size, stride;
+};
+using Group = std::vector<Atom>;
+
+struct Trace {
+  int64_t offset = 0;
+  std::vector<Group> dims;
+  bool copies = false;
+};
+
+int64_t groupSize(const Group& g) {
+  int64_t n = 1;
+  for (const Atom& a : g) n *= a.size;
+  return n;
+}
+
+Dims sizesOf(const Trace& t) {
+  Dims d;
+  for (const Group& g : t.dims) d.push_back(groupSize(g));
+  return d;
+}
+
+//! Drops size-1 atoms and merges neighbours that are laid out contiguously.
+Group simplify(const Group& g) {
+  Group out;
+  for (const Atom& a : g) {
+    if (a.size == 1) continue;
+    if (!out.empty() && out.back().stride == a.size * a.stride) {
+      out.back() = Atom{out.back().size * a.size, a.stride};
+      continue;
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+//! Regroups every atom, in order, into dims of `shape` (splitting atoms where a dim boundary
+//! falls inside one).
+bool reshapeTrace(Trace& t, const Dims& shape) {
+  std::vector<Atom> atoms;
+  for (const Group& g : t.dims)
+    for (const Atom& a : simplify(g)) atoms.push_back(a);
+  if (volume(shape) != volume(sizesOf(t))) return false;
+  std::vector<Group> dims;
+  size_t next = 0;
+  for (int64_t want : shape) {
+    Group g;
+    int64_t have = 1;
+    while (have < want) {
+      if (next == atoms.size()) return false;
+      Atom& a = atoms[next];
+      const int64_t need = want / have;
+      if (want % have != 0) return false;
+      if (a.size <= need) {
+        if (need % a.size != 0) return false;
+        g.push_back(a);
+        have *= a.size;
+        ++next;
+      } else {  // split the atom: its outer part completes this dim
+        if (a.size % need != 0) return false;
+        const int64_t inner = a.size / need;
+        g.push_back(Atom{need, a.stride * inner});
+        a = Atom{inner, a.stride};
+        have *= need;
+      }
+    }
+    dims.push_back(g);
+  }
+  if (next != atoms.size()) return false;
+  t.dims = dims;
+  return true;
+}
+
+//! Moves `t` to dim `axis` range [start, start + len): only along the outermost atom of the dim
+//! (after simplification) unless the range covers whole inner blocks.
+bool sliceDim(Trace& t, size_t axis, int64_t start, int64_t len) {
+  Group g = simplify(t.dims[axis]);
+  if (g.empty()) return start == 0 && len == 1;
+  int64_t inner = 1;
+  for (size_t i = 1; i < g.size(); ++i) inner *= g[i].size;
+  if (start % inner != 0 || len % inner != 0) return false;
+  t.offset += (start / inner) * g[0].stride;
+  g[0].size = len / inner;
+  t.dims[axis] = g;
+  return true;
+}
+
+bool constInts(const Layer& l, size_t i, std::vector<int64_t>& out) {
+  if (i >= l.inputs.size() || !l.inputs[i]) return false;
+  const Tensor* t = l.inputs[i];
+  if (!t->isConstant() || !isInteger(t->type)) return false;
+  out = t->value.toInts();
+  return true;
+}
+
+int64_t normAxis(int64_t a, size_t rank) { return a < 0 ? a + static_cast<int64_t>(rank) : a; }
+
+bool isViewLayer(const Layer* l) {
+  if (!l || l->inputs.empty() || !l->inputs[0] || l->outputs.empty()) return false;
+  for (const Tensor* o : l->outputs)
+    if (!o || !o->dimsKnown || !isStatic(o->dims)) return false;
+  static const char* kOps[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Gather", "Split", "Slice"};
+  if (l->op == "Concat") return l->inputs.size() == 1;
+  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return l->op == op; });
+}
+
+//! Applies output `j` of layer `l` to the trace of its first input.
+bool applyStep(const Layer& l, size_t j, Trace& t) {
+  const Dims& od = l.outputs[j]->dims;
+  const std::string& op = l.op;
+  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity" || op == "Concat")
+    return reshapeTrace(t, od);
+  const size_t rank = t.dims.size();
+  if (op == "Transpose") {
+    std::vector<int64_t> perm = l.attrs.getInts("perm", {});
+    if (perm.empty())
+      for (size_t i = rank; i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+    if (perm.size() != rank) return false;
+    std::vector<Group> d(rank);
+    for (size_t i = 0; i < rank; ++i) {
+      const int64_t p = normAxis(perm[i], rank);
+      if (p < 0 || p >= static_cast<int64_t>(rank)) return false;
+      d[i] = t.dims[static_cast<size_t>(p)];
+    }
+    t.dims = d;
+  } else if (op == "Gather") {
+    std::vector<int64_t> idx;
+    if (!constInts(l, 1, idx) || idx.size() != 1) return false;
+    const int64_t axis = normAxis(l.attrs.getInt("axis", 0), rank);
+    if (axis < 0 || axis >= static_cast<int64_t>(rank)) return false;
+    const int64_t size = groupSize(t.dims[axis]);
+    const int64_t i = idx[0] < 0 ? idx[0] + size : idx[0];
+    if (i < 0 || i >= size || !sliceDim(t, static_cast<size_t>(axis), i, 1)) return false;
+    if (l.inputs[1]->value.dims().empty()) t.dims.erase(t.dims.begin() + axis);  // a scalar index drops the axis
+  } else if (op == "Split") {
+    const int64_t axis = normAxis(l.attrs.getInt("axis", 0), rank);
+    if (axis < 0 || axis >= static_cast<int64_t>(rank)) return false;
+    int64_t start = 0;
+    for (size_t k = 0; k < j; ++k) start += l.outputs[k]->dims[axis];
+    if (!sliceDim(t, static_cast<size_t>(axis), start, od[axis])) return false;
+  } else if (op == "Slice") {
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (!constInts(l, 1, starts) || !constInts(l, 2, ends)) return false;
+    if (l.inputs.size() > 3 && l.inputs[3] && !constInts(l, 3, axes)) return false;
+    if (l.inputs.size() > 4 && l.inputs[4] && !constInts(l, 4, steps)) return false;
+    if (axes.empty())
+      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    if (axes.size() != starts.size()) return false;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (!steps.empty() && steps[i] != 1) return false;
+      const int64_t a = normAxis(axes[i], rank);
+      if (a < 0 || a >= static_cast<int64_t>(rank)) return false;
+      const int64_t size = groupSize(t.dims[a]);
+      const int64_t s = std::clamp<int64_t>(starts[i] < 0 ? starts[i] + size : starts[i], 0, size);
+      if (!sliceDim(t, static_cast<size_t>(a), s, od[a])) return false;
+    }
+  } else {
+    return false;
+  }
+  t.copies = true;
+  return sizesOf(t) == od;
+}
+
+}  // namespace
+
+bool traceView(Tensor* t, StridedView& v) {
+  std::vector<std::pair<const Layer*, size_t>> chain;
+  Tensor* cur = t;
+  while (cur && isViewLayer(cur->producer) && chain.size() < 64) {
+    const Layer* l = cur->producer;
+    const size_t j = static_cast<size_t>(std::find(l->outputs.begin(), l->outputs.end(), cur) - l->outputs.begin());
+    chain.push_back({l, j});
+    cur = l->inputs[0];
+  }
+  if (!cur || cur->isConstant() || !cur->dimsKnown || !isStatic(cur->dims) || !t->dimsKnown) return false;
+  Trace tr;
+  int64_t stride = 1;
+  tr.dims.resize(cur->dims.size());
+  for (size_t i = cur->dims.size(); i-- > 0;) {
+    tr.dims[i] = {Atom{cur->dims[i], stride}};
+    stride *= cur->dims[i];
+  }
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+    if (!applyStep(*it->first, it->second, tr)) return false;
+  if (sizesOf(tr) != t->dims) return false;
+  v = StridedView{};
+  v.base = cur;
+  v.offset = tr.offset;
+  v.copies = tr.copies;
+  for (const Group& g : tr.dims) {  // every final dim must be one stride
+    const Group s = simplify(g);
+    if (s.size() > 1) return false;
+    v.sizes.push_back(groupSize(g));
+    v.strides.push_back(s.empty() ? 0 : s[0].stride);
+  }
+  return true;
+}
+
+}  // namespace kiln
