@@ -12,10 +12,12 @@
 # Every step writes its log to $OUT as it goes (the device returns at most 8 files), so a run cut
 # short by its time limit still returns what finished.
 # Usage: scripts/gpu/validate_and_bench.sh STEPS [MODELS] [BATCHES]
+#   BATCHES "default": each model's batch sizes from peers.py (the model set).
 set -uo pipefail
 STEPS=${1:-unit,plugins,models,bench}
 MODELS=${2:-resnet50,bert_base_s128}
 BATCHES=${3:-1,32}
+[ "$BATCHES" = default ] && BATCHES=""
 K=/tmp/kb
 mkdir -p $K && tar -C $K -xJf .device_deps/bundle.tar.xz
 export LD_LIBRARY_PATH=$K/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -24,7 +26,7 @@ has() { [[ ",$STEPS," == *",$1,"* ]]; }
 if has unit; then
   export KILN_TEST_LIBDIR=$K/lib
   # One process per suite: a kernel that faults poisons its CUDA context, not the other suites.
-  suites=$($K/bin/kiln_unit_tests --gtest_list_tests | grep -E '^(Cuda|Plugins|PassAttention|GpuLayout)' | tr -d '.' )
+  suites=$($K/bin/kiln_unit_tests --gtest_list_tests | grep -E '^(Cuda|Plugins|Pass|GpuLayout)' | tr -d '.' )
   for suite in $suites; do
     echo "=== $suite" >> $OUT/unit_gpu.log
     timeout 120 $K/bin/kiln_unit_tests --gtest_filter="$suite.*" --gtest_brief=1 >> $OUT/unit_gpu.log 2>&1 \

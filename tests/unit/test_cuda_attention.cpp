@@ -180,6 +180,44 @@ TEST(CudaAttention, ThreeDimensionalInputs) {
       }
 }
 
+//! Q/K/V as strided views of one packed projection (kiln_*_view attributes, as the attention
+//! fusion writes them for ViT's sequence-first [S, B, 3E] and GPT-2's [B, S, 3E]): every tactic
+//! against the reference, plain and merged outputs, with and without a padding mask.
+TEST(CudaAttention, StridedViewsOfPackedQkv) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const int64_t b = 2, h = 3, sq = 77, d = 64, e = h * d;
+  uint32_t seed = 1700;
+  for (bool seqFirst : {true, false})
+    for (bool merged : {false, true})
+      for (DataType t : kTypes) {
+        OpCase c;
+        c.op = "Attention";
+        c.attrs.set("kiln_view_dims", std::vector<int64_t>{b, h, sq, sq, d, d});
+        // element (b, h, s, :) of Q/K/V i: packed[s][b][i*E + h*D] (seq first) or packed[b][s][i*E + h*D]
+        const int64_t sb = seqFirst ? 3 * e : sq * 3 * e, ss = seqFirst ? b * 3 * e : 3 * e;
+        const char* names[3] = {"kiln_q_view", "kiln_k_view", "kiln_v_view"};
+        for (int i = 0; i < 3; ++i) c.attrs.set(names[i], std::vector<int64_t>{i * e, sb, d, ss});
+        if (merged) c.attrs.set("kiln_view_merged", int64_t(1));
+        const Dims packed = seqFirst ? Dims{sq, b, 3 * e} : Dims{b, sq, 3 * e};
+        HostTensor p = uniform(packed, seed += 10, -1.5f, 1.5f);
+        c.inputs = {p, p, p};
+        if (merged) c.inputs.push_back(makeMask(Mask::kPadding, Shape{b, h, sq, sq, d, d}, seed + 1));
+        OpCase typed = c, ref = c;
+        for (size_t i = 0; i < c.inputs.size(); ++i) {
+          typed.inputs[i] = test::convertTo(c.inputs[i], t);
+          ref.inputs[i] = test::convertTo(typed.inputs[i], DataType::kFLOAT);
+        }
+        const HostTensor want = test::runReference(ref)[0];
+        const auto names2 = test::tacticNames(*gpu, typed);
+        EXPECT_FALSE(names2.empty()) << toString(t);
+        if (t != DataType::kFLOAT && !merged) EXPECT_TRUE(std::find(names2.begin(), names2.end(), "cudnn_sdpa") != names2.end());
+        for (const std::string& name : names2)
+          test::expectClose(test::runTactic(*gpu, name, typed)[0], want, tolerance(t).rtol, tolerance(t).atol,
+                            "views " + name + " " + toString(t) + (seqFirst ? " seq-first" : " batch-first") + (merged ? " merged" : ""));
+      }
+}
+
 TEST(CudaAttention, FullyMaskedRowsAreZero) {
   KILN_REQUIRE_GPU();
   auto gpu = getBackend(DeviceType::kGPU, 0);

@@ -2,6 +2,8 @@
 // reduced precision and two contexts on two streams. Skips where no GPU exists.
 #include <cuda_runtime.h>
 
+#include <cmath>
+#include <limits>
 #include <thread>
 
 #include "op_test_util.h"
@@ -249,4 +251,99 @@ TEST(CudaRuntime, ViewOnAuxStreamPassesReadinessOn) {
   cudaFree(dx);
   cudaFree(dy);
   cudaStreamDestroy(s);
+}
+
+// A post-LN transformer block as PyTorch exports it (packed QKV projection split in three, head
+// split/merge, SDPA decomposition with split scales, a causal -inf mask and the NaN guard, residual
+// Add + LayerNorm, tanh-GELU MLP), built for the GPU in FP16: the fusions leave no Split,
+// Transpose, Softmax, Tanh or residual Add, and the engine agrees with the float32 reference.
+TEST(CudaRuntime, TransformerBlockFusesAndMatchesReference) {
+  KILN_REQUIRE_GPU();
+  constexpr int64_t b = 2, s = 64, h = 2, d = 64, e = h * d;
+  auto ints = [](Network& n, std::vector<int64_t> v) {
+    HostTensor t(DataType::kINT64, {static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.as<int64_t>()[i] = v[i];
+    return n.addConstant("", t);
+  };
+  auto scalar = [](Network& n, float v) {
+    HostTensor t(DataType::kFLOAT, {});
+    *t.as<float>() = v;
+    return n.addConstant("", t);
+  };
+  auto make = [&](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {b, s, e});
+    auto linear = [&](Tensor* in, int64_t k, int64_t m, uint32_t seed) {
+      Tensor* y = n.addMatMul(in, n.addConstant("", randomTensor({k, m}, seed, -0.08f, 0.08f)))->outputs[0];
+      return n.addElementWise(y, n.addConstant("", randomTensor({m}, seed + 1, -0.1f, 0.1f)), "Add")->outputs[0];
+    };
+    auto layerNorm = [&](Tensor* in, uint32_t seed) {
+      Attributes a;
+      a.set("epsilon", 1e-5f);
+      return n.addLayer("LayerNormalization", {in, n.addConstant("", randomTensor({e}, seed, 0.5f, 1.5f)), n.addConstant("", randomTensor({e}, seed + 1))}, 1, a)
+          ->outputs[0];
+    };
+    auto reshape = [&](Tensor* in, std::vector<int64_t> shape) { return n.addLayer("Reshape", {in, ints(n, shape)}, 1)->outputs[0]; };
+    auto transpose = [&](Tensor* in, std::vector<int64_t> perm) {
+      Attributes a;
+      a.set("perm", perm);
+      return n.addLayer("Transpose", {in}, 1, a)->outputs[0];
+    };
+    Attributes sa;
+    sa.set("axis", int64_t(2));
+    Layer* split = n.addLayer("Split", {linear(x, e, 3 * e, 10), ints(n, {e, e, e})}, 3, sa);
+    Tensor* qh[3];
+    for (int i = 0; i < 3; ++i) qh[i] = transpose(reshape(split->outputs[i], {b, s, h, d}), {0, 2, 1, 3});
+    const float r = std::sqrt(1 / std::sqrt(static_cast<float>(d)));
+    Tensor* q = n.addElementWise(qh[0], scalar(n, r), "Mul")->outputs[0];
+    Tensor* kt = n.addElementWise(transpose(qh[1], {0, 1, 3, 2}), scalar(n, r), "Mul")->outputs[0];
+    HostTensor causal(DataType::kFLOAT, {s, s});
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t j = 0; j < s; ++j) causal.as<float>()[i * s + j] = j <= i ? 0.f : -std::numeric_limits<float>::infinity();
+    Tensor* sc = n.addElementWise(n.addMatMul(q, kt)->outputs[0], n.addConstant("causal", causal), "Add")->outputs[0];
+    Tensor* pr = n.addSoftmax(sc, -1)->outputs[0];
+    Tensor* nan = n.addLayer("IsNaN", {pr}, 1)->outputs[0];
+    pr = n.addLayer("Where", {nan, scalar(n, 0.f), pr}, 1)->outputs[0];
+    Tensor* att = reshape(transpose(n.addMatMul(pr, qh[2])->outputs[0], {0, 2, 1, 3}), {b, s, e});
+    Tensor* y1 = layerNorm(n.addElementWise(linear(att, e, e, 20), x, "Add")->outputs[0], 30);
+    Tensor* f = linear(y1, e, 2 * e, 40);  // tanh GELU, written out as GPT-2 does
+    Tensor* cube = n.addElementWise(f, scalar(n, 3.f), "Pow")->outputs[0];
+    Tensor* inner = n.addElementWise(f, n.addElementWise(scalar(n, 0.044715f), cube, "Mul")->outputs[0], "Add")->outputs[0];
+    Tensor* th = n.addLayer("Tanh", {n.addElementWise(scalar(n, std::sqrt(2.f / 3.14159265f)), inner, "Mul")->outputs[0]}, 1)->outputs[0];
+    Tensor* g = n.addElementWise(n.addElementWise(scalar(n, 0.5f), f, "Mul")->outputs[0],
+                                 n.addElementWise(scalar(n, 1.f), th, "Add")->outputs[0], "Mul")->outputs[0];
+    Tensor* y = layerNorm(n.addElementWise(linear(g, 2 * e, e, 50), y1, "Add")->outputs[0], 60);
+    n.renameTensor(y, "y");
+    n.markOutput(y);
+  };
+  Network net;
+  make(net);
+  BuilderConfig cfg;
+  cfg.setDevice(DeviceType::kGPU);
+  cfg.setFlag(BuilderFlag::kFP16);
+  auto engine = Builder().build(net, cfg);
+  const std::string info = engine->getLayerInformation();
+  for (const char* gone : {"\"op\":\"Split\"", "\"op\":\"Transpose\"", "\"op\":\"Softmax\"", "\"op\":\"Tanh\"", "\"op\":\"Add\""})
+    EXPECT_EQ(info.find(gone), std::string::npos) << gone << " left in " << info;
+  EXPECT_NE(info.find("\"op\":\"Attention\""), std::string::npos) << info;
+  HostTensor in = randomTensor({b, s, e}, 77);
+  Network refNet;
+  make(refNet);
+  HostTensor ref = kiln::test::evaluateReference(refNet, {{"x", in}}).at("y");
+  cudaStream_t st;
+  cudaStreamCreate(&st);
+  auto ctx = engine->createExecutionContext();
+  void *dx = nullptr, *dy = nullptr;
+  cudaMalloc(&dx, in.bytes());
+  cudaMalloc(&dy, ref.bytes());
+  cudaMemcpy(dx, in.data(), in.bytes(), cudaMemcpyHostToDevice);
+  ctx->setTensorAddress("x", dx);
+  ctx->setTensorAddress("y", dy);
+  ctx->enqueue(st);
+  HostTensor out(DataType::kFLOAT, ref.dims());
+  cudaMemcpyAsync(out.data(), dy, out.bytes(), cudaMemcpyDeviceToHost, st);
+  cudaStreamSynchronize(st);
+  kiln::test::expectClose(out, ref, 3e-2, 3e-2, "FP16 transformer block");
+  cudaFree(dx);
+  cudaFree(dy);
+  cudaStreamDestroy(st);
 }
