@@ -19,6 +19,7 @@
 #include <cudnn_frontend.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -115,17 +116,29 @@ int64_t roundUp(int64_t v, int64_t m) {
   return (v + m - 1) / m * m;
 }
 
-//! Activations the frontend's pointwise modes express with kiln's exact formula; the others
-//! (Clip, LeakyRelu, HardSwish, ...) run in our epilogue.
-bool cudnnActMode(ActKind k, fe::PointwiseMode_t& mode) {
-  switch (k) {
-    case ActKind::kRelu: mode = fe::PointwiseMode_t::RELU_FWD; return true;
-    case ActKind::kSigmoid: mode = fe::PointwiseMode_t::SIGMOID_FWD; return true;
-    case ActKind::kTanh: mode = fe::PointwiseMode_t::TANH_FWD; return true;
-    case ActKind::kGelu: mode = fe::PointwiseMode_t::GELU_FWD; return true;
-    case ActKind::kGeluTanh: mode = fe::PointwiseMode_t::GELU_APPROX_TANH_FWD; return true;
+//! Activations the frontend's pointwise modes express with kiln's exact formula: Relu, Sigmoid,
+//! Tanh, both GELUs, and Clip with finite bounds (RELU_FWD with lower and upper clips: ReLU6 in
+//! MobileNetV2, where a separate epilogue pass over every expansion conv's output cost as much as
+//! the conv). The others (LeakyRelu, HardSwish, ...) run in our epilogue.
+bool cudnnAct(const Activation& a, fe::graph::Pointwise_attributes* attrs = nullptr) {
+  fe::PointwiseMode_t mode;
+  switch (a.kind) {
+    case ActKind::kRelu: mode = fe::PointwiseMode_t::RELU_FWD; break;
+    case ActKind::kSigmoid: mode = fe::PointwiseMode_t::SIGMOID_FWD; break;
+    case ActKind::kTanh: mode = fe::PointwiseMode_t::TANH_FWD; break;
+    case ActKind::kGelu: mode = fe::PointwiseMode_t::GELU_FWD; break;
+    case ActKind::kGeluTanh: mode = fe::PointwiseMode_t::GELU_APPROX_TANH_FWD; break;
+    case ActKind::kClip:
+      if (!std::isfinite(a.alpha) || !std::isfinite(a.beta) || !(a.alpha <= a.beta)) return false;
+      mode = fe::PointwiseMode_t::RELU_FWD;
+      break;
     default: return false;
   }
+  if (attrs) {
+    attrs->set_mode(mode).set_compute_data_type(fe::DataType_t::FLOAT);
+    if (a.kind == ActKind::kClip) attrs->set_relu_lower_clip(a.alpha).set_relu_upper_clip(a.beta);
+  }
+  return true;
 }
 
 //! The concrete problem in cuDNN's terms: 4-D (1-D/2-D convs) or 5-D tensors, NCHW-packed.
@@ -225,8 +238,8 @@ std::shared_ptr<fe::graph::Graph> makeGraph(const Problem& p, const Activation& 
     y = pointwise(y, tensor("B", kUidB, bd), fe::PointwiseMode_t::ADD);
   }
   if (f.residual && hasRes) y = pointwise(y, tensor("R", kUidR, p.y, p.yLast), fe::PointwiseMode_t::ADD);
-  fe::PointwiseMode_t mode;
-  if (f.act && cudnnActMode(act.kind, mode)) y = pointwise(y, nullptr, mode);
+  fe::graph::Pointwise_attributes actAttrs;
+  if (f.act && cudnnAct(act, &actAttrs)) y = g->pointwise(y, actAttrs);
   y->set_output(true).set_uid(kUidY).set_dim(p.y).set_stride(p.yLast ? channelsLastStrides(p.y) : packedStrides(p.y))
       .set_data_type(feType(p.type));
   return g;
@@ -276,10 +289,9 @@ class CudnnConvKernel : public Kernel {
     }
     const Activation act = fusedActivation(*l.attrs);
     const bool hasBias = l.present(2), hasRes = l.present(3);
-    fe::PointwiseMode_t mode;
     // Fused graph first (Conv only: dgrad fusions are rare), then the bare convolution.
     std::vector<Fusion> levels;
-    if (!p.transpose && (hasBias || hasRes || cudnnActMode(act.kind, mode))) levels.push_back(Fusion{true, true, true});
+    if (!p.transpose && (hasBias || hasRes || cudnnAct(act))) levels.push_back(Fusion{true, true, true});
     levels.push_back(Fusion{});
     CudnnHandle& h = cudnnHandle();
     std::lock_guard<std::mutex> lock(h.mu);
@@ -317,7 +329,7 @@ class CudnnConvKernel : public Kernel {
       s->graph = g;
       s->plan = chosen;
       s->uids = g->get_variant_pack_uids_sorted();
-      s->fused = Fusion{f.bias && hasBias, f.residual && hasRes, f.act && cudnnActMode(act.kind, mode)};
+      s->fused = Fusion{f.bias && hasBias, f.residual && hasRes, f.act && cudnnAct(act)};
       s->epilogue = (hasBias && !s->fused.bias) || (hasRes && !s->fused.residual) ||
                     (act.kind != ActKind::kNone && !s->fused.act);
       s->act = cuda::toDevAct(s->fused.act ? Activation{} : act);

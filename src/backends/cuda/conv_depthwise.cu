@@ -69,14 +69,18 @@ __device__ __forceinline__ float lane8(const Pack8& p, int e) {
 }
 
 //! Channels-last 3x3 depthwise: X [N][inH][inW][C], W [3][3][C], Y and the residual [N][outH][outW][C].
-template <typename T>
+//! I: the index type, 32-bit where every offset fits (the divisions below are the kernel's main
+//! arithmetic cost; 64-bit ones are several times slower).
+template <typename T, typename I>
 __global__ void depthwise3x3NhwcKernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
-                                       const T* __restrict__ res, T* __restrict__ y, int64_t total, DwGeom g, DevAct act) {
-  const int64_t c8 = g.channels / 8;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t cg = i % c8, pix = i / c8;
-    const int64_t ow = pix % g.outW, t = pix / g.outW, oh = t % g.outH, n = t / g.outH;
-    const int64_t c0 = cg * 8;
+                                       const T* __restrict__ res, T* __restrict__ y, int64_t total64, DwGeom g64, DevAct act) {
+  const I total = static_cast<I>(total64), channels = static_cast<I>(g64.channels), c8 = channels / 8;
+  const I inH = static_cast<I>(g64.inH), inW = static_cast<I>(g64.inW), outH = static_cast<I>(g64.outH), outW = static_cast<I>(g64.outW);
+  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < total;
+       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
+    const I cg = i % c8, pix = i / c8;
+    const I ow = pix % outW, t = pix / outW, oh = t % outH, n = t / outH;
+    const I c0 = cg * 8;
     float acc[8];
     if (bias) {
       const Pack8 b{__ldg(reinterpret_cast<const uint4*>(bias + c0))};
@@ -86,24 +90,24 @@ __global__ void depthwise3x3NhwcKernel(const T* __restrict__ x, const T* __restr
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[e] = 0.f;
     }
-    const int64_t ih0 = oh * g.strideH - g.padH, iw0 = ow * g.strideW - g.padW;
-    const T* xn = x + n * g.inH * g.inW * g.channels + c0;
+    const I ih0 = oh * g64.strideH - g64.padH, iw0 = ow * g64.strideW - g64.padW;
+    const T* xn = x + n * inH * inW * channels + c0;
 #pragma unroll
     for (int kh = 0; kh < 3; ++kh) {
-      const int64_t ih = ih0 + kh * g.dilH;
-      if (ih < 0 || ih >= g.inH) continue;
+      const I ih = ih0 + kh * g64.dilH;
+      if (ih < 0 || ih >= inH) continue;
 #pragma unroll
       for (int kw = 0; kw < 3; ++kw) {
-        const int64_t iw = iw0 + kw * g.dilW;
-        if (iw < 0 || iw >= g.inW) continue;
-        const Pack8 xv{__ldg(reinterpret_cast<const uint4*>(xn + (ih * g.inW + iw) * g.channels))};
-        const Pack8 wv{__ldg(reinterpret_cast<const uint4*>(w + (kh * 3 + kw) * g.channels + c0))};
+        const I iw = iw0 + kw * g64.dilW;
+        if (iw < 0 || iw >= inW) continue;
+        const Pack8 xv{__ldg(reinterpret_cast<const uint4*>(xn + (ih * inW + iw) * channels))};
+        const Pack8 wv{__ldg(reinterpret_cast<const uint4*>(w + (kh * 3 + kw) * channels + c0))};
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[e] += lane8<T>(xv, e) * lane8<T>(wv, e);
       }
     }
     Pack8 r{};
-    if (res) r.u = *reinterpret_cast<const uint4*>(res + i * 8);
+    if (res) r.u = *reinterpret_cast<const uint4*>(res + static_cast<int64_t>(i) * 8);
     Pack8 out;
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
@@ -111,13 +115,14 @@ __global__ void depthwise3x3NhwcKernel(const T* __restrict__ x, const T* __restr
       const T o = cuda::fromF<T>(v);
       memcpy(&out.h[e], &o, 2);
     }
-    *reinterpret_cast<uint4*>(y + i * 8) = out.u;
+    *reinterpret_cast<uint4*>(y + static_cast<int64_t>(i) * 8) = out.u;
   }
 }
 
 struct DwState : KernelState {
   DwGeom g{};
   int64_t total = 0;
+  bool small = false;  //!< every element offset (and the grid-stride loop's reach) fits in 32 bits
 };
 
 //! [C][1][3][3] weights as [3][3][C] (the channels-last kernel's 16-byte weight loads).
@@ -142,6 +147,8 @@ class DepthwiseKernel : public Kernel {
                   static_cast<int>(w.stride[2]), static_cast<int>(w.dilation[1]), static_cast<int>(w.dilation[2]),
                   static_cast<int>(w.padBegin[1]), static_cast<int>(w.padBegin[2])};
     s->total = p.batch * p.outChannels * w.outSize() / (nhwc_ ? 8 : 1);
+    const int64_t limit = int64_t(1) << 30;  // headroom for the grid stride and the tap offsets
+    s->small = s->total * 8 < limit && p.batch * p.inChannels * w.in[1] * w.in[2] < limit;
     state = std::move(s);
     return 0;
   }
@@ -153,7 +160,7 @@ class DepthwiseKernel : public Kernel {
     const void* res = io.in.size() > 3 ? io.in[3].data : nullptr;
     auto run = [&](auto tag) {
       using T = decltype(tag);
-      auto* kernel = nhwc_ ? depthwise3x3NhwcKernel<T> : depthwise3x3Kernel<T>;
+      auto* kernel = !nhwc_ ? depthwise3x3Kernel<T> : (s->small ? depthwise3x3NhwcKernel<T, int32_t> : depthwise3x3NhwcKernel<T, int64_t>);
       kernel<<<cuda::gridFor(s->total), 256, 0, stream>>>(io.in[0].as<T>(), static_cast<const T*>(weights_.orInput(io, 1)),
                                                           static_cast<const T*>(bias_.orInput(io, 2)), static_cast<const T*>(res),
                                                           io.out[0].as<T>(), s->total, s->g, act_);
