@@ -76,6 +76,25 @@ HostTensor runGpu(ExecutionContext& ctx, const HostTensor& in, cudaStream_t s, b
   return out;
 }
 
+//! One enqueue of `ctx` on `s` with input "x" = `in` and output "y" of `outDims` (float32), the
+//! output buffer filled with NaNs first so that unwritten values cannot pass.
+HostTensor runXY(ExecutionContext& ctx, const HostTensor& in, const Dims& outDims, cudaStream_t s) {
+  HostTensor out(DataType::kFLOAT, outDims);
+  void *dx = nullptr, *dy = nullptr;
+  cudaMalloc(&dx, in.bytes());
+  cudaMalloc(&dy, out.bytes());
+  cudaMemcpy(dx, in.data(), in.bytes(), cudaMemcpyHostToDevice);
+  ctx.setTensorAddress("x", dx);
+  ctx.setTensorAddress("y", dy);
+  cudaMemsetAsync(dy, 0xff, out.bytes(), s);
+  ctx.enqueue(s);
+  cudaMemcpyAsync(out.data(), dy, out.bytes(), cudaMemcpyDeviceToHost, s);
+  cudaStreamSynchronize(s);
+  cudaFree(dx);
+  cudaFree(dy);
+  return out;
+}
+
 }  // namespace
 
 TEST(CudaRuntime, AuxStreamsAreUsedAndResultsMatch) {
@@ -234,22 +253,8 @@ TEST(CudaRuntime, ViewOnAuxStreamPassesReadinessOn) {
   cudaStream_t s;
   cudaStreamCreate(&s);
   auto ctx = engine->createExecutionContext();
-  void *dx = nullptr, *dy = nullptr;
-  cudaMalloc(&dx, in.bytes());
-  cudaMalloc(&dy, ref.bytes());
-  cudaMemcpy(dx, in.data(), in.bytes(), cudaMemcpyHostToDevice);
-  ctx->setTensorAddress("x", dx);
-  ctx->setTensorAddress("y", dy);
-  for (int rep = 0; rep < 3; ++rep) {
-    cudaMemsetAsync(dy, 0xff, ref.bytes(), s);  // NaNs: stale or unwritten values cannot pass
-    ctx->enqueue(s);
-    HostTensor out(DataType::kFLOAT, ref.dims());
-    cudaMemcpyAsync(out.data(), dy, out.bytes(), cudaMemcpyDeviceToHost, s);
-    cudaStreamSynchronize(s);
-    kiln::test::expectClose(out, ref, 2e-2, 1e-2, "view on an aux stream, run " + std::to_string(rep));
-  }
-  cudaFree(dx);
-  cudaFree(dy);
+  for (int rep = 0; rep < 3; ++rep)
+    kiln::test::expectClose(runXY(*ctx, in, ref.dims(), s), ref, 2e-2, 1e-2, "view on an aux stream, run " + std::to_string(rep));
   cudaStreamDestroy(s);
 }
 
@@ -332,18 +337,6 @@ TEST(CudaRuntime, TransformerBlockFusesAndMatchesReference) {
   cudaStream_t st;
   cudaStreamCreate(&st);
   auto ctx = engine->createExecutionContext();
-  void *dx = nullptr, *dy = nullptr;
-  cudaMalloc(&dx, in.bytes());
-  cudaMalloc(&dy, ref.bytes());
-  cudaMemcpy(dx, in.data(), in.bytes(), cudaMemcpyHostToDevice);
-  ctx->setTensorAddress("x", dx);
-  ctx->setTensorAddress("y", dy);
-  ctx->enqueue(st);
-  HostTensor out(DataType::kFLOAT, ref.dims());
-  cudaMemcpyAsync(out.data(), dy, out.bytes(), cudaMemcpyDeviceToHost, st);
-  cudaStreamSynchronize(st);
-  kiln::test::expectClose(out, ref, 3e-2, 3e-2, "FP16 transformer block");
-  cudaFree(dx);
-  cudaFree(dy);
+  kiln::test::expectClose(runXY(*ctx, in, ref.dims(), st), ref, 3e-2, 3e-2, "FP16 transformer block");
   cudaStreamDestroy(st);
 }

@@ -22,12 +22,18 @@ namespace {
 
 bool isNhwc(const LayerDesc& l, const char* attr) { return cpu::layerLayoutBlock(l, attr) == cpu::kNhwcBlock; }
 
-bool supportsGemm1x1(const LayerDesc& l) {
+//! A Conv with one output and float16/bfloat16 operands of one type.
+bool halfConv(const LayerDesc& l) {
   if (l.op != "Conv" || l.inputs.size() < 2 || !l.present(0) || !l.present(1) || l.outputs.size() != 1) return false;
   const DataType t = l.inputs[0].type;
   if (t != DataType::kHALF && t != DataType::kBF16) return false;
   for (size_t i = 1; i < l.inputs.size(); ++i)
     if (l.present(i) && l.inputs[i].type != t) return false;
+  return true;
+}
+
+bool supportsGemm1x1(const LayerDesc& l) {
+  if (!halfConv(l)) return false;
   if (!isNhwc(l, cpu::kLayoutInAttr) || !isNhwc(l, cpu::kLayoutOutAttr)) return false;
   const Dims &x = l.inputs[0].dims, &w = l.inputs[1].dims;
   if (x.size() != 4 || w.size() != 4 || w[2] != 1 || w[3] != 1 || w[1] != x[1] || !l.inputs[1].value.valid()) return false;
@@ -81,11 +87,7 @@ class Gemm1x1Kernel : public Kernel {
 };
 
 bool supportsPatchGemm(const LayerDesc& l) {
-  if (l.op != "Conv" || l.inputs.size() < 2 || !l.present(0) || !l.present(1) || l.outputs.size() != 1) return false;
-  const DataType t = l.inputs[0].type;
-  if (t != DataType::kHALF && t != DataType::kBF16) return false;
-  for (size_t i = 1; i < l.inputs.size(); ++i)
-    if (l.present(i) && l.inputs[i].type != t) return false;
+  if (!halfConv(l)) return false;
   if (!cpu::hasPlainLayouts(l) || !cuda::knownActivation(l)) return false;
   const Dims &x = l.inputs[0].dims, &w = l.inputs[1].dims;
   if (x.size() != 4 || w.size() != 4 || w[1] != x[1] || w[2] != w[3] || w[2] < 2 || !l.inputs[1].value.valid()) return false;
