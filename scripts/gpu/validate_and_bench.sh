@@ -9,6 +9,8 @@
 #   bench       bench/gpu_bench.py side by side with peers.py --modes compile_fp16
 #   profile     per-layer profiles of the benchmark engines named in $PROFILE (default
 #               resnet50_b32,bert_base_s128_b32; run after bench) -> profile.txt
+#   streams     throughput of the benchmark engines in $STREAMS_ROWS (default resnet50_b32) with
+#               --streams=1,2,4 (run after bench; with data transfers) -> streams.txt
 # Every step writes its log to $OUT as it goes (the device returns at most 8 files), so a run cut
 # short by its time limit still returns what finished.
 # Usage: scripts/gpu/validate_and_bench.sh STEPS [MODELS] [BATCHES]
@@ -72,4 +74,16 @@ for k, n in c.most_common(25): print(f"  {n:4d}  {k}")
 PY
   done
   tail -5 $OUT/profile.txt
+fi
+if has streams; then
+  for row in $(echo "${STREAMS_ROWS:-resnet50_b32}" | tr ',' ' '); do
+    d=/tmp/kiln_gpu_bench/$row
+    [ -f $d/kiln_fp16.plan ] || { echo "streams: no engine for $row" >> $OUT/streams.txt; continue; }
+    for n in 1 2 4; do
+      echo "=== $row --streams=$n" >> $OUT/streams.txt
+      timeout 60 $K/bin/kiln --loadEngine=$d/kiln_fp16.plan --streams=$n --useCudaGraph --duration=3 --warmUp=300 2>&1 \
+        | grep -E "Throughput|GPU Compute Time|H2D Latency|D2H Latency|streams" >> $OUT/streams.txt
+    done
+  done
+  grep -E "===|Throughput" $OUT/streams.txt
 fi
