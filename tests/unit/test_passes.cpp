@@ -122,6 +122,24 @@ TEST(Passes, TanhGeluFuses) {
   }
 }
 
+// GPT-2's MLP: Gemm on [B*S, K], Reshape to [B, S, N], then the activation: it moves into the
+// Gemm (elementwise, so before or after the Reshape is the same).
+TEST(Passes, ActivationFusesThroughReshape) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {6, 8});
+    Tensor* g = n.addLayer("Gemm", {x, n.addConstant("w", randomTensor({8, 10}, 1)), n.addConstant("c", randomTensor({10}, 2))}, 1)->outputs[0];
+    HostTensor shape(DataType::kINT64, {3});
+    shape.as<int64_t>()[0] = 2, shape.as<int64_t>()[1] = 3, shape.as<int64_t>()[2] = 10;
+    Tensor* r = n.addLayer("Reshape", {g, n.addConstant("s", shape)}, 1)->outputs[0];
+    Tensor* y = n.addActivation(r, "Relu")->outputs[0];
+    n.renameTensor(y, "y");
+    n.markOutput(y);
+  };
+  std::string info = checkFusion(make, {{"x", randomTensor({6, 8}, 9)}});
+  EXPECT_EQ(info.find("\"op\":\"Relu\""), std::string::npos) << info;
+  EXPECT_NE(info.find("Relu:"), std::string::npos) << info;
+}
+
 TEST(Passes, DecomposedLayerNormFuses) {
   auto make = [](Network& n) {
     Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 4, 16});

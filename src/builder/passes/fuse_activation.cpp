@@ -63,14 +63,23 @@ bool fuseActivation(Network& net) {
         p->outputs[0]->type != DataType::kFLOAT)
       continue;
     Layer* act = soleConsumer(net, p->outputs[0]);
-    if (!act || act->outputs.size() != 1 || act->inputs.empty() || act->inputs[0] != p->outputs[0]) continue;
+    // A Reshape between the producer and the activation (GPT-2: Gemm on [B*S, K] -> Reshape to
+    // [B, S, N] -> GELU): the activation is elementwise, so it moves into the producer and the
+    // Reshape then reads the activated values.
+    Layer* view = nullptr;
+    if (act && act->op == "Reshape" && act->inputs[0] == p->outputs[0] && act->outputs.size() == 1) {
+      view = act;
+      act = soleConsumer(net, view->outputs[0]);
+    }
+    Tensor* actIn = view ? view->outputs[0] : p->outputs[0];
+    if (!act || act->outputs.size() != 1 || act->inputs.empty() || act->inputs[0] != actIn) continue;
     Attributes a;
     if (!describeActivation(act, a)) continue;
     for (const auto& [k, v] : a.all()) p->attrs.set(k, v);
     recordFusion(p, act);
     Tensor* out = act->outputs[0];
     net.removeLayer(act);
-    net.replaceUses(out, p->outputs[0]);
+    net.replaceUses(out, actIn);
     changed = true;
   }
   return changed;
