@@ -84,6 +84,10 @@ def kiln_row(args, model_dir, name, batch):
             row["max_abs_err"] = float(err.max())
             row["max_rel_err"] = float((err / (np.abs(ref) + 1e-3)).max())
             row["ref_absmax"] = float(np.abs(ref).max())
+            # FP16 against PyTorch's FP32: a few percent of the output's range is rounding; more
+            # means the engine computes something else (flagged in the table's note).
+            if row["max_abs_err"] > 0.05 * max(row["ref_absmax"], 1e-6):
+                row["check_error"] = "OUTPUT MISMATCH: max abs err %.3g vs output range %.3g" % (row["max_abs_err"], row["ref_absmax"])
         else:
             row["check_error"] = (c.stderr.strip().splitlines() or ["check failed"])[-1][:300]
     return row
