@@ -4,7 +4,7 @@
 #   unit        GPU unit tests (Cuda*, Plugins*, PassAttention*)
 #   plugins     the plugin examples end to end on the GPU
 #   models      model tests against ONNX Runtime on the GPU (FP32, no TF32)
-#   fuzz        200 random graphs per generator on the GPU vs ONNX Runtime (tests/fuzz)
+#   fuzz        60 random graphs per generator on the GPU vs ONNX Runtime (tests/fuzz)
 #   conformance the ONNX node tests on the GPU
 #   bench       bench/gpu_bench.py side by side with peers.py --modes compile_fp16
 #   profile     per-layer profiles of the benchmark engines named in $PROFILE (default
@@ -46,7 +46,7 @@ if has models; then
   grep -E "^(PASS|FAIL)|passed" $OUT/models_gpu.log | cut -c1-300
 fi
 if has fuzz; then
-  timeout 240 python3 tests/fuzz/fuzz_graphs.py --kiln $K/bin/kiln --device gpu --count 200 > $OUT/fuzz_gpu.log 2>&1
+  timeout 240 python3 tests/fuzz/fuzz_graphs.py --kiln $K/bin/kiln --device gpu --count 60 > $OUT/fuzz_gpu.log 2>&1
   tail -12 $OUT/fuzz_gpu.log
 fi
 if has conformance; then
