@@ -414,7 +414,7 @@ void runAttention(const LayerDesc& l, const KernelIO& io) {
 }
 
 //! Strided Q/K/V: copies the views out as [B, H, S, D] tensors, runs the plain computation, and
-//! merges the heads of the output where asked.
+//! writes the output through its strides.
 template <typename T>
 void runViewAttention(const LayerDesc& l, const KernelIO& io) {
   const QkvViews v = parseQkvViews(l);
@@ -446,15 +446,11 @@ void runViewAttention(const LayerDesc& l, const KernelIO& io) {
   runAttention<T>(c, cio);
   T* y = io.out[0].as<T>();
   const T* o = out.as<T>();
-  if (!v.merged) {
-    std::copy(o, o + out.count(), y);
-    return;
-  }
-  for (int64_t b = 0; b < v.b; ++b)  // [B, H, S, Dv] -> [B, S, H*Dv]
+  const std::array<int64_t, 4> st = v.outStrides();
+  for (int64_t b = 0; b < v.b; ++b)  // O[b, h, s, :] to its place in the output
     for (int64_t h = 0; h < v.h; ++h)
       for (int64_t r = 0; r < v.sq; ++r)
-        std::copy(o + ((b * v.h + h) * v.sq + r) * v.dv, o + ((b * v.h + h) * v.sq + r + 1) * v.dv,
-                  y + ((b * v.sq + r) * v.h + h) * v.dv);
+        std::copy(o + ((b * v.h + h) * v.sq + r) * v.dv, o + ((b * v.h + h) * v.sq + r + 1) * v.dv, y + b * st[0] + h * st[1] + r * st[2]);
 }
 
 void refAttention(const LayerDesc& l, const KernelIO& io) {

@@ -5,7 +5,10 @@
 //   kiln_view_dims   [B, H, Sq, Skv, D, Dv]: the logical [B, H, S, D] Q, K, V
 //   kiln_q_view, kiln_k_view, kiln_v_view   [offset, stride_b, stride_h, stride_s] in elements of
 //                    the Q / K / V input buffers (any shape; the head dim is contiguous)
-//   kiln_view_merged 1: the output is [B, Sq, H*Dv] (heads merged), else [B, H, Sq, Dv]
+//   kiln_o_view      [stride_b, stride_h, stride_s] and kiln_o_dims (the output's dims): the
+//                    output holds O[b, h, s, :] at b*stride_b + h*stride_h + s*stride_s (heads
+//                    merged back, sequence-first layouts: the exporter's data movement after the
+//                    attention done by the write); without them the output is [B, H, Sq, Dv]
 #pragma once
 #include <array>
 #include <string>
@@ -18,11 +21,17 @@ namespace kiln {
 struct QkvViews {
   int64_t b = 0, h = 0, sq = 0, skv = 0, d = 0, dv = 0;
   std::array<int64_t, 4> q{}, k{}, v{};  //!< offset, stride b, stride h, stride s
-  bool merged = false;
+  bool outView = false;
+  std::array<int64_t, 3> o{};  //!< output strides (b, h, s) when outView
+  Dims oDims;
   Dims qDims() const { return {b, h, sq, d}; }
   Dims kDims() const { return {b, h, skv, d}; }
   Dims vDims() const { return {b, h, skv, dv}; }
-  Dims outDims() const { return merged ? Dims{b, sq, h * dv} : Dims{b, h, sq, dv}; }
+  Dims outDims() const { return outView ? oDims : Dims{b, h, sq, dv}; }
+  //! Output strides of (b, h, s, d).
+  std::array<int64_t, 4> outStrides() const {
+    return outView ? std::array<int64_t, 4>{o[0], o[1], o[2], 1} : std::array<int64_t, 4>{h * sq * dv, sq * dv, dv, 1};
+  }
 };
 
 inline bool hasQkvViews(const Attributes& a) { return a.has("kiln_view_dims"); }
@@ -37,7 +46,23 @@ inline QkvViews parseQkvViews(const LayerDesc& l) {
     if (x <= 0) opError(l, "kiln_view_dims must be positive");
   QkvViews v;
   v.b = d[0], v.h = d[1], v.sq = d[2], v.skv = d[3], v.d = d[4], v.dv = d[5];
-  v.merged = a.getInt("kiln_view_merged", 0) != 0;
+  if (a.has("kiln_o_view")) {
+    const std::vector<int64_t> o = a.getInts("kiln_o_view");
+    v.oDims = a.getInts("kiln_o_dims");
+    if (o.size() != 3 || v.oDims.empty()) opError(l, "kiln_o_view needs 3 strides and kiln_o_dims");
+    for (int64_t x : v.oDims)
+      if (x <= 0) opError(l, "kiln_o_dims must be positive");
+    int64_t last = v.dv - 1;
+    const int64_t sizes[3] = {v.b, v.h, v.sq};
+    for (int k = 0; k < 3; ++k) {
+      if (o[k] < 0) opError(l, "kiln_o_view must not be negative");
+      v.o[k] = o[k];
+      last += (sizes[k] - 1) * o[k];
+    }
+    if (volume(v.oDims) != v.b * v.h * v.sq * v.dv || last >= volume(v.oDims))
+      opError(l, "kiln_o_view does not fit kiln_o_dims " + toString(v.oDims));
+    v.outView = true;
+  }
   const char* names[3] = {"kiln_q_view", "kiln_k_view", "kiln_v_view"};
   std::array<int64_t, 4>* views[3] = {&v.q, &v.k, &v.v};
   const Dims shapes[3] = {v.qDims(), v.kDims(), v.vDims()};

@@ -198,7 +198,10 @@ TEST(CudaAttention, StridedViewsOfPackedQkv) {
         const int64_t sb = seqFirst ? 3 * e : sq * 3 * e, ss = seqFirst ? b * 3 * e : 3 * e;
         const char* names[3] = {"kiln_q_view", "kiln_k_view", "kiln_v_view"};
         for (int i = 0; i < 3; ++i) c.attrs.set(names[i], std::vector<int64_t>{i * e, sb, d, ss});
-        if (merged) c.attrs.set("kiln_view_merged", int64_t(1));
+        if (merged) {  // heads merged back: O[b, h, s, :] at [b][s][h*D] (batch first) or [s][b][h*D] (seq first)
+          c.attrs.set("kiln_o_view", seqFirst ? std::vector<int64_t>{e, d, b * e} : std::vector<int64_t>{sq * e, d, e});
+          c.attrs.set("kiln_o_dims", seqFirst ? std::vector<int64_t>{sq * b, e} : std::vector<int64_t>{b, sq, e});
+        }
         const Dims packed = seqFirst ? Dims{sq, b, 3 * e} : Dims{b, sq, 3 * e};
         HostTensor p = uniform(packed, seed += 10, -1.5f, 1.5f);
         c.inputs = {p, p, p};

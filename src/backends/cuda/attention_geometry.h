@@ -61,8 +61,8 @@ inline AttentionGeometry attentionGeometry(const LayerDesc& l) {
     g.q = v.qDims(), g.k = v.kDims(), g.v = v.vDims(), g.o = {v.b, v.h, v.sq, v.dv};
     g.qs = {v.q[1], v.q[2], v.q[3]}, g.ks = {v.k[1], v.k[2], v.k[3]}, g.vs = {v.v[1], v.v[2], v.v[3]};
     g.qOffset = v.q[0], g.kOffset = v.k[0], g.vOffset = v.v[0];
-    if (v.merged) g.os = {v.sq * v.h * v.dv, v.dv, v.h * v.dv};
-    else g.os = {v.h * v.sq * v.dv, v.sq * v.dv, v.dv};
+    const std::array<int64_t, 4> os = v.outStrides();
+    g.os = {os[0], os[1], os[2]};
     return g;
   }
   const Dims &qIn = l.inputs[kAttnQ].dims, &kIn = l.inputs[kAttnK].dims, &vIn = l.inputs[kAttnV].dims;

@@ -388,11 +388,17 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
     const bool copied3d = (traceView(q3, a3) && a3.copies) || (traceView(k3, b3) && b3.copies) || (traceView(v3, c3) && c3.copies);
     viewable = copied3d;
   }
+  // The output side of the view form: the data movement after the attention becomes its write.
+  std::vector<Layer*> outChain;
+  Tensor* outZ = nullptr;
+  std::vector<int64_t> outStrides;
+  const bool outViewable = viewable && traceOutputView(net, y, outChain, outZ, outStrides) && outStrides[3] == 1;
   enum Form { kViews, kFlat, kPlain };
   for (Form form : {kViews, kFlat, kPlain}) {
     if (form == kViews && !viewable) continue;
     if (form == kFlat && !(q3 && k3 && v3 && mergeT && qd[1] > 0)) continue;
-    const bool merged = form == kFlat || (form == kViews && mergeT);
+    const bool merged = form == kFlat;
+    const bool outView = form == kViews && outViewable;
     Tensor* k = form == kFlat ? k3 : kRoot;
     if (form == kPlain && kPerm != std::vector<int64_t>{0, 1, 2, 3}) {
       Attributes ta;
@@ -411,7 +417,10 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
       la.set("kiln_q_view", viewAttr(qv));
       la.set("kiln_k_view", viewAttr(kv));
       la.set("kiln_v_view", viewAttr(vv));
-      if (merged) la.set("kiln_view_merged", int64_t(1));
+      if (outView) {
+        la.set("kiln_o_view", std::vector<int64_t>{outStrides[0], outStrides[1], outStrides[2]});
+        la.set("kiln_o_dims", std::vector<int64_t>(outZ->dims.begin(), outZ->dims.end()));
+      }
     }
     if (mask) inputs.push_back(mask);
     Layer* att = net.addLayer("Attention", inputs, 1, la, net.uniqueName(sm->name + "_attention"));
@@ -421,8 +430,10 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
       recordFusion(att, mergeT);
       recordFusion(att, mergeR);
     }
+    if (outView)
+      for (Layer* l : outChain) recordFusion(att, l);
     att->fusedOps.erase(att->fusedOps.begin());  // the synthetic Attention itself is not an original op
-    Tensor* out = merged ? mergeR->outputs[0] : y;
+    Tensor* out = merged ? mergeR->outputs[0] : (outView ? outZ : y);
     att->outputs[0]->type = out->type;
     att->outputs[0]->dims = out->dims;
     att->outputs[0]->dimsKnown = true;
@@ -436,6 +447,8 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
       net.removeLayer(mergeT);
       for (auto it = outIdentities.rbegin(); it != outIdentities.rend(); ++it) net.removeLayer(*it);
     }
+    if (outView)
+      for (auto it = outChain.rbegin(); it != outChain.rend(); ++it) net.removeLayer(*it);
     for (Layer* l : m.chain) net.removeLayer(l);  // pv first: each output's only reader is gone
     return true;
   }

@@ -1,5 +1,7 @@
 #include "builder/passes/view_trace.h"
 
+#include "builder/passes/passes.h"
+
 #include <algorithm>
 #include <string>
 
@@ -208,6 +210,74 @@ bool traceView(Tensor* t, StridedView& v) {
     v.strides.push_back(s.empty() ? 0 : s[0].stride);
   }
   return true;
+}
+
+namespace {
+
+bool reshapeLike(const Layer* l) {
+  const std::string& op = l->op;
+  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity" ||
+         (op == "Concat" && l->inputs.size() == 1);
+}
+
+//! y's strides in the output of layers[0..n) (applied from y on), or false.
+bool stridesThrough(const Tensor* y, const std::vector<Layer*>& layers, size_t n, std::vector<int64_t>& strides) {
+  const Dims& zd = layers[n - 1]->outputs[0]->dims;
+  Trace t;
+  int64_t stride = 1;
+  t.dims.resize(zd.size());
+  for (size_t i = zd.size(); i-- > 0;) {
+    t.dims[i] = {Atom{zd[i], stride}};
+    stride *= zd[i];
+  }
+  for (size_t k = n; k-- > 0;) {  // back from z to y through each layer's inverse
+    const Layer* l = layers[k];
+    if (l->op == "Transpose") {
+      const size_t rank = t.dims.size();
+      std::vector<int64_t> perm = l->attrs.getInts("perm", {});
+      if (perm.empty())
+        for (size_t i = rank; i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+      if (perm.size() != rank) return false;
+      std::vector<Group> d(rank);
+      for (size_t i = 0; i < rank; ++i) {
+        const int64_t p = normAxis(perm[i], rank);
+        if (p < 0 || p >= static_cast<int64_t>(rank)) return false;
+        d[static_cast<size_t>(p)] = t.dims[i];
+      }
+      t.dims = d;
+    } else if (!reshapeTrace(t, l->inputs[0]->dims)) {
+      return false;
+    }
+  }
+  if (sizesOf(t) != y->dims) return false;
+  strides.clear();
+  for (const Group& g : t.dims) {
+    const Group s = simplify(g);
+    if (s.size() > 1) return false;
+    strides.push_back(s.empty() ? 0 : s[0].stride);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool traceOutputView(const Network& net, Tensor* y, std::vector<Layer*>& layers, Tensor*& z, std::vector<int64_t>& strides) {
+  layers.clear();
+  if (!y->dimsKnown || !isStatic(y->dims)) return false;
+  for (Tensor* cur = y; layers.size() < 64;) {
+    Layer* l = soleConsumer(net, cur);
+    if (!l || l->inputs.empty() || l->inputs[0] != cur || l->outputs.size() != 1 || !(reshapeLike(l) || l->op == "Transpose")) break;
+    const Tensor* o = l->outputs[0];
+    if (!o->dimsKnown || !isStatic(o->dims) || o->type != y->type) break;
+    layers.push_back(l);
+    cur = l->outputs[0];
+  }
+  for (; !layers.empty(); layers.pop_back())
+    if (stridesThrough(y, layers, layers.size(), strides)) {
+      z = layers.back()->outputs[0];
+      return true;
+    }
+  return false;
 }
 
 }  // namespace kiln

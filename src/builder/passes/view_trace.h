@@ -23,4 +23,11 @@ struct StridedView {
 //! when a step is not a strided view (e.g. a Reshape merging dims that are not contiguous).
 bool traceView(Tensor* t, StridedView& v);
 
+//! The other direction, for a layer's output `y`: follows its readers while each is the only reader
+//! and only moves data (Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Identity, one-input
+//! Concat; static dims), and finds the longest such chain whose last tensor `z` holds y's elements
+//! as a strided view. Returns the chain's layers (from y on), z, and y's strides in z (false when
+//! no layer can be absorbed).
+bool traceOutputView(const Network& net, Tensor* y, std::vector<Layer*>& layers, Tensor*& z, std::vector<int64_t>& strides);
+
 }  // namespace kiln
