@@ -193,6 +193,54 @@ std::pair<Layer*, Layer*> headMergeOf(const Network& net, Tensor* y, std::vector
   return {t, r};
 }
 
+//! When `base` (a packed Q/K/V projection) is [Add(bias) of] MatMul(Transpose(x), W) with W a
+//! constant matrix, a bias along the last axis only and a Transpose that keeps the last axis (ViT's
+//! sequence-first attention: x [B, S, E] -> [S, B, E] -> in-projection), the projection is
+//! row-wise, so it moves before the Transpose: Transpose(Add(MatMul(x, W), bias)). The attention's
+//! view trace then absorbs that Transpose, and the copy of x is gone. Returns whether it moved.
+bool sinkTransposeBelowProjection(Network& net, Tensor* base) {
+  Layer* add = base->producer && base->producer->op == "Add" ? base->producer : nullptr;
+  Tensor* mmOut = base;
+  Tensor* bias = nullptr;
+  if (add) {
+    if (add->inputs.size() != 2) return false;
+    const int c = add->inputs[0]->isConstant() ? 0 : (add->inputs[1]->isConstant() ? 1 : -1);
+    if (c < 0) return false;
+    bias = add->inputs[c];
+    mmOut = add->inputs[1 - c];
+    const Dims& bd = bias->dims;
+    for (size_t i = 0; i + 1 < bd.size(); ++i)
+      if (bd[i] != 1) return false;
+    if (bd.empty() || bd.size() > base->dims.size() || bd.back() != base->dims.back() || soleConsumer(net, mmOut) != add) return false;
+  }
+  Layer* mm = mmOut->producer;
+  if (!mm || mm->op != "MatMul" || mm->inputs.size() != 2 || !mm->inputs[1]->isConstant() || mm->inputs[1]->dims.size() != 2) return false;
+  Tensor* tOut = mm->inputs[0];
+  Layer* t = tOut->producer;
+  if (!t || t->op != "Transpose" || soleConsumer(net, tOut) != mm || !t->inputs[0]->dimsKnown) return false;
+  const size_t rank = tOut->dims.size();
+  std::vector<int64_t> perm = t->attrs.getInts("perm", {});
+  if (perm.size() != rank || rank < 2 || perm.back() != static_cast<int64_t>(rank) - 1) return false;
+  Tensor* x = t->inputs[0];
+  Dims pd = x->dims;
+  pd.back() = mmOut->dims.back();
+  Tensor* proj = addTypedLayer(net, "MatMul", {x, mm->inputs[1]}, {}, mm->name + "_unpermuted", mmOut->type, pd);
+  recordFusion(proj->producer, mm);
+  if (add) {
+    proj = addTypedLayer(net, "Add", {proj, bias}, {}, add->name + "_unpermuted", base->type, pd);
+    recordFusion(proj->producer, add);
+  }
+  Attributes ta;
+  ta.set("perm", perm);
+  Tensor* moved = addTypedLayer(net, "Transpose", {proj}, ta, t->name + "_moved", base->type, base->dims);
+  net.replaceUses(base, moved);
+  if (add) net.removeLayer(add);
+  net.removeLayer(mm);
+  net.removeLayer(t);
+  net.topoSort();
+  return true;
+}
+
 //! One matched attention subgraph.
 struct Match {
   Layer *qk = nullptr, *softmax = nullptr, *pv = nullptr;
@@ -373,8 +421,12 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
   auto [mergeT, mergeR] = headMergeOf(net, y, &outIdentities);
   // Strided views of the buffers the head-splitting data movement started from (ops/attention_views.h).
   StridedView qv, kv, vv;
-  bool viewable = traceView(q, qv) && traceView(kRoot, kv) && traceView(v, vv) && qv.base->type == type &&
-                  kv.base->type == type && vv.base->type == type;
+  auto traceAll = [&] {
+    return traceView(q, qv) && traceView(kRoot, kv) && traceView(v, vv) && qv.base->type == type && kv.base->type == type &&
+           vv.base->type == type;
+  };
+  bool viewable = traceAll();
+  if (viewable && qv.base == kv.base && kv.base == vv.base && sinkTransposeBelowProjection(net, qv.base)) viewable = traceAll();
   if (viewable) {  // K = transpose(kRoot, kPerm)
     StridedView p = kv;
     for (size_t i = 0; i < 4; ++i) p.sizes[i] = kv.sizes[static_cast<size_t>(kPerm[i])], p.strides[i] = kv.strides[static_cast<size_t>(kPerm[i])];
