@@ -19,8 +19,10 @@ bool statsUsed(const Network& net, const Layer* l) {
   return false;
 }
 
+//! Static dims only: two symbolic dims that print the same may still differ at run time (an Add
+//! that broadcasts), and the fused kernel reads both operands row by row.
 bool activationLike(const Tensor* t, const Tensor* x) {
-  return t && !t->isConstant() && t->dimsKnown && t->dims == x->dims && t->type == x->type;
+  return t && !t->isConstant() && t->dimsKnown && isStatic(t->dims) && t->dims == x->dims && t->type == x->type;
 }
 
 }  // namespace
