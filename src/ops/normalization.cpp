@@ -315,6 +315,8 @@ DataType stashType(const LayerDesc& l) {
 //! kiln's skip LayerNormalization (from the GPU builder's fusion, `kiln_skip` = 1): a 4th input R
 //! of X's shape and type is added first, Y = LN(X + R), the sum rounded to X's type as the Add it
 //! replaces did (BERT's residual Add before each LayerNorm: one pass over the activations less).
+//! Its optional second output is that sum (pre-LN blocks, GPT-2 / ViT, read it again as the next
+//! residual); Mean and InvStdDev are not available from a skip LayerNorm.
 bool skipNorm(const LayerDesc& l) { return l.op == "LayerNormalization" && l.attrs->getInt("kiln_skip", 0) != 0; }
 
 void inferLayerNorm(LayerDesc& l) {
@@ -337,8 +339,12 @@ void inferLayerNorm(LayerDesc& l) {
     requireUnidirectional(l, 2, x, "B");
   }
   size_t nOut = std::max<size_t>(l.outputs.size(), 1);
-  if (nOut > (rms ? 1u : 3u)) opError(l, "too many outputs (" + std::to_string(nOut) + ")");
+  if (nOut > (rms ? 1u : (skip ? 2u : 3u))) opError(l, "too many outputs (" + std::to_string(nOut) + ")");
   setOutput(l, 0, l.inputs[0].type, x);
+  if (skip) {
+    if (nOut > 1) setOutput(l, 1, l.inputs[0].type, x);  // the sum X + R
+    return;
+  }
   Dims stats(x.begin(), x.begin() + axis);
   stats.resize(x.size(), 1);
   for (size_t o = 1; o < nOut; ++o) setOutput(l, o, stash, stats);
@@ -379,6 +385,11 @@ void layerNormKernel(const LayerDesc& l, const KernelIO& io) {
       double y = (at(k) - mean) * inv * loadAsDouble(io.in[1], scaleAt(e));
       if (hasBias) y += loadAsDouble(io.in[2], biasAt(e));
       out[e] = static_cast<T>(y);
+    }
+    if (skip) {
+      if (io.out.size() > 1 && io.out[1].data)
+        for (int64_t k = 0; k < cols; ++k) io.out[1].as<T>()[r * cols + k] = static_cast<T>(at(k));
+      continue;
     }
     if (io.out.size() > 1 && io.out[1].data) storeFromDouble(io.out[1], r, mean);
     if (io.out.size() > 2 && io.out[2].data) storeFromDouble(io.out[2], r, inv);

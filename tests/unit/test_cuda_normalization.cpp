@@ -178,6 +178,8 @@ TEST(CudaLayerNorm, SkipInput) {
       c.inputs.push_back(uniform(x, seed + 5, -2.f, 2.f));
       c.constant = {false, true, true, false};
       check(c, t, "skip LayerNorm " + toString(x));
+      c.nbOutputs = 2;  // pre-LN blocks: the sum as the second output
+      check(c, t, "skip LayerNorm with the sum " + toString(x));
     }
 }
 

@@ -1,6 +1,6 @@
 // The residual Add + LayerNormalization fusion (GPU builds): BERT's post-LN block becomes one
 // LayerNormalization with a skip input that computes what the two layers did (reference
-// kernels); a sum that is read elsewhere too (pre-LN blocks) keeps its Add.
+// kernels); a sum that is read elsewhere too (pre-LN blocks) becomes its second output.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -61,13 +61,26 @@ TEST(PassSkipLayerNorm, PostLnBlockFusesAndAgrees) {
   for (int64_t i = 0; i < r.count(); ++i) ASSERT_NEAR(g.getDouble(i), r.getDouble(i), 1e-5 * (1 + std::fabs(r.getDouble(i)))) << i;
 }
 
-TEST(PassSkipLayerNorm, SumReadElsewhereKeepsTheAdd) {
+// Pre-LN style: the sum is a network output too; the fused layer writes it as its second output.
+TEST(PassSkipLayerNorm, SumReadElsewhereBecomesASecondOutput) {
+  Network ref;
+  makeBlock(ref, true);
+  const std::map<std::string, HostTensor> in{{"x", randomTensor({2, 5, 16}, 10)}};
+  auto want = kiln::test::evaluateReference(ref, in);
   Network net;
   makeBlock(net, true);
   net.topoSort();
   net.inferShapes();
-  EXPECT_FALSE(fuseSkipLayerNorm(net));
-  EXPECT_EQ(count(net, "Add"), 1);
+  ASSERT_TRUE(fuseSkipLayerNorm(net));
+  EXPECT_EQ(count(net, "Add"), 0);
+  for (auto& l : net.layers())
+    if (l->op == "LayerNormalization") EXPECT_EQ(l->outputs.size(), 2u);
+  auto got = kiln::test::evaluateReference(net, in);
+  for (const char* name : {"y", "sum"}) {
+    const HostTensor &g = got.at(name), &r = want.at(name);
+    ASSERT_EQ(g.dims(), r.dims()) << name;
+    for (int64_t i = 0; i < r.count(); ++i) ASSERT_NEAR(g.getDouble(i), r.getDouble(i), 1e-5 * (1 + std::fabs(r.getDouble(i)))) << name << i;
+  }
 }
 
 TEST(PassSkipLayerNorm, SkipInputMustMatchX) {

@@ -71,6 +71,7 @@ struct RowNormParams {
   const void* scale = nullptr;
   const void* bias = nullptr;  //!< may be null (RMSNorm, LayerNorm without B)
   const void* skip = nullptr;  //!< skip LayerNorm (kiln_skip): added to X (rounded to T) first
+  void* sum = nullptr;         //!< skip LayerNorm's optional second output: X + skip
   float* mean = nullptr;       //!< optional outputs (float32), one per row
   float* invStd = nullptr;
 };

@@ -120,8 +120,12 @@ class LayerNormKernel : public Kernel {
     p.bias = io.in.size() > 2 ? io.in[2].data : nullptr;
     p.skip = io.in.size() > 3 ? io.in[3].data : nullptr;
     p.y = io.out[0].data;
-    if (io.out.size() > 1) p.mean = static_cast<float*>(io.out[1].data);
-    if (io.out.size() > 2) p.invStd = static_cast<float*>(io.out[2].data);
+    if (p.skip) {  // skip LayerNorm: the optional second output is the sum
+      p.sum = io.out.size() > 1 ? io.out[1].data : nullptr;
+    } else {
+      if (io.out.size() > 1) p.mean = static_cast<float*>(io.out[1].data);
+      if (io.out.size() > 2) p.invStd = static_cast<float*>(io.out[2].data);
+    }
     launchRowNorm(p, streamOf(io));
   }
 

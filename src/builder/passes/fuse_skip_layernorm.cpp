@@ -1,9 +1,12 @@
-// Residual Add + LayerNormalization, y = LN(a + b), where the sum is read by the LayerNorm only
-// (BERT's post-LN blocks), becomes one LayerNormalization with a skip input (`kiln_skip` = 1,
-// inputs X, scale, B, R; semantics in ops/normalization.cpp): the sum is never written out, one
-// read and one write of the activations less per block. Where the sum is read elsewhere too
-// (pre-LN blocks: GPT-2, ViT) the Add stays. GPU builds only (the CUDA row-norm kernel takes the
-// skip input); `supported` keeps the pattern where the backend has no kernel for the result.
+// Residual Add + LayerNormalization, y = LN(a + b), becomes one LayerNormalization with a skip
+// input (`kiln_skip` = 1, inputs X, scale, B, R; semantics in ops/normalization.cpp). Where the
+// LayerNorm is the sum's only reader (BERT's post-LN blocks) the sum is never written out; where
+// it is read again (pre-LN blocks, GPT-2 / ViT: the next residual) the fused layer writes it as
+// its second output, in the same pass. Either way one kernel and one read of the activations
+// less. GPU builds only (the CUDA row-norm kernel takes the skip input); `supported` keeps the
+// pattern where the backend has no kernel for the result.
+#include <algorithm>
+
 #include "builder/passes/passes.h"
 
 namespace kiln {
@@ -35,11 +38,13 @@ bool fuseSkipLayerNorm(Network& net, const std::function<bool(const Layer&)>& su
       continue;
     Tensor* x = ln->inputs[0];
     Layer* add = x ? x->producer : nullptr;
-    if (!add || add->op != "Add" || add->inputs.size() != 2 || soleConsumer(net, x) != ln || statsUsed(net, ln)) continue;
+    if (!add || add->op != "Add" || add->inputs.size() != 2 || statsUsed(net, ln)) continue;
+    if (std::count(ln->inputs.begin(), ln->inputs.end(), x) != 1) continue;
+    const bool shared = soleConsumer(net, x) != ln;  // the sum is read elsewhere too: a second output
     if (!x->dimsKnown || !activationLike(add->inputs[0], x) || !activationLike(add->inputs[1], x)) continue;
     Attributes a = ln->attrs;
     a.set("kiln_skip", int64_t(1));
-    Layer* fused = net.addLayer("LayerNormalization", {add->inputs[0], ln->inputs[1], ln->inputs[2], add->inputs[1]}, 1, a,
+    Layer* fused = net.addLayer("LayerNormalization", {add->inputs[0], ln->inputs[1], ln->inputs[2], add->inputs[1]}, shared ? 2 : 1, a,
                                 net.uniqueName(ln->name + "_skip"));
     recordFusion(fused, add);
     recordFusion(fused, ln);
@@ -48,11 +53,17 @@ bool fuseSkipLayerNorm(Network& net, const std::function<bool(const Layer&)>& su
     fused->outputs[0]->type = y->type;
     fused->outputs[0]->dims = y->dims;
     fused->outputs[0]->dimsKnown = true;
+    if (shared) {
+      fused->outputs[1]->type = x->type;
+      fused->outputs[1]->dims = x->dims;
+      fused->outputs[1]->dimsKnown = true;
+    }
     if (supported && !supported(*fused)) {
       net.removeLayer(fused);
       continue;
     }
     net.replaceUses(y, fused->outputs[0]);
+    if (shared) net.replaceUses(x, fused->outputs[1]);  // the other readers (the old LayerNorm goes next)
     net.removeLayer(ln);
     net.removeLayer(add);
     net.topoSort();
