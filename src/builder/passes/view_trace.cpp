@@ -101,6 +101,24 @@ bool sliceDim(Trace& t, size_t axis, int64_t start, int64_t len) {
   return true;
 }
 
+//! Applies Transpose layer `l` to the trace (or, with `inverse`, undoes it).
+bool permuteTrace(const Layer& l, Trace& t, bool inverse) {
+  const size_t rank = t.dims.size();
+  std::vector<int64_t> perm = l.attrs.getInts("perm", {});
+  if (perm.empty())
+    for (size_t i = rank; i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+  if (perm.size() != rank) return false;
+  std::vector<Group> d(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t p = perm[i] < 0 ? perm[i] + static_cast<int64_t>(rank) : perm[i];
+    if (p < 0 || p >= static_cast<int64_t>(rank)) return false;
+    if (inverse) d[static_cast<size_t>(p)] = t.dims[i];
+    else d[i] = t.dims[static_cast<size_t>(p)];
+  }
+  t.dims = d;
+  return true;
+}
+
 bool constInts(const Layer& l, size_t i, std::vector<int64_t>& out) {
   if (i >= l.inputs.size() || !l.inputs[i]) return false;
   const Tensor* t = l.inputs[i];
@@ -128,17 +146,7 @@ bool applyStep(const Layer& l, size_t j, Trace& t) {
     return reshapeTrace(t, od);
   const size_t rank = t.dims.size();
   if (op == "Transpose") {
-    std::vector<int64_t> perm = l.attrs.getInts("perm", {});
-    if (perm.empty())
-      for (size_t i = rank; i-- > 0;) perm.push_back(static_cast<int64_t>(i));
-    if (perm.size() != rank) return false;
-    std::vector<Group> d(rank);
-    for (size_t i = 0; i < rank; ++i) {
-      const int64_t p = normAxis(perm[i], rank);
-      if (p < 0 || p >= static_cast<int64_t>(rank)) return false;
-      d[i] = t.dims[static_cast<size_t>(p)];
-    }
-    t.dims = d;
+    if (!permuteTrace(l, t, false)) return false;
   } else if (op == "Gather") {
     std::vector<int64_t> idx;
     if (!constInts(l, 1, idx) || idx.size() != 1) return false;
@@ -233,18 +241,7 @@ bool stridesThrough(const Tensor* y, const std::vector<Layer*>& layers, size_t n
   for (size_t k = n; k-- > 0;) {  // back from z to y through each layer's inverse
     const Layer* l = layers[k];
     if (l->op == "Transpose") {
-      const size_t rank = t.dims.size();
-      std::vector<int64_t> perm = l->attrs.getInts("perm", {});
-      if (perm.empty())
-        for (size_t i = rank; i-- > 0;) perm.push_back(static_cast<int64_t>(i));
-      if (perm.size() != rank) return false;
-      std::vector<Group> d(rank);
-      for (size_t i = 0; i < rank; ++i) {
-        const int64_t p = normAxis(perm[i], rank);
-        if (p < 0 || p >= static_cast<int64_t>(rank)) return false;
-        d[static_cast<size_t>(p)] = t.dims[i];
-      }
-      t.dims = d;
+      if (!permuteTrace(*l, t, true)) return false;
     } else if (!reshapeTrace(t, l->inputs[0]->dims)) {
       return false;
     }
