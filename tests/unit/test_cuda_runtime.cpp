@@ -59,39 +59,20 @@ HostTensor reference(const HostTensor& in) {
   return kiln::test::evaluateReference(net, {{"x", in}}).at("y");
 }
 
-HostTensor runGpu(ExecutionContext& ctx, const HostTensor& in, cudaStream_t s, bool graph = false) {
-  HostTensor out(DataType::kFLOAT, {4, 64});
+//! One run of `ctx` on `s` (an enqueue, or a captured graph's replay) with input "x" = `in` and
+//! output "y" of `outDims` (float32), the output filled with NaNs first so that unwritten values
+//! cannot pass.
+HostTensor runGpu(ExecutionContext& ctx, const HostTensor& in, cudaStream_t s, bool graph = false, const Dims& outDims = {4, 64}) {
+  HostTensor out(DataType::kFLOAT, outDims);
   DeviceBuffers buf(in, out.bytes());
   ctx.setTensorAddress("x", buf.x);
   ctx.setTensorAddress("y", buf.y);
-  if (graph) {
-    EXPECT_TRUE(ctx.captureGraph(s));
-    cudaMemsetAsync(buf.y, 0, out.bytes(), s);
-    ctx.launchGraph(s);
-  } else {
-    ctx.enqueue(s);
-  }
+  if (graph) EXPECT_TRUE(ctx.captureGraph(s));
+  cudaMemsetAsync(buf.y, 0xff, out.bytes(), s);
+  if (graph) ctx.launchGraph(s);
+  else ctx.enqueue(s);
   cudaMemcpyAsync(out.data(), buf.y, out.bytes(), cudaMemcpyDeviceToHost, s);
   cudaStreamSynchronize(s);
-  return out;
-}
-
-//! One enqueue of `ctx` on `s` with input "x" = `in` and output "y" of `outDims` (float32), the
-//! output buffer filled with NaNs first so that unwritten values cannot pass.
-HostTensor runXY(ExecutionContext& ctx, const HostTensor& in, const Dims& outDims, cudaStream_t s) {
-  HostTensor out(DataType::kFLOAT, outDims);
-  void *dx = nullptr, *dy = nullptr;
-  cudaMalloc(&dx, in.bytes());
-  cudaMalloc(&dy, out.bytes());
-  cudaMemcpy(dx, in.data(), in.bytes(), cudaMemcpyHostToDevice);
-  ctx.setTensorAddress("x", dx);
-  ctx.setTensorAddress("y", dy);
-  cudaMemsetAsync(dy, 0xff, out.bytes(), s);
-  ctx.enqueue(s);
-  cudaMemcpyAsync(out.data(), dy, out.bytes(), cudaMemcpyDeviceToHost, s);
-  cudaStreamSynchronize(s);
-  cudaFree(dx);
-  cudaFree(dy);
   return out;
 }
 
@@ -204,16 +185,10 @@ TEST(CudaRuntime, Fp16ConvChainRunsChannelsLast) {
   Network ref;
   makeConvChain(ref);
   HostTensor want = kiln::test::evaluateReference(ref, {{"x", in}}).at("y");
-  HostTensor out(DataType::kFLOAT, {8, 10});
-  DeviceBuffers buf(in, out.bytes());
   cudaStream_t s;
   cudaStreamCreate(&s);
   auto ctx = engine->createExecutionContext();
-  ctx->setTensorAddress("x", buf.x);
-  ctx->setTensorAddress("y", buf.y);
-  ctx->enqueue(s);
-  cudaMemcpyAsync(out.data(), buf.y, out.bytes(), cudaMemcpyDeviceToHost, s);
-  cudaStreamSynchronize(s);
+  HostTensor out = runGpu(*ctx, in, s, false, {8, 10});
   cudaStreamDestroy(s);
   kiln::test::expectClose(out, want, 3e-2, 3e-2, "fp16 conv chain, channels-last");
 }
@@ -254,7 +229,7 @@ TEST(CudaRuntime, ViewOnAuxStreamPassesReadinessOn) {
   cudaStreamCreate(&s);
   auto ctx = engine->createExecutionContext();
   for (int rep = 0; rep < 3; ++rep)
-    kiln::test::expectClose(runXY(*ctx, in, ref.dims(), s), ref, 2e-2, 1e-2, "view on an aux stream, run " + std::to_string(rep));
+    kiln::test::expectClose(runGpu(*ctx, in, s, false, ref.dims()), ref, 2e-2, 1e-2, "view on an aux stream, run " + std::to_string(rep));
   cudaStreamDestroy(s);
 }
 
@@ -337,6 +312,6 @@ TEST(CudaRuntime, TransformerBlockFusesAndMatchesReference) {
   cudaStream_t st;
   cudaStreamCreate(&st);
   auto ctx = engine->createExecutionContext();
-  kiln::test::expectClose(runXY(*ctx, in, ref.dims(), st), ref, 3e-2, 3e-2, "FP16 transformer block");
+  kiln::test::expectClose(runGpu(*ctx, in, st, false, ref.dims()), ref, 3e-2, 3e-2, "FP16 transformer block");
   cudaStreamDestroy(st);
 }
