@@ -101,6 +101,38 @@ bool sliceDim(Trace& t, size_t axis, int64_t start, int64_t len) {
   return true;
 }
 
+//! A contiguous (row-major) tensor of dims `d`.
+Trace contiguousTrace(const Dims& d) {
+  Trace t;
+  int64_t stride = 1;
+  t.dims.resize(d.size());
+  for (size_t i = d.size(); i-- > 0;) {
+    t.dims[i] = {Atom{d[i], stride}};
+    stride *= d[i];
+  }
+  return t;
+}
+
+//! One stride per dim of `t`, or false when a dim does not collapse to one.
+bool finalStrides(const Trace& t, std::vector<int64_t>& strides) {
+  strides.clear();
+  for (const Group& g : t.dims) {
+    const Group s = simplify(g);
+    if (s.size() > 1) return false;
+    strides.push_back(s.empty() ? 0 : s[0].stride);
+  }
+  return true;
+}
+
+int64_t normAxis(int64_t a, size_t rank) { return a < 0 ? a + static_cast<int64_t>(rank) : a; }
+
+//! Layers that keep the element order and only change the dims.
+bool reshapeLike(const Layer* l) {
+  const std::string& op = l->op;
+  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity" ||
+         (op == "Concat" && l->inputs.size() == 1);
+}
+
 //! Applies Transpose layer `l` to the trace (or, with `inverse`, undoes it).
 bool permuteTrace(const Layer& l, Trace& t, bool inverse) {
   const size_t rank = t.dims.size();
@@ -110,7 +142,7 @@ bool permuteTrace(const Layer& l, Trace& t, bool inverse) {
   if (perm.size() != rank) return false;
   std::vector<Group> d(rank);
   for (size_t i = 0; i < rank; ++i) {
-    const int64_t p = perm[i] < 0 ? perm[i] + static_cast<int64_t>(rank) : perm[i];
+    const int64_t p = normAxis(perm[i], rank);
     if (p < 0 || p >= static_cast<int64_t>(rank)) return false;
     if (inverse) d[static_cast<size_t>(p)] = t.dims[i];
     else d[i] = t.dims[static_cast<size_t>(p)];
@@ -127,23 +159,18 @@ bool constInts(const Layer& l, size_t i, std::vector<int64_t>& out) {
   return true;
 }
 
-int64_t normAxis(int64_t a, size_t rank) { return a < 0 ? a + static_cast<int64_t>(rank) : a; }
-
 bool isViewLayer(const Layer* l) {
   if (!l || l->inputs.empty() || !l->inputs[0] || l->outputs.empty()) return false;
   for (const Tensor* o : l->outputs)
     if (!o || !o->dimsKnown || !isStatic(o->dims)) return false;
-  static const char* kOps[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Gather", "Split", "Slice"};
-  if (l->op == "Concat") return l->inputs.size() == 1;
-  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return l->op == op; });
+  return reshapeLike(l) || l->op == "Transpose" || l->op == "Gather" || l->op == "Split" || l->op == "Slice";
 }
 
 //! Applies output `j` of layer `l` to the trace of its first input.
 bool applyStep(const Layer& l, size_t j, Trace& t) {
   const Dims& od = l.outputs[j]->dims;
   const std::string& op = l.op;
-  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity" || op == "Concat")
-    return reshapeTrace(t, od);
+  if (reshapeLike(&l)) return reshapeTrace(t, od);
   const size_t rank = t.dims.size();
   if (op == "Transpose") {
     if (!permuteTrace(l, t, false)) return false;
@@ -197,13 +224,7 @@ bool traceView(Tensor* t, StridedView& v) {
     cur = l->inputs[0];
   }
   if (!cur || cur->isConstant() || !cur->dimsKnown || !isStatic(cur->dims) || !t->dimsKnown) return false;
-  Trace tr;
-  int64_t stride = 1;
-  tr.dims.resize(cur->dims.size());
-  for (size_t i = cur->dims.size(); i-- > 0;) {
-    tr.dims[i] = {Atom{cur->dims[i], stride}};
-    stride *= cur->dims[i];
-  }
+  Trace tr = contiguousTrace(cur->dims);
   for (auto it = chain.rbegin(); it != chain.rend(); ++it)
     if (!applyStep(*it->first, it->second, tr)) return false;
   if (sizesOf(tr) != t->dims) return false;
@@ -211,33 +232,15 @@ bool traceView(Tensor* t, StridedView& v) {
   v.base = cur;
   v.offset = tr.offset;
   v.copies = tr.copies;
-  for (const Group& g : tr.dims) {  // every final dim must be one stride
-    const Group s = simplify(g);
-    if (s.size() > 1) return false;
-    v.sizes.push_back(groupSize(g));
-    v.strides.push_back(s.empty() ? 0 : s[0].stride);
-  }
-  return true;
+  v.sizes = t->dims;
+  return finalStrides(tr, v.strides);
 }
 
 namespace {
 
-bool reshapeLike(const Layer* l) {
-  const std::string& op = l->op;
-  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity" ||
-         (op == "Concat" && l->inputs.size() == 1);
-}
-
 //! y's strides in the output of layers[0..n) (applied from y on), or false.
 bool stridesThrough(const Tensor* y, const std::vector<Layer*>& layers, size_t n, std::vector<int64_t>& strides) {
-  const Dims& zd = layers[n - 1]->outputs[0]->dims;
-  Trace t;
-  int64_t stride = 1;
-  t.dims.resize(zd.size());
-  for (size_t i = zd.size(); i-- > 0;) {
-    t.dims[i] = {Atom{zd[i], stride}};
-    stride *= zd[i];
-  }
+  Trace t = contiguousTrace(layers[n - 1]->outputs[0]->dims);
   for (size_t k = n; k-- > 0;) {  // back from z to y through each layer's inverse
     const Layer* l = layers[k];
     if (l->op == "Transpose") {
@@ -246,14 +249,7 @@ bool stridesThrough(const Tensor* y, const std::vector<Layer*>& layers, size_t n
       return false;
     }
   }
-  if (sizesOf(t) != y->dims) return false;
-  strides.clear();
-  for (const Group& g : t.dims) {
-    const Group s = simplify(g);
-    if (s.size() > 1) return false;
-    strides.push_back(s.empty() ? 0 : s[0].stride);
-  }
-  return true;
+  return sizesOf(t) == y->dims && finalStrides(t, strides);
 }
 
 }  // namespace
