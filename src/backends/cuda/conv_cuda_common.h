@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "backends/backend.h"
@@ -18,6 +19,16 @@ struct DevAct {
   float alpha = 0.f, beta = 0.f;
 };
 inline DevAct toDevAct(const Activation& a) { return DevAct{static_cast<int>(a.kind), a.alpha, a.beta}; }
+
+//! Alignment of a kernel's own scratch region and of the library workspace placed after it in one
+//! workspace allocation (the padded conv input, the patch rows).
+constexpr int64_t kWorkspaceAlign = 256;
+
+//! v rounded up to a multiple of m (v >= 0, m > 0); throws on overflow.
+inline int64_t roundUp(int64_t v, int64_t m) {
+  if (v < 0 || v > std::numeric_limits<int64_t>::max() - (m - 1)) throw Error("workspace size overflow");
+  return (v + m - 1) / m * m;
+}
 
 //! y[n, c, s] = act(y[n, c, s] + bias[c] + res[n, c, s]) in place, for `planes` = N*C planes of
 //! `size` elements; `bias` and `res` may be null. T is float, __half or __nv_bfloat16 (`type`).

@@ -45,12 +45,13 @@ constexpr int kCudnnTactics = 4;
 constexpr int kPaddedTactics = 2;         // "cudnn_pad8_<i>"
 constexpr int64_t kPadChannels = 8;       // the padded tactics' channel multiple
 constexpr int64_t kMaxPaddedChannels = 64;
-constexpr int64_t kWorkspaceAlign = 256;  // the padded X copy and cuDNN's workspace start aligned
 constexpr int64_t kMaxWorkspace = int64_t(512) << 20;
 // Variant-pack uids of the graph's user tensors.
 enum Uid : int64_t { kUidX = 1, kUidW = 2, kUidB = 3, kUidR = 4, kUidY = 5 };
 
 using cuda::CudnnHandle;
+using cuda::kWorkspaceAlign;
+using cuda::roundUp;
 using cuda::cudnnHandle;
 
 void check(fe::error_t e, const LayerDesc& l, const char* what) {
@@ -109,11 +110,6 @@ HostTensor toPaddedChannelsLast(const HostTensor& w, int64_t cp) {
   for (int64_t r = 0; r < rows; ++r)
     std::memcpy(to + static_cast<size_t>(r * cp) * es, from + static_cast<size_t>(r * c) * es, static_cast<size_t>(c) * es);
   return out;
-}
-
-int64_t roundUp(int64_t v, int64_t m) {
-  if (v < 0 || v > std::numeric_limits<int64_t>::max() - (m - 1)) throw Error("cuDNN conv: size overflow");
-  return (v + m - 1) / m * m;
 }
 
 //! Activations the frontend's pointwise modes express with kiln's exact formula: Relu, Sigmoid,

@@ -124,8 +124,8 @@ class PatchGemmKernel : public Kernel {
     s->n = x[0], s->c = x[1], s->h = x[2], s->w = x[3], s->p = w[2], s->k = w[0];
     s->patches = (s->h / s->p) * (s->w / s->p);
     const int64_t cpp = volume(Dims{s->c, s->p, s->p});
-    s->rowsBytes = static_cast<size_t>(volume(Dims{s->n, s->patches, cpp})) * elementSize(l.inputs[0].type);
-    s->rowsBytes = (s->rowsBytes + 255) / 256 * 256;
+    const int64_t es = static_cast<int64_t>(elementSize(l.inputs[0].type));
+    s->rowsBytes = static_cast<size_t>(cuda::roundUp(volume(Dims{s->n, s->patches, cpp, es}), cuda::kWorkspaceAlign));
     cuda::GemmProblem g;
     g.type = l.inputs[0].type;
     g.M = s->k;
