@@ -16,6 +16,15 @@ template <> __device__ __forceinline__ float fromF<float>(float v) { return v; }
 template <> __device__ __forceinline__ __half fromF<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 fromF<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
+//! 16 bytes of elements moved as one uint4 (vectorized loads and stores of the conv kernels).
+template <typename T>
+union Pack16 {
+  uint4 u;
+  T e[16 / sizeof(T)];
+  __device__ Pack16() {}
+  __device__ explicit Pack16(uint4 v) : u(v) {}
+};
+
 __device__ __forceinline__ float applyAct(float x, const DevAct& a) {
   switch (static_cast<ActKind>(a.kind)) {
     case ActKind::kNone: return x;

@@ -7,7 +7,6 @@
 // of X and of the weights (uploaded as [3][3][C]) per tap and one 16-byte store. cuDNN's engines
 // for channels-last grouped convolutions with group == C are slow, and without this tactic a
 // depthwise conv inside an nhwc chain would need a transpose on each side.
-#include <cstring>
 #include <string>
 
 #include "backends/cpu/conv_geometry.h"
@@ -55,19 +54,6 @@ __global__ void depthwise3x3Kernel(const T* __restrict__ x, const T* __restrict_
   }
 }
 
-//! 8 float16/bfloat16 values moved as one 16-byte word.
-union Pack8 {
-  uint4 u;
-  uint16_t h[8];
-};
-
-template <typename T>
-__device__ __forceinline__ float lane8(const Pack8& p, int e) {
-  T v;
-  memcpy(&v, &p.h[e], 2);
-  return cuda::toF(v);
-}
-
 //! Channels-last 3x3 depthwise: X [N][inH][inW][C], W [3][3][C], Y and the residual [N][outH][outW][C].
 //! I: the index type, 32-bit where every offset fits (the divisions below are the kernel's main
 //! arithmetic cost; 64-bit ones are several times slower).
@@ -83,9 +69,9 @@ __global__ void depthwise3x3NhwcKernel(const T* __restrict__ x, const T* __restr
     const I c0 = cg * 8;
     float acc[8];
     if (bias) {
-      const Pack8 b{__ldg(reinterpret_cast<const uint4*>(bias + c0))};
+      const cuda::Pack16<T> b(__ldg(reinterpret_cast<const uint4*>(bias + c0)));
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] = lane8<T>(b, e);
+      for (int e = 0; e < 8; ++e) acc[e] = cuda::toF(b.e[e]);
     } else {
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[e] = 0.f;
@@ -100,21 +86,17 @@ __global__ void depthwise3x3NhwcKernel(const T* __restrict__ x, const T* __restr
       for (int kw = 0; kw < 3; ++kw) {
         const I iw = iw0 + kw * g64.dilW;
         if (iw < 0 || iw >= inW) continue;
-        const Pack8 xv{__ldg(reinterpret_cast<const uint4*>(xn + (ih * inW + iw) * channels))};
-        const Pack8 wv{__ldg(reinterpret_cast<const uint4*>(w + (kh * 3 + kw) * channels + c0))};
+        const cuda::Pack16<T> xv(__ldg(reinterpret_cast<const uint4*>(xn + (ih * inW + iw) * channels)));
+        const cuda::Pack16<T> wv(__ldg(reinterpret_cast<const uint4*>(w + (kh * 3 + kw) * channels + c0)));
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] += lane8<T>(xv, e) * lane8<T>(wv, e);
+        for (int e = 0; e < 8; ++e) acc[e] += cuda::toF(xv.e[e]) * cuda::toF(wv.e[e]);
       }
     }
-    Pack8 r{};
+    cuda::Pack16<T> r(make_uint4(0, 0, 0, 0));
     if (res) r.u = *reinterpret_cast<const uint4*>(res + static_cast<int64_t>(i) * 8);
-    Pack8 out;
+    cuda::Pack16<T> out;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const float v = cuda::applyAct(acc[e] + (res ? lane8<T>(r, e) : 0.f), act);
-      const T o = cuda::fromF<T>(v);
-      memcpy(&out.h[e], &o, 2);
-    }
+    for (int e = 0; e < 8; ++e) out.e[e] = cuda::fromF<T>(cuda::applyAct(acc[e] + (res ? cuda::toF(r.e[e]) : 0.f), act));
     *reinterpret_cast<uint4*>(y + static_cast<int64_t>(i) * 8) = out.u;
   }
 }
@@ -160,7 +142,9 @@ class DepthwiseKernel : public Kernel {
     const void* res = io.in.size() > 3 ? io.in[3].data : nullptr;
     auto run = [&](auto tag) {
       using T = decltype(tag);
-      auto* kernel = !nhwc_ ? depthwise3x3Kernel<T> : (s->small ? depthwise3x3NhwcKernel<T, int32_t> : depthwise3x3NhwcKernel<T, int64_t>);
+      auto* kernel = depthwise3x3Kernel<T>;
+      if constexpr (sizeof(T) == 2)  // the channels-last kernel: 8 two-byte channels per thread
+        if (nhwc_) kernel = s->small ? depthwise3x3NhwcKernel<T, int32_t> : depthwise3x3NhwcKernel<T, int64_t>;
       kernel<<<cuda::gridFor(s->total), 256, 0, stream>>>(io.in[0].as<T>(), static_cast<const T*>(weights_.orInput(io, 1)),
                                                           static_cast<const T*>(bias_.orInput(io, 2)), static_cast<const T*>(res),
                                                           io.out[0].as<T>(), s->total, s->g, act_);

@@ -22,11 +22,8 @@ __global__ void convEpilogueKernel(T* __restrict__ y, const T* __restrict__ bias
       if (res) v += toF(res[i]);
       y[i] = fromF<T>(applyAct(v, act));
     } else {
-      union Pack {
-        uint4 u;
-        T e[VEC];
-      };
-      Pack py, pr;
+      static_assert(VEC * sizeof(T) == 16, "one Pack16 per chunk");
+      Pack16<T> py, pr;
       py.u = reinterpret_cast<const uint4*>(y)[i];
       if (res) pr.u = __ldg(reinterpret_cast<const uint4*>(res) + i);
 #pragma unroll

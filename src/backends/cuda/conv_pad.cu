@@ -3,6 +3,7 @@
 // tensor-core engines want C % 8 == 0, and a network's first conv has C = 3.
 #include <string>
 
+#include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/conv_cuda_common.h"
 #include "backends/cuda/cuda_util.h"
 
@@ -22,10 +23,7 @@ __global__ void nchwToNhwcPaddedKernel(const uint16_t* __restrict__ src, uint16_
     uint16_t* out = dst + p * cp;
     if constexpr (VEC) {
       for (int64_t base = 0; base < cp; base += 8) {
-        union Pack {
-          uint4 u;
-          uint16_t e[8];
-        } pk;
+        Pack16<uint16_t> pk;
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
           const int64_t ch = base + k;
