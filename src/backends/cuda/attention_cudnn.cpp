@@ -34,9 +34,7 @@ struct SdpaState : KernelState {
   int64_t offset[3] = {0, 0, 0};  //!< Q/K/V strided views: bytes into the buffers
 };
 
-void check(fe::error_t e, const LayerDesc& l, const char* what) {
-  if (e.is_bad()) throw UnsupportedError("layer '" + l.name + "' (Attention): cuDNN SDPA " + what + ": " + e.get_message());
-}
+void check(fe::error_t e, const LayerDesc& l, const char* what) { cuda::checkCudnn(e, l, std::string("SDPA ") + what); }
 
 class CudnnSdpaKernel : public Kernel {
  public:
@@ -103,12 +101,7 @@ class CudnnSdpaKernel : public Kernel {
         default: throw Error("cuDNN SDPA: unexpected tensor uid " + std::to_string(uid));
       }
     }
-    cuda::CudnnHandle& h = cuda::cudnnHandle();
-    std::lock_guard<std::mutex> lock(h.mu);
-    cudnnStatus_t st = cudnnSetStream(h.h, cuda::streamOf(io));
-    if (st != CUDNN_STATUS_SUCCESS) throw Error(std::string("cudnnSetStream: ") + cudnnGetErrorString(st));
-    auto e = s->graph->execute_plan_at_index(h.h, ptrs, n, io.workspace, s->plan);
-    if (e.is_bad()) throw Error("cuDNN SDPA execute: " + e.get_message());
+    cuda::executeCudnnPlan(*s->graph, s->plan, ptrs, n, io.workspace, cuda::streamOf(io), "cuDNN SDPA");
   }
 };
 

@@ -54,9 +54,6 @@ using cuda::kWorkspaceAlign;
 using cuda::roundUp;
 using cuda::cudnnHandle;
 
-void check(fe::error_t e, const LayerDesc& l, const char* what) {
-  if (e.is_bad()) throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): cuDNN " + what + ": " + e.get_message());
-}
 
 fe::DataType_t feType(DataType t) {
   switch (t) {
@@ -318,9 +315,9 @@ class CudnnConvKernel : public Kernel {
         failures += "\nno engine config builds";
         continue;
       }
-      check(g->prepare_variant_pack_template(), l, "variant pack");
+      cuda::checkCudnn(g->prepare_variant_pack_template(), l, "variant pack");
       int64_t ws = 0;
-      check(g->get_workspace_size_plan_at_index(chosen, ws), l, "workspace size");
+      cuda::checkCudnn(g->get_workspace_size_plan_at_index(chosen, ws), l, "workspace size");
       auto s = std::make_unique<ConvState>();
       s->graph = g;
       s->plan = chosen;
@@ -376,14 +373,7 @@ class CudnnConvKernel : public Kernel {
         default: throw Error("cuDNN conv: unexpected tensor uid " + std::to_string(uid));
       }
     }
-    {
-      CudnnHandle& h = cudnnHandle();
-      std::lock_guard<std::mutex> lock(h.mu);
-      cudnnStatus_t st = cudnnSetStream(h.h, stream);
-      if (st != CUDNN_STATUS_SUCCESS) throw Error(std::string("cudnnSetStream: ") + cudnnGetErrorString(st));
-      auto e = s->graph->execute_plan_at_index(h.h, ptrs, n, workspace, s->plan);
-      if (e.is_bad()) throw Error("cuDNN conv execute: " + e.get_message());
-    }
+    cuda::executeCudnnPlan(*s->graph, s->plan, ptrs, n, workspace, stream, "cuDNN conv");
     if (s->epilogue)
       cuda::launchConvEpilogue(io.out[0].type, io.out[0].data, s->fused.bias ? nullptr : bias,
                                s->fused.residual ? nullptr : res, s->planes, s->channels, s->size, s->act, stream);
