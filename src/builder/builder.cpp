@@ -4,11 +4,11 @@
 #include <cstring>
 #include <cstdlib>
 #include <functional>
-#include <sstream>
 #include <string>
 
 #include "builder/passes/passes.h"
 #include "builder/tactic_timing.h"
+#include "core/env_words.h"
 #include "ir/shape_propagation.h"
 #include "ops/op_registry.h"
 #include "runtime/engine_impl.h"
@@ -96,14 +96,10 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"blocked layouts between conv/pool layers (CPU)", cfg.device() == DeviceType::kCPU ? assignCpuLayouts : +[](Network&) { return false; }},
   };
   // KILN_SKIP_PASSES=a,b (debugging aid): passes whose name contains one of the words are skipped.
-  std::vector<std::string> skip;
-  if (const char* env = std::getenv("KILN_SKIP_PASSES")) {
-    std::istringstream words(env);
-    for (std::string w; std::getline(words, w, ',');) skip.push_back(w);
-  }
+  const std::vector<std::string> skip = envWords("KILN_SKIP_PASSES");
   for (const Pass& p : passes) {
     bool skipped = false;
-    for (const std::string& w : skip) skipped = skipped || (!w.empty() && std::string(p.name).find(w) != std::string::npos);
+    for (const std::string& w : skip) skipped = skipped || std::string(p.name).find(w) != std::string::npos;
     if (skipped) {
       log.log(Sev::kINFO, std::string("pass skipped (KILN_SKIP_PASSES): ") + p.name);
       continue;

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <string>
 
 #include "backends/cuda/cuda_tactics.h"
+#include "core/env_words.h"
 #include "backends/cuda/cuda_util.h"
 #include "plugin/plugin_layer.h"
 
@@ -45,11 +45,7 @@ const std::vector<CudaTacticDef>& inventory() {
     addGridSampleCudaTactics(t);
     // KILN_DISABLE_TACTICS=a,b (debugging aid, like trtexec's --tacticSources): tactics whose
     // name starts with one of the words are not offered.
-    if (const char* env = std::getenv("KILN_DISABLE_TACTICS")) {
-      std::vector<std::string> off;
-      std::istringstream words(env);
-      for (std::string w; std::getline(words, w, ',');)
-        if (!w.empty()) off.push_back(w);
+    if (const std::vector<std::string> off = envWords("KILN_DISABLE_TACTICS"); !off.empty()) {
       t.erase(std::remove_if(t.begin(), t.end(),
                              [&](const CudaTacticDef& d) {
                                return std::any_of(off.begin(), off.end(), [&](const std::string& w) { return d.name.rfind(w, 0) == 0; });
