@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <cstdlib>
 #include <functional>
 #include <string>
 
