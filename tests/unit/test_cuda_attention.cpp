@@ -182,7 +182,8 @@ TEST(CudaAttention, ThreeDimensionalInputs) {
 
 //! Q/K/V as strided views of one packed projection (kiln_*_view attributes, as the attention
 //! fusion writes them for ViT's sequence-first [S, B, 3E] and GPT-2's [B, S, 3E]): every tactic
-//! against the reference, plain and merged outputs, with and without a padding mask.
+//! against the reference, plain and merged outputs, with and without a padding mask; the
+//! batch-first (GPT-2) ones causal, which cuDNN's SDPA must be offered too.
 TEST(CudaAttention, StridedViewsOfPackedQkv) {
   KILN_REQUIRE_GPU();
   auto gpu = getBackend(DeviceType::kGPU, 0);
@@ -194,6 +195,7 @@ TEST(CudaAttention, StridedViewsOfPackedQkv) {
         OpCase c;
         c.op = "Attention";
         c.attrs.set("kiln_view_dims", std::vector<int64_t>{b, h, sq, sq, d, d});
+        if (!seqFirst) c.attrs.set("is_causal", int64_t(1));  // GPT-2: batch first and causal
         // element (b, h, s, :) of Q/K/V i: packed[s][b][i*E + h*D] (seq first) or packed[b][s][i*E + h*D]
         const int64_t sb = seqFirst ? 3 * e : sq * 3 * e, ss = seqFirst ? b * 3 * e : 3 * e;
         const char* names[3] = {"kiln_q_view", "kiln_k_view", "kiln_v_view"};
@@ -214,7 +216,8 @@ TEST(CudaAttention, StridedViewsOfPackedQkv) {
         const HostTensor want = test::runReference(ref)[0];
         const auto names2 = test::tacticNames(*gpu, typed);
         EXPECT_FALSE(names2.empty()) << toString(t);
-        if (t != DataType::kFLOAT && !merged) EXPECT_TRUE(std::find(names2.begin(), names2.end(), "cudnn_sdpa") != names2.end());
+        if (t != DataType::kFLOAT && !merged)
+          EXPECT_TRUE(std::find(names2.begin(), names2.end(), "cudnn_sdpa") != names2.end()) << (seqFirst ? "seq-first" : "causal");
         for (const std::string& name : names2)
           test::expectClose(test::runTactic(*gpu, name, typed)[0], want, tolerance(t).rtol, tolerance(t).atol,
                             "views " + name + " " + toString(t) + (seqFirst ? " seq-first" : " batch-first") + (merged ? " merged" : ""));

@@ -202,15 +202,24 @@ TEST(CudaConv, ConvTranspose) {
   checkConv(convCase({1, 4, 9}, {4, 3, 3}, attrs({{"strides", {3}}}), false, false, 52, "ConvTranspose"), "transpose 1-D");
 }
 
-// ViT's patch embedding: kernel = stride = 16, C = 3 (patch_gemm), and a 2x2/2 one with a
-// residual and an activation; every offered tactic against the reference.
+// ViT's patch embedding: kernel = stride = 16, C = 3 (patch_gemm), a 2x2/2 one with a residual
+// and an activation, and NCHW 1x1 convs (P = 1, X read in place): MobileNetV2's expansion with
+// ReLU6 and projection with a residual, and one whose images are not 16-byte aligned (C*H*W odd,
+// the element-aligned plan). Every offered tactic against the reference.
 TEST(CudaConv, PatchEmbedding) {
   KILN_REQUIRE_GPU();
   Attributes p16 = attrs({{"strides", {16, 16}}});
   Attributes p2 = attrs({{"strides", {2, 2}}});
   p2.set("kiln_activation", std::string("Relu"));
+  Attributes relu6;
+  relu6.set("kiln_activation", std::string("Clip"));
+  relu6.set("kiln_act_alpha", 0.f);
+  relu6.set("kiln_act_beta", 0.6f);
   const OpCase cases[] = {convCase({2, 3, 32, 48}, {24, 3, 16, 16}, p16, true, false, 70),
-                          convCase({3, 8, 6, 10}, {16, 8, 2, 2}, p2, true, true, 71)};
+                          convCase({3, 8, 6, 10}, {16, 8, 2, 2}, p2, true, true, 71),
+                          convCase({2, 16, 7, 7}, {96, 16, 1, 1}, relu6, true, false, 73),
+                          convCase({2, 96, 7, 7}, {16, 96, 1, 1}, {}, true, true, 74),
+                          convCase({3, 5, 3, 5}, {7, 5, 1, 1}, relu6, true, true, 75)};
   for (const OpCase& c : cases)
     for (DataType t : {DataType::kHALF, DataType::kBF16}) {
       auto names = checkAllTactics(c, t, convTol(t, reduction(c)), "patch conv");

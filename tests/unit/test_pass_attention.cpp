@@ -179,6 +179,34 @@ TEST(PassAttention, ScaledQAndKeyTransposeAndAdditiveCausalFuse) {
              });
 }
 
+// transformers 5.17's GPT-2 at batch > 1: the causal mask expanded to the batch, [B, 1, S, S],
+// constant after folding. It is still exactly causal: is_causal, no mask input (which is what
+// lets cuDNN's SDPA take the layer). If one batch's slice differs, the mask stays an input.
+TEST(PassAttention, BatchExpandedCausalMaskFuses) {
+  for (bool exact : {true, false}) {
+    auto make = [exact](Network& n) {
+      Tensor* q = n.addInput("q", DataType::kFLOAT, {B, H, S, D});
+      Tensor* kt = transpose(n, n.addInput("k", DataType::kFLOAT, {B, H, S, D}), {0, 1, 3, 2});
+      Tensor* s = op(n, "Mul", n.addMatMul(q, kt)->outputs[0], n.addConstant("", scalar(0.25f)));
+      HostTensor causal(DataType::kFLOAT, {B, 1, S, S});
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < S; ++i)
+          for (int64_t j = 0; j < S; ++j)
+            causal.as<float>()[(b * S + i) * S + j] = j <= i ? 0.f : -std::numeric_limits<float>::infinity();
+      if (!exact) causal.as<float>()[S * S + S] = -std::numeric_limits<float>::infinity();  // batch 1: row 1 loses key 0
+      s = op(n, "Add", s, n.addConstant("causal", causal));
+      finish(n, n.addMatMul(softmax(n, s, 3), n.addInput("v", DataType::kFLOAT, {B, H, S, D}))->outputs[0]);
+    };
+    checkFused(make, {{"q", randomTensor({B, H, S, D}, 17)}, {"k", randomTensor({B, H, S, D}, 18)}, {"v", randomTensor({B, H, S, D}, 19)}},
+               true, [exact](const Network& n) {
+                 const Layer* a = attentionLayer(n);
+                 ASSERT_NE(a, nullptr);
+                 EXPECT_EQ(a->attrs.getInt("is_causal", 0), exact ? 1 : 0);
+                 EXPECT_EQ(a->inputs.size() > 3 && a->inputs[3] != nullptr, !exact);
+               });
+  }
+}
+
 // PyTorch's dynamo export of BERT's scaled_dot_product_attention: 3-D projections split into
 // heads (Reshape + Transpose), sqrt(scale) on Q and on K^T (K^T by Transpose 0,2,3,1), an additive
 // mask, Softmax, the NaN guard Where(IsNaN(P), 0, P), and the heads merged back. The fused layer

@@ -146,8 +146,15 @@ class PatchGemmKernel : public Kernel {
       s->plan = std::make_unique<cuda::LtPlan>(g, algoIndex_, 16u, cuda::kLtMaxWorkspace);
       planWs = s->plan->workspace();
       // For an X read in place (P = 1) or a Y that are not 16-byte aligned (bound by the caller).
-      s->safe = std::make_unique<cuda::LtPlan>(g, algoIndex_, static_cast<unsigned>(es), cuda::kLtMaxWorkspace);
-      planWs = std::max(planWs, s->safe->workspace());
+      // Like buildLtState (matmul_lt_run.cpp): without one, execute refuses unaligned buffers.
+      // Not routed through buildLtState because A here is the weights and B the input, and the
+      // per-channel bias runs along M, which cuBLASLt's bias epilogue cannot add.
+      try {
+        s->safe = std::make_unique<cuda::LtPlan>(g, algoIndex_, static_cast<unsigned>(es), cuda::kLtMaxWorkspace);
+        planWs = std::max(planWs, s->safe->workspace());
+      } catch (const UnsupportedError&) {
+        s->safe.reset();
+      }
     }
     const size_t ws = s->rowsBytes + planWs;
     state = std::move(s);
@@ -167,7 +174,9 @@ class PatchGemmKernel : public Kernel {
       rows = io.workspace;
     }
     char* planWs = static_cast<char*>(io.workspace) + s->rowsBytes;
-    cuda::LtPlan& plan = aligned(rows) && aligned(io.out[0].data) ? *s->plan : *s->safe;
+    const bool fast = aligned(rows) && aligned(io.out[0].data);
+    if (!fast && !s->safe) throw Error("patch_gemm: buffers are not 16-byte aligned and no element-aligned algorithm exists");
+    cuda::LtPlan& plan = fast ? *s->plan : *s->safe;
     plan.run(weights_.orInput(io, 1), rows, nullptr, io.out[0].data, nullptr, planWs, stream);
     const void* bias = bias_.orInput(io, 2);
     const void* res = io.in.size() > 3 ? io.in[3].data : nullptr;

@@ -111,19 +111,20 @@ bool broadcastsTo(const Dims& m, const Dims& target) {
   return true;
 }
 
-//! For a constant [.., Sq, Skv] tensor with all leading dims 1: whether pred(value, i, j) holds
-//! for every element.
+//! For a constant [.., Sq, Skv] tensor: whether pred(value, i, j) holds for every element of every
+//! [Sq, Skv] slice. Leading dims may exceed 1: exporters expand a causal mask to the batch
+//! (transformers 5.17's GPT-2 at batch 8: [8, 1, S, S], folded to a constant).
 template <typename Pred>
 bool everyElement(const Tensor* t, Pred pred) {
   const Dims& d = t->value.dims();
   if (d.size() < 2) return false;
-  int64_t lead = 1;
-  for (size_t k = 0; k + 2 < d.size(); ++k) lead *= d[k];
-  if (lead != 1) return false;
   const int64_t rows = d[d.size() - 2], cols = d.back();
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      if (!pred(t->value.getDouble(i * cols + j), i, j)) return false;
+  const int64_t slice = rows * cols;
+  if (slice <= 0) return false;
+  for (int64_t base = 0; base < t->value.count(); base += slice)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        if (!pred(t->value.getDouble(base + i * cols + j), i, j)) return false;
   return true;
 }
 
