@@ -4,6 +4,8 @@
 #   unit        GPU unit tests (Cuda*, Plugins*, PassAttention*)
 #   plugins     the plugin examples end to end on the GPU
 #   models      model tests against ONNX Runtime on the GPU (FP32, no TF32)
+#   zoo         real exports of models outside the benchmark set (tests/models/zoo_check.py):
+#               kiln FP32 vs ONNX Runtime at 1e-3, FP16 error, dynamic-batch profiles -> zoo_gpu.log
 #   fuzz        60 random graphs per generator on the GPU vs ONNX Runtime (tests/fuzz)
 #   conformance the ONNX node tests on the GPU
 #   bench       bench/gpu_bench.py side by side with peers.py --modes compile_fp16
@@ -44,6 +46,11 @@ if has models; then
   python3 tests/models/gen_models.py --out /tmp/models >/dev/null 2>&1
   timeout 150 python3 tests/models/run_model_tests.py --kiln $K/bin/kiln --models /tmp/models --device gpu > $OUT/models_gpu.log 2>&1
   grep -E "^(PASS|FAIL)|passed" $OUT/models_gpu.log | cut -c1-300
+fi
+if has zoo; then
+  timeout ${ZOO_TIMEOUT:-400} python3 tests/models/zoo_check.py --kiln $K/bin/kiln --device gpu ${ZOO_MODELS:+--models $ZOO_MODELS} \
+    > $OUT/zoo_gpu.log 2>&1
+  grep -E "^(PASS|FAIL|SKIP)|zoo_check" $OUT/zoo_gpu.log | cut -c1-240
 fi
 if has fuzz; then
   timeout 240 python3 tests/fuzz/fuzz_graphs.py --kiln $K/bin/kiln --device gpu --count 60 > $OUT/fuzz_gpu.log 2>&1
