@@ -5,8 +5,8 @@
 #   plugins     the plugin examples end to end on the GPU
 #   models      model tests against ONNX Runtime on the GPU (FP32, no TF32)
 #   zoo         real exports of models outside the benchmark set (tests/models/zoo_check.py):
-#               kiln FP32 vs ONNX Runtime at 1e-3, FP16 error, dynamic-batch profiles -> zoo_gpu.log
-#   fuzz        60 random graphs per generator on the GPU vs ONNX Runtime (tests/fuzz)
+#               kiln FP32 vs ONNX Runtime at 1e-3, FP16 and BF16 error, dynamic-batch profiles -> zoo_gpu.log
+#   fuzz        200 random graphs per generator, one per core at a time, on the GPU vs ONNX Runtime (tests/fuzz)
 #   conformance the ONNX node tests on the GPU
 #   bench       bench/gpu_bench.py side by side with peers.py --modes compile_fp16
 #   profile     per-layer profiles of the benchmark engines named in $PROFILE (default
@@ -53,7 +53,7 @@ if has zoo; then
   grep -E "^(PASS|FAIL|SKIP)|zoo_check" $OUT/zoo_gpu.log | cut -c1-240
 fi
 if has fuzz; then
-  timeout 240 python3 tests/fuzz/fuzz_graphs.py --kiln $K/bin/kiln --device gpu --count 60 > $OUT/fuzz_gpu.log 2>&1
+  timeout 240 python3 tests/fuzz/fuzz_graphs.py --kiln $K/bin/kiln --device gpu --count 200 --jobs $(nproc) > $OUT/fuzz_gpu.log 2>&1
   tail -12 $OUT/fuzz_gpu.log
 fi
 if has conformance; then

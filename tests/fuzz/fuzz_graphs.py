@@ -10,10 +10,14 @@ at random); "conv" chains Conv (grouped, strided, with bias), BatchNormalization
 layout pass and the conv fusions). Every seed is reproducible: a failure prints it.
 
   fuzz_graphs.py --kiln build/bin/kiln --count 40 [--seed 0] [--kind seq|conv|both] [--device cpu|gpu]
+                 [--jobs N]
+
+--jobs runs N graphs at a time (each graph's files are its own); the GPU script uses one per core.
 
 On the GPU (--device gpu) engines are FP32 without TF32 and compared at 1e-3.
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import random
@@ -39,7 +43,8 @@ def compare(kiln, path, x):
         ref = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     except Exception:  # a graph ONNX Runtime rejects says nothing about kiln
         return None
-    xp, out, plan = os.path.join(WORK, "x.npy"), os.path.join(WORK, "o.json"), os.path.join(WORK, "g.plan")
+    stem = os.path.splitext(path)[0]  # one set of files per graph: graphs may run concurrently
+    xp, out, plan = stem + "_x.npy", stem + "_o.json", stem + ".plan"
     np.save(xp, x)
     # Built from the model (and saved), then the saved plan loaded in a fresh process: both must agree.
     for source in (f"--onnx={path}", f"--loadEngine={plan}"):
@@ -186,18 +191,26 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--kind", choices=["seq", "conv", "both"], default="both")
     ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    ap.add_argument("--jobs", type=int, default=1)
     a = ap.parse_args()
     if a.device == "gpu":
         global DEVICE, TOL
         DEVICE, TOL = ["--device=gpu", "--noTF32"], 1e-3
     kinds = ["seq", "conv"] if a.kind == "both" else [a.kind]
+    work = [(kind, seed) for kind in kinds for seed in range(a.seed, a.seed + a.count)]
+
+    def one(item):
+        kind, seed = item
+        return (run_seq if kind == "seq" else run_conv)(a.kiln, seed)
+
+    # Threads suffice: the time is spent in kiln's processes and ONNX Runtime, both outside the GIL.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        problems = list(pool.map(one, work))
     fails = 0
-    for kind in kinds:
-        for seed in range(a.seed, a.seed + a.count):
-            problem = (run_seq if kind == "seq" else run_conv)(a.kiln, seed)
-            if problem:
-                fails += 1
-                print(f"FAIL {kind} seed {seed}: {problem}")
+    for (kind, seed), problem in zip(work, problems):
+        if problem:
+            fails += 1
+            print(f"FAIL {kind} seed {seed}: {problem}")
     total = a.count * len(kinds)
     print(f"{total - fails}/{total} random graphs agree with ONNX Runtime")
     return 1 if fails else 0

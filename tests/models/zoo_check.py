@@ -5,9 +5,11 @@ informative by randomize()), run by ONNX Runtime (CPU, FP32) and by PyTorch (FP3
 and run by kiln:
   fp32  kiln FP32 (on the GPU with --noTF32) must agree with ONNX Runtime within
         |kiln - ort| <= atol + rtol * |ort|, atol = rtol = 1e-3 (the issue's bar);
-  fp16  kiln --fp16 is reported (max abs error, and relative to the reference's largest value);
-        it fails only when that relative error exceeds --fp16-rel (default 5e-2: FP16 storage
-        through deep stacks, measured rather than guessed, see bench/results).
+  fp16, bf16
+        kiln --fp16 / --bf16 (GPU only) is reported (max abs error, and relative to the
+        reference's largest value); it fails when that relative error exceeds --half-rel
+        (default 5e-2) or the output is not finite. Measured on the H200: FP16 4e-4..2e-3, BF16
+        about 8x that (7 mantissa bits to FP16's 10); 5e-2 is a garbage detector, not the bar.
   dyn   (models listed in DYNAMIC) exported with a dynamic batch axis; kiln builds one engine with
         --minShapes/--optShapes/--maxShapes and runs it at two batch sizes against ONNX Runtime.
 Needs torch, torchvision, transformers, onnx, onnxruntime (the GPU machine has them).
@@ -56,19 +58,14 @@ DYNAMIC = {"resnet18": (1, 4, 8), "distilbert": (1, 4, 8)}  # min / opt / max ba
 def randomize(m, make_input):
     """Random init leaves BatchNorm with identity statistics (a deep CNN such as Inception-v3 then
     reaches 1e14 and overflows FP16) and some weights at zero (a wrong kernel would not show).
-    BatchNorm statistics are therefore measured on random inputs, as a calibration pass on data
-    would, and affine terms and all-zero weights get random values."""
+    Affine terms and all-zero weights get random values, then BatchNorm statistics are measured
+    on random inputs, as a calibration pass on data would. (Measuring them before randomizing the
+    affine terms left EfficientNet/RegNet/MobileNetV3 so ill-conditioned that ONNX Runtime and
+    PyTorch themselves disagreed by 2e-4 relative in FP32.)"""
     import torch
     g = torch.Generator().manual_seed(0)
     bns = [mod for mod in m.modules() if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm)]
     with torch.no_grad():
-        if bns:
-            for bn in bns:
-                bn.reset_running_stats()
-                bn.momentum = None  # cumulative average over the calibration batches
-            m.train()
-            for _ in range(2):
-                m(make_input(4))
         for mod in m.modules():
             if isinstance(mod, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.LayerNorm)) \
                     and getattr(mod, "weight", None) is not None:
@@ -78,6 +75,15 @@ def randomize(m, make_input):
         for p in m.parameters():
             if p.dim() >= 2 and not p.any():
                 p.normal_(0.0, 0.02, generator=g)
+        # After the affine terms: each BatchNorm then normalizes what actually reaches it, and the
+        # network stays well conditioned (ONNX Runtime and PyTorch agree to ~1e-6 relative).
+        if bns:
+            for bn in bns:
+                bn.reset_running_stats()
+                bn.momentum = None  # cumulative average over the calibration batches
+            m.train()
+            for _ in range(2):
+                m(make_input(4))
     return m.eval()
 
 
@@ -126,7 +132,8 @@ def main():
     ap.add_argument("--device", default="gpu")
     ap.add_argument("--models", default="")
     ap.add_argument("--out", default="/tmp/kiln_zoo")
-    ap.add_argument("--fp16-rel", type=float, default=5e-2)
+    ap.add_argument("--half-rel", type=float, default=5e-2)
+    ap.add_argument("--precisions", default="fp16,bf16", help="reduced precisions checked on the GPU")
     a = ap.parse_args()
     import torch
     torch.manual_seed(0)
@@ -160,15 +167,14 @@ def main():
         print(f"     {name:20s} {'ort~torch':10s} {pt_text} (export {time.time() - t0:.1f} s)", flush=True)
         got, err = kiln_run(a.kiln, path, xn, "fp32", base)
         report(name, "fp32", False, err) if err else report(name, "fp32", *compare(got, ref, 1e-3, 1e-3))
-        if gpu:
-            got, err = kiln_run(a.kiln, path, xn, "fp16", base + ["--fp16"])
+        for prec in ([p for p in a.precisions.split(",") if p] if gpu else []):
+            got, err = kiln_run(a.kiln, path, xn, prec, base + [f"--{prec}"])
             if err:
-                report(name, "fp16", False, err)
-            else:
-                _, text = compare(got, ref, 0, 0)
-                scale = float(np.abs(ref).max()) or 1.0
-                rel = float(np.abs(got - ref).max()) / scale
-                report(name, "fp16", bool(np.isfinite(got).all()) and rel <= a.fp16_rel, text)
+                report(name, prec, False, err)
+                continue
+            _, text = compare(got, ref, 0, 0)
+            rel = float(np.abs(got - ref).max()) / (float(np.abs(ref).max()) or 1.0)
+            report(name, prec, bool(np.isfinite(got).all()) and rel <= a.half_rel, text)
         if name in DYNAMIC:
             lo, opt, hi = DYNAMIC[name]
             dims = "x".join(str(s) for s in xn.shape[1:])

@@ -2,7 +2,12 @@
 // through kiln's public API, one forked child per test.
 //
 //   kiln_conformance DIR [--filter S1,S2] [--device cpu|gpu] [--threads N] [--timeout SEC]
-//                    [--mem-limit MB] [--opt-level L] [--list-failures] [--report FILE] [--verbose]
+//                    [--mem-limit MB] [--opt-level L] [--shard I/N] [--list-failures] [--report FILE]
+//                    [--verbose]
+//
+// --shard I/N runs every N-th selected test starting at the I-th (0-based) in name order, so that
+// N runners in parallel cover the suite once with about equal shares (the GPU machine's script
+// runs one per core: every GPU test pays a forked child's CUDA start).
 //
 // Prints `PASS name`, `FAIL name: reason` or `SKIP name: unsupported: reason` per test and, last,
 // `N passed, N failed, N skipped`. Exits 1 if any test failed, 2 on a usage error.
@@ -31,13 +36,14 @@ struct Options {
   bool listFailures = false;
   std::string reportPath;
   std::string commandLine;
+  long shardIndex = 0, shardCount = 1;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   if (!problem.empty()) std::cerr << "kiln_conformance: " << problem << "\n";
   std::cerr << "usage: kiln_conformance DIR [--filter S1,S2] [--device cpu|gpu] [--threads N]\n"
-               "       [--timeout SEC] [--mem-limit MB] [--opt-level 0-5] [--list-failures]\n"
-               "       [--report FILE] [--verbose]\n"
+               "       [--timeout SEC] [--mem-limit MB] [--opt-level 0-5] [--shard I/N]\n"
+               "       [--list-failures] [--report FILE] [--verbose]\n"
                "DIR holds one directory per test (model.onnx, test_data_set_N/, meta.json).\n";
   std::exit(2);
 }
@@ -95,6 +101,12 @@ Options parseArgs(int argc, char** argv) {
       o.limits.memoryLimitMb = static_cast<size_t>(parseNumber(arg, next(), 0, 1L << 30));
     } else if (arg == "--opt-level") {
       o.run.optLevel = static_cast<int>(parseNumber(arg, next(), 0, 5));
+    } else if (arg == "--shard") {
+      const std::string v = next();
+      const size_t slash = v.find('/');
+      if (slash == std::string::npos) usage("--shard expects I/N, got '" + v + "'");
+      o.shardCount = parseNumber(arg, v.substr(slash + 1), 1, 1 << 20);
+      o.shardIndex = parseNumber(arg, v.substr(0, slash), 0, o.shardCount - 1);
     } else if (arg == "--list-failures") {
       o.listFailures = true;
     } else if (arg == "--report") {
@@ -130,7 +142,10 @@ std::vector<fs::path> findTests(const Options& o) {
     if (e.is_directory() && fs::exists(e.path() / "model.onnx") && selected(e.path().filename().string(), o.filters))
       tests.push_back(e.path());
   std::sort(tests.begin(), tests.end());
-  return tests;
+  std::vector<fs::path> shard;
+  for (size_t i = static_cast<size_t>(o.shardIndex); i < tests.size(); i += static_cast<size_t>(o.shardCount))
+    shard.push_back(tests[i]);
+  return shard;
 }
 
 // Collapses newlines and runs of blanks so that every verdict stays on one line.
