@@ -48,8 +48,9 @@ if has models; then
   grep -E "^(PASS|FAIL)|passed" $OUT/models_gpu.log | cut -c1-300
 fi
 if has zoo; then
+  # ZOO_DYNAMO=1: export with torch.export (PyTorch's default exporter; needs onnxscript there).
   timeout ${ZOO_TIMEOUT:-400} python3 tests/models/zoo_check.py --kiln $K/bin/kiln --device gpu ${ZOO_MODELS:+--models $ZOO_MODELS} \
-    > $OUT/zoo_gpu.log 2>&1
+    ${ZOO_DYNAMO:+--dynamo} > $OUT/zoo_gpu.log 2>&1
   grep -E "^(PASS|FAIL|SKIP)|zoo_check" $OUT/zoo_gpu.log | cut -c1-240
 fi
 if has fuzz; then

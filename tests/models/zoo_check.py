@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Real PyTorch exports of common models that are not in kiln's benchmark set, checked against
-independent references: each model is exported (torch.onnx.export, opset 17, random weights made
-informative by randomize()), run by ONNX Runtime (CPU, FP32) and by PyTorch (FP32), and then built
+independent references: each model is exported (torch.onnx.export: the TorchScript exporter at
+opset 17, or with --dynamo the torch.export-based one, PyTorch's default since 2.9, which needs
+onnxscript; random weights made informative by randomize()), run by ONNX Runtime (CPU, FP32) and by PyTorch (FP32), and then built
 and run by kiln:
   fp32  kiln FP32 (on the GPU with --noTF32) must agree with ONNX Runtime within
         |kiln - ort| <= atol + rtol * |ort|, atol = rtol = 1e-3 (the issue's bar);
@@ -13,7 +14,7 @@ and run by kiln:
   dyn   (models listed in DYNAMIC) exported with a dynamic batch axis; kiln builds one engine with
         --minShapes/--optShapes/--maxShapes and runs it at two batch sizes against ONNX Runtime.
 Needs torch, torchvision, transformers, onnx, onnxruntime (the GPU machine has them).
-Usage: zoo_check.py --kiln KILN [--device gpu|cpu] [--models a,b] [--out DIR]
+Usage: zoo_check.py --kiln KILN [--device gpu|cpu] [--models a,b] [--dynamo] [--out DIR]
 Exit status: 0 when every check passed, 1 otherwise. One line per check, then a summary."""
 import argparse, json, os, subprocess, sys, time
 
@@ -87,8 +88,13 @@ def randomize(m, make_input):
     return m.eval()
 
 
-def export(model, x, path, dynamic):
+def export(model, x, path, dynamic, dynamo):
     import torch
+    if dynamo:  # the torch.export-based exporter (PyTorch's default since 2.9; needs onnxscript)
+        shapes = ({0: torch.export.Dim("batch", min=1, max=64)},) if dynamic else None
+        torch.onnx.export(model, (x,), path, dynamo=True, input_names=["input"], output_names=["output"],
+                          dynamic_shapes=shapes, external_data=False)
+        return
     axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic else None
     torch.onnx.export(model, (x,), path, dynamo=False, opset_version=17, input_names=["input"],
                       output_names=["output"], dynamic_axes=axes)
@@ -131,7 +137,9 @@ def main():
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--device", default="gpu")
     ap.add_argument("--models", default="")
-    ap.add_argument("--out", default="/tmp/kiln_zoo")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--dynamo", action="store_true",
+                    help="export with the torch.export-based exporter instead of the TorchScript one")
     ap.add_argument("--half-rel", type=float, default=5e-2)
     ap.add_argument("--precisions", default="fp16,bf16", help="reduced precisions checked on the GPU")
     a = ap.parse_args()
@@ -148,14 +156,14 @@ def main():
         print(f"{'PASS' if ok else 'FAIL'} {name:20s} {check:10s} {text}", flush=True)
 
     for name, make, inputs in table:
-        d = os.path.join(a.out, name)
+        d = os.path.join(a.out or ("/tmp/kiln_zoo_dynamo" if a.dynamo else "/tmp/kiln_zoo"), name)
         os.makedirs(d, exist_ok=True)
         try:
             model = randomize(make(), inputs)
             x = inputs(1)
             path = os.path.join(d, "model.onnx")
             t0 = time.time()
-            export(model, x, path, dynamic=name in DYNAMIC)
+            export(model, x, path, dynamic=name in DYNAMIC, dynamo=a.dynamo)
             xn = x.numpy()
             ref = ort_run(path, xn)
             with torch.inference_mode():

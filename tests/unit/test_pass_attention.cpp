@@ -364,6 +364,37 @@ TEST(PassAttention, CrossAttentionWithConstantWhereMaskFuses) {
              });
 }
 
+// Constant masks that mask nothing (PyTorch's dynamo export of BERT without an attention_mask:
+// Where(all true, 0, -FLT_MAX) folds to an all-zero [B, 1, S, S] additive mask) are dropped, so
+// the fused layer has no mask input and cuDNN's SDPA can take it. A mask with one nonzero stays.
+TEST(PassAttention, ConstantMasksThatMaskNothingAreDropped) {
+  for (int form = 0; form < 3; ++form) {  // 0: additive zeros, 1: Where keeping everything, 2: one -1e4
+    auto make = [form](Network& n) {
+      Tensor* q = n.addInput("q", DataType::kFLOAT, {B, H, S, D});
+      Tensor* kt = transpose(n, n.addInput("k", DataType::kFLOAT, {B, H, S, D}), {0, 1, 3, 2});
+      Tensor* s = op(n, "Mul", n.addMatMul(q, kt)->outputs[0], n.addConstant("", scalar(0.25f)));
+      if (form == 1) {
+        HostTensor keepAll(DataType::kBOOL, {B, 1, S, S});
+        for (int64_t i = 0; i < keepAll.count(); ++i) keepAll.as<uint8_t>()[i] = 1;
+        s = n.addLayer("Where", {n.addConstant("c", keepAll), s, n.addConstant("", scalar(-1e9f))}, 1)->outputs[0];
+      } else {
+        HostTensor zeros(DataType::kFLOAT, {B, 1, S, S});
+        for (int64_t i = 0; i < zeros.count(); ++i) zeros.as<float>()[i] = 0.f;
+        if (form == 2) zeros.as<float>()[S + 2] = -1e4f;
+        s = op(n, "Add", s, n.addConstant("mask", zeros));
+      }
+      finish(n, n.addMatMul(softmax(n, s, 3), n.addInput("v", DataType::kFLOAT, {B, H, S, D}))->outputs[0]);
+    };
+    checkFused(make, {{"q", randomTensor({B, H, S, D}, 27)}, {"k", randomTensor({B, H, S, D}, 28)}, {"v", randomTensor({B, H, S, D}, 29)}},
+               true, [form](const Network& n) {
+                 const Layer* a = attentionLayer(n);
+                 ASSERT_NE(a, nullptr);
+                 EXPECT_EQ(a->inputs.size() > 3 && a->inputs[3] != nullptr, form == 2) << "form " << form;
+                 EXPECT_EQ(a->attrs.getInt("is_causal", 0), 0);
+               });
+  }
+}
+
 // Patterns that must stay as they are.
 TEST(PassAttention, NonMatchingPatternsStay) {
   auto base = [](Network& n, int64_t axis, bool scaleAfterMask, bool probsOut) {

@@ -128,6 +128,14 @@ bool everyElement(const Tensor* t, Pred pred) {
   return true;
 }
 
+//! A constant whose every element is zero (an additive mask that masks nothing).
+bool allZero(const Tensor* t) {
+  if (!t->isConstant()) return false;
+  for (int64_t i = 0; i < t->value.count(); ++i)
+    if (t->value.getDouble(i) != 0) return false;
+  return true;
+}
+
 HostTensor typedTensor(DataType t, const Dims& d, const std::vector<double>& v) {
   HostTensor h(t, d);
   for (size_t i = 0; i < v.size(); ++i) {
@@ -356,7 +364,10 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
   if (!sameDim(qd[3], kDims[3]) || !sameDim(kDims[2], vd[2]) || !sameDim(scores[2], qd[2]) || !sameDim(scores[3], kDims[2]))
     return false;
   if (!computeType(type)) return false;
-  // Masks: additive tensors of the scores' type; constant exact-causal ones become is_causal.
+  // Masks: additive tensors of the scores' type; constant exact-causal ones become is_causal, and
+  // constant all-zero ones are dropped (PyTorch's dynamo export of BERT called without an
+  // attention_mask folds to Where(all true, 0, -FLT_MAX) = zeros [B, 1, S, S]: kept, it would cost
+  // a B*S*S read per attention and rule out cuDNN's SDPA, which runs only without a mask).
   bool causal = false;
   const int64_t sq = scores[2], skv = scores[3];
   auto causalShape = [&](const Tensor* t) {
@@ -366,6 +377,7 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
   std::vector<Tensor*> masks;
   for (Tensor* mk : m.masks) {
     if (!mk || mk->type != type || !mk->dimsKnown || !broadcastsTo(mk->dims, scores)) return false;
+    if (allZero(mk)) continue;
     if (!causal && causalShape(mk) &&
         everyElement(mk, [](double val, int64_t i, int64_t j) { return j <= i ? val == 0 : val <= kVeryNegative; })) {
       causal = true;
@@ -380,7 +392,11 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
     const bool keep = m.whereKeepsTrue;
     const double fill = m.whereFill;
     auto kept = [keep](double c) { return (c != 0) == keep; };
-    if (!causal && causalShape(cond) && everyElement(cond, [&](double c, int64_t i, int64_t j) { return kept(c) == (j <= i); })) {
+    bool keepsAll = cond->isConstant();
+    for (int64_t i = 0; keepsAll && i < cond->value.count(); ++i) keepsAll = kept(cond->value.getDouble(i));
+    if (keepsAll) {
+      // masks nothing
+    } else if (!causal && causalShape(cond) && everyElement(cond, [&](double c, int64_t i, int64_t j) { return kept(c) == (j <= i); })) {
       causal = true;
     } else if (cond->isConstant()) {
       // A constant mask: fine unless a query row masks every key while the fill is finite and
