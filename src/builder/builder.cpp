@@ -82,6 +82,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
   removeFoldedLayers(net);
   struct Pass { const char* name; std::function<bool(Network&)> fn; };
   const Pass passes[] = {
+      {"lower Compress with a constant condition to Gather", lowerConstantCompress},
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
       {"fuse GELU pattern", fuseGeluPattern},
       {"fuse LayerNorm pattern", fuseLayerNormPattern},

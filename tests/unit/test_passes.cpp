@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 
 #include "reference_eval.h"
 
@@ -244,4 +245,54 @@ TEST(Passes, PrecisionConstraintsSurviveFusionAndAreObeyed) {
   propagateShapes(net2, nullptr, true);
   ASSERT_TRUE(assignPrecision(net2, DataType::kHALF, /*obeyConstraints=*/false));
   EXPECT_EQ(mm2->inputs[0]->type, DataType::kHALF);
+}
+
+// Compress with a constant condition becomes a Gather of the kept indices (so that backends
+// without a Compress kernel, CUDA's, run it), along an axis, a negative axis, and flattened (no
+// axis: a Reshape to 1-D first); an all-false condition gives an empty axis. A computed condition
+// stays a Compress.
+TEST(Passes, ConstantCompressLowersToGather) {
+  struct Case {
+    std::optional<int64_t> axis;
+    std::vector<uint8_t> cond;
+  };
+  const std::vector<Case> cases = {{1, {1, 0, 1, 1}}, {-3, {0, 1}}, {std::nullopt, {1, 0, 0, 1, 1, 0, 1}}, {2, {0, 0, 0}}};
+  for (const Case& c : cases) {
+    auto make = [&c](Network& n) {
+      Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 4, 3});
+      HostTensor cond(DataType::kBOOL, {static_cast<int64_t>(c.cond.size())});
+      for (size_t i = 0; i < c.cond.size(); ++i) cond.as<uint8_t>()[i] = c.cond[i];
+      Attributes a;
+      if (c.axis) a.set("axis", *c.axis);
+      Layer* l = n.addLayer("Compress", {n.addActivation(x, "Relu")->outputs[0], n.addConstant("cond", cond)}, 1, a, "compress");
+      n.renameTensor(l->outputs[0], "y");
+      n.markOutput(l->outputs[0]);
+    };
+    const std::map<std::string, HostTensor> in = {{"x", randomTensor({2, 4, 3}, 4)}};
+    Network ref;
+    make(ref);
+    auto want = kiln::test::evaluateReference(ref, in);
+    Network net;
+    make(net);
+    net.topoSort();
+    net.inferShapes();
+    ASSERT_TRUE(lowerConstantCompress(net));
+    net.topoSort();
+    net.inferShapes();
+    int compress = 0, gather = 0;
+    for (auto& l : net.layers()) compress += l->op == "Compress", gather += l->op == "Gather";
+    EXPECT_EQ(compress, 0);
+    EXPECT_EQ(gather, 1);
+    auto got = kiln::test::evaluateReference(net, in);
+    const HostTensor &g = got.at("y"), &w = want.at("y");
+    ASSERT_EQ(g.dims(), w.dims());
+    for (int64_t i = 0; i < w.count(); ++i) EXPECT_EQ(g.getDouble(i), w.getDouble(i)) << i;
+  }
+  Network computed;  // condition computed from an input: left alone
+  Tensor* x = computed.addInput("x", DataType::kFLOAT, {4});
+  Tensor* cond = computed.addInput("c", DataType::kBOOL, {4});
+  Attributes a;
+  a.set("axis", int64_t(0));
+  computed.markOutput(computed.addLayer("Compress", {x, cond}, 1, a)->outputs[0]);
+  EXPECT_FALSE(lowerConstantCompress(computed));
 }

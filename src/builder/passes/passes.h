@@ -12,6 +12,8 @@ namespace kiln {
 
 //! Removes layers whose outputs were all folded to constants, then unreachable layers.
 bool removeFoldedLayers(Network& net);
+//! Compress with a constant condition -> Gather with the kept indices (lower_compress.cpp).
+bool lowerConstantCompress(Network& net);
 //! Conv -> BatchNormalization (constant parameters): folds the BN into the conv's weights/bias.
 bool foldBatchNormIntoConv(Network& net);
 //! The Erf form of GELU (x * 0.5 * (1 + erf(x / sqrt 2))) -> one Gelu layer.
