@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -81,16 +82,21 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
   auto hasKernel = [&backend](const Layer& l) { return !backend.tactics(describeLayer(l)).empty(); };
   auto repropagate = [&] { propagateShapes(net, nullptr, true); };
   removeFoldedLayers(net);
+  // KILN_GPU_FUSIONS=1 (testing aid): the GPU-only fusions also run in CPU builds, where the fused
+  // layers run on the reference kernels, so whole models check them against ONNX Runtime without
+  // a GPU (make models does).
+  const char* gpuFusionsEnv = std::getenv("KILN_GPU_FUSIONS");
+  const bool gpuFusions = cfg.device() == DeviceType::kGPU || (gpuFusionsEnv && std::string(gpuFusionsEnv) == "1");
   struct Pass { const char* name; std::function<bool(Network&)> fn; };
   const Pass passes[] = {
       {"lower Compress with a constant condition to Gather", lowerConstantCompress},
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
       {"fuse GELU pattern", fuseGeluPattern},
       {"fuse LayerNorm pattern", fuseLayerNormPattern},
-      {"fuse attention (GPU)", [&](Network& n) { return cfg.device() == DeviceType::kGPU && fuseAttention(n, hasKernel); }},
+      {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasKernel); }},
       {"fuse MatMul + bias", fuseMatMulBias},
       {"fuse residual Add + LayerNorm (GPU)",
-       [&](Network& n) { return cfg.device() == DeviceType::kGPU && fuseSkipLayerNorm(n, hasKernel); }},
+       [&](Network& n) { return gpuFusions && fuseSkipLayerNorm(n, hasKernel); }},
       {"fuse Conv + residual Add", fuseConvResidual},
       {"fuse activation into producer", fuseActivation},
       {"fuse pointwise chains", fusePointwiseChains},

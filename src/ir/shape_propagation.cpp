@@ -1,5 +1,7 @@
 #include "ir/shape_propagation.h"
 
+#include <string>
+
 #include "ops/op_registry.h"
 
 namespace kiln {
@@ -7,6 +9,13 @@ namespace kiln {
 namespace {
 // Values up to this many elements are computed on the host while propagating shapes.
 constexpr int64_t kMaxFoldElements = int64_t(1) << 22;
+
+// Ops whose output is the input's buffer with other dims: folded at any size by sharing the
+// buffer. Left unfolded, a large constant behind one (ALBERT's shared [4096, 16384] weights
+// behind Identity nodes) would be copied at every inference.
+bool viewOfInput(const std::string& op) {
+  return op == "Identity" || op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze";
+}
 }
 
 LayerDesc describeLayer(const Layer& l) {
@@ -51,7 +60,12 @@ void inferLayerInPlace(Layer& l, bool fold) {
   if (fold && !known && def->foldable && allInputsKnown(d)) {
     bool small = true;
     for (auto& o : d.outputs) small = small && isStatic(o.dims) && volume(o.dims) <= kMaxFoldElements;
-    if (small) evaluateOnHost(d);
+    if (small) {
+      evaluateOnHost(d);
+    } else if (viewOfInput(l.op) && d.outputs.size() == 1 && isStatic(d.outputs[0].dims) && d.inputs[0].value.valid() &&
+               d.outputs[0].type == d.inputs[0].type && volume(d.outputs[0].dims) == d.inputs[0].value.count()) {
+      d.outputs[0].value = d.inputs[0].value.reshaped(d.outputs[0].dims);
+    }
   }
   for (size_t i = 0; i < l.outputs.size(); ++i) {
     Tensor* t = l.outputs[i];

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 #include "reference_eval.h"
@@ -295,4 +296,39 @@ TEST(Passes, ConstantCompressLowersToGather) {
   a.set("axis", int64_t(0));
   computed.markOutput(computed.addLayer("Compress", {x, cond}, 1, a)->outputs[0]);
   EXPECT_FALSE(lowerConstantCompress(computed));
+}
+
+// A constant too large for host evaluation still folds through view ops (Identity, Reshape,
+// Squeeze, Unsqueeze, Flatten) by sharing its buffer: nothing is copied at build time, and no
+// layer is left to copy it at every inference. Other ops on it (here Neg) stay layers.
+TEST(Passes, LargeConstantsFoldThroughViewsBySharingTheirBuffer) {
+  constexpr int64_t kRows = 2049, kCols = 2048;  // 2^22 + 2048 elements: above the host-evaluation limit
+  Network net;
+  HostTensor big(DataType::kUINT8, {kRows, kCols});
+  std::memset(big.data(), 7, static_cast<size_t>(big.count()));
+  Tensor* c = net.addConstant("big", big);
+  Tensor* id = net.addLayer("Identity", {c}, 1)->outputs[0];
+  HostTensor shape(DataType::kINT64, {3});
+  shape.as<int64_t>()[0] = 1, shape.as<int64_t>()[1] = kRows, shape.as<int64_t>()[2] = kCols;
+  Tensor* r = net.addLayer("Reshape", {id, net.addConstant("shape", shape)}, 1)->outputs[0];
+  Attributes axes;
+  axes.set("axis", int64_t(1));
+  Tensor* f = net.addLayer("Flatten", {r}, 1, axes)->outputs[0];
+  Tensor* cast = net.addLayer("Cast", {f}, 1, [] {
+                    Attributes a;
+                    a.set("to", int64_t(1));  // float: a real computation, too large to fold
+                    return a;
+                  }())->outputs[0];
+  net.markOutput(cast);
+  net.topoSort();
+  propagateShapes(net, nullptr, true);
+  ASSERT_TRUE(id->isConstant());
+  ASSERT_TRUE(r->isConstant());
+  ASSERT_TRUE(f->isConstant());
+  EXPECT_EQ(f->value.dims(), (Dims{1, kRows * kCols}));
+  EXPECT_EQ(f->value.data(), big.data()) << "the folded views must share the constant's buffer";
+  EXPECT_FALSE(cast->isConstant());
+  removeFoldedLayers(net);
+  ASSERT_EQ(net.nbLayers(), 1);
+  EXPECT_EQ(net.layer(0)->op, "Cast");
 }
