@@ -12,7 +12,8 @@ constexpr int64_t kMaxFoldElements = int64_t(1) << 22;
 
 // Ops whose output is the input's buffer with other dims: folded at any size by sharing the
 // buffer. Left unfolded, a large constant behind one (ALBERT's shared [4096, 16384] weights
-// behind Identity nodes) would be copied at every inference.
+// behind Identity nodes) would be copied at every inference; shared, the plan file stores the
+// buffer once (plan_file.cpp).
 bool viewOfInput(const std::string& op) {
   return op == "Identity" || op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze";
 }
@@ -60,11 +61,11 @@ void inferLayerInPlace(Layer& l, bool fold) {
   if (fold && !known && def->foldable && allInputsKnown(d)) {
     bool small = true;
     for (auto& o : d.outputs) small = small && isStatic(o.dims) && volume(o.dims) <= kMaxFoldElements;
-    if (small) {
+    if (viewOfInput(l.op) && d.outputs.size() == 1 && isStatic(d.outputs[0].dims) && d.inputs[0].value.valid() &&
+        d.outputs[0].type == d.inputs[0].type && volume(d.outputs[0].dims) == d.inputs[0].value.count()) {
+      d.outputs[0].value = d.inputs[0].value.reshaped(d.outputs[0].dims);  // shares the buffer (plan files store it once)
+    } else if (small) {
       evaluateOnHost(d);
-    } else if (viewOfInput(l.op) && d.outputs.size() == 1 && isStatic(d.outputs[0].dims) && d.inputs[0].value.valid() &&
-               d.outputs[0].type == d.inputs[0].type && volume(d.outputs[0].dims) == d.inputs[0].value.count()) {
-      d.outputs[0].value = d.inputs[0].value.reshaped(d.outputs[0].dims);
     }
   }
   for (size_t i = 0; i < l.outputs.size(); ++i) {

@@ -3,7 +3,10 @@
 //           u64 payload bytes | u64 payload FNV-1a-64 checksum
 //   payload: u32 threads | u32 aux streams | u64 arena bytes | tensors | layers | I/O | profile
 // Every count, size and index is checked on load; constants are stored 64-byte aligned.
+// Format 2: a constant whose buffer is an earlier tensor's (a folded Identity/Reshape of shared
+// weights, as ALBERT's export has) is stored as that tensor's index (tensor flag 8), not again.
 #include <cstring>
+#include <map>
 
 #include "kiln/version.h"
 #include "ops/op_registry.h"
@@ -15,7 +18,7 @@ namespace kiln {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;
 constexpr uint32_t kMaxRank = 16;
 constexpr int64_t kMaxDim = int64_t(1) << 40;
 
@@ -122,12 +125,22 @@ std::vector<uint8_t> serializePlan(const EngineGraph& g) {
   p.u32(static_cast<uint32_t>(g.auxStreams));
   p.u64(g.arenaBytes);
   p.u32(static_cast<uint32_t>(g.tensors.size()));
-  for (const auto& t : g.tensors) {
+  std::map<std::pair<const void*, size_t>, size_t> stored;  // (buffer, bytes) -> first tensor storing it
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    const auto& t = g.tensors[i];
     p.str(t.name);
     p.u8(static_cast<uint8_t>(t.type));
     writeDims(p, t.dims);
-    p.u8(static_cast<uint8_t>((t.isInput ? 1 : 0) | (t.isOutput ? 2 : 0) | (t.value.valid() ? 4 : 0)));
-    if (t.value.valid()) writeTensorValue(p, t.value);
+    const bool constant = t.value.valid();
+    auto same = constant && t.value.bytes() > 0 ? stored.find({t.value.data(), t.value.bytes()}) : stored.end();
+    const bool shared = same != stored.end() && g.tensors[same->second].type == t.type;
+    p.u8(static_cast<uint8_t>((t.isInput ? 1 : 0) | (t.isOutput ? 2 : 0) | (constant && !shared ? 4 : 0) | (shared ? 8 : 0)));
+    if (shared) {
+      p.i64(static_cast<int64_t>(same->second));
+    } else if (constant) {
+      writeTensorValue(p, t.value);
+      if (t.value.bytes() > 0) stored.emplace(std::make_pair(t.value.data(), t.value.bytes()), i);
+    }
   }
   p.u32(static_cast<uint32_t>(g.layers.size()));
   for (const auto& l : g.layers) {
@@ -212,12 +225,24 @@ EngineGraph deserializePlan(const void* data, size_t size, bool verifyChecksum) 
     t.type = readType(r);
     t.dims = readDims(r, true);
     uint8_t flags = r.u8();
-    if (flags > 7) r.fail("invalid tensor flags");
+    if (flags > 15 || (flags & 12) == 12) r.fail("invalid tensor flags");
     t.isInput = flags & 1;
     t.isOutput = flags & 2;
     if (flags & 4) {
       t.value = readTensorValue(r);
       if (t.value.type() != t.type || t.value.dims() != t.dims) r.fail("constant '" + t.name + "' does not match its tensor");
+    } else if (flags & 8) {  // the buffer of an earlier constant
+      const size_t self = static_cast<size_t>(&t - g.tensors.data());
+      const int src = readIndex(r, self, false);
+      const HostTensor& v = g.tensors[static_cast<size_t>(src)].value;
+      int64_t n = -1;
+      try {
+        n = volume(t.dims);
+      } catch (const Error&) {
+        r.fail("tensor size overflows");
+      }
+      if (!v.valid() || v.type() != t.type || v.count() != n) r.fail("constant '" + t.name + "' does not match the buffer it shares");
+      t.value = v.reshaped(t.dims);
     }
   }
   uint32_t nl = r.count(30, "layers");

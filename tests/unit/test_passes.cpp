@@ -332,3 +332,28 @@ TEST(Passes, LargeConstantsFoldThroughViewsBySharingTheirBuffer) {
   ASSERT_EQ(net.nbLayers(), 1);
   EXPECT_EQ(net.layer(0)->op, "Cast");
 }
+
+// --fp16: constants that share one buffer (folded views of shared weights) share the converted
+// buffer too, so that the plan stores the float16 weights once.
+TEST(Passes, SharedWeightsShareTheirReducedPrecisionCopy) {
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {2, 16});
+  Tensor* w = net.addConstant("w", randomTensor({16, 16}, 41));
+  Tensor* h = net.addMatMul(x, net.addLayer("Identity", {w}, 1)->outputs[0])->outputs[0];
+  Tensor* y = net.addMatMul(h, net.addLayer("Identity", {w}, 1)->outputs[0])->outputs[0];
+  net.markOutput(y);
+  net.topoSort();
+  propagateShapes(net, nullptr, true);
+  removeFoldedLayers(net);
+  ASSERT_TRUE(assignPrecision(net, DataType::kHALF, false));
+  removeFoldedLayers(net);
+  std::vector<const Tensor*> weights;
+  for (auto& l : net.layers())
+    if (l->op == "MatMul") weights.push_back(l->inputs[1]);
+  ASSERT_EQ(weights.size(), 2u);
+  for (const Tensor* t : weights) {
+    ASSERT_TRUE(t->isConstant());
+    EXPECT_EQ(t->type, DataType::kHALF);
+  }
+  EXPECT_EQ(weights[0]->value.data(), weights[1]->value.data());
+}

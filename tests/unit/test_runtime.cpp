@@ -234,3 +234,54 @@ TEST(Runtime, Float16NetworkOnCpuRoundTripsThroughAPlan) {
     EXPECT_EQ(out[i], floatToHalf(expect)) << i;
   }
 }
+
+// Shared weights (ALBERT's export: one initializer behind several Identity nodes) fold to constants
+// that share one buffer, and the plan stores that buffer once; the reloaded engine computes the
+// same outputs, which match the reference evaluation of the unfolded network.
+TEST(Runtime, SharedWeightsAreStoredOnceInThePlan) {
+  constexpr int64_t kN = 128;
+  const HostTensor w = randomTensor({kN, kN}, 31, -0.1f, 0.1f);
+  auto make = [&w] {
+    auto net = std::make_unique<Network>();
+    Tensor* x = net->addInput("x", DataType::kFLOAT, {1, kN});
+    Tensor* shared = net->addConstant("w_shared", w);
+    Tensor* h = net->addActivation(net->addMatMul(x, net->addLayer("Identity", {shared}, 1)->outputs[0])->outputs[0], "Relu")->outputs[0];
+    Tensor* y = net->addMatMul(h, net->addLayer("Identity", {shared}, 1)->outputs[0])->outputs[0];
+    net->renameTensor(y, "y");
+    net->markOutput(y);
+    return net;
+  };
+  const HostTensor in = randomTensor({1, kN}, 32);
+  auto refNet = make();
+  const HostTensor want = kiln::test::evaluateReference(*refNet, {{"x", in}}).at("y");
+  auto net = make();
+  BuilderConfig cfg;
+  cfg.setThreads(1);
+  auto engine = Builder().build(*net, cfg);
+  auto plan = engine->serialize();
+  const size_t weightBytes = static_cast<size_t>(w.bytes());
+  EXPECT_LT(plan.size(), weightBytes + weightBytes / 2) << "the shared weights are stored more than once";
+  // The shared-buffer reference is bounds-checked like everything else (checksum bypassed).
+  std::mt19937 rng(9);
+  for (int i = 0; i < 500; ++i) {
+    auto bad = plan;
+    // The metadata lies before and after the one stored buffer: mutate the first and last 4 KiB.
+    for (int k = 0; k < 1 + static_cast<int>(rng() % 3); ++k) {
+      const size_t off = rng() % 4096;
+      bad[rng() % 2 ? off : bad.size() - 1 - off] = static_cast<uint8_t>(rng());
+    }
+    try {
+      deserializePlan(bad.data(), bad.size(), /*verifyChecksum=*/false);
+    } catch (const Error&) {
+    }
+  }
+  auto loaded = Engine::deserialize(plan.data(), plan.size());
+  for (Engine* e : {engine.get(), loaded.get()}) {
+    auto ctx = e->createExecutionContext();
+    std::vector<float> out(kN, -1.f);
+    ctx->setTensorAddress("x", const_cast<void*>(in.data()));
+    ctx->setTensorAddress("y", out.data());
+    ctx->enqueue();
+    for (int64_t i = 0; i < kN; ++i) EXPECT_NEAR(out[static_cast<size_t>(i)], want.as<float>()[i], 1e-4f) << i;
+  }
+}

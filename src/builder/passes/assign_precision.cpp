@@ -37,10 +37,20 @@ Tensor* castTensor(Network& net, Tensor* t, DataType to, std::map<std::pair<Tens
   out->dims = t->dims;
   out->dimsKnown = true;
   if (t->isConstant()) {  // fold now: weights are stored in the target type
-    LayerDesc d = describeLayer(*c);
-    inferLayer(d);
-    evaluateOnHost(d);
-    out->value = d.outputs[0].value;
+    // Constants sharing one buffer (folded views of shared weights) share the converted one too,
+    // so that the plan stores it once.
+    for (const auto& [k, done] : cache)
+      if (k.second == to && k.first->isConstant() && k.first->value.data() == t->value.data() &&
+          k.first->value.bytes() == t->value.bytes() && k.first->type == t->type) {
+        out->value = done->value.reshaped(t->dims);
+        break;
+      }
+    if (!out->isConstant()) {
+      LayerDesc d = describeLayer(*c);
+      inferLayer(d);
+      evaluateOnHost(d);
+      out->value = d.outputs[0].value;
+    }
   }
   cache[key] = out;
   return out;
