@@ -89,10 +89,12 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
   const bool gpuFusions = cfg.device() == DeviceType::kGPU || (gpuFusionsEnv && std::string(gpuFusionsEnv) == "1");
   struct Pass { const char* name; std::function<bool(Network&)> fn; };
   const Pass passes[] = {
+      {"elide Identity and same-type Cast", elideNoOps},
       {"lower Compress with a constant condition to Gather", lowerConstantCompress},
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
       {"fuse GELU pattern", fuseGeluPattern},
       {"fuse LayerNorm pattern", fuseLayerNormPattern},
+      {"fuse RMSNorm pattern", fuseRmsNormPattern},
       {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasKernel); }},
       {"fuse MatMul + bias", fuseMatMulBias},
       {"fuse residual Add + LayerNorm (GPU)",

@@ -357,3 +357,34 @@ TEST(Passes, SharedWeightsShareTheirReducedPrecisionCopy) {
   }
   EXPECT_EQ(weights[0]->value.data(), weights[1]->value.data());
 }
+
+// T5 / LLaMA RMSNorm, decomposed by the exporters, becomes one RMSNormalization in each written
+// form (x / sqrt, x * (1 / sqrt), x * Reciprocal(sqrt); Pow or x * x; with and without the scale),
+// and the fused engine computes what the decomposed network does. A float32 -> float32 Cast in
+// front (T5's) and an Identity are elided.
+TEST(Passes, RmsNormPatternFuses) {
+  for (int form = 0; form < 4; ++form) {
+    auto make = [form](Network& n) {
+      Tensor* in = n.addInput("x", DataType::kFLOAT, {2, 5, 16});
+      Attributes to;
+      to.set("to", int64_t(1));
+      Tensor* x = n.addLayer("Cast", {n.addLayer("Identity", {in}, 1)->outputs[0]}, 1, to)->outputs[0];
+      Tensor* sq = form == 1 ? n.addElementWise(x, x, "Mul")->outputs[0] : n.addElementWise(x, n.addConstant("", scalar(2.f)), "Pow")->outputs[0];
+      HostTensor axes(DataType::kINT64, {1});
+      axes.as<int64_t>()[0] = -1;
+      Tensor* v = n.addLayer("ReduceMean", {sq, n.addConstant("", axes)}, 1)->outputs[0];
+      Tensor* s = n.addActivation(n.addElementWise(v, n.addConstant("", scalar(1e-6f)), "Add")->outputs[0], "Sqrt")->outputs[0];
+      Tensor* r;
+      if (form == 0 || form == 1) r = n.addElementWise(x, s, "Div")->outputs[0];
+      else if (form == 2) r = n.addElementWise(x, n.addElementWise(n.addConstant("", scalar(1.f)), s, "Div")->outputs[0], "Mul")->outputs[0];
+      else r = n.addElementWise(x, n.addActivation(s, "Reciprocal")->outputs[0], "Mul")->outputs[0];
+      Tensor* y = form == 1 ? r : n.addElementWise(n.addConstant("g", randomTensor({16}, 5, 0.5f, 1.5f)), r, "Mul")->outputs[0];
+      n.renameTensor(y, "y");
+      n.markOutput(y);
+    };
+    std::string info = checkFusion(make, {{"x", randomTensor({2, 5, 16}, 6)}});
+    EXPECT_NE(info.find("\"op\":\"RMSNormalization\""), std::string::npos) << "form " << form << ": " << info;
+    for (const char* gone : {"\"op\":\"ReduceMean\"", "\"op\":\"Sqrt\"", "\"op\":\"Cast\"", "\"op\":\"Identity\""})
+      EXPECT_EQ(info.find(gone), std::string::npos) << "form " << form << ": " << gone;
+  }
+}

@@ -12,6 +12,10 @@ namespace kiln {
 
 //! Removes layers whose outputs were all folded to constants, then unreachable layers.
 bool removeFoldedLayers(Network& net);
+//! Identity and same-type Cast layers (not network outputs) -> their readers read the input (elide_noops.cpp).
+bool elideNoOps(Network& net);
+//! Pow/ReduceMean/Add/Sqrt/Div(/Mul scale) (T5, LLaMA) -> RMSNormalization (fuse_rmsnorm.cpp).
+bool fuseRmsNormPattern(Network& net);
 //! Compress with a constant condition -> Gather with the kept indices (lower_compress.cpp).
 bool lowerConstantCompress(Network& net);
 //! Conv -> BatchNormalization (constant parameters): folds the BN into the conv's weights/bias.
