@@ -64,7 +64,9 @@ void inferLayerInPlace(Layer& l, bool fold) {
     if (viewOfInput(l.op) && d.outputs.size() == 1 && isStatic(d.outputs[0].dims) && d.inputs[0].value.valid() &&
         d.outputs[0].type == d.inputs[0].type && volume(d.outputs[0].dims) == d.inputs[0].value.count()) {
       d.outputs[0].value = d.inputs[0].value.reshaped(d.outputs[0].dims);  // shares the buffer (plan files store it once)
-    } else if (small) {
+    } else if (small || ((l.op == "Transpose" || l.op == "Cast") && isStatic(d.outputs[0].dims))) {
+      // Transpose and Cast of a large constant too: weights transposed (the dynamo exporter's
+      // Linear: MatMul(x, Transpose(W))) or converted once here rather than at every inference.
       evaluateOnHost(d);
     }
   }
