@@ -125,14 +125,7 @@ bool fuseGeluPattern(Network& net) {
     Attributes a;
     a.set("approximate", std::string(h.approximate));
     Layer* gelu = net.addLayer("Gelu", {x}, 1, a, f->name + "_gelu");
-    for (Layer* d : dead) recordFusion(gelu, d);
-    gelu->fusedOps.erase(gelu->fusedOps.begin());  // the synthetic Gelu itself is not an original op
-    for (Layer* d : dead) net.removeLayer(d);
-    net.replaceUses(result, gelu->outputs[0]);
-    gelu->outputs[0]->type = DataType::kFLOAT;
-    gelu->outputs[0]->dims = result->dims;
-    gelu->outputs[0]->dimsKnown = true;
-    net.topoSort();
+    replaceWithFused(net, gelu, dead, result);
     changed = true;
     i = 0;
   }

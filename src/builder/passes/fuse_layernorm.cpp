@@ -85,15 +85,7 @@ bool fuseLayerNormPattern(Network& net) {
     Tensor* b1 = net.addConstant(beta->name + "_ln", beta->value.reshaped({c}));
     Layer* ln = net.addLayer("LayerNormalization", {x, g1, b1}, 1, a, mean->name + "_layernorm");
     std::vector<Layer*> dead{mean, sub, sq, var, addEps, sqrt, div, mul, add};
-    for (Layer* l : dead) recordFusion(ln, l);
-    ln->fusedOps.erase(ln->fusedOps.begin());
-    Tensor* y = add->outputs[0];
-    ln->outputs[0]->type = y->type;
-    ln->outputs[0]->dims = y->dims;
-    ln->outputs[0]->dimsKnown = true;
-    for (Layer* l : dead) net.removeLayer(l);
-    net.replaceUses(y, ln->outputs[0]);
-    net.topoSort();
+    replaceWithFused(net, ln, dead, add->outputs[0]);
     changed = true;
     i = 0;
   }

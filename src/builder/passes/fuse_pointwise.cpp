@@ -116,14 +116,7 @@ bool fusePointwiseChains(Network& net) {
     a.set("alpha", alpha);
     a.set("beta", beta);
     Layer* fused = net.addLayer("PointwiseChain", inputs, 1, a, first->name + "_chain");
-    for (Layer* l : chain) recordFusion(fused, l);
-    fused->fusedOps.erase(fused->fusedOps.begin());
-    fused->outputs[0]->type = DataType::kFLOAT;
-    fused->outputs[0]->dims = value->dims;
-    fused->outputs[0]->dimsKnown = true;
-    for (Layer* l : chain) net.removeLayer(l);
-    net.replaceUses(value, fused->outputs[0]);
-    net.topoSort();
+    replaceWithFused(net, fused, chain, value);
     changed = true;
     i = 0;
   }

@@ -84,14 +84,7 @@ bool fuseRmsNormPattern(Network& net) {
     a.set("epsilon", static_cast<float>(eps));
     Layer* rms = net.addLayer("RMSNormalization", {x, net.addConstant(net.uniqueName(sq->name + "_rms_scale"), scale)}, 1, a,
                               net.uniqueName(sq->name + "_rmsnorm"));
-    for (Layer* l : dead) recordFusion(rms, l);
-    rms->fusedOps.erase(rms->fusedOps.begin());  // the synthetic layer itself is not an original op
-    rms->outputs[0]->type = y->type;
-    rms->outputs[0]->dims = y->dims;
-    rms->outputs[0]->dimsKnown = true;
-    for (Layer* l : dead) net.removeLayer(l);
-    net.replaceUses(y, rms->outputs[0]);
-    net.topoSort();
+    replaceWithFused(net, rms, dead, y);
     changed = true;
     i = 0;
   }

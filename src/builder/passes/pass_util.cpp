@@ -23,6 +23,17 @@ void recordFusion(Layer* into, const Layer* from) {
   else into->fusedOps.insert(into->fusedOps.end(), from->fusedOps.begin(), from->fusedOps.end());
 }
 
+void replaceWithFused(Network& net, Layer* fused, const std::vector<Layer*>& dead, Tensor* result) {
+  for (Layer* l : dead) recordFusion(fused, l);
+  fused->fusedOps.erase(fused->fusedOps.begin());  // the synthetic layer itself is not an original op
+  fused->outputs[0]->type = result->type;
+  fused->outputs[0]->dims = result->dims;
+  fused->outputs[0]->dimsKnown = true;
+  for (Layer* l : dead) net.removeLayer(l);
+  net.replaceUses(result, fused->outputs[0]);
+  net.topoSort();
+}
+
 bool removeFoldedLayers(Network& net) {
   std::vector<Layer*> folded;
   for (auto& l : net.layers()) {

@@ -53,5 +53,8 @@ bool insertFloatCasts(Network& net, const std::function<bool(const Layer&)>& run
 Layer* soleConsumer(const Network& net, const Tensor* t);
 //! Records that `into` now also performs `from` (for --dumpLayerInfo).
 void recordFusion(Layer* into, const Layer* from);
+//! Completes a pattern fusion: `fused` (a new synthetic layer) records the `dead` layers it
+//! replaces, takes over `result` (its readers and its type/dims), and the dead layers go.
+void replaceWithFused(Network& net, Layer* fused, const std::vector<Layer*>& dead, Tensor* result);
 
 }  // namespace kiln
