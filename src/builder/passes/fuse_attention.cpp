@@ -30,12 +30,6 @@ constexpr double kAbsorbing = -1e30;
 
 bool computeType(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
 
-bool scalarConst(const Tensor* t, double* v) {
-  if (!t || !t->isConstant() || t->value.count() != 1 || !isFloat(t->type)) return false;
-  *v = t->value.getDouble(0);
-  return true;
-}
-
 bool sameDim(int64_t a, int64_t b) { return a == b; }  // -1 == -1: the same symbolic dim (trusted)
 
 //! Mul/Div of `t` by a scalar constant (either operand for Mul): returns the other operand and
@@ -45,10 +39,10 @@ Tensor* scalarOperand(const Layer* l, double* factor) {
   double c = 0;
   Tensor* x = nullptr;
   if (l->op == "Mul") {
-    if (scalarConst(l->inputs[1], &c)) x = l->inputs[0];
-    else if (scalarConst(l->inputs[0], &c)) x = l->inputs[1];
+    if (scalarValue(l->inputs[1], &c)) x = l->inputs[0];
+    else if (scalarValue(l->inputs[0], &c)) x = l->inputs[1];
     *factor = c;
-  } else if (l->op == "Div" && scalarConst(l->inputs[1], &c) && c != 0) {
+  } else if (l->op == "Div" && scalarValue(l->inputs[1], &c) && c != 0) {
     x = l->inputs[0];
     *factor = 1.0 / c;
   }
@@ -273,7 +267,7 @@ std::pair<Layer*, Layer*> nanGuard(const Network& net, const Layer* sm) {
   double zero = 1;
   if (isnan->op != "IsNaN" || where->op != "Where" || isnan->inputs.size() != 1 || where->inputs.size() != 3) return {nullptr, nullptr};
   if (soleConsumer(net, isnan->outputs[0]) != where || where->inputs[0] != isnan->outputs[0] || where->inputs[2] != p ||
-      !scalarConst(where->inputs[1], &zero) || zero != 0 || where->outputs[0]->dims != p->dims)
+      !scalarValue(where->inputs[1], &zero) || zero != 0 || where->outputs[0]->dims != p->dims)
     return {nullptr, nullptr};
   return {where, isnan};
 }
@@ -317,9 +311,9 @@ bool matchScores(const Network& net, Layer* sm, Match& m) {
       t = l->inputs[s];
     } else if (l->op == "Where" && l->inputs.size() == 3 && !seenScale && !m.where) {
       double c = 0;
-      if (scalarConst(l->inputs[2], &c)) {
+      if (scalarValue(l->inputs[2], &c)) {
         t = l->inputs[1];
-      } else if (scalarConst(l->inputs[1], &c)) {
+      } else if (scalarValue(l->inputs[1], &c)) {
         t = l->inputs[2];
         m.whereKeepsTrue = false;
       } else {

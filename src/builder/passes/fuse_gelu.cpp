@@ -13,14 +13,6 @@ bool isScalar(const Tensor* t, double v, double tol = 1e-4) {
   return t && t->isConstant() && t->value.count() == 1 && isFloat(t->type) && std::fabs(t->value.getDouble(0) - v) <= tol;
 }
 
-// For a binary layer with one operand `known`, returns the other operand.
-Tensor* other(const Layer* l, const Tensor* known) {
-  if (l->inputs.size() != 2) return nullptr;
-  if (l->inputs[0] == known) return l->inputs[1];
-  if (l->inputs[1] == known) return l->inputs[0];
-  return nullptr;
-}
-
 //! x^3 as Pow(x, 3) or x * (x * x) in either order: returns x and adds the layers to `layers`.
 Tensor* cubeOf(const Network& net, Tensor* t, std::vector<Layer*>& layers) {
   Layer* l = t->producer;
@@ -102,21 +94,21 @@ bool fuseGeluPattern(Network& net) {
     if (!erfHead(net, f, h) && !tanhHead(net, f, h)) continue;
     Tensor* x = h.x;
     Layer* add = soleConsumer(net, f->outputs[0]);
-    if (!add || add->op != "Add" || !isScalar(other(add, f->outputs[0]), 1.0)) continue;
+    if (!add || add->op != "Add" || !isScalar(otherInput(add, f->outputs[0]), 1.0)) continue;
     Layer* m1 = soleConsumer(net, add->outputs[0]);
     if (!m1 || m1->op != "Mul") continue;
-    Tensor* m1other = other(m1, add->outputs[0]);
+    Tensor* m1other = otherInput(m1, add->outputs[0]);
     std::vector<Layer*> dead = h.layers;
     dead.insert(dead.end(), {add, m1});
     Tensor* result = nullptr;
     if (m1other == x) {  // (x * (1 + erf)) * 0.5
       Layer* m2 = soleConsumer(net, m1->outputs[0]);
-      if (!m2 || m2->op != "Mul" || !isScalar(other(m2, m1->outputs[0]), 0.5)) continue;
+      if (!m2 || m2->op != "Mul" || !isScalar(otherInput(m2, m1->outputs[0]), 0.5)) continue;
       dead.push_back(m2);
       result = m2->outputs[0];
     } else if (m1other && m1other->producer && m1other->producer->op == "Mul") {  // (x * 0.5) * (1 + erf)
       Layer* half = m1other->producer;
-      if (other(half, x) == nullptr || !isScalar(other(half, x), 0.5) || soleConsumer(net, m1other) != m1) continue;
+      if (otherInput(half, x) == nullptr || !isScalar(otherInput(half, x), 0.5) || soleConsumer(net, m1other) != m1) continue;
       dead.push_back(half);
       result = m1->outputs[0];
     } else {

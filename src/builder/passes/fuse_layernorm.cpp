@@ -9,32 +9,6 @@ namespace kiln {
 
 namespace {
 
-bool scalarValue(const Tensor* t, double* v) {
-  if (!t || !t->isConstant() || t->value.count() != 1 || !isFloat(t->type)) return false;
-  *v = t->value.getDouble(0);
-  return true;
-}
-
-// A ReduceMean over only the last axis with keepdims.
-bool meanOverLastAxis(const Layer* l) {
-  if (!l || l->op != "ReduceMean" || l->attrs.getInt("keepdims", 1) != 1) return false;
-  const Tensor* x = l->inputs[0];
-  if (!x || x->dims.empty()) return false;
-  std::vector<int64_t> axes = l->attrs.getInts("axes");
-  if (l->inputs.size() > 1 && l->inputs[1]) {
-    if (!l->inputs[1]->isConstant()) return false;
-    axes = l->inputs[1]->value.toInts();
-  }
-  if (axes.size() != 1) return false;
-  int64_t r = static_cast<int64_t>(x->dims.size());
-  return axes[0] == -1 || axes[0] == r - 1;
-}
-
-Tensor* otherInput(const Layer* l, const Tensor* t) {
-  if (l->inputs.size() != 2) return nullptr;
-  return l->inputs[0] == t ? l->inputs[1] : (l->inputs[1] == t ? l->inputs[0] : nullptr);
-}
-
 Layer* consumerOf(const Network& net, const Tensor* t, const char* op) {
   for (Layer* c : net.consumers(t))
     if (c->op == op) return c;

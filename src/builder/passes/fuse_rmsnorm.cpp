@@ -6,46 +6,20 @@
 
 namespace kiln {
 
-namespace {
-
-bool scalarIs(const Tensor* t, double* v) {
-  if (!t || !t->isConstant() || t->value.count() != 1 || !isFloat(t->type)) return false;
-  *v = t->value.getDouble(0);
-  return true;
-}
-
-Tensor* otherOf(const Layer* l, const Tensor* t) {
-  if (l->inputs.size() != 2) return nullptr;
-  return l->inputs[0] == t ? l->inputs[1] : (l->inputs[1] == t ? l->inputs[0] : nullptr);
-}
-
-bool lastAxisMean(const Layer* l) {
-  if (!l || l->op != "ReduceMean" || l->attrs.getInt("keepdims", 1) != 1 || !l->inputs[0] || l->inputs[0]->dims.empty()) return false;
-  std::vector<int64_t> axes = l->attrs.getInts("axes");
-  if (l->inputs.size() > 1 && l->inputs[1]) {
-    if (!l->inputs[1]->isConstant()) return false;
-    axes = l->inputs[1]->value.toInts();
-  }
-  const int64_t r = static_cast<int64_t>(l->inputs[0]->dims.size());
-  return axes.size() == 1 && (axes[0] == -1 || axes[0] == r - 1);
-}
-
-}  // namespace
-
 bool fuseRmsNormPattern(Network& net) {
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* sq = net.layer(static_cast<int>(i));
     double v = 0;
     Tensor* x = sq->inputs.empty() ? nullptr : sq->inputs[0];
-    const bool pow2 = sq->op == "Pow" && sq->inputs.size() == 2 && scalarIs(sq->inputs[1], &v) && v == 2.0;
+    const bool pow2 = sq->op == "Pow" && sq->inputs.size() == 2 && scalarValue(sq->inputs[1], &v) && v == 2.0;
     const bool square = sq->op == "Mul" && sq->inputs.size() == 2 && sq->inputs[0] == sq->inputs[1];
     if (!(pow2 || square) || !x || x->type != DataType::kFLOAT || !x->dimsKnown || x->dims.empty() || x->dims.back() <= 0) continue;
     Layer* mean = soleConsumer(net, sq->outputs[0]);
-    if (!lastAxisMean(mean)) continue;
+    if (!meanOverLastAxis(mean)) continue;
     Layer* addEps = soleConsumer(net, mean->outputs[0]);
     double eps = 0;
-    if (!addEps || addEps->op != "Add" || !scalarIs(otherOf(addEps, mean->outputs[0]), &eps) || eps < 0) continue;
+    if (!addEps || addEps->op != "Add" || !scalarValue(otherInput(addEps, mean->outputs[0]), &eps) || eps < 0) continue;
     Layer* sqrt = soleConsumer(net, addEps->outputs[0]);
     if (!sqrt || sqrt->op != "Sqrt") continue;
     // x / s, x * (1 / s) or x * Reciprocal(s)
@@ -54,14 +28,14 @@ bool fuseRmsNormPattern(Network& net) {
     if (!norm) continue;
     if (norm->op == "Div" && norm->inputs[1] == sqrt->outputs[0] && norm->inputs[0] != x) {
       double one = 0;
-      if (!scalarIs(norm->inputs[0], &one) || one != 1.0) continue;
+      if (!scalarValue(norm->inputs[0], &one) || one != 1.0) continue;
       dead.push_back(norm);
       norm = soleConsumer(net, norm->outputs[0]);
-      if (!norm || norm->op != "Mul" || otherOf(norm, dead.back()->outputs[0]) != x) continue;
+      if (!norm || norm->op != "Mul" || otherInput(norm, dead.back()->outputs[0]) != x) continue;
     } else if (norm->op == "Reciprocal") {
       dead.push_back(norm);
       norm = soleConsumer(net, norm->outputs[0]);
-      if (!norm || norm->op != "Mul" || otherOf(norm, dead.back()->outputs[0]) != x) continue;
+      if (!norm || norm->op != "Mul" || otherInput(norm, dead.back()->outputs[0]) != x) continue;
     } else if (!(norm->op == "Div" && norm->inputs[0] == x && norm->inputs[1] == sqrt->outputs[0])) {
       continue;
     }
@@ -72,7 +46,7 @@ bool fuseRmsNormPattern(Network& net) {
     HostTensor scale(DataType::kFLOAT, {c});
     for (int64_t k = 0; k < c; ++k) scale.as<float>()[k] = 1.f;
     Layer* mulG = y->isOutput ? nullptr : soleConsumer(net, y);
-    Tensor* g = mulG && mulG->op == "Mul" ? otherOf(mulG, y) : nullptr;
+    Tensor* g = mulG && mulG->op == "Mul" ? otherInput(mulG, y) : nullptr;
     if (g && g->isConstant() && g->type == DataType::kFLOAT && g->value.count() == c && !g->dims.empty() && g->dims.back() == c &&
         mulG->outputs[0]->dims == y->dims) {
       scale = g->value.reshaped({c});

@@ -53,6 +53,12 @@ bool insertFloatCasts(Network& net, const std::function<bool(const Layer&)>& run
 Layer* soleConsumer(const Network& net, const Tensor* t);
 //! Records that `into` now also performs `from` (for --dumpLayerInfo).
 void recordFusion(Layer* into, const Layer* from);
+//! A constant float scalar: its value in *v.
+bool scalarValue(const Tensor* t, double* v);
+//! For a two-input layer reading `t`, the other input (nullptr otherwise).
+Tensor* otherInput(const Layer* l, const Tensor* t);
+//! A ReduceMean over only the last axis, with keepdims.
+bool meanOverLastAxis(const Layer* l);
 //! Completes a pattern fusion: `fused` (a new synthetic layer) records the `dead` layers it
 //! replaces, takes over `result` (its readers and its type/dims), and the dead layers go.
 void replaceWithFused(Network& net, Layer* fused, const std::vector<Layer*>& dead, Tensor* result);
