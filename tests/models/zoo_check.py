@@ -7,10 +7,14 @@ and run by kiln:
   fp32  kiln FP32 (on the GPU with --noTF32) must agree with ONNX Runtime within
         |kiln - ort| <= atol + rtol * |ort|, atol = rtol = 1e-3 (the issue's bar);
   fp16, bf16
-        kiln --fp16 / --bf16 (GPU only) is reported (max abs error, and relative to the
-        reference's largest value); it fails when that relative error exceeds --half-rel
-        (default 5e-2) or the output is not finite. Measured on the H200: FP16 4e-4..2e-3, BF16
-        about 8x that (7 mantissa bits to FP16's 10); 5e-2 is a garbage detector, not the bar.
+        kiln --fp16 / --bf16 (GPU only): max abs error against the FP32 reference, and relative
+        to the reference's largest value ("rel"). The tolerance is justified per model by PyTorch
+        itself: the same model cast to that precision (weights and activations; cuDNN/cuBLAS
+        accumulate in FP32, as kiln does) runs on the same input ("torch rel"), and kiln fails
+        when its rel exceeds max(--half-rel, 2 x torch rel) or its output is not finite. Deep
+        CNNs with random weights lose 8-23% in BF16 in PyTorch too (Inception-v3 BF16: 0.23,
+        measured on the CPU); a fixed bar would either pass garbage on shallow models or fail
+        correct engines on deep ones.
   dyn   (models listed in DYNAMIC) exported with a dynamic batch axis; kiln builds one engine with
         --minShapes/--optShapes/--maxShapes and runs it at two batch sizes against ONNX Runtime.
 Needs torch, torchvision, transformers, onnx, onnxruntime (the GPU machine has them).
@@ -122,6 +126,23 @@ def kiln_run(kiln, onnx_path, x, tag, extra):
     return np.array(got["values"], dtype=np.float64).reshape(got["dims"]), None
 
 
+def torch_reduced_rel(model, x, ref, prec):
+    """PyTorch's own error in `prec` ("fp16"/"bf16"): max |torch_prec - ref| / max |ref| with the
+    model and input cast to that type, on the GPU when there is one. None if PyTorch cannot run it."""
+    import copy, torch
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[prec]
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        with torch.inference_mode():
+            xin = x.to(dev, dtype) if x.is_floating_point() else x.to(dev)  # token ids stay int64
+            y = copy.deepcopy(model).to(dev, dtype)(xin).double().cpu().numpy()
+    except Exception:  # e.g. an op without a kernel for that type
+        return None
+    if y.shape != ref.shape or not np.isfinite(y).all():
+        return None
+    return float(np.abs(y - ref).max()) / (float(np.abs(ref).max()) or 1.0)
+
+
 def compare(got, ref, atol, rtol):
     ref = ref.astype(np.float64)
     if got.shape != ref.shape:
@@ -182,7 +203,10 @@ def main():
                 continue
             _, text = compare(got, ref, 0, 0)
             rel = float(np.abs(got - ref).max()) / (float(np.abs(ref).max()) or 1.0)
-            report(name, prec, bool(np.isfinite(got).all()) and rel <= a.half_rel, text)
+            peer = torch_reduced_rel(model, x, ref, prec)
+            bar = max(a.half_rel, 2 * peer) if peer is not None else a.half_rel
+            text += f", torch rel {peer:.3g}" if peer is not None else ", torch rel n/a"
+            report(name, prec, bool(np.isfinite(got).all()) and rel <= bar, f"{text}, bar {bar:.3g}")
         if name in DYNAMIC:
             lo, opt, hi = DYNAMIC[name]
             dims = "x".join(str(s) for s in xn.shape[1:])
