@@ -202,6 +202,28 @@ TEST(CudaConv, ConvTranspose) {
   checkConv(convCase({1, 4, 9}, {4, 3, 3}, attrs({{"strides", {3}}}), false, false, 52, "ConvTranspose"), "transpose 1-D");
 }
 
+// Geometries cuDNN's dgrad cannot express (ONNX's test_convtranspose_output_shape: output_shape
+// [10, 8] needs a negative pad; output_padding at the stride): cuDNN's tactics are not offered,
+// convtranspose_direct is and agrees with the reference; and it also runs a plain geometry.
+TEST(CudaConv, ConvTransposeAnyGeometry) {
+  KILN_REQUIRE_GPU();
+  Attributes shape = attrs({{"strides", {3, 2}}, {"output_shape", {10, 8}}});
+  Attributes pad = attrs({{"strides", {2, 2}}, {"output_padding", {2, 1}}, {"dilations", {3, 1}}});
+  pad.set("kiln_activation", std::string("Sigmoid"));
+  const OpCase odd[] = {convCase({1, 1, 3, 3}, {1, 2, 3, 3}, shape, false, false, 53, "ConvTranspose"),
+                        convCase({2, 6, 4, 5}, {6, 2, 3, 3}, [&] { Attributes a = pad; a.set("group", int64_t(3)); return a; }(), true,
+                                 false, 54, "ConvTranspose")};
+  for (const OpCase& c : odd)
+    for (DataType t : kAllFloat) {
+      auto names = checkAllTactics(c, t, convTol(t, reduction(c)), "transpose, geometry beyond dgrad");
+      EXPECT_TRUE(offered(names, "convtranspose_direct")) << toString(t);
+      EXPECT_FALSE(offered(names, "cudnn_0")) << toString(t);
+    }
+  const OpCase c3 = convCase({1, 3, 2, 2, 3}, {3, 2, 2, 3, 2}, attrs({{"strides", {1, 2, 2}}}), true, false, 55, "ConvTranspose");
+  auto names = checkAllTactics(c3, DataType::kFLOAT, convTol(DataType::kFLOAT, reduction(c3)), "transpose 3-D");
+  EXPECT_TRUE(offered(names, "convtranspose_direct"));
+}
+
 // ViT's patch embedding: kernel = stride = 16, C = 3 (patch_gemm), a 2x2/2 one with a residual
 // and an activation, and NCHW 1x1 convs (P = 1, X read in place): MobileNetV2's expansion with
 // ReLU6 and projection with a residual, and one whose images are not 16-byte aligned (C*H*W odd,

@@ -74,6 +74,7 @@ class DeviceConstant {
 namespace kiln {
 void addCudnnConvTactics(std::vector<TacticDef>& v);      // conv_cudnn.cpp: Conv, ConvTranspose
 void addDepthwiseConvCudaTactics(std::vector<TacticDef>& v);  // conv_depthwise.cu
+void addConvTransposeDirectTactics(std::vector<TacticDef>& v);  // conv_transpose_direct.cu: any ConvTranspose geometry
 void addPoolCudaTactics(std::vector<TacticDef>& v);        // pool_cuda.cu
 void addGemm1x1ConvTactics(std::vector<TacticDef>& v);    // conv_gemm.cpp: 1x1 convs as cuBLASLt GEMMs
 }  // namespace kiln

@@ -417,6 +417,16 @@ bool supportsCudnnConvBase(const LayerDesc& l) {
     std::vector<int64_t> st = l.attrs->getInts("strides", std::vector<int64_t>(r, 1));
     for (size_t i = 0; i < op.size() && i < st.size(); ++i)
       if (op[i] >= st[i]) return false;
+    // output_shape may need negative pads; with known dims, ask resolve() (convtranspose_direct
+    // runs what dgrad cannot).
+    const bool known = std::all_of(x.begin(), x.end(), [](int64_t d) { return d >= 0; });
+    if (known) {
+      try {
+        resolve(l);
+      } catch (const Error&) {
+        return false;
+      }
+    }
   }
   return true;
 }
