@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "core/thread_pool.h"
+#include "ops/attention_config.h"
 #include "ops/attention_views.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
@@ -58,16 +59,10 @@ double roundTo(int64_t onnxType, double x) {
 // =============================================================================================
 // Attention
 
-constexpr size_t kQ = 0, kK = 1, kV = 2, kMask = 3, kPastKey = 4, kPastValue = 5, kNonpad = 6;
+constexpr size_t kQ = kAttentionQ, kK = kAttentionK, kV = kAttentionV, kMask = kAttentionMask,
+                 kPastKey = kAttentionPastKey, kPastValue = kAttentionPastValue, kNonpad = kAttentionNonpad;
 
-struct AttentionConfig {
-  double scale = 0;  // 0: 1/sqrt(head_size)
-  double softcap = 0;
-  int64_t softmaxPrecision = 0;  // 0: the input type
-  int64_t qkMode = 0;
-  bool causal = false;
-  int64_t leftWindow = -1, rightWindow = -1;
-};
+}  // namespace
 
 AttentionConfig parseAttentionConfig(const LayerDesc& l) {
   AttentionConfig c;
@@ -93,13 +88,6 @@ AttentionConfig parseAttentionConfig(const LayerDesc& l) {
   if (c.leftWindow < -1 || c.rightWindow < -1) opError(l, "left_window_size and right_window_size must be >= -1");
   return c;
 }
-
-//! Sizes of one Attention call (any of them -1 at build time when unknown).
-struct AttentionShape {
-  bool is3d = false;
-  int64_t batch = -1, qHeads = -1, kvHeads = -1, qSeq = -1, kvSeq = -1, pastSeq = 0, headSize = -1, vHeadSize = -1;
-  int64_t total() const { return kvSeq < 0 || pastSeq < 0 ? -1 : kvSeq + pastSeq; }
-};
 
 AttentionShape attentionShape(const LayerDesc& l) {
   const Dims &q = l.inputs[kQ].dims, &k = l.inputs[kK].dims, &v = l.inputs[kV].dims;
@@ -159,6 +147,8 @@ void checkPastAndNonpad(const LayerDesc& l, AttentionShape& s, DataType t) {
     requireDims(l, kNonpad, {s.batch}, "nonpad_kv_seqlen");
   }
 }
+
+namespace {
 
 //! The mask must broadcast to (batch, q_heads, q_seq, total); its last dim may be shorter.
 void checkMask(const LayerDesc& l, const AttentionShape& s) {

@@ -629,12 +629,37 @@ bool resizeSamplingTaps(const LayerDesc& concrete, Dims& outDims, std::vector<in
   return true;
 }
 
+bool resizeSamplingTapsOutside(const LayerDesc& concrete, Dims& outDims, std::vector<int>& taps,
+                               std::vector<std::vector<int64_t>>& index, std::vector<std::vector<float>>& weight,
+                               std::vector<std::vector<uint8_t>>& outside, double& extrapolation, uint64_t& extBits) {
+  ResizeSampling s = computeSampling(concrete);
+  outDims = s.outDims;
+  extrapolation = s.extrapolation;
+  extBits = 0;  // the value as the reference stores it in the tensor's type
+  dispatchNumeric(concrete.inputs[0].type, [&](auto tag) {
+    using T = decltype(tag);
+    const T v = fromDouble<T>(s.extrapolation);
+    std::memcpy(&extBits, &v, sizeof(T));
+  });
+  taps.clear(), index.clear(), weight.clear(), outside.clear();
+  bool any = false;
+  for (const AxisTaps& t : s.axes) {
+    any = any || std::find(t.outside.begin(), t.outside.end(), 1) != t.outside.end();
+    taps.push_back(t.count);
+    index.push_back(t.index);
+    weight.emplace_back(t.weight.begin(), t.weight.end());
+    outside.push_back(t.outside);
+  }
+  return any;
+}
+
 void registerResizeOps(OpRegistry& r) {
   OpDef resize;
   resize.name = "Resize";
   resize.infer = inferResize;
   resize.ref = refResize;
-  resize.valueInputs = {2, 3};
+  // roi (1) too: tf_crop_and_resize samples by it, and the CUDA kernel's taps are planned on the host.
+  resize.valueInputs = {1, 2, 3};
   resize.normalize = normalizeResize;
   resize.minOpset = 10;
   r.add(resize);

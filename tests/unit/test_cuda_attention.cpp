@@ -1,4 +1,5 @@
-// CUDA Attention tactics (flash_v1, flash_v1_m128, flash_v1_m32, flash_simt, cudnn_sdpa) against the CPU
+// CUDA Attention tactics (flash_v1, flash_v1_m128, flash_v1_m32, flash_simt, cudnn_sdpa, attention_general)
+// against the CPU
 // reference kernel: sequence lengths 1..512 (ViT's 197, tails of every tile size), masks of every
 // broadcast form, short masks, bool masks, causal, cross attention, float32/float16/bfloat16.
 #include <algorithm>
@@ -93,6 +94,9 @@ int checkAllTactics(Backend& gpu, const Shape& s, Mask mask, bool causal, DataTy
   return static_cast<int>(names.size());
 }
 
+//! Whether attention_general is the one tactic offered (the features only it runs).
+bool onlyGeneral(Backend& gpu, const OpCase& c) { return test::tacticNames(gpu, c) == std::vector<std::string>{"attention_general"}; }
+
 bool offered(Backend& gpu, const OpCase& c, const std::string& name) {
   auto v = test::tacticNames(gpu, c);
   return std::find(v.begin(), v.end(), name) != v.end();
@@ -111,7 +115,8 @@ TEST(CudaAttention, SequenceLengthsAndTypes) {
   for (const Shape& s : shapes)
     for (DataType t : kTypes) {
       const int n = checkAllTactics(*gpu, s, Mask::kNone, false, t, seed += 10);
-      EXPECT_EQ(n, t == DataType::kFLOAT ? 1 : 5) << toString(t) << " Sq" << s.sq;  // 3 flash_v1 + flash_simt + cudnn_sdpa
+      // 3 flash_v1 + flash_simt + cudnn_sdpa (float16/bfloat16), and attention_general
+      EXPECT_EQ(n, t == DataType::kFLOAT ? 2 : 6) << toString(t) << " Sq" << s.sq;
     }
 }
 
@@ -173,7 +178,7 @@ TEST(CudaAttention, ThreeDimensionalInputs) {
         if (masked) typed.inputs[3] = test::convertTo(c.inputs[3], t);
         const HostTensor want = test::runReference(ref)[0];
         const auto names = test::tacticNames(*gpu, typed);
-        EXPECT_EQ(names.size(), t == DataType::kFLOAT || s.d == 40 ? 1u : (masked ? 4u : 5u)) << toString(t) << " D" << s.d;
+        EXPECT_EQ(names.size(), t == DataType::kFLOAT || s.d == 40 ? 2u : (masked ? 5u : 6u)) << toString(t) << " D" << s.d;
         for (const std::string& name : names)
           test::expectClose(test::runTactic(*gpu, name, typed)[0], want, tolerance(t).rtol, tolerance(t).atol,
                             "3-D " + name + " " + toString(t) + " Sq" + std::to_string(s.sq) + (masked ? " masked" : ""));
@@ -245,6 +250,7 @@ TEST(CudaAttention, FullyMaskedRowsAreZero) {
   }
 }
 
+// The flash and cuDNN tactics refuse what they cannot run; attention_general takes it.
 TEST(CudaAttention, SupportsRefusesWhatItCannotRun) {
   KILN_REQUIRE_GPU();
   auto gpu = getBackend(DeviceType::kGPU, 0);
@@ -266,20 +272,20 @@ TEST(CudaAttention, SupportsRefusesWhatItCannotRun) {
     if (std::string(attr) == "softcap") c.attrs.set("softcap", 30.f);
     if (std::string(attr) == "left_window") c.attrs.set("left_window_size", int64_t(4));
     if (std::string(attr) == "precision") c.attrs.set("softmax_precision", int64_t(11));
-    EXPECT_TRUE(test::tacticNames(*gpu, c).empty()) << attr;
+    EXPECT_TRUE(onlyGeneral(*gpu, c)) << attr;
   }
   {  // past_key / past_value
     OpCase c = base(DataType::kHALF);
     c.inputs.push_back(HostTensor());
     c.inputs.push_back(test::convertTo(uniform({1, 4, 3, 64}, 1, -1, 1), DataType::kHALF));
     c.inputs.push_back(test::convertTo(uniform({1, 4, 3, 64}, 2, -1, 1), DataType::kHALF));
-    EXPECT_TRUE(test::tacticNames(*gpu, c).empty());
+    EXPECT_TRUE(onlyGeneral(*gpu, c));
   }
   {  // GQA: 4 query heads, 2 KV heads
     OpCase c = base(DataType::kHALF);
     c.inputs[1] = test::convertTo(uniform({1, 2, 8, 64}, 1, -1, 1), DataType::kHALF);
     c.inputs[2] = test::convertTo(uniform({1, 2, 8, 64}, 2, -1, 1), DataType::kHALF);
-    EXPECT_TRUE(test::tacticNames(*gpu, c).empty());
+    EXPECT_TRUE(onlyGeneral(*gpu, c));
   }
   {  // 3-D GQA inputs (2 query heads, 1 KV head)
     OpCase c;
@@ -288,23 +294,122 @@ TEST(CudaAttention, SupportsRefusesWhatItCannotRun) {
     c.attrs.set("kv_num_heads", int64_t(1));
     c.inputs.push_back(test::convertTo(uniform({1, 8, 128}, 0, -1, 1), DataType::kHALF));
     for (uint32_t i = 1; i < 3; ++i) c.inputs.push_back(test::convertTo(uniform({1, 8, 64}, i, -1, 1), DataType::kHALF));
-    EXPECT_TRUE(test::tacticNames(*gpu, c).empty());
+    EXPECT_TRUE(onlyGeneral(*gpu, c));
   }
   {  // qk_matmul_output (4 outputs)
     OpCase c = base(DataType::kHALF);
     c.nbOutputs = 4;
-    EXPECT_TRUE(test::tacticNames(*gpu, c).empty());
+    EXPECT_TRUE(onlyGeneral(*gpu, c));
   }
   {  // head size 256, integer mask
     auto [c, ref] = makeCases({1, 2, 8, 8, 256, 256}, Mask::kNone, false, DataType::kHALF, 5);
-    EXPECT_TRUE(test::tacticNames(*gpu, c).empty());
+    EXPECT_TRUE(onlyGeneral(*gpu, c));
     OpCase m = base(DataType::kHALF);
     m.inputs.push_back(test::convertTo(uniform({8, 8}, 1, 0, 2), DataType::kINT32));
-    EXPECT_TRUE(test::tacticNames(*gpu, m).empty());
+    EXPECT_TRUE(test::tacticNames(*gpu, m).empty());  // no tactic reads integer masks
   }
   {  // head size 40: SIMT only
     auto [c, ref] = makeCases({1, 2, 8, 8, 40, 40}, Mask::kNone, false, DataType::kHALF, 5);
     EXPECT_FALSE(offered(*gpu, c, "flash_v1"));
     EXPECT_TRUE(offered(*gpu, c, "flash_simt"));
+  }
+}
+
+//! One attention_general case: every output against the reference (run in float32 on the same
+//! rounded inputs). `extra` adds inputs 3..6 (mask, past_key, past_value, nonpad_kv_seqlen).
+void checkGeneral(Backend& gpu, OpCase c, DataType t, const std::string& what) {
+  OpCase typed = c, ref = c;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const HostTensor& in = c.inputs[i];
+    if (!in.valid() || in.type() != DataType::kFLOAT) continue;
+    typed.inputs[i] = test::convertTo(in, t);
+    ref.inputs[i] = test::convertTo(typed.inputs[i], DataType::kFLOAT);
+  }
+  const std::vector<HostTensor> want = test::runReference(ref);
+  ASSERT_TRUE(offered(gpu, typed, "attention_general")) << what << " " << toString(t);
+  const std::vector<HostTensor> got = test::runTactic(gpu, "attention_general", typed);
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t o = 0; o < want.size(); ++o) {
+    // qk_matmul_output holds raw scores (|x| up to ~E * 2.25 * scale): scale the absolute bound.
+    const double scale = o == 3 ? 10.0 : 1.0;
+    test::expectClose(test::convertTo(got[o], DataType::kFLOAT), test::convertTo(want[o], DataType::kFLOAT), tolerance(t).rtol,
+                      tolerance(t).atol * scale, what + " " + toString(t) + " output " + std::to_string(o));
+  }
+}
+
+// attention_general against the reference for each feature only it runs: GQA/MQA (4-D and 3-D),
+// the past/present KV cache (present outputs compared too), nonpad_kv_seqlen with causal,
+// softcap, sliding windows, softmax_precision, qk_matmul_output in all four modes, head size 256.
+TEST(CudaAttention, GeneralCoversEveryFeature) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  uint32_t seed = 5000;
+  auto qkv4 = [&](int64_t b, int64_t hq, int64_t hkv, int64_t sq, int64_t skv, int64_t d, int64_t dv) {
+    OpCase c;
+    c.op = "Attention";
+    seed += 10;
+    c.inputs = {uniform({b, hq, sq, d}, seed, -1.5f, 1.5f), uniform({b, hkv, skv, d}, seed + 1, -1.5f, 1.5f),
+                uniform({b, hkv, skv, dv}, seed + 2, -1.f, 1.f)};
+    return c;
+  };
+  for (DataType t : kTypes) {
+    {  // GQA 8 query heads on 2 KV heads, causal, per-head additive mask
+      OpCase c = qkv4(2, 8, 2, 9, 9, 32, 32);
+      c.attrs.set("is_causal", int64_t(1));
+      c.inputs.push_back(uniform({2, 8, 9, 9}, seed + 3, -1.f, 1.f));
+      checkGeneral(*gpu, c, t, "gqa causal mask");
+    }
+    {  // MQA with 3-D inputs, different head sizes for V, scale
+      OpCase c;
+      c.op = "Attention";
+      c.attrs.set("q_num_heads", int64_t(4));
+      c.attrs.set("kv_num_heads", int64_t(1));
+      c.attrs.set("scale", 0.3f);
+      c.inputs = {uniform({2, 5, 4 * 16}, seed, -1.5f, 1.5f), uniform({2, 7, 16}, seed + 1, -1.5f, 1.5f),
+                  uniform({2, 7, 24}, seed + 2, -1.f, 1.f)};
+      checkGeneral(*gpu, c, t, "3-D mqa");
+    }
+    {  // KV cache: past 6 + 3 new keys, GQA, bool mask, present_key/present_value outputs
+      OpCase c = qkv4(1, 4, 2, 3, 3, 16, 16);
+      HostTensor m(DataType::kBOOL, {3, 9});
+      for (int64_t i = 0; i < 27; ++i) m.as<uint8_t>()[i] = i % 4 != 1;
+      c.inputs.push_back(m);
+      c.inputs.push_back(uniform({1, 2, 6, 16}, seed + 4, -1.5f, 1.5f));
+      c.inputs.push_back(uniform({1, 2, 6, 16}, seed + 5, -1.f, 1.f));
+      c.nbOutputs = 3;
+      checkGeneral(*gpu, c, t, "past/present");
+      c.attrs.set("is_causal", int64_t(1));
+      checkGeneral(*gpu, c, t, "past/present causal");
+    }
+    {  // nonpad_kv_seqlen (per batch) with causal decoding frontier
+      OpCase c = qkv4(3, 2, 2, 2, 10, 16, 16);
+      c.attrs.set("is_causal", int64_t(1));
+      c.inputs.push_back(HostTensor());
+      c.inputs.push_back(HostTensor());
+      c.inputs.push_back(HostTensor());
+      HostTensor np(DataType::kINT64, {3});
+      np.as<int64_t>()[0] = 10, np.as<int64_t>()[1] = 4, np.as<int64_t>()[2] = 7;
+      c.inputs.push_back(np);
+      checkGeneral(*gpu, c, t, "nonpad");
+    }
+    {  // softcap, windows, softmax precision, qk_matmul_output modes 0..3
+      for (int64_t mode = 0; mode < 4; ++mode) {
+        OpCase c = qkv4(1, 2, 2, 6, 11, 32, 32);
+        c.attrs.set("softcap", 2.5f);
+        c.attrs.set("qk_matmul_output_mode", mode);
+        c.attrs.set("left_window_size", int64_t(3));
+        c.attrs.set("right_window_size", int64_t(2));
+        c.attrs.set("softmax_precision", mode % 2 ? int64_t(1) : int64_t(16));
+        c.inputs.push_back(uniform({6, 11}, seed + 3, -1.f, 1.f));
+        c.nbOutputs = 4;
+        c.inputs.resize(6);  // past_key/past_value absent: present outputs = the new keys/values
+        checkGeneral(*gpu, c, t, "softcap/window/qk mode " + std::to_string(mode));
+      }
+    }
+    {  // head size 256, 300 keys (several per thread), short float mask
+      OpCase c = qkv4(1, 2, 2, 4, 300, 256, 256);
+      c.inputs.push_back(uniform({1, 1, 4, 290}, seed + 3, -1.f, 1.f));
+      checkGeneral(*gpu, c, t, "head 256");
+    }
   }
 }

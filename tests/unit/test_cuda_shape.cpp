@@ -367,6 +367,29 @@ TEST(CudaShape, Resize) {
   d.inputs.push_back(HostTensor());
   d.inputs.push_back(floats({1, 1, 0.25f, 0.5f}));
   checkCase(*gpu, d, "Resize antialias", 1e-5, 1e-5);
+  // tf_crop_and_resize: a crop reaching outside the image (extrapolation_value there), every mode,
+  // and a 2-axis roi with `axes`.
+  for (const char* mode : {"nearest", "linear", "cubic"})
+    for (DataType t : {DataType::kFLOAT, DataType::kHALF}) {
+      Attributes crop;
+      crop.set("mode", std::string(mode));
+      crop.set("coordinate_transformation_mode", std::string("tf_crop_and_resize"));
+      crop.set("extrapolation_value", 2.5f);
+      OpCase tf = unary("Resize", randomTensor({1, 2, 6, 7}, t, 42), crop);
+      tf.inputs.push_back(floats({0, 0, -0.2f, 0.1f, 1, 1, 0.9f, 1.3f}));
+      tf.inputs.push_back(floats({1, 1, 1.5f, 1.2f}));
+      const double tol = t == DataType::kFLOAT ? 1e-5 : 4e-3;
+      checkCase(*gpu, tf, std::string("Resize tf_crop_and_resize ") + mode + " " + tn(t), tol, tol);
+    }
+  Attributes crop2;
+  crop2.set("mode", std::string("linear"));
+  crop2.set("coordinate_transformation_mode", std::string("tf_crop_and_resize"));
+  crop2.set("axes", std::vector<int64_t>{3, 2});
+  OpCase tf2 = unary("Resize", randomTensor({2, 1, 5, 5}, DataType::kFLOAT, 46), crop2);
+  tf2.inputs.push_back(floats({0.3f, 0.1f, 1.1f, 0.8f}));
+  tf2.inputs.push_back(HostTensor());
+  tf2.inputs.push_back(ints({4, 3}));
+  checkCase(*gpu, tf2, "Resize tf_crop_and_resize axes", 1e-5, 1e-5);
   Attributes up;
   up.set("mode", std::string("nearest"));
   OpCase u = unary("Upsample", randomTensor({1, 2, 3, 4}, DataType::kHALF, 39), up);
@@ -388,12 +411,6 @@ TEST(CudaShape, SupportsRefuses) {
   n.inputs[2] = floats({2, 1, 2, 2});
   n.constant = {false, false, true};
   EXPECT_TRUE(test::tacticNames(*gpu, n).empty()) << "Resize of the batch axis";
-  Attributes crop;
-  crop.set("coordinate_transformation_mode", std::string("tf_crop_and_resize"));
-  OpCase tf = unary("Resize", randomTensor({1, 1, 4, 4}, DataType::kFLOAT, 42), crop);
-  tf.inputs.push_back(floats({0, 0, 0, 0, 1, 1, 1, 1}));
-  tf.inputs.push_back(floats({1, 1, 2, 2}));
-  EXPECT_TRUE(test::tacticNames(*gpu, tf).empty()) << "tf_crop_and_resize";
   Attributes mul;
   mul.set("reduction", std::string("mul"));
   OpCase s;

@@ -35,6 +35,7 @@ const std::vector<CudaTacticDef>& inventory() {
     addShapeCudaTactics(t);
     addAttentionCudaTactics(t);
     addCudnnSdpaTactics(t);
+    addAttentionGeneralCudaTactics(t);
     addNormMiscCudaTactics(t);
     addMatMulIntegerCudaTactics(t);
     addEinsumCudaTactics(t);

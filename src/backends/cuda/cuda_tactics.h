@@ -17,6 +17,7 @@ void addNormalizationCudaTactics(std::vector<CudaTacticDef>& v);  // norms, soft
 void addShapeCudaTactics(std::vector<CudaTacticDef>& v);          // data movement, resize
 void addAttentionCudaTactics(std::vector<CudaTacticDef>& v);      // fused attention (flash kernels)
 void addCudnnSdpaTactics(std::vector<CudaTacticDef>& v);          // fused attention (cuDNN SDPA, attention_cudnn.cpp)
+void addAttentionGeneralCudaTactics(std::vector<CudaTacticDef>& v);  // Attention's every feature (attention_general.cu)
 void addNormMiscCudaTactics(std::vector<CudaTacticDef>& v);       // Hardmax, LpNormalization, MVN, Det (norm_misc.cu)
 void addMatMulIntegerCudaTactics(std::vector<CudaTacticDef>& v);  // MatMulInteger (matmul_integer.cu)
 void addEinsumCudaTactics(std::vector<CudaTacticDef>& v);         // Einsum (einsum_cuda.cu)

@@ -34,4 +34,38 @@ bool launchBinaryArith(Binary op, DataType t, const Geom& g, const void* const* 
   }
 }
 
+namespace {
+
+//! Pow(base A, exponent B) with A != B, returning A (see launchPowMixed).
+struct PowMixedF {
+  template <class A, class B> __device__ __forceinline__ A operator()(A a, B b) const {
+    if constexpr (std::is_integral_v<A> && std::is_integral_v<B>) return intPow<A>(a, clampExponent(b));
+    else if constexpr (std::is_integral_v<A>) return fromDouble<A>(::pow(static_cast<double>(a), static_cast<double>(b)));
+    else return static_cast<A>(::pow(static_cast<double>(a), static_cast<double>(b)));
+  }
+};
+
+constexpr uint32_t kPowBases = bit(DataType::kFLOAT) | bit(DataType::kHALF) | bit(DataType::kBF16) | bit(DataType::kDOUBLE) | bit(DataType::kINT32) |
+                               bit(DataType::kINT64);
+constexpr uint32_t kPowExponents = bit(DataType::kFLOAT) | bit(DataType::kDOUBLE) | bit(DataType::kINT32) | bit(DataType::kINT64) |
+                                   bit(DataType::kUINT32) | bit(DataType::kUINT64);
+
+}  // namespace
+
+bool powMixedSupported(DataType base, DataType exponent) {
+  return base != exponent && (kPowBases & bit(base)) != 0 && (kPowExponents & bit(exponent)) != 0;
+}
+
+void launchPowMixed(DataType base, DataType exponent, const Geom& g, const void* const* in, void* out, cudaStream_t s) {
+  if (!powMixedSupported(base, exponent))
+    throw UnsupportedError(std::string("CUDA Pow: no kernel for base ") + toString(base) + " and exponent " + toString(exponent));
+  dispatchSet<kPowBases>(base, [&](auto a) {
+    dispatchSet<kPowExponents>(exponent, [&](auto b) {
+      using A = decltype(a);
+      using B = decltype(b);
+      if constexpr (!std::is_same_v<A, B>) launchBcast<PowMixedF, 2, A, B, A>(g, in, out, PowMixedF{}, s);
+    });
+  });
+}
+
 }  // namespace kiln::cuda::ew

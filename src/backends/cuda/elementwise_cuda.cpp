@@ -247,8 +247,8 @@ std::unique_ptr<Kernel> binaryCreate(const LayerDesc& l) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Pow: a scalar exponent (any numeric type) runs the flat kernel; otherwise both inputs share a
-// type and broadcast.
+// Pow: a scalar exponent (any numeric type) runs the flat kernel; otherwise the inputs broadcast,
+// of one type or of the mixed pairs launchPowMixed handles.
 
 bool isScalarDims(const Dims& d) { return isStatic(d) && volume(d) == 1; }
 
@@ -258,8 +258,8 @@ class PowKernel : public Kernel {
     auto s = std::make_unique<GeomState>();
     const bool scalarExp = volume(l.inputs[1].dims) == 1 && volume(l.outputs[0].dims) == volume(l.inputs[0].dims);
     if (!scalarExp) {
-      if (l.inputs[0].type != l.inputs[1].type)
-        throw UnsupportedError("layer '" + l.name + "' (Pow): CUDA needs one type for a non-scalar exponent");
+      if (l.inputs[0].type != l.inputs[1].type && !powMixedSupported(l.inputs[0].type, l.inputs[1].type))
+        throw UnsupportedError("layer '" + l.name + "' (Pow): no CUDA kernel for these base and exponent types");
       s->geoms.push_back(geomOf(l, {0, 1}));
     }
     state = std::move(s);
@@ -275,7 +275,10 @@ class PowKernel : public Kernel {
       launchUnary(Unary::kPowScalar, io.in[0].type, io.in[0].data, io.out[0].data, io.in[0].count, a, cuda::streamOf(io));
     } else {
       const void* in[2] = {io.in[0].data, io.in[1].data};
-      launchBinary(Binary::kPow, io.in[0].type, s->geoms[0], in, io.out[0].data, cuda::streamOf(io));
+      if (io.in[0].type != io.in[1].type)
+        launchPowMixed(io.in[0].type, io.in[1].type, s->geoms[0], in, io.out[0].data, cuda::streamOf(io));
+      else
+        launchBinary(Binary::kPow, io.in[0].type, s->geoms[0], in, io.out[0].data, cuda::streamOf(io));
     }
   }
 };
@@ -283,7 +286,8 @@ class PowKernel : public Kernel {
 bool powSupports(const LayerDesc& l) {
   if (l.inputs.size() != 2 || !allPresent(l)) return false;
   if (!typeIn(kNumeric, l.inputs[0].type) || !typeIn(kNumeric, l.inputs[1].type)) return false;
-  if (l.inputs[0].type != l.inputs[1].type && !isScalarDims(l.inputs[1].dims)) return false;
+  if (l.inputs[0].type != l.inputs[1].type && !isScalarDims(l.inputs[1].dims) && !powMixedSupported(l.inputs[0].type, l.inputs[1].type))
+    return false;
   return geomFits(l);
 }
 

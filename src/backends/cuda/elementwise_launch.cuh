@@ -99,6 +99,10 @@ constexpr bool binaryBoolOut(Binary op) { return op >= Binary::kEqual && op <= B
 
 //! out = op(in[0], in[1]) broadcast by `g` (g.nIn == 2); t is the input type.
 void launchBinary(Binary op, DataType t, const Geom& g, const void* const* in, void* out, cudaStream_t s);
+//! Pow with a base and an exponent of different types (elementwise_binary.cu): the base's type
+//! out, computed in double as the reference (integer powers for two integer types).
+bool powMixedSupported(DataType base, DataType exponent);
+void launchPowMixed(DataType base, DataType exponent, const Geom& g, const void* const* in, void* out, cudaStream_t s);
 
 //! Variadic Sum/Mean/Max/Min over 3 or 4 float/half/bf16/double inputs in one pass.
 enum class Fold : int { kSum, kMean, kMax, kMin };

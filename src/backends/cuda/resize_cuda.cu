@@ -1,11 +1,13 @@
 // CUDA tactic of the resize family: Resize / Upsample of the two innermost axes (NCHW and any
 // tensor whose leading axes are not resized), modes nearest, linear and cubic (antialias too),
-// every coordinate transformation the CPU reference supports except tf_crop_and_resize. The
-// sampling taps (input indices and weights per output row/column) come from the op definition
+// every coordinate transformation the CPU reference supports, tf_crop_and_resize with its
+// extrapolation_value included. The sampling taps (input indices and weights per output
+// row/column, and which outputs fall outside the crop) come from the op definition
 // (ops/resize.cpp), so rounding matches the reference; they are computed in reshape() and uploaded
 // to device memory owned by the kernel state. Nearest copies raw elements of any size; linear and
 // cubic compute in float32 for float32/float16/bfloat16.
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cuda/cuda_util.h"
@@ -14,10 +16,12 @@
 
 namespace kiln {
 
-// Defined in ops/resize.cpp: output dims and per-axis taps of a concrete Resize/Upsample layer;
-// false when the layer extrapolates (tf_crop_and_resize).
-bool resizeSamplingTaps(const LayerDesc& concrete, Dims& outDims, std::vector<int>& taps,
-                        std::vector<std::vector<int64_t>>& index, std::vector<std::vector<float>>& weight);
+// Defined in ops/resize.cpp: output dims and per-axis taps of a concrete Resize/Upsample layer,
+// with the outputs outside a tf_crop_and_resize crop marked per axis (they get `extrapolation`);
+// returns whether any output is outside.
+bool resizeSamplingTapsOutside(const LayerDesc& concrete, Dims& outDims, std::vector<int>& taps,
+                               std::vector<std::vector<int64_t>>& index, std::vector<std::vector<float>>& weight,
+                               std::vector<std::vector<uint8_t>>& outside, double& extrapolation, uint64_t& extBits);
 
 namespace {
 
@@ -31,12 +35,22 @@ struct ResizeParams {
   const float* yw;
   const int32_t* xi;
   const float* xw;
+  const uint8_t* yo;  // outputs outside the crop per row / column (null: none is)
+  const uint8_t* xo;
+  float ext;          // extrapolation_value (linear/cubic)
+  uint64_t extBits;   // the same in the tensor's type (nearest copies raw elements)
 };
 
 template <typename T>
 __global__ void resizeNearestKernel(const T* __restrict__ src, T* __restrict__ dst, ResizeParams p) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.total; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t ox = i % p.ow, t = i / p.ow, oy = t % p.oh, plane = t / p.oh;
+    if (p.yo && (p.yo[oy] || p.xo[ox])) {
+      T e;
+      memcpy(&e, &p.extBits, sizeof(T));
+      dst[i] = e;
+      continue;
+    }
     dst[i] = src[(plane * p.ih + p.yi[oy]) * p.iw + p.xi[ox]];
   }
 }
@@ -45,6 +59,18 @@ template <typename T>
 __global__ void resizeFilterKernel(const T* __restrict__ src, T* __restrict__ dst, ResizeParams p) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.total; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t ox = i % p.ow, t = i / p.ow, oy = t % p.oh, plane = t / p.oh;
+    // As the reference's separable passes (rows first): a row outside the crop holds
+    // extrapolation_value before the column pass; an output column outside it gets the value.
+    if (p.yo && p.xo[ox]) {
+      dst[i] = static_cast<T>(p.ext);
+      continue;
+    }
+    if (p.yo && p.yo[oy]) {
+      float w = 0.f;
+      for (int b = 0; b < p.tx; ++b) w += p.xw[ox * p.tx + b];
+      dst[i] = static_cast<T>(p.ext * w);
+      continue;
+    }
     const T* base = src + plane * p.ih * p.iw;
     float acc = 0.f;
     for (int a = 0; a < p.ty; ++a) {
@@ -94,10 +120,13 @@ class ResizeKernel : public Kernel {
     std::vector<int> taps;
     std::vector<std::vector<int64_t>> index;
     std::vector<std::vector<float>> weight;
-    if (!resizeSamplingTaps(l, out, taps, index, weight))
-      throw UnsupportedError("CUDA Resize: tf_crop_and_resize extrapolation is not supported");
+    std::vector<std::vector<uint8_t>> outside;
+    double ext = 0;
+    uint64_t extBits = 0;
+    const bool anyOutside = resizeSamplingTapsOutside(l, out, taps, index, weight, outside, ext, extBits);
+    auto outsideAny = [](const std::vector<uint8_t>& v) { return std::find(v.begin(), v.end(), 1) != v.end(); };
     for (size_t a = 0; a + 2 < rank; ++a)
-      if (!identityAxis(taps[a], index[a], weight[a], in[a], out[a]))
+      if (!identityAxis(taps[a], index[a], weight[a], in[a], out[a]) || outsideAny(outside[a]))
         throw UnsupportedError("CUDA Resize: only the two innermost axes may be resized");
     auto s = std::make_unique<ResizeState>();
     ResizeParams& p = s->p;
@@ -123,9 +152,22 @@ class ResizeKernel : public Kernel {
         w[ny + i] = weight[rank - 1][i];
       }
       const size_t ib = idx.size() * sizeof(int32_t), wb = w.size() * sizeof(float);
-      KILN_CUDA_CHECK(cudaMalloc(&s->tables, ib + wb));
+      std::vector<uint8_t> flags;  // row then column outside flags
+      if (anyOutside) {
+        flags.insert(flags.end(), outside[rank - 2].begin(), outside[rank - 2].end());
+        flags.insert(flags.end(), outside[rank - 1].begin(), outside[rank - 1].end());
+      }
+      KILN_CUDA_CHECK(cudaMalloc(&s->tables, ib + wb + flags.size()));
       KILN_CUDA_CHECK(cudaMemcpy(s->tables, idx.data(), ib, cudaMemcpyHostToDevice));
       KILN_CUDA_CHECK(cudaMemcpy(static_cast<uint8_t*>(s->tables) + ib, w.data(), wb, cudaMemcpyHostToDevice));
+      if (anyOutside) {
+        uint8_t* fp = static_cast<uint8_t*>(s->tables) + ib + wb;
+        KILN_CUDA_CHECK(cudaMemcpy(fp, flags.data(), flags.size(), cudaMemcpyHostToDevice));
+        p.yo = fp;
+        p.xo = fp + p.oh;
+        p.ext = static_cast<float>(ext);
+        p.extBits = extBits;
+      }
       auto* ip = static_cast<int32_t*>(s->tables);
       auto* wp = reinterpret_cast<float*>(static_cast<uint8_t*>(s->tables) + ib);
       p.yi = ip;
@@ -196,7 +238,6 @@ bool supportsResize(const LayerDesc& l) {
     return false;
   }
   if (l.op == "Upsample") return leadingAxesKept(l, 1, false);
-  if (l.attrs->getString("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize") return false;
   for (int64_t a : l.attrs->getInts("axes")) {
     int64_t n = a < 0 ? a + rank : a;
     if (n < rank - 2) return false;
