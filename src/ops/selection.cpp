@@ -271,6 +271,9 @@ void registerSelectionOps(OpRegistry& r) {
   cumsum.name = "CumSum";
   cumsum.infer = inferCumSum;
   cumsum.ref = refCumSum;
+  // The axis decides the kernel's geometry (a GPU kernel plans it on the host): a graph input
+  // there is read like a shape tensor.
+  cumsum.valueInputs = {1};
   cumsum.minOpset = 11;
   r.add(cumsum);
   OpDef cumprod = cumsum;  // same attributes and shapes (opset 26)

@@ -414,6 +414,10 @@ TEST(CudaCumSum, RowsColumnsExclusiveReverse) {
         check(cumsumCase(integers({2, 3000}, 114, -100, 100, t), 1, exclusive, reverse), t, "CumSum int rows" + mode);
         check(cumsumCase(integers({4, 6, 5}, 115, -100, 100, t), 0, exclusive, reverse), t, "CumSum int axis 0" + mode);
       }
+      // The axis as a run-time input (a value input: read on the host when the shape is planned).
+      OpCase rt = cumsumCase(integers({4, 6, 5}, 116, -100, 100, DataType::kINT32), -1, exclusive, reverse);
+      rt.constant = {false, false};
+      check(rt, DataType::kINT32, "CumSum run-time axis" + mode);
     }
 }
 
@@ -441,10 +445,6 @@ TEST(CudaNormalizationSupports, RefusesWhatItDoesNotHandle) {
   bn.attrs.set("training_mode", int64_t(1));
   bn.nbOutputs = 3;
   EXPECT_FALSE(offered(bn));
-  // CumSum whose axis is not a build-time constant.
-  OpCase cs = cumsumCase(uniform({3, 4}, 8), 1, false, false);
-  cs.constant = {false, false};
-  EXPECT_FALSE(offered(cs));
   // And the supported forms of the same ops are offered.
   EXPECT_TRUE(offered(reduceCase("ReduceSum", integers({3, 4}, 2, 0, 5, DataType::kINT32), &ax, true)));
   EXPECT_TRUE(offered(cumsumCase(uniform({3, 4}, 8), 1, false, false)));

@@ -308,10 +308,11 @@ class ReduceKernel : public Kernel {
 
 bool supportsArg(const LayerDesc& l) { return l.inputs.size() == 1 && isSelectType(l.inputs[0].type); }
 bool supportsTopK(const LayerDesc& l) { return l.inputs.size() == 2 && isSelectType(l.inputs[0].type); }
-//! CumSum's axis is not a value input: it must be a build-time constant to be read on the host.
+//! CumSum's axis is a value input: a constant, or read on the host when the shape is planned.
 bool supportsCumSum(const LayerDesc& l) {
-  return l.inputs.size() == 2 && isSelectType(l.inputs[0].type) && l.inputs[1].value.valid() &&
-         l.inputs[1].value.count() == 1;
+  if (l.inputs.size() != 2 || !l.present(1) || !isSelectType(l.inputs[0].type)) return false;
+  const Dims& a = l.inputs[1].dims;
+  return !isStatic(a) || volume(a) == 1;
 }
 
 //! [outer, len, inner] around `axis`.
@@ -367,13 +368,11 @@ class TopKKernel : public Kernel {
 
 class CumSumKernel : public Kernel {
  public:
-  explicit CumSumKernel(const LayerDesc& l) {
-    if (!l.inputs[1].value.valid() || l.inputs[1].value.count() != 1) unsupported(l, "the axis must be a constant");
-    axis_ = l.inputs[1].value.getInt(0);
-  }
+  explicit CumSumKernel(const LayerDesc&) {}
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const Dims& x = l.inputs[0].dims;
-    const int64_t axis = normalizeAxis(l, axis_, static_cast<int64_t>(x.size()));
+    if (!l.inputs[1].value.valid() || l.inputs[1].value.count() != 1) unsupported(l, "the axis must be one known value");
+    const int64_t axis = normalizeAxis(l, l.inputs[1].value.getInt(0), static_cast<int64_t>(x.size()));
     auto& p = makeState<CumSumParams>(state);
     p.type = l.inputs[0].type;
     splitAround(x, axis, p.outer, p.len, p.inner);
@@ -388,9 +387,6 @@ class CumSumKernel : public Kernel {
     p.y = io.out[0].data;
     launchCumSum(p, streamOf(io));
   }
-
- private:
-  int64_t axis_ = 0;
 };
 
 template <typename K>
