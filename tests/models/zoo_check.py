@@ -18,7 +18,7 @@ and run by kiln:
   dyn   (models listed in DYNAMIC) exported with a dynamic batch axis; kiln builds one engine with
         --minShapes/--optShapes/--maxShapes and runs it at two batch sizes against ONNX Runtime.
 Needs torch, torchvision, transformers, onnx, onnxruntime (the GPU machine has them).
-Usage: zoo_check.py --kiln KILN [--device gpu|cpu] [--models a,b] [--dynamo] [--out DIR]
+Usage: zoo_check.py --kiln KILN [--device gpu|cpu] [--models a,b] [--dynamo] [--out DIR] [--jobs N]
 Exit status: 0 when every check passed, 1 otherwise. One line per check, then a summary."""
 import argparse, json, os, subprocess, sys, time
 
@@ -153,6 +153,63 @@ def compare(got, ref, atol, rtol):
     return ok, f"max abs err {err.max():.3g} (ref absmax {scale:.3g}, rel {err.max() / scale:.3g})"
 
 
+def check_model(a, name):
+    """Every check of one model; returns [(ok or None for an information line, line)]."""
+    import torch
+    torch.manual_seed(0)  # the same inputs whichever process runs the model
+    if a.jobs > 1:
+        torch.set_num_threads(max(1, (os.cpu_count() or 2) // a.jobs))
+    name, make, inputs = next(t for t in model_table() if t[0] == name)
+    gpu = a.device == "gpu"
+    base = [f"--device={a.device}"] + (["--noTF32"] if gpu else [])
+    lines = []
+
+    def report(check, ok, text):
+        lines.append((ok, f"{'PASS' if ok else 'FAIL'} {name:20s} {check:10s} {text}"))
+
+    d = os.path.join(a.out or ("/tmp/kiln_zoo_dynamo" if a.dynamo else "/tmp/kiln_zoo"), name)
+    os.makedirs(d, exist_ok=True)
+    try:
+        model = randomize(make(), inputs)
+        x = inputs(1)
+        path = os.path.join(d, "model.onnx")
+        t0 = time.time()
+        export(model, x, path, dynamic=name in DYNAMIC, dynamo=a.dynamo)
+        xn = x.numpy()
+        ref = ort_run(path, xn)
+        with torch.inference_mode():
+            pt = model(x).numpy()
+    except Exception as ex:  # an export the exporter itself refuses is not kiln's failure
+        return [(None, f"SKIP {name:20s} export/reference failed: {str(ex).splitlines()[0][:200]}")]
+    _, pt_text = compare(pt, ref, 1e-3, 1e-3)
+    lines.append((None, f"     {name:20s} {'ort~torch':10s} {pt_text} (export {time.time() - t0:.1f} s)"))
+    got, err = kiln_run(a.kiln, path, xn, "fp32", base)
+    report("fp32", False, err) if err else report("fp32", *compare(got, ref, 1e-3, 1e-3))
+    for prec in ([p for p in a.precisions.split(",") if p] if gpu else []):
+        got, err = kiln_run(a.kiln, path, xn, prec, base + [f"--{prec}"])
+        if err:
+            report(prec, False, err)
+            continue
+        _, text = compare(got, ref, 0, 0)
+        rel = float(np.abs(got - ref).max()) / (float(np.abs(ref).max()) or 1.0)
+        peer = torch_reduced_rel(model, x, ref, prec)
+        bar = max(a.half_rel, 2 * peer) if peer is not None else a.half_rel
+        text += f", torch rel {peer:.3g}" if peer is not None else ", torch rel n/a"
+        report(prec, bool(np.isfinite(got).all()) and rel <= bar, f"{text}, bar {bar:.3g}")
+    if name in DYNAMIC:
+        lo, opt, hi = DYNAMIC[name]
+        dims = "x".join(str(s) for s in xn.shape[1:])
+        prof = [f"--minShapes=input:{lo}x{dims}", f"--optShapes=input:{opt}x{dims}",
+                f"--maxShapes=input:{hi}x{dims}"]
+        for b in (3, hi):
+            xb = inputs(b).numpy()
+            refb = ort_run(path, xb)
+            got, err = kiln_run(a.kiln, path, xb, f"dyn{b}", base + prof + [f"--shapes=input:{b}x{dims}"])
+            check = f"dyn b={b}"
+            report(check, False, err) if err else report(check, *compare(got, refb, 1e-3, 1e-3))
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kiln", required=True)
@@ -163,63 +220,36 @@ def main():
                     help="export with the torch.export-based exporter instead of the TorchScript one")
     ap.add_argument("--half-rel", type=float, default=5e-2)
     ap.add_argument("--precisions", default="fp16,bf16", help="reduced precisions checked on the GPU")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="models checked at once, one process each (exports and ONNX Runtime are CPU-bound)")
     a = ap.parse_args()
-    import torch
-    torch.manual_seed(0)
     want = [m for m in a.models.split(",") if m]
-    table = [t for t in model_table() if not want or t[0] in want]
-    gpu = a.device == "gpu"
-    base = [f"--device={a.device}"] + (["--noTF32"] if gpu else [])
+    names = [t[0] for t in model_table() if not want or t[0] in want]
     results = []
 
-    def report(name, check, ok, text):
-        results.append(ok)
-        print(f"{'PASS' if ok else 'FAIL'} {name:20s} {check:10s} {text}", flush=True)
+    def emit(lines):
+        for ok, line in lines:
+            if ok is not None:
+                results.append(ok)
+            print(line, flush=True)
 
-    for name, make, inputs in table:
-        d = os.path.join(a.out or ("/tmp/kiln_zoo_dynamo" if a.dynamo else "/tmp/kiln_zoo"), name)
-        os.makedirs(d, exist_ok=True)
-        try:
-            model = randomize(make(), inputs)
-            x = inputs(1)
-            path = os.path.join(d, "model.onnx")
-            t0 = time.time()
-            export(model, x, path, dynamic=name in DYNAMIC, dynamo=a.dynamo)
-            xn = x.numpy()
-            ref = ort_run(path, xn)
-            with torch.inference_mode():
-                pt = model(x).numpy()
-        except Exception as ex:  # an export the exporter itself refuses is not kiln's failure
-            print(f"SKIP {name:20s} export/reference failed: {str(ex).splitlines()[0][:200]}", flush=True)
-            continue
-        _, pt_text = compare(pt, ref, 1e-3, 1e-3)
-        print(f"     {name:20s} {'ort~torch':10s} {pt_text} (export {time.time() - t0:.1f} s)", flush=True)
-        got, err = kiln_run(a.kiln, path, xn, "fp32", base)
-        report(name, "fp32", False, err) if err else report(name, "fp32", *compare(got, ref, 1e-3, 1e-3))
-        for prec in ([p for p in a.precisions.split(",") if p] if gpu else []):
-            got, err = kiln_run(a.kiln, path, xn, prec, base + [f"--{prec}"])
-            if err:
-                report(name, prec, False, err)
-                continue
-            _, text = compare(got, ref, 0, 0)
-            rel = float(np.abs(got - ref).max()) / (float(np.abs(ref).max()) or 1.0)
-            peer = torch_reduced_rel(model, x, ref, prec)
-            bar = max(a.half_rel, 2 * peer) if peer is not None else a.half_rel
-            text += f", torch rel {peer:.3g}" if peer is not None else ", torch rel n/a"
-            report(name, prec, bool(np.isfinite(got).all()) and rel <= bar, f"{text}, bar {bar:.3g}")
-        if name in DYNAMIC:
-            lo, opt, hi = DYNAMIC[name]
-            dims = "x".join(str(s) for s in xn.shape[1:])
-            prof = [f"--minShapes=input:{lo}x{dims}", f"--optShapes=input:{opt}x{dims}",
-                    f"--maxShapes=input:{hi}x{dims}"]
-            for b in (3, hi):
-                xb = inputs(b).numpy()
-                refb = ort_run(path, xb)
-                got, err = kiln_run(a.kiln, path, xb, f"dyn{b}", base + prof + [f"--shapes=input:{b}x{dims}"])
-                check = f"dyn b={b}"
-                report(name, check, False, err) if err else report(name, check, *compare(got, refb, 1e-3, 1e-3))
+    if a.jobs > 1:
+        # spawn: the workers start clean (CUDA must not be inherited through fork); each model's
+        # lines are printed when it finishes, so a run cut short keeps what completed.
+        import concurrent.futures as cf
+        import multiprocessing as mp
+        with cf.ProcessPoolExecutor(max_workers=a.jobs, mp_context=mp.get_context("spawn")) as pool:
+            futures = {pool.submit(check_model, a, n): n for n in names}
+            for f in cf.as_completed(futures):
+                try:
+                    emit(f.result())
+                except Exception as ex:
+                    emit([(False, f"FAIL {futures[f]:20s} {'worker':10s} {ex}")])
+    else:
+        for n in names:
+            emit(check_model(a, n))
     passed = sum(results)
-    print(f"zoo_check: {passed}/{len(results)} checks passed, {len(table)} models")
+    print(f"zoo_check: {passed}/{len(results)} checks passed, {len(names)} models")
     return 0 if results and passed == len(results) else 1
 
 
