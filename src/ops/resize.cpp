@@ -636,11 +636,18 @@ bool resizeSamplingTapsOutside(const LayerDesc& concrete, Dims& outDims, std::ve
   outDims = s.outDims;
   extrapolation = s.extrapolation;
   extBits = 0;  // the value as the reference stores it in the tensor's type
-  dispatchNumeric(concrete.inputs[0].type, [&](auto tag) {
-    using T = decltype(tag);
-    const T v = fromDouble<T>(s.extrapolation);
-    std::memcpy(&extBits, &v, sizeof(T));
-  });
+  const DataType t = concrete.inputs[0].type;
+  if (t == DataType::kHALF || t == DataType::kBF16) {  // (dispatchNumeric has no 16-bit float types)
+    const float f = static_cast<float>(s.extrapolation);
+    const uint16_t h = t == DataType::kHALF ? floatToHalf(f) : floatToBf16(f);
+    std::memcpy(&extBits, &h, sizeof(h));
+  } else {
+    dispatchNumeric(t, [&](auto tag) {
+      using T = decltype(tag);
+      const T v = fromDouble<T>(s.extrapolation);
+      std::memcpy(&extBits, &v, sizeof(T));
+    });
+  }
   taps.clear(), index.clear(), weight.clear(), outside.clear();
   bool any = false;
   for (const AxisTaps& t : s.axes) {

@@ -419,7 +419,9 @@ bool supportsCudnnConvBase(const LayerDesc& l) {
       if (op[i] >= st[i]) return false;
     // output_shape may need negative pads; with known dims, ask resolve() (convtranspose_direct
     // runs what dgrad cannot).
-    const bool known = std::all_of(x.begin(), x.end(), [](int64_t d) { return d >= 0; });
+    // The batch may be dynamic: resolve() only passes it through.
+    const bool known = std::all_of(x.begin() + 1, x.end(), [](int64_t d) { return d >= 0; }) &&
+                       std::all_of(w.begin(), w.end(), [](int64_t d) { return d >= 0; });
     if (known) {
       try {
         resolve(l);
