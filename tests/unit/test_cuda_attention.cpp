@@ -281,20 +281,12 @@ TEST(CudaAttention, SupportsRefusesWhatItCannotRun) {
     c.inputs.push_back(test::convertTo(uniform({1, 4, 3, 64}, 2, -1, 1), DataType::kHALF));
     EXPECT_TRUE(onlyGeneral(*gpu, c));
   }
-  {  // GQA: 4 query heads, 2 KV heads
+  {  // GQA (4 query heads, 2 KV heads): the flash kernels, not cuDNN's SDPA
     OpCase c = base(DataType::kHALF);
     c.inputs[1] = test::convertTo(uniform({1, 2, 8, 64}, 1, -1, 1), DataType::kHALF);
     c.inputs[2] = test::convertTo(uniform({1, 2, 8, 64}, 2, -1, 1), DataType::kHALF);
-    EXPECT_TRUE(onlyGeneral(*gpu, c));
-  }
-  {  // 3-D GQA inputs (2 query heads, 1 KV head)
-    OpCase c;
-    c.op = "Attention";
-    c.attrs.set("q_num_heads", int64_t(2));
-    c.attrs.set("kv_num_heads", int64_t(1));
-    c.inputs.push_back(test::convertTo(uniform({1, 8, 128}, 0, -1, 1), DataType::kHALF));
-    for (uint32_t i = 1; i < 3; ++i) c.inputs.push_back(test::convertTo(uniform({1, 8, 64}, i, -1, 1), DataType::kHALF));
-    EXPECT_TRUE(onlyGeneral(*gpu, c));
+    EXPECT_TRUE(offered(*gpu, c, "flash_v1"));
+    EXPECT_FALSE(offered(*gpu, c, "cudnn_sdpa"));
   }
   {  // qk_matmul_output (4 outputs)
     OpCase c = base(DataType::kHALF);
@@ -412,4 +404,47 @@ TEST(CudaAttention, GeneralCoversEveryFeature) {
       checkGeneral(*gpu, c, t, "head 256");
     }
   }
+}
+
+// GQA/MQA on every tactic offered (flash kernels and attention_general), 4-D and 3-D inputs, with
+// masks and causal, in every type.
+TEST(CudaAttention, GroupedQueryAttentionOnEveryTactic) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  struct G {
+    int64_t b, hq, hkv, sq, skv, d;
+    bool threeD, causal, mask;
+  };
+  const G cases[] = {{2, 8, 2, 70, 70, 64, false, true, false}, {1, 4, 1, 33, 100, 128, false, false, true},
+                     {2, 6, 3, 128, 128, 64, true, false, true}, {1, 8, 1, 1, 257, 64, true, true, false}};
+  uint32_t seed = 7000;
+  for (const G& g : cases)
+    for (DataType t : kTypes) {
+      OpCase c;
+      c.op = "Attention";
+      seed += 10;
+      if (g.causal) c.attrs.set("is_causal", int64_t(1));
+      if (g.threeD) {
+        c.attrs.set("q_num_heads", g.hq);
+        c.attrs.set("kv_num_heads", g.hkv);
+        c.inputs = {uniform({g.b, g.sq, g.hq * g.d}, seed, -1.5f, 1.5f), uniform({g.b, g.skv, g.hkv * g.d}, seed + 1, -1.5f, 1.5f),
+                    uniform({g.b, g.skv, g.hkv * g.d}, seed + 2, -1.f, 1.f)};
+      } else {
+        c.inputs = {uniform({g.b, g.hq, g.sq, g.d}, seed, -1.5f, 1.5f), uniform({g.b, g.hkv, g.skv, g.d}, seed + 1, -1.5f, 1.5f),
+                    uniform({g.b, g.hkv, g.skv, g.d}, seed + 2, -1.f, 1.f)};
+      }
+      if (g.mask) c.inputs.push_back(uniform({g.b, 1, g.sq, g.skv}, seed + 3, -2.f, 2.f));
+      OpCase typed = c, ref = c;
+      for (size_t i = 0; i < c.inputs.size(); ++i) {
+        typed.inputs[i] = test::convertTo(c.inputs[i], t);
+        ref.inputs[i] = test::convertTo(typed.inputs[i], DataType::kFLOAT);
+      }
+      const HostTensor want = test::runReference(ref)[0];
+      const auto names = test::tacticNames(*gpu, typed);
+      EXPECT_TRUE(std::find(names.begin(), names.end(), "flash_simt") != names.end()) << toString(t);
+      for (const std::string& name : names)
+        test::expectClose(test::runTactic(*gpu, name, typed)[0], want, tolerance(t).rtol, tolerance(t).atol,
+                          "gqa " + name + " " + toString(t) + " Hq" + std::to_string(g.hq) + " Hkv" + std::to_string(g.hkv) +
+                              (g.threeD ? " 3-D" : "") + (g.causal ? " causal" : "") + (g.mask ? " mask" : ""));
+    }
 }

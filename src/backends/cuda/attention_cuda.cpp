@@ -1,14 +1,15 @@
 // CUDA tactics: attention family. Attention (ONNX opset 23 semantics, as src/ops/attention.cpp)
 // for 4-D Q/K/V [B, H, S, D] or 3-D ones [B, S, H*D] (read in place through strides: the
-// attention fusion hands the projections' outputs over without head transposes) with equal Q and
-// KV head counts, an optional additive or bool mask
+// attention fusion hands the projections' outputs over without head transposes) with query heads a
+// multiple of the K/V heads, an optional additive or bool mask
 // (any broadcast to [B, H, Sq, Skv], possibly short in the key dim), is_causal and scale:
 //  - "flash_v1" / "flash_v1_m128" / "flash_v1_m32": tensor-core flash attention, float16/bfloat16,
 //    head size 64 or 128, 64 / 128 / 32 query rows per block (small batches need small blocks to
 //    fill 132 SMs).
 //  - "flash_simt": float32/float16/bfloat16, head sizes up to 128 (CUDA cores, float32 math).
-// Not handled (supports() is false): KV cache (past_key/past_value), nonpad_kv_seqlen, GQA/MQA,
-// softcap, sliding windows, softmax_precision other than float, extra outputs.
+// GQA/MQA: query head h reads K/V head h / (query heads / K/V heads).
+// Not handled (supports() is false; attention_general.cu runs them): KV cache (past_key/past_value),
+// nonpad_kv_seqlen, softcap, sliding windows, softmax_precision other than float, extra outputs.
 #include <cmath>
 #include <string>
 
@@ -50,7 +51,7 @@ bool supportsCommon(const LayerDesc& l) {
   if (!isComputeType(t) || l.inputs[kK].type != t || l.inputs[kV].type != t) return false;
   HeadDims h;
   if (!headDims(l, h)) return false;
-  if (h.qHeads != h.kvHeads || h.qHeads <= 0) return false;  // GQA/MQA (or unknown head counts)
+  if (h.qHeads <= 0 || h.kvHeads <= 0 || h.qHeads % h.kvHeads != 0) return false;  // unknown head counts
   if (h.d <= 0 || h.dv <= 0) return false;                    // head sizes must be known
   const Attributes& a = *l.attrs;
   if (a.getFloat("softcap", 0.f) != 0.f) return false;
@@ -106,6 +107,7 @@ class FlashKernel : public Kernel {
     st->qOffset = g.qOffset, st->kOffset = g.kOffset, st->vOffset = g.vOffset;
     p.batch = toInt(l, q[0], "batch");
     p.heads = toInt(l, q[1], "head count");
+    p.group = toInt(l, q[1] / k[1], "query heads per K/V head");  // 1 unless GQA/MQA
     p.sq = toInt(l, q[2], "query length");
     p.skv = toInt(l, k[2], "key length");
     p.d = toInt(l, q[3], "head size");

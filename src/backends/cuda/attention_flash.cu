@@ -137,8 +137,8 @@ __global__ void __launch_bounds__(NW * 32) flashTcKernel(const FlashParams p) {
   const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * BM;  // the longest causal blocks start first
   const T* Q = static_cast<const T*>(p.q) + b * p.qs.b + h * p.qs.h + q0 * p.qs.row;
-  const T* K = static_cast<const T*>(p.k) + b * p.ks.b + h * p.ks.h;
-  const T* V = static_cast<const T*>(p.v) + b * p.vs.b + h * p.vs.h;
+  const T* K = static_cast<const T*>(p.k) + b * p.ks.b + (h / p.group) * p.ks.h;
+  const T* V = static_cast<const T*>(p.v) + b * p.vs.b + (h / p.group) * p.vs.h;
   const int kvEnd = keyEnd(p, q0 + BM);
   const int nTiles = kvEnd > 0 ? (kvEnd + BN - 1) / BN : 0;
 
@@ -293,8 +293,8 @@ __global__ void __launch_bounds__(kSimtWarps * 32) flashSimtKernel(const FlashPa
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kSimtBM;
   const int D = p.d, Dv = p.dv;
   const T* Q = static_cast<const T*>(p.q) + b * p.qs.b + h * p.qs.h + q0 * p.qs.row;
-  const T* K = static_cast<const T*>(p.k) + b * p.ks.b + h * p.ks.h;
-  const T* V = static_cast<const T*>(p.v) + b * p.vs.b + h * p.vs.h;
+  const T* K = static_cast<const T*>(p.k) + b * p.ks.b + (h / p.group) * p.ks.h;
+  const T* V = static_cast<const T*>(p.v) + b * p.vs.b + (h / p.group) * p.vs.h;
   const int kvEnd = keyEnd(p, q0 + kSimtBM);
 
   for (int e = threadIdx.x; e < kSimtBM * D; e += blockDim.x) {

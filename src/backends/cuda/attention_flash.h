@@ -1,6 +1,6 @@
 // Fused attention kernels (attention_flash.cu) as the Attention tactics (attention_cuda.cpp) call
-// them: Y = softmax(scale * Q K^T + mask [+ causal]) V for 4-D [B, H, S, D] inputs, one pass over
-// K and V with an online softmax, float32 accumulation.
+// them: Y = softmax(scale * Q K^T + mask [+ causal]) V for 4-D [B, H, S, D] inputs (K/V may have
+// fewer heads: GQA/MQA), one pass over K and V with an online softmax, float32 accumulation.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -33,6 +33,7 @@ struct FlashParams {
   int64_t maskStrideB = 0, maskStrideH = 0, maskStrideQ = 0;
   int maskLen = 0;
   int batch = 0, heads = 0, sq = 0, skv = 0, d = 0, dv = 0;
+  int group = 1;  //!< query heads per K/V head (GQA/MQA): query head h reads K/V head h / group
   float scaleLog2 = 0;  //!< scale * log2(e): scores are kept in the exp2 domain
   bool causal = false;  //!< key j is masked for query i when j > i
   bool vec = false;     //!< 16-byte aligned rows, strides and pointers: cp.async 16-byte copies

@@ -52,7 +52,7 @@ struct AttentionGeometry {
 };
 
 //! Throws UnsupportedError (naming the layer) unless Q/K/V are [B, H, S, D] or [B, S, H*D] with
-//! equal batch and head counts and matching sizes.
+//! equal batch counts, query heads a multiple of the K/V heads (GQA/MQA) and matching sizes.
 inline AttentionGeometry attentionGeometry(const LayerDesc& l) {
   auto fail = [&](const std::string& m) { throw UnsupportedError("layer '" + l.name + "' (Attention): " + m); };
   if (hasQkvViews(*l.attrs)) {
@@ -68,26 +68,26 @@ inline AttentionGeometry attentionGeometry(const LayerDesc& l) {
   const Dims &qIn = l.inputs[kAttnQ].dims, &kIn = l.inputs[kAttnK].dims, &vIn = l.inputs[kAttnV].dims;
   const std::string shapes = "Q " + toString(qIn) + ", K " + toString(kIn) + " and V " + toString(vIn);
   HeadDims h;
-  if (!headDims(l, h) || h.qHeads != h.kvHeads || h.d <= 0 || h.dv <= 0)
-    fail(shapes + " are not [B, H, S, D] or [B, S, H*D] with equal head counts");
-  auto view = [&](const Dims& x, int64_t size, FlashStrides& st) {
+  if (!headDims(l, h) || h.qHeads <= 0 || h.kvHeads <= 0 || h.qHeads % h.kvHeads != 0 || h.d <= 0 || h.dv <= 0)
+    fail(shapes + " are not [B, H, S, D] or [B, S, H*D] with query heads a multiple of the K/V heads");
+  auto view = [&](const Dims& x, int64_t heads, int64_t size, FlashStrides& st) {
     if (!h.is3d) {
       st = {x[1] * x[2] * x[3], x[2] * x[3], x[3]};
       return x;
     }
     st = {x[1] * x[2], size, x[2]};
-    return Dims{x[0], h.qHeads, x[1], size};
+    return Dims{x[0], heads, x[1], size};
   };
   AttentionGeometry g;
-  g.q = view(qIn, h.d, g.qs);
-  g.k = view(kIn, h.d, g.ks);
-  g.v = view(vIn, h.dv, g.vs);
+  g.q = view(qIn, h.qHeads, h.d, g.qs);
+  g.k = view(kIn, h.kvHeads, h.d, g.ks);
+  g.v = view(vIn, h.kvHeads, h.dv, g.vs);
   g.o = {g.q[0], g.q[1], g.q[2], g.v[3]};
   if (h.is3d) g.os = {g.o[2] * g.o[1] * g.o[3], g.o[3], g.o[1] * g.o[3]};
   else g.os = {g.o[1] * g.o[2] * g.o[3], g.o[2] * g.o[3], g.o[3]};
   const Dims &q = g.q, &k = g.k, &v = g.v;
-  if (q[0] != k[0] || k[0] != v[0] || q[1] != k[1] || k[1] != v[1] || q[3] != k[3] || k[2] != v[2])
-    fail(shapes + " need equal batch and head counts");
+  if (q[0] != k[0] || k[0] != v[0] || k[1] <= 0 || q[1] % k[1] != 0 || k[1] != v[1] || q[3] != k[3] || k[2] != v[2])
+    fail(shapes + " need equal batch counts and query heads a multiple of the K/V heads");
   return g;
 }
 
