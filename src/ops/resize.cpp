@@ -10,6 +10,7 @@
 
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
+#include "ops/resize_plan.h"
 
 namespace kiln {
 
@@ -613,51 +614,31 @@ void refSpaceToDepth(const LayerDesc& l, const KernelIO& io) { moveBlocks(l, io,
 //! Used by the CPU tactics (resize_cpu.cpp): the output dims of a concrete Resize/Upsample layer
 //! and, per axis, `taps[a]` input indices/weights for every output index. Returns false when the
 //! layer needs extrapolation (tf_crop_and_resize), which only the reference kernel handles.
-bool resizeSamplingTaps(const LayerDesc& concrete, Dims& outDims, std::vector<int>& taps,
-                        std::vector<std::vector<int64_t>>& index, std::vector<std::vector<float>>& weight) {
+ResizeSamplingPlan resizeSamplingPlan(const LayerDesc& concrete) {
   ResizeSampling s = computeSampling(concrete);
-  outDims = s.outDims;
-  taps.clear();
-  index.clear();
-  weight.clear();
+  ResizeSamplingPlan p;
+  p.outDims = s.outDims;
+  p.extrapolation = s.extrapolation;
   for (const AxisTaps& t : s.axes) {
-    if (std::find(t.outside.begin(), t.outside.end(), 1) != t.outside.end()) return false;
-    taps.push_back(t.count);
-    index.push_back(t.index);
-    weight.emplace_back(t.weight.begin(), t.weight.end());
+    p.anyOutside = p.anyOutside || std::find(t.outside.begin(), t.outside.end(), 1) != t.outside.end();
+    p.taps.push_back(t.count);
+    p.index.push_back(t.index);
+    p.weight.emplace_back(t.weight.begin(), t.weight.end());
+    p.outside.push_back(t.outside);
   }
-  return true;
-}
-
-bool resizeSamplingTapsOutside(const LayerDesc& concrete, Dims& outDims, std::vector<int>& taps,
-                               std::vector<std::vector<int64_t>>& index, std::vector<std::vector<float>>& weight,
-                               std::vector<std::vector<uint8_t>>& outside, double& extrapolation, uint64_t& extBits) {
-  ResizeSampling s = computeSampling(concrete);
-  outDims = s.outDims;
-  extrapolation = s.extrapolation;
-  extBits = 0;  // the value as the reference stores it in the tensor's type
   const DataType t = concrete.inputs[0].type;
   if (t == DataType::kHALF || t == DataType::kBF16) {  // (dispatchNumeric has no 16-bit float types)
     const float f = static_cast<float>(s.extrapolation);
     const uint16_t h = t == DataType::kHALF ? floatToHalf(f) : floatToBf16(f);
-    std::memcpy(&extBits, &h, sizeof(h));
+    std::memcpy(&p.extBits, &h, sizeof(h));
   } else {
     dispatchNumeric(t, [&](auto tag) {
       using T = decltype(tag);
       const T v = fromDouble<T>(s.extrapolation);
-      std::memcpy(&extBits, &v, sizeof(T));
+      std::memcpy(&p.extBits, &v, sizeof(T));
     });
   }
-  taps.clear(), index.clear(), weight.clear(), outside.clear();
-  bool any = false;
-  for (const AxisTaps& t : s.axes) {
-    any = any || std::find(t.outside.begin(), t.outside.end(), 1) != t.outside.end();
-    taps.push_back(t.count);
-    index.push_back(t.index);
-    weight.emplace_back(t.weight.begin(), t.weight.end());
-    outside.push_back(t.outside);
-  }
-  return any;
+  return p;
 }
 
 void registerResizeOps(OpRegistry& r) {

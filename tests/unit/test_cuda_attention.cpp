@@ -51,6 +51,18 @@ HostTensor makeMask(Mask kind, const Shape& s, uint32_t seed) {
   return HostTensor();
 }
 
+//! The case with its float32 inputs stored as `type`, and the float32 case of the same rounded
+//! values (the reference's input). Bool and integer inputs stay as they are.
+std::pair<OpCase, OpCase> roundedTo(const OpCase& c, DataType type) {
+  OpCase typed = c, ref = c;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (!c.inputs[i].valid() || c.inputs[i].type() != DataType::kFLOAT) continue;
+    typed.inputs[i] = test::convertTo(c.inputs[i], type);
+    ref.inputs[i] = test::convertTo(typed.inputs[i], DataType::kFLOAT);
+  }
+  return {typed, ref};
+}
+
 //! The case in `type` (inputs rounded to it) and the float32 case of the same rounded values.
 std::pair<OpCase, OpCase> makeCases(const Shape& s, Mask mask, bool causal, DataType type, uint32_t seed) {
   OpCase c;
@@ -60,13 +72,7 @@ std::pair<OpCase, OpCase> makeCases(const Shape& s, Mask mask, bool causal, Data
   c.inputs = {uniform({s.b, s.h, s.sq, s.d}, seed, -1.5f, 1.5f), uniform({s.b, s.h, s.skv, s.d}, seed + 1, -1.5f, 1.5f),
               uniform({s.b, s.h, s.skv, s.dv}, seed + 2, -1.f, 1.f)};
   if (mask != Mask::kNone) c.inputs.push_back(makeMask(mask, s, seed + 3));
-  OpCase typed = c, ref = c;
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    if (c.inputs[i].type() == DataType::kBOOL) continue;
-    typed.inputs[i] = test::convertTo(c.inputs[i], type);
-    ref.inputs[i] = test::convertTo(typed.inputs[i], DataType::kFLOAT);
-  }
-  return {typed, ref};
+  return roundedTo(c, type);
 }
 
 struct Tol {
@@ -170,12 +176,7 @@ TEST(CudaAttention, ThreeDimensionalInputs) {
         c.inputs = {uniform({s.b, s.sq, s.h * s.d}, seed, -1.5f, 1.5f), uniform({s.b, s.skv, s.h * s.d}, seed + 1, -1.5f, 1.5f),
                     uniform({s.b, s.skv, s.h * s.dv}, seed + 2, -1.f, 1.f)};
         if (masked) c.inputs.push_back(makeMask(Mask::kPadding, s, seed + 3));
-        OpCase typed = c, ref = c;
-        for (size_t i = 0; i < 3; ++i) {
-          typed.inputs[i] = test::convertTo(c.inputs[i], t);
-          ref.inputs[i] = test::convertTo(typed.inputs[i], DataType::kFLOAT);
-        }
-        if (masked) typed.inputs[3] = test::convertTo(c.inputs[3], t);
+        auto [typed, ref] = roundedTo(c, t);
         const HostTensor want = test::runReference(ref)[0];
         const auto names = test::tacticNames(*gpu, typed);
         EXPECT_EQ(names.size(), t == DataType::kFLOAT || s.d == 40 ? 2u : (masked ? 5u : 6u)) << toString(t) << " D" << s.d;
@@ -213,11 +214,7 @@ TEST(CudaAttention, StridedViewsOfPackedQkv) {
         HostTensor p = uniform(packed, seed += 10, -1.5f, 1.5f);
         c.inputs = {p, p, p};
         if (merged) c.inputs.push_back(makeMask(Mask::kPadding, Shape{b, h, sq, sq, d, d}, seed + 1));
-        OpCase typed = c, ref = c;
-        for (size_t i = 0; i < c.inputs.size(); ++i) {
-          typed.inputs[i] = test::convertTo(c.inputs[i], t);
-          ref.inputs[i] = test::convertTo(typed.inputs[i], DataType::kFLOAT);
-        }
+        auto [typed, ref] = roundedTo(c, t);
         const HostTensor want = test::runReference(ref)[0];
         const auto names2 = test::tacticNames(*gpu, typed);
         EXPECT_FALSE(names2.empty()) << toString(t);
@@ -310,13 +307,7 @@ TEST(CudaAttention, SupportsRefusesWhatItCannotRun) {
 //! One attention_general case: every output against the reference (run in float32 on the same
 //! rounded inputs). `extra` adds inputs 3..6 (mask, past_key, past_value, nonpad_kv_seqlen).
 void checkGeneral(Backend& gpu, OpCase c, DataType t, const std::string& what) {
-  OpCase typed = c, ref = c;
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    const HostTensor& in = c.inputs[i];
-    if (!in.valid() || in.type() != DataType::kFLOAT) continue;
-    typed.inputs[i] = test::convertTo(in, t);
-    ref.inputs[i] = test::convertTo(typed.inputs[i], DataType::kFLOAT);
-  }
+  auto [typed, ref] = roundedTo(c, t);
   const std::vector<HostTensor> want = test::runReference(ref);
   ASSERT_TRUE(offered(gpu, typed, "attention_general")) << what << " " << toString(t);
   const std::vector<HostTensor> got = test::runTactic(gpu, "attention_general", typed);
@@ -434,11 +425,7 @@ TEST(CudaAttention, GroupedQueryAttentionOnEveryTactic) {
                     uniform({g.b, g.hkv, g.skv, g.d}, seed + 2, -1.f, 1.f)};
       }
       if (g.mask) c.inputs.push_back(uniform({g.b, 1, g.sq, g.skv}, seed + 3, -2.f, 2.f));
-      OpCase typed = c, ref = c;
-      for (size_t i = 0; i < c.inputs.size(); ++i) {
-        typed.inputs[i] = test::convertTo(c.inputs[i], t);
-        ref.inputs[i] = test::convertTo(typed.inputs[i], DataType::kFLOAT);
-      }
+      auto [typed, ref] = roundedTo(c, t);
       const HostTensor want = test::runReference(ref)[0];
       const auto names = test::tacticNames(*gpu, typed);
       EXPECT_TRUE(std::find(names.begin(), names.end(), "flash_simt") != names.end()) << toString(t);

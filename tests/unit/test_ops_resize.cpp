@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "kiln/network.h"
 #include "ops/op_registry.h"
+#include "ops/resize_plan.h"
 
 using namespace kiln;
 
@@ -484,18 +485,10 @@ TEST(ResizeDepthToSpace, AnyElementTypeAndErrors) {
   check("SpaceToDepth", {1, 1, 4, 4}, attrs({{"blocksize", int64_t(-2)}}));
 }
 
-namespace kiln {
-// ops/resize.cpp: the sampling plan the CUDA kernel uploads (taps, outside-the-crop flags, the
-// extrapolation value in the tensor's type).
-bool resizeSamplingTapsOutside(const LayerDesc& concrete, Dims& outDims, std::vector<int>& taps,
-                               std::vector<std::vector<int64_t>>& index, std::vector<std::vector<float>>& weight,
-                               std::vector<std::vector<uint8_t>>& outside, double& extrapolation, uint64_t& extBits);
-}  // namespace kiln
-
 // The GPU's sampling plan for every element type the kernel copies or filters (float16/bfloat16
 // included: the plan was once refused for them), with and without a crop reaching outside.
 TEST(ResizeSamplingPlan, EveryTypeAndTheCropsOutside) {
-  for (DataType t : {DataType::kFLOAT, DataType::kHALF, DataType::kBF16, DataType::kINT32, DataType::kUINT8}) {
+  for (DataType t : {DataType::kFLOAT, DataType::kHALF, DataType::kBF16, DataType::kINT32, DataType::kUINT8, DataType::kBOOL}) {
     for (bool crop : {false, true}) {
       HostTensor x(t, {1, 1, 4, 5});
       std::memset(x.data(), 0, x.bytes());
@@ -505,26 +498,20 @@ TEST(ResizeSamplingPlan, EveryTypeAndTheCropsOutside) {
       HostTensor roi = crop ? floats({8}, {0, 0, -0.5f, 0.2f, 1, 1, 0.8f, 1.4f}) : HostTensor();
       TestLayer l("Resize", {x, roi, floats({4}, {1, 1, 2, 2})}, a);
       inferLayer(l.desc);
-      Dims out;
-      std::vector<int> taps;
-      std::vector<std::vector<int64_t>> index;
-      std::vector<std::vector<float>> weight;
-      std::vector<std::vector<uint8_t>> outside;
-      double ext = 0;
-      uint64_t bits = 0;
-      const bool any = resizeSamplingTapsOutside(l.desc, out, taps, index, weight, outside, ext, bits);
-      EXPECT_EQ(out, (Dims{1, 1, 8, 10})) << toString(t);
-      EXPECT_EQ(any, crop) << toString(t);
-      ASSERT_EQ(outside.size(), 4u);
+      const ResizeSamplingPlan plan = resizeSamplingPlan(l.desc);
+      EXPECT_EQ(plan.outDims, (Dims{1, 1, 8, 10})) << toString(t);
+      EXPECT_EQ(plan.anyOutside, crop) << toString(t);
+      ASSERT_EQ(plan.outside.size(), 4u);
       if (!crop) continue;
-      EXPECT_EQ(ext, 2.5);
+      EXPECT_EQ(plan.extrapolation, 2.5);
       uint64_t want = 0;
       if (t == DataType::kFLOAT) { const float f = 2.5f; std::memcpy(&want, &f, 4); }
       if (t == DataType::kHALF) want = floatToHalf(2.5f);
       if (t == DataType::kBF16) want = floatToBf16(2.5f);
       if (t == DataType::kINT32) want = 2;  // round half to even, as the reference stores it
       if (t == DataType::kUINT8) want = 2;
-      EXPECT_EQ(bits, want) << toString(t);
+      if (t == DataType::kBOOL) want = 1;
+      EXPECT_EQ(plan.extBits, want) << toString(t);
     }
   }
 }

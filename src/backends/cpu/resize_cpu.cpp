@@ -12,13 +12,9 @@
 #include "core/thread_pool.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
+#include "ops/resize_plan.h"
 
 namespace kiln {
-
-// Defined in ops/resize.cpp: output dims and per-axis taps (count, indices, weights) of a
-// concrete Resize/Upsample layer; false when the layer extrapolates (tf_crop_and_resize).
-bool resizeSamplingTaps(const LayerDesc& concrete, Dims& outDims, std::vector<int>& taps,
-                        std::vector<std::vector<int64_t>>& index, std::vector<std::vector<float>>& weight);
 
 namespace {
 
@@ -68,12 +64,17 @@ class ResizeNchwKernel : public Kernel {
     auto s = std::make_unique<ResizeState>();
     s->concrete = concrete;
     s->nearest = nearest_;
-    Dims out;
-    std::vector<int> taps;
-    std::vector<std::vector<int64_t>> index;
-    std::vector<std::vector<float>> weight;
     const Dims& in = concrete.inputs[0].dims;
-    bool ok = in.size() == 4 && resizeSamplingTaps(concrete, out, taps, index, weight);
+    ResizeSamplingPlan plan;
+    bool ok = in.size() == 4;
+    if (ok) {
+      plan = resizeSamplingPlan(concrete);
+      ok = !plan.anyOutside;  // extrapolating crops: the reference kernel
+    }
+    const Dims& out = plan.outDims;
+    const std::vector<int>& taps = plan.taps;
+    const std::vector<std::vector<int64_t>>& index = plan.index;
+    const std::vector<std::vector<float>>& weight = plan.weight;
     ok = ok && isIdentityAxis(taps[0], index[0], weight[0], in[0], out[0]) &&
          isIdentityAxis(taps[1], index[1], weight[1], in[1], out[1]) && taps[2] <= 2 && taps[3] <= 2 &&
          in[3] < (int64_t(1) << 31) && in[2] < (int64_t(1) << 31);

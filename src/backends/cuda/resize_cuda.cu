@@ -13,15 +13,9 @@
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/shape_cuda.cuh"
 #include "ops/op_util.h"
+#include "ops/resize_plan.h"
 
 namespace kiln {
-
-// Defined in ops/resize.cpp: output dims and per-axis taps of a concrete Resize/Upsample layer,
-// with the outputs outside a tf_crop_and_resize crop marked per axis (they get `extrapolation`);
-// returns whether any output is outside.
-bool resizeSamplingTapsOutside(const LayerDesc& concrete, Dims& outDims, std::vector<int>& taps,
-                               std::vector<std::vector<int64_t>>& index, std::vector<std::vector<float>>& weight,
-                               std::vector<std::vector<uint8_t>>& outside, double& extrapolation, uint64_t& extBits);
 
 namespace {
 
@@ -116,14 +110,13 @@ class ResizeKernel : public Kernel {
     const Dims& in = l.inputs[0].dims;
     const size_t rank = in.size();
     if (rank < 2) throw UnsupportedError("CUDA Resize: rank-1 input");
-    Dims out;
-    std::vector<int> taps;
-    std::vector<std::vector<int64_t>> index;
-    std::vector<std::vector<float>> weight;
-    std::vector<std::vector<uint8_t>> outside;
-    double ext = 0;
-    uint64_t extBits = 0;
-    const bool anyOutside = resizeSamplingTapsOutside(l, out, taps, index, weight, outside, ext, extBits);
+    const ResizeSamplingPlan plan = resizeSamplingPlan(l);
+    const Dims& out = plan.outDims;
+    const std::vector<int>& taps = plan.taps;
+    const std::vector<std::vector<int64_t>>& index = plan.index;
+    const std::vector<std::vector<float>>& weight = plan.weight;
+    const std::vector<std::vector<uint8_t>>& outside = plan.outside;
+    const bool anyOutside = plan.anyOutside;
     auto outsideAny = [](const std::vector<uint8_t>& v) { return std::find(v.begin(), v.end(), 1) != v.end(); };
     for (size_t a = 0; a + 2 < rank; ++a)
       if (!identityAxis(taps[a], index[a], weight[a], in[a], out[a]) || outsideAny(outside[a]))
@@ -165,8 +158,8 @@ class ResizeKernel : public Kernel {
         KILN_CUDA_CHECK(cudaMemcpy(fp, flags.data(), flags.size(), cudaMemcpyHostToDevice));
         p.yo = fp;
         p.xo = fp + p.oh;
-        p.ext = static_cast<float>(ext);
-        p.extBits = extBits;
+        p.ext = static_cast<float>(plan.extrapolation);
+        p.extBits = plan.extBits;
       }
       auto* ip = static_cast<int32_t*>(s->tables);
       auto* wp = reinterpret_cast<float*>(static_cast<uint8_t*>(s->tables) + ib);
