@@ -27,6 +27,8 @@ mkdir -p $K && tar -C $K -xJf .device_deps/bundle.tar.xz
 export LD_LIBRARY_PATH=$K/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
+# Seconds since the start at the end of each step (to plan the next session's device time).
+stamp() { echo "[step $1 done at ${SECONDS} s]" | tee -a $OUT/steps.log; }
 if has unit; then
   export KILN_TEST_LIBDIR=$K/lib
   # One process per suite: a kernel that faults poisons its CUDA context, not the other suites.
@@ -37,15 +39,18 @@ if has unit; then
       || echo "!!! $suite exited with status $?" >> $OUT/unit_gpu.log
   done
   grep -E "^===|tests ran|PASSED|FAILED|!!!" $OUT/unit_gpu.log | head -80
+  stamp unit
 fi
 if has plugins; then
   timeout 120 python3 tests/plugins/test_plugin_examples.py --kiln $K/bin/kiln --libdir $K/lib --device gpu > $OUT/plugins_gpu.log 2>&1
   tail -12 $OUT/plugins_gpu.log
+  stamp plugins
 fi
 if has models; then
   python3 tests/models/gen_models.py --out /tmp/models >/dev/null 2>&1
   timeout 150 python3 tests/models/run_model_tests.py --kiln $K/bin/kiln --models /tmp/models --device gpu > $OUT/models_gpu.log 2>&1
   grep -E "^(PASS|FAIL)|passed" $OUT/models_gpu.log | cut -c1-300
+  stamp models
 fi
 if has zoo; then
   # ZOO_DYNAMO=1: export with torch.export (PyTorch's default exporter; needs onnxscript there).
@@ -53,19 +58,23 @@ if has zoo; then
   timeout ${ZOO_TIMEOUT:-400} python3 tests/models/zoo_check.py --kiln $K/bin/kiln --device gpu ${ZOO_MODELS:+--models $ZOO_MODELS} \
     ${ZOO_DYNAMO:+--dynamo} --jobs ${ZOO_JOBS:-4} > $OUT/zoo_gpu.log 2>&1
   grep -E "^(PASS|FAIL|SKIP)|zoo_check" $OUT/zoo_gpu.log | cut -c1-240
+  stamp zoo
 fi
 if has fuzz; then
   timeout 240 python3 tests/fuzz/fuzz_graphs.py --kiln $K/bin/kiln --device gpu --count 200 --jobs $(nproc) > $OUT/fuzz_gpu.log 2>&1
   tail -12 $OUT/fuzz_gpu.log
+  stamp fuzz
 fi
 if has conformance; then
   python3 tests/conformance/generate.py --out /tmp/conf >/dev/null 2>&1
   timeout 300 scripts/gpu/run_conformance.sh $K /tmp/conf $OUT/conf_gpu.log; tail -1 $OUT/conf_gpu.log
+  stamp conformance
 fi
 if has bench; then
   timeout ${BENCH_TIMEOUT:-480} python3 bench/gpu_bench.py --kiln $K/bin/kiln --peers .device_deps/peers.py --out $OUT/gpu-h200.md \
     --models "$MODELS" --batches "$BATCHES" --timing-cache > $OUT/bench.log 2>&1
   tail -15 $OUT/gpu-h200.md
+  stamp bench
 fi
 if has profile; then
   for row in $(echo "${PROFILE:-resnet50_b32,bert_base_s128_b32}" | tr ',' ' '); do
@@ -83,6 +92,7 @@ for k, n in c.most_common(25): print(f"  {n:4d}  {k}")
 PY
   done
   tail -5 $OUT/profile.txt
+  stamp profile
 fi
 if has streams; then
   for row in $(echo "${STREAMS_ROWS:-resnet50_b32}" | tr ',' ' '); do
@@ -95,4 +105,5 @@ if has streams; then
     done
   done
   grep -E "===|Throughput" $OUT/streams.txt
+  stamp streams
 fi
