@@ -80,6 +80,14 @@ std::map<std::string, ProfileRange> collectProfile(const Network& net, const Bui
 
 void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& backend) {
   auto hasKernel = [&backend](const Layer& l) { return !backend.tactics(describeLayer(l)).empty(); };
+  // The attention fusion pays only with a fused kernel; the CUDA backend's attention_general (one
+  // block per query row, there for the ONNX op's rarer features) is slower than the unfused
+  // cuBLASLt matmuls and softmax it would replace (e.g. head sizes above the flash kernels' 128).
+  auto hasFusedAttention = [&backend](const Layer& l) {
+    for (const Tactic& t : backend.tactics(describeLayer(l)))
+      if (t.name != "attention_general") return true;
+    return false;
+  };
   auto repropagate = [&] { propagateShapes(net, nullptr, true); };
   removeFoldedLayers(net);
   // KILN_GPU_FUSIONS=1 (testing aid): the GPU-only fusions also run in CPU builds, where the fused
@@ -95,7 +103,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse GELU pattern", fuseGeluPattern},
       {"fuse LayerNorm pattern", fuseLayerNormPattern},
       {"fuse RMSNorm pattern", fuseRmsNormPattern},
-      {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasKernel); }},
+      {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasFusedAttention); }},
       {"fuse MatMul + bias", fuseMatMulBias},
       {"fuse residual Add + LayerNorm (GPU)",
        [&](Network& n) { return gpuFusions && fuseSkipLayerNorm(n, hasKernel); }},

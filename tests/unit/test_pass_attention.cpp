@@ -433,3 +433,22 @@ TEST(PassAttention, CpuBuildKeepsLayers) {
   EXPECT_EQ(info.find("\"op\":\"Attention\""), std::string::npos) << info;
   EXPECT_NE(info.find("\"op\":\"Softmax\""), std::string::npos) << info;
 }
+
+// On the GPU the pass fuses only where a fused kernel runs the result: head size 64 becomes one
+// Attention layer; head size 256 (beyond the flash kernels; only the plain attention_general
+// could run it, slower than the unfused matmuls) keeps its MatMul/Softmax layers.
+TEST(PassAttention, GpuBuildFusesOnlyForFusedKernels) {
+  if (!gpuAvailable()) GTEST_SKIP() << "no GPU on this machine: CUDA test skipped";
+  for (int64_t d : {64, 256}) {
+    Network n;
+    Tensor* q = n.addInput("q", DataType::kFLOAT, {1, 2, 16, d});
+    Tensor* k = n.addInput("k", DataType::kFLOAT, {1, 2, 16, d});
+    Tensor* s = n.addMatMul(q, transpose(n, k, {0, 1, 3, 2}))->outputs[0];
+    finish(n, n.addMatMul(softmax(n, s), n.addInput("v", DataType::kFLOAT, {1, 2, 16, d}))->outputs[0]);
+    BuilderConfig cfg;
+    cfg.setDevice(DeviceType::kGPU);
+    auto engine = Builder().build(n, cfg);
+    const std::string info = engine->getLayerInformation();
+    EXPECT_EQ(info.find("\"op\":\"Attention\"") != std::string::npos, d == 64) << "head size " << d << ": " << info;
+  }
+}
