@@ -18,7 +18,7 @@ and run by kiln:
   dyn   (models listed in DYNAMIC) exported with a dynamic batch axis; kiln builds one engine with
         --minShapes/--optShapes/--maxShapes and runs it at two batch sizes against ONNX Runtime.
 Needs torch, torchvision, transformers, onnx, onnxruntime (the GPU machine has them).
-Usage: zoo_check.py --kiln KILN [--device gpu|cpu] [--models a,b] [--dynamo] [--out DIR] [--jobs N]
+Usage: zoo_check.py --kiln KILN [--device gpu|cpu] [--models a,b] [--dynamo] [--opset N] [--out DIR] [--jobs N]
 Exit status: 0 when every check passed, 1 otherwise. One line per check, then a summary."""
 import argparse, json, os, subprocess, sys, time
 
@@ -27,19 +27,21 @@ import numpy as np
 
 def model_table():
     import torch, torchvision
-    from transformers import (AlbertConfig, AlbertModel, DistilBertConfig, DistilBertModel,
-                              RobertaConfig, RobertaModel, T5Config, T5EncoderModel)
+    from transformers import (AlbertConfig, AlbertModel, DistilBertConfig, DistilBertModel, LlamaConfig, LlamaModel,
+                              RobertaConfig, RobertaModel, SegformerConfig, SegformerModel, T5Config, T5EncoderModel,
+                              Wav2Vec2Config, Wav2Vec2Model)
 
     def vision(name, size=224):
         return name, (lambda: getattr(torchvision.models, name)(weights=None)), \
             (lambda b: torch.randn(b, 3, size, size))
 
     class Hidden(torch.nn.Module):
-        """A transformer body called with input_ids alone, returning last_hidden_state."""
-        def __init__(self, m):
-            super().__init__(); self.m = m
-        def forward(self, ids):
-            return self.m(input_ids=ids).last_hidden_state
+        """A transformer body called with one input (input_ids, pixel_values, ...), returning
+        last_hidden_state."""
+        def __init__(self, m, key="input_ids"):
+            super().__init__(); self.m = m; self.key = key
+        def forward(self, x):
+            return self.m(**{self.key: x}).last_hidden_state
 
     def text(name, make, seq=128, vocab=1000):
         return name, (lambda: Hidden(make())), (lambda b: torch.randint(0, vocab, (b, seq)))
@@ -54,6 +56,18 @@ def model_table():
         text("roberta", lambda: RobertaModel(RobertaConfig(**small))),
         text("albert", lambda: AlbertModel(AlbertConfig(**small))),
         text("t5_encoder", lambda: T5EncoderModel(T5Config(num_layers=4))),
+        # A LLaMA-style decoder: grouped-query attention (8 query heads on 2 KV heads), rotary
+        # embeddings, RMSNorm, SwiGLU, causal.
+        # Eager attention (repeat_kv + matmuls): the TorchScript exporter cannot convert SDPA with
+        # enable_gqa; the dynamo exporter gets the same model either way.
+        text("llama_gqa", lambda: LlamaModel(LlamaConfig(hidden_size=256, intermediate_size=688, num_hidden_layers=2,
+                                                         num_attention_heads=8, num_key_value_heads=2, vocab_size=1000,
+                                                         attn_implementation="eager"))),
+        ("segformer", lambda: Hidden(SegformerModel(SegformerConfig(depths=[1, 1, 1, 1])), "pixel_values"),
+         lambda b: torch.randn(b, 3, 128, 128)),
+        ("wav2vec2", lambda: Hidden(Wav2Vec2Model(Wav2Vec2Config(num_hidden_layers=2, hidden_size=192, num_attention_heads=4,
+                                                                 intermediate_size=384)), "input_values"),
+         lambda b: torch.randn(b, 8000)),
     ]
 
 
@@ -92,15 +106,16 @@ def randomize(m, make_input):
     return m.eval()
 
 
-def export(model, x, path, dynamic, dynamo):
+def export(model, x, path, dynamic, dynamo, opset=None):
     import torch
     if dynamo:  # the torch.export-based exporter (PyTorch's default since 2.9; needs onnxscript)
         shapes = ({0: torch.export.Dim("batch", min=1, max=64)},) if dynamic else None
+        extra = {"opset_version": opset} if opset else {}
         torch.onnx.export(model, (x,), path, dynamo=True, input_names=["input"], output_names=["output"],
-                          dynamic_shapes=shapes, external_data=False)
+                          dynamic_shapes=shapes, external_data=False, **extra)
         return
     axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic else None
-    torch.onnx.export(model, (x,), path, dynamo=False, opset_version=17, input_names=["input"],
+    torch.onnx.export(model, (x,), path, dynamo=False, opset_version=opset or 17, input_names=["input"],
                       output_names=["output"], dynamic_axes=axes)
 
 
@@ -174,7 +189,7 @@ def check_model(a, name):
         x = inputs(1)
         path = os.path.join(d, "model.onnx")
         t0 = time.time()
-        export(model, x, path, dynamic=name in DYNAMIC, dynamo=a.dynamo)
+        export(model, x, path, dynamic=name in DYNAMIC, dynamo=a.dynamo, opset=a.opset)
         xn = x.numpy()
         ref = ort_run(path, xn)
         with torch.inference_mode():
@@ -220,6 +235,8 @@ def main():
                     help="export with the torch.export-based exporter instead of the TorchScript one")
     ap.add_argument("--half-rel", type=float, default=5e-2)
     ap.add_argument("--precisions", default="fp16,bf16", help="reduced precisions checked on the GPU")
+    ap.add_argument("--opset", type=int, default=0,
+                    help="export opset (default: 17, or the dynamo exporter's own; 23 makes it write SDPA as Attention)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="models checked at once, one process each (exports and ONNX Runtime are CPU-bound)")
     a = ap.parse_args()
