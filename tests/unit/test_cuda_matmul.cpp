@@ -7,6 +7,9 @@
 #include <optional>
 #include <random>
 
+#include <cuda_runtime.h>
+
+#include "backends/cuda/matmul_lt_run.h"
 #include "op_test_util.h"
 
 using namespace kiln;
@@ -305,4 +308,28 @@ TEST(CudaMatMul, SupportsRefusesOtherTypes) {
   LayerDesc mixed = test::describe(ok, false);
   mixed.inputs[1].type = DataType::kHALF;
   EXPECT_TRUE(gpu->tactics(mixed).empty());
+}
+
+// Weights that share one host buffer (ALBERT's layers; plans store a shared buffer once) share one
+// device copy; other buffers, packings or a released copy get their own, with the right contents.
+TEST(CudaMatMul, SharedWeightsShareOneDeviceCopy) {
+  KILN_REQUIRE_GPU();
+  const int64_t K = 48, N = 20;
+  std::mt19937 rng(91);
+  HostTensor w = randomTensor({K, N}, rng);
+  cuda::DeviceWeights a(w, 1, K, N, false);
+  cuda::DeviceWeights b(w.reshaped({K, N}), 1, K, N, false);  // another tensor, the same buffer
+  EXPECT_EQ(a.data(), b.data());
+  cuda::DeviceWeights c(w.clone(), 1, K, N, false);  // same values, another buffer
+  EXPECT_NE(a.data(), c.data());
+  cuda::DeviceWeights d(w, 1, N, K, true);  // the same buffer read as [N, K]: no repacking
+  EXPECT_NE(a.data(), d.data());
+  // a's device copy is W repacked to [N, K].
+  std::vector<float> got(static_cast<size_t>(K * N));
+  ASSERT_EQ(cudaMemcpy(got.data(), a.data(), got.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) ASSERT_EQ(got[n * K + k], w.as<float>()[k * N + n]) << k << "," << n;
+  // d's is W as it is.
+  ASSERT_EQ(cudaMemcpy(got.data(), d.data(), got.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int64_t i = 0; i < K * N; ++i) ASSERT_EQ(got[i], w.as<float>()[i]) << i;
 }

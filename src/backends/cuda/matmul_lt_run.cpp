@@ -2,6 +2,10 @@
 #include "backends/cuda/matmul_lt_run.h"
 
 #include <algorithm>
+#include <memory>
+#include <tuple>
+#include <mutex>
+#include <map>
 #include <cstring>
 
 #include "backends/cuda/cuda_util.h"
@@ -159,8 +163,30 @@ void runLtState(LtState& st, const KernelIO& io, const void* bOverride) {
   launchMatMulPost(type, D, st.outCount, input(v.postInput), v.post, stream);
 }
 
+namespace {
+
+//! The device copies alive, by what makes them equal: host buffer, its size, the packing and the device.
+using WeightsKey = std::tuple<const void*, size_t, int64_t, int64_t, int64_t, bool, int>;
+std::mutex weightsMutex;
+std::map<WeightsKey, std::weak_ptr<DeviceWeights::Block>> liveWeights;
+
+}  // namespace
+
+DeviceWeights::Block::~Block() {
+  if (ptr) cudaFree(ptr);
+}
+
 DeviceWeights::DeviceWeights(const HostTensor& value, int64_t matrices, int64_t K, int64_t N, bool transposed) {
+  int device = 0;
+  KILN_CUDA_CHECK(cudaGetDevice(&device));
   const size_t bytes = value.bytes();
+  const WeightsKey key{value.data(), bytes, matrices, K, N, transposed, device};
+  std::lock_guard<std::mutex> lock(weightsMutex);
+  auto it = liveWeights.find(key);
+  if (it != liveWeights.end()) {
+    if ((block_ = it->second.lock())) return;
+    liveWeights.erase(it);
+  }
   const size_t es = elementSize(value.type());
   std::vector<uint8_t> packed;
   const void* src = value.data();
@@ -171,17 +197,15 @@ DeviceWeights::DeviceWeights(const HostTensor& value, int64_t matrices, int64_t 
     else throw UnsupportedError(std::string("cuBLASLt matmul: weights of type ") + toString(value.type()));
     src = packed.data();
   }
-  KILN_CUDA_CHECK(cudaMalloc(&ptr_, std::max<size_t>(bytes, 256)));
-  cudaError_t e = bytes ? cudaMemcpy(ptr_, src, bytes, cudaMemcpyHostToDevice) : cudaSuccess;
-  if (e != cudaSuccess) {
-    cudaFree(ptr_);
-    ptr_ = nullptr;
-    KILN_CUDA_CHECK(e);
-  }
-}
-
-DeviceWeights::~DeviceWeights() {
-  if (ptr_) cudaFree(ptr_);
+  auto block = std::make_shared<Block>();
+  KILN_CUDA_CHECK(cudaMalloc(&block->ptr, std::max<size_t>(bytes, 256)));
+  if (bytes) KILN_CUDA_CHECK(cudaMemcpy(block->ptr, src, bytes, cudaMemcpyHostToDevice));  // ~Block frees on failure
+  block->host = value;
+  // Expired entries of other weights are dropped as they are met (the map stays as small as the
+  // number of live weight buffers).
+  for (auto e = liveWeights.begin(); e != liveWeights.end();) e = e->second.expired() ? liveWeights.erase(e) : std::next(e);
+  liveWeights[key] = block;
+  block_ = std::move(block);
 }
 
 }  // namespace kiln::cuda

@@ -61,17 +61,24 @@ void splitBatch(GemmSetup& s, const Dims& aBatch, const Dims& bBatch, const Dims
 
 //! Device copy of constant weights: `matrices` matrices, each stored [K,N] (or [N,K] when
 //! `transposed`), repacked to [N,K] (K contiguous, the layout cuBLASLt's tensor-core kernels read
-//! best). Freed on destruction.
+//! best). Layers whose weights share one host buffer (ALBERT's one set of weights for every
+//! layer: plans store a shared buffer once) share one device copy too; it is freed with its last
+//! user.
 class DeviceWeights {
  public:
   DeviceWeights(const HostTensor& value, int64_t matrices, int64_t K, int64_t N, bool transposed);
-  ~DeviceWeights();
-  DeviceWeights(const DeviceWeights&) = delete;
-  DeviceWeights& operator=(const DeviceWeights&) = delete;
-  const void* data() const { return ptr_; }
+  const void* data() const { return block_->ptr; }
+
+  //! One device allocation; holds the host tensor, so that its buffer's address (the sharing key)
+  //! cannot be reused by another tensor while the copy lives.
+  struct Block {
+    void* ptr = nullptr;
+    HostTensor host;
+    ~Block();
+  };
 
  private:
-  void* ptr_ = nullptr;
+  std::shared_ptr<Block> block_;
 };
 
 }  // namespace kiln::cuda
