@@ -320,8 +320,8 @@ void checkGeneral(Backend& gpu, OpCase c, DataType t, const std::string& what) {
   }
 }
 
-// attention_general against the reference for each feature only it runs: GQA/MQA (4-D and 3-D),
-// the past/present KV cache (present outputs compared too), nonpad_kv_seqlen with causal,
+// attention_general against the reference for each feature it runs: GQA/MQA (4-D and 3-D; the
+// flash kernels too), the past/present KV cache (present outputs compared too), nonpad_kv_seqlen with causal,
 // softcap, sliding windows, softmax_precision, qk_matmul_output in all four modes, head size 256.
 TEST(CudaAttention, GeneralCoversEveryFeature) {
   KILN_REQUIRE_GPU();

@@ -311,7 +311,8 @@ TEST(CudaMatMul, SupportsRefusesOtherTypes) {
 }
 
 // Weights that share one host buffer (ALBERT's layers; plans store a shared buffer once) share one
-// device copy; other buffers, packings or a released copy get their own, with the right contents.
+// device copy; other buffers, other packings and a buffer rewritten in place get their own, with
+// the right contents.
 TEST(CudaMatMul, SharedWeightsShareOneDeviceCopy) {
   KILN_REQUIRE_GPU();
   const int64_t K = 48, N = 20;
@@ -332,4 +333,10 @@ TEST(CudaMatMul, SharedWeightsShareOneDeviceCopy) {
   // d's is W as it is.
   ASSERT_EQ(cudaMemcpy(got.data(), d.data(), got.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
   for (int64_t i = 0; i < K * N; ++i) ASSERT_EQ(got[i], w.as<float>()[i]) << i;
+  // The same buffer rewritten (a user's constant changed between two builds): a new copy of the new values.
+  w.as<float>()[0] += 1.f;
+  cuda::DeviceWeights e(w, 1, K, N, false);
+  EXPECT_NE(a.data(), e.data());
+  ASSERT_EQ(cudaMemcpy(got.data(), e.data(), sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got[0], w.as<float>()[0]);
 }

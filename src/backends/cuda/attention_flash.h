@@ -22,8 +22,8 @@ struct FlashStrides {
 
 struct FlashParams {
   const void* q = nullptr;  //!< [B, H, Sq, D] (by qs)
-  const void* k = nullptr;  //!< [B, H, Skv, D] (by ks)
-  const void* v = nullptr;  //!< [B, H, Skv, Dv] (by vs)
+  const void* k = nullptr;  //!< [B, H / group, Skv, D] (by ks)
+  const void* v = nullptr;  //!< [B, H / group, Skv, Dv] (by vs)
   void* o = nullptr;        //!< [B, H, Sq, Dv] (by os)
   FlashStrides qs, ks, vs, os;
   const void* mask = nullptr;

@@ -1,5 +1,5 @@
 // "attention_general": ONNX Attention (opsets 23-25) with everything the flash tactics
-// (attention_cuda.cpp) leave out: GQA/MQA head groups, the past/present KV cache,
+// (attention_cuda.cpp) leave out (they run GQA/MQA too, this kernel also): the past/present KV cache,
 // nonpad_kv_seqlen, softcap, sliding windows, softmax_precision, the qk_matmul_output modes and
 // all three outputs beyond Y; float32/float16/bfloat16 Q/K/V, float/float16/bfloat16/bool masks.
 // Semantics follow the reference kernel (ops/attention.cpp) step by step, including where it

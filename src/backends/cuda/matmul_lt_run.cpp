@@ -165,10 +165,34 @@ void runLtState(LtState& st, const KernelIO& io, const void* bOverride) {
 
 namespace {
 
-//! The device copies alive, by what makes them equal: host buffer, its size, the packing and the device.
-using WeightsKey = std::tuple<const void*, size_t, int64_t, int64_t, int64_t, bool, int>;
-std::mutex weightsMutex;
-std::map<WeightsKey, std::weak_ptr<DeviceWeights::Block>> liveWeights;
+//! What makes two device copies equal: host buffer, size, element type, a hash of the contents
+//! (a user may rewrite a constant's buffer between two builds), the packing and the device.
+using WeightsKey = std::tuple<uintptr_t, size_t, int, uint64_t, int64_t, int64_t, int64_t, bool, int>;
+
+struct WeightsRegistry {
+  std::mutex mutex;
+  std::map<WeightsKey, std::weak_ptr<DeviceWeights::Block>> live;
+  size_t inserts = 0;
+};
+//! Never destroyed: kernels may outlive other statics at exit.
+WeightsRegistry& registry() {
+  static WeightsRegistry* r = new WeightsRegistry;
+  return *r;
+}
+
+//! 64-bit FNV-1a over 8-byte words (then the tail bytes): cheap next to the upload it guards.
+uint64_t contentHash(const void* data, size_t bytes) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint64_t h = 1469598103934665603ull;
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  for (; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
 
 }  // namespace
 
@@ -180,12 +204,13 @@ DeviceWeights::DeviceWeights(const HostTensor& value, int64_t matrices, int64_t 
   int device = 0;
   KILN_CUDA_CHECK(cudaGetDevice(&device));
   const size_t bytes = value.bytes();
-  const WeightsKey key{value.data(), bytes, matrices, K, N, transposed, device};
-  std::lock_guard<std::mutex> lock(weightsMutex);
-  auto it = liveWeights.find(key);
-  if (it != liveWeights.end()) {
-    if ((block_ = it->second.lock())) return;
-    liveWeights.erase(it);
+  const WeightsKey key{reinterpret_cast<uintptr_t>(value.data()), bytes, static_cast<int>(value.type()),
+                       contentHash(value.data(), bytes), matrices, K, N, transposed, device};
+  WeightsRegistry& reg = registry();
+  {
+    std::lock_guard<std::mutex> lock(reg.mutex);
+    auto it = reg.live.find(key);
+    if (it != reg.live.end() && (block_ = it->second.lock())) return;
   }
   const size_t es = elementSize(value.type());
   std::vector<uint8_t> packed;
@@ -200,12 +225,17 @@ DeviceWeights::DeviceWeights(const HostTensor& value, int64_t matrices, int64_t 
   auto block = std::make_shared<Block>();
   KILN_CUDA_CHECK(cudaMalloc(&block->ptr, std::max<size_t>(bytes, 256)));
   if (bytes) KILN_CUDA_CHECK(cudaMemcpy(block->ptr, src, bytes, cudaMemcpyHostToDevice));  // ~Block frees on failure
-  block->host = value;
-  // Expired entries of other weights are dropped as they are met (the map stays as small as the
-  // number of live weight buffers).
-  for (auto e = liveWeights.begin(); e != liveWeights.end();) e = e->second.expired() ? liveWeights.erase(e) : std::next(e);
-  liveWeights[key] = block;
+  block->host = value;  // pins the buffer: its address cannot name another tensor while the copy lives
+  std::lock_guard<std::mutex> lock(reg.mutex);
+  std::weak_ptr<Block>& slot = reg.live[key];
+  if (auto other = slot.lock()) {  // another thread uploaded the same weights meanwhile: use theirs
+    block_ = std::move(other);
+    return;
+  }
+  slot = block;
   block_ = std::move(block);
+  if (++reg.inserts % 256 == 0)  // now and then, drop the entries of freed copies
+    for (auto e = reg.live.begin(); e != reg.live.end();) e = e->second.expired() ? reg.live.erase(e) : std::next(e);
 }
 
 }  // namespace kiln::cuda

@@ -61,9 +61,9 @@ void splitBatch(GemmSetup& s, const Dims& aBatch, const Dims& bBatch, const Dims
 
 //! Device copy of constant weights: `matrices` matrices, each stored [K,N] (or [N,K] when
 //! `transposed`), repacked to [N,K] (K contiguous, the layout cuBLASLt's tensor-core kernels read
-//! best). Layers whose weights share one host buffer (ALBERT's one set of weights for every
-//! layer: plans store a shared buffer once) share one device copy too; it is freed with its last
-//! user.
+//! best). Layers whose weights share one host buffer with the same contents (ALBERT's one set of
+//! weights for every layer: plans store a shared buffer once) share one device copy too; it is
+//! freed with its last user.
 class DeviceWeights {
  public:
   DeviceWeights(const HostTensor& value, int64_t matrices, int64_t K, int64_t N, bool transposed);
