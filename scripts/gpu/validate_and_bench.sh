@@ -55,7 +55,7 @@ fi
 if has zoo; then
   # ZOO_DYNAMO=1: export with torch.export (PyTorch's default exporter; needs onnxscript there);
   # ZOO_OPSET=23 with it: SDPA exported as the ONNX Attention op.
-  # Four models at a time (exports and ONNX Runtime are CPU-bound; one at a time did 14 of 17 in 390 s).
+  # Four models at a time (exports and ONNX Runtime are CPU-bound; one at a time did not finish 17 in 390 s).
   timeout ${ZOO_TIMEOUT:-400} python3 tests/models/zoo_check.py --kiln $K/bin/kiln --device gpu ${ZOO_MODELS:+--models $ZOO_MODELS} \
     ${ZOO_DYNAMO:+--dynamo} ${ZOO_OPSET:+--opset $ZOO_OPSET} --jobs ${ZOO_JOBS:-4} > $OUT/zoo_gpu.log 2>&1
   grep -E "^(PASS|FAIL|SKIP)|zoo_check" $OUT/zoo_gpu.log | cut -c1-240
