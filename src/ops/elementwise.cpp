@@ -96,18 +96,6 @@ void forEachBroadcast(const Dims& out, const std::array<const Dims*, N>& in, F&&
   }
 }
 
-bool isHalfLike(DataType t) { return t == DataType::kHALF || t == DataType::kBF16; }
-
-void widenToFloat(const TensorView& v, float* dst) {
-  const uint16_t* s = v.as<uint16_t>();
-  for (int64_t i = 0; i < v.count; ++i) dst[i] = v.type == DataType::kHALF ? halfToFloat(s[i]) : bf16ToFloat(s[i]);
-}
-
-void narrowFromFloat(const float* src, const TensorView& v) {
-  uint16_t* d = v.as<uint16_t>();
-  for (int64_t i = 0; i < v.count; ++i) d[i] = v.type == DataType::kHALF ? floatToHalf(src[i]) : floatToBf16(src[i]);
-}
-
 //! Runs a float32 kernel on half/bf16 buffers by widening them (host folding of half graphs; the
 //! builder normally inserts Casts so kernels never see these types).
 template <RefFn Inner>

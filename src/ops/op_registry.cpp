@@ -68,28 +68,6 @@ bool allInputsKnown(const LayerDesc& layer) {
   return true;
 }
 
-namespace {
-
-bool isHalfType(DataType t) { return t == DataType::kHALF || t == DataType::kBF16; }
-
-//! A float16/bfloat16 tensor as float32 (exact).
-HostTensor widen(const HostTensor& t) {
-  HostTensor f(DataType::kFLOAT, t.dims());
-  const uint16_t* src = static_cast<const uint16_t*>(t.data());
-  float* dst = f.as<float>();
-  for (int64_t i = 0; i < t.count(); ++i) dst[i] = t.type() == DataType::kHALF ? halfToFloat(src[i]) : bf16ToFloat(src[i]);
-  return f;
-}
-
-//! Rounds float32 `f` into `dst` (float16/bfloat16, same element count).
-void narrowInto(const HostTensor& f, HostTensor& dst) {
-  uint16_t* out = static_cast<uint16_t*>(dst.data());
-  const float* src = f.as<float>();
-  for (int64_t i = 0; i < f.count(); ++i) out[i] = dst.type() == DataType::kHALF ? floatToHalf(src[i]) : floatToBf16(src[i]);
-}
-
-}  // namespace
-
 void evaluateOnHost(LayerDesc& layer) {
   const OpDef* def = OpRegistry::instance().find(layer.op);
   if (!def || !def->ref) throw Error("cannot evaluate '" + layer.op + "' on the host");
@@ -97,24 +75,26 @@ void evaluateOnHost(LayerDesc& layer) {
   // casts around them): widen the inputs, evaluate, round the outputs back. Ops that move raw
   // elements (anyType) take every type as it is.
   bool half = false;
-  for (size_t i = 0; i < layer.inputs.size(); ++i) half = half || (layer.present(i) && isHalfType(layer.inputs[i].type));
+  for (size_t i = 0; i < layer.inputs.size(); ++i) half = half || (layer.present(i) && isHalfLike(layer.inputs[i].type));
   if (half && !def->anyType) {
     LayerDesc wide = layer;
     for (size_t i = 0; i < wide.inputs.size(); ++i)
-      if (wide.present(i) && isHalfType(wide.inputs[i].type)) {
-        wide.inputs[i].value = widen(layer.inputs[i].value);
+      if (wide.present(i) && isHalfLike(wide.inputs[i].type)) {
+        const HostTensor& h = layer.inputs[i].value;
+        wide.inputs[i].value = HostTensor(DataType::kFLOAT, h.dims());
+        widenToFloat(TensorView{const_cast<void*>(h.data()), h.type(), h.dims(), h.count()}, wide.inputs[i].value.as<float>());
         wide.inputs[i].type = DataType::kFLOAT;
       }
     for (auto& o : wide.outputs) {
       o.value = HostTensor();
-      if (isHalfType(o.type)) o.type = DataType::kFLOAT;
+      if (isHalfLike(o.type)) o.type = DataType::kFLOAT;
     }
     evaluateOnHost(wide);
     for (size_t k = 0; k < layer.outputs.size(); ++k) {
       TensorDesc& o = layer.outputs[k];
       if (!o.value.valid()) o.value = HostTensor(o.type, o.dims);
       const HostTensor& w = wide.outputs[k].value;
-      if (isHalfType(o.type)) narrowInto(w, o.value);
+      if (isHalfLike(o.type)) narrowFromFloat(w.as<float>(), TensorView{o.value.data(), o.type, o.dims, o.value.count()});
       else std::memcpy(o.value.data(), w.data(), o.value.bytes());
     }
     return;

@@ -66,4 +66,16 @@ void setOutput(LayerDesc& l, size_t i, DataType t, const Dims& d) {
   l.outputs[i].dims = d;
 }
 
+bool isHalfLike(DataType t) { return t == DataType::kHALF || t == DataType::kBF16; }
+
+void widenToFloat(const TensorView& v, float* dst) {
+  const uint16_t* s = v.as<uint16_t>();
+  for (int64_t i = 0; i < v.count; ++i) dst[i] = v.type == DataType::kHALF ? halfToFloat(s[i]) : bf16ToFloat(s[i]);
+}
+
+void narrowFromFloat(const float* src, const TensorView& v) {
+  uint16_t* d = v.as<uint16_t>();
+  for (int64_t i = 0; i < v.count; ++i) d[i] = v.type == DataType::kHALF ? floatToHalf(src[i]) : floatToBf16(src[i]);
+}
+
 }  // namespace kiln

@@ -28,6 +28,13 @@ DataType fromOnnxType(const LayerDesc& l, int64_t code);
 //! Sets output i's type and dims.
 void setOutput(LayerDesc& l, size_t i, DataType t, const Dims& d);
 
+//! float16 or bfloat16 (reference kernels compute them in float32).
+bool isHalfLike(DataType t);
+//! v's float16/bfloat16 elements as float32 into dst (v.count floats; exact).
+void widenToFloat(const TensorView& v, float* dst);
+//! src (v.count floats) rounded into v's float16/bfloat16 elements.
+void narrowFromFloat(const float* src, const TensorView& v);
+
 //! Calls f(T{}) with T the C++ type for `t`. Half and bf16 are not dispatched (the builder
 //! converts them to float for CPU compute); byte-moving ops should use elementSize instead.
 template <typename F>
