@@ -31,15 +31,6 @@ constexpr size_t kQ = cuda::kAttnQ, kK = cuda::kAttnK, kV = cuda::kAttnV, kMask 
 
 bool isComputeType(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
 
-FlashMask maskKind(DataType t) {
-  switch (t) {
-    case DataType::kFLOAT: return FlashMask::kFloat;
-    case DataType::kHALF: return FlashMask::kHalf;
-    case DataType::kBF16: return FlashMask::kBf16;
-    case DataType::kBOOL: return FlashMask::kBool;
-    default: return FlashMask::kNone;
-  }
-}
 
 //! What every attention tactic needs (build-time dims may be -1).
 bool supportsCommon(const LayerDesc& l) {
@@ -59,7 +50,7 @@ bool supportsCommon(const LayerDesc& l) {
   if (prec != 0 && prec != 1) return false;
   if (a.getInt("left_window_size", -1) != -1 || a.getInt("right_window_size", -1) != -1) return false;
   if (l.present(kMask)) {
-    if (maskKind(l.inputs[kMask].type) == FlashMask::kNone) return false;
+    if (cuda::flashMaskOf(l.inputs[kMask].type) == FlashMask::kNone) return false;
     if (l.inputs[kMask].dims.empty() || l.inputs[kMask].dims.size() > 4) return false;
   }
   return true;
@@ -121,19 +112,15 @@ class FlashKernel : public Kernel {
     p.causal = a.getInt("is_causal", 0) != 0;
     if (l.present(kMask)) {
       const Dims& md = l.inputs[kMask].dims;
-      Dims m4(4 - md.size(), 1);
-      m4.insert(m4.end(), md.begin(), md.end());
+      const cuda::MaskLayout m = cuda::maskLayout(md);
       const Dims target{q[0], q[1], q[2], k[2]};
       for (int i = 0; i < 3; ++i)
-        if (m4[i] != 1 && m4[i] != target[i]) fail("attn_mask " + toString(md) + " does not broadcast to " + toString(target));
-      if (m4[3] > target[3]) fail("attn_mask " + toString(md) + " is longer than the keys");
+        if (m.dims4[i] != 1 && m.dims4[i] != target[i]) fail("attn_mask " + toString(md) + " does not broadcast to " + toString(target));
+      if (m.len > target[3]) fail("attn_mask " + toString(md) + " is longer than the keys");
       p.mask = nullptr;
-      p.maskType = maskKind(l.inputs[kMask].type);
-      p.maskLen = static_cast<int>(m4[3]);
-      const int64_t sQ = m4[3], sH = m4[2] * sQ, sB = m4[1] * sH;
-      p.maskStrideQ = m4[2] == 1 ? 0 : sQ;
-      p.maskStrideH = m4[1] == 1 ? 0 : sH;
-      p.maskStrideB = m4[0] == 1 ? 0 : sB;
+      p.maskType = cuda::flashMaskOf(l.inputs[kMask].type);
+      p.maskLen = static_cast<int>(m.len);
+      p.maskStrideQ = m.strideQ, p.maskStrideH = m.strideH, p.maskStrideB = m.strideB;
     }
     state = std::move(st);
     return 0;

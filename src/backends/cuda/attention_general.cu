@@ -12,11 +12,11 @@
 #include <cmath>
 #include <string>
 
+#include "backends/cuda/attention_geometry.h"
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "ops/attention_config.h"
-#include "ops/attention_views.h"
 
 namespace kiln {
 
@@ -25,8 +25,6 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int64_t kMaxKeys = 40960;  //!< scores in shared memory: 160 KiB plus the query row
 constexpr int kMaxHead = 1024;       //!< head sizes (the query row is in shared memory too)
-
-enum MaskKind : int { kNoMask = 0, kFloatMask, kHalfMask, kBf16Mask, kBoolMask };
 
 struct GeneralParams {
   const void *q = nullptr, *k = nullptr, *v = nullptr, *pastK = nullptr, *pastV = nullptr, *mask = nullptr;
@@ -38,7 +36,7 @@ struct GeneralParams {
   int prec = 1;    //!< ONNX type id the softmax rounds to (1 and 11: float32 math, no rounding)
   int qkMode = 0;  //!< which value qk_matmul_output holds (0 raw, 1 capped, 2 + mask, 3 softmax)
   int64_t leftWindow = -1, rightWindow = -1;
-  int maskKind = kNoMask;
+  cuda::FlashMask maskKind = cuda::FlashMask::kNone;
   int64_t maskStrideB = 0, maskStrideH = 0, maskStrideQ = 0, maskLen = 0;
 };
 
@@ -65,13 +63,13 @@ __device__ __forceinline__ const T* kvRow(const GeneralParams& p, const void* pa
 }
 
 __device__ float maskValue(const GeneralParams& p, int64_t b, int64_t h, int64_t i, int64_t j) {
-  if (p.maskKind == kNoMask) return 0.f;
+  if (p.maskKind == cuda::FlashMask::kNone) return 0.f;
   if (j >= p.maskLen) return -INFINITY;  // ONNX: a short mask masks the keys past its end
   const int64_t off = b * p.maskStrideB + h * p.maskStrideH + i * p.maskStrideQ + j;
   switch (p.maskKind) {
-    case kFloatMask: return static_cast<const float*>(p.mask)[off];
-    case kHalfMask: return __half2float(static_cast<const __half*>(p.mask)[off]);
-    case kBf16Mask: return __bfloat162float(static_cast<const __nv_bfloat16*>(p.mask)[off]);
+    case cuda::FlashMask::kFloat: return static_cast<const float*>(p.mask)[off];
+    case cuda::FlashMask::kHalf: return __half2float(static_cast<const __half*>(p.mask)[off]);
+    case cuda::FlashMask::kBf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p.mask)[off]);
     default: return static_cast<const bool*>(p.mask)[off] ? 0.f : -INFINITY;
   }
 }
@@ -172,16 +170,6 @@ __global__ void presentKernel(GeneralParams p, const void* past, const void* cur
   }
 }
 
-int maskKindOf(DataType t) {
-  switch (t) {
-    case DataType::kFLOAT: return kFloatMask;
-    case DataType::kHALF: return kHalfMask;
-    case DataType::kBF16: return kBf16Mask;
-    case DataType::kBOOL: return kBoolMask;
-    default: return kNoMask;
-  }
-}
-
 size_t smemBytes(int64_t e, int64_t total) { return static_cast<size_t>(32 + e + total) * sizeof(float); }
 
 bool supportsGeneral(const LayerDesc& l) {
@@ -190,14 +178,9 @@ bool supportsGeneral(const LayerDesc& l) {
   const DataType t = l.inputs[kAttentionQ].type;
   if (t != DataType::kFLOAT && t != DataType::kHALF && t != DataType::kBF16) return false;
   if (l.inputs[kAttentionK].type != t || l.inputs[kAttentionV].type != t) return false;
-  if (l.present(kAttentionMask) && maskKindOf(l.inputs[kAttentionMask].type) == kNoMask) return false;
-  for (size_t i : {kAttentionPastKey, kAttentionPastValue})
-    if (l.present(i) && l.inputs[i].type != t) return false;
-  try {
-    const AttentionConfig c = parseAttentionConfig(l);
-    if (c.softmaxPrecision != 0 && c.softmaxPrecision != 1 && c.softmaxPrecision != 10 && c.softmaxPrecision != 11 &&
-        c.softmaxPrecision != 16)
-      return false;
+  if (l.present(kAttentionMask) && cuda::flashMaskOf(l.inputs[kAttentionMask].type) == cuda::FlashMask::kNone) return false;
+  try {  // (the parsers reject other softmax precisions, and past K/V of another type)
+    parseAttentionConfig(l);
     AttentionShape s = attentionShape(l);
     checkPastAndNonpad(l, s, t);
     if (s.headSize > kMaxHead || s.vHeadSize > kMaxHead) return false;
@@ -240,14 +223,10 @@ class GeneralKernel : public Kernel {
     p.qkMode = static_cast<int>(c.qkMode);
     p.leftWindow = c.leftWindow, p.rightWindow = c.rightWindow;
     if (l.present(kAttentionMask)) {
-      const Dims& md = l.inputs[kAttentionMask].dims;
-      Dims m4(4 - md.size(), 1);
-      m4.insert(m4.end(), md.begin(), md.end());
-      p.maskKind = maskKindOf(l.inputs[kAttentionMask].type);
-      p.maskLen = m4[3];
-      p.maskStrideQ = m4[2] == 1 ? 0 : m4[3];
-      p.maskStrideH = m4[1] == 1 ? 0 : m4[2] * m4[3];
-      p.maskStrideB = m4[0] == 1 ? 0 : m4[1] * m4[2] * m4[3];
+      const cuda::MaskLayout m = cuda::maskLayout(l.inputs[kAttentionMask].dims);
+      p.maskKind = cuda::flashMaskOf(l.inputs[kAttentionMask].type);
+      p.maskLen = m.len;
+      p.maskStrideQ = m.strideQ, p.maskStrideH = m.strideH, p.maskStrideB = m.strideB;
     }
     return 0;
   }
@@ -258,8 +237,8 @@ class GeneralKernel : public Kernel {
     auto in = [&](size_t i) -> const void* { return i < io.in.size() ? io.in[i].data : nullptr; };
     auto out = [&](size_t i) -> void* { return i < io.out.size() ? io.out[i].data : nullptr; };
     p.q = in(kAttentionQ), p.k = in(kAttentionK), p.v = in(kAttentionV);
-    p.mask = p.maskKind != kNoMask ? in(kAttentionMask) : nullptr;
-    if (p.maskKind != kNoMask && !p.mask) p.maskKind = kNoMask;
+    p.mask = p.maskKind != cuda::FlashMask::kNone ? in(kAttentionMask) : nullptr;
+    if (!p.mask) p.maskKind = cuda::FlashMask::kNone;
     p.pastK = in(kAttentionPastKey), p.pastV = in(kAttentionPastValue);
     p.nonpad = static_cast<const int64_t*>(in(kAttentionNonpad));
     p.y = out(0), p.presentK = out(1), p.presentV = out(2), p.qk = out(3);

@@ -44,6 +44,36 @@ inline bool headDims(const LayerDesc& l, HeadDims& h) {
   return true;
 }
 
+//! The mask element type the kernels read (kNone: a type no kernel reads).
+inline FlashMask flashMaskOf(DataType t) {
+  switch (t) {
+    case DataType::kFLOAT: return FlashMask::kFloat;
+    case DataType::kHALF: return FlashMask::kHalf;
+    case DataType::kBF16: return FlashMask::kBf16;
+    case DataType::kBOOL: return FlashMask::kBool;
+    default: return FlashMask::kNone;
+  }
+}
+
+//! An attn_mask of dims `md` (rank 1..4) as 4-D (leading 1s) with its element strides for batch,
+//! head and query row (0 where it broadcasts); keys have stride 1, and `len` of them are given
+//! (ONNX short masks: keys past it are masked).
+struct MaskLayout {
+  Dims dims4;
+  int64_t strideB = 0, strideH = 0, strideQ = 0, len = 0;
+};
+inline MaskLayout maskLayout(const Dims& md) {
+  MaskLayout m;
+  m.dims4.assign(4 - md.size(), 1);
+  m.dims4.insert(m.dims4.end(), md.begin(), md.end());
+  const Dims& d = m.dims4;
+  m.len = d[3];
+  m.strideQ = d[2] == 1 ? 0 : d[3];
+  m.strideH = d[1] == 1 ? 0 : d[2] * d[3];
+  m.strideB = d[0] == 1 ? 0 : d[1] * d[2] * d[3];
+  return m;
+}
+
 //! Concrete geometry: logical [B, H, S, D] dims of Q, K, V, O and their strides.
 struct AttentionGeometry {
   Dims q, k, v, o;
