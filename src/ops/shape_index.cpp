@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "ops/compress_plan.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 
@@ -486,6 +487,18 @@ void registerShapeIndexOps(OpRegistry& r) {
   r.add(indexOp("OneHot", inferOneHot, refOneHot, 9, {1}));
   r.add(indexOp("NonZero", inferNonZero, refNonZero, 9, {0}));
   r.add(indexOp("Compress", inferCompress, refCompress, 9, {1}));
+}
+
+CompressPlan compressPlan(const LayerDesc& l) {
+  const HostTensor* cond = valueOf(l, 1);
+  if (!cond) opError(l, "the condition's value is not known");
+  const Dims& data = l.inputs[0].dims;
+  CompressPlan p;
+  p.flat = !l.attrs->has("axis");
+  p.axis = p.flat ? 0 : compressAxis(l, data);
+  const int64_t dim = p.flat ? (isStatic(data) ? volume(data) : -1) : data[static_cast<size_t>(p.axis)];
+  p.kept = compressKept(l, viewOf(*cond), dim);
+  return p;
 }
 
 }  // namespace kiln

@@ -3,6 +3,8 @@
 // included, which has no Compress kernel) run it. A computed condition gives a data-dependent
 // output shape, which kiln refuses as before.
 #include "builder/passes/passes.h"
+#include "ir/shape_propagation.h"
+#include "ops/compress_plan.h"
 
 namespace kiln {
 
@@ -13,20 +15,12 @@ bool lowerConstantCompress(Network& net) {
     if (l->op != "Compress" || !l->domain.empty() || l->inputs.size() != 2 || !l->inputs[0] || !l->inputs[1] ||
         !l->inputs[1]->isConstant() || !l->inputs[0]->dimsKnown)
       continue;
+    const CompressPlan plan = compressPlan(describeLayer(*l));  // validated as shape inference does
     Tensor* data = l->inputs[0];
-    const HostTensor& cond = l->inputs[1]->value;
-    const bool flat = !l->attrs.has("axis");
-    const int64_t rank = static_cast<int64_t>(data->dims.size());
-    int64_t axis = flat ? 0 : l->attrs.getInt("axis", 0);
-    if (!flat && (axis < -rank || axis >= rank)) continue;  // shape inference reports it
-    if (axis < 0) axis += rank;
-    std::vector<int64_t> kept;
-    for (int64_t k = 0; k < cond.count(); ++k)
-      if (cond.getDouble(k) != 0) kept.push_back(k);
-    HostTensor indices(DataType::kINT64, {static_cast<int64_t>(kept.size())});
-    for (size_t k = 0; k < kept.size(); ++k) indices.as<int64_t>()[k] = kept[k];
+    HostTensor indices(DataType::kINT64, {static_cast<int64_t>(plan.kept.size())});
+    for (size_t k = 0; k < plan.kept.size(); ++k) indices.as<int64_t>()[k] = plan.kept[k];
     Tensor* src = data;
-    if (flat) {  // Compress without an axis works on the flattened tensor
+    if (plan.flat) {  // Compress without an axis works on the flattened tensor
       HostTensor shape(DataType::kINT64, {1});
       shape.as<int64_t>()[0] = -1;
       Layer* r = net.addLayer("Reshape", {data, net.addConstant(net.uniqueName(l->name + "_flat_shape"), shape)}, 1, {},
@@ -34,7 +28,7 @@ bool lowerConstantCompress(Network& net) {
       src = r->outputs[0];
     }
     Attributes a;
-    a.set("axis", axis);
+    a.set("axis", plan.axis);
     l->op = "Gather";
     l->attrs = a;
     l->inputs = {src, net.addConstant(net.uniqueName(l->name + "_kept"), indices)};
