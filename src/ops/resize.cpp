@@ -611,9 +611,8 @@ void refSpaceToDepth(const LayerDesc& l, const KernelIO& io) { moveBlocks(l, io,
 
 }  // namespace
 
-//! Used by the CPU tactics (resize_cpu.cpp): the output dims of a concrete Resize/Upsample layer
-//! and, per axis, `taps[a]` input indices/weights for every output index. Returns false when the
-//! layer needs extrapolation (tf_crop_and_resize), which only the reference kernel handles.
+//! The sampling plan of ops/resize_plan.h, for the CPU (resize_cpu.cpp) and CUDA (resize_cuda.cu)
+//! tactics.
 ResizeSamplingPlan resizeSamplingPlan(const LayerDesc& concrete) {
   ResizeSampling s = computeSampling(concrete);
   ResizeSamplingPlan p;
