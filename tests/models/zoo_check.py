@@ -111,6 +111,10 @@ def export(model, x, path, dynamic, dynamo, opset=None):
     if dynamo:  # the torch.export-based exporter (PyTorch's default since 2.9; needs onnxscript)
         shapes = ({0: torch.export.Dim("batch", min=1, max=64)},) if dynamic else None
         extra = {"opset_version": opset} if opset else {}
+        # torch.export specializes a dimension whose example size is 1 (PyTorch 2.11 then writes batch 1 into
+        # the graph), so a dynamic batch is traced with two copies of the example.
+        if dynamic and x.shape[0] == 1:
+            x = torch.cat([x, x])
         torch.onnx.export(model, (x,), path, dynamo=True, input_names=["input"], output_names=["output"],
                           dynamic_shapes=shapes, external_data=False, **extra)
         return

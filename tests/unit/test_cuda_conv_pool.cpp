@@ -203,7 +203,7 @@ TEST(CudaConv, ConvTranspose) {
 }
 
 // Geometries cuDNN's dgrad cannot express (ONNX's test_convtranspose_output_shape: output_shape
-// [10, 8] needs a negative pad; output_padding at the stride): cuDNN's tactics are not offered,
+// [10, 8] needs a negative pad; output_padding at or beyond the stride): cuDNN's tactics are not offered,
 // convtranspose_direct is and agrees with the reference; and it also runs a plain geometry.
 TEST(CudaConv, ConvTransposeAnyGeometry) {
   KILN_REQUIRE_GPU();
@@ -212,7 +212,10 @@ TEST(CudaConv, ConvTransposeAnyGeometry) {
   pad.set("kiln_activation", std::string("Sigmoid"));
   const OpCase odd[] = {convCase({1, 1, 3, 3}, {1, 2, 3, 3}, shape, false, false, 53, "ConvTranspose"),
                         convCase({2, 6, 4, 5}, {6, 2, 3, 3}, [&] { Attributes a = pad; a.set("group", int64_t(3)); return a; }(), true,
-                                 false, 54, "ConvTranspose")};
+                                 false, 54, "ConvTranspose"),
+                        // Output padding beyond the stride (ONNX allows it below the dilation).
+                        convCase({1, 4, 5, 5}, {4, 4, 3, 3}, attrs({{"dilations", {2, 2}}, {"output_padding", {1, 1}}}), false, false,
+                                 62, "ConvTranspose")};
   for (const OpCase& c : odd)
     for (DataType t : kAllFloat) {
       auto names = checkAllTactics(c, t, convTol(t, reduction(c)), "transpose, geometry beyond dgrad");
@@ -263,10 +266,6 @@ TEST(CudaConv, SupportsRefuses) {
   auto names = test::tacticNames(*gpu, convCase({1, 8, 9, 9}, {8, 1, 5, 5}, attrs({{"group", {8}}}), false, false, 61));
   EXPECT_FALSE(offered(names, "depthwise_direct"));
   EXPECT_TRUE(offered(names, "cudnn_0"));
-  // Output padding beyond the stride (allowed by ONNX through the dilation): refused.
-  OpCase t = convCase({1, 4, 5, 5}, {4, 4, 3, 3}, attrs({{"dilations", {2, 2}}, {"output_padding", {1, 1}}}), false, false, 62,
-                      "ConvTranspose");
-  EXPECT_TRUE(test::tacticNames(*gpu, t).empty());
   OpCase lp;
   lp.op = "LpPool";
   lp.attrs = attrs({{"kernel_shape", {2, 2}}});
