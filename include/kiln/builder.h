@@ -64,6 +64,8 @@ class BuilderConfig {
   int builderOptimizationLevel() const { return optLevel_; }
   void setMaxAuxStreams(int n) { maxAuxStreams_ = n; }
   int maxAuxStreams() const { return maxAuxStreams_; }
+  //! Adds an optimization profile; every profile must cover every dynamic input. Profile k gets
+  //! its own tactics, timed at its opt dims; contexts select one (setOptimizationProfile).
   void addOptimizationProfile(const OptimizationProfile& p) { profiles_.push_back(p); }
   const std::vector<OptimizationProfile>& profiles() const { return profiles_; }
   void setProgressCallback(ProgressCallback cb) { progress_ = std::move(cb); }

@@ -34,9 +34,15 @@ class Engine {
   Dims getTensorShape(const std::string& name) const;
   //! min/opt/max of a dynamic input in profile 0 (empty when the input is static).
   Dims getProfileShape(const std::string& input, OptProfileSelector s) const;
+  //! min/opt/max of a dynamic input in optimization profile `profile` (throws for a profile the
+  //! engine does not have).
+  Dims getProfileShape(const std::string& input, int profile, OptProfileSelector s) const;
+  //! Optimization profiles in the engine (1 for a static network or a single profile). Each has
+  //! its own tactics, timed at its opt shapes; a context runs one at a time.
+  int getNbOptimizationProfiles() const;
   DeviceType device() const;
   int getNbLayers() const;
-  //! Activation arena bytes for the opt/static shapes.
+  //! Activation arena bytes for the opt/static shapes (the largest over the profiles).
   size_t getDeviceMemorySize() const;
   //! Number of auxiliary streams the engine uses.
   int getNbAuxStreams() const;
@@ -52,6 +58,11 @@ class Engine {
 class ExecutionContext {
  public:
   ~ExecutionContext();
+  //! Selects the optimization profile the next enqueue runs with (default 0): its tactics, and
+  //! its ranges for the input shapes. Shapes are re-planned once, on the next enqueue or query;
+  //! a captured CUDA graph is dropped. Throws for a profile the engine does not have.
+  void setOptimizationProfile(int profile);
+  int getOptimizationProfile() const;
   //! Sets a dynamic input's shape; shapes are resolved (once) on the next enqueue or query.
   void setInputShape(const std::string& name, const Dims& dims);
   //! Resolved shape of any I/O tensor (resolves shapes if needed).

@@ -42,38 +42,44 @@ namespace {
 
 using Sev = ILogger::Severity;
 
-// Profile ranges for every dynamic input; checks they fit the network's static dims.
-std::map<std::string, ProfileRange> collectProfile(const Network& net, const BuilderConfig& cfg) {
-  std::map<std::string, ProfileRange> out;
-  if (cfg.profiles().size() > 1) throw UnsupportedError("kiln supports one optimization profile per engine");
+// Profile ranges for every dynamic input, per optimization profile; checks they fit the
+// network's static dims and that every profile covers every dynamic input.
+std::vector<std::map<std::string, ProfileRange>> collectProfiles(const Network& net, const BuilderConfig& cfg) {
+  const auto& profiles = cfg.profiles();
+  std::vector<std::map<std::string, ProfileRange>> out(std::max<size_t>(1, profiles.size()));
+  for (size_t pi = 0; pi < profiles.size(); ++pi)
+    for (auto& [name, _] : profiles[pi].all()) {
+      Tensor* t = net.findTensor(name);
+      if (!t || !t->isInput) throw Error("optimization profile " + std::to_string(pi) + " names '" + name + "', which is not a network input");
+    }
   for (Tensor* in : net.inputs()) {
     bool dynamic = !isStatic(in->dims);
-    const OptimizationProfile* p = cfg.profiles().empty() ? nullptr : &cfg.profiles()[0];
-    if (!p || !p->hasInput(in->name)) {
-      if (dynamic)
-        throw Error("input '" + in->name + "' has dynamic dims " + toString(in->dims) +
-                    ": give an optimization profile (--minShapes/--optShapes/--maxShapes)");
-      continue;
+    for (size_t pi = 0; pi < out.size(); ++pi) {
+      const std::string which = profiles.size() > 1 ? "optimization profile " + std::to_string(pi) : "optimization profile";
+      const OptimizationProfile* p = profiles.empty() ? nullptr : &profiles[pi];
+      if (!p || !p->hasInput(in->name)) {
+        if (dynamic)
+          throw Error("input '" + in->name + "' has dynamic dims " + toString(in->dims) + ": give " +
+                      (profiles.size() > 1 ? which + " its range" : std::string("an optimization profile")) +
+                      " (--minShapes/--optShapes/--maxShapes)");
+        continue;
+      }
+      ProfileRange r{p->getDimensions(in->name, OptProfileSelector::kMIN), p->getDimensions(in->name, OptProfileSelector::kOPT),
+                     p->getDimensions(in->name, OptProfileSelector::kMAX)};
+      for (const Dims* d : {&r.min, &r.opt, &r.max}) {
+        if (d->size() != in->dims.size())
+          throw Error(which + " for '" + in->name + "': rank of " + toString(*d) + " differs from the input's " + toString(in->dims));
+        volume(*d);
+      }
+      for (size_t k = 0; k < in->dims.size(); ++k) {
+        if (r.min[k] > r.opt[k] || r.opt[k] > r.max[k])
+          throw Error(which + " for '" + in->name + "': need min <= opt <= max, got " + toString(r.min) + " / " +
+                      toString(r.opt) + " / " + toString(r.max));
+        if (in->dims[k] >= 0 && (r.min[k] != in->dims[k] || r.max[k] != in->dims[k]))
+          throw Error(which + " for '" + in->name + "' changes static dimension " + std::to_string(k));
+      }
+      out[pi][in->name] = r;
     }
-    ProfileRange r{p->getDimensions(in->name, OptProfileSelector::kMIN), p->getDimensions(in->name, OptProfileSelector::kOPT),
-                   p->getDimensions(in->name, OptProfileSelector::kMAX)};
-    for (const Dims* d : {&r.min, &r.opt, &r.max}) {
-      if (d->size() != in->dims.size())
-        throw Error("optimization profile for '" + in->name + "': rank of " + toString(*d) + " differs from the input's " + toString(in->dims));
-      volume(*d);
-    }
-    for (size_t k = 0; k < in->dims.size(); ++k) {
-      if (r.min[k] > r.opt[k] || r.opt[k] > r.max[k])
-        throw Error("optimization profile for '" + in->name + "': need min <= opt <= max, got " + toString(r.min) + " / " +
-                    toString(r.opt) + " / " + toString(r.max));
-      if (in->dims[k] >= 0 && (r.min[k] != in->dims[k] || r.max[k] != in->dims[k]))
-        throw Error("optimization profile for '" + in->name + "' changes static dimension " + std::to_string(k));
-    }
-    out[in->name] = r;
-  }
-  for (auto& [name, _] : cfg.profiles().empty() ? std::map<std::string, std::array<Dims, 3>>{} : cfg.profiles()[0].all()) {
-    Tensor* t = net.findTensor(name);
-    if (!t || !t->isInput) throw Error("optimization profile names '" + name + "', which is not a network input");
   }
   return out;
 }
@@ -180,7 +186,7 @@ void rejectDataDependentShapes(const EngineGraph& g, const ResolvedShapes& r) {
   }
 }
 
-EngineGraph lowerToGraph(const Network& net, const std::map<std::string, ProfileRange>& profile) {
+EngineGraph lowerToGraph(const Network& net, const std::vector<std::map<std::string, ProfileRange>>& profiles) {
   EngineGraph g;
   std::map<const Tensor*, int> index;
   auto idx = [&](const Tensor* t) -> int {
@@ -206,6 +212,7 @@ EngineGraph lowerToGraph(const Network& net, const std::map<std::string, Profile
     el.domain = l->domain;
     el.attrs = l->attrs;
     el.fusedOps = l->fusedOps;
+    el.choices.resize(profiles.size());
     for (Tensor* t : l->inputs) el.inputs.push_back(t ? idx(t) : -1);
     for (Tensor* t : l->outputs) el.outputs.push_back(idx(t));
     el.precision = DataType::kFLOAT;
@@ -214,7 +221,9 @@ EngineGraph lowerToGraph(const Network& net, const std::map<std::string, Profile
     g.layers.push_back(std::move(el));
   }
   for (Tensor* out : net.outputs()) g.outputs.push_back(idx(out));
-  for (auto& [name, r] : profile) g.profile[idx(net.findTensor(name))] = r;
+  g.profiles.assign(profiles.size(), {});
+  for (size_t p = 0; p < profiles.size(); ++p)
+    for (auto& [name, r] : profiles[p]) g.profiles[p][idx(net.findTensor(name))] = r;
   return g;
 }
 
@@ -231,7 +240,7 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
       if (cfg.getFlag(f))
         logger_.log(Sev::kWARNING, "the CPU backend computes in float32; the reduced-precision flag is ignored");
   }
-  auto profile = collectProfile(net, cfg);
+  auto profiles = collectProfiles(net, cfg);
   net.topoSort();
   propagateShapes(net, nullptr, true);
   auto backend = getBackend(cfg.device(), cfg.threads());
@@ -246,22 +255,24 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
   for (Tensor* o : net.outputs())
     if (!o->dimsKnown) throw Error("output '" + o->name + "' has no shape");
 
-  EngineGraph g = lowerToGraph(net, profile);
+  EngineGraph g = lowerToGraph(net, profiles);
   g.device = cfg.device();
   g.threads = cfg.threads();
   g.auxStreams = 0;
   g.fingerprint = backend->fingerprint();
 
-  std::map<int, Dims> opt;
-  for (auto& [t, r] : g.profile) opt[t] = r.opt;
+  // Every profile gets its own tactics, timed at its opt shapes (e.g. decode vs prefill lengths).
   auto tSelect = std::chrono::steady_clock::now();
-  selectTactics(g, *backend, opt, cfg, logger_);
+  for (size_t p = 0; p < g.profiles.size(); ++p) selectTactics(g, *backend, p, cfg, logger_);
   const double selectSecs = since(tSelect);
   // Aux streams (GPU only; the CPU runs one stream): -1 means "let kiln choose" (up to 2).
   planStreams(g, cfg.maxAuxStreams() < 0 ? 2 : cfg.maxAuxStreams());
-  ResolvedShapes shapes = resolveShapes(g, opt, nullptr, /*lenient=*/true);
-  rejectDataDependentShapes(g, shapes);
-  g.arenaBytes = planMemory(g, shapes).arenaBytes;
+  g.arenaBytes = 0;
+  for (size_t p = 0; p < g.profiles.size(); ++p) {
+    ResolvedShapes shapes = resolveShapes(g, optDims(g, p), &g.profiles[p], nullptr, /*lenient=*/true);
+    rejectDataDependentShapes(g, shapes);
+    g.arenaBytes = std::max(g.arenaBytes, planMemory(g, shapes).arenaBytes);
+  }
 
   auto tCreate = std::chrono::steady_clock::now();
   auto engine = std::make_unique<Engine>(instantiateEngine(std::move(g), logger_, -1));

@@ -123,13 +123,14 @@ std::string layerSignature(const LayerDesc& build, const LayerDesc& concrete) {
 
 }  // namespace
 
-void selectTactics(EngineGraph& g, Backend& backend, const std::map<int, Dims>& optDims, const BuilderConfig& cfg,
-                   ILogger& logger) {
-  ResolvedShapes r = resolveShapes(g, optDims, nullptr, /*lenient=*/true);
+void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const BuilderConfig& cfg, ILogger& logger) {
+  ResolvedShapes r = resolveShapes(g, optDims(g, profile), &g.profiles[profile], nullptr, /*lenient=*/true);
+  const std::string where = g.profiles.size() > 1 ? " (profile " + std::to_string(profile) + ")" : std::string();
   const auto& progress = cfg.progressCallback();
   const int total = static_cast<int>(g.layers.size());
   for (size_t i = 0; i < g.layers.size(); ++i) {
     EngineLayer& l = g.layers[i];
+    TacticChoice& choice = l.choices.at(profile);
     if (progress) progress("Selecting tactics", static_cast<int>(i), total);
     LayerDesc desc = buildTimeDesc(g, i);
     std::vector<Tactic> tactics = backend.tactics(desc);
@@ -140,20 +141,20 @@ void selectTactics(EngineGraph& g, Backend& backend, const std::map<int, Dims>& 
       throw UnsupportedError("layer '" + l.name + "' (" + l.op + ", inputs " + types + "): no " + toString(g.device) +
                              " kernel supports it");
     }
-    l.tacticsConsidered = static_cast<int>(tactics.size());
+    choice.considered = static_cast<int>(tactics.size());
     bool concrete = true;  // shapes that depend on run-time input values cannot be timed now
     for (auto& o : r.layers[i].outputs) concrete = concrete && isStatic(o.dims);
     for (size_t k = 0; k < r.layers[i].inputs.size(); ++k)
       concrete = concrete && (!r.layers[i].present(k) || isStatic(r.layers[i].inputs[k].dims));
     if (tactics.size() == 1 || cfg.builderOptimizationLevel() <= 0 || r.skipped(i) || !concrete) {
-      l.tactic = tactics[0].name;
+      choice.tactic = tactics[0].name;
       continue;
     }
     // Search breadth: backends list tactics best guess first; level L times the first 2^L
     // (level 1: two, 3 (default): eight, 5: every candidate).
     const int level = cfg.builderOptimizationLevel();
     if (level < 5 && tactics.size() > (size_t(1) << level)) tactics.resize(size_t(1) << level);
-    l.tacticsConsidered = static_cast<int>(tactics.size());
+    choice.considered = static_cast<int>(tactics.size());
     TimingCache* cache = cfg.timingCache();
     const std::string signature = cache ? layerSignature(desc, r.layers[i]) : std::string();
     checkTimingFootprint(r.layers[i]);
@@ -163,12 +164,12 @@ void selectTactics(EngineGraph& g, Backend& backend, const std::map<int, Dims>& 
       try {
         float ms = cache ? cache->find(g.fingerprint, signature, t.name) : -1.f;
         if (ms >= 0.f) {
-          logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "' tactic " + t.name + ": " + std::to_string(ms) + " ms (timing cache)");
+          logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "'" + where + " tactic " + t.name + ": " + std::to_string(ms) + " ms (timing cache)");
         } else {
           auto k = t.create(desc);
           ms = timeKernel(backend, *k, r.layers[i], cfg.avgTiming());
           if (cache) cache->insert(g.fingerprint, signature, t.name, ms);
-          logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "' tactic " + t.name + ": " + std::to_string(ms) + " ms");
+          logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "'" + where + " tactic " + t.name + ": " + std::to_string(ms) + " ms");
         }
         if (best < 0 || ms < best) {
           best = ms;
@@ -179,8 +180,8 @@ void selectTactics(EngineGraph& g, Backend& backend, const std::map<int, Dims>& 
       }
     }
     if (bestName.empty()) throw Error("layer '" + l.name + "': every tactic failed");
-    l.tactic = bestName;
-    l.tacticTimeMs = best;
+    choice.tactic = bestName;
+    choice.timeMs = best;
   }
   if (progress) progress("Selecting tactics", total, total);
 }

@@ -1,5 +1,5 @@
-// Tactic selection: times every tactic a backend offers for a layer at the opt shapes and
-// records the fastest in the engine graph.
+// Tactic selection: times every tactic a backend offers for a layer at an optimization profile's
+// opt shapes and records the fastest in the engine graph.
 #pragma once
 #include <map>
 
@@ -9,7 +9,8 @@
 
 namespace kiln {
 
-void selectTactics(EngineGraph& g, Backend& backend, const std::map<int, Dims>& optDims, const BuilderConfig& cfg,
-                   ILogger& logger);
+//! Chooses every layer's tactic for optimization profile `profile` (timed at its opt shapes) and
+//! stores it in EngineLayer::choices[profile] (which must exist).
+void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const BuilderConfig& cfg, ILogger& logger);
 
 }  // namespace kiln

@@ -1,10 +1,11 @@
 // Plan file format (little-endian):
 //   header: "KILNPLAN" | u32 format version | str kiln version | u8 device | str fingerprint |
 //           u64 payload bytes | u64 payload FNV-1a-64 checksum
-//   payload: u32 threads | u32 aux streams | u64 arena bytes | tensors | layers | I/O | profile
+//   payload: u32 threads | u32 aux streams | u64 arena bytes | tensors | layers | I/O | profiles
 // Every count, size and index is checked on load; constants are stored 64-byte aligned.
 // Format 2: a constant whose buffer is an earlier tensor's (a folded Identity/Reshape of shared
 // weights, as ALBERT's export has) is stored as that tensor's index (tensor flag 8), not again.
+// Format 3: several optimization profiles; each layer stores one tactic choice per profile.
 #include <cstring>
 #include <map>
 
@@ -18,7 +19,8 @@ namespace kiln {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
-constexpr uint32_t kFormatVersion = 2;
+constexpr uint32_t kFormatVersion = 3;
+constexpr uint32_t kMaxProfiles = 4096;
 constexpr uint32_t kMaxRank = 16;
 constexpr int64_t kMaxDim = int64_t(1) << 40;
 
@@ -154,22 +156,28 @@ std::vector<uint8_t> serializePlan(const EngineGraph& g) {
     for (int o : l.outputs) p.i64(o);
     p.u32(static_cast<uint32_t>(l.fusedOps.size()));
     for (auto& f : l.fusedOps) p.str(f);
-    p.str(l.tactic);
     p.u8(static_cast<uint8_t>(l.precision));
-    p.f32(l.tacticTimeMs);
-    p.u32(static_cast<uint32_t>(l.tacticsConsidered));
+    p.u32(static_cast<uint32_t>(l.choices.size()));
+    for (const TacticChoice& c : l.choices) {
+      p.str(c.tactic);
+      p.f32(c.timeMs);
+      p.u32(static_cast<uint32_t>(c.considered));
+    }
     p.u32(static_cast<uint32_t>(l.stream));
   }
   p.u32(static_cast<uint32_t>(g.inputs.size()));
   for (int i : g.inputs) p.i64(i);
   p.u32(static_cast<uint32_t>(g.outputs.size()));
   for (int o : g.outputs) p.i64(o);
-  p.u32(static_cast<uint32_t>(g.profile.size()));
-  for (const auto& [t, pr] : g.profile) {
-    p.i64(t);
-    writeDims(p, pr.min);
-    writeDims(p, pr.opt);
-    writeDims(p, pr.max);
+  p.u32(static_cast<uint32_t>(g.profiles.size()));
+  for (const ProfileRanges& ranges : g.profiles) {
+    p.u32(static_cast<uint32_t>(ranges.size()));
+    for (const auto& [t, pr] : ranges) {
+      p.i64(t);
+      writeDims(p, pr.min);
+      writeDims(p, pr.opt);
+      writeDims(p, pr.max);
+    }
   }
 
   PlanWriter h;
@@ -271,10 +279,15 @@ EngineGraph deserializePlan(const void* data, size_t size, bool verifyChecksum) 
     }
     uint32_t nf = r.count(4, "fused ops");
     for (uint32_t k = 0; k < nf; ++k) l.fusedOps.push_back(r.str(4096));
-    l.tactic = r.str(256);
     l.precision = readType(r);
-    l.tacticTimeMs = r.f32();
-    l.tacticsConsidered = static_cast<int>(r.u32());
+    uint32_t nc = r.count(12, "tactic choices");
+    for (uint32_t k = 0; k < nc; ++k) {
+      TacticChoice c;
+      c.tactic = r.str(256);
+      c.timeMs = r.f32();
+      c.considered = static_cast<int>(r.u32());
+      l.choices.push_back(std::move(c));
+    }
     l.stream = static_cast<int>(r.u32());
     if (l.stream > g.auxStreams) r.fail("layer '" + l.name + "' runs on a stream the engine does not have");
   }
@@ -290,17 +303,26 @@ EngineGraph deserializePlan(const void* data, size_t size, bool verifyChecksum) 
     if (!g.tensors[t].isOutput || !produced[t]) r.fail("binding is not a produced output");
     g.outputs.push_back(t);
   }
-  uint32_t np = r.count(20, "profile entries");
-  for (uint32_t k = 0; k < np; ++k) {
-    int t = readIndex(r, nt, false);
-    if (!g.tensors[t].isInput) r.fail("profile for a non-input tensor");
-    ProfileRange pr{readDims(r, false), readDims(r, false), readDims(r, false)};
-    size_t rank = g.tensors[t].dims.size();
-    if (pr.min.size() != rank || pr.opt.size() != rank || pr.max.size() != rank) r.fail("profile rank mismatch");
-    for (size_t d = 0; d < rank; ++d)
-      if (pr.min[d] > pr.opt[d] || pr.opt[d] > pr.max[d]) r.fail("profile min/opt/max out of order");
-    g.profile[t] = pr;
+  uint32_t nprof = r.count(4, "optimization profiles");
+  if (nprof == 0 || nprof > kMaxProfiles) r.fail("optimization profile count " + std::to_string(nprof) + " is out of range");
+  g.profiles.assign(nprof, {});
+  for (ProfileRanges& ranges : g.profiles) {
+    uint32_t np = r.count(20, "profile entries");
+    for (uint32_t k = 0; k < np; ++k) {
+      int t = readIndex(r, nt, false);
+      if (!g.tensors[t].isInput) r.fail("profile for a non-input tensor");
+      ProfileRange pr{readDims(r, false), readDims(r, false), readDims(r, false)};
+      size_t rank = g.tensors[t].dims.size();
+      if (pr.min.size() != rank || pr.opt.size() != rank || pr.max.size() != rank) r.fail("profile rank mismatch");
+      for (size_t d = 0; d < rank; ++d)
+        if (pr.min[d] > pr.opt[d] || pr.opt[d] > pr.max[d]) r.fail("profile min/opt/max out of order");
+      if (!ranges.emplace(t, pr).second) r.fail("profile gives input '" + g.tensors[t].name + "' twice");
+    }
   }
+  for (const EngineLayer& l : g.layers)
+    if (l.choices.size() != g.profiles.size())
+      r.fail("layer '" + l.name + "' has " + std::to_string(l.choices.size()) + " tactic choices for " + std::to_string(nprof) +
+             " optimization profiles");
   if (r.remaining() != 0) r.fail("trailing bytes in the payload");
   return g;
 }

@@ -11,6 +11,7 @@ namespace kiln {
 struct ContextImpl {
   const Engine* engine = nullptr;
   const EngineImpl* e = nullptr;
+  int profile = 0;  // the optimization profile in use
   std::map<int, Dims> inputDims;
   std::map<int, HostTensor> inputValues;  // host copies of inputs that shapes depend on
   std::vector<int> valueInputs;
@@ -105,7 +106,7 @@ struct ContextImpl {
         throw Error("input '" + g.tensors[in].name + "' has dynamic dims " + toString(g.tensors[in].dims) +
                     ": call setInputShape first");
     refreshInputValues();
-    shapes = resolveShapes(g, inputDims, &inputValues);
+    shapes = resolveShapes(g, inputDims, &g.profiles[profile], &inputValues);
     mem = planMemory(g, shapes);
     if (mem.arenaBytes > arenaCap) {
       if (arena) e->backend->release(arena);
@@ -137,7 +138,7 @@ struct ContextImpl {
     for (size_t i = 0; i < g.layers.size(); ++i) {
       if (shapes.skipped(i)) continue;
       const EngineLayer& l = g.layers[i];
-      size_t w = e->kernels[i]->reshape(shapes.layers[i], states[i]);
+      size_t w = e->kernels[profile][i]->reshape(shapes.layers[i], states[i]);
       ws = std::max(ws, w);
       KernelIO& io = ios[i];
       for (size_t k = 0; k < l.inputs.size(); ++k) io.in.push_back(view(l.inputs[k], int(i), false, int(k)));
@@ -189,6 +190,17 @@ int ioTensor(const ContextImpl& c, const std::string& name) {
   return it->second;
 }
 }  // namespace
+
+void ExecutionContext::setOptimizationProfile(int profile) {
+  const size_t n = impl->e->graph.profiles.size();
+  if (profile < 0 || static_cast<size_t>(profile) >= n)
+    throw Error("optimization profile " + std::to_string(profile) + " does not exist (the engine has " + std::to_string(n) + ")");
+  if (profile == impl->profile) return;
+  impl->profile = profile;
+  impl->dirty = true;  // other kernels, other ranges: re-planned once; reshape() drops a captured graph
+}
+
+int ExecutionContext::getOptimizationProfile() const { return impl->profile; }
 
 void ExecutionContext::setInputShape(const std::string& name, const Dims& dims) {
   int t = ioTensor(*impl, name);
@@ -254,12 +266,12 @@ void ExecutionContext::enqueue(void* stream) {
     io.stream = s;
     if (c.profiler) {
       auto t0 = std::chrono::steady_clock::now();
-      c.e->kernels[i]->execute(io, c.states[i].get());
+      c.e->kernels[c.profile][i]->execute(io, c.states[i].get());
       b.synchronize(s);
       auto t1 = std::chrono::steady_clock::now();
       c.profiler->reportLayerTime(g.layers[i].name, std::chrono::duration<float, std::milli>(t1 - t0).count());
     } else {
-      c.e->kernels[i]->execute(io, c.states[i].get());
+      c.e->kernels[c.profile][i]->execute(io, c.states[i].get());
     }
     if (c.layerEvents[i]) b.recordEvent(c.layerEvents[i], s);
   }

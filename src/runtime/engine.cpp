@@ -39,18 +39,29 @@ std::unique_ptr<EngineImpl> instantiateEngine(EngineGraph graph, ILogger& logger
   checkPluginsRegistered(pluginLayers);  // one error naming every missing plugin
   for (int i : g.inputs) e->ioByName[g.tensors[i].name] = i;
   for (int o : g.outputs) e->ioByName[g.tensors[o].name] = o;
+  e->kernels.assign(g.profiles.size(), std::vector<const Kernel*>(g.layers.size(), nullptr));
   for (size_t i = 0; i < g.layers.size(); ++i) {
     const EngineLayer& l = g.layers[i];
     LayerDesc d = buildTimeDesc(g, i);
-    std::unique_ptr<Kernel> k;
-    for (auto& t : e->backend->tactics(d))
-      if (t.name == l.tactic) {
-        k = t.create(d);
-        break;
+    std::vector<Tactic> tactics;
+    std::map<std::string, const Kernel*> made;  // tactic -> kernel, shared by profiles
+    for (size_t p = 0; p < g.profiles.size(); ++p) {
+      const std::string& name = l.choices.at(p).tactic;
+      auto it = made.find(name);
+      if (it == made.end()) {
+        if (tactics.empty()) tactics = e->backend->tactics(d);
+        std::unique_ptr<Kernel> k;
+        for (auto& t : tactics)
+          if (t.name == name) {
+            k = t.create(d);
+            break;
+          }
+        if (!k) throw Error("layer '" + l.name + "' (" + l.op + "): tactic '" + name + "' is not available in this build of kiln");
+        it = made.emplace(name, k.get()).first;
+        e->ownedKernels.push_back(std::move(k));
       }
-    if (!k)
-      throw Error("layer '" + l.name + "' (" + l.op + "): tactic '" + l.tactic + "' is not available in this build of kiln");
-    e->kernels.push_back(std::move(k));
+      e->kernels[p][i] = it->second;
+    }
   }
   return e;
 }
@@ -98,11 +109,16 @@ TensorIOMode Engine::getTensorIOMode(const std::string& name) const {
 }
 DataType Engine::getTensorDataType(const std::string& name) const { return impl->graph.tensors[ioIndex(*impl, name)].type; }
 Dims Engine::getTensorShape(const std::string& name) const { return impl->graph.tensors[ioIndex(*impl, name)].dims; }
-Dims Engine::getProfileShape(const std::string& input, OptProfileSelector s) const {
-  auto it = impl->graph.profile.find(ioIndex(*impl, input));
-  if (it == impl->graph.profile.end()) return {};
+Dims Engine::getProfileShape(const std::string& input, OptProfileSelector s) const { return getProfileShape(input, 0, s); }
+Dims Engine::getProfileShape(const std::string& input, int profile, OptProfileSelector s) const {
+  const auto& profiles = impl->graph.profiles;
+  if (profile < 0 || static_cast<size_t>(profile) >= profiles.size())
+    throw Error("optimization profile " + std::to_string(profile) + " does not exist (the engine has " + std::to_string(profiles.size()) + ")");
+  auto it = profiles[profile].find(ioIndex(*impl, input));
+  if (it == profiles[profile].end()) return {};
   return s == OptProfileSelector::kMIN ? it->second.min : s == OptProfileSelector::kOPT ? it->second.opt : it->second.max;
 }
+int Engine::getNbOptimizationProfiles() const { return static_cast<int>(impl->graph.profiles.size()); }
 DeviceType Engine::device() const { return impl->graph.device; }
 int Engine::getNbLayers() const { return static_cast<int>(impl->graph.layers.size()); }
 size_t Engine::getDeviceMemorySize() const { return impl->graph.arenaBytes; }
@@ -122,7 +138,7 @@ std::string Engine::getLayerInformation() const {
   };
   s << "{\"device\":\"" << toString(g.device) << "\",\"fingerprint\":\"" << jsonEscape(g.fingerprint)
     << "\",\"threads\":" << g.threads << ",\"auxStreams\":" << g.auxStreams << ",\"arenaBytes\":" << g.arenaBytes
-    << ",\"layers\":[";
+    << ",\"optimizationProfiles\":" << g.profiles.size() << ",\"layers\":[";
   for (size_t i = 0; i < g.layers.size(); ++i) {
     const auto& l = g.layers[i];
     s << (i ? "," : "") << "\n{\"name\":\"" << jsonEscape(l.name) << "\",\"op\":\"" << jsonEscape(l.op) << "\",\"fusedOps\":[";
@@ -140,8 +156,19 @@ std::string Engine::getLayerInformation() const {
         << jsonEscape(l.attrs.getString(kPluginVersionAttr, "")) << "\",\"namespace\":\""
         << jsonEscape(l.attrs.getString(kPluginNamespaceAttr, "")) << "\",\"library\":\""
         << jsonEscape(l.attrs.getString(kPluginLibraryAttr, "")) << "\"}";
-    s << ",\"precision\":\"" << toString(l.precision) << "\",\"tactic\":\"" << jsonEscape(l.tactic)
-      << "\",\"tacticsConsidered\":" << l.tacticsConsidered << ",\"tacticTimeMs\":" << l.tacticTimeMs << "}";
+    // "tactic" etc. are profile 0's (every engine has it); "profiles" lists each profile's choice
+    // when there are several.
+    const TacticChoice& c0 = l.choices.at(0);
+    s << ",\"precision\":\"" << toString(l.precision) << "\",\"tactic\":\"" << jsonEscape(c0.tactic)
+      << "\",\"tacticsConsidered\":" << c0.considered << ",\"tacticTimeMs\":" << c0.timeMs;
+    if (l.choices.size() > 1) {
+      s << ",\"profiles\":[";
+      for (size_t p = 0; p < l.choices.size(); ++p)
+        s << (p ? "," : "") << "{\"tactic\":\"" << jsonEscape(l.choices[p].tactic) << "\",\"tacticsConsidered\":"
+          << l.choices[p].considered << ",\"tacticTimeMs\":" << l.choices[p].timeMs << "}";
+      s << "]";
+    }
+    s << "}";
   }
   s << "\n]}";
   return s.str();

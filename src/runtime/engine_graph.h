@@ -20,32 +20,41 @@ struct EngineTensor {
   bool isInput = false, isOutput = false;
 };
 
+//! The tactic a layer runs with in one optimization profile, timed at that profile's opt shapes.
+struct TacticChoice {
+  std::string tactic;
+  float timeMs = -1.f;  //!< measured time of the chosen tactic (-1: not timed)
+  int considered = 1;   //!< tactics offered (or timed, at the optimization level)
+};
+
 struct EngineLayer {
   std::string name, op, domain;
   Attributes attrs;
   std::vector<int> inputs;   //!< tensor indices, -1 for omitted optional inputs
   std::vector<int> outputs;
   std::vector<std::string> fusedOps;
-  std::string tactic;
+  std::vector<TacticChoice> choices;  //!< per optimization profile (one entry per EngineGraph::profiles)
   DataType precision = DataType::kFLOAT;
-  float tacticTimeMs = -1.f;  //!< measured time of the chosen tactic at opt shapes (-1: not timed)
-  int tacticsConsidered = 1;
   int stream = 0;  //!< 0: the enqueue stream; k > 0: auxiliary stream k-1
 };
 
 struct ProfileRange {
   Dims min, opt, max;
 };
+//! One optimization profile: the range of every dynamic input (by tensor index).
+using ProfileRanges = std::map<int, ProfileRange>;
 
 struct EngineGraph {
   std::vector<EngineTensor> tensors;
   std::vector<EngineLayer> layers;
   std::vector<int> inputs, outputs;  //!< I/O tensor indices in binding order
-  std::map<int, ProfileRange> profile;  //!< per dynamic input tensor index
+  //! Optimization profiles (at least one; a static network's is empty). The layers, fusions and
+  //! precisions are shared; each profile has its own tactic per layer (EngineLayer::choices).
+  std::vector<ProfileRanges> profiles{ProfileRanges{}};
   DeviceType device = DeviceType::kCPU;
   int threads = 0;
   int auxStreams = 0;
-  size_t arenaBytes = 0;  //!< at opt shapes
+  size_t arenaBytes = 0;  //!< the largest over the profiles' opt shapes
   std::string fingerprint;
 };
 
@@ -63,10 +72,12 @@ struct ResolvedShapes {
 };
 
 //! Resolves every tensor's dims for concrete input dims (and the values of inputs that shapes
-//! depend on); validates against the profile. `lenient` (build time) leaves dims that depend on
-//! unknown input values at -1 instead of failing.
-ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& inputDims,
+//! depend on); validates them against `profile` (when given). `lenient` (build time) leaves dims
+//! that depend on unknown input values at -1 instead of failing.
+ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& inputDims, const ProfileRanges* profile,
                              const std::map<int, HostTensor>* inputValues = nullptr, bool lenient = false);
+//! The opt dims of every dynamic input in profile `p`.
+std::map<int, Dims> optDims(const EngineGraph& g, size_t p);
 //! Network inputs whose values (not only dims) shapes depend on — e.g. Resize's scales fed as an
 //! input. Their data is read on the host by the context before it resolves shapes.
 std::vector<int> hostValueInputs(const EngineGraph& g);

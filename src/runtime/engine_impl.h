@@ -13,7 +13,12 @@ namespace kiln {
 struct EngineImpl {
   EngineGraph graph;
   std::shared_ptr<Backend> backend;
-  std::vector<std::unique_ptr<Kernel>> kernels;  //!< per layer
+  //! [profile][layer]: the kernel of the profile's tactic. Profiles that chose the same tactic
+  //! for a layer share one kernel (kernels are made from the build-time desc and the tactic only,
+  //! and keep per-shape state in the context's KernelState), so a second profile costs nothing
+  //! where its tactics agree.
+  std::vector<std::vector<const Kernel*>> kernels;
+  std::vector<std::unique_ptr<Kernel>> ownedKernels;
   std::vector<const void*> constantData;         //!< per tensor: device copy of constants (or null)
   std::vector<void*> ownedDeviceConstants;
   std::map<std::string, int> ioByName;           //!< I/O tensor name -> tensor index

@@ -86,7 +86,13 @@ std::vector<int> hostValueInputs(const EngineGraph& g) {
   return out;
 }
 
-ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& inputDims,
+std::map<int, Dims> optDims(const EngineGraph& g, size_t p) {
+  std::map<int, Dims> opt;
+  for (auto& [t, r] : g.profiles.at(p)) opt[t] = r.opt;
+  return opt;
+}
+
+ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& inputDims, const ProfileRanges* profile,
                              const std::map<int, HostTensor>* inputValues, bool lenient) {
   ResolvedShapes r;
   r.tensors.resize(g.tensors.size());
@@ -107,8 +113,8 @@ ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& in
       if (t.dims[k] >= 0 && d[k] != t.dims[k])
         throw Error("input '" + t.name + "': shape " + toString(d) + " does not match the network's " + toString(t.dims));
     }
-    auto p = g.profile.find(in);
-    if (p != g.profile.end())
+    auto p = profile ? profile->find(in) : ProfileRanges::const_iterator{};
+    if (profile && p != profile->end())
       for (size_t k = 0; k < d.size(); ++k)
         if (d[k] < p->second.min[k] || d[k] > p->second.max[k])
           throw Error("input '" + t.name + "': shape " + toString(d) + " is outside the optimization profile (min " +

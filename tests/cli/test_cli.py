@@ -128,7 +128,7 @@ def test_help_lists_every_flag():
                  "--exportLayerInfo", "--threads", "--device", "--fp16", "--bf16", "--int8", "--noTF32",
                  "--stronglyTyped", "--builderOptimizationLevel", "--maxAuxStreams", "--useCudaGraph", "--streams",
                  "--noDataTransfers", "--verbose", "--help", "--timingCacheFile", "--plugins", "--listPlugins",
-                 "--enablePluginOverride", "--precisionConstraints", "--layerPrecisions"]:
+                 "--enablePluginOverride", "--precisionConstraints", "--layerPrecisions", "--useProfile"]:
         assert flag in out, f"{flag} missing from --help"
 
 
@@ -183,6 +183,40 @@ def test_dynamic_shapes_profile_and_runtime():
     assert read_outputs(path("dynopt.json"))["y"][1].shape == (4, 3), opt.stdout
     # Outside the profile.
     expect_error(["--loadEngine=" + plan, "--shapes=x:9x4", *FAST], r"x|profile|range|max")
+
+
+def test_multiple_optimization_profiles():
+    """Two profiles (trtexec: the shape flags repeated), each with its own tactics; --useProfile picks one."""
+    model = dynamic_model()
+    plan, info = path("two_profiles.plan"), path("two_profiles_layers.json")
+    build = run(["--onnx=" + model, "--minShapes=x:1x4", "--optShapes=x:2x4", "--maxShapes=x:4x4",
+                 "--minShapes=x:16x4", "--optShapes=x:32x4", "--maxShapes=x:64x4",
+                 "--saveEngine=" + plan, "--exportLayerInfo=" + info, "--skipInference", "--device=cpu"])
+    assert re.search(r"profile 0 min \[1,4\] opt \[2,4\] max \[4,4\]", build.stdout), build.stdout
+    assert re.search(r"profile 1 min \[16,4\] opt \[32,4\] max \[64,4\]", build.stdout), build.stdout
+    with open(info) as f:
+        layers = json.load(f)
+    assert layers["optimizationProfiles"] == 2, layers
+    for l in layers["layers"]:
+        assert len(l["profiles"]) == 2 and l["profiles"][0]["tactic"] == l["tactic"], l
+    npy, data = input_npy("x_prof20.npy", (20, 4), 7)
+    run(["--loadEngine=" + plan, "--useProfile=1", "--shapes=x:20x4", "--loadInputs=x:" + npy,
+         "--exportOutput=" + path("prof1.json"), *FAST])
+    assert_matches_ort(path("prof1.json"), model, {"x": data})
+    npy3, data3 = input_npy("x_prof3.npy", (3, 4), 8)
+    run(["--loadEngine=" + plan, "--loadInputs=x:" + npy3, "--exportOutput=" + path("prof0.json"), *FAST])
+    assert_matches_ort(path("prof0.json"), model, {"x": data3})
+    # Random inputs take the selected profile's opt shape.
+    run(["--loadEngine=" + plan, "--useProfile=1", "--exportOutput=" + path("prof1opt.json"), *FAST])
+    assert read_outputs(path("prof1opt.json"))["y"][1].shape == (32, 3)
+    # A shape is checked against the selected profile only.
+    expect_error(["--loadEngine=" + plan, "--shapes=x:20x4", *FAST], r"outside the optimization profile")
+    expect_error(["--loadEngine=" + plan, "--useProfile=1", "--shapes=x:3x4", *FAST], r"outside the optimization profile")
+    expect_error(["--loadEngine=" + plan, "--useProfile=2", *FAST], r"useProfile=2.*2 optimization profile", status=2)
+    # Flags that disagree on the number of profiles, a profile missing an input, --useProfile beyond them.
+    expect_error(["--onnx=" + model, "--minShapes=x:1x4", "--minShapes=x:16x4", "--optShapes=x:2x4", *FAST],
+                 r"--optShapes gives 1 optimization profile", status=2)
+    expect_error(["--onnx=" + model, "--optShapes=x:2x4", "--useProfile=1", *FAST], r"useProfile=1", status=2)
 
 
 def test_dynamic_input_without_shapes_warns():

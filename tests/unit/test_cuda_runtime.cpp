@@ -15,8 +15,8 @@ using kiln::test::randomTensor;
 namespace {
 
 // x -> three parallel MatMul+Relu branches (like Q/K/V projections) -> Add -> Add -> Softmax.
-void makeBranchy(Network& n) {
-  Tensor* x = n.addInput("x", DataType::kFLOAT, {4, 64});
+void makeBranchy(Network& n, int64_t batch = 4) {
+  Tensor* x = n.addInput("x", DataType::kFLOAT, {batch, 64});
   std::vector<Tensor*> br;
   for (int b = 0; b < 3; ++b) {
     Layer* mm = n.addMatMul(x, n.addConstant("w" + std::to_string(b), randomTensor({64, 64}, 10 + b, -0.2f, 0.2f)));
@@ -55,7 +55,7 @@ std::unique_ptr<Engine> buildGpu(int maxAux, bool fp16 = false) {
 
 HostTensor reference(const HostTensor& in) {
   Network net;
-  makeBranchy(net);
+  makeBranchy(net, in.dims()[0]);
   return kiln::test::evaluateReference(net, {{"x", in}}).at("y");
 }
 
@@ -140,6 +140,45 @@ TEST(CudaRuntime, TwoContextsOnTwoStreamsFromTwoThreads) {
   std::thread t1(worker, std::cref(in1), std::cref(r1)), t2(worker, std::cref(in2), std::cref(r2));
   t1.join();
   t2.join();
+}
+
+// Two optimization profiles (batch 1-8 and 16-64) in one GPU engine: a context switches between
+// them, re-plans once, and a CUDA graph captured under one profile is not replayed under the other.
+TEST(CudaRuntime, MultipleProfilesWithGraphs) {
+  KILN_REQUIRE_GPU();
+  Network net;
+  makeBranchy(net, -1);
+  BuilderConfig cfg;
+  cfg.setDevice(DeviceType::kGPU);
+  const Dims ranges[2][3] = {{{1, 64}, {4, 64}, {8, 64}}, {{16, 64}, {32, 64}, {64, 64}}};
+  for (const auto& range : ranges) {
+    OptimizationProfile p;
+    p.setDimensions("x", OptProfileSelector::kMIN, range[0]);
+    p.setDimensions("x", OptProfileSelector::kOPT, range[1]);
+    p.setDimensions("x", OptProfileSelector::kMAX, range[2]);
+    cfg.addOptimizationProfile(p);
+  }
+  auto built = Builder().build(net, cfg);
+  auto plan = built->serialize();
+  auto engine = Engine::deserialize(plan.data(), plan.size());
+  ASSERT_EQ(engine->getNbOptimizationProfiles(), 2);
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  auto ctx = engine->createExecutionContext();
+  for (int round = 0; round < 2; ++round)
+    for (int profile : {0, 1}) {
+      const int64_t batch = profile == 0 ? 4 + round : 32 + 16 * round;
+      ctx->setOptimizationProfile(profile);
+      ctx->setInputShape("x", {batch, 64});
+      HostTensor in = randomTensor({batch, 64}, static_cast<uint32_t>(40 + batch));
+      const std::string what = "profile " + std::to_string(profile) + " batch " + std::to_string(batch);
+      kiln::test::expectClose(runGpu(*ctx, in, s, false, {batch, 64}), reference(in), 2e-2, 1e-4, what + " enqueue");
+      kiln::test::expectClose(runGpu(*ctx, in, s, true, {batch, 64}), reference(in), 2e-2, 1e-4, what + " graph");
+    }
+  ctx->setOptimizationProfile(0);
+  ctx->setInputShape("x", {32, 64});
+  EXPECT_THROW(ctx->enqueue(s), Error);  // outside profile 0
+  cudaStreamDestroy(s);
 }
 
 namespace {

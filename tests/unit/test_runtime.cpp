@@ -190,6 +190,78 @@ TEST(Runtime, DynamicBatchWithProfile) {
   EXPECT_THROW(ctx->enqueue(), Error);  // outside the profile
 }
 
+// Two optimization profiles (e.g. decode and prefill sizes): each is timed at its own opt shape,
+// survives the plan, and a context runs whichever it selects, checking shapes against it alone.
+TEST(Runtime, MultipleOptimizationProfiles) {
+  auto net = std::make_unique<Network>();
+  Tensor* x = net->addInput("x", DataType::kFLOAT, {-1, 4});
+  Layer* mm = net->addMatMul(x, net->addConstant("w", randomTensor({4, 3}, 9)));
+  Layer* r = net->addActivation(mm->outputs[0], "Relu");
+  net->renameTensor(r->outputs[0], "y");
+  net->markOutput(r->outputs[0]);
+  BuilderConfig cfg;
+  const Dims ranges[2][3] = {{{1, 4}, {4, 4}, {8, 4}}, {{16, 4}, {32, 4}, {64, 4}}};
+  for (const auto& range : ranges) {
+    OptimizationProfile p;
+    p.setDimensions("x", OptProfileSelector::kMIN, range[0]);
+    p.setDimensions("x", OptProfileSelector::kOPT, range[1]);
+    p.setDimensions("x", OptProfileSelector::kMAX, range[2]);
+    cfg.addOptimizationProfile(p);
+  }
+  auto built = Builder().build(*net, cfg);
+  auto plan = built->serialize();
+  auto engine = Engine::deserialize(plan.data(), plan.size());
+  ASSERT_EQ(engine->getNbOptimizationProfiles(), 2);
+  EXPECT_EQ(engine->getProfileShape("x", 1, OptProfileSelector::kMAX), (Dims{64, 4}));
+  EXPECT_EQ(engine->getProfileShape("x", OptProfileSelector::kOPT), (Dims{4, 4}));
+  EXPECT_THROW(engine->getProfileShape("x", 2, OptProfileSelector::kMIN), Error);
+  const std::string info = engine->getLayerInformation();
+  EXPECT_NE(info.find("\"optimizationProfiles\":2"), std::string::npos) << info;
+  EXPECT_NE(info.find("\"profiles\":[{"), std::string::npos) << info;
+
+  HostTensor w = randomTensor({4, 3}, 9);
+  auto ctx = engine->createExecutionContext();
+  EXPECT_EQ(ctx->getOptimizationProfile(), 0);
+  auto runAndCheck = [&](int64_t batch) {
+    HostTensor in = randomTensor({batch, 4}, static_cast<uint32_t>(batch));
+    std::vector<float> out(static_cast<size_t>(batch * 3));
+    ctx->setInputShape("x", {batch, 4});
+    ctx->setTensorAddress("x", in.data());
+    ctx->setTensorAddress("y", out.data());
+    ctx->enqueue();
+    for (int64_t i = 0; i < batch; ++i)
+      for (int64_t j = 0; j < 3; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < 4; ++k) acc += double(in.as<float>()[i * 4 + k]) * w.as<float>()[k * 3 + j];
+        EXPECT_NEAR(out[static_cast<size_t>(i * 3 + j)], std::max(acc, 0.0), 1e-5) << "batch " << batch;
+      }
+  };
+  ctx->setInputShape("x", {20, 4});
+  EXPECT_THROW(ctx->enqueue(), Error);  // outside profile 0
+  ctx->setOptimizationProfile(1);
+  EXPECT_EQ(ctx->getOptimizationProfile(), 1);
+  runAndCheck(20);
+  runAndCheck(64);
+  ctx->setInputShape("x", {5, 4});
+  EXPECT_THROW(ctx->enqueue(), Error);  // outside profile 1
+  ctx->setOptimizationProfile(0);
+  runAndCheck(5);
+  EXPECT_THROW(ctx->setOptimizationProfile(2), Error);
+  EXPECT_THROW(ctx->setOptimizationProfile(-1), Error);
+  EXPECT_EQ(ctx->getOptimizationProfile(), 0);
+
+  // A dynamic input missing from one profile is an error that names the profile.
+  BuilderConfig partial;
+  partial.addOptimizationProfile(cfg.profiles()[0]);
+  partial.addOptimizationProfile(OptimizationProfile{});
+  try {
+    Builder().build(*net, partial);
+    FAIL() << "a profile without the dynamic input was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("optimization profile 1"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Runtime, DynamicInputWithoutProfileIsAnError) {
   Network net;
   Tensor* x = net.addInput("x", DataType::kFLOAT, {-1, 4});

@@ -1,5 +1,6 @@
 #include "engine_io.h"
 
+#include <algorithm>
 #include <set>
 
 #include "inputs.h"
@@ -42,48 +43,61 @@ const Dims* lookup(const ShapeMap& m, const std::string& name) {
 
 }  // namespace
 
-std::optional<OptimizationProfile> makeProfile(const Network& network, const Options& opts, ILogger& logger) {
+std::vector<OptimizationProfile> makeProfiles(const Network& network, const Options& opts, ILogger& logger) {
   std::vector<std::string> names;
   for (const Tensor* t : network.inputs()) names.push_back(t->name);
   checkNames("--shapes", opts.shapes, names);
-  checkNames("--minShapes", opts.minShapes, names);
-  checkNames("--optShapes", opts.optShapes, names);
-  checkNames("--maxShapes", opts.maxShapes, names);
+  const std::pair<const char*, const std::vector<ShapeMap>*> flags[] = {
+      {"--minShapes", &opts.minShapes}, {"--optShapes", &opts.optShapes}, {"--maxShapes", &opts.maxShapes}};
+  for (auto& [flag, maps] : flags)
+    for (const ShapeMap& m : *maps) checkNames(flag, m, names);
+  const size_t count = std::max({size_t(1), opts.minShapes.size(), opts.optShapes.size(), opts.maxShapes.size()});
+  auto at = [](const std::vector<ShapeMap>& maps, size_t p, const std::string& name) {
+    return maps.empty() ? nullptr : lookup(maps[p], name);
+  };
 
-  OptimizationProfile profile;
+  std::vector<OptimizationProfile> profiles(count);
   bool anyDynamic = false;
   for (const Tensor* t : network.inputs()) {
-    const Dims* mn = lookup(opts.minShapes, t->name);
-    const Dims* op = lookup(opts.optShapes, t->name);
-    const Dims* mx = lookup(opts.maxShapes, t->name);
     const Dims* rt = lookup(opts.shapes, t->name);
-    if (mn) checkCompatible("--minShapes", t->name, t->dims, *mn);
-    if (op) checkCompatible("--optShapes", t->name, t->dims, *op);
-    if (mx) checkCompatible("--maxShapes", t->name, t->dims, *mx);
     if (rt) checkCompatible("--shapes", t->name, t->dims, *rt);
-    if (isStatic(t->dims)) continue;
-    anyDynamic = true;
-    Dims opt, mnDims, mxDims;
-    if (mn || op || mx) {
-      opt = op ? *op : rt ? *rt : mn ? *mn : *mx;
-      mnDims = mn ? *mn : opt;
-      mxDims = mx ? *mx : opt;
-    } else if (rt) {
-      opt = mnDims = mxDims = *rt;
-    } else {
-      opt = t->dims;
-      for (auto& d : opt) d = d < 0 ? 1 : d;
-      mnDims = mxDims = opt;
-      logger.log(Severity::kWARNING, "dynamic input '" + t->name + "' " + toString(t->dims) +
-                                         " has no shapes given; building for " + toString(opt) +
-                                         " (set --minShapes/--optShapes/--maxShapes or --shapes)");
+    for (size_t p = 0; p < count; ++p) {
+      const Dims* mn = at(opts.minShapes, p, t->name);
+      const Dims* op = at(opts.optShapes, p, t->name);
+      const Dims* mx = at(opts.maxShapes, p, t->name);
+      if (mn) checkCompatible("--minShapes", t->name, t->dims, *mn);
+      if (op) checkCompatible("--optShapes", t->name, t->dims, *op);
+      if (mx) checkCompatible("--maxShapes", t->name, t->dims, *mx);
+      if (isStatic(t->dims)) continue;
+      anyDynamic = true;
+      Dims opt, mnDims, mxDims;
+      if (mn || op || mx) {
+        opt = op ? *op : rt && count == 1 ? *rt : mn ? *mn : *mx;
+        mnDims = mn ? *mn : opt;
+        mxDims = mx ? *mx : opt;
+      } else if (rt && count == 1) {
+        opt = mnDims = mxDims = *rt;
+      } else if (count > 1) {
+        throw UsageError("dynamic input '" + t->name + "' has no shapes in optimization profile " + std::to_string(p) +
+                         " (give it in every repetition of --minShapes/--optShapes/--maxShapes)");
+      } else {
+        opt = t->dims;
+        for (auto& d : opt) d = d < 0 ? 1 : d;
+        mnDims = mxDims = opt;
+        logger.log(Severity::kWARNING, "dynamic input '" + t->name + "' " + toString(t->dims) +
+                                           " has no shapes given; building for " + toString(opt) +
+                                           " (set --minShapes/--optShapes/--maxShapes or --shapes)");
+      }
+      profiles[p].setDimensions(t->name, OptProfileSelector::kMIN, mnDims);
+      profiles[p].setDimensions(t->name, OptProfileSelector::kOPT, opt);
+      profiles[p].setDimensions(t->name, OptProfileSelector::kMAX, mxDims);
     }
-    profile.setDimensions(t->name, OptProfileSelector::kMIN, mnDims);
-    profile.setDimensions(t->name, OptProfileSelector::kOPT, opt);
-    profile.setDimensions(t->name, OptProfileSelector::kMAX, mxDims);
   }
-  if (!anyDynamic) return std::nullopt;
-  return profile;
+  if (!anyDynamic) {
+    if (count > 1) logger.log(Severity::kWARNING, "every input is static: the optimization profiles are ignored");
+    return {};
+  }
+  return profiles;
 }
 
 std::map<std::string, HostTensor> prepareInputs(const Engine& engine, const Options& opts, ILogger& logger) {
@@ -117,7 +131,7 @@ std::map<std::string, HostTensor> prepareInputs(const Engine& engine, const Opti
     } else {
       Dims dims = requested            ? *requested
                   : isStatic(declared) ? declared
-                                       : engine.getProfileShape(name, OptProfileSelector::kOPT);
+                                       : engine.getProfileShape(name, opts.useProfile, OptProfileSelector::kOPT);
       if (!isStatic(dims) || dims.size() != declared.size())
         throw UsageError("input '" + name + "' is dynamic " + toString(declared) + ": give its shape with --shapes");
       t = randomInput(name, type, dims, seed);
@@ -138,10 +152,11 @@ void printEngineIO(std::ostream& os, const Engine& engine) {
     Dims dims = engine.getTensorShape(name);
     os << "[I]   " << (input ? "input  '" : "output '") << name << "': " << toString(engine.getTensorDataType(name))
        << ' ' << toString(dims);
-    if (input && !isStatic(dims))
-      os << "  profile min " << toString(engine.getProfileShape(name, OptProfileSelector::kMIN)) << " opt "
-         << toString(engine.getProfileShape(name, OptProfileSelector::kOPT)) << " max "
-         << toString(engine.getProfileShape(name, OptProfileSelector::kMAX));
+    for (int p = 0; input && !isStatic(dims) && p < engine.getNbOptimizationProfiles(); ++p)
+      os << (p ? "\n[I]     " : "  ") << "profile" << (engine.getNbOptimizationProfiles() > 1 ? " " + std::to_string(p) : "")
+         << " min " << toString(engine.getProfileShape(name, p, OptProfileSelector::kMIN)) << " opt "
+         << toString(engine.getProfileShape(name, p, OptProfileSelector::kOPT)) << " max "
+         << toString(engine.getProfileShape(name, p, OptProfileSelector::kMAX));
     os << '\n';
   }
 }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "kiln/builder.h"
 #include "kiln/network.h"
@@ -13,14 +14,14 @@
 
 namespace kiln::cli {
 
-//! The profile for the network's dynamic inputs from --min/opt/maxShapes (a missing one is
-//! taken from the others) or --shapes; an input with none of them gets its dims with -1
-//! replaced by 1, with a warning. Empty (nullopt) when every input is static. Throws
-//! UsageError for names that are not inputs or shapes that contradict static dims.
-std::optional<OptimizationProfile> makeProfile(const Network& network, const Options& opts, ILogger& logger);
+//! The optimization profiles for the network's dynamic inputs from --min/opt/maxShapes (one per
+//! repetition; a missing one of the three is taken from the others) or --shapes; an input with
+//! none of them gets its dims with -1 replaced by 1, with a warning. Empty when every input is
+//! static. Throws UsageError for names that are not inputs or shapes that contradict static dims.
+std::vector<OptimizationProfile> makeProfiles(const Network& network, const Options& opts, ILogger& logger);
 
 //! Host data for every engine input, with its runtime dims: loaded from --loadInputs or random
-//! (seeded), shaped by --shapes, else the static dims, else the profile's opt dims.
+//! (seeded), shaped by --shapes, else the static dims, else the opt dims of --useProfile's profile.
 std::map<std::string, HostTensor> prepareInputs(const Engine& engine, const Options& opts, ILogger& logger);
 
 //! Prints the engine's inputs and outputs (type, dims, profile) to `os`.

@@ -17,8 +17,10 @@ double nowMs() {
   return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
 }
 
-InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, HostTensor>& inputs, bool useCudaGraph)
+InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, HostTensor>& inputs, bool useCudaGraph,
+                             int profile)
     : context_(engine.createExecutionContext()) {
+  context_->setOptimizationProfile(profile);
   if (engine.device() == DeviceType::kGPU) {
     gpu_ = getBackend(DeviceType::kGPU, 0);
     stream_ = gpu_->createStream();

@@ -21,7 +21,9 @@ class InferenceSlot {
   //! `inputs` holds a host tensor (with its runtime dims) for every engine input.
   //! On the GPU, `useCudaGraph` captures one enqueue into a graph and replays it (falling back to
   //! plain enqueue, with a warning, when capture is not possible).
-  InferenceSlot(const Engine& engine, const std::map<std::string, HostTensor>& inputs, bool useCudaGraph = false);
+  //! `profile`: the optimization profile the context runs with.
+  InferenceSlot(const Engine& engine, const std::map<std::string, HostTensor>& inputs, bool useCudaGraph = false,
+                int profile = 0);
   ~InferenceSlot();
   InferenceSlot(const InferenceSlot&) = delete;
   //! Whether enqueue replays a captured CUDA graph (--useCudaGraph and the capture succeeded).

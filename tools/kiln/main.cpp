@@ -174,7 +174,7 @@ std::unique_ptr<Engine> buildEngine(const Options& o, DeviceType device, CliLogg
                                   std::to_string((nowMs() - t0) / 1000.0) + " sec");
   applyLayerPrecisions(network, o, device, logger);
   BuilderConfig cfg = makeBuilderConfig(o, device, logger);
-  if (auto profile = makeProfile(network, o, logger)) cfg.addOptimizationProfile(*profile);
+  for (const OptimizationProfile& profile : makeProfiles(network, o, logger)) cfg.addOptimizationProfile(profile);
   TimingCache cache;
   if (!o.timingCacheFile.empty()) {
     cache = TimingCache::load(o.timingCacheFile);
@@ -245,10 +245,14 @@ void exportLayerInfo(const Engine& engine, const Options& o) {
 }
 
 void runInference(const Engine& engine, const Options& o, ILogger& logger) {
+  if (o.useProfile >= engine.getNbOptimizationProfiles())
+    throw UsageError("--useProfile=" + std::to_string(o.useProfile) + ": the engine has " +
+                     std::to_string(engine.getNbOptimizationProfiles()) + " optimization profile(s)");
   std::map<std::string, HostTensor> inputs = prepareInputs(engine, o, logger);
   std::vector<std::unique_ptr<InferenceSlot>> slots;
   for (int i = 0; i < o.streams; ++i)
-    slots.push_back(std::make_unique<InferenceSlot>(engine, inputs, o.useCudaGraph && engine.device() == DeviceType::kGPU));
+    slots.push_back(
+        std::make_unique<InferenceSlot>(engine, inputs, o.useCudaGraph && engine.device() == DeviceType::kGPU, o.useProfile));
 
   bool gpu = engine.device() == DeviceType::kGPU;
   if (gpu && o.useCudaGraph) {

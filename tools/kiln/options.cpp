@@ -1,9 +1,11 @@
 #include "options.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <iostream>
 #include <limits>
+#include <set>
 
 namespace kiln::cli {
 
@@ -130,6 +132,42 @@ ShapeMap mergeShapeFlags(const std::string& flag, const std::vector<std::string>
   return all;
 }
 
+// One ShapeMap per optimization profile: occurrences merge (one input per flag is fine) until an
+// occurrence names an input the current profile already has, which starts the next profile (as
+// trtexec's repeated --minShapes/--optShapes/--maxShapes).
+std::vector<ShapeMap> groupProfileFlags(const std::string& flag, const std::vector<std::string>& specs) {
+  std::vector<ShapeMap> profiles;
+  for (const auto& s : specs) {
+    ShapeMap one = parseShapeSpec(flag, s);
+    bool repeats = profiles.empty();
+    for (auto& [name, _] : one) repeats = repeats || profiles.back().count(name);
+    if (repeats) profiles.emplace_back();
+    for (auto& [name, dims] : one) profiles.back().emplace(name, dims);
+  }
+  return profiles;
+}
+
+// Every shape flag that is given must give every profile (one that is absent takes the defaults).
+void checkProfileCounts(const Options& o) {
+  size_t n = std::max({o.minShapes.size(), o.optShapes.size(), o.maxShapes.size()});
+  const std::pair<const char*, size_t> flags[] = {
+      {"--minShapes", o.minShapes.size()}, {"--optShapes", o.optShapes.size()}, {"--maxShapes", o.maxShapes.size()}};
+  for (auto& [flag, count] : flags)
+    if (count != 0 && count != n)
+      throw UsageError(std::string(flag) + " gives " + std::to_string(count) + " optimization profile(s) but another shape flag gives " +
+                       std::to_string(n) + "; give each of --minShapes/--optShapes/--maxShapes once per profile");
+  for (size_t p = 1; p < n; ++p) {
+    std::set<std::string> first, here;
+    for (const auto* m : {&o.minShapes, &o.optShapes, &o.maxShapes})
+      if (!m->empty()) {
+        for (auto& [name, _] : (*m)[0]) first.insert(name);
+        for (auto& [name, _] : (*m)[p]) here.insert(name);
+      }
+    if (first != here)
+      throw UsageError("optimization profile " + std::to_string(p) + " names other inputs than profile 0; every profile gives the same inputs");
+  }
+}
+
 void checkConsistency(const Options& o) {
   if (o.listPlugins) return;  // needs no model
   if (o.onnx.empty() == o.loadEngine.empty())
@@ -139,6 +177,10 @@ void checkConsistency(const Options& o) {
     throw UsageError(
         "--minShapes/--optShapes/--maxShapes build a profile and need --onnx; "
         "use --shapes to pick runtime shapes of a loaded engine");
+  const size_t built = std::max({size_t(1), o.minShapes.size(), o.optShapes.size(), o.maxShapes.size()});
+  if (!o.onnx.empty() && static_cast<size_t>(o.useProfile) >= built)
+    throw UsageError("--useProfile=" + std::to_string(o.useProfile) + ": the shape flags build " + std::to_string(built) +
+                     " optimization profile(s)");
   if (o.fp16 && o.stronglyTyped)
     throw UsageError("--fp16 conflicts with --stronglyTyped (types come from the network)");
   if (o.bf16 && o.stronglyTyped)
@@ -164,9 +206,13 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
   app.add_option("--saveEngine", o.saveEngine, "Write the built engine (plan) to this file");
   app.add_option("--loadEngine", o.loadEngine, "Load a saved engine instead of building one");
   repeatable(app.add_option("--shapes", shapes, "Runtime shapes of dynamic inputs: name:1x3x224x224[,name2:...]"));
-  repeatable(app.add_option("--minShapes", minShapes, "Optimization profile minimum shapes (same syntax)"));
+  repeatable(app.add_option("--minShapes", minShapes,
+                            "Optimization profile minimum shapes (same syntax). Repeat min/opt/max to add a profile: "
+                            "a flag naming an input again starts the next profile"));
   repeatable(app.add_option("--optShapes", optShapes, "Optimization profile optimal shapes (same syntax)"));
   repeatable(app.add_option("--maxShapes", maxShapes, "Optimization profile maximum shapes (same syntax)"));
+  app.add_option("--useProfile", o.useProfile, "Optimization profile the inference contexts use (default 0)")
+      ->check(CLI::Range(0, 4095));
   repeatable(app.add_option("--loadInputs", loadInputs,
                             "Input data: name:file[,name2:file2] (.npy, ONNX TensorProto .pb, or raw bytes). "
                             "Other inputs are random with a fixed seed: floats in [-1,1], integers in [0,10), "
@@ -233,9 +279,10 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
   }
 
   o.shapes = mergeShapeFlags("--shapes", shapes);
-  o.minShapes = mergeShapeFlags("--minShapes", minShapes);
-  o.optShapes = mergeShapeFlags("--optShapes", optShapes);
-  o.maxShapes = mergeShapeFlags("--maxShapes", maxShapes);
+  o.minShapes = groupProfileFlags("--minShapes", minShapes);
+  o.optShapes = groupProfileFlags("--optShapes", optShapes);
+  o.maxShapes = groupProfileFlags("--maxShapes", maxShapes);
+  checkProfileCounts(o);
   for (const auto& spec : loadInputs)
     for (auto& [name, file] : parseInputSpec(spec))
       if (!o.loadInputs.emplace(name, file).second)

@@ -20,7 +20,9 @@ struct Options {
 
   // Shapes.
   ShapeMap shapes;  //!< runtime shapes
-  ShapeMap minShapes, optShapes, maxShapes;
+  //! One map per optimization profile (empty: no flag given); all given flags have the same count.
+  std::vector<ShapeMap> minShapes, optShapes, maxShapes;
+  int useProfile = 0;  //!< the profile inference contexts run with
 
   // Inputs / outputs.
   std::map<std::string, std::string> loadInputs;  //!< input name -> file (.npy, .pb or raw)
