@@ -10,6 +10,15 @@
 
 namespace kiln::test {
 
+//! An optimization profile giving one input's min/opt/max dims.
+inline OptimizationProfile profileFor(const std::string& input, const Dims& min, const Dims& opt, const Dims& max) {
+  OptimizationProfile p;
+  p.setDimensions(input, OptProfileSelector::kMIN, min);
+  p.setDimensions(input, OptProfileSelector::kOPT, opt);
+  p.setDimensions(input, OptProfileSelector::kMAX, max);
+  return p;
+}
+
 inline HostTensor randomTensor(Dims d, uint32_t seed, float lo = -1.f, float hi = 1.f) {
   HostTensor t(DataType::kFLOAT, d);
   std::mt19937 rng(seed);

@@ -150,14 +150,8 @@ TEST(CudaRuntime, MultipleProfilesWithGraphs) {
   makeBranchy(net, -1);
   BuilderConfig cfg;
   cfg.setDevice(DeviceType::kGPU);
-  const Dims ranges[2][3] = {{{1, 64}, {4, 64}, {8, 64}}, {{16, 64}, {32, 64}, {64, 64}}};
-  for (const auto& range : ranges) {
-    OptimizationProfile p;
-    p.setDimensions("x", OptProfileSelector::kMIN, range[0]);
-    p.setDimensions("x", OptProfileSelector::kOPT, range[1]);
-    p.setDimensions("x", OptProfileSelector::kMAX, range[2]);
-    cfg.addOptimizationProfile(p);
-  }
+  cfg.addOptimizationProfile(kiln::test::profileFor("x", {1, 64}, {4, 64}, {8, 64}));
+  cfg.addOptimizationProfile(kiln::test::profileFor("x", {16, 64}, {32, 64}, {64, 64}));
   auto built = Builder().build(net, cfg);
   auto plan = built->serialize();
   auto engine = Engine::deserialize(plan.data(), plan.size());

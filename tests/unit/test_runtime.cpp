@@ -154,38 +154,46 @@ TEST(Runtime, WrongVersionAndForeignFilesAreRejected) {
   EXPECT_THROW(Engine::deserialize(junk.data(), junk.size()), Error);
 }
 
-TEST(Runtime, DynamicBatchWithProfile) {
+namespace {
+
+// y = Relu(x[-1, 4] @ w[4, 3]) with w = randomTensor({4, 3}, 9).
+std::unique_ptr<Network> dynamicMlp() {
   auto net = std::make_unique<Network>();
   Tensor* x = net->addInput("x", DataType::kFLOAT, {-1, 4});
   Layer* mm = net->addMatMul(x, net->addConstant("w", randomTensor({4, 3}, 9)));
   Layer* r = net->addActivation(mm->outputs[0], "Relu");
   net->renameTensor(r->outputs[0], "y");
   net->markOutput(r->outputs[0]);
-  BuilderConfig cfg;
-  OptimizationProfile p;
-  p.setDimensions("x", OptProfileSelector::kMIN, {1, 4});
-  p.setDimensions("x", OptProfileSelector::kOPT, {4, 4});
-  p.setDimensions("x", OptProfileSelector::kMAX, {8, 4});
-  cfg.addOptimizationProfile(p);
-  Builder b;
-  auto engine = b.build(*net, cfg);
-  auto ctx = engine->createExecutionContext();
+  return net;
+}
+
+// Runs dynamicMlp's engine at `batch` and checks y against a double-precision reference.
+void runDynamicMlp(ExecutionContext& ctx, int64_t batch) {
   HostTensor w = randomTensor({4, 3}, 9);
-  for (int64_t batch : {1, 5, 8}) {
-    HostTensor in = randomTensor({batch, 4}, static_cast<uint32_t>(batch));
-    std::vector<float> out(static_cast<size_t>(batch * 3));
-    ctx->setInputShape("x", {batch, 4});
-    EXPECT_EQ(ctx->getTensorShape("y"), (Dims{batch, 3}));
-    ctx->setTensorAddress("x", in.data());
-    ctx->setTensorAddress("y", out.data());
-    ctx->enqueue();
-    for (int64_t i = 0; i < batch; ++i)
-      for (int64_t j = 0; j < 3; ++j) {
-        double acc = 0;
-        for (int64_t k = 0; k < 4; ++k) acc += double(in.as<float>()[i * 4 + k]) * w.as<float>()[k * 3 + j];
-        EXPECT_NEAR(out[static_cast<size_t>(i * 3 + j)], std::max(acc, 0.0), 1e-5);
-      }
-  }
+  HostTensor in = randomTensor({batch, 4}, static_cast<uint32_t>(batch));
+  std::vector<float> out(static_cast<size_t>(batch * 3));
+  ctx.setInputShape("x", {batch, 4});
+  EXPECT_EQ(ctx.getTensorShape("y"), (Dims{batch, 3}));
+  ctx.setTensorAddress("x", in.data());
+  ctx.setTensorAddress("y", out.data());
+  ctx.enqueue();
+  for (int64_t i = 0; i < batch; ++i)
+    for (int64_t j = 0; j < 3; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < 4; ++k) acc += double(in.as<float>()[i * 4 + k]) * w.as<float>()[k * 3 + j];
+      EXPECT_NEAR(out[static_cast<size_t>(i * 3 + j)], std::max(acc, 0.0), 1e-5) << "batch " << batch;
+    }
+}
+
+}  // namespace
+
+TEST(Runtime, DynamicBatchWithProfile) {
+  auto net = dynamicMlp();
+  BuilderConfig cfg;
+  cfg.addOptimizationProfile(kiln::test::profileFor("x", {1, 4}, {4, 4}, {8, 4}));
+  auto engine = Builder().build(*net, cfg);
+  auto ctx = engine->createExecutionContext();
+  for (int64_t batch : {1, 5, 8}) runDynamicMlp(*ctx, batch);
   ctx->setInputShape("x", {9, 4});
   EXPECT_THROW(ctx->enqueue(), Error);  // outside the profile
 }
@@ -193,21 +201,10 @@ TEST(Runtime, DynamicBatchWithProfile) {
 // Two optimization profiles (e.g. decode and prefill sizes): each is timed at its own opt shape,
 // survives the plan, and a context runs whichever it selects, checking shapes against it alone.
 TEST(Runtime, MultipleOptimizationProfiles) {
-  auto net = std::make_unique<Network>();
-  Tensor* x = net->addInput("x", DataType::kFLOAT, {-1, 4});
-  Layer* mm = net->addMatMul(x, net->addConstant("w", randomTensor({4, 3}, 9)));
-  Layer* r = net->addActivation(mm->outputs[0], "Relu");
-  net->renameTensor(r->outputs[0], "y");
-  net->markOutput(r->outputs[0]);
+  auto net = dynamicMlp();
   BuilderConfig cfg;
-  const Dims ranges[2][3] = {{{1, 4}, {4, 4}, {8, 4}}, {{16, 4}, {32, 4}, {64, 4}}};
-  for (const auto& range : ranges) {
-    OptimizationProfile p;
-    p.setDimensions("x", OptProfileSelector::kMIN, range[0]);
-    p.setDimensions("x", OptProfileSelector::kOPT, range[1]);
-    p.setDimensions("x", OptProfileSelector::kMAX, range[2]);
-    cfg.addOptimizationProfile(p);
-  }
+  cfg.addOptimizationProfile(kiln::test::profileFor("x", {1, 4}, {4, 4}, {8, 4}));
+  cfg.addOptimizationProfile(kiln::test::profileFor("x", {16, 4}, {32, 4}, {64, 4}));
   auto built = Builder().build(*net, cfg);
   auto plan = built->serialize();
   auto engine = Engine::deserialize(plan.data(), plan.size());
@@ -219,33 +216,18 @@ TEST(Runtime, MultipleOptimizationProfiles) {
   EXPECT_NE(info.find("\"optimizationProfiles\":2"), std::string::npos) << info;
   EXPECT_NE(info.find("\"profiles\":[{"), std::string::npos) << info;
 
-  HostTensor w = randomTensor({4, 3}, 9);
   auto ctx = engine->createExecutionContext();
   EXPECT_EQ(ctx->getOptimizationProfile(), 0);
-  auto runAndCheck = [&](int64_t batch) {
-    HostTensor in = randomTensor({batch, 4}, static_cast<uint32_t>(batch));
-    std::vector<float> out(static_cast<size_t>(batch * 3));
-    ctx->setInputShape("x", {batch, 4});
-    ctx->setTensorAddress("x", in.data());
-    ctx->setTensorAddress("y", out.data());
-    ctx->enqueue();
-    for (int64_t i = 0; i < batch; ++i)
-      for (int64_t j = 0; j < 3; ++j) {
-        double acc = 0;
-        for (int64_t k = 0; k < 4; ++k) acc += double(in.as<float>()[i * 4 + k]) * w.as<float>()[k * 3 + j];
-        EXPECT_NEAR(out[static_cast<size_t>(i * 3 + j)], std::max(acc, 0.0), 1e-5) << "batch " << batch;
-      }
-  };
   ctx->setInputShape("x", {20, 4});
   EXPECT_THROW(ctx->enqueue(), Error);  // outside profile 0
   ctx->setOptimizationProfile(1);
   EXPECT_EQ(ctx->getOptimizationProfile(), 1);
-  runAndCheck(20);
-  runAndCheck(64);
+  runDynamicMlp(*ctx, 20);
+  runDynamicMlp(*ctx, 64);
   ctx->setInputShape("x", {5, 4});
   EXPECT_THROW(ctx->enqueue(), Error);  // outside profile 1
   ctx->setOptimizationProfile(0);
-  runAndCheck(5);
+  runDynamicMlp(*ctx, 5);
   EXPECT_THROW(ctx->setOptimizationProfile(2), Error);
   EXPECT_THROW(ctx->setOptimizationProfile(-1), Error);
   EXPECT_EQ(ctx->getOptimizationProfile(), 0);
