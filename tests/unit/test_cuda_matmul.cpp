@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include "backends/cuda/conv_cuda_common.h"
 #include "backends/cuda/matmul_lt_run.h"
 #include "op_test_util.h"
 
@@ -339,4 +340,32 @@ TEST(CudaMatMul, SharedWeightsShareOneDeviceCopy) {
   EXPECT_NE(a.data(), e.data());
   ASSERT_EQ(cudaMemcpy(got.data(), e.data(), sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(got[0], w.as<float>()[0]);
+}
+
+// Conv constants (cuda::DeviceConstant) share the same registry: kernels that upload one constant
+// with one packing (the cuDNN engine configs timed for a layer, several optimization profiles)
+// share a copy; another packing of the same buffer is another copy, holding the repacked values.
+TEST(CudaMatMul, ConvConstantsShareOneDeviceCopyPerPacking) {
+  KILN_REQUIRE_GPU();
+  std::mt19937 rng(92);
+  HostTensor w = randomTensor({6, 10}, rng);
+  auto reversed = [](const HostTensor& t) {
+    HostTensor r(t.type(), t.dims());
+    const int64_t n = volume(t.dims());
+    for (int64_t i = 0; i < n; ++i) r.as<float>()[i] = t.as<float>()[n - 1 - i];
+    return r;
+  };
+  cuda::DeviceConstant a(w), b(w);
+  EXPECT_EQ(a.get(), b.get());
+  cuda::DeviceConstant c(w, "reversed", reversed), d(w, "reversed", reversed);
+  EXPECT_EQ(c.get(), d.get());
+  EXPECT_NE(a.get(), c.get());
+  EXPECT_NE(a.get(), cuda::DeviceConstant(w.clone()).get());
+  EXPECT_NE(a.get(), cuda::DeviceWeights(w, 1, 6, 10, true).data());  // a matmul's packing is its own
+  std::vector<float> got(60);
+  ASSERT_EQ(cudaMemcpy(got.data(), c.get(), got.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int64_t i = 0; i < 60; ++i) ASSERT_EQ(got[i], w.as<float>()[59 - i]) << i;
+  ASSERT_EQ(cudaMemcpy(got.data(), a.get(), got.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int64_t i = 0; i < 60; ++i) ASSERT_EQ(got[i], w.as<float>()[i]) << i;
+  EXPECT_EQ(cuda::DeviceConstant(HostTensor()).get(), nullptr);  // no constant: the kernel reads its input
 }

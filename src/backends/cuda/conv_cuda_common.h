@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/device_copy.h"
 #include "ops/activation.h"
 
 namespace kiln::cuda {
@@ -52,21 +53,22 @@ bool knownActivation(const LayerDesc& l);
 //! Float types the CUDA conv tactics compute (float32, float16, bfloat16), same for every input.
 bool convFloatTypes(const LayerDesc& l);
 
-//! Device copy of a constant input (weights, bias), freed with the kernel. Null when the input
-//! is absent or not constant (then the kernel reads io.in[i]).
+//! Device copy of a constant input (weights, bias), optionally repacked for the kernel; shared
+//! (device_copy.h) with every other kernel that uploads the same constant with the same packing
+//! (the tactics timed for a layer, several optimization profiles). Null when the input is absent
+//! or not constant (then the kernel reads io.in[i]).
 class DeviceConstant {
  public:
   DeviceConstant() = default;
-  explicit DeviceConstant(const HostTensor& t);
-  ~DeviceConstant();
-  DeviceConstant(const DeviceConstant&) = delete;
-  DeviceConstant& operator=(const DeviceConstant&) = delete;
-  const void* get() const { return ptr_; }
+  explicit DeviceConstant(const HostTensor& t) : copy_(sharedDeviceCopy(t, "", nullptr)) {}
+  //! `packing` names `pack` with its parameters (see sharedDeviceCopy).
+  DeviceConstant(const HostTensor& t, const std::string& packing, const Packer& pack) : copy_(sharedDeviceCopy(t, packing, pack)) {}
+  const void* get() const { return copy_ ? copy_->ptr : nullptr; }
   //! The uploaded copy, or the run-time buffer when none was uploaded.
-  const void* orInput(const KernelIO& io, size_t i) const { return ptr_ ? ptr_ : (i < io.in.size() ? io.in[i].data : nullptr); }
+  const void* orInput(const KernelIO& io, size_t i) const { return copy_ ? copy_->ptr : (i < io.in.size() ? io.in[i].data : nullptr); }
 
  private:
-  void* ptr_ = nullptr;
+  std::shared_ptr<const DeviceCopy> copy_;
 };
 
 }  // namespace kiln::cuda

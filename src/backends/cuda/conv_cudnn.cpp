@@ -267,7 +267,7 @@ class CudnnConvKernel : public Kernel {
       : index_(index),
         pad_(padChannels),
         weightsLast_(pad_ || (anyChannelsLast(l) && l.inputs[1].value.valid())),
-        weights_(pad_ ? paddedWeights(l) : weightsLast_ ? toChannelsLast(l.inputs[1].value) : l.inputs[1].value),
+        weights_(uploadWeights(l, pad_, weightsLast_)),
         bias_(l.present(2) ? l.inputs[2].value : HostTensor()) {}
 
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
@@ -385,11 +385,18 @@ class CudnnConvKernel : public Kernel {
   }
 
  private:
-  static HostTensor paddedWeights(const LayerDesc& l) {
+  //! The weights as cuDNN reads them: KCRS as they are, KRSC (channels last), or KRSC with the
+  //! channels zero-padded (the padded variant, which needs constant 4-D weights).
+  static DeviceConstant uploadWeights(const LayerDesc& l, bool pad, bool last) {
     const HostTensor& w = l.inputs[1].value;
-    if (!w.valid() || w.dims().size() != 4)
-      throw UnsupportedError("layer '" + l.name + "' (Conv): the padded cuDNN tactic wants constant 4-D weights");
-    return toPaddedChannelsLast(w, roundUp(w.dims()[1], kPadChannels));
+    if (pad) {
+      if (!w.valid() || w.dims().size() != 4)
+        throw UnsupportedError("layer '" + l.name + "' (Conv): the padded cuDNN tactic wants constant 4-D weights");
+      const int64_t cp = roundUp(w.dims()[1], kPadChannels);
+      return DeviceConstant(w, "krsc_pad:" + std::to_string(cp), [cp](const HostTensor& t) { return toPaddedChannelsLast(t, cp); });
+    }
+    if (last) return DeviceConstant(w, "krsc", toChannelsLast);
+    return DeviceConstant(w);
   }
 
   int index_;

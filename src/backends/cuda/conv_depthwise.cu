@@ -118,7 +118,7 @@ HostTensor tapsMajor(const HostTensor& w) {
 class DepthwiseKernel : public Kernel {
  public:
   DepthwiseKernel(const LayerDesc& l, bool nhwc)
-      : nhwc_(nhwc), weights_(nhwc ? tapsMajor(l.inputs[1].value) : l.inputs[1].value),
+      : nhwc_(nhwc), weights_(nhwc ? DeviceConstant(l.inputs[1].value, "taps_major", tapsMajor) : DeviceConstant(l.inputs[1].value)),
         bias_(l.present(2) ? l.inputs[2].value : HostTensor()), act_(cuda::toDevAct(fusedActivation(*l.attrs))) {}
 
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {

@@ -87,19 +87,4 @@ bool convFloatTypes(const LayerDesc& l) {
   return true;
 }
 
-DeviceConstant::DeviceConstant(const HostTensor& t) {
-  if (!t.valid() || t.bytes() == 0) return;
-  KILN_CUDA_CHECK(cudaMalloc(&ptr_, t.bytes()));
-  cudaError_t e = cudaMemcpy(ptr_, t.data(), t.bytes(), cudaMemcpyHostToDevice);
-  if (e != cudaSuccess) {
-    cudaFree(ptr_);
-    ptr_ = nullptr;
-    KILN_CUDA_CHECK(e);
-  }
-}
-
-DeviceConstant::~DeviceConstant() {
-  if (ptr_) cudaFree(ptr_);
-}
-
 }  // namespace kiln::cuda

@@ -3,12 +3,9 @@
 
 #include <algorithm>
 #include <memory>
-#include <tuple>
-#include <mutex>
-#include <map>
-#include <cstring>
 
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/device_copy.h"
 #include "ops/op_util.h"
 
 namespace kiln::cuda {
@@ -163,79 +160,21 @@ void runLtState(LtState& st, const KernelIO& io, const void* bOverride) {
   launchMatMulPost(type, D, st.outCount, input(v.postInput), v.post, stream);
 }
 
-namespace {
-
-//! What makes two device copies equal: host buffer, size, element type, a hash of the contents
-//! (a user may rewrite a constant's buffer between two builds), the packing and the device.
-using WeightsKey = std::tuple<uintptr_t, size_t, int, uint64_t, int64_t, int64_t, int64_t, bool, int>;
-
-struct WeightsRegistry {
-  std::mutex mutex;
-  std::map<WeightsKey, std::weak_ptr<DeviceWeights::Block>> live;
-  size_t inserts = 0;
-};
-//! Never destroyed: kernels may outlive other statics at exit.
-WeightsRegistry& registry() {
-  static WeightsRegistry* r = new WeightsRegistry;
-  return *r;
-}
-
-//! 64-bit FNV-1a over 8-byte words (then the tail bytes): cheap next to the upload it guards.
-uint64_t contentHash(const void* data, size_t bytes) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  uint64_t h = 1469598103934665603ull;
-  size_t i = 0;
-  for (; i + 8 <= bytes; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ w) * 1099511628211ull;
-  }
-  for (; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-}  // namespace
-
-DeviceWeights::Block::~Block() {
-  if (ptr) cudaFree(ptr);
-}
-
 DeviceWeights::DeviceWeights(const HostTensor& value, int64_t matrices, int64_t K, int64_t N, bool transposed) {
-  int device = 0;
-  KILN_CUDA_CHECK(cudaGetDevice(&device));
-  const size_t bytes = value.bytes();
-  const WeightsKey key{reinterpret_cast<uintptr_t>(value.data()), bytes, static_cast<int>(value.type()),
-                       contentHash(value.data(), bytes), matrices, K, N, transposed, device};
-  WeightsRegistry& reg = registry();
-  {
-    std::lock_guard<std::mutex> lock(reg.mutex);
-    auto it = reg.live.find(key);
-    if (it != reg.live.end() && (block_ = it->second.lock())) return;
-  }
-  const size_t es = elementSize(value.type());
-  std::vector<uint8_t> packed;
-  const void* src = value.data();
-  if (!transposed && K > 1 && N > 1) {
-    packed.resize(bytes);
-    if (es == 4) transposeMatrices(value.as<uint32_t>(), reinterpret_cast<uint32_t*>(packed.data()), matrices, K, N);
-    else if (es == 2) transposeMatrices(value.as<uint16_t>(), reinterpret_cast<uint16_t*>(packed.data()), matrices, K, N);
-    else throw UnsupportedError(std::string("cuBLASLt matmul: weights of type ") + toString(value.type()));
-    src = packed.data();
-  }
-  auto block = std::make_shared<Block>();
-  KILN_CUDA_CHECK(cudaMalloc(&block->ptr, std::max<size_t>(bytes, 256)));
-  if (bytes) KILN_CUDA_CHECK(cudaMemcpy(block->ptr, src, bytes, cudaMemcpyHostToDevice));  // ~Block frees on failure
-  block->host = value;  // pins the buffer: its address cannot name another tensor while the copy lives
-  std::lock_guard<std::mutex> lock(reg.mutex);
-  std::weak_ptr<Block>& slot = reg.live[key];
-  if (auto other = slot.lock()) {  // another thread uploaded the same weights meanwhile: use theirs
-    block_ = std::move(other);
-    return;
-  }
-  slot = block;
-  block_ = std::move(block);
-  if (++reg.inserts % 256 == 0)  // now and then, drop the entries of freed copies
-    for (auto e = reg.live.begin(); e != reg.live.end();) e = e->second.expired() ? reg.live.erase(e) : std::next(e);
+  Packer pack;
+  if (!transposed && K > 1 && N > 1)
+    pack = [matrices, K, N](const HostTensor& w) {
+      HostTensor packed(w.type(), w.dims());
+      const size_t es = elementSize(w.type());
+      if (es == 4) transposeMatrices(w.as<uint32_t>(), packed.as<uint32_t>(), matrices, K, N);
+      else if (es == 2) transposeMatrices(w.as<uint16_t>(), packed.as<uint16_t>(), matrices, K, N);
+      else throw UnsupportedError(std::string("cuBLASLt matmul: weights of type ") + toString(w.type()));
+      return packed;
+    };
+  // The packing's name holds the geometry: the same buffer read as other matrices is another copy.
+  const std::string packing = "matmul:" + std::to_string(matrices) + "x" + std::to_string(K) + "x" + std::to_string(N) +
+                              (transposed ? ":nk" : ":kn");
+  copy_ = sharedDeviceCopy(value, packing, pack);  // null for empty weights (a zero-size product)
 }
 
 }  // namespace kiln::cuda

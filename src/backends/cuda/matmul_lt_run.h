@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "backends/cuda/device_copy.h"
 #include "backends/cuda/matmul_cublaslt.h"
 #include "backends/cuda/matmul_epilogue.h"
 
@@ -61,24 +62,16 @@ void splitBatch(GemmSetup& s, const Dims& aBatch, const Dims& bBatch, const Dims
 
 //! Device copy of constant weights: `matrices` matrices, each stored [K,N] (or [N,K] when
 //! `transposed`), repacked to [N,K] (K contiguous, the layout cuBLASLt's tensor-core kernels read
-//! best). Layers whose weights share one host buffer with the same contents (ALBERT's one set of
-//! weights for every layer: plans store a shared buffer once) share one device copy too; it is
-//! freed with its last user.
+//! best). Shared (device_copy.h) by layers and tactics that upload the same host buffer with the
+//! same contents and geometry (ALBERT's one set of weights for every layer: plans store a shared
+//! buffer once).
 class DeviceWeights {
  public:
   DeviceWeights(const HostTensor& value, int64_t matrices, int64_t K, int64_t N, bool transposed);
-  const void* data() const { return block_->ptr; }
-
-  //! One device allocation; holds the host tensor, so that its buffer's address (the sharing key)
-  //! cannot be reused by another tensor while the copy lives.
-  struct Block {
-    void* ptr = nullptr;
-    HostTensor host;
-    ~Block();
-  };
+  const void* data() const { return copy_ ? copy_->ptr : nullptr; }
 
  private:
-  std::shared_ptr<Block> block_;
+  std::shared_ptr<const DeviceCopy> copy_;
 };
 
 }  // namespace kiln::cuda
