@@ -109,8 +109,9 @@ class IPluginBuild {
                                const std::vector<PluginTensorDesc>& outputs) const {
     (void)inputs; (void)outputs; return 0;
   }
-  //! Implementation choices on `device`. With more than one, the builder times each (with the
-  //! optimization profile's opt shapes) and keeps the fastest; the choice is stored in the plan.
+  //! Implementation choices on `device`. With more than one, the builder times each (at every
+  //! optimization profile's opt shapes) and keeps the fastest per profile; the choices are stored
+  //! in the plan.
   virtual std::vector<std::string> tactics(DeviceType device) const { (void)device; return {"default"}; }
 };
 

@@ -46,7 +46,13 @@ using Sev = ILogger::Severity;
 // network's static dims and that every profile covers every dynamic input.
 std::vector<std::map<std::string, ProfileRange>> collectProfiles(const Network& net, const BuilderConfig& cfg) {
   const auto& profiles = cfg.profiles();
-  std::vector<std::map<std::string, ProfileRange>> out(std::max<size_t>(1, profiles.size()));
+  constexpr size_t kMaxProfiles = 4096;  // what plan files accept
+  if (profiles.size() > kMaxProfiles)
+    throw Error(std::to_string(profiles.size()) + " optimization profiles: kiln accepts at most " + std::to_string(kMaxProfiles));
+  bool anyDynamic = false;
+  for (Tensor* in : net.inputs()) anyDynamic = anyDynamic || !isStatic(in->dims);
+  // A static network has one (empty) profile, however many were given: they could only repeat it.
+  std::vector<std::map<std::string, ProfileRange>> out(anyDynamic ? std::max<size_t>(1, profiles.size()) : 1);
   for (size_t pi = 0; pi < profiles.size(); ++pi)
     for (auto& [name, _] : profiles[pi].all()) {
       Tensor* t = net.findTensor(name);
@@ -263,7 +269,16 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
 
   // Every profile gets its own tactics, timed at its opt shapes (e.g. decode vs prefill lengths).
   auto tSelect = std::chrono::steady_clock::now();
-  for (size_t p = 0; p < g.profiles.size(); ++p) selectTactics(g, *backend, p, cfg, logger_);
+  // A profile with another's opt shapes takes its choices (timing noise must not give one shape
+  // two sets of kernels).
+  for (size_t p = 0; p < g.profiles.size(); ++p) {
+    size_t same = 0;
+    while (same < p && optDims(g, same) != optDims(g, p)) ++same;
+    if (same < p)
+      for (EngineLayer& l : g.layers) l.choices[p] = l.choices[same];
+    else
+      selectTactics(g, *backend, p, cfg, logger_);
+  }
   const double selectSecs = since(tSelect);
   // Aux streams (GPU only; the CPU runs one stream): -1 means "let kiln choose" (up to 2).
   planStreams(g, cfg.maxAuxStreams() < 0 ? 2 : cfg.maxAuxStreams());

@@ -319,6 +319,20 @@ EngineGraph deserializePlan(const void* data, size_t size, bool verifyChecksum) 
       if (!ranges.emplace(t, pr).second) r.fail("profile gives input '" + g.tensors[t].name + "' twice");
     }
   }
+  // Every profile covers every dynamic input, within its static dims (as the builder requires).
+  for (int in : g.inputs) {
+    const EngineTensor& t = g.tensors[in];
+    for (size_t p = 0; p < g.profiles.size(); ++p) {
+      auto it = g.profiles[p].find(in);
+      if (it == g.profiles[p].end()) {
+        if (!isStatic(t.dims)) r.fail("optimization profile " + std::to_string(p) + " has no range for dynamic input '" + t.name + "'");
+        continue;
+      }
+      for (size_t d = 0; d < t.dims.size(); ++d)
+        if (t.dims[d] >= 0 && (it->second.min[d] != t.dims[d] || it->second.max[d] != t.dims[d]))
+          r.fail("optimization profile " + std::to_string(p) + " changes static dimension " + std::to_string(d) + " of '" + t.name + "'");
+    }
+  }
   for (const EngineLayer& l : g.layers)
     if (l.choices.size() != g.profiles.size())
       r.fail("layer '" + l.name + "' has " + std::to_string(l.choices.size()) + " tactic choices for " + std::to_string(nprof) +

@@ -86,6 +86,15 @@ std::vector<int> hostValueInputs(const EngineGraph& g) {
   return out;
 }
 
+namespace {
+// " k" when `profile` is the graph's profile k and the graph has several, else "".
+std::string profileName(const EngineGraph& g, const ProfileRanges* profile) {
+  for (size_t k = 0; g.profiles.size() > 1 && k < g.profiles.size(); ++k)
+    if (&g.profiles[k] == profile) return " " + std::to_string(k);
+  return "";
+}
+}  // namespace
+
 std::map<int, Dims> optDims(const EngineGraph& g, size_t p) {
   std::map<int, Dims> opt;
   for (auto& [t, r] : g.profiles.at(p)) opt[t] = r.opt;
@@ -117,8 +126,11 @@ ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& in
     if (profile && p != profile->end())
       for (size_t k = 0; k < d.size(); ++k)
         if (d[k] < p->second.min[k] || d[k] > p->second.max[k])
-          throw Error("input '" + t.name + "': shape " + toString(d) + " is outside the optimization profile (min " +
-                      toString(p->second.min) + ", max " + toString(p->second.max) + ")");
+          throw Error("input '" + t.name + "': shape " + toString(d) + " is outside the optimization profile" + profileName(g, profile) +
+                      " (min " + toString(p->second.min) + ", max " + toString(p->second.max) + ")" +
+                      (g.profiles.size() > 1 ? "; the engine has " + std::to_string(g.profiles.size()) +
+                                                   " profiles: select another (setOptimizationProfile, --useProfile)"
+                                             : std::string()));
     volume(d);
     r.tensors[in].dims = d;
     if (inputValues) {

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <thread>
 
@@ -169,6 +170,29 @@ TEST(CudaRuntime, MultipleProfilesWithGraphs) {
       kiln::test::expectClose(runGpu(*ctx, in, s, false, {batch, 64}), reference(in), 2e-2, 1e-4, what + " enqueue");
       kiln::test::expectClose(runGpu(*ctx, in, s, true, {batch, 64}), reference(in), 2e-2, 1e-4, what + " graph");
     }
+  // A graph captured under profile 0, then a switch to profile 1 with no new capture: launchGraph
+  // must not replay the stale graph (it runs a plain enqueue of profile 1's kernels).
+  HostTensor big = randomTensor({48, 64}, 77);
+  HostTensor small(DataType::kFLOAT, {4, 64});
+  std::memcpy(small.data(), big.data(), small.bytes());
+  HostTensor out(DataType::kFLOAT, {48, 64});
+  DeviceBuffers buf(big, out.bytes());
+  auto run = [&](int profile, const HostTensor& in, bool capture) {
+    ctx->setOptimizationProfile(profile);
+    ctx->setInputShape("x", in.dims());
+    ctx->setTensorAddress("x", buf.x);
+    ctx->setTensorAddress("y", buf.y);
+    if (capture) EXPECT_TRUE(ctx->captureGraph(s));
+    cudaMemsetAsync(buf.y, 0xff, out.bytes(), s);
+    ctx->launchGraph(s);
+    HostTensor got(DataType::kFLOAT, {in.dims()[0], 64});
+    cudaMemcpyAsync(got.data(), buf.y, got.bytes(), cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+    kiln::test::expectClose(got, reference(in), 2e-2, 1e-4, "stale graph, profile " + std::to_string(profile));
+  };
+  run(0, small, true);
+  run(1, big, false);
+  run(0, small, false);
   ctx->setOptimizationProfile(0);
   ctx->setInputShape("x", {32, 64});
   EXPECT_THROW(ctx->enqueue(s), Error);  // outside profile 0

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "kiln/kiln.h"
+#include "op_test_util.h"
 #include "reference_eval.h"
 #include "runtime/engine_graph.h"
 
@@ -241,6 +242,107 @@ TEST(Runtime, MultipleOptimizationProfiles) {
     FAIL() << "a profile without the dynamic input was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("optimization profile 1"), std::string::npos) << e.what();
+  }
+}
+
+namespace {
+
+// x[-1, 3, 8, 8] -> Conv 3x3 (4 filters, pad 1) + Relu: the CPU offers several conv tactics.
+void dynamicConv(Network& net) {
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {-1, 3, 8, 8});
+  Layer* conv = net.addConvolution(x, randomTensor({4, 3, 3, 3}, 21), randomTensor({4}, 22), {1, 1}, {1, 1, 1, 1});
+  Layer* relu = net.addActivation(conv->outputs[0], "Relu");
+  net.renameTensor(relu->outputs[0], "y");
+  net.markOutput(relu->outputs[0]);
+}
+
+}  // namespace
+
+// Profiles whose tactics differ get kernels of their own: one context switching between them
+// (new kernel states each time) and two contexts on two threads agree with the reference.
+TEST(Runtime, ProfilesWithDifferentTacticsSwitchCleanly) {
+  Network net;
+  dynamicConv(net);
+  BuilderConfig cfg;
+  cfg.addOptimizationProfile(kiln::test::profileFor("x", {1, 3, 8, 8}, {2, 3, 8, 8}, {4, 3, 8, 8}));
+  cfg.addOptimizationProfile(kiln::test::profileFor("x", {8, 3, 8, 8}, {16, 3, 8, 8}, {16, 3, 8, 8}));
+  auto plan = Builder().build(net, cfg)->serialize();
+  // Force two different conv tactics, whatever the timing chose.
+  EngineGraph g = deserializePlan(plan.data(), plan.size());
+  auto cpu = getBackend(DeviceType::kCPU, 0);
+  int forced = 0;
+  for (size_t i = 0; i < g.layers.size(); ++i) {
+    std::vector<Tactic> tactics = cpu->tactics(buildTimeDesc(g, i));
+    if (g.layers[i].op != "Conv" || tactics.size() < 2) continue;
+    g.layers[i].choices[0].tactic = tactics[0].name;
+    g.layers[i].choices[1].tactic = tactics[1].name;
+    ++forced;
+  }
+  ASSERT_EQ(forced, 1);
+  plan = serializePlan(g);
+  auto engine = Engine::deserialize(plan.data(), plan.size());
+  auto check = [&](ExecutionContext& ctx, int profile, int64_t batch) {
+    HostTensor in = randomTensor({batch, 3, 8, 8}, static_cast<uint32_t>(100 + batch));
+    HostTensor out(DataType::kFLOAT, {batch, 4, 8, 8});
+    ctx.setOptimizationProfile(profile);
+    ctx.setInputShape("x", in.dims());
+    ctx.setTensorAddress("x", in.data());
+    ctx.setTensorAddress("y", out.data());
+    ctx.enqueue();
+    Network ref;
+    dynamicConv(ref);
+    kiln::test::expectClose(out, kiln::test::evaluateReference(ref, {{"x", in}}).at("y"), 1e-4, 1e-5,
+                            "profile " + std::to_string(profile) + " batch " + std::to_string(batch));
+  };
+  auto ctx = engine->createExecutionContext();
+  for (int round = 0; round < 3; ++round) {
+    check(*ctx, 0, 1 + round);
+    check(*ctx, 1, 8 + 4 * round);
+  }
+  auto worker = [&](int profile) {
+    auto c = engine->createExecutionContext();
+    for (int i = 0; i < 5; ++i) check(*c, profile, profile == 0 ? 3 : 12);
+  };
+  std::thread t0(worker, 0), t1(worker, 1);
+  t0.join();
+  t1.join();
+}
+
+// A plan whose profile leaves a dynamic input out, or changes a static dimension, is refused on
+// load (a builder never writes one).
+TEST(Runtime, PlanProfilesAreValidatedOnLoad) {
+  Network net;
+  dynamicConv(net);
+  BuilderConfig cfg;
+  cfg.addOptimizationProfile(kiln::test::profileFor("x", {1, 3, 8, 8}, {2, 3, 8, 8}, {4, 3, 8, 8}));
+  cfg.addOptimizationProfile(kiln::test::profileFor("x", {8, 3, 8, 8}, {16, 3, 8, 8}, {16, 3, 8, 8}));
+  auto plan = Builder().build(net, cfg)->serialize();
+  auto refused = [](EngineGraph g, const std::string& expect) {
+    auto bytes = serializePlan(g);
+    try {
+      Engine::deserialize(bytes.data(), bytes.size());
+      ADD_FAILURE() << "accepted a plan that should fail with: " << expect;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+  };
+  const EngineGraph g = deserializePlan(plan.data(), plan.size());
+  EngineGraph missing = g;
+  missing.profiles[1].clear();
+  refused(missing, "profile 1 has no range for dynamic input 'x'");
+  EngineGraph changed = g;
+  for (auto& [t, r] : changed.profiles[1]) r.min[1] = r.opt[1] = r.max[1] = 5;
+  refused(changed, "profile 1 changes static dimension 1");
+  // And the shape error names the profile and the way out.
+  auto engine = Engine::deserialize(plan.data(), plan.size());
+  auto ctx = engine->createExecutionContext();
+  ctx->setInputShape("x", {12, 3, 8, 8});
+  try {
+    ctx->getTensorShape("y");
+    ADD_FAILURE() << "batch 12 accepted in profile 0";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the optimization profile 0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("setOptimizationProfile"), std::string::npos) << e.what();
   }
 }
 

@@ -15,9 +15,11 @@
 namespace kiln::cli {
 
 //! The optimization profiles for the network's dynamic inputs from --min/opt/maxShapes (one per
-//! repetition; a missing one of the three is taken from the others) or --shapes; an input with
-//! none of them gets its dims with -1 replaced by 1, with a warning. Empty when every input is
-//! static. Throws UsageError for names that are not inputs or shapes that contradict static dims.
+//! repetition; a missing one of the three is taken from the others). With a single profile,
+//! --shapes stands in for missing ones, and an input with none of them gets its dims with -1
+//! replaced by 1, with a warning; with several, an input missing from one is an error. Empty when
+//! every input is static. Throws UsageError for names that are not inputs or shapes that
+//! contradict static dims.
 std::vector<OptimizationProfile> makeProfiles(const Network& network, const Options& opts, ILogger& logger);
 
 //! Host data for every engine input, with its runtime dims: loaded from --loadInputs or random

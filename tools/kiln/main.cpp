@@ -245,9 +245,6 @@ void exportLayerInfo(const Engine& engine, const Options& o) {
 }
 
 void runInference(const Engine& engine, const Options& o, ILogger& logger) {
-  if (o.useProfile >= engine.getNbOptimizationProfiles())
-    throw UsageError("--useProfile=" + std::to_string(o.useProfile) + ": the engine has " +
-                     std::to_string(engine.getNbOptimizationProfiles()) + " optimization profile(s)");
   std::map<std::string, HostTensor> inputs = prepareInputs(engine, o, logger);
   std::vector<std::unique_ptr<InferenceSlot>> slots;
   for (int i = 0; i < o.streams; ++i)
@@ -318,6 +315,9 @@ int run(const Options& o) {
     checkRuntimeFeatures(o, engine->device(), logger);
   }
   describeEngine(*engine);
+  if (o.useProfile >= engine->getNbOptimizationProfiles())
+    throw UsageError("--useProfile=" + std::to_string(o.useProfile) + ": the engine has " +
+                     std::to_string(engine->getNbOptimizationProfiles()) + " optimization profile(s)");
   if (!o.saveEngine.empty()) saveEngine(*engine, o.saveEngine);
   exportLayerInfo(*engine, o);
   if (!o.skipInference) runInference(*engine, o, logger);

@@ -175,7 +175,7 @@ void checkConsistency(const Options& o) {
                                     : "--onnx and --loadEngine are mutually exclusive");
   if (!o.loadEngine.empty() && (!o.minShapes.empty() || !o.optShapes.empty() || !o.maxShapes.empty()))
     throw UsageError(
-        "--minShapes/--optShapes/--maxShapes build a profile and need --onnx; "
+        "--minShapes/--optShapes/--maxShapes build optimization profiles and need --onnx; "
         "use --shapes to pick runtime shapes of a loaded engine");
   const size_t built = std::max({size_t(1), o.minShapes.size(), o.optShapes.size(), o.maxShapes.size()});
   if (!o.onnx.empty() && static_cast<size_t>(o.useProfile) >= built)
