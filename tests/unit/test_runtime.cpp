@@ -256,17 +256,22 @@ void dynamicConv(Network& net) {
   net.markOutput(relu->outputs[0]);
 }
 
-}  // namespace
-
-// Profiles whose tactics differ get kernels of their own: one context switching between them
-// (new kernel states each time) and two contexts on two threads agree with the reference.
-TEST(Runtime, ProfilesWithDifferentTacticsSwitchCleanly) {
+// dynamicConv built with profiles for batch 1-4 and 8-16, as a plan.
+std::vector<uint8_t> twoProfileConvPlan() {
   Network net;
   dynamicConv(net);
   BuilderConfig cfg;
   cfg.addOptimizationProfile(kiln::test::profileFor("x", {1, 3, 8, 8}, {2, 3, 8, 8}, {4, 3, 8, 8}));
   cfg.addOptimizationProfile(kiln::test::profileFor("x", {8, 3, 8, 8}, {16, 3, 8, 8}, {16, 3, 8, 8}));
-  auto plan = Builder().build(net, cfg)->serialize();
+  return Builder().build(net, cfg)->serialize();
+}
+
+}  // namespace
+
+// Profiles whose tactics differ get kernels of their own: one context switching between them
+// (new kernel states each time) and two contexts on two threads agree with the reference.
+TEST(Runtime, ProfilesWithDifferentTacticsSwitchCleanly) {
+  auto plan = twoProfileConvPlan();
   // Force two different conv tactics, whatever the timing chose.
   EngineGraph g = deserializePlan(plan.data(), plan.size());
   auto cpu = getBackend(DeviceType::kCPU, 0);
@@ -311,12 +316,7 @@ TEST(Runtime, ProfilesWithDifferentTacticsSwitchCleanly) {
 // A plan whose profile leaves a dynamic input out, or changes a static dimension, is refused on
 // load (a builder never writes one).
 TEST(Runtime, PlanProfilesAreValidatedOnLoad) {
-  Network net;
-  dynamicConv(net);
-  BuilderConfig cfg;
-  cfg.addOptimizationProfile(kiln::test::profileFor("x", {1, 3, 8, 8}, {2, 3, 8, 8}, {4, 3, 8, 8}));
-  cfg.addOptimizationProfile(kiln::test::profileFor("x", {8, 3, 8, 8}, {16, 3, 8, 8}, {16, 3, 8, 8}));
-  auto plan = Builder().build(net, cfg)->serialize();
+  auto plan = twoProfileConvPlan();
   auto refused = [](EngineGraph g, const std::string& expect) {
     auto bytes = serializePlan(g);
     try {
