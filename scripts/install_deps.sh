@@ -5,7 +5,7 @@ set -euo pipefail
 
 DEBS=(cmake make g++ pkg-config protobuf-compiler libprotobuf-dev libdnnl-dev libcli11-dev
       nlohmann-json3-dev libgtest-dev ccache)
-PY=(onnx==1.23.0 onnxruntime numpy nvidia-cudnn-frontend)
+PY=(onnx==1.23.0 onnxruntime numpy nvidia-cudnn-frontend pybind11)
 
 missing=()
 for p in "${DEBS[@]}"; do
@@ -19,7 +19,7 @@ if ((${#missing[@]})); then
 fi
 
 PYTHON=${PYTHON:-python3}
-if ! "$PYTHON" -c "import onnx, onnxruntime, numpy, cudnn; assert onnx.__version__ == '1.23.0'" 2>/dev/null; then
+if ! "$PYTHON" -c "import onnx, onnxruntime, numpy, cudnn, pybind11; assert onnx.__version__ == '1.23.0'" 2>/dev/null; then
   echo "[deps] installing Python packages: ${PY[*]}"
   "$PYTHON" -m pip install -q "${PY[@]}"
 fi

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""kiln's Python module against ONNX Runtime: build from ONNX, profiles, plans, errors.
+
+Usage: test_python_api.py --module-dir build/python [--device cpu|gpu]
+GPU checks run with --device gpu where kiln.gpu_available(); elsewhere they are skipped (and say
+so; exit status 77, which ctest reports as skipped).
+"""
+import argparse
+import os
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+kiln = None
+TMP = ""
+DEVICE = "cpu"
+
+
+def conv_model(batch):
+    """x[batch, 3, 16, 16] -> Conv 3x3 (8) + Relu -> GlobalAveragePool -> Flatten -> Gemm (5) -> y."""
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.uniform(-0.3, 0.3, (8, 3, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.uniform(-0.1, 0.1, 8).astype(np.float32), "b")
+    fc = numpy_helper.from_array(rng.uniform(-0.3, 0.3, (5, 8)).astype(np.float32), "fc")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"], name="gap"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc"], ["y"], transB=1, name="fc")]
+    graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 5])], [w, b, fc])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    path = os.path.join(TMP, f"conv_{batch}.onnx")
+    onnx.save(model, path)
+    return path
+
+
+def reference(path, x):
+    return ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def test_static_build_and_plan_roundtrip():
+    path = conv_model(2)
+    engine = kiln.build_engine(path, kiln.BuilderConfig(device=DEVICE))
+    assert engine.device == DEVICE and engine.num_layers >= 1 and engine.num_optimization_profiles == 1
+    io = engine.io_tensors
+    assert [(t["name"], t["mode"], t["dtype"], t["shape"]) for t in io] == [
+        ("x", "input", "float32", [2, 3, 16, 16]), ("y", "output", "float32", [2, 5])], io
+    x = np.random.default_rng(1).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    y = engine.create_execution_context().infer({"x": x})["y"]
+    np.testing.assert_allclose(y, reference(path, x), rtol=1e-3, atol=1e-4)
+    plan = os.path.join(TMP, "conv.plan")
+    engine.save(plan)
+    for loaded in (kiln.Engine.load(plan), kiln.Engine.deserialize(engine.serialize())):
+        np.testing.assert_array_equal(loaded.create_execution_context().infer({"x": x})["y"], y)
+    assert '"layers"' in engine.layer_information
+
+
+def test_dynamic_batch_two_profiles():
+    path = conv_model("N")
+    cfg = kiln.BuilderConfig(device=DEVICE, optimization_level=1)
+    for lo, opt, hi in ((1, 2, 4), (8, 16, 32)):
+        p = kiln.OptimizationProfile()
+        p.set_shape("x", [lo, 3, 16, 16], [opt, 3, 16, 16], [hi, 3, 16, 16])
+        cfg.add_optimization_profile(p)
+    engine = kiln.build_engine(path, cfg)
+    assert engine.num_optimization_profiles == 2
+    assert engine.profile_shape("x", 1) == ([8, 3, 16, 16], [16, 3, 16, 16], [32, 3, 16, 16])
+    ctx = engine.create_execution_context()
+    rng = np.random.default_rng(2)
+    for profile, batch in ((0, 3), (1, 20), (0, 1), (1, 32)):
+        ctx.optimization_profile = profile
+        assert ctx.optimization_profile == profile
+        x = rng.standard_normal((batch, 3, 16, 16)).astype(np.float32)
+        np.testing.assert_allclose(ctx.infer({"x": x})["y"], reference(path, x), rtol=1e-3, atol=1e-4)
+    ctx.optimization_profile = 0
+    expect_error(lambda: ctx.infer({"x": np.zeros((20, 3, 16, 16), np.float32)}), "outside the optimization profile 0")
+
+
+def expect_error(fn, text, kind=None):
+    kind = kind or kiln.Error
+    try:
+        fn()
+    except kind as e:
+        assert text in str(e), f"{text!r} not in {str(e)!r}"
+        return
+    raise AssertionError(f"no {kind.__name__} with {text!r}")
+
+
+def test_errors_are_exceptions():
+    path = conv_model(2)
+    engine = kiln.build_engine(path, kiln.BuilderConfig(device=DEVICE))
+    ctx = engine.create_execution_context()
+    expect_error(lambda: ctx.infer({"x": np.zeros((2, 3, 16, 16), np.float64)}), "float64")
+    expect_error(lambda: ctx.infer({"x": np.zeros((3, 3, 16, 16), np.float32)}), "shape")
+    expect_error(lambda: ctx.infer({}), "no value given for input 'x'")
+    expect_error(lambda: ctx.infer({"x": np.zeros((2, 3, 16, 16), np.float32), "z": np.zeros(1)}), "'z' is not an input")
+    expect_error(lambda: setattr(ctx, "optimization_profile", 1), "optimization profile 1 does not exist")
+    expect_error(lambda: kiln.Engine.deserialize(b"not a plan"), "plan")
+    expect_error(lambda: kiln.build_engine(os.path.join(TMP, "missing.onnx"), kiln.BuilderConfig()), "missing.onnx")
+    expect_error(lambda: kiln.BuilderConfig(device="tpu"), "device")
+    assert issubclass(kiln.UnsupportedError, kiln.Error) and issubclass(kiln.Error, RuntimeError)
+    # An op kiln has no importer for is an UnsupportedError that names the node.
+    node = helper.make_node("NoSuchOp", ["x"], ["y"], name="mystery", domain="example.custom")
+    graph = helper.make_graph([node], "u", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("example.custom", 1)])
+    unsupported = os.path.join(TMP, "unsupported.onnx")
+    onnx.save(model, unsupported)
+    expect_error(lambda: kiln.build_engine(unsupported, kiln.BuilderConfig(device=DEVICE)), "mystery", kiln.UnsupportedError)
+
+
+def test_timing_cache_file():
+    path = conv_model(2)
+    cache = os.path.join(TMP, "timing.cache")
+    kiln.build_engine(path, kiln.BuilderConfig(device=DEVICE, timing_cache=cache))
+    assert os.path.getsize(cache) > 0
+    kiln.build_engine(path, kiln.BuilderConfig(device=DEVICE, timing_cache=cache))  # reads it back
+
+
+def main():
+    global kiln, TMP, DEVICE
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--module-dir", required=True)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
+    args = ap.parse_args()
+    sys.path.insert(0, args.module_dir)
+    import kiln as module
+    kiln = module
+    if args.device == "gpu" and not kiln.gpu_available():
+        print("SKIPPED: no GPU here (the Python API's GPU checks run on the GPU machine)")
+        return 77  # ctest: skipped
+    DEVICE = args.device
+    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_")]
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        TMP = tmp
+        for t in tests:
+            try:
+                t()
+                print(f"ok   {t.__name__}")
+            except Exception as e:  # report every test, then fail
+                failed += 1
+                print(f"FAIL {t.__name__}: {type(e).__name__}: {e}")
+    print(f"{len(tests) - failed}/{len(tests)} Python API tests passed ({DEVICE})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
