@@ -1,6 +1,8 @@
 // kiln's Python API (pybind11): the C++ API's shape (OptimizationProfile, BuilderConfig, Engine,
 // ExecutionContext) with NumPy arrays for I/O. ExecutionContext.infer copies host arrays to the
 // engine's device (or reads them in place on the CPU), runs one enqueue and returns the outputs.
+// A context is not thread-safe (as in TensorRT): one thread at a time per context; one context per
+// thread runs concurrently (the GIL is released while the engine runs).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -130,6 +132,8 @@ struct ContextHandle {
     std::vector<std::pair<std::string, py::array>> outs;
     for (const std::string& n : outputs) {
       Dims dims = ctx->getTensorShape(n);
+      if (!isStatic(dims))
+        throw UnsupportedError("output '" + n + "' has a data-dependent shape " + toString(dims) + ", which kiln does not support yet");
       std::vector<py::ssize_t> shape(dims.begin(), dims.end());
       py::array a(dtypeOf(e.getTensorDataType(n)), shape);
       ctx->setTensorAddress(n, backend ? deviceBuffer(n, a.nbytes()) : a.mutable_data());

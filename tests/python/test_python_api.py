@@ -59,6 +59,12 @@ def test_static_build_and_plan_roundtrip():
     for loaded in (kiln.Engine.load(plan), kiln.Engine.deserialize(engine.serialize())):
         np.testing.assert_array_equal(loaded.create_execution_context().infer({"x": x})["y"], y)
     assert '"layers"' in engine.layer_information
+    # A non-contiguous view is read as its values (copied to C order first).
+    wide = np.random.default_rng(5).standard_normal((2, 3, 16, 32)).astype(np.float32)
+    view = wide[:, :, :, ::2]
+    assert not view.flags["C_CONTIGUOUS"]
+    np.testing.assert_allclose(engine.create_execution_context().infer({"x": view})["y"],
+                               reference(path, np.ascontiguousarray(view)), rtol=1e-3, atol=1e-4)
 
 
 def test_dynamic_batch_two_profiles():
