@@ -6,6 +6,7 @@
 #   models      model tests against ONNX Runtime on the GPU (FP32, no TF32)
 #   zoo         real exports of models outside the benchmark set (tests/models/zoo_check.py):
 #               kiln FP32 vs ONNX Runtime at 1e-3, FP16 and BF16 error, dynamic-batch profiles -> zoo_gpu.log
+#   python      the Python module built here and tests/python/test_python_api.py on the GPU
 #   fuzz        200 random graphs per generator, one per core at a time, on the GPU vs ONNX Runtime (tests/fuzz)
 #   conformance the ONNX node tests on the GPU
 #   bench       bench/gpu_bench.py side by side with peers.py --modes compile_fp16
@@ -60,6 +61,25 @@ if has zoo; then
     ${ZOO_DYNAMO:+--dynamo} ${ZOO_OPSET:+--opset $ZOO_OPSET} --jobs ${ZOO_JOBS:-4} > $OUT/zoo_gpu.log 2>&1
   grep -E "^(PASS|FAIL|SKIP)|zoo_check" $OUT/zoo_gpu.log | cut -c1-240
   stamp zoo
+fi
+if has python; then
+  # The Python module, compiled here against this machine's Python and the bundle's libkiln.so
+  # (the bundle's own would match the development machine's Python); pybind11 from its package or
+  # from PyTorch's headers, which ship it.
+  PYINC=$(python3 -c "import sysconfig;print(sysconfig.get_paths()['include'])")
+  PBINC=$(python3 -c "import pybind11;print(pybind11.get_include())" 2>/dev/null ||
+          python3 -c "import torch,os;print(os.path.join(os.path.dirname(torch.__file__),'include'))")
+  EXT=$(python3 -c "import sysconfig;print(sysconfig.get_config_var('EXT_SUFFIX'))")
+  mkdir -p /tmp/kpy
+  if [ -f "$PYINC/Python.h" ] && [ -f "$PBINC/pybind11/pybind11.h" ] &&
+     g++ -O2 -std=c++20 -shared -fPIC python/kiln_module.cpp -Iinclude -Isrc -I"$PYINC" -I"$PBINC" -L$K/lib -lkiln \
+       -Wl,-rpath,$K/lib -o /tmp/kpy/kiln$EXT > $OUT/python_gpu.log 2>&1; then
+    timeout 120 python3 tests/python/test_python_api.py --module-dir /tmp/kpy --device gpu >> $OUT/python_gpu.log 2>&1
+  else
+    echo "python: the module cannot be built here (Python.h in '$PYINC', pybind11 in '$PBINC')" >> $OUT/python_gpu.log
+  fi
+  tail -8 $OUT/python_gpu.log
+  stamp python
 fi
 if has fuzz; then
   timeout 240 python3 tests/fuzz/fuzz_graphs.py --kiln $K/bin/kiln --device gpu --count 200 --jobs $(nproc) > $OUT/fuzz_gpu.log 2>&1
