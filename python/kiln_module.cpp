@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <sstream>
 
 #include "backends/backend.h"
@@ -54,6 +55,8 @@ struct DeviceBuffer {
   void reserve(size_t n) {
     if (n <= bytes) return;
     if (ptr) backend->release(ptr);
+    ptr = nullptr;  // stays null if the allocation below throws
+    bytes = 0;
     ptr = backend->allocate(n);
     bytes = n;
   }
@@ -69,6 +72,8 @@ struct ContextHandle {
   std::shared_ptr<Backend> backend;  // GPU only
   void* stream = nullptr;
   std::map<std::string, std::unique_ptr<DeviceBuffer>> buffers;
+  //! A context runs one call at a time; a second thread gets an error, not a corrupted heap.
+  std::mutex busy;
 
   explicit ContextHandle(std::shared_ptr<Engine> e) : engine(std::move(e)), ctx(engine->createExecutionContext()) {
     if (engine->device() == DeviceType::kGPU) {
@@ -93,6 +98,8 @@ struct ContextHandle {
   }
 
   py::dict infer(const py::dict& feeds) {
+    std::unique_lock<std::mutex> lock(busy, std::try_to_lock);
+    if (!lock.owns_lock()) throw Error("this ExecutionContext is running in another thread; use one context per thread");
     const Engine& e = *engine;
     std::vector<std::string> inputs, outputs;
     for (int i = 0; i < e.getNbIOTensors(); ++i) {
@@ -128,6 +135,9 @@ struct ContextHandle {
         ctx->setTensorAddress(n, const_cast<void*>(a.data()));
       }
     }
+    // Output shapes may be computed from input values, which the context reads from the device:
+    // the uploads above must have landed.
+    if (backend) backend->synchronize(stream);
     py::dict result;
     std::vector<std::pair<std::string, py::array>> outs;
     for (const std::string& n : outputs) {
@@ -220,12 +230,14 @@ PYBIND11_MODULE(kiln, m) {
           "deserialize",
           [](const py::bytes& plan) {
             std::string s = plan;
+            py::gil_scoped_release release;
             return std::shared_ptr<Engine>(Engine::deserialize(s.data(), s.size()));
           },
           py::arg("plan"), "Loads a plan from bytes")
       .def_static(
           "load",
           [](const std::string& path) {
+            py::gil_scoped_release release;
             std::string s = readFile(path);
             return std::shared_ptr<Engine>(Engine::deserialize(s.data(), s.size()));
           },
@@ -278,27 +290,30 @@ PYBIND11_MODULE(kiln, m) {
   py::class_<ContextHandle>(m, "ExecutionContext")
       .def_property(
           "optimization_profile", [](const ContextHandle& c) { return c.ctx->getOptimizationProfile(); },
-          [](ContextHandle& c, int p) { c.ctx->setOptimizationProfile(p); }, "The profile the next inference runs with")
+          [](ContextHandle& c, int p) {
+            std::unique_lock<std::mutex> lock(c.busy, std::try_to_lock);
+            if (!lock.owns_lock()) throw Error("this ExecutionContext is running in another thread; use one context per thread");
+            c.ctx->setOptimizationProfile(p);
+          },
+          "The profile the next inference runs with")
       .def("infer", &ContextHandle::infer, py::arg("inputs"),
            "Runs the engine on {input name: NumPy array} and returns {output name: NumPy array}");
 
   m.def(
       "build_engine",
-      [](const std::string& onnxPath, PyBuilderConfig& c) {
+      [](const std::string& onnxPath, const PyBuilderConfig& c) {
+        BuilderConfig cfg = c.cfg;  // this build's own copy: other threads may use or change `c`
+        const std::string cachePath = c.timingCachePath;
+        py::gil_scoped_release release;
         Network net;
         parseOnnxFile(onnxPath, net);
         TimingCache cache;
-        if (!c.timingCachePath.empty()) {
-          cache = TimingCache::load(c.timingCachePath);
-          c.cfg.setTimingCache(&cache);
+        if (!cachePath.empty()) {
+          cache = TimingCache::load(cachePath);
+          cfg.setTimingCache(&cache);
         }
-        std::shared_ptr<Engine> e;
-        {
-          py::gil_scoped_release release;
-          e = Builder().build(net, c.cfg);
-        }
-        c.cfg.setTimingCache(nullptr);
-        if (!c.timingCachePath.empty()) cache.save(c.timingCachePath);
+        std::shared_ptr<Engine> e = Builder().build(net, cfg);
+        if (!cachePath.empty()) cache.save(cachePath);
         return e;
       },
       py::arg("onnx_path"), py::arg("config"), "Parses an ONNX file and builds an engine with `config`");

@@ -216,6 +216,9 @@ void ExecutionContext::setInputShape(const std::string& name, const Dims& dims) 
 
 Dims ExecutionContext::getTensorShape(const std::string& name) {
   int t = ioTensor(*impl, name);
+  // Output shapes may depend on input values (Expand's shape, Resize's sizes fed as inputs): read
+  // them again, as enqueue does, so that a caller sizing buffers from this gets the right shape.
+  if (!impl->valueInputs.empty()) impl->refreshInputValues();
   if (impl->dirty) impl->reshape();
   return impl->shapes.tensors[t].dims;
 }

@@ -122,6 +122,21 @@ def test_errors_are_exceptions():
     expect_error(lambda: kiln.build_engine(unsupported, kiln.BuilderConfig(tf32=False, device=DEVICE)), "mystery", kiln.UnsupportedError)
 
 
+def test_output_shape_from_input_values():
+    """Expand's target shape is an input: each call's output takes that call's values."""
+    graph = helper.make_graph([helper.make_node("Expand", ["x", "shape"], ["y"], name="expand")], "e",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3]),
+                               helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = os.path.join(TMP, "expand.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    ctx = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device=DEVICE)).create_execution_context()
+    x = np.array([[1, 2, 3]], np.float32)
+    for rows in (2, 5, 1, 7):
+        y = ctx.infer({"x": x, "shape": np.array([rows, 3], np.int64)})["y"]
+        np.testing.assert_array_equal(y, np.broadcast_to(x, (rows, 3)))
+
+
 def test_timing_cache_file():
     path = conv_model(2)
     cache = os.path.join(TMP, "timing.cache")

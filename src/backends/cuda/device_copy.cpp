@@ -50,8 +50,10 @@ std::shared_ptr<const DeviceCopy> sharedDeviceCopy(const HostTensor& source, con
   if (!source.valid() || source.bytes() == 0) return nullptr;
   int device = 0;
   KILN_CUDA_CHECK(cudaGetDevice(&device));
+  // The dims are part of the packing: a folded Reshape shares its source's buffer, and a repacking
+  // (channels last, taps major) of [16,8,3,3] differs from one of the same bytes as [8,16,3,3].
   const CopyKey key{reinterpret_cast<uintptr_t>(source.data()), source.bytes(), static_cast<int>(source.type()),
-                    contentHash(source.data(), source.bytes()), packing, device};
+                    contentHash(source.data(), source.bytes()), packing + "|" + toString(source.dims()), device};
   CopyRegistry& reg = registry();
   {
     std::lock_guard<std::mutex> lock(reg.mutex);
@@ -62,7 +64,10 @@ std::shared_ptr<const DeviceCopy> sharedDeviceCopy(const HostTensor& source, con
   // Repack and upload outside the lock: other layers' uploads proceed meanwhile.
   const HostTensor packed = pack ? pack(source) : source;
   auto copy = std::make_shared<DeviceCopy>();
-  KILN_CUDA_CHECK(cudaMalloc(&copy->ptr, std::max<size_t>(packed.bytes(), 256)));
+  if (cudaError_t e = cudaMalloc(&copy->ptr, std::max<size_t>(packed.bytes(), 256)); e != cudaSuccess) {
+    cudaGetLastError();  // out of memory must not stay the "last error" a later launch check reports
+    KILN_CUDA_CHECK(e);
+  }
   KILN_CUDA_CHECK(cudaMemcpy(copy->ptr, packed.data(), packed.bytes(), cudaMemcpyHostToDevice));  // ~DeviceCopy frees on failure
   copy->source = source;
   std::lock_guard<std::mutex> lock(reg.mutex);
