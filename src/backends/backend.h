@@ -70,6 +70,10 @@ class Kernel {
   }
   //! Runs the layer. Must not allocate or synchronize the host (on the GPU).
   virtual void execute(const KernelIO& io, KernelState* state) const = 0;
+  //! Whether the kernel keeps its own device copy of constant input `i` (e.g. repacked weights)
+  //! and never reads io.in[i].data: an engine whose every reader of a constant holds it this way
+  //! does not upload the constant itself (io.in[i].data is then null).
+  virtual bool holdsInput(size_t i) const { (void)i; return false; }
 };
 
 //! An entry of a backend's kernel inventory: one optimized implementation of one op.

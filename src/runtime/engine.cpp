@@ -20,19 +20,6 @@ std::unique_ptr<EngineImpl> instantiateEngine(EngineGraph graph, ILogger& logger
                 "'; rebuild the engine on this device");
   e->graph = std::move(graph);
   const EngineGraph& g = e->graph;
-  e->constantData.assign(g.tensors.size(), nullptr);
-  for (size_t t = 0; t < g.tensors.size(); ++t) {
-    const auto& v = g.tensors[t].value;
-    if (!v.valid()) continue;
-    if (g.device == DeviceType::kCPU) {
-      e->constantData[t] = v.data();
-    } else {
-      void* p = e->backend->allocate(v.bytes());
-      e->ownedDeviceConstants.push_back(p);
-      e->backend->copyToDevice(p, v.data(), v.bytes(), nullptr);
-      e->constantData[t] = p;
-    }
-  }
   std::vector<std::pair<std::string, const Attributes*>> pluginLayers;
   for (const auto& l : g.layers)
     if (l.op == kPluginOp) pluginLayers.emplace_back(l.name, &l.attrs);
@@ -61,6 +48,30 @@ std::unique_ptr<EngineImpl> instantiateEngine(EngineGraph graph, ILogger& logger
         e->ownedKernels.push_back(std::move(k));
       }
       e->kernels[p][i] = it->second;
+    }
+  }
+  // Constants: the CPU reads the plan's host buffers. The GPU uploads a constant unless every
+  // kernel that reads it keeps its own device copy (repacked weights: Kernel::holdsInput), so
+  // weights are not on the device twice.
+  e->constantData.assign(g.tensors.size(), nullptr);
+  std::vector<bool> read(g.tensors.size(), false);
+  for (int o : g.outputs) read[o] = true;
+  for (size_t i = 0; i < g.layers.size(); ++i)
+    for (size_t k = 0; k < g.layers[i].inputs.size(); ++k) {
+      const int t = g.layers[i].inputs[k];
+      if (t < 0) continue;
+      for (const auto& perProfile : e->kernels) read[t] = read[t] || !perProfile[i]->holdsInput(k);
+    }
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    const auto& v = g.tensors[t].value;
+    if (!v.valid()) continue;
+    if (g.device == DeviceType::kCPU) {
+      e->constantData[t] = v.data();
+    } else if (read[t]) {
+      void* p = e->backend->allocate(v.bytes());
+      e->ownedDeviceConstants.push_back(p);
+      e->backend->copyToDevice(p, v.data(), v.bytes(), nullptr);
+      e->constantData[t] = p;
     }
   }
   return e;

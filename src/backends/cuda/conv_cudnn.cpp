@@ -384,6 +384,7 @@ class CudnnConvKernel : public Kernel {
                                s->fused.residual ? nullptr : res, s->planes, s->channels, s->size, s->act, stream);
   }
 
+  bool holdsInput(size_t i) const override { return (i == 1 && weights_.get()) || (i == 2 && bias_.get()); }
  private:
   //! The weights as cuDNN reads them: KCRS as they are, KRSC (channels last), or KRSC with the
   //! channels zero-padded (the padded variant, which needs constant 4-D weights).

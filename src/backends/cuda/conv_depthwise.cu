@@ -166,6 +166,7 @@ class DepthwiseKernel : public Kernel {
     KILN_CUDA_CHECK_LAUNCH();
   }
 
+  bool holdsInput(size_t i) const override { return (i == 1 && weights_.get()) || (i == 2 && bias_.get()); }
  private:
   bool nhwc_;
   DeviceConstant weights_, bias_;

@@ -83,6 +83,7 @@ class Gemm1x1Kernel : public Kernel {
   void execute(const KernelIO& io, KernelState* state) const override {
     cuda::runLtState(*static_cast<cuda::LtState*>(state), io, weights_.data());
   }
+  bool holdsInput(size_t i) const override { return i == 1 && weights_.data(); }
 
  private:
   int algoIndex_;
@@ -184,6 +185,7 @@ class PatchGemmKernel : public Kernel {
       cuda::launchConvEpilogue(type, io.out[0].data, bias, res, s->n * s->k, s->k, s->patches, act_, stream);
   }
 
+  bool holdsInput(size_t i) const override { return (i == 1 && weights_.get()) || (i == 2 && bias_.get()); }
  private:
   int algoIndex_;
   cuda::DeviceConstant weights_, bias_;

@@ -113,6 +113,7 @@ class ConvTransposeDirectKernel : public Kernel {
     KILN_CUDA_CHECK_LAUNCH();
   }
 
+  bool holdsInput(size_t i) const override { return (i == 1 && weights_.get()) || (i == 2 && bias_.get()); }
  private:
   DeviceConstant weights_, bias_;
   DevAct act_;

@@ -88,6 +88,7 @@ class LtMatMulKernel : public Kernel {
   void execute(const KernelIO& io, KernelState* state) const override {
     cuda::runLtState(*static_cast<cuda::LtState*>(state), io, weights_ ? weights_->data() : nullptr);
   }
+  bool holdsInput(size_t i) const override { return i == 1 && weights_ && weights_->data(); }
 
  private:
   GemmSetup matmulSetup(const LayerDesc& l) const {
