@@ -301,12 +301,16 @@ PYBIND11_MODULE(kiln, m) {
 
   m.def(
       "build_engine",
-      [](const std::string& onnxPath, const PyBuilderConfig& c) {
+      [](const py::object& model, const PyBuilderConfig& c) {
         BuilderConfig cfg = c.cfg;  // this build's own copy: other threads may use or change `c`
         const std::string cachePath = c.timingCachePath;
+        // A path (str or os.PathLike) or the serialized model (bytes, e.g. ModelProto.SerializeToString()).
+        const bool inMemory = py::isinstance<py::bytes>(model);
+        const std::string source = inMemory ? std::string(py::bytes(model)) : std::string(py::str(py::module_::import("os").attr("fspath")(model)));
         py::gil_scoped_release release;
         Network net;
-        parseOnnxFile(onnxPath, net);
+        if (inMemory) parseOnnxBuffer(source.data(), source.size(), net);
+        else parseOnnxFile(source, net);
         TimingCache cache;
         if (!cachePath.empty()) {
           cache = TimingCache::load(cachePath);
@@ -316,5 +320,7 @@ PYBIND11_MODULE(kiln, m) {
         if (!cachePath.empty()) cache.save(cachePath);
         return e;
       },
-      py::arg("onnx_path"), py::arg("config"), "Parses an ONNX file and builds an engine with `config`");
+      py::arg("model"), py::arg("config"),
+      "Parses an ONNX model (a file path, or the serialized model as bytes; external data needs a path) and builds an engine "
+      "with `config`");
 }

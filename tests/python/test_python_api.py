@@ -55,6 +55,12 @@ def test_static_build_and_plan_roundtrip():
     x = np.random.default_rng(1).standard_normal((2, 3, 16, 16)).astype(np.float32)
     y = engine.create_execution_context().infer({"x": x})["y"]
     np.testing.assert_allclose(y, reference(path, x), rtol=1e-3, atol=1e-4)
+    # The same model from memory (bytes) and as a path-like object.
+    with open(path, "rb") as f:
+        from_bytes = kiln.build_engine(f.read(), kiln.BuilderConfig(tf32=False, device=DEVICE))
+    np.testing.assert_allclose(from_bytes.create_execution_context().infer({"x": x})["y"], y, rtol=1e-5, atol=1e-6)
+    import pathlib
+    kiln.build_engine(pathlib.Path(path), kiln.BuilderConfig(tf32=False, device=DEVICE))
     plan = os.path.join(TMP, "conv.plan")
     engine.save(plan)
     for loaded in (kiln.Engine.load(plan), kiln.Engine.deserialize(engine.serialize())):
@@ -111,6 +117,7 @@ def test_errors_are_exceptions():
     expect_error(lambda: kiln.Engine.deserialize(b"not a plan"), "plan")
     expect_error(lambda: kiln.build_engine(os.path.join(TMP, "missing.onnx"), kiln.BuilderConfig()), "missing.onnx")
     expect_error(lambda: kiln.BuilderConfig(device="tpu"), "device")
+    expect_error(lambda: kiln.build_engine(b"garbage", kiln.BuilderConfig()), "malformed ONNX model")
     assert issubclass(kiln.UnsupportedError, kiln.Error) and issubclass(kiln.Error, RuntimeError)
     # An op kiln has no importer for is an UnsupportedError that names the node.
     node = helper.make_node("NoSuchOp", ["x"], ["y"], name="mystery", domain="example.custom")
