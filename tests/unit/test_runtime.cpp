@@ -346,6 +346,32 @@ TEST(Runtime, PlanProfilesAreValidatedOnLoad) {
   }
 }
 
+// Expand's target shape is an input: getTensorShape follows its current values, as enqueue does,
+// so that a caller sizing the output from it gets a buffer that fits.
+TEST(Runtime, OutputShapeFollowsShapeInputValues) {
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {1, 3});
+  Tensor* shape = net.addInput("shape", DataType::kINT64, {2});
+  Layer* expand = net.addLayer("Expand", {x, shape}, 1);
+  net.renameTensor(expand->outputs[0], "y");
+  net.markOutput(expand->outputs[0]);
+  auto engine = Builder().build(net, BuilderConfig{});
+  auto ctx = engine->createExecutionContext();
+  float in[3] = {1.f, 2.f, 3.f};
+  int64_t target[2] = {2, 3};
+  ctx->setTensorAddress("x", in);
+  ctx->setTensorAddress("shape", target);
+  EXPECT_EQ(ctx->getTensorShape("y"), (Dims{2, 3}));
+  for (int64_t rows : {5, 1, 4}) {
+    target[0] = rows;  // same address, new value
+    ASSERT_EQ(ctx->getTensorShape("y"), (Dims{rows, 3}));
+    std::vector<float> out(static_cast<size_t>(rows * 3), -1.f);
+    ctx->setTensorAddress("y", out.data());
+    ctx->enqueue();
+    for (int64_t i = 0; i < rows * 3; ++i) EXPECT_EQ(out[static_cast<size_t>(i)], in[i % 3]);
+  }
+}
+
 TEST(Runtime, DynamicInputWithoutProfileIsAnError) {
   Network net;
   Tensor* x = net.addInput("x", DataType::kFLOAT, {-1, 4});
