@@ -25,9 +25,15 @@ using namespace kiln;
 
 namespace {
 
-//! NumPy dtype of a kiln type; bfloat16 has none in NumPy (refused at the boundary).
+//! NumPy dtype of a kiln type; bfloat16 is ml_dtypes' (NumPy has none; onnx depends on ml_dtypes).
 py::dtype dtypeOf(DataType t) {
   switch (t) {
+    case DataType::kBF16:
+      try {
+        return py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16"));
+      } catch (const py::error_already_set&) {
+        throw Error("bfloat16 tensors need the ml_dtypes package (pip install ml_dtypes)");
+      }
     case DataType::kFLOAT: return py::dtype("float32");
     case DataType::kHALF: return py::dtype("float16");
     case DataType::kDOUBLE: return py::dtype("float64");

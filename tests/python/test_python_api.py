@@ -144,6 +144,22 @@ def test_output_shape_from_input_values():
         np.testing.assert_array_equal(y, np.broadcast_to(x, (rows, 3)))
 
 
+def test_bfloat16_and_float16_io():
+    """bfloat16 I/O through ml_dtypes' NumPy type, float16 through NumPy's; Relu is exact in both."""
+    import ml_dtypes
+    for onnx_type, np_type in ((TensorProto.BFLOAT16, ml_dtypes.bfloat16), (TensorProto.FLOAT16, np.float16)):
+        graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "r",
+                                  [helper.make_tensor_value_info("x", onnx_type, [2, 4])],
+                                  [helper.make_tensor_value_info("y", onnx_type, [2, 4])])
+        path = os.path.join(TMP, f"relu_{onnx_type}.onnx")
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+        ctx = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device=DEVICE)).create_execution_context()
+        x = np.linspace(-2, 2, 8, dtype=np.float32).reshape(2, 4).astype(np_type)
+        y = ctx.infer({"x": x})["y"]
+        assert y.dtype == np.dtype(np_type), y.dtype
+        np.testing.assert_array_equal(y.astype(np.float32), np.maximum(x.astype(np.float32), 0))
+
+
 def test_timing_cache_file():
     path = conv_model(2)
     cache = os.path.join(TMP, "timing.cache")
