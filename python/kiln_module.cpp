@@ -185,6 +185,18 @@ PYBIND11_MODULE(kiln, m) {
   auto error = py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
   py::register_exception<UnsupportedError>(m, "UnsupportedError", error.ptr());
 
+  m.def(
+      "set_log_level",
+      [](const std::string& level) {
+        static const std::map<std::string, ILogger::Severity> levels = {{"error", ILogger::Severity::kERROR},
+                                                                        {"warning", ILogger::Severity::kWARNING},
+                                                                        {"info", ILogger::Severity::kINFO},
+                                                                        {"verbose", ILogger::Severity::kVERBOSE}};
+        auto it = levels.find(level);
+        if (it == levels.end()) throw Error("log level must be error, warning, info or verbose, not '" + level + "'");
+        setDefaultLoggerThreshold(it->second);
+      },
+      py::arg("level"), "The least severe messages kiln prints on stderr: error, warning (default), info or verbose");
   m.def("gpu_available", &gpuAvailable, "Whether this build has a CUDA backend and a GPU is present");
   m.def("load_plugin_library", &loadPluginLibrary, py::arg("path"),
         "Loads a plugin library (KILN_PLUGIN_LIBRARY); its plugins become importable and runnable");

@@ -1,4 +1,5 @@
 #pragma once
+#include <atomic>
 #include <string>
 
 namespace kiln {
@@ -16,12 +17,15 @@ class StderrLogger : public ILogger {
  public:
   explicit StderrLogger(Severity threshold = Severity::kWARNING) : threshold_(threshold) {}
   void log(Severity s, const std::string& msg) noexcept override;
-  void setThreshold(Severity s) { threshold_ = s; }
+  //! Safe while other threads log.
+  void setThreshold(Severity s) { threshold_.store(s, std::memory_order_relaxed); }
 
  private:
-  Severity threshold_;
+  std::atomic<Severity> threshold_;
 };
 
 ILogger& defaultLogger();
+//! The least severe messages the default logger prints (default kWARNING).
+void setDefaultLoggerThreshold(ILogger::Severity threshold);
 
 }  // namespace kiln

@@ -192,14 +192,19 @@ uint16_t floatToBf16(float f) {
 }
 
 void StderrLogger::log(Severity s, const std::string& msg) noexcept {
-  if (static_cast<int>(s) > static_cast<int>(threshold_)) return;
+  if (static_cast<int>(s) > static_cast<int>(threshold_.load(std::memory_order_relaxed))) return;
   const char* tag = s == Severity::kERROR ? "[E] " : s == Severity::kWARNING ? "[W] " : s == Severity::kINFO ? "[I] " : "[V] ";
   std::fprintf(stderr, "%s%s\n", tag, msg.c_str());
 }
 
-ILogger& defaultLogger() {
+namespace {
+StderrLogger& defaultStderrLogger() {
   static StderrLogger logger;
   return logger;
 }
+}  // namespace
+
+ILogger& defaultLogger() { return defaultStderrLogger(); }
+void setDefaultLoggerThreshold(ILogger::Severity threshold) { defaultStderrLogger().setThreshold(threshold); }
 
 }  // namespace kiln

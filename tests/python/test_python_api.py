@@ -160,6 +160,30 @@ def test_bfloat16_and_float16_io():
         np.testing.assert_array_equal(y.astype(np.float32), np.maximum(x.astype(np.float32), 0))
 
 
+def test_log_level():
+    """kiln.set_log_level decides what the default logger writes to stderr (file descriptor 2)."""
+    path = conv_model(2)
+
+    def build_stderr(level):
+        kiln.set_log_level(level)
+        log = os.path.join(TMP, f"log_{level}.txt")
+        saved = os.dup(2)
+        try:
+            with open(log, "wb") as f:
+                os.dup2(f.fileno(), 2)
+                kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device=DEVICE))
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            kiln.set_log_level("warning")
+        with open(log) as f:
+            return f.read()
+
+    assert "[I] engine built" in build_stderr("info")
+    assert "[I]" not in build_stderr("error")
+    expect_error(lambda: kiln.set_log_level("loud"), "log level")
+
+
 def test_timing_cache_file():
     path = conv_model(2)
     cache = os.path.join(TMP, "timing.cache")
