@@ -46,9 +46,9 @@ using Sev = ILogger::Severity;
 // network's static dims and that every profile covers every dynamic input.
 std::vector<std::map<std::string, ProfileRange>> collectProfiles(const Network& net, const BuilderConfig& cfg) {
   const auto& profiles = cfg.profiles();
-  constexpr size_t kMaxProfiles = 4096;  // what plan files accept
-  if (profiles.size() > kMaxProfiles)
-    throw Error(std::to_string(profiles.size()) + " optimization profiles: kiln accepts at most " + std::to_string(kMaxProfiles));
+  if (profiles.size() > kMaxOptimizationProfiles)
+    throw Error(std::to_string(profiles.size()) + " optimization profiles: kiln accepts at most " +
+                std::to_string(kMaxOptimizationProfiles));
   bool anyDynamic = false;
   for (Tensor* in : net.inputs()) anyDynamic = anyDynamic || !isStatic(in->dims);
   // A static network has one (empty) profile, however many were given: they could only repeat it.

@@ -20,7 +20,6 @@ namespace {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
 constexpr uint32_t kFormatVersion = 3;
-constexpr uint32_t kMaxProfiles = 4096;
 constexpr uint32_t kMaxRank = 16;
 constexpr int64_t kMaxDim = int64_t(1) << 40;
 
@@ -304,7 +303,7 @@ EngineGraph deserializePlan(const void* data, size_t size, bool verifyChecksum) 
     g.outputs.push_back(t);
   }
   uint32_t nprof = r.count(4, "optimization profiles");
-  if (nprof == 0 || nprof > kMaxProfiles) r.fail("optimization profile count " + std::to_string(nprof) + " is out of range");
+  if (nprof == 0 || nprof > kMaxOptimizationProfiles) r.fail("optimization profile count " + std::to_string(nprof) + " is out of range");
   g.profiles.assign(nprof, {});
   for (ProfileRanges& ranges : g.profiles) {
     uint32_t np = r.count(20, "profile entries");

@@ -43,6 +43,8 @@ struct ProfileRange {
 };
 //! One optimization profile: the range of every dynamic input (by tensor index).
 using ProfileRanges = std::map<int, ProfileRange>;
+//! The most optimization profiles an engine may have (the builder and the plan loader both check).
+constexpr size_t kMaxOptimizationProfiles = 4096;
 
 struct EngineGraph {
   std::vector<EngineTensor> tensors;
