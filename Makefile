@@ -1,11 +1,19 @@
 # kiln: two commands for a newcomer.
 #   make demo  - install deps, build, build an engine for a small ResNet-style CNN, save it, run it
-#   make test  - install deps, build, run every test (unit, conformance, models, CLI, bad input)
+#   make test  - install deps, build, run every test (unit, conformance, models, CLI, bad input,
+#                and the plan fuzz + runtime tests under AddressSanitizer/UBSan)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 PYTHON ?= python3
 
-.PHONY: all deps build demo test unit conformance models clean
+SAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+# Plan-fuzz seed and size for `make sanitize` (CI: a few hundred; more by hand).
+FUZZ_SEED ?= 1
+FUZZ_MUTANTS ?= 600
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps build demo test unit conformance models sanitize fuzz clean
 
 all: build
 
@@ -37,13 +45,35 @@ models: build
 	@echo "transformers again with the GPU-only fusions (attention, skip LayerNorm) on the CPU's reference kernels:"
 	KILN_GPU_FUSIONS=1 $(PYTHON) tests/models/run_model_tests.py --kiln $(BUILD)/bin/kiln --models $(BUILD)/models --only bert,bert_dynamic,gpt2
 
+# AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only, its own build folder): the plan
+# and timing-cache fuzz, the plan-field and runtime unit tests, and a seeded kiln_plan_fuzz run.
+SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+sanitize: deps
+	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON -DKILN_WITH_CUDA=OFF -DKILN_WITH_PYTHON=OFF >/dev/null
+	cmake --build $(SAN_BUILD) -j $(JOBS) --target kiln_unit_tests kiln_plan_fuzz
+	$(SAN_ENV) $(SAN_BUILD)/bin/kiln_unit_tests --gtest_brief=1 --gtest_filter='PlanFields.*:PlanFuzz.*:Runtime.*:TimingCache.*'
+	$(SAN_ENV) $(SAN_BUILD)/bin/kiln_plan_fuzz --seed $(FUZZ_SEED) --mutants $(FUZZ_MUTANTS)
+
+# libFuzzer targets (clang): plan and timing-cache files, seeded with kiln_plan_fuzz's seed plans.
+fuzz:
+	@bash scripts/install_deps.sh --fuzz
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZERS=ON -DKILN_WITH_CUDA=OFF \
+	  -DKILN_WITH_PYTHON=OFF -DKILN_WITH_ONEDNN=OFF -DKILN_BUILD_TESTS=OFF >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target kiln_libfuzzer_plan kiln_libfuzzer_timing_cache kiln_plan_fuzz
+	mkdir -p $(FUZZ_BUILD)/corpus/plan $(FUZZ_BUILD)/corpus/cache
+	$(FUZZ_BUILD)/bin/kiln_plan_fuzz --write-seeds $(FUZZ_BUILD)/corpus/plan
+	mv $(FUZZ_BUILD)/corpus/plan/cache.timing $(FUZZ_BUILD)/corpus/cache/
+	$(SAN_ENV) $(FUZZ_BUILD)/bin/kiln_libfuzzer_plan -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -timeout=20 $(FUZZ_BUILD)/corpus/plan
+	$(SAN_ENV) $(FUZZ_BUILD)/bin/kiln_libfuzzer_timing_cache -max_total_time=$(FUZZ_SECONDS) -timeout=20 $(FUZZ_BUILD)/corpus/cache
+
 # Every suite runs even if an earlier one fails; the target fails if any failed.
 test: build
 	@status=0; \
 	$(MAKE) --no-print-directory unit || status=1; \
 	$(MAKE) --no-print-directory conformance || status=1; \
 	$(MAKE) --no-print-directory models || status=1; \
+	$(MAKE) --no-print-directory sanitize || status=1; \
 	exit $$status
 
 clean:
-	rm -rf $(BUILD) demo
+	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD) demo

@@ -4,8 +4,11 @@
 set -euo pipefail
 
 DEBS=(cmake make g++ pkg-config protobuf-compiler libprotobuf-dev libdnnl-dev libcli11-dev
-      nlohmann-json3-dev libgtest-dev ccache)
+      nlohmann-json3-dev libgtest-dev ccache libxxhash-dev)
 PY=(onnx==1.23.0 onnxruntime numpy nvidia-cudnn-frontend pybind11)
+
+# --fuzz: clang and its libFuzzer/sanitizer runtimes, for `make fuzz` only (not needed by CI).
+if [ "${1:-}" = "--fuzz" ]; then DEBS+=(clang libclang-rt-14-dev); fi
 
 missing=()
 for p in "${DEBS[@]}"; do

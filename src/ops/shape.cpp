@@ -56,6 +56,15 @@ int64_t vectorLength(const LayerDesc& l, size_t i, const char* what) {
   return l.inputs[i].dims[0];
 }
 
+//! The length of a 1-D input whose length becomes an output rank (a shape, axes to insert):
+//! bounded, so that a damaged plan or model cannot ask for a rank of 2^31 (dims are allocated).
+constexpr int64_t kMaxRank = 64;
+int64_t rankLength(const LayerDesc& l, size_t i, const char* what) {
+  int64_t len = vectorLength(l, i, what);
+  if (len > kMaxRank) opError(l, std::string(what) + " has " + std::to_string(len) + " elements; ranks above " + std::to_string(kMaxRank) + " are not supported");
+  return len;
+}
+
 //! Reads a kernel input as int64 values (small inputs: shapes, axes, starts...).
 std::vector<int64_t> viewInts(const TensorView& v) {
   std::vector<int64_t> out(static_cast<size_t>(v.count));
@@ -151,7 +160,7 @@ void inferReshape(LayerDesc& l) {
   requireInputs(l, 2, 2);
   requireIntegerInput(l, 1, "shape");
   const Dims& in = l.inputs[0].dims;
-  int64_t len = vectorLength(l, 1, "shape");
+  int64_t len = rankLength(l, 1, "shape");
   const HostTensor* shape = valueOf(l, 1);
   if (!shape) {
     if (len < 0) throw UnsupportedError("layer '" + l.name + "' (Reshape): output rank is unknown (shape of unknown length)");
@@ -261,7 +270,7 @@ void inferSqueeze(LayerDesc& l) {
     return;
   }
   requireIntegerInput(l, 1, "axes");
-  int64_t len = vectorLength(l, 1, "axes");
+  int64_t len = rankLength(l, 1, "axes");
   const HostTensor* axesValue = valueOf(l, 1);
   if (!axesValue) {
     if (len < 0 || len > rank) opError(l, "cannot infer the output rank: axes of unknown value and length " + std::to_string(len));
@@ -283,7 +292,7 @@ void inferUnsqueeze(LayerDesc& l) {
   requireInputs(l, 2, 2);
   requireIntegerInput(l, 1, "axes");
   const Dims& in = l.inputs[0].dims;
-  int64_t len = vectorLength(l, 1, "axes");
+  int64_t len = rankLength(l, 1, "axes");
   const HostTensor* axesValue = valueOf(l, 1);
   if (!axesValue) {
     if (len < 0) throw UnsupportedError("layer '" + l.name + "' (Unsqueeze): output rank is unknown (axes of unknown length)");
@@ -550,7 +559,7 @@ void inferExpand(LayerDesc& l) {
   requireInputs(l, 2, 2);
   requireIntegerInput(l, 1, "shape");
   const Dims& in = l.inputs[0].dims;
-  int64_t len = vectorLength(l, 1, "shape");
+  int64_t len = rankLength(l, 1, "shape");
   const HostTensor* shape = valueOf(l, 1);
   if (shape) {
     Dims target = shape->toInts();
@@ -577,7 +586,7 @@ void inferTile(LayerDesc& l) {
   requireInputs(l, 2, 2);
   requireIntegerInput(l, 1, "repeats");
   const Dims& in = l.inputs[0].dims;
-  int64_t len = vectorLength(l, 1, "repeats");
+  int64_t len = rankLength(l, 1, "repeats");
   if (len >= 0 && len != static_cast<int64_t>(in.size())) opError(l, "repeats has " + std::to_string(len) + " entries for rank " + std::to_string(in.size()));
   const HostTensor* repeats = valueOf(l, 1);
   Dims out(in.size(), -1);
@@ -820,7 +829,7 @@ HostTensor constantOfShapeValue(const LayerDesc& l) {
 void inferConstantOfShape(LayerDesc& l) {
   requireInputs(l, 1, 1);
   requireIntegerInput(l, 0, "shape");
-  int64_t len = vectorLength(l, 0, "shape");
+  int64_t len = rankLength(l, 0, "shape");
   DataType t = constantOfShapeValue(l).type();
   if (const HostTensor* shape = valueOf(l, 0)) {
     Dims d = shape->toInts();

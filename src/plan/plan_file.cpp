@@ -1,11 +1,14 @@
 // Plan file format (little-endian):
 //   header: "KILNPLAN" | u32 format version | str kiln version | u8 device | str fingerprint |
-//           u64 payload bytes | u64 payload FNV-1a-64 checksum
+//           u64 payload bytes | u64 payload XXH3-64 checksum
 //   payload: u32 threads | u32 aux streams | u64 arena bytes | tensors | layers | I/O | profiles
 // Every count, size and index is checked on load; constants are stored 64-byte aligned.
 // Format 2: a constant whose buffer is an earlier tensor's (a folded Identity/Reshape of shared
 // weights, as ALBERT's export has) is stored as that tensor's index (tensor flag 8), not again.
 // Format 3: several optimization profiles; each layer stores one tactic choice per profile.
+// Format 4: XXH3-64 checksum (was a mis-seeded FNV-1a); every field is range-checked on load,
+// and the engine re-derives each layer's shapes from the plan before creating kernels.
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -19,14 +22,16 @@ namespace kiln {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
-constexpr uint32_t kFormatVersion = 3;
+constexpr uint32_t kFormatVersion = 4;
 constexpr uint32_t kMaxRank = 16;
 constexpr int64_t kMaxDim = int64_t(1) << 40;
+constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 50;
+constexpr uint32_t kMaxThreads = 4096, kMaxAuxStreams = 64, kMaxConsidered = 1 << 20;
 
 
 void writeDims(PlanWriter& w, const Dims& d) {
-  w.u32(static_cast<uint32_t>(d.size()));
-  for (int64_t x : d) w.i64(x);
+  w.count(d.size(), "dims.rank");
+  for (int64_t x : d) w.i64(x, "dims.dim");
 }
 
 Dims readDims(PlanReader& r, bool allowDynamic) {
@@ -47,11 +52,11 @@ DataType readType(PlanReader& r) {
 }
 
 void writeTensorValue(PlanWriter& w, const HostTensor& t) {
-  w.u8(static_cast<uint8_t>(t.type()));
+  w.u8(static_cast<uint8_t>(t.type()), "value.type");
   writeDims(w, t.dims());
-  w.u64(t.bytes());
+  w.u64(t.bytes(), "value.bytes");
   w.align(64);
-  w.raw(t.data(), t.bytes());
+  w.data(t.data(), t.bytes(), "value.data");
 }
 
 HostTensor readTensorValue(PlanReader& r) {
@@ -73,19 +78,19 @@ HostTensor readTensorValue(PlanReader& r) {
 }
 
 void writeAttrs(PlanWriter& w, const Attributes& a) {
-  w.u32(static_cast<uint32_t>(a.all().size()));
+  w.count(a.all().size(), "attrs.count");
   for (const auto& [name, v] : a.all()) {
-    w.str(name);
-    w.u8(static_cast<uint8_t>(v.index()));
+    w.str(name, "attr.name");
+    w.u8(static_cast<uint8_t>(v.index()), "attr.kind");
     std::visit(
         [&](const auto& x) {
           using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, int64_t>) w.i64(x);
-          else if constexpr (std::is_same_v<T, float>) w.f32(x);
-          else if constexpr (std::is_same_v<T, std::string>) w.str(x);
-          else if constexpr (std::is_same_v<T, std::vector<int64_t>>) { w.u32(static_cast<uint32_t>(x.size())); for (auto e : x) w.i64(e); }
-          else if constexpr (std::is_same_v<T, std::vector<float>>) { w.u32(static_cast<uint32_t>(x.size())); for (auto e : x) w.f32(e); }
-          else if constexpr (std::is_same_v<T, std::vector<std::string>>) { w.u32(static_cast<uint32_t>(x.size())); for (auto& e : x) w.str(e); }
+          if constexpr (std::is_same_v<T, int64_t>) w.i64(x, "attr.int");
+          else if constexpr (std::is_same_v<T, float>) w.f32(x, "attr.float");
+          else if constexpr (std::is_same_v<T, std::string>) w.str(x, "attr.string");
+          else if constexpr (std::is_same_v<T, std::vector<int64_t>>) { w.count(x.size(), "attr.ints.count"); for (auto e : x) w.i64(e, "attr.ints"); }
+          else if constexpr (std::is_same_v<T, std::vector<float>>) { w.count(x.size(), "attr.floats.count"); for (auto e : x) w.f32(e, "attr.floats"); }
+          else if constexpr (std::is_same_v<T, std::vector<std::string>>) { w.count(x.size(), "attr.strings.count"); for (auto& e : x) w.str(e, "attr.strings"); }
           else writeTensorValue(w, x);
         },
         v);
@@ -120,59 +125,61 @@ int readIndex(PlanReader& r, size_t limit, bool allowNone) {
 
 }  // namespace
 
-std::vector<uint8_t> serializePlan(const EngineGraph& g) {
+std::vector<uint8_t> serializePlan(const EngineGraph& g, std::vector<PlanField>* fields) {
   PlanWriter p;
-  p.u32(static_cast<uint32_t>(g.threads));
-  p.u32(static_cast<uint32_t>(g.auxStreams));
-  p.u64(g.arenaBytes);
-  p.u32(static_cast<uint32_t>(g.tensors.size()));
+  p.trace(fields);
+  p.u32(static_cast<uint32_t>(g.threads), "threads");
+  p.u32(static_cast<uint32_t>(g.auxStreams), "auxStreams");
+  p.u64(g.arenaBytes, "arenaBytes");
+  p.count(g.tensors.size(), "tensors.count");
   std::map<std::pair<const void*, size_t>, size_t> stored;  // (buffer, bytes) -> first tensor storing it
   for (size_t i = 0; i < g.tensors.size(); ++i) {
     const auto& t = g.tensors[i];
-    p.str(t.name);
-    p.u8(static_cast<uint8_t>(t.type));
+    p.str(t.name, "tensor.name");
+    p.u8(static_cast<uint8_t>(t.type), "tensor.type");
     writeDims(p, t.dims);
     const bool constant = t.value.valid();
     auto same = constant && t.value.bytes() > 0 ? stored.find({t.value.data(), t.value.bytes()}) : stored.end();
     const bool shared = same != stored.end() && g.tensors[same->second].type == t.type;
-    p.u8(static_cast<uint8_t>((t.isInput ? 1 : 0) | (t.isOutput ? 2 : 0) | (constant && !shared ? 4 : 0) | (shared ? 8 : 0)));
+    p.u8(static_cast<uint8_t>((t.isInput ? 1 : 0) | (t.isOutput ? 2 : 0) | (constant && !shared ? 4 : 0) | (shared ? 8 : 0)),
+         "tensor.flags");
     if (shared) {
-      p.i64(static_cast<int64_t>(same->second));
+      p.i64(static_cast<int64_t>(same->second), "tensor.sharedIndex");
     } else if (constant) {
       writeTensorValue(p, t.value);
       if (t.value.bytes() > 0) stored.emplace(std::make_pair(t.value.data(), t.value.bytes()), i);
     }
   }
-  p.u32(static_cast<uint32_t>(g.layers.size()));
+  p.count(g.layers.size(), "layers.count");
   for (const auto& l : g.layers) {
-    p.str(l.name);
-    p.str(l.op);
-    p.str(l.domain);
+    p.str(l.name, "layer.name");
+    p.str(l.op, "layer.op");
+    p.str(l.domain, "layer.domain");
     writeAttrs(p, l.attrs);
-    p.u32(static_cast<uint32_t>(l.inputs.size()));
-    for (int i : l.inputs) p.i64(i);
-    p.u32(static_cast<uint32_t>(l.outputs.size()));
-    for (int o : l.outputs) p.i64(o);
-    p.u32(static_cast<uint32_t>(l.fusedOps.size()));
-    for (auto& f : l.fusedOps) p.str(f);
-    p.u8(static_cast<uint8_t>(l.precision));
-    p.u32(static_cast<uint32_t>(l.choices.size()));
+    p.count(l.inputs.size(), "layer.inputs.count");
+    for (int i : l.inputs) p.i64(i, "layer.input");
+    p.count(l.outputs.size(), "layer.outputs.count");
+    for (int o : l.outputs) p.i64(o, "layer.output");
+    p.count(l.fusedOps.size(), "layer.fusedOps.count");
+    for (auto& f : l.fusedOps) p.str(f, "layer.fusedOp");
+    p.u8(static_cast<uint8_t>(l.precision), "layer.precision");
+    p.count(l.choices.size(), "layer.choices.count");
     for (const TacticChoice& c : l.choices) {
-      p.str(c.tactic);
-      p.f32(c.timeMs);
-      p.u32(static_cast<uint32_t>(c.considered));
+      p.str(c.tactic, "choice.tactic");
+      p.f32(c.timeMs, "choice.timeMs");
+      p.u32(static_cast<uint32_t>(c.considered), "choice.considered");
     }
-    p.u32(static_cast<uint32_t>(l.stream));
+    p.u32(static_cast<uint32_t>(l.stream), "layer.stream");
   }
-  p.u32(static_cast<uint32_t>(g.inputs.size()));
-  for (int i : g.inputs) p.i64(i);
-  p.u32(static_cast<uint32_t>(g.outputs.size()));
-  for (int o : g.outputs) p.i64(o);
-  p.u32(static_cast<uint32_t>(g.profiles.size()));
+  p.count(g.inputs.size(), "inputs.count");
+  for (int i : g.inputs) p.i64(i, "input.index");
+  p.count(g.outputs.size(), "outputs.count");
+  for (int o : g.outputs) p.i64(o, "output.index");
+  p.count(g.profiles.size(), "profiles.count");
   for (const ProfileRanges& ranges : g.profiles) {
-    p.u32(static_cast<uint32_t>(ranges.size()));
+    p.count(ranges.size(), "profile.entries.count");
     for (const auto& [t, pr] : ranges) {
-      p.i64(t);
+      p.i64(t, "profile.input");
       writeDims(p, pr.min);
       writeDims(p, pr.opt);
       writeDims(p, pr.max);
@@ -186,10 +193,43 @@ std::vector<uint8_t> serializePlan(const EngineGraph& g) {
   h.u8(static_cast<uint8_t>(g.device));
   h.str(g.fingerprint);
   h.u64(p.size());
-  h.u64(fnv1a64(p.bytes().data(), p.size()));
+  h.u64(planChecksum(p.bytes().data(), p.size()));
   h.align(64);  // payload starts aligned so that constants are 64-byte aligned in the file
+  if (fields)
+    for (PlanField& f : *fields) f.offset += h.size();
   h.raw(p.bytes().data(), p.size());
   return std::move(h.bytes());
+}
+
+namespace {
+// The header up to the payload: where the checksum is and where the payload starts.
+struct PlanHeader {
+  size_t checksumAt = 0, payloadAt = 0;
+  uint64_t payloadBytes = 0, checksum = 0;
+};
+PlanHeader readHeader(PlanReader& h) {
+  PlanHeader ph;
+  h.take(8);
+  h.u32();
+  h.str(64);
+  h.u8();
+  h.str(256);
+  ph.payloadBytes = h.u64();
+  ph.checksumAt = h.pos();
+  ph.checksum = h.u64();
+  h.align(64);
+  ph.payloadAt = h.pos();
+  return ph;
+}
+}  // namespace
+
+void rewritePlanChecksum(uint8_t* data, size_t size) {
+  if (!data || size < 8 || std::memcmp(data, kMagic, 8) != 0) throw Error("not a kiln plan file (bad magic)");
+  PlanReader h(data, size);
+  PlanHeader ph = readHeader(h);
+  if (ph.payloadBytes != h.remaining()) throw Error("plan payload size does not match the header");
+  uint64_t sum = planChecksum(data + ph.payloadAt, ph.payloadBytes);
+  std::memcpy(data + ph.checksumAt, &sum, 8);
 }
 
 EngineGraph deserializePlan(const void* data, size_t size, bool verifyChecksum) {
@@ -216,15 +256,14 @@ EngineGraph deserializePlan(const void* data, size_t size, bool verifyChecksum) 
     throw Error("plan file is truncated or has trailing bytes (payload " + std::to_string(h.remaining()) +
                 " bytes, header says " + std::to_string(payloadBytes) + ")");
   const uint8_t* payload = h.take(payloadBytes);
-  if (verifyChecksum && fnv1a64(payload, payloadBytes) != checksum)
+  if (verifyChecksum && planChecksum(payload, payloadBytes) != checksum)
     throw Error("plan file checksum mismatch: the file is corrupted");
 
   PlanReader r(payload, payloadBytes);
-  g.threads = static_cast<int>(r.u32());
-  if (g.threads > 4096) r.fail("thread count out of range");
-  g.auxStreams = static_cast<int>(r.u32());
-  if (g.auxStreams > 64) r.fail("aux stream count out of range");
+  g.threads = static_cast<int>(r.u32Max(kMaxThreads, "thread count"));
+  g.auxStreams = static_cast<int>(r.u32Max(kMaxAuxStreams, "aux stream count"));
   g.arenaBytes = r.u64();
+  if (g.arenaBytes > kMaxArenaBytes) r.fail("arena size " + std::to_string(g.arenaBytes) + " is implausible");
   uint32_t nt = r.count(14, "tensors");
   g.tensors.resize(nt);
   for (auto& t : g.tensors) {
@@ -233,6 +272,7 @@ EngineGraph deserializePlan(const void* data, size_t size, bool verifyChecksum) 
     t.dims = readDims(r, true);
     uint8_t flags = r.u8();
     if (flags > 15 || (flags & 12) == 12) r.fail("invalid tensor flags");
+    if ((flags & 1) && (flags & 12)) r.fail("tensor '" + t.name + "' is both an input and a constant");
     t.isInput = flags & 1;
     t.isOutput = flags & 2;
     if (flags & 4) {
@@ -283,25 +323,44 @@ EngineGraph deserializePlan(const void* data, size_t size, bool verifyChecksum) 
     for (uint32_t k = 0; k < nc; ++k) {
       TacticChoice c;
       c.tactic = r.str(256);
+      if (c.tactic.empty()) r.fail("layer '" + l.name + "' has an empty tactic name");
       c.timeMs = r.f32();
-      c.considered = static_cast<int>(r.u32());
+      if (!std::isfinite(c.timeMs) || c.timeMs < -1.f) r.fail("layer '" + l.name + "' has an invalid tactic time");
+      c.considered = static_cast<int>(r.u32Max(kMaxConsidered, "layer '" + l.name + "': tactics considered"));
       l.choices.push_back(std::move(c));
     }
-    l.stream = static_cast<int>(r.u32());
-    if (l.stream > g.auxStreams) r.fail("layer '" + l.name + "' runs on a stream the engine does not have");
+    // Index 0 is the enqueue stream, k > 0 auxiliary stream k-1: at most auxStreams.
+    const uint32_t stream = r.u32();
+    if (stream > static_cast<uint32_t>(g.auxStreams))
+      r.fail("layer '" + l.name + "' runs on stream " + std::to_string(stream) + " but the engine has " +
+             std::to_string(g.auxStreams) + " auxiliary streams");
+    l.stream = static_cast<int>(stream);
   }
+  // Bindings: every tensor flagged input/output is bound exactly once, and I/O names are unique
+  // (the context looks them up by name).
+  std::vector<int> bound(nt, 0);
+  std::map<std::string, int> ioNames;
+  auto bind = [&](int t) {
+    if (bound[t]++) r.fail("tensor '" + g.tensors[t].name + "' is bound twice");
+    if (!ioNames.emplace(g.tensors[t].name, t).second) r.fail("two I/O tensors are named '" + g.tensors[t].name + "'");
+  };
   uint32_t nin = r.count(8, "inputs");
   for (uint32_t k = 0; k < nin; ++k) {
     int t = readIndex(r, nt, false);
     if (!g.tensors[t].isInput) r.fail("binding is not an input");
+    bind(t);
     g.inputs.push_back(t);
   }
   uint32_t nout = r.count(8, "outputs");
   for (uint32_t k = 0; k < nout; ++k) {
     int t = readIndex(r, nt, false);
     if (!g.tensors[t].isOutput || !produced[t]) r.fail("binding is not a produced output");
+    if (!g.tensors[t].isInput) bind(t);  // an input passed through as an output is one binding
     g.outputs.push_back(t);
   }
+  for (uint32_t t = 0; t < nt; ++t)
+    if ((g.tensors[t].isInput || g.tensors[t].isOutput) && !bound[t])
+      r.fail("tensor '" + g.tensors[t].name + "' is flagged as I/O but not bound");
   uint32_t nprof = r.count(4, "optimization profiles");
   if (nprof == 0 || nprof > kMaxOptimizationProfiles) r.fail("optimization profile count " + std::to_string(nprof) + " is out of range");
   g.profiles.assign(nprof, {});

@@ -1,7 +1,8 @@
 // Timing cache file format (little-endian):
-//   "KILNTC01" | u32 format version | u64 payload bytes | u64 payload FNV-1a-64 |
+//   "KILNTC01" | u32 format version | u64 payload bytes | u64 payload XXH3-64 |
 //   payload: u32 entries | entries: str key | f32 ms
 // Every size is checked on load; a file that does not check out is refused as a whole.
+// Version 2: XXH3-64 checksum (version 1 had a mis-seeded FNV-1a).
 #include "kiln/timing_cache.h"
 
 #include <cmath>
@@ -11,13 +12,15 @@
 
 #include "kiln/types.h"
 #include "plan/plan_io.h"
+#include "plan/timing_cache_format.h"
 
 namespace kiln {
 
 namespace {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'T', 'C', '0', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
+constexpr size_t kHeaderBytes = 8 + 4 + 8 + 8;  // magic, version, payload bytes, checksum
 constexpr char kSep = '\x1f';
 
 std::string makeKey(const std::string& device, const std::string& signature, const std::string& tactic) {
@@ -69,17 +72,17 @@ std::vector<uint8_t> TimingCache::serialize() const {
   PlanWriter payload;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    payload.u32(static_cast<uint32_t>(entries_.size()));
+    payload.count(entries_.size(), "entries.count");
     for (const auto& [k, ms] : entries_) {
-      payload.str(k);
-      payload.f32(ms);
+      payload.str(k, "entry.key");
+      payload.f32(ms, "entry.ms");
     }
   }
   PlanWriter out;
   out.raw(kMagic, sizeof(kMagic));
   out.u32(kVersion);
   out.u64(payload.size());
-  out.u64(fnv1a64(payload.bytes().data(), payload.size()));
+  out.u64(planChecksum(payload.bytes().data(), payload.size()));
   out.raw(payload.bytes().data(), payload.size());
   return out.bytes();
 }
@@ -97,7 +100,7 @@ TimingCache TimingCache::deserialize(const void* data, size_t size) {
     uint64_t bytes = r.u64(), sum = r.u64();
     if (bytes != r.remaining()) throw Error("timing cache is truncated or has trailing bytes");
     const uint8_t* payload = r.take(bytes);
-    if (fnv1a64(payload, bytes) != sum) throw Error("timing cache checksum mismatch (corrupt file)");
+    if (planChecksum(payload, bytes) != sum) throw Error("timing cache checksum mismatch (corrupt file)");
     PlanReader p(payload, bytes);
     uint32_t n = p.count(8, "timing entries");
     for (uint32_t i = 0; i < n; ++i) {
@@ -113,6 +116,12 @@ TimingCache TimingCache::deserialize(const void* data, size_t size) {
     throw Error(m);
   }
   return c;
+}
+
+void rewriteTimingCacheChecksum(uint8_t* data, size_t size) {
+  if (size < kHeaderBytes || std::memcmp(data, kMagic, sizeof(kMagic)) != 0) throw Error("not a kiln timing cache (bad magic)");
+  uint64_t sum = planChecksum(data + kHeaderBytes, size - kHeaderBytes);
+  std::memcpy(data + kHeaderBytes - 8, &sum, 8);
 }
 
 TimingCache TimingCache::load(const std::string& path) {

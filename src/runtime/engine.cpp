@@ -24,6 +24,7 @@ std::unique_ptr<EngineImpl> instantiateEngine(EngineGraph graph, ILogger& logger
   for (const auto& l : g.layers)
     if (l.op == kPluginOp) pluginLayers.emplace_back(l.name, &l.attrs);
   checkPluginsRegistered(pluginLayers);  // one error naming every missing plugin
+  checkPlanShapes(g);                    // before any kernel reads a layer's attributes
   for (int i : g.inputs) e->ioByName[g.tensors[i].name] = i;
   for (int o : g.outputs) e->ioByName[g.tensors[o].name] = o;
   e->kernels.assign(g.profiles.size(), std::vector<const Kernel*>(g.layers.size(), nullptr));

@@ -9,6 +9,7 @@
 #include "backends/backend.h"
 #include "kiln/builder.h"
 #include "kiln/network.h"
+#include "plan/plan_io.h"
 
 namespace kiln {
 
@@ -97,9 +98,17 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r);
 //! and g.auxStreams (which may be fewer than allowed when the graph has fewer branches).
 void planStreams(EngineGraph& g, int maxAux);
 
-//! Plan (de)serialization.
-std::vector<uint8_t> serializePlan(const EngineGraph& g);
+//! Plan (de)serialization. `fields`, when given, receives every field written (structure-aware
+//! fuzzing and per-field tests: src/plan/plan_io.h).
+std::vector<uint8_t> serializePlan(const EngineGraph& g, std::vector<PlanField>* fields = nullptr);
 //! Throws kiln::Error on any malformed, truncated, tampered or incompatible plan.
 EngineGraph deserializePlan(const void* data, size_t size, bool verifyChecksum = true);
+//! Recomputes the header's checksum of a plan in place (tests and fuzzing: a tampered payload
+//! then reaches the parser behind the checksum). Throws kiln::Error for a file that is no plan.
+void rewritePlanChecksum(uint8_t* data, size_t size);
+//! Re-derives every tensor's dims from the plan's own layers at each profile's opt shapes and
+//! checks them against the stored dims, so kernels are never created for a layer whose
+//! attributes, constants and tensors disagree (a tampered plan). Throws kiln::Error.
+void checkPlanShapes(const EngineGraph& g);
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 // Shape resolution and memory planning for an engine graph.
 #include <algorithm>
+#include <set>
 
 #include "ops/op_registry.h"
 #include "runtime/engine_graph.h"
@@ -186,6 +187,23 @@ ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& in
   }
   markAliases(g, r);
   return r;
+}
+
+void checkPlanShapes(const EngineGraph& g) {
+  std::set<std::map<int, Dims>> seen;  // profiles with the same opt shapes check once
+  for (size_t p = 0; p < g.profiles.size(); ++p) {
+    std::map<int, Dims> opt = optDims(g, p);
+    if (!seen.insert(opt).second) continue;
+    ResolvedShapes r = resolveShapes(g, opt, &g.profiles[p], nullptr, /*lenient=*/true);
+    for (size_t t = 0; t < g.tensors.size(); ++t) {
+      const Dims &stored = g.tensors[t].dims, &got = r.tensors[t].dims;
+      bool same = stored.size() == got.size();
+      for (size_t k = 0; same && k < stored.size(); ++k) same = stored[k] < 0 || got[k] < 0 || stored[k] == got[k];
+      if (!same)
+        throw Error("corrupt plan: tensor '" + g.tensors[t].name + "' is stored with dims " + toString(stored) +
+                    " but the layers that compute it give " + toString(got) + "; rebuild the engine");
+    }
+  }
 }
 
 MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
