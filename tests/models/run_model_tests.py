@@ -96,6 +96,15 @@ def compare(kiln_out: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> tupl
         got = kiln_out[name]
         if got.shape != expected.shape or got.dtype != expected.dtype:
             return False, f"'{name}': kiln {got.dtype}{list(got.shape)}, expected {expected.dtype}{list(expected.shape)}"
+        if expected.dtype.kind in "biu":  # integers, bool, indices: exactly
+            bad = got != expected
+            notes.append(f"{name}: compared exactly")
+            if bad.any():
+                ok = False
+                i = np.unravel_index(np.argmax(bad), bad.shape)
+                notes.append(f"{int(bad.sum())} of {bad.size} elements of '{name}' differ, first at {list(i)}: "
+                             f"kiln {got[i]}, ort {expected[i]}")
+            continue
         g64, e64 = got.astype(np.float64), expected.astype(np.float64)
         err = np.abs(g64 - e64)
         bad = ~((err <= ATOL + RTOL * np.abs(e64)) | (np.isnan(g64) & np.isnan(e64)))
