@@ -13,7 +13,7 @@ FUZZ_SEED ?= 1
 FUZZ_MUTANTS ?= 600
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build demo test unit conformance models sanitize fuzz clean
+.PHONY: all deps build demo test unit conformance conformance-baseline models sanitize fuzz clean
 
 all: build
 
@@ -35,9 +35,21 @@ demo: build
 unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# The per-test statuses are pinned in tests/conformance/baseline_cpu.txt: a PASS that becomes a SKIP
+# or FAIL, or a run where nothing ran, fails; `make conformance-baseline` re-pins (commit the file).
+CONFORMANCE_LOG = $(BUILD)/conformance.log
 conformance: build
 	$(PYTHON) tests/conformance/generate.py --out $(BUILD)/conformance
-	$(BUILD)/bin/kiln_conformance $(BUILD)/conformance --report $(BUILD)/conformance_report.md
+	@status=0; \
+	$(BUILD)/bin/kiln_conformance $(BUILD)/conformance --report $(BUILD)/conformance_report.md > $(CONFORMANCE_LOG) || status=1; \
+	grep -E '^FAIL ' $(CONFORMANCE_LOG); tail -1 $(CONFORMANCE_LOG); \
+	$(PYTHON) tests/conformance/check_baseline.py $(CONFORMANCE_LOG) --baseline tests/conformance/baseline_cpu.txt || status=1; \
+	exit $$status
+
+conformance-baseline: build
+	$(PYTHON) tests/conformance/generate.py --out $(BUILD)/conformance
+	$(BUILD)/bin/kiln_conformance $(BUILD)/conformance > $(CONFORMANCE_LOG) || true
+	$(PYTHON) tests/conformance/check_baseline.py $(CONFORMANCE_LOG) --baseline tests/conformance/baseline_cpu.txt --update
 
 models: build
 	$(PYTHON) tests/models/gen_models.py --out $(BUILD)/models

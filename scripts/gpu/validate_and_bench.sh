@@ -14,44 +14,81 @@
 #               resnet50_b32,bert_base_s128_b32; run after bench) -> profile.txt
 #   streams     throughput of the benchmark engines in $STREAMS_ROWS (default resnet50_b32) with
 #               --streams=1,2,4 (run after bench; with data transfers) -> streams.txt
+#   tests       all the test steps above: unit,plugins,models,zoo,python,fuzz,conformance
+#               (scripts/gpu/validate_and_bench.sh tests: every GPU suite, one command; needs
+#               ~15 min of device time, so a 10-minute call may run it in two halves)
 # Every step writes its log to $OUT as it goes (the device returns at most 8 files), so a run cut
-# short by its time limit still returns what finished.
+# short by its time limit still returns what finished. Each step ends with one line
+# `step NAME: ok|FAIL (what ran)` (also in $OUT/steps.log), and the script exits 1 when any step
+# failed or ran nothing (a suite that skipped for want of a GPU fails here: this is the GPU machine),
+# or when STEPS names no known step.
 # Usage: scripts/gpu/validate_and_bench.sh STEPS [MODELS] [BATCHES]
 #   BATCHES "default": each model's batch sizes from peers.py (the issue's model set).
+#   KILN_BUNDLE_DIR: an unpacked bundle to use instead of .device_deps/bundle.tar.xz (tests).
 set -uo pipefail
+cd "$(dirname "$0")/../.."
 STEPS=${1:-unit,plugins,models,bench}
+[ "$STEPS" = tests ] && STEPS=unit,plugins,models,zoo,python,fuzz,conformance
 MODELS=${2:-resnet50,bert_base_s128}
 BATCHES=${3:-1,32}
 [ "$BATCHES" = default ] && BATCHES=""
-K=/tmp/kb
-mkdir -p $K && tar -C $K -xJf .device_deps/bundle.tar.xz
+: "${OUT:?set OUT to the folder for the logs}"
+mkdir -p "$OUT"
+KNOWN=unit,plugins,models,zoo,python,fuzz,conformance,bench,profile,streams
+for s in ${STEPS//,/ }; do
+  [[ ",$KNOWN," == *",$s,"* ]] || { echo "step $s: FAIL (unknown step; known: $KNOWN)" | tee -a $OUT/steps.log; exit 1; }
+done
+if [ -n "${KILN_BUNDLE_DIR:-}" ]; then
+  K=$KILN_BUNDLE_DIR
+else
+  K=/tmp/kb
+  mkdir -p $K && tar -C $K -xJf .device_deps/bundle.tar.xz || { echo "step bundle: FAIL (cannot unpack)"; exit 1; }
+fi
 export LD_LIBRARY_PATH=$K/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
-# Seconds since the start at the end of each step (to plan the next session's device time).
-stamp() { echo "[step $1 done at ${SECONDS} s]" | tee -a $OUT/steps.log; }
+FAILED=0; SUMMARY=()
+# finish NAME STATUS WHAT: the step's one summary line (status 0 = ok), and the seconds since the
+# start (to plan the next session's device time).
+finish() {
+  local verdict=ok
+  [ "$2" -eq 0 ] || { verdict=FAIL; FAILED=1; }
+  SUMMARY+=("step $1: $verdict ($3)")
+  echo "step $1: $verdict ($3) [done at ${SECONDS} s]" | tee -a $OUT/steps.log
+}
+# The last line of a log that matches a pattern (a suite's own summary), for the step's line.
+last() { grep -E "$2" "$1" 2>/dev/null | tail -1 | cut -c1-200; }
 if has unit; then
   export KILN_TEST_LIBDIR=$K/lib
   # One process per suite: a kernel that faults poisons its CUDA context, not the other suites.
   suites=$($K/bin/kiln_unit_tests --gtest_list_tests | grep -E '^(Cuda|Plugins|Pass|GpuLayout)' | tr -d '.' )
+  nsuites=0; badsuites=0; : > $OUT/unit_gpu.log
   for suite in $suites; do
+    nsuites=$((nsuites + 1))
     echo "=== $suite" >> $OUT/unit_gpu.log
-    timeout 120 $K/bin/kiln_unit_tests --gtest_filter="$suite.*" --gtest_brief=1 >> $OUT/unit_gpu.log 2>&1 \
-      || echo "!!! $suite exited with status $?" >> $OUT/unit_gpu.log
+    timeout 120 $K/bin/kiln_unit_tests --gtest_filter="$suite.*" --gtest_brief=1 >> $OUT/unit_gpu.log 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || { badsuites=$((badsuites + 1)); echo "!!! $suite exited with status $rc" >> $OUT/unit_gpu.log; }
   done
-  grep -E "^===|tests ran|PASSED|FAILED|!!!" $OUT/unit_gpu.log | head -80
-  stamp unit
+  grep -E "^===|tests ran|PASSED|FAILED|SKIPPED|!!!" $OUT/unit_gpu.log | head -80
+  # gtest counts skipped tests apart from passed ones: CUDA tests that all skipped ran nothing.
+  passed=$(grep -Eo '^\[  PASSED  \] [0-9]+' $OUT/unit_gpu.log 2>/dev/null | awk '{s += $NF} END {print s + 0}')
+  skipped=$(grep -Eo '^\[  SKIPPED \] [0-9]+' $OUT/unit_gpu.log 2>/dev/null | awk '{s += $NF} END {print s + 0}')
+  finish unit $(( badsuites > 0 || passed == 0 )) "$nsuites suites, $badsuites failed; $passed tests passed, $skipped skipped"
 fi
 if has plugins; then
   timeout 120 python3 tests/plugins/test_plugin_examples.py --kiln $K/bin/kiln --libdir $K/lib --device gpu > $OUT/plugins_gpu.log 2>&1
+  rc=$?  # 77: skipped for want of a GPU, a failure here
   tail -12 $OUT/plugins_gpu.log
-  stamp plugins
+  finish plugins $rc "exit $rc: $(last $OUT/plugins_gpu.log '^(plugin examples|SKIPPED)')"
 fi
 if has models; then
   python3 tests/models/gen_models.py --out /tmp/models >/dev/null 2>&1
   timeout 150 python3 tests/models/run_model_tests.py --kiln $K/bin/kiln --models /tmp/models --device gpu > $OUT/models_gpu.log 2>&1
+  rc=$?
   grep -E "^(PASS|FAIL)|passed" $OUT/models_gpu.log | cut -c1-300
-  stamp models
+  npass=$(grep -c '^PASS ' $OUT/models_gpu.log)
+  finish models $(( rc != 0 || npass == 0 )) "exit $rc: $(last $OUT/models_gpu.log ' passed, ')"
 fi
 if has zoo; then
   # ZOO_DYNAMO=1: export with torch.export (PyTorch's default exporter; needs onnxscript there);
@@ -59,8 +96,10 @@ if has zoo; then
   # Four models at a time (exports and ONNX Runtime are CPU-bound; one at a time did not finish 17 in 390 s).
   timeout ${ZOO_TIMEOUT:-400} python3 tests/models/zoo_check.py --kiln $K/bin/kiln --device gpu ${ZOO_MODELS:+--models $ZOO_MODELS} \
     ${ZOO_DYNAMO:+--dynamo} ${ZOO_OPSET:+--opset $ZOO_OPSET} --jobs ${ZOO_JOBS:-4} > $OUT/zoo_gpu.log 2>&1
+  rc=$?
   grep -E "^(PASS|FAIL|SKIP)|zoo_check" $OUT/zoo_gpu.log | cut -c1-240
-  stamp zoo
+  npass=$(grep -c '^PASS' $OUT/zoo_gpu.log)
+  finish zoo $(( rc != 0 || npass == 0 )) "exit $rc, $npass PASS lines: $(last $OUT/zoo_gpu.log 'zoo_check')"
 fi
 if has python; then
   # The Python module, compiled here against this machine's Python and the bundle's libkiln.so
@@ -75,32 +114,41 @@ if has python; then
      g++ -O2 -std=c++20 -shared -fPIC python/kiln_module.cpp -Iinclude -Isrc -I"$PYINC" -I"$PBINC" -L$K/lib -lkiln \
        -Wl,-rpath,$K/lib -o /tmp/kpy/kiln$EXT > $OUT/python_gpu.log 2>&1; then
     timeout 120 python3 tests/python/test_python_api.py --module-dir /tmp/kpy --device gpu >> $OUT/python_gpu.log 2>&1
+    rc=$?  # 77: skipped for want of a GPU, a failure here
   else
     echo "python: the module cannot be built here (Python.h in '$PYINC', pybind11 in '$PBINC')" >> $OUT/python_gpu.log
+    rc=1
   fi
   tail -8 $OUT/python_gpu.log
-  stamp python
+  finish python $rc "exit $rc: $(last $OUT/python_gpu.log 'Python API tests|cannot be built|SKIPPED')"
 fi
 if has fuzz; then
   timeout 240 python3 tests/fuzz/fuzz_graphs.py --kiln $K/bin/kiln --device gpu --count 200 --jobs $(nproc) > $OUT/fuzz_gpu.log 2>&1
+  rc=$?
   tail -12 $OUT/fuzz_gpu.log
-  stamp fuzz
+  finish fuzz $rc "exit $rc: $(last $OUT/fuzz_gpu.log 'random graphs agree')"
 fi
 if has conformance; then
-  python3 tests/conformance/generate.py --out /tmp/conf >/dev/null 2>&1
-  timeout 300 scripts/gpu/run_conformance.sh $K /tmp/conf $OUT/conf_gpu.log; tail -1 $OUT/conf_gpu.log
-  stamp conformance
+  # CONF_DATA: test data already generated (tests of this script use a small fake set).
+  CD=${CONF_DATA:-/tmp/conf}
+  [ -n "${CONF_DATA:-}" ] || python3 tests/conformance/generate.py --out $CD >/dev/null 2>&1
+  timeout 300 scripts/gpu/run_conformance.sh $K $CD $OUT/conf_gpu.log
+  rc=$?
+  finish conformance $rc "exit $rc: $(tail -1 $OUT/conf_gpu.log 2>/dev/null | cut -c1-200)"
 fi
 if has bench; then
   timeout ${BENCH_TIMEOUT:-480} python3 bench/gpu_bench.py --kiln $K/bin/kiln --peers .device_deps/peers.py --out $OUT/gpu-h200.md \
     --models "$MODELS" --batches "$BATCHES" --timing-cache > $OUT/bench.log 2>&1
+  rc=$?
   tail -15 $OUT/gpu-h200.md
-  stamp bench
+  finish bench $rc "exit $rc: $OUT/gpu-h200.md"
 fi
 if has profile; then
+  missing=0; rows=0; : > $OUT/profile.txt
   for row in $(echo "${PROFILE:-resnet50_b32,bert_base_s128_b32}" | tr ',' ' '); do
     d=/tmp/kiln_gpu_bench/$row
-    [ -f $d/kiln_fp16.plan ] || { echo "profile: no engine for $row" >> $OUT/profile.txt; continue; }
+    rows=$((rows + 1))
+    [ -f $d/kiln_fp16.plan ] || { echo "profile: no engine for $row" >> $OUT/profile.txt; missing=$((missing + 1)); continue; }
     echo "=== $row" >> $OUT/profile.txt
     timeout 120 $K/bin/kiln --loadEngine=$d/kiln_fp16.plan --noDataTransfers --iterations=20 --warmUp=200 --duration=0 \
       --dumpProfile --exportLayerInfo=$d/layers.json 2>&1 | sed -n '/Profile/,$p' | head -60 >> $OUT/profile.txt
@@ -113,12 +161,14 @@ for k, n in c.most_common(25): print(f"  {n:4d}  {k}")
 PY
   done
   tail -5 $OUT/profile.txt
-  stamp profile
+  finish profile $(( missing > 0 || rows == 0 )) "$rows rows, $missing without an engine (run bench first)"
 fi
 if has streams; then
+  missing=0; rows=0; : > $OUT/streams.txt
   for row in $(echo "${STREAMS_ROWS:-resnet50_b32}" | tr ',' ' '); do
     d=/tmp/kiln_gpu_bench/$row
-    [ -f $d/kiln_fp16.plan ] || { echo "streams: no engine for $row" >> $OUT/streams.txt; continue; }
+    rows=$((rows + 1))
+    [ -f $d/kiln_fp16.plan ] || { echo "streams: no engine for $row" >> $OUT/streams.txt; missing=$((missing + 1)); continue; }
     for n in 1 2 4; do
       echo "=== $row --streams=$n" >> $OUT/streams.txt
       timeout 60 $K/bin/kiln --loadEngine=$d/kiln_fp16.plan --streams=$n --useCudaGraph --duration=3 --warmUp=300 2>&1 \
@@ -126,5 +176,9 @@ if has streams; then
     done
   done
   grep -E "===|Throughput" $OUT/streams.txt
-  stamp streams
+  finish streams $(( missing > 0 || rows == 0 )) "$rows rows, $missing without an engine (run bench first)"
 fi
+echo "=== summary (STEPS=$STEPS)"
+for line in "${SUMMARY[@]+"${SUMMARY[@]}"}"; do echo "$line"; done
+[ ${#SUMMARY[@]} -gt 0 ] || { echo "no step ran"; FAILED=1; }
+exit $FAILED

@@ -7,7 +7,6 @@
 //            alpha / beta (per step: activation parameters)
 #include <cmath>
 
-#include "backends/cpu/elementwise_simd.h"
 #include "ops/activation.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
@@ -72,9 +71,9 @@ PointwiseProgram compilePointwise(const Attributes& a, size_t nbInputs) {
 namespace {
 
 // Applies one unary step to v[0..n).
-void unaryStep(const PointwiseStep& s, float* v, int64_t n) {
+void unaryStep(const PointwiseStep& s, float* v, int64_t n, ActivationFn activation) {
   if (s.isActivation) {
-    applyActivationAvx2(s.act, v, n);
+    activation(s.act, v, n);
     return;
   }
   const std::string& op = s.op;
@@ -140,7 +139,7 @@ void gatherOperand(const TensorView& t, const Dims& outDims, const std::vector<i
 
 }  // namespace
 
-void runPointwise(const PointwiseProgram& p, const KernelIO& io) {
+void runPointwise(const PointwiseProgram& p, const KernelIO& io, ActivationFn activation) {
   const TensorView& x = io.in[0];
   const TensorView& y = io.out[0];
   std::vector<std::vector<int64_t>> strides(io.in.size());
@@ -153,7 +152,7 @@ void runPointwise(const PointwiseProgram& p, const KernelIO& io) {
       if (v != x.as<float>() + begin) std::memcpy(v, x.as<float>() + begin, static_cast<size_t>(n) * sizeof(float));
       for (const PointwiseStep& s : p.steps) {
         if (s.operand < 0) {
-          unaryStep(s, v, n);
+          unaryStep(s, v, n, activation);
           continue;
         }
         gatherOperand(io.in[s.operand], y.dims, strides[s.operand], begin, n, operand);
@@ -183,10 +182,58 @@ void inferChain(LayerDesc& l) {
   setOutput(l, 0, t, l.inputs[0].dims);
 }
 
+// One step on one element, by the ONNX formula (c: the chain's value, o: the step's operand).
+float referenceStep(const PointwiseStep& s, float c, float o) {
+  if (s.isActivation) return s.act(c);  // Activation::operator(): scalar, in ops/activation.h
+  const std::string& op = s.op;
+  const float a = s.swapped ? o : c, b = s.swapped ? c : o;  // a OP b
+  if (op == "Add") return c + o;
+  if (op == "Mul") return c * o;
+  if (op == "Sub") return a - b;
+  if (op == "Div") return a / b;
+  if (op == "Pow") return std::pow(a, b);
+  if (op == "Max") return std::isnan(c) || std::isnan(o) ? std::nanf("") : (c > o ? c : o);
+  if (op == "Min") return std::isnan(c) || std::isnan(o) ? std::nanf("") : (c < o ? c : o);
+  if (op == "Erf") return std::erf(c);
+  if (op == "Sqrt") return std::sqrt(c);
+  if (op == "Exp") return std::exp(c);
+  if (op == "Log") return std::log(c);
+  if (op == "Neg") return -c;
+  if (op == "Abs") return std::fabs(c);
+  if (op == "Reciprocal") return 1.f / c;
+  if (op == "Floor") return std::floor(c);
+  if (op == "Ceil") return std::ceil(c);
+  throw Error("PointwiseChain: no reference for step '" + op + "'");
+}
+
+// The reference: plain scalar code, one output element at a time, sharing nothing with the
+// tactics (no chunks, no SIMD activations), so that they are checked against something else.
 void refChain(const LayerDesc& l, const KernelIO& io) {
-  KernelIO serial = io;
-  serial.pool = nullptr;
-  runPointwise(compilePointwise(*l.attrs, l.inputs.size()), serial);
+  const PointwiseProgram p = compilePointwise(*l.attrs, l.inputs.size());
+  const TensorView& x = io.in[0];
+  const TensorView& y = io.out[0];
+  const size_t rank = y.dims.size();
+  std::vector<std::vector<int64_t>> strides(io.in.size());
+  for (size_t k = 1; k < io.in.size(); ++k) strides[k] = broadcastStrides(io.in[k].dims, y.dims);
+  std::vector<int64_t> idx(rank);
+  for (int64_t i = 0; i < y.count; ++i) {
+    int64_t rem = i;
+    for (size_t d = rank; d-- > 0;) {
+      idx[d] = rem % y.dims[d];
+      rem /= y.dims[d];
+    }
+    float v = x.as<float>()[i];
+    for (const PointwiseStep& s : p.steps) {
+      float o = 0.f;
+      if (s.operand >= 0) {
+        int64_t off = 0;
+        for (size_t d = 0; d < rank; ++d) off += idx[d] * strides[s.operand][d];
+        o = io.in[s.operand].as<float>()[off];
+      }
+      v = referenceStep(s, v, o);
+    }
+    y.as<float>()[i] = v;
+  }
 }
 
 }  // namespace

@@ -25,7 +25,11 @@ struct PointwiseProgram {
 bool isChainableOp(const std::string& op);
 //! Validates and decodes a PointwiseChain's attributes.
 PointwiseProgram compilePointwise(const Attributes& a, size_t nbInputs);
-//! Runs the chain over the output (multi-threaded when io.pool is set).
-void runPointwise(const PointwiseProgram& p, const KernelIO& io);
+//! Applies a (fused) activation to n floats in place.
+using ActivationFn = void (*)(const Activation& act, float* data, int64_t n);
+//! Runs the chain over the output in chunks (multi-threaded when io.pool is set), activation steps
+//! through `activation` (the CPU tactic passes its AVX2 one). The op's reference kernel does not use
+//! this: it is a plain scalar loop of its own (pointwise_chain.cpp).
+void runPointwise(const PointwiseProgram& p, const KernelIO& io, ActivationFn activation);
 
 }  // namespace kiln

@@ -2,7 +2,10 @@
 """Feeds every malformed model of make_bad_models.py to the kiln CLI.
 
 Each run must exit with a non-zero status (not a signal: no crash), finish within the timeout
-(no hang), and print an "[E]" error on stderr that matches the case's expected patterns.
+(no hang), fail with a kiln error type (status 1 and "[E] Error:" for kiln::Error, 3 and
+"[E] Unsupported:" for kiln::UnsupportedError; not a usage error, a std::exception or out of
+memory) and print an "[E]" error on stderr that matches the case's expected patterns. Random
+mutants of valid models may be accepted, but a rejection must be such a clean error too.
 """
 from __future__ import annotations
 
@@ -33,8 +36,9 @@ def check_case(kiln, case, timeout):
     if first is None:
         return f"exit {proc.returncode} without an [E] message\nstderr:\n{proc.stderr[-2000:]}"
     message = "\n".join(lines[first:])
-    if "internal error" in message:
-        return f"error escaped as a non-kiln exception: {message}"
+    unclean = clean_error(proc)
+    if unclean:
+        return unclean
     missing = [p for p in case["expect"] if not re.search(p, message, re.IGNORECASE)]
     if missing:
         return f"message does not match {missing}: {message}"
@@ -65,9 +69,31 @@ def mutation_round(kiln, model_bytes, count, timeout, seed0):
                 continue
             if proc.returncode < 0:
                 problems.append(f"mutant {seed0 + i}: killed by signal {-proc.returncode}")
-            elif "internal error" in proc.stderr:
-                problems.append(f"mutant {seed0 + i}: non-kiln exception: {proc.stderr[-300:]}")
+                continue
+            unclean = clean_error(proc)
+            if unclean:
+                problems.append(f"mutant {seed0 + i}: {unclean}")
     return problems
+
+
+# The CLI's exit status by error type (tools/kiln/main.cpp): kiln::Error 1, kiln::UnsupportedError 3.
+ERROR_KINDS = {1: "[E] Error: ", 3: "[E] Unsupported: "}
+
+
+def clean_error(proc):
+    """None when the run succeeded or failed with a kiln error type (status 1 or 3 and its [E]
+    line), else what is wrong: a usage error, a non-kiln exception, out of memory, no message."""
+    if proc.returncode == 0:
+        return None
+    tag = ERROR_KINDS.get(proc.returncode)
+    if tag is None:
+        return f"exit status {proc.returncode} is not a kiln error type (1 or 3): {proc.stderr[-300:]}"
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("[E]")]
+    if not errors or not errors[0].startswith(tag):
+        return f"exit status {proc.returncode} without a '{tag.strip()}' line: {proc.stderr[-300:]}"
+    if "internal error" in errors[0] or "out of memory" in errors[0]:
+        return f"not a kiln error (a std::exception escaped): {errors[0][:300]}"
+    return None
 
 
 def main():

@@ -28,26 +28,32 @@ FAST = ["--iterations=2", "--warmUp=0", "--duration=0", "--device=cpu"]
 
 # ---------------------------------------------------------------- helpers
 
+def check(cond, msg=""):
+    """assert that `python -O` does not remove."""
+    if not cond:
+        raise AssertionError(msg)
+
+
 def path(name):
     return os.path.join(TMP, name)
 
 
 def run(args, expect_ok=True, timeout=120):
     proc = subprocess.run([KILN, *args], capture_output=True, text=True, timeout=timeout, errors="replace")
-    assert proc.returncode >= 0, f"kiln killed by signal {-proc.returncode}: {args}\n{proc.stderr}"
+    check(proc.returncode >= 0, f"kiln killed by signal {-proc.returncode}: {args}\n{proc.stderr}")
     if expect_ok:
-        assert proc.returncode == 0, f"kiln failed ({proc.returncode}): {args}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+        check(proc.returncode == 0, f"kiln failed ({proc.returncode}): {args}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     return proc
 
 
 def expect_error(args, pattern, status=None):
     proc = run(args, expect_ok=False)
-    assert proc.returncode != 0, f"kiln accepted {args}\n{proc.stdout}"
+    check(proc.returncode != 0, f"kiln accepted {args}\n{proc.stdout}")
     if status is not None:
-        assert proc.returncode == status, f"exit {proc.returncode}, expected {status}: {args}\n{proc.stderr}"
+        check(proc.returncode == status, f"exit {proc.returncode}, expected {status}: {args}\n{proc.stderr}")
     errors = "\n".join(l for l in proc.stderr.splitlines() if l.startswith("[E]"))
-    assert errors, f"no [E] line on stderr for {args}:\n{proc.stderr}"
-    assert re.search(pattern, errors, re.IGNORECASE), f"error for {args} does not match /{pattern}/: {errors}"
+    check(errors, f"no [E] line on stderr for {args}:\n{proc.stderr}")
+    check(re.search(pattern, errors, re.IGNORECASE), f"error for {args} does not match /{pattern}/: {errors}")
     return proc
 
 
@@ -84,7 +90,7 @@ def read_outputs(json_path):
         doc = json.load(f)
     out = {}
     for o in doc["outputs"]:
-        assert set(o) == {"name", "dims", "dtype", "values"}, o.keys()
+        check(set(o) == {"name", "dims", "dtype", "values"}, o.keys())
         out[o["name"]] = (o["dtype"], np.array(o["values"], dtype=np.float64).reshape(o["dims"]))
     return out
 
@@ -92,11 +98,11 @@ def read_outputs(json_path):
 def assert_matches_ort(json_path, model_path, feeds):
     got = read_outputs(json_path)
     want = ort_outputs(model_path, feeds)
-    assert set(got) == set(want), f"outputs {sorted(got)} != {sorted(want)}"
+    check(set(got) == set(want), f"outputs {sorted(got)} != {sorted(want)}")
     for name, ref in want.items():
         dtype, values = got[name]
-        assert dtype == "float32", dtype
-        assert values.shape == ref.shape, f"{name}: shape {values.shape} != {ref.shape}"
+        check(dtype == "float32", dtype)
+        check(values.shape == ref.shape, f"{name}: shape {values.shape} != {ref.shape}")
         np.testing.assert_allclose(values, ref, rtol=1e-5, atol=1e-6, err_msg=name)
 
 
@@ -129,7 +135,7 @@ def test_help_lists_every_flag():
                  "--stronglyTyped", "--builderOptimizationLevel", "--maxAuxStreams", "--useCudaGraph", "--streams",
                  "--noDataTransfers", "--verbose", "--help", "--timingCacheFile", "--plugins", "--listPlugins",
                  "--enablePluginOverride", "--precisionConstraints", "--layerPrecisions", "--useProfile"]:
-        assert flag in out, f"{flag} missing from --help"
+        check(flag in out, f"{flag} missing from --help")
 
 
 def test_roundtrip_and_outputs_match_ort():
@@ -138,11 +144,11 @@ def test_roundtrip_and_outputs_match_ort():
     plan = path("static.plan")
     built = run(["--onnx=" + model, "--saveEngine=" + plan, "--loadInputs=x:" + npy,
                  "--exportOutput=" + path("built.json"), *FAST])
-    assert os.path.getsize(plan) > 0
-    assert "Engine built in" in built.stdout and "Engine I/O" in built.stdout and "arena" in built.stdout
+    check(os.path.getsize(plan) > 0)
+    check("Engine built in" in built.stdout and "Engine I/O" in built.stdout and "arena" in built.stdout)
     run(["--loadEngine=" + plan, "--loadInputs=x:" + npy, "--exportOutput=" + path("loaded.json"), *FAST])
     a, b = read_outputs(path("built.json")), read_outputs(path("loaded.json"))
-    assert a.keys() == b.keys()
+    check(a.keys() == b.keys())
     for name in a:
         np.testing.assert_array_equal(a[name][1], b[name][1], err_msg=f"{name}: built vs loaded engine")
     assert_matches_ort(path("built.json"), model, {"x": data})
@@ -175,12 +181,12 @@ def test_dynamic_shapes_profile_and_runtime():
     npy5, data5 = input_npy("x_dyn5.npy", (5, 4), 6)
     loaded = run(["--loadEngine=" + plan, "--shapes=x:5x4", "--loadInputs=x:" + npy5,
                   "--exportOutput=" + path("dyn5.json"), *FAST])
-    assert re.search(r"min \[1,4\] opt \[4,4\] max \[8,4\]", loaded.stdout), loaded.stdout
+    check(re.search(r"min \[1,4\] opt \[4,4\] max \[8,4\]", loaded.stdout), loaded.stdout)
     assert_matches_ort(path("dyn5.json"), model, {"x": data5})
     # Runtime shape from the loaded file alone; random data at the opt shape.
     run(["--loadEngine=" + plan, "--loadInputs=x:" + npy5, *FAST])
     opt = run(["--loadEngine=" + plan, "--exportOutput=" + path("dynopt.json"), *FAST])
-    assert read_outputs(path("dynopt.json"))["y"][1].shape == (4, 3), opt.stdout
+    check(read_outputs(path("dynopt.json"))["y"][1].shape == (4, 3), opt.stdout)
     # Outside the profile.
     expect_error(["--loadEngine=" + plan, "--shapes=x:9x4", *FAST], r"x|profile|range|max")
 
@@ -192,13 +198,13 @@ def test_multiple_optimization_profiles():
     build = run(["--onnx=" + model, "--minShapes=x:1x4", "--optShapes=x:2x4", "--maxShapes=x:4x4",
                  "--minShapes=x:16x4", "--optShapes=x:32x4", "--maxShapes=x:64x4",
                  "--saveEngine=" + plan, "--exportLayerInfo=" + info, "--skipInference", "--device=cpu"])
-    assert re.search(r"profile 0 min \[1,4\] opt \[2,4\] max \[4,4\]", build.stdout), build.stdout
-    assert re.search(r"profile 1 min \[16,4\] opt \[32,4\] max \[64,4\]", build.stdout), build.stdout
+    check(re.search(r"profile 0 min \[1,4\] opt \[2,4\] max \[4,4\]", build.stdout), build.stdout)
+    check(re.search(r"profile 1 min \[16,4\] opt \[32,4\] max \[64,4\]", build.stdout), build.stdout)
     with open(info) as f:
         layers = json.load(f)
-    assert layers["optimizationProfiles"] == 2, layers
+    check(layers["optimizationProfiles"] == 2, layers)
     for l in layers["layers"]:
-        assert len(l["profiles"]) == 2 and l["profiles"][0]["tactic"] == l["tactic"], l
+        check(len(l["profiles"]) == 2 and l["profiles"][0]["tactic"] == l["tactic"], l)
     npy, data = input_npy("x_prof20.npy", (20, 4), 7)
     run(["--loadEngine=" + plan, "--useProfile=1", "--shapes=x:20x4", "--loadInputs=x:" + npy,
          "--exportOutput=" + path("prof1.json"), *FAST])
@@ -208,7 +214,7 @@ def test_multiple_optimization_profiles():
     assert_matches_ort(path("prof0.json"), model, {"x": data3})
     # Random inputs take the selected profile's opt shape.
     run(["--loadEngine=" + plan, "--useProfile=1", "--exportOutput=" + path("prof1opt.json"), *FAST])
-    assert read_outputs(path("prof1opt.json"))["y"][1].shape == (32, 3)
+    check(read_outputs(path("prof1opt.json"))["y"][1].shape == (32, 3))
     # A shape is checked against the selected profile only.
     expect_error(["--loadEngine=" + plan, "--shapes=x:20x4", *FAST], r"outside the optimization profile")
     expect_error(["--loadEngine=" + plan, "--useProfile=1", "--shapes=x:3x4", *FAST], r"outside the optimization profile")
@@ -221,8 +227,8 @@ def test_multiple_optimization_profiles():
 
 def test_dynamic_input_without_shapes_warns():
     proc = run(["--onnx=" + dynamic_model(), "--exportOutput=" + path("dyn1.json"), *FAST])
-    assert re.search(r"\[W\].*'x'.*no shapes given", proc.stderr), proc.stderr
-    assert read_outputs(path("dyn1.json"))["y"][1].shape == (1, 3)
+    check(re.search(r"\[W\].*'x'.*no shapes given", proc.stderr), proc.stderr)
+    check(read_outputs(path("dyn1.json"))["y"][1].shape == (1, 3))
 
 
 def test_zero_sized_batch():
@@ -252,9 +258,9 @@ def test_random_input_rules():
     run(["--onnx=" + model, "--exportOutput=" + path("rand.json"), *FAST])
     out = read_outputs(path("rand.json"))
     ids, mask, x = out["ids_out"][1], out["mask_out"][1], out["x_out"][1]
-    assert out["ids_out"][0] == "int64" and ids.min() >= 0 and ids.max() <= 9 and len(np.unique(ids)) > 3, ids
-    assert np.all(mask == 1), mask
-    assert x.min() >= -1 and x.max() <= 1 and x.std() > 0.3, x
+    check(out["ids_out"][0] == "int64" and ids.min() >= 0 and ids.max() <= 9 and len(np.unique(ids)) > 3, ids)
+    check(np.all(mask == 1), mask)
+    check(x.min() >= -1 and x.max() <= 1 and x.std() > 0.3, x)
 
 
 def test_pre_opset7_forms_match_numpy():
@@ -289,7 +295,7 @@ def test_pre_opset7_forms_match_numpy():
 def test_layer_precisions():
     model = static_model()
     ok = run(["--onnx=" + model, "--precisionConstraints=obey", "--layerPrecisions=*:fp32", *FAST])
-    assert "--layerPrecisions" in ok.stderr and "float32" in ok.stderr, ok.stderr  # the CPU warns
+    check("--layerPrecisions" in ok.stderr and "float32" in ok.stderr, ok.stderr)  # the CPU warns
     expect_error(["--onnx=" + model, "--precisionConstraints=obey", "--layerPrecisions=no_such_layer:fp32", *FAST],
                  r"no layer named 'no_such_layer'", status=2)
     expect_error(["--onnx=" + model, "--precisionConstraints=obey", "--layerPrecisions=*:fp8", *FAST], r"fp32, fp16 or bf16",
@@ -310,15 +316,15 @@ def test_timing_cache():
         p = run(["--onnx=" + model, "--timingCacheFile=" + cache, "--exportLayerInfo=" + info, "--skipInference",
                  "--device=cpu", "--builderOptimizationLevel=3"])
         m = re.search(r"Timing cache: (\d+) hits, (\d+) misses; saved (\d+) entries", p.stdout)
-        assert m, p.stdout
+        check(m, p.stdout)
         hits, misses, saved = map(int, m.groups())
         if k == 0:
-            assert hits == 0 and misses > 0 and saved == misses, m.group(0)
+            check(hits == 0 and misses > 0 and saved == misses, m.group(0))
         else:
-            assert misses == 0 and hits == saved, m.group(0)
+            check(misses == 0 and hits == saved, m.group(0))
         with open(info) as f:
             infos.append([(l["name"], l["tactic"]) for l in json.load(f)["layers"]])
-    assert infos[0] == infos[1]
+    check(infos[0] == infos[1])
     data = bytearray(open(cache, "rb").read())
     data[-3] ^= 0xFF
     open(cache, "wb").write(bytes(data))
@@ -337,27 +343,27 @@ def test_every_flag_parsed():
                 "--builderOptimizationLevel=1", "--maxAuxStreams=0", "--streams=2", "--noDataTransfers",
                 "--verbose"])
     for what in ("FP16", "BF16", "INT8"):
-        assert re.search(rf"\[W\] {what}.*not supported on the CPU", proc.stderr), proc.stderr
-    assert "=== Profile (3 iterations ) ===" in proc.stdout
-    assert "Layer Information" in proc.stdout and "Output 'y'" in proc.stdout
-    assert "percentile(50%)" in proc.stdout and "percentile(99.9%)" in proc.stdout
+        check(re.search(rf"\[W\] {what}.*not supported on the CPU", proc.stderr), proc.stderr)
+    check("=== Profile (3 iterations ) ===" in proc.stdout)
+    check("Layer Information" in proc.stdout and "Output 'y'" in proc.stdout)
+    check("percentile(50%)" in proc.stdout and "percentile(99.9%)" in proc.stdout)
     with open(files["times"]) as f:
         times = json.load(f)
-    assert len(times) >= 6, len(times)  # two streams, three iterations each at least
+    check(len(times) >= 6, len(times))  # two streams, three iterations each at least
     for t in times:
-        assert {"startMs", "endMs", "latencyMs", "enqueueMs", "computeMs"} <= set(t), t
-        assert t["endMs"] >= t["startMs"] and abs(t["latencyMs"] - (t["endMs"] - t["startMs"])) < 1e-6
+        check({"startMs", "endMs", "latencyMs", "enqueueMs", "computeMs"} <= set(t), t)
+        check(t["endMs"] >= t["startMs"] and abs(t["latencyMs"] - (t["endMs"] - t["startMs"])) < 1e-6)
     with open(files["profile"]) as f:
         prof = json.load(f)
-    assert prof[0] == {"count": 3}, prof[0]
-    assert len(prof) > 1 and all({"name", "timeMs", "averageMs", "percentage"} <= set(p) for p in prof[1:])
-    assert abs(sum(p["percentage"] for p in prof[1:]) - 100.0) < 0.1
+    check(prof[0] == {"count": 3}, prof[0])
+    check(len(prof) > 1 and all({"name", "timeMs", "averageMs", "percentage"} <= set(p) for p in prof[1:]))
+    check(abs(sum(p["percentage"] for p in prof[1:]) - 100.0) < 0.1)
     with open(files["layers"]) as f:
         json.load(f)  # valid JSON
     run(["--onnx=" + model, "--stronglyTyped", "--skipInference", "--device=cpu"])
     run(["--loadEngine=" + path("all.plan"), "--threads=2", *FAST])
     graph = run(["--onnx=" + model, "--useCudaGraph", *FAST])
-    assert "no CUDA graphs" in graph.stderr, graph.stderr  # the CPU warns and runs plain enqueue
+    check("no CUDA graphs" in graph.stderr, graph.stderr)  # the CPU warns and runs plain enqueue
     expect_error(["--onnx=" + model, "--fp16", "--stronglyTyped", *FAST], r"stronglyTyped")
 
 
@@ -371,11 +377,11 @@ def test_performance_summary_format():
     all_lines = out.splitlines()
     first = all_lines.index("[I] === Performance summary ===")
     got = all_lines[first:first + len(lines)]
-    assert len(got) == len(lines), out
+    check(len(got) == len(lines), out)
     for pattern, line in zip(lines, got):
-        assert re.fullmatch(pattern, line), f"{pattern!r} vs {line!r}"
+        check(re.fullmatch(pattern, line), f"{pattern!r} vs {line!r}")
     walltime = float(re.search(r"Total Host Walltime: ([\d.e+-]+) s", out).group(1))
-    assert walltime >= 0.2, walltime  # --duration is honoured
+    check(walltime >= 0.2, walltime)  # --duration is honoured
 
 
 def test_errors():

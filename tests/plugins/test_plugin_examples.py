@@ -20,6 +20,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EX = os.path.join(ROOT, "plugins", "examples")
 FAILS = []
+SKIPS = []
 
 
 def run(cmd, expect_ok=True):
@@ -27,6 +28,12 @@ def run(cmd, expect_ok=True):
     if expect_ok and p.returncode != 0:
         raise AssertionError(f"command failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     return p
+
+
+def skip(name, why):
+    """A test that does not run here says so (and is counted in the last line)."""
+    SKIPS.append(name)
+    print(f"SKIPPED {name}: {why}")
 
 
 def check(name, cond, detail=""):
@@ -114,7 +121,7 @@ def test_swish(a, work):
 
 def test_rownorm(a, work):
     if a.device == "gpu":
-        return  # CPU-only example
+        return skip("rownorm", "CPU-only example")
     lib, model = example(a, work, "rownorm", "libkiln_rownorm_plugin.so")
     w = first_initializer(model)
     plan, info = os.path.join(work, "rownorm.plan"), os.path.join(work, "rownorm_layers.json")
@@ -136,7 +143,7 @@ def test_rownorm(a, work):
 
 def test_repeat(a, work):
     if a.device == "gpu":
-        return  # CPU-only example
+        return skip("repeat", "CPU-only example")
     lib, model = example(a, work, "repeat", "libkiln_repeat_plugin.so")
     plan = os.path.join(work, "repeat.plan")
     run([a.kiln, f"--onnx={model}", f"--plugins={lib}", "--device=cpu", f"--saveEngine={plan}",
@@ -156,8 +163,10 @@ def test_repeat(a, work):
 def test_out_of_tree(a, work):
     """The README's command for building a plugin outside the repository."""
     cxx = shutil.which("g++")
-    if not cxx or a.device == "gpu":
-        return
+    if a.device == "gpu":
+        return skip("out-of-tree build", "the README command builds a CPU plugin")
+    if not cxx:
+        return skip("out-of-tree build", "no g++ on PATH")
     lib = os.path.join(work, "libmy_swish.so")
     src = os.path.join(EX, "swish", "swish_plugin.cpp")
     kiln_lib = os.path.dirname(os.path.realpath(os.path.join(a.libdir, "libkiln.so")))
@@ -176,7 +185,7 @@ def test_import_fields(a, work):
     """Every ONNX attribute kind becomes a plugin field and survives the plan (test library
     libkiln_test_fields.so, plugin test.fields::FieldSum version 2); misuse is a clear error."""
     if a.device == "gpu":
-        return
+        return skip("fields", "the test library is CPU-only")
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     lib = os.path.join(a.libdir, "libkiln_test_fields.so")
@@ -254,7 +263,8 @@ def main():
                 check(t.__name__, False, str(e))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"plugin examples ({a.device}): {'all passed' if not FAILS else str(len(FAILS)) + ' failed: ' + ', '.join(FAILS)}")
+    skipped = f"; {len(SKIPS)} skipped: {', '.join(SKIPS)}" if SKIPS else ""
+    print(f"plugin examples ({a.device}): {'all passed' if not FAILS else str(len(FAILS)) + ' failed: ' + ', '.join(FAILS)}{skipped}")
     return 1 if FAILS else 0
 
 

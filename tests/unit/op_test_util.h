@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "backends/backend.h"
 #include "kiln/kiln.h"
 #include "ops/op_registry.h"
+#include "poison.h"
 
 #define KILN_REQUIRE_GPU()                                                            \
   do {                                                                                \
@@ -138,8 +140,10 @@ inline std::vector<std::string> tacticNames(Backend& backend, const OpCase& c) {
   return v;
 }
 
-//! Runs the case with tactic `name` on `backend` (inputs uploaded, outputs downloaded).
-inline std::vector<HostTensor> runTactic(Backend& backend, const std::string& name, const OpCase& c) {
+//! Runs the case with tactic `name` on `backend` (inputs uploaded, outputs downloaded). The output
+//! buffers are poisoned before the run (poison.h), avoiding the values of `expected` when given.
+inline std::vector<HostTensor> runTactic(Backend& backend, const std::string& name, const OpCase& c,
+                                         const std::vector<HostTensor>* expected = nullptr) {
   LayerDesc build = describe(c, false);
   LayerDesc concrete = describe(c, true);
   std::unique_ptr<Kernel> k;
@@ -168,8 +172,10 @@ inline std::vector<HostTensor> runTactic(Backend& backend, const std::string& na
   }
   std::vector<HostTensor> out;
   for (auto& o : concrete.outputs) {
-    out.emplace_back(o.type, o.dims);
+    const size_t k = out.size();
+    out.push_back(poisoned(o.type, o.dims, expected && k < expected->size() ? &(*expected)[k] : nullptr));
     TensorView v{alloc(out.back().bytes()), o.type, o.dims, out.back().count()};
+    backend.copyToDevice(v.data, out.back().data(), out.back().bytes(), nullptr);
     io.out.push_back(v);
   }
   if (ws) {
@@ -193,13 +199,26 @@ inline std::vector<HostTensor> runTactic(Backend& backend, const std::string& na
   return out;
 }
 
-//! |got - ref| <= atol + rtol * |ref| elementwise (NaN matches NaN); reports the first mismatch.
+//! |got - ref| <= atol + rtol * |ref| elementwise for floats (NaN matches NaN); integers and bool
+//! (values, indices, masks) must be equal byte for byte, whatever the tolerance. Reports the first
+//! mismatch.
 inline void expectClose(const HostTensor& got, const HostTensor& ref, double rtol, double atol, const std::string& what = "") {
   ASSERT_EQ(got.dims(), ref.dims()) << what;
+  const bool exact = !isFloat(ref.type());
+  const size_t size = elementSize(ref.type());
   int64_t bad = 0;
   std::string first;
   for (int64_t i = 0; i < ref.count(); ++i) {
     double g = got.getDouble(i), r = ref.getDouble(i);
+    if (exact) {
+      const bool same = got.type() == ref.type()
+                            ? std::memcmp(static_cast<const char*>(got.data()) + i * size,
+                                          static_cast<const char*>(ref.data()) + i * size, size) == 0
+                            : g == r;
+      if (!same && bad++ == 0)
+        first = "element " + std::to_string(i) + " got " + std::to_string(got.getInt(i)) + " expected " + std::to_string(ref.getInt(i));
+      continue;
+    }
     if ((std::isnan(g) && std::isnan(r)) || g == r) continue;
     if (!(std::fabs(g - r) <= atol + rtol * std::fabs(r)) && bad++ == 0)
       first = "element " + std::to_string(i) + " got " + std::to_string(g) + " expected " + std::to_string(r);
@@ -215,7 +234,7 @@ inline void checkAllTactics(Backend& backend, const OpCase& c, const std::string
   const OpDef* def = OpRegistry::instance().find(c.op);
   std::vector<HostTensor> ref = def && def->anyType ? runReference(c) : runReferenceInFloat32(c);
   for (const std::string& n : names) {
-    std::vector<HostTensor> got = runTactic(backend, n, c);
+    std::vector<HostTensor> got = runTactic(backend, n, c, &ref);
     ASSERT_EQ(got.size(), ref.size());
     for (size_t i = 0; i < ref.size(); ++i) expectClose(got[i], ref[i], rtol, atol, what + " [" + n + "] output " + std::to_string(i));
   }

@@ -12,6 +12,7 @@
 #include "backends/backend.h"
 #include "kiln/network.h"
 #include "ops/op_registry.h"
+#include "poison.h"
 
 namespace kiln::test {
 
@@ -66,7 +67,7 @@ inline std::vector<HostTensor> runLayer(LayerDesc& desc, const std::vector<HostT
   for (auto& t : data)
     io.in.push_back(t.valid() ? TensorView{const_cast<void*>(t.data()), t.type(), t.dims(), t.count()} : TensorView{});
   std::vector<HostTensor> outs;
-  for (auto& o : desc.outputs) outs.emplace_back(o.type, o.dims);
+  for (auto& o : desc.outputs) outs.push_back(poisoned(o.type, o.dims));  // unwritten elements fail
   for (auto& o : outs) io.out.push_back(TensorView{o.data(), o.type(), o.dims(), o.count()});
   kernel->execute(io, state.get());
   return outs;

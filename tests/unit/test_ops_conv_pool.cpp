@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "kiln/network.h"
 #include "ops/op_registry.h"
+#include "poison.h"
 
 using namespace kiln;
 
@@ -118,10 +119,8 @@ std::vector<HostTensor> run(const Tactic& tactic, const LayerDesc& desc, const s
   }
   std::vector<HostTensor> outs;
   for (const TensorDesc& o : desc.outputs) {
-    HostTensor t(o.type, o.dims);
     // Poison the outputs so a kernel that leaves elements unwritten is caught.
-    if (o.type == DataType::kFLOAT)
-      for (int64_t k = 0; k < t.count(); ++k) t.as<float>()[k] = std::nanf("");
+    HostTensor t = kiln::test::poisoned(o.type, o.dims);
     outs.push_back(t);
   }
   for (HostTensor& t : outs) io.out.push_back(TensorView{t.data(), t.type(), t.dims(), t.count()});

@@ -14,6 +14,7 @@
 #include "kiln/network.h"
 #include "ops/activation.h"
 #include "ops/op_registry.h"
+#include "poison.h"
 
 using namespace kiln;
 
@@ -92,7 +93,7 @@ HostTensor runTactic(const Tactic& tactic, const std::string& op, const std::vec
   io.workspaceSize = ws;
   for (const HostTensor& t : ins)
     io.in.push_back(t.valid() ? TensorView{const_cast<void*>(t.data()), t.type(), t.dims(), t.count()} : TensorView{});
-  HostTensor out(d.outputs[0].type, d.outputs[0].dims);
+  HostTensor out = kiln::test::poisoned(d.outputs[0].type, d.outputs[0].dims);
   io.out.push_back(TensorView{out.data(), out.type(), out.dims(), out.count()});
   kernel->execute(io, state.get());
   return out;

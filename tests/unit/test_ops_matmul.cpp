@@ -13,6 +13,7 @@
 #include "kiln/network.h"
 #include "ops/activation.h"
 #include "ops/op_registry.h"
+#include "poison.h"
 
 using namespace kiln;
 
@@ -70,7 +71,7 @@ struct TestLayer {
     std::unique_ptr<KernelState> state;
     size_t ws = kernel->reshape(d, state);
     std::vector<uint8_t> workspace(ws);
-    HostTensor out(desc.outputs[0].type, desc.outputs[0].dims);
+    HostTensor out = kiln::test::poisoned(desc.outputs[0].type, desc.outputs[0].dims);
     KernelIO io;
     for (auto& i : inputs)
       io.in.push_back(i.present ? TensorView{const_cast<void*>(i.value.data()), i.value.type(), i.value.dims(), i.value.count()}

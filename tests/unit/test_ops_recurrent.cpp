@@ -11,6 +11,7 @@
 #include "backends/backend.h"
 #include "kiln/network.h"
 #include "ops/op_registry.h"
+#include "poison.h"
 #include "ref_case.h"
 
 using namespace kiln;
@@ -60,7 +61,7 @@ TEST(RecurrentRef, OmittedOutputsAreNotWritten) {
   KernelIO io;
   io.pool = getBackend(DeviceType::kCPU, 1)->pool();
   for (auto& t : l.data) io.in.push_back(t.valid() ? TensorView{t.data(), t.type(), t.dims(), t.count()} : TensorView{});
-  HostTensor yh(l.desc.outputs[1].type, l.desc.outputs[1].dims);
+  HostTensor yh = kiln::test::poisoned(l.desc.outputs[1].type, l.desc.outputs[1].dims);
   io.out = {TensorView{}, TensorView{yh.data(), yh.type(), yh.dims(), yh.count()}};
   kernel->execute(io, state.get());
   for (int64_t i = 0; i < yh.count(); ++i)

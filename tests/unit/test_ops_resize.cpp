@@ -11,6 +11,7 @@
 #include "kiln/network.h"
 #include "ops/op_registry.h"
 #include "ops/resize_plan.h"
+#include "poison.h"
 
 using namespace kiln;
 
@@ -98,7 +99,7 @@ HostTensor runTactic(TestLayer& layer, const std::string& tacticName, const Laye
   std::unique_ptr<KernelState> state;
   size_t ws = kernel->reshape(layer.desc, state);
   std::vector<uint8_t> workspace(ws);
-  HostTensor out(layer.desc.outputs[0].type, layer.desc.outputs[0].dims);
+  HostTensor out = kiln::test::poisoned(layer.desc.outputs[0].type, layer.desc.outputs[0].dims);
   KernelIO io;
   io.pool = backend->pool();
   io.workspace = workspace.data();
@@ -352,6 +353,36 @@ TEST(ResizeNormalize, Upsample7ScalesAttributeBecomesInput) {
 
 // ---- Optimized tactic vs the reference kernel -------------------------------------------------
 
+//! Counts calls of an op's reference kernel while alive. The nchw_avx2 kernel runs shapes it cannot
+//! run fast through the reference (from the same Kernel object), so a fast-path test that matches
+//! the reference must also see no reference call, or it proves nothing about the fast path.
+class ReferenceSpy {
+ public:
+  explicit ReferenceSpy(const std::string& op) : def_(const_cast<OpDef*>(OpRegistry::instance().find(op))) {
+    real_ = def_->ref;
+    calls_ = 0;
+    def_->ref = [](const LayerDesc& l, const KernelIO& io) {
+      ++calls_;
+      real_(l, io);
+    };
+  }
+  ~ReferenceSpy() { def_->ref = real_; }
+  static int calls() { return calls_; }
+
+ private:
+  OpDef* def_;
+  static inline RefFn real_ = nullptr;
+  static inline int calls_ = 0;
+};
+
+//! Runs the nchw_avx2 tactic and checks that its fast path ran (no call of the reference kernel).
+HostTensor runFastPath(TestLayer& layer) {
+  ReferenceSpy spy(layer.desc.op);
+  HostTensor got = runTactic(layer, "nchw_avx2");
+  EXPECT_EQ(ReferenceSpy::calls(), 0) << "nchw_avx2 fell back to the reference kernel";
+  return got;
+}
+
 struct TacticCase {
   std::string mode, coord, nearestMode;
   Dims in;
@@ -385,7 +416,7 @@ TEST(ResizeTactic, NchwMatchesReferenceOnRandomData) {
     }
     TestLayer fast("Resize", in, a);
     ASSERT_TRUE(offersTactic(fast, "nchw_avx2"));
-    HostTensor got = runTactic(fast, "nchw_avx2");
+    HostTensor got = runFastPath(fast);
     TestLayer ref("Resize", in, a);
     HostTensor want = ref.evaluate();
     ASSERT_EQ(got.dims(), want.dims());
@@ -398,7 +429,7 @@ TEST(ResizeTactic, NchwMatchesReferenceOnRandomData) {
 TEST(ResizeTactic, UpsampleUsesNchwTactic) {
   std::vector<HostTensor> in = {randomFloats({2, 3, 5, 6}, 7), floats({4}, {1, 1, 2, 3})};
   TestLayer fast("Upsample", in, attrs({{"mode", std::string("linear")}}));
-  HostTensor got = runTactic(fast, "nchw_avx2");
+  HostTensor got = runFastPath(fast);
   TestLayer ref("Upsample", in, attrs({{"mode", std::string("linear")}}));
   HostTensor want = ref.evaluate();
   ASSERT_EQ(got.dims(), want.dims());
@@ -427,7 +458,12 @@ TEST(ResizeTactic, FallsBackWhenRuntimeScalesResizeChannels) {
   built.desc.inputs[2].value = HostTensor();
   EXPECT_TRUE(offersTactic(built, "nchw_avx2"));
   TestLayer run("Resize", {x, kNone, floats({4}, {1, 2, 2, 2})}, attrs({{"mode", std::string("linear")}}));
-  HostTensor got = runTactic(run, "nchw_avx2", &built.desc);
+  HostTensor got;
+  {
+    ReferenceSpy spy("Resize");  // the spy sees a fallback (so runFastPath's check can fail)
+    got = runTactic(run, "nchw_avx2", &built.desc);
+    EXPECT_EQ(ReferenceSpy::calls(), 1);
+  }
   TestLayer ref("Resize", {x, kNone, floats({4}, {1, 2, 2, 2})}, attrs({{"mode", std::string("linear")}}));
   HostTensor want = ref.evaluate();
   ASSERT_EQ(got.dims(), (Dims{1, 4, 6, 6}));

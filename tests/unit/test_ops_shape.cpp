@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "kiln/network.h"
 #include "ops/op_registry.h"
+#include "poison.h"
 
 using namespace kiln;
 
@@ -336,8 +337,7 @@ std::vector<HostTensor> runTactic(const Tactic& tactic, const LayerDesc& desc) {
   }
   std::vector<HostTensor> outs;
   for (auto& o : desc.outputs) {
-    outs.emplace_back(o.type, o.dims);
-    std::memset(outs.back().data(), 0xAB, outs.back().bytes());  // catch unwritten elements
+    outs.push_back(kiln::test::poisoned(o.type, o.dims));  // catch unwritten elements
     io.out.push_back(TensorView{outs.back().data(), o.type, o.dims, outs.back().count()});
   }
   kernel->execute(io, state.get());

@@ -2,6 +2,7 @@
 // reloaded, run from two threads; damaged plans rejected with kiln::Error.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <thread>
 
@@ -49,7 +50,7 @@ HostTensor referenceOutput(const HostTensor& input) {
 }
 
 std::vector<float> run(ExecutionContext& ctx, const HostTensor& input) {
-  std::vector<float> out(5, -1.f);
+  std::vector<float> out(5, std::nanf(""));  // poisoned: an output never written fails
   ctx.setTensorAddress("x", const_cast<void*>(input.data()));
   ctx.setTensorAddress("prob", out.data());
   ctx.enqueue();
@@ -95,16 +96,30 @@ TEST(Runtime, TwoThreadsTwoContextsOneEngine) {
   auto engine = buildEngine();
   HostTensor in1 = randomTensor({1, 3, 8, 8}, 11), in2 = randomTensor({1, 3, 8, 8}, 12);
   HostTensor r1 = referenceOutput(in1), r2 = referenceOutput(in2);
-  std::vector<float> o1, o2;
-  auto worker = [&](const HostTensor& in, std::vector<float>& out) {
+  // Every one of the 50 runs per thread is checked (a race may spoil any of them, not the last).
+  struct Result {
+    int bad = 0, firstBad = -1;
+    std::vector<float> firstBadOutput;
+  } res1, res2;
+  auto worker = [&](const HostTensor& in, const HostTensor& want, Result& res) {
     auto ctx = engine->createExecutionContext();
-    for (int i = 0; i < 50; ++i) out = run(*ctx, in);
+    for (int i = 0; i < 50; ++i) {
+      std::vector<float> out = run(*ctx, in);
+      bool ok = static_cast<int64_t>(out.size()) == want.count();
+      for (size_t k = 0; ok && k < out.size(); ++k) ok = std::fabs(out[k] - want.as<float>()[k]) <= 1e-5f;
+      if (!ok && res.bad++ == 0) {
+        res.firstBad = i;
+        res.firstBadOutput = out;
+      }
+    }
   };
-  std::thread t1(worker, std::cref(in1), std::ref(o1)), t2(worker, std::cref(in2), std::ref(o2));
+  std::thread t1(worker, std::cref(in1), std::cref(r1), std::ref(res1)), t2(worker, std::cref(in2), std::cref(r2), std::ref(res2));
   t1.join();
   t2.join();
-  expectNear(o1, r1);
-  expectNear(o2, r2);
+  for (const Result* r : {&res1, &res2}) {
+    EXPECT_EQ(r->bad, 0) << "wrong runs, the first at iteration " << r->firstBad;
+    if (r->bad) expectNear(r->firstBadOutput, r == &res1 ? r1 : r2);
+  }
 }
 
 TEST(Runtime, TruncatedPlansAreRejected) {

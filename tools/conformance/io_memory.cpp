@@ -2,11 +2,33 @@
 
 #include <dlfcn.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 namespace kiln::conformance {
 namespace {
+
+// Writes poison number `which` (0: the usual, 1: the alternative) into element i.
+void poisonElement(HostTensor& t, int64_t i, int which) {
+  switch (t.type()) {
+    case DataType::kFLOAT: t.as<float>()[i] = which ? -7777.f : std::numeric_limits<float>::quiet_NaN(); return;
+    case DataType::kDOUBLE: t.as<double>()[i] = which ? -7777.0 : std::numeric_limits<double>::quiet_NaN(); return;
+    case DataType::kHALF: t.as<uint16_t>()[i] = which ? floatToHalf(-7777.f) : 0x7E00; return;
+    case DataType::kBF16: t.as<uint16_t>()[i] = which ? floatToBf16(-7777.f) : 0x7FC0; return;
+    default: {
+      const size_t n = elementSize(t.type());
+      std::memset(static_cast<char*>(t.data()) + i * n, which ? 0x5A : 0xA5, n);
+    }
+  }
+}
+
+bool sameElement(const HostTensor& a, const HostTensor& b, int64_t i) {
+  if (isFloat(a.type())) return std::isnan(a.getDouble(i)) ? std::isnan(b.getDouble(i)) : a.getDouble(i) == b.getDouble(i);
+  const size_t n = elementSize(a.type());
+  return std::memcmp(static_cast<const char*>(a.data()) + i * n, static_cast<const char*>(b.data()) + i * n, n) == 0;
+}
 
 class HostMemory : public IoMemory {
  public:
@@ -87,6 +109,16 @@ class CudaMemory : public IoMemory {
 };
 
 }  // namespace
+
+HostTensor poisonedOutput(DataType type, const Dims& dims, const HostTensor* expected) {
+  HostTensor t(type, dims);
+  const bool avoid = expected && expected->valid() && expected->type() == type && expected->count() == t.count();
+  for (int64_t i = 0; i < t.count(); ++i) {
+    poisonElement(t, i, 0);
+    if (avoid && sameElement(t, *expected, i)) poisonElement(t, i, 1);
+  }
+  return t;
+}
 
 std::unique_ptr<IoMemory> IoMemory::create(DeviceType device) {
   if (device == DeviceType::kGPU) return std::make_unique<CudaMemory>();

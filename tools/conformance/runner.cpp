@@ -10,7 +10,9 @@
 // runs one per core: every GPU test pays a forked child's CUDA start).
 //
 // Prints `PASS name`, `FAIL name: reason` or `SKIP name: unsupported: reason` per test and, last,
-// `N passed, N failed, N skipped`. Exits 1 if any test failed, 2 on a usage error.
+// `N passed, N failed, N skipped`. Exits 1 if any test failed or no test was selected, 2 on a usage
+// error. Whether passes became skips is checked against a pinned baseline by
+// tests/conformance/check_baseline.py (make conformance).
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -202,7 +204,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<fs::path> tests = findTests(o);
-  if (tests.empty()) std::cerr << "kiln_conformance: no test matches in " << o.dir << "\n";
+  // Nothing selected is a failure: a broken generator or filter must not look like a clean run.
+  if (tests.empty()) {
+    std::cerr << "kiln_conformance: no test matches in " << o.dir << "\n";
+    std::cout << "0 passed, 0 failed, 0 skipped" << std::endl;
+    return 1;
+  }
 
   int passed = 0, failed = 0, skipped = 0;
   std::vector<std::string> failures;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 namespace kiln::conformance {
@@ -14,12 +15,13 @@ bool closeEnough(double a, double b, const Tolerance& tol) {
   return std::fabs(a - b) <= tol.atol + tol.rtol * std::fabs(b);
 }
 
-// Integers compare exactly first: converting large int64 values to double loses precision.
+// Integers, booleans and indices compare exactly: a bitwise or index result off by one is wrong,
+// however large the value (a relative tolerance let int32 results off by 2 million pass). Bytes, not
+// values: a bool byte of 0xA5 (the output poison) must not read as `true`.
 bool elementMatches(const HostTensor& actual, const HostTensor& expected, int64_t i, const Tolerance& tol) {
-  DataType t = expected.type();
-  if (isInteger(t) || t == DataType::kBOOL) {
-    int64_t a = actual.getInt(i), b = expected.getInt(i);
-    return a == b || closeEnough(static_cast<double>(a), static_cast<double>(b), tol);
+  if (comparesExactly(expected.type())) {
+    const size_t n = elementSize(expected.type());
+    return std::memcmp(static_cast<const char*>(actual.data()) + i * n, static_cast<const char*>(expected.data()) + i * n, n) == 0;
   }
   return closeEnough(actual.getDouble(i), expected.getDouble(i), tol);
 }
@@ -34,6 +36,8 @@ std::string multiIndex(const Dims& dims, int64_t flat) {
 }
 
 }  // namespace
+
+bool comparesExactly(DataType t) { return isInteger(t) || t == DataType::kBOOL; }
 
 std::string compareTensors(const HostTensor& actual, const HostTensor& expected, const Tolerance& tol) {
   // As onnx's own backend-test runner: bfloat16 outputs are compared with at least two bf16 ULPs
@@ -64,8 +68,9 @@ std::string compareTensors(const HostTensor& actual, const HostTensor& expected,
   msg.precision(9);
   msg << nbBad << " of " << expected.count() << " elements differ; first at "
       << multiIndex(expected.dims(), firstBad) << ": got " << actual.getDouble(firstBad) << ", expected "
-      << expected.getDouble(firstBad) << "; max abs err " << maxAbsErr << " (rtol " << tolerance.rtol << ", atol "
-      << tolerance.atol << ")";
+      << expected.getDouble(firstBad) << "; max abs err " << maxAbsErr;
+  if (comparesExactly(expected.type())) msg << " (compared exactly)";
+  else msg << " (rtol " << tolerance.rtol << ", atol " << tolerance.atol << ")";
   return msg.str();
 }
 

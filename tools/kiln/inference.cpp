@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <thread>
 
 // Device buffers for GPU engines: the public API has no allocation or copy entry points, so the
@@ -11,6 +12,26 @@
 #include "backends/backend.h"
 
 namespace kiln::cli {
+
+namespace {
+
+// Output buffers start as quiet NaN (floats) or 0xA5 bytes (integers, bool: neither 0 nor 1), so
+// that an output the engine never writes shows in --exportOutput instead of reading as zeros (the
+// model tests compare those outputs with ONNX Runtime's).
+void poisonOutput(HostTensor& t) {
+  const DataType type = t.type();
+  for (int64_t i = 0; i < t.count(); ++i) {
+    switch (type) {
+      case DataType::kFLOAT: t.as<float>()[i] = std::numeric_limits<float>::quiet_NaN(); break;
+      case DataType::kDOUBLE: t.as<double>()[i] = std::numeric_limits<double>::quiet_NaN(); break;
+      case DataType::kHALF: t.as<uint16_t>()[i] = 0x7E00; break;
+      case DataType::kBF16: t.as<uint16_t>()[i] = 0x7FC0; break;
+      default: std::memset(t.data(), 0xA5, t.bytes()); return;
+    }
+  }
+}
+
+}  // namespace
 
 double nowMs() {
   using namespace std::chrono;
@@ -43,14 +64,17 @@ InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, H
     if (!isStatic(dims))
       throw UnsupportedError("output '" + name + "' has a data-dependent shape " + toString(dims) +
                              " that is only known after inference; the CLI cannot allocate it");
-    bindings_.push_back(Binding{name, false, HostTensor(engine.getTensorDataType(name), dims), nullptr, nullptr});
+    HostTensor host(engine.getTensorDataType(name), dims);
+    poisonOutput(host);
+    bindings_.push_back(Binding{name, false, host, nullptr, nullptr});
   }
   for (Binding& b : bindings_) {
     if (gpu_) {
       size_t bytes = std::max<size_t>(b.host.bytes(), 64);
       b.device = gpu_->allocate(bytes);
       b.pinned = gpu_->allocateHost(bytes);  // page-locked: copies are truly asynchronous
-      if (b.isInput) std::memcpy(b.pinned, b.host.data(), b.host.bytes());
+      std::memcpy(b.pinned, b.host.data(), b.host.bytes());
+      if (!b.isInput) gpu_->copyToDevice(b.device, b.pinned, b.host.bytes(), stream_);  // the poison
     } else {
       b.device = b.host.data();
     }

@@ -47,12 +47,21 @@ struct ResizeState : KernelState {
   SpatialTaps rows, cols;
 };
 
-//! Axis `ax` is untouched: the same size and output index o reads input index o alone.
+//! Axis `ax` is untouched: the same size and output index o reads input index o alone. Linear
+//! modes give every axis two taps, so an untouched one has weight 1 on o and 0 on the other tap
+//! (counting only one tap per axis left every linear resize on the reference kernel).
 bool isIdentityAxis(int count, const std::vector<int64_t>& index, const std::vector<float>& weight, int64_t in,
                     int64_t out) {
-  if (count != 1 || in != out) return false;
-  for (int64_t o = 0; o < out; ++o)
-    if (index[o] != o || weight[o] != 1.f) return false;
+  if (in != out) return false;
+  for (int64_t o = 0; o < out; ++o) {
+    float onSelf = 0.f;
+    for (int t = 0; t < count; ++t) {
+      const int64_t k = o * count + t;
+      if (index[k] == o) onSelf += weight[k];
+      else if (weight[k] != 0.f) return false;
+    }
+    if (onSelf != 1.f) return false;
+  }
   return true;
 }
 

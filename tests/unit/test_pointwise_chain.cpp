@@ -1,0 +1,87 @@
+// PointwiseChain steps checked against their ONNX formulas evaluated here in double precision, not
+// against kiln's own code: the reference kernel (plain scalar) and every CPU tactic (chunked, AVX2
+// activations). Lengths cross the tactic's 2048-element chunks and leave an AVX2 tail of 5.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "op_test_util.h"
+
+namespace kiln {
+namespace {
+
+using Formula = std::function<double(double c, double o)>;
+
+struct StepCase {
+  std::string op;
+  int64_t swapped = 0;    // binary steps: 1 = operand OP chain
+  float alpha = 0, beta = 0;
+  double lo, hi;          // chain input range
+  double olo = 0, ohi = 0;  // operand range (binary steps)
+  Formula f;
+};
+
+Attributes oneStep(const StepCase& s, bool binary) {
+  Attributes a;
+  a.set("steps", std::vector<std::string>{s.op});
+  a.set("operand", std::vector<int64_t>{binary ? 1 : -1});
+  a.set("swapped", std::vector<int64_t>{s.swapped});
+  a.set("alpha", std::vector<float>{s.alpha});
+  a.set("beta", std::vector<float>{s.beta});
+  return a;
+}
+
+// Values of the chain input: seeded uniform in [lo, hi) plus the edge cases at the front.
+HostTensor chainInput(const StepCase& s, int64_t n, const std::vector<float>& edges) {
+  HostTensor x = test::uniformOfType({n}, DataType::kFLOAT, 7, s.lo, s.hi);
+  for (size_t i = 0; i < edges.size() && static_cast<int64_t>(i) < n; ++i) x.as<float>()[i] = edges[i];
+  return x;
+}
+
+void checkStep(const StepCase& s, const std::vector<float>& edges, double rtol) {
+  const bool binary = s.op == "Pow";
+  auto cpu = getBackend(DeviceType::kCPU, 2);
+  for (int64_t n : {int64_t{37}, int64_t{2 * 2048 + 5}}) {
+    SCOPED_TRACE(s.op + (s.swapped ? " swapped" : "") + " n=" + std::to_string(n));
+    test::OpCase c;
+    c.op = "PointwiseChain";
+    c.attrs = oneStep(s, binary);
+    c.inputs = {chainInput(s, n, edges)};
+    if (binary) c.inputs.push_back(test::uniformOfType({n}, DataType::kFLOAT, 11, s.olo, s.ohi));
+    HostTensor want(DataType::kFLOAT, {n});
+    for (int64_t i = 0; i < n; ++i)
+      want.as<float>()[i] = static_cast<float>(s.f(c.inputs[0].as<float>()[i], binary ? c.inputs[1].as<float>()[i] : 0.0));
+    test::expectClose(test::runReference(c)[0], want, rtol, 1e-7, "reference");
+    std::vector<std::string> tactics = test::tacticNames(*cpu, c);
+    ASSERT_FALSE(tactics.empty());
+    for (const std::string& t : tactics) test::expectClose(test::runTactic(*cpu, t, c)[0], want, rtol, 1e-7, "cpu tactic " + t);
+  }
+}
+
+TEST(PointwiseChainSteps, PowBothOrientations) {
+  checkStep({"Pow", 0, 0, 0, 0.1, 4.0, -2.5, 3.0, [](double c, double o) { return std::pow(c, o); }}, {1.f, 2.f}, 2e-6);
+  checkStep({"Pow", 1, 0, 0, -2.0, 2.5, 0.2, 3.0, [](double c, double o) { return std::pow(o, c); }}, {0.f, -1.f}, 2e-6);
+}
+
+TEST(PointwiseChainSteps, FloorAndCeil) {
+  const std::vector<float> edges = {-2.5f, -0.5f, -0.f, 0.5f, 1.f, 2.999f, -3.f, 1e7f + 1};
+  checkStep({"Floor", 0, 0, 0, -50, 50, 0, 0, [](double c, double) { return std::floor(c); }}, edges, 0);
+  checkStep({"Ceil", 0, 0, 0, -50, 50, 0, 0, [](double c, double) { return std::ceil(c); }}, edges, 0);
+}
+
+TEST(PointwiseChainSteps, ReciprocalAndLog) {
+  checkStep({"Reciprocal", 0, 0, 0, -8, 8, 0, 0, [](double c, double) { return 1.0 / c; }}, {1.f, -4.f, 0.25f, 3.f}, 1e-7);
+  checkStep({"Log", 0, 0, 0, 1e-3, 100, 0, 0, [](double c, double) { return std::log(c); }}, {1.f, 2.7182817f, 1e-6f}, 2e-6);
+}
+
+TEST(PointwiseChainSteps, HardSigmoidAndClip) {
+  // max(0, min(1, alpha x + beta)); both saturations and the linear part are hit.
+  auto hardSigmoid = [](double c, double) { return std::max(0.0, std::min(1.0, 0.2 * c + 0.5)); };
+  checkStep({"HardSigmoid", 0, 0.2f, 0.5f, -6, 6, 0, 0, hardSigmoid}, {-2.5f, 2.5f, 0.f, -10.f, 10.f}, 1e-6);
+  auto clip = [](double c, double) { return std::max(-0.8, std::min(0.9, c)); };
+  checkStep({"Clip", 0, -0.8f, 0.9f, -2, 2, 0, 0, clip}, {-0.8f, 0.9f, -0.81f, 0.91f}, 0);
+}
+
+}  // namespace
+}  // namespace kiln
