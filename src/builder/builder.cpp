@@ -10,8 +10,8 @@
 #include "builder/passes/passes.h"
 #include "builder/tactic_timing.h"
 #include "core/env_words.h"
-#include "ir/shape_propagation.h"
 #include "ops/op_registry.h"
+#include "ops/shape_propagation.h"
 #include "runtime/engine_impl.h"
 
 namespace kiln {

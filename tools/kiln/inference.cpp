@@ -6,9 +6,7 @@
 #include <exception>
 #include <thread>
 
-// Device buffers for GPU engines: the public API has no allocation or copy entry points, so the
-// CLI uses the backend contract for them (CPU engines never touch it).
-#include "backends/backend.h"
+#include "kiln/device.h"
 
 namespace kiln::cli {
 
@@ -22,9 +20,9 @@ InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, H
     : context_(engine.createExecutionContext()) {
   context_->setOptimizationProfile(profile);
   if (engine.device() == DeviceType::kGPU) {
-    gpu_ = getBackend(DeviceType::kGPU, 0);
+    gpu_ = std::make_unique<Device>(DeviceType::kGPU);
     stream_ = gpu_->createStream();
-    for (void*& e : events_) e = gpu_->createEvent(true);
+    for (void*& e : events_) e = gpu_->createEvent();
   }
   int n = engine.getNbIOTensors();
   // Inputs first: output shapes depend on the input shapes.
@@ -87,7 +85,7 @@ void InferenceSlot::copyOutputs() {
 }
 
 float InferenceSlot::elapsed(void* a, void* b) const {
-  return gpu_->timeBetween(a, b);
+  return gpu_->elapsedMs(a, b);
 }
 
 void InferenceSlot::runPlain(bool transfers) {

@@ -5,12 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "kiln/device.h"
 #include "kiln/runtime.h"
 #include "reporting.h"
-
-namespace kiln {
-class Backend;
-}
 
 namespace kiln::cli {
 
@@ -52,7 +49,7 @@ class InferenceSlot {
   void copyOutputs();
   float elapsed(void* a, void* b) const;
   std::unique_ptr<ExecutionContext> context_;
-  std::shared_ptr<Backend> gpu_;  //!< null on the CPU
+  std::unique_ptr<Device> gpu_;  //!< null on the CPU (the context reads the host buffers)
   std::vector<Binding> bindings_;
   void* stream_ = nullptr;                   //!< GPU: this slot's stream
   void* events_[4] = {nullptr, nullptr, nullptr, nullptr};  //!< start, after H2D, after compute, end

@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "backends/cpu/conv_layout.h"
 #include "builder/passes/layout_planner.h"
 #include "builder/passes/passes.h"
+#include "ops/conv_layout.h"
 
 namespace kiln {
 
@@ -34,7 +34,7 @@ bool assignGpuLayouts(Network& net, Backend& backend) {
   // Escape hatch while the channels-last path is young: KILN_GPU_NHWC=0 keeps every tensor NCHW.
   if (const char* env = std::getenv("KILN_GPU_NHWC"); env && std::string(env) == "0") return false;
   LayoutPolicy p;
-  p.block = cpu::kNhwcBlock;
+  p.block = kNhwcBlock;
   p.eligible = nhwcTensor;
   p.reads = [](const Layer& l) { return isLayoutConv(l) || isLayoutWindowPool(l) || isLayoutGlobalPool(l); };
   p.writes = [](const Layer& l) { return isLayoutConv(l) || isLayoutWindowPool(l); };  // global pools write [N,C,1,1]
