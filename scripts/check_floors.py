@@ -3,10 +3,11 @@
 
 Floors, lowest first; an include may go down or stay on its floor, never up:
   core -> ir -> ops -> backends -> builder/plan/runtime -> faces
-Three checks, each printed with every offending include:
+Four checks, each printed with every offender:
   1. upward imports (folder -> folder edges that climb a floor): at most ALLOWED_UPWARD;
   2. no file outside src/backends/cpu/ includes backends/cpu/... (tests may: they test it);
-  3. the faces (CLI, Python, conformance tool, example plugins) include the public API only.
+  3. the faces (CLI, Python, conformance tool, example plugins) include the public API only;
+  4. the library reads no environment variable (getenv in src/): knobs are BuilderConfig fields.
 Exit status 1 when a check fails. `--edges` also prints every folder edge; `--dot` prints Graphviz.
 """
 import argparse
@@ -34,6 +35,7 @@ PENDING = {
         "the PointwiseChain reference reuses the CPU tactic's AVX2 code; the scalar reference replaces it",
 }
 
+GETENV_RE = re.compile(r"\bgetenv\s*\(")
 SOURCE_EXT = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh", ".inc")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SEARCH_ROOTS = ["src", "include"]  # the -I directories of the library and its faces
@@ -76,6 +78,18 @@ def includes(root, floors):
                             target = resolve(root, path, m.group(1))
                             if target:
                                 yield path, target
+
+
+def getenv_calls(root):
+    """Yields "file:line" for every getenv call in src/."""
+    for dirpath, _, filenames in os.walk(os.path.join(root, "src")):
+        for f in sorted(filenames):
+            if f.endswith(SOURCE_EXT):
+                path = os.path.join(dirpath, f)
+                with open(path, encoding="utf-8", errors="replace") as src:
+                    for n, line in enumerate(src, 1):
+                        if GETENV_RE.search(line):
+                            yield f"{os.path.relpath(path, root)}:{n}"
 
 
 def main():
@@ -123,7 +137,11 @@ def main():
     print(f"faces including internals (public API only): {len(faces_internal)}")
     for path, target in faces_internal:
         print(f"  {path}: {target}")
-    ok = len(upward) <= ALLOWED_UPWARD and not outside_cpu and not faces_internal
+    env = list(getenv_calls(root))
+    print(f"getenv in src/: {len(env)}")
+    for where in env:
+        print(f"  {where}")
+    ok = len(upward) <= ALLOWED_UPWARD and not outside_cpu and not faces_internal and not env
     print("floor plan: " + ("ok" if ok else "VIOLATED"))
     return 0 if ok else 1
 

@@ -12,12 +12,16 @@ namespace kiln {
 
 class Device {
  public:
-  //! Opens the device of `type`. Throws kiln::Error when it is not available in this build or machine.
-  explicit Device(DeviceType type);
+  //! Opens the device of `type` (kGPU: CUDA device `index`) and makes it the calling thread's
+  //! current device. Throws kiln::Error when it is not available in this build or machine.
+  explicit Device(DeviceType type, int index = 0);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
   DeviceType type() const;
+  //! Makes this device current on the calling thread: call it on every thread that enqueues work
+  //! for it (CUDA's current device is per thread; engines load on the current device).
+  void makeCurrent();
 
   //! Device memory (host memory on the CPU), 64-byte aligned at least. Owned by the caller: release.
   void* allocate(size_t bytes);

@@ -75,6 +75,9 @@ class Backend {
   virtual void synchronize(void* stream) = 0;
   //! The thread pool kernels run on (CPU backend) or nullptr.
   virtual ThreadPool* pool() { return nullptr; }
+  //! Makes this backend's device the calling thread's current one (CUDA: cudaSetDevice), so that
+  //! kernels enqueued from this thread run there. Optional (the CPU has nothing to do).
+  virtual void makeCurrent() {}
   //! The channel block (8, 16) this backend's conv tactics prefer for blocked NCHW tensors
   //! (ops/conv_layout.h); 0 when none handles blocked layouts. Optional.
   virtual int64_t preferredChannelBlock() const { return 0; }
@@ -108,13 +111,15 @@ class Backend {
   virtual void releaseHost(void* p);
 };
 
-//! The backend for a device, configured with `threads` CPU threads (0 = hardware threads).
+//! The backend for a device, configured with `threads` CPU threads (0 = hardware threads); for
+//! the GPU, CUDA device `deviceIndex` (-1: the calling thread's current device).
 //! Throws kiln::Error when the device is not available in this build or machine.
-std::shared_ptr<Backend> getBackend(DeviceType d, int threads);
+std::shared_ptr<Backend> getBackend(DeviceType d, int threads, int deviceIndex = -1);
 std::shared_ptr<Backend> makeCpuBackend(int threads);
 #ifdef KILN_HAVE_CUDA
-std::shared_ptr<Backend> makeCudaBackend();
-int cudaDeviceCount();  //!< 0 when the driver reports no device (never throws)
+std::shared_ptr<Backend> makeCudaBackend(int deviceIndex);
+int cudaDeviceCount();    //!< 0 when the driver reports no device (never throws)
+int cudaCurrentDevice();  //!< the calling thread's current CUDA device
 #endif
 //! A tactic wrapping the naive reference kernel of `op` (for tests and fallbacks).
 Tactic referenceTactic(const std::string& op);

@@ -9,9 +9,13 @@ struct Device::Impl {
   std::shared_ptr<Backend> backend;
 };
 
-Device::Device(DeviceType type) : impl_(std::make_unique<Impl>()) { impl_->backend = getBackend(type, 0); }
+Device::Device(DeviceType type, int index) : impl_(std::make_unique<Impl>()) {
+  impl_->backend = getBackend(type, 0, index);
+  impl_->backend->makeCurrent();
+}
 Device::~Device() = default;
 DeviceType Device::type() const { return impl_->backend->device(); }
+void Device::makeCurrent() { impl_->backend->makeCurrent(); }
 
 void* Device::allocate(size_t bytes) { return impl_->backend->allocate(bytes); }
 void Device::release(void* p) { impl_->backend->release(p); }

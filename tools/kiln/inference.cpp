@@ -16,11 +16,11 @@ double nowMs() {
 }
 
 InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, HostTensor>& inputs, bool useCudaGraph,
-                             int profile)
+                             int profile, int gpu)
     : context_(engine.createExecutionContext()) {
   context_->setOptimizationProfile(profile);
   if (engine.device() == DeviceType::kGPU) {
-    gpu_ = std::make_unique<Device>(DeviceType::kGPU);
+    gpu_ = std::make_unique<Device>(DeviceType::kGPU, gpu);
     stream_ = gpu_->createStream();
     for (void*& e : events_) e = gpu_->createEvent();
   }
@@ -149,6 +149,7 @@ struct SlotResult {
 
 void runSlot(InferenceSlot& slot, const TimingSettings& s, SlotResult& r) {
   try {
+    slot.bindThread();
     double warmStart = nowMs();
     while (nowMs() - warmStart < s.warmUpMs) {
       slot.run(s.transfers, 0.0);

@@ -18,9 +18,9 @@ class InferenceSlot {
   //! `inputs` holds a host tensor (with its runtime dims) for every engine input.
   //! On the GPU, `useCudaGraph` captures one enqueue into a graph and replays it (falling back to
   //! plain enqueue, with a warning, when capture is not possible).
-  //! `profile`: the optimization profile the context runs with.
+  //! `profile`: the optimization profile the context runs with; `gpu`: the engine's CUDA device.
   InferenceSlot(const Engine& engine, const std::map<std::string, HostTensor>& inputs, bool useCudaGraph = false,
-                int profile = 0);
+                int profile = 0, int gpu = 0);
   ~InferenceSlot();
   InferenceSlot(const InferenceSlot&) = delete;
   //! Whether enqueue replays a captured CUDA graph (--useCudaGraph and the capture succeeded).
@@ -36,6 +36,10 @@ class InferenceSlot {
   //! Copies the outputs to the host (if needed) and returns them in engine order.
   std::vector<NamedTensor> outputs();
   ExecutionContext& context() { return *context_; }
+  //! Makes the slot's device current on the calling thread (before running it from a new thread).
+  void bindThread() {
+    if (gpu_) gpu_->makeCurrent();
+  }
 
  private:
   struct Binding {

@@ -609,13 +609,14 @@ class GlobalPoolKernel : public Kernel {
       return;
     }
     // Block per plane only when the planes are large and there are too few for warps to fill the GPU.
-    const bool perBlock = s->size >= 2048 && s->planes < int64_t(132) * 64;
+    const int64_t warpFill = int64_t(cuda::smCount()) * 64;  // warps that fill the GPU
+    const bool perBlock = s->size >= 2048 && s->planes < warpFill;
     dispatchPoolType(io.in[0].type, max_, [&](auto tag) {
       using T = decltype(tag);
       auto launch = [&](auto kMaxTag) {
         constexpr bool kMax = decltype(kMaxTag)::value;
         if (perBlock)
-          globalPoolBlockKernel<kMax, T><<<static_cast<unsigned>(std::min<int64_t>(s->planes, 132 * 64)), 256, 0, stream>>>(
+          globalPoolBlockKernel<kMax, T><<<static_cast<unsigned>(std::min<int64_t>(s->planes, warpFill)), 256, 0, stream>>>(
               io.in[0].as<T>(), io.out[0].as<T>(), s->planes, s->size);
         else
           globalPoolWarpKernel<kMax, T><<<cuda::gridFor(s->planes * 32), 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(),
