@@ -55,7 +55,7 @@ models: build
 	$(PYTHON) tests/models/gen_models.py --out $(BUILD)/models
 	$(PYTHON) tests/models/run_model_tests.py --kiln $(BUILD)/bin/kiln --models $(BUILD)/models
 	@echo "transformers again with the GPU-only fusions (attention, skip LayerNorm) on the CPU's reference kernels:"
-	KILN_GPU_FUSIONS=1 $(PYTHON) tests/models/run_model_tests.py --kiln $(BUILD)/bin/kiln --models $(BUILD)/models --only bert,bert_dynamic,gpt2
+	$(PYTHON) tests/models/run_model_tests.py --kiln $(BUILD)/bin/kiln --models $(BUILD)/models --only bert,bert_dynamic,gpt2 --build-flag=--gpuFusions
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only, its own build folder): the plan
 # and timing-cache fuzz, the plan-field and runtime unit tests, and a seeded kiln_plan_fuzz run.

@@ -3,7 +3,7 @@
 test layout, as bench/gpu_bench.py and peers.py export them), runs it on the recorded inputs and
 prints the largest absolute and relative error against the recorded output.
   check_output.py --kiln build/bin/kiln DIR [kiln build flags...]   (e.g. --fp16 --device=gpu)
-Environment variables (KILN_SKIP_PASSES, KILN_GPU_NHWC) pass through, for bisecting."""
+For bisecting, pass build flags such as --skipPasses=word,... or --noChannelsLast."""
 import json, os, subprocess, sys
 
 import numpy as np
@@ -31,8 +31,7 @@ def main():
     val = np.array(got["values"], dtype=np.float64).reshape(ref.shape)
     err = np.abs(val - ref)
     worst = np.unravel_index(int(err.argmax()), err.shape)
-    env = " ".join(f"{k}={v}" for k, v in os.environ.items() if k.startswith("KILN_"))
-    print(f"{env} {' '.join(extra)}: max abs err {err.max():.4g} at {tuple(int(i) for i in worst)} "
+    print(f"{' '.join(extra)}: max abs err {err.max():.4g} at {tuple(int(i) for i in worst)} "
           f"(ref max {np.abs(ref).max():.4g}), rows with err > 0.1: {int((err.reshape(-1, ref.shape[-1]).max(-1) > 0.1).sum())}")
     return 0
 

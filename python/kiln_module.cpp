@@ -13,7 +13,6 @@
 #include <mutex>
 #include <sstream>
 
-#include "backends/backend.h"
 #include "kiln/kiln.h"
 #include "kiln/onnx_parser.h"
 #include "kiln/plugin.h"
@@ -55,19 +54,19 @@ std::vector<int64_t> fromDims(const Dims& d) { return std::vector<int64_t>(d.beg
 
 //! Buffers of one context on its engine's device; grown as shapes grow, reused across calls.
 struct DeviceBuffer {
-  std::shared_ptr<Backend> backend;
+  std::shared_ptr<Device> device;
   void* ptr = nullptr;
   size_t bytes = 0;
   void reserve(size_t n) {
     if (n <= bytes) return;
-    if (ptr) backend->release(ptr);
+    if (ptr) device->release(ptr);
     ptr = nullptr;  // stays null if the allocation below throws
     bytes = 0;
-    ptr = backend->allocate(n);
+    ptr = device->allocate(n);
     bytes = n;
   }
   ~DeviceBuffer() {
-    if (ptr) backend->release(ptr);
+    if (ptr) device->release(ptr);
   }
 };
 
@@ -75,7 +74,7 @@ struct DeviceBuffer {
 struct ContextHandle {
   std::shared_ptr<Engine> engine;  // keeps the engine alive as long as its context
   std::unique_ptr<ExecutionContext> ctx;
-  std::shared_ptr<Backend> backend;  // GPU only
+  std::shared_ptr<Device> device;  // GPU only
   void* stream = nullptr;
   std::map<std::string, std::unique_ptr<DeviceBuffer>> buffers;
   //! A context runs one call at a time; a second thread gets an error, not a corrupted heap.
@@ -83,21 +82,21 @@ struct ContextHandle {
 
   explicit ContextHandle(std::shared_ptr<Engine> e) : engine(std::move(e)), ctx(engine->createExecutionContext()) {
     if (engine->device() == DeviceType::kGPU) {
-      backend = getBackend(DeviceType::kGPU, 0);
-      stream = backend->createStream();
+      device = std::make_shared<Device>(DeviceType::kGPU);
+      stream = device->createStream();
     }
   }
   ~ContextHandle() {
     buffers.clear();
     ctx.reset();
-    if (stream) backend->destroyStream(stream);
+    if (stream) device->destroyStream(stream);
   }
 
   void* deviceBuffer(const std::string& name, size_t bytes) {
     auto& b = buffers[name];
     if (!b) {
       b = std::make_unique<DeviceBuffer>();
-      b->backend = backend;
+      b->device = device;
     }
     b->reserve(std::max<size_t>(bytes, 64));
     return b->ptr;
@@ -133,9 +132,9 @@ struct ContextHandle {
       else if (dims != e.getTensorShape(n))
         throw Error("input '" + n + "' has shape " + toString(dims) + " but the engine takes " + toString(e.getTensorShape(n)));
       keep.push_back(a);
-      if (backend) {
+      if (device) {
         void* d = deviceBuffer(n, a.nbytes());
-        backend->copyToDevice(d, a.data(), a.nbytes(), stream);
+        device->copyToDevice(d, a.data(), a.nbytes(), stream);
         ctx->setTensorAddress(n, d);
       } else {
         ctx->setTensorAddress(n, const_cast<void*>(a.data()));
@@ -143,7 +142,7 @@ struct ContextHandle {
     }
     // Output shapes may be computed from input values, which the context reads from the device:
     // the uploads above must have landed.
-    if (backend) backend->synchronize(stream);
+    if (device) device->synchronize(stream);
     py::dict result;
     std::vector<std::pair<std::string, py::array>> outs;
     for (const std::string& n : outputs) {
@@ -152,15 +151,15 @@ struct ContextHandle {
         throw UnsupportedError("output '" + n + "' has a data-dependent shape " + toString(dims) + ", which kiln does not support yet");
       std::vector<py::ssize_t> shape(dims.begin(), dims.end());
       py::array a(dtypeOf(e.getTensorDataType(n)), shape);
-      ctx->setTensorAddress(n, backend ? deviceBuffer(n, a.nbytes()) : a.mutable_data());
+      ctx->setTensorAddress(n, device ? deviceBuffer(n, a.nbytes()) : a.mutable_data());
       outs.emplace_back(n, a);
     }
     {
       py::gil_scoped_release release;  // the arrays are held in `keep` and `outs`
       ctx->enqueue(stream);
-      if (backend) {
-        for (auto& [n, a] : outs) backend->copyToHost(a.mutable_data(), buffers[n]->ptr, a.nbytes(), stream);
-        backend->synchronize(stream);
+      if (device) {
+        for (auto& [n, a] : outs) device->copyToHost(a.mutable_data(), buffers[n]->ptr, a.nbytes(), stream);
+        device->synchronize(stream);
       }
     }
     for (auto& [n, a] : outs) result[n.c_str()] = a;

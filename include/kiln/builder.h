@@ -77,6 +77,24 @@ class BuilderConfig {
   //! Not owned; must outlive build(). Null: time everything.
   void setTimingCache(TimingCache* cache) { timingCache_ = cache; }
   TimingCache* timingCache() const { return timingCache_; }
+  //! GPU: the CUDA device to build for (default 0); the engine runs there too.
+  void setDeviceIndex(int index) { deviceIndex_ = index; }
+  int deviceIndex() const { return deviceIndex_; }
+  //! Tactics whose name starts with one of these prefixes are not offered (passes and timing
+  //! alike). Build time only: a plan loads whatever tactics it names.
+  void setDisabledTactics(std::vector<std::string> prefixes) { disabledTactics_ = std::move(prefixes); }
+  const std::vector<std::string>& disabledTactics() const { return disabledTactics_; }
+  //! Debugging aid: builder passes whose name contains one of these words are skipped (a
+  //! verbose build names every pass that changed the network).
+  void setSkippedPasses(std::vector<std::string> words) { skippedPasses_ = std::move(words); }
+  const std::vector<std::string>& skippedPasses() const { return skippedPasses_; }
+  //! GPU: float16/bfloat16 conv/pool chains exchange channels-last (nhwc) tensors (default on).
+  void setChannelsLast(bool on) { channelsLast_ = on; }
+  bool channelsLast() const { return channelsLast_; }
+  //! Testing aid: the GPU-only fusions (attention, skip LayerNorm) also in a CPU build, where the
+  //! fused layers run on the reference kernels (GPU builds always run them).
+  void setGpuFusions(bool on) { gpuFusions_ = on; }
+  bool gpuFusions() const { return gpuFusions_; }
 
  private:
   uint32_t flags_ = 0;
@@ -88,6 +106,11 @@ class BuilderConfig {
   std::vector<OptimizationProfile> profiles_;
   ProgressCallback progress_;
   TimingCache* timingCache_ = nullptr;
+  int deviceIndex_ = 0;
+  std::vector<std::string> disabledTactics_;
+  std::vector<std::string> skippedPasses_;
+  bool channelsLast_ = true;
+  bool gpuFusions_ = false;
 };
 
 class Builder {

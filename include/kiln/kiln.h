@@ -1,6 +1,7 @@
 // kiln: an inference optimizer and runtime. Umbrella header.
 #pragma once
 #include "kiln/builder.h"
+#include "kiln/device.h"
 #include "kiln/logger.h"
 #include "kiln/network.h"
 #include "kiln/onnx_parser.h"

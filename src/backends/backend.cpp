@@ -48,12 +48,23 @@ bool gpuAvailable() {
 #endif
 }
 
-std::shared_ptr<Backend> getBackend(DeviceType d, int threads) {
+std::shared_ptr<Backend> getBackend(DeviceType d, int threads, int deviceIndex) {
   // One backend per (device, thread count), shared while anyone holds it.
   static std::mutex mu;
   static std::map<std::pair<int, int>, std::weak_ptr<Backend>> cache;
   std::lock_guard<std::mutex> lk(mu);
-  auto key = std::make_pair(static_cast<int>(d), d == DeviceType::kCPU ? threads : 0);
+  // Key: the thread count on the CPU, the device index on the GPU.
+  int which = threads;
+#ifdef KILN_HAVE_CUDA
+  if (d == DeviceType::kGPU) {
+    const int count = cudaDeviceCount();
+    if (count == 0) throw Error("no CUDA device is available on this machine (use --device=cpu)");
+    which = deviceIndex >= 0 ? deviceIndex : cudaCurrentDevice();
+    if (which >= count)
+      throw Error("CUDA device " + std::to_string(which) + " does not exist (this machine has " + std::to_string(count) + ")");
+  }
+#endif
+  auto key = std::make_pair(static_cast<int>(d), which);
   auto& w = cache[key];
   if (auto s = w.lock()) return s;
   std::shared_ptr<Backend> s;
@@ -61,8 +72,7 @@ std::shared_ptr<Backend> getBackend(DeviceType d, int threads) {
     s = makeCpuBackend(threads);
   } else {
 #ifdef KILN_HAVE_CUDA
-    if (cudaDeviceCount() == 0) throw Error("no CUDA device is available on this machine (use --device=cpu)");
-    s = makeCudaBackend();
+    s = makeCudaBackend(which);
 #else
     throw Error("this build of kiln has no CUDA backend (use --device=cpu)");
 #endif

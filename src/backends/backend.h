@@ -7,51 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "ir/layer_desc.h"
 #include "kiln/builder.h"
 #include "kiln/network.h"
 #include "kiln/types.h"
 
 namespace kiln {
-
-class ThreadPool;
-
-//! A tensor as a layer sees it: type, dims (-1 allowed at build time) and, when known on the
-//! host, its value (weights, constants, shape values).
-struct TensorDesc {
-  DataType type = DataType::kFLOAT;
-  Dims dims;
-  HostTensor value;  //!< valid() when the value is known on the host
-};
-
-//! A layer as a backend sees it.
-struct LayerDesc {
-  std::string name;
-  std::string op;
-  std::string domain;
-  const Attributes* attrs = nullptr;  //!< never null in a valid desc
-  std::vector<TensorDesc> inputs;     //!< an omitted optional input has type kFLOAT and no dims
-  std::vector<bool> inputPresent;     //!< false for omitted optional inputs
-  std::vector<TensorDesc> outputs;
-  bool present(size_t i) const { return i < inputPresent.size() && inputPresent[i]; }
-};
-
-//! A concrete buffer handed to a kernel.
-struct TensorView {
-  void* data = nullptr;
-  DataType type = DataType::kFLOAT;
-  Dims dims;
-  int64_t count = 0;
-  template <typename T> T* as() const { return static_cast<T*>(data); }
-};
-
-struct KernelIO {
-  std::vector<TensorView> in;   //!< data == nullptr for omitted optional inputs
-  std::vector<TensorView> out;
-  void* workspace = nullptr;
-  size_t workspaceSize = 0;
-  ThreadPool* pool = nullptr;  //!< CPU: worker threads (never null on the CPU backend)
-  void* stream = nullptr;      //!< GPU: cudaStream_t
-};
 
 //! Per-context, per-shape state of a kernel (e.g. primitives created for concrete shapes).
 class KernelState {
@@ -114,6 +75,12 @@ class Backend {
   virtual void synchronize(void* stream) = 0;
   //! The thread pool kernels run on (CPU backend) or nullptr.
   virtual ThreadPool* pool() { return nullptr; }
+  //! Makes this backend's device the calling thread's current one (CUDA: cudaSetDevice), so that
+  //! kernels enqueued from this thread run there. Optional (the CPU has nothing to do).
+  virtual void makeCurrent() {}
+  //! The channel block (8, 16) this backend's conv tactics prefer for blocked NCHW tensors
+  //! (ops/conv_layout.h); 0 when none handles blocked layouts. Optional.
+  virtual int64_t preferredChannelBlock() const { return 0; }
 
   // Streams and events (the CPU has none: its streams are null and its work is synchronous).
   //! A new stream (nullptr on the CPU). Owned by the caller: destroyStream.
@@ -144,13 +111,15 @@ class Backend {
   virtual void releaseHost(void* p);
 };
 
-//! The backend for a device, configured with `threads` CPU threads (0 = hardware threads).
+//! The backend for a device, configured with `threads` CPU threads (0 = hardware threads); for
+//! the GPU, CUDA device `deviceIndex` (-1: the calling thread's current device).
 //! Throws kiln::Error when the device is not available in this build or machine.
-std::shared_ptr<Backend> getBackend(DeviceType d, int threads);
+std::shared_ptr<Backend> getBackend(DeviceType d, int threads, int deviceIndex = -1);
 std::shared_ptr<Backend> makeCpuBackend(int threads);
 #ifdef KILN_HAVE_CUDA
-std::shared_ptr<Backend> makeCudaBackend();
-int cudaDeviceCount();  //!< 0 when the driver reports no device (never throws)
+std::shared_ptr<Backend> makeCudaBackend(int deviceIndex);
+int cudaDeviceCount();    //!< 0 when the driver reports no device (never throws)
+int cudaCurrentDevice();  //!< the calling thread's current CUDA device
 #endif
 //! A tactic wrapping the naive reference kernel of `op` (for tests and fallbacks).
 Tactic referenceTactic(const std::string& op);

@@ -8,10 +8,10 @@
 #include <string>
 
 #include "builder/passes/passes.h"
+#include "builder/tactic_filter.h"
 #include "builder/tactic_timing.h"
-#include "core/env_words.h"
-#include "ir/shape_propagation.h"
 #include "ops/op_registry.h"
+#include "ops/shape_propagation.h"
 #include "runtime/engine_impl.h"
 
 namespace kiln {
@@ -102,11 +102,10 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
   };
   auto repropagate = [&] { propagateShapes(net, nullptr, true); };
   removeFoldedLayers(net);
-  // KILN_GPU_FUSIONS=1 (testing aid): the GPU-only fusions also run in CPU builds, where the fused
+  // setGpuFusions (testing aid): the GPU-only fusions also run in CPU builds, where the fused
   // layers run on the reference kernels, so whole models check them against ONNX Runtime without
   // a GPU (make models does).
-  const char* gpuFusionsEnv = std::getenv("KILN_GPU_FUSIONS");
-  const bool gpuFusions = cfg.device() == DeviceType::kGPU || (gpuFusionsEnv && std::string(gpuFusionsEnv) == "1");
+  const bool gpuFusions = cfg.device() == DeviceType::kGPU || cfg.gpuFusions();
   struct Pass { const char* name; std::function<bool(Network&)> fn; };
   const Pass passes[] = {
       {"elide Identity and same-type Cast", elideNoOps},
@@ -124,13 +123,13 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse pointwise chains", fusePointwiseChains},
       {"blocked layouts between conv/pool layers (CPU)", cfg.device() == DeviceType::kCPU ? assignCpuLayouts : +[](Network&) { return false; }},
   };
-  // KILN_SKIP_PASSES=a,b (debugging aid): passes whose name contains one of the words are skipped.
-  const std::vector<std::string> skip = envWords("KILN_SKIP_PASSES");
+  // setSkippedPasses (debugging aid): passes whose name contains one of the words are skipped.
+  const std::vector<std::string>& skip = cfg.skippedPasses();
   for (const Pass& p : passes) {
     bool skipped = false;
     for (const std::string& w : skip) skipped = skipped || std::string(p.name).find(w) != std::string::npos;
     if (skipped) {
-      log.log(Sev::kINFO, std::string("pass skipped (KILN_SKIP_PASSES): ") + p.name);
+      log.log(Sev::kINFO, std::string("pass skipped (--skipPasses): ") + p.name);
       continue;
     }
     if (p.fn(net)) {
@@ -165,7 +164,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
     log.log(Sev::kVERBOSE, "pass: float32 compute for float16/bfloat16 layers the backend cannot run as they are");
     repropagate();
   }
-  if (cfg.device() == DeviceType::kGPU && assignGpuLayouts(net, backend)) {
+  if (cfg.device() == DeviceType::kGPU && cfg.channelsLast() && assignGpuLayouts(net, backend)) {
     log.log(Sev::kVERBOSE, "pass: channels-last (nhwc) tensors between conv/pool layers (GPU)");
     net.topoSort();
     repropagate();
@@ -249,7 +248,8 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
   auto profiles = collectProfiles(net, cfg);
   net.topoSort();
   propagateShapes(net, nullptr, true);
-  auto backend = getBackend(cfg.device(), cfg.threads());
+  auto backend = withoutTactics(getBackend(cfg.device(), cfg.threads(), cfg.deviceIndex()), cfg.disabledTactics());
+  backend->makeCurrent();  // instantiateEngine below takes the calling thread's current device
   // Phase times go to the build's INFO line: they show where a rebuild with a warm timing cache
   // still spends its time (a cache skips timing, not kernel creation or the passes).
   auto since = [](std::chrono::steady_clock::time_point t) {

@@ -4,8 +4,6 @@
 #include <functional>
 #include <set>
 
-#include "ir/shape_propagation.h"
-
 namespace kiln {
 
 // ---- Attributes ----
@@ -266,7 +264,5 @@ void Network::removeDeadLayers() {
   }
   tensors_ = std::move(tk);
 }
-
-void Network::inferShapes() { propagateShapes(*this, nullptr); }
 
 }  // namespace kiln

@@ -14,9 +14,9 @@
 #include <tuple>
 
 #include "kiln/onnx_parser.h"
-#include "ir/shape_propagation.h"
 #include "onnx/tensor_proto.h"
 #include "ops/op_registry.h"
+#include "ops/shape_propagation.h"
 #include "plugin/plugin_layer.h"
 
 namespace kiln {

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "backends/backend.h"
+#include "ir/layer_desc.h"
 
 namespace kiln {
 

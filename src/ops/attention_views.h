@@ -13,7 +13,7 @@
 #include <array>
 #include <string>
 
-#include "backends/backend.h"
+#include "ir/layer_desc.h"
 #include "ops/op_util.h"
 
 namespace kiln {

@@ -3,8 +3,8 @@
 // (kiln_activation; Conv's 4th residual input).
 #include <string>
 
-#include "backends/cpu/conv_geometry.h"
 #include "ops/activation.h"
+#include "ops/conv_geometry.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 

@@ -4,11 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define KILN_HOST_DEVICE __host__ __device__
-#else
-#define KILN_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace kiln {
 

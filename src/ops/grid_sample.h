@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/det_lu.h"  // KILN_HOST_DEVICE
+#include "core/host_device.h"
 
 namespace kiln {
 

@@ -1,10 +1,10 @@
 // kiln-internal op "LayoutConvert": copies a 4-D tensor from one physical layout to another
-// (kiln_layout_in -> kiln_layout_out; backends/cpu/conv_layout.h): float32 between "nchw",
+// (kiln_layout_in -> kiln_layout_out; ops/conv_layout.h): float32 between "nchw",
 // "nChw8c" and "nChw16c" (the CPU layout pass, builder/passes/cpu_layout.cpp), any element type
 // between "nchw" and "nhwc" (the GPU layout pass, builder/passes/gpu_layout.cpp). Its dims are
 // logical NCHW on both sides: only the byte order changes.
 
-#include "backends/cpu/conv_layout.h"
+#include "ops/conv_layout.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 
@@ -14,7 +14,7 @@ namespace {
 
 int64_t blockOf(const LayerDesc& l, const char* attr) {
   if (!l.attrs->has(attr)) opError(l, std::string("missing attribute ") + attr);
-  int64_t b = cpu::layerLayoutBlock(l, attr);
+  int64_t b = layerLayoutBlock(l, attr);
   if (b == 0) opError(l, std::string("unknown layout in ") + attr + " (expected nchw, nChw8c, nChw16c or nhwc)");
   return b;
 }
@@ -22,10 +22,10 @@ int64_t blockOf(const LayerDesc& l, const char* attr) {
 void inferLayoutConvert(LayerDesc& l) {
   requireInputs(l, 1, 1);
   const TensorDesc& x = l.inputs[0];
-  const int64_t fromB = blockOf(l, cpu::kLayoutInAttr), toB = blockOf(l, cpu::kLayoutOutAttr);
-  if (fromB == cpu::kNhwcBlock || toB == cpu::kNhwcBlock) {
+  const int64_t fromB = blockOf(l, kLayoutInAttr), toB = blockOf(l, kLayoutOutAttr);
+  if (fromB == kNhwcBlock || toB == kNhwcBlock) {
     if (x.dims.size() != 4) opError(l, "expects a 4-D NCHW tensor, got dims " + toString(x.dims));
-    if (fromB + toB != cpu::kNhwcBlock + 1) opError(l, "converts between nchw and nhwc only");
+    if (fromB + toB != kNhwcBlock + 1) opError(l, "converts between nchw and nhwc only");
     setOutput(l, 0, x.type, x.dims);
     return;
   }
@@ -33,26 +33,26 @@ void inferLayoutConvert(LayerDesc& l) {
     throw UnsupportedError("layer '" + l.name + "' (LayoutConvert): only float32 tensors are converted, got " +
                            toString(x.type));
   if (x.dims.size() != 4) opError(l, "expects a 4-D NCHW tensor, got dims " + toString(x.dims));
-  const int64_t from = blockOf(l, cpu::kLayoutInAttr), to = blockOf(l, cpu::kLayoutOutAttr);
+  const int64_t from = blockOf(l, kLayoutInAttr), to = blockOf(l, kLayoutOutAttr);
   const int64_t c = x.dims[1];
   if (c >= 0 && (c % from != 0 || c % to != 0))
     opError(l, std::to_string(c) + " channels are not a multiple of the channel block of " +
-                   cpu::layoutName(c % from != 0 ? from : to));
+                   layoutName(c % from != 0 ? from : to));
   setOutput(l, 0, x.type, x.dims);
 }
 
 void refLayoutConvert(const LayerDesc& l, const KernelIO& io) {
   const Dims& d = l.inputs[0].dims;
-  const int64_t fromB = blockOf(l, cpu::kLayoutInAttr), toB = blockOf(l, cpu::kLayoutOutAttr);
-  if (fromB == cpu::kNhwcBlock || toB == cpu::kNhwcBlock) {
+  const int64_t fromB = blockOf(l, kLayoutInAttr), toB = blockOf(l, kLayoutOutAttr);
+  if (fromB == kNhwcBlock || toB == kNhwcBlock) {
     const int64_t hw = d[2] * d[3];
     const size_t elem = elementSize(l.inputs[0].type);
-    if (toB == cpu::kNhwcBlock) cpu::transposeInner(io.in[0].data, io.out[0].data, d[0], d[1], hw, elem);
-    else cpu::transposeInner(io.in[0].data, io.out[0].data, d[0], hw, d[1], elem);
+    if (toB == kNhwcBlock) transposeInner(io.in[0].data, io.out[0].data, d[0], d[1], hw, elem);
+    else transposeInner(io.in[0].data, io.out[0].data, d[0], hw, d[1], elem);
     return;
   }
-  cpu::convertLayout(io.in[0].as<const float>(), blockOf(l, cpu::kLayoutInAttr), io.out[0].as<float>(),
-                     blockOf(l, cpu::kLayoutOutAttr), d[0], d[1], d[2] * d[3], io.pool);
+  convertLayout(io.in[0].as<const float>(), blockOf(l, kLayoutInAttr), io.out[0].as<float>(),
+                     blockOf(l, kLayoutOutAttr), d[0], d[1], d[2] * d[3], io.pool);
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
 #include "core/thread_pool.h"
+#include "ir/layer_desc.h"
 
 namespace kiln {
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "ir/layer_desc.h"
 #include "ops/activation.h"
 
 namespace kiln {

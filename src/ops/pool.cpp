@@ -5,7 +5,7 @@
 #include <string>
 #include <type_traits>
 
-#include "backends/cpu/conv_geometry.h"
+#include "ops/conv_geometry.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 

@@ -4,8 +4,8 @@
 #pragma once
 #include <cstdint>
 
-#include "backends/backend.h"
-#include "ops/det_lu.h"  // KILN_HOST_DEVICE
+#include "core/host_device.h"
+#include "ir/layer_desc.h"
 
 namespace kiln {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backends/backend.h"
+#include "ir/layer_desc.h"
 
 namespace kiln {
 

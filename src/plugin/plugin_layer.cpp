@@ -6,8 +6,8 @@
 #include <mutex>
 #include <sstream>
 
-#include "ir/shape_propagation.h"
 #include "ops/op_registry.h"
+#include "ops/shape_propagation.h"
 
 namespace kiln {
 

@@ -134,7 +134,8 @@ def test_help_lists_every_flag():
                  "--exportLayerInfo", "--threads", "--device", "--fp16", "--bf16", "--int8", "--noTF32",
                  "--stronglyTyped", "--builderOptimizationLevel", "--maxAuxStreams", "--useCudaGraph", "--streams",
                  "--noDataTransfers", "--verbose", "--help", "--timingCacheFile", "--plugins", "--listPlugins",
-                 "--enablePluginOverride", "--precisionConstraints", "--layerPrecisions", "--useProfile"]:
+                 "--enablePluginOverride", "--precisionConstraints", "--layerPrecisions", "--useProfile", "--gpu",
+                 "--disableTactics", "--skipPasses", "--noChannelsLast", "--gpuFusions"]:
         check(flag in out, f"{flag} missing from --help")
 
 
@@ -361,6 +362,10 @@ def test_every_flag_parsed():
     with open(files["layers"]) as f:
         json.load(f)  # valid JSON
     run(["--onnx=" + model, "--stronglyTyped", "--skipInference", "--device=cpu"])
+    # Build knobs (BuilderConfig fields, formerly environment variables).
+    knobs = run(["--onnx=" + model, "--device=cpu", "--gpu=0", "--disableTactics=avx2,onednn", "--skipPasses=fuse,layout",
+                 "--noChannelsLast", "--gpuFusions", "--verbose", "--skipInference"])
+    assert "pass skipped (--skipPasses): fuse activation into producer" in knobs.stdout + knobs.stderr, knobs.stderr
     run(["--loadEngine=" + path("all.plan"), "--threads=2", *FAST])
     graph = run(["--onnx=" + model, "--useCudaGraph", *FAST])
     check("no CUDA graphs" in graph.stderr, graph.stderr)  # the CPU warns and runs plain enqueue

@@ -165,7 +165,8 @@ def device_flags(args) -> list[str]:
 def test_static(args, name: str, model_path: str, work: str) -> list[tuple[str, bool, str]]:
     model = onnx.load(model_path, load_external_data=False)
     feeds = model_zoo.make_inputs(model, None, seed=100)
-    cmd = [args.kiln, f"--onnx={model_path}", f"--device={args.device}", *device_flags(args), f"--threads={args.threads}"]
+    cmd = [args.kiln, f"--onnx={model_path}", f"--device={args.device}", *device_flags(args), f"--threads={args.threads}",
+           *args.build_flag]
     ok, why = check_run(cmd, model_path, feeds, work, name, args.threads)
     return [(name, ok, why)]
 
@@ -176,7 +177,7 @@ def test_dynamic(args, name: str, model_path: str, work: str) -> list[tuple[str,
     engine = os.path.join(work, f"{name}.engine")
     build = [args.kiln, f"--onnx={model_path}", f"--device={args.device}", *device_flags(args), f"--threads={args.threads}",
              f"--minShapes={shape_spec(lo)}", f"--optShapes={shape_spec(opt)}", f"--maxShapes={shape_spec(hi)}",
-             f"--saveEngine={engine}", "--skipInference"]
+             f"--saveEngine={engine}", "--skipInference", *args.build_flag]
     ok, why = run_kiln(build)
     if not ok:
         return [(f"{name} (build with profile)", False, why)]
@@ -200,6 +201,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu", choices=["cpu", "gpu"],
                         help="gpu: FP32 engines without TF32 (--noTF32), compared at rtol = atol = 1e-3")
+    parser.add_argument("--build-flag", action="append", default=[],
+                        help="extra kiln flag for every build, e.g. --build-flag=--gpuFusions (repeatable)")
     parser.add_argument("--work", default="", help="directory for inputs/outputs/engines (default: MODELS/_run)")
     args = parser.parse_args()
     if args.device == "gpu":

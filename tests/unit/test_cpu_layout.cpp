@@ -5,9 +5,9 @@
 
 #include <cstring>
 
-#include "backends/cpu/conv_layout.h"
 #include "builder/passes/passes.h"
 #include "op_test_util.h"
+#include "ops/conv_layout.h"
 #include "reference_eval.h"
 
 using namespace kiln;
@@ -60,8 +60,8 @@ bool offered(const OpCase& c, const std::string& tactic) {
 //! compares with the reference kernel on the plain tensors.
 void checkBlockedTactic(OpCase c, const std::string& tactic, int64_t in, int64_t out, double tol) {
   auto ref = kiln::test::runReference(c);
-  c.attrs.set(cpu::kLayoutInAttr, std::string(layoutOf(in)));
-  c.attrs.set(cpu::kLayoutOutAttr, std::string(layoutOf(out)));
+  c.attrs.set(kLayoutInAttr, std::string(layoutOf(in)));
+  c.attrs.set(kLayoutOutAttr, std::string(layoutOf(out)));
   ASSERT_TRUE(offered(c, tactic)) << tactic << " " << layoutOf(in) << " -> " << layoutOf(out);
   c.inputs[0] = toBlocked(c.inputs[0], in);
   if (c.inputs.size() > 3 && c.inputs[3].valid()) c.inputs[3] = toBlocked(c.inputs[3], out);
@@ -94,14 +94,14 @@ TEST(CpuLayout, LayoutConvertFollowsTheLayoutDefinition) {
     HostTensor x = randomTensor({2, 32, 5, 3}, 7);
     OpCase to;
     to.op = "LayoutConvert";
-    to.attrs.set(cpu::kLayoutInAttr, std::string("nchw"));
-    to.attrs.set(cpu::kLayoutOutAttr, std::string(layoutOf(b)));
+    to.attrs.set(kLayoutInAttr, std::string("nchw"));
+    to.attrs.set(kLayoutOutAttr, std::string(layoutOf(b)));
     to.inputs = {x};
     HostTensor blocked = kiln::test::runReference(to)[0];
     expectClose(blocked, toBlocked(x, b), 0, 0, "nchw -> blocked");
     OpCase back = to;
-    back.attrs.set(cpu::kLayoutInAttr, std::string(layoutOf(b)));
-    back.attrs.set(cpu::kLayoutOutAttr, std::string("nchw"));
+    back.attrs.set(kLayoutInAttr, std::string(layoutOf(b)));
+    back.attrs.set(kLayoutOutAttr, std::string("nchw"));
     back.inputs = {blocked};
     expectClose(kiln::test::runReference(back)[0], x, 0, 0, "blocked -> nchw");
   }
@@ -109,8 +109,8 @@ TEST(CpuLayout, LayoutConvertFollowsTheLayoutDefinition) {
   HostTensor x = randomTensor({1, 32, 4, 4}, 8);
   OpCase c;
   c.op = "LayoutConvert";
-  c.attrs.set(cpu::kLayoutInAttr, std::string("nChw8c"));
-  c.attrs.set(cpu::kLayoutOutAttr, std::string("nChw16c"));
+  c.attrs.set(kLayoutInAttr, std::string("nChw8c"));
+  c.attrs.set(kLayoutOutAttr, std::string("nChw16c"));
   c.inputs = {toBlocked(x, 8)};
   expectClose(kiln::test::runReference(c)[0], toBlocked(x, 16), 0, 0, "nChw8c -> nChw16c");
 }
@@ -122,8 +122,8 @@ TEST(CpuLayout, NhwcConversionIsATransposeOfAnyElementType) {
     for (int64_t i = 0; i < x.count() * static_cast<int64_t>(elementSize(t)); ++i) static_cast<uint8_t*>(x.data())[i] = static_cast<uint8_t>(i * 7 + 3);
     auto convert = [&](const HostTensor& in, const char* from, const char* to) {
       Attributes a;
-      a.set(cpu::kLayoutInAttr, std::string(from));
-      a.set(cpu::kLayoutOutAttr, std::string(to));
+      a.set(kLayoutInAttr, std::string(from));
+      a.set(kLayoutOutAttr, std::string(to));
       LayerDesc l;
       l.name = "lc";
       l.op = "LayoutConvert";
@@ -149,8 +149,8 @@ TEST(CpuLayout, NhwcConversionIsATransposeOfAnyElementType) {
 TEST(CpuLayout, LayoutConvertRejectsBadInput) {
   auto infer = [](const Dims& d, const std::string& from, const std::string& to, DataType t = DataType::kFLOAT) {
     Attributes a;
-    a.set(cpu::kLayoutInAttr, from);
-    a.set(cpu::kLayoutOutAttr, to);
+    a.set(kLayoutInAttr, from);
+    a.set(kLayoutOutAttr, to);
     LayerDesc l;
     l.name = "lc";
     l.op = "LayoutConvert";
@@ -180,7 +180,7 @@ TEST(CpuLayout, LayoutConvertRejectsBadInput) {
 }
 
 TEST(CpuLayout, ConvTacticsHonourOrRefuseBlockedLayouts) {
-  const int64_t block = cpu::preferredChannelBlock();
+  const int64_t block = getBackend(DeviceType::kCPU, 1)->preferredChannelBlock();
   if (block == 0) GTEST_SKIP() << "built without oneDNN: no tactic exchanges blocked layouts";
   for (int64_t b : {int64_t(8), int64_t(16)}) {
     // Dense 3x3 with a residual, 1x1 expansion, strided depthwise 3x3: every combination of
@@ -196,15 +196,15 @@ TEST(CpuLayout, ConvTacticsHonourOrRefuseBlockedLayouts) {
   EXPECT_TRUE(offered(dw, "depthwise_avx2"));
   EXPECT_TRUE(offered(dw, "im2col_gemm"));
   EXPECT_TRUE(offered(dw, "onednn"));
-  dw.attrs.set(cpu::kLayoutInAttr, std::string("nChw8c"));
-  dw.attrs.set(cpu::kLayoutOutAttr, std::string("nChw8c"));
+  dw.attrs.set(kLayoutInAttr, std::string("nChw8c"));
+  dw.attrs.set(kLayoutOutAttr, std::string("nChw8c"));
   auto names = kiln::test::tacticNames(cpuBackend(), dw);
   EXPECT_EQ(names, std::vector<std::string>{"onednn_blocked"});
   // 12 channels are not a multiple of 8: no tactic takes the blocked layout.
   OpCase odd = convCase(12, 16, 1, 1, 1, false, 51);
-  odd.attrs.set(cpu::kLayoutInAttr, std::string("nChw8c"));
+  odd.attrs.set(kLayoutInAttr, std::string("nChw8c"));
   EXPECT_FALSE(offered(odd, "onednn_blocked"));
-  odd.attrs.set(cpu::kLayoutInAttr, std::string("bogus"));
+  odd.attrs.set(kLayoutInAttr, std::string("bogus"));
   EXPECT_FALSE(offered(odd, "onednn_blocked"));
 }
 
@@ -230,12 +230,12 @@ TEST(CpuLayout, PoolTacticsHonourBlockedLayouts) {
   }
   // Window pools keep X's layout; global pools write plain.
   OpCase c = pool("MaxPool", false);
-  c.attrs.set(cpu::kLayoutInAttr, std::string("nChw8c"));
-  c.attrs.set(cpu::kLayoutOutAttr, std::string("nchw"));
+  c.attrs.set(kLayoutInAttr, std::string("nChw8c"));
+  c.attrs.set(kLayoutOutAttr, std::string("nchw"));
   EXPECT_FALSE(offered(c, "direct"));
   OpCase g = pool("GlobalAveragePool", false);
-  g.attrs.set(cpu::kLayoutInAttr, std::string("nChw8c"));
-  g.attrs.set(cpu::kLayoutOutAttr, std::string("nChw8c"));
+  g.attrs.set(kLayoutInAttr, std::string("nChw8c"));
+  g.attrs.set(kLayoutOutAttr, std::string("nChw8c"));
   EXPECT_FALSE(offered(g, "avx2"));
 }
 
@@ -288,7 +288,7 @@ void makeChain(Network& n) {
 }  // namespace
 
 TEST(CpuLayout, PassBlocksConvChainsAndKeepsResults) {
-  const int64_t block = cpu::preferredChannelBlock();
+  const int64_t block = getBackend(DeviceType::kCPU, 1)->preferredChannelBlock();
   if (block == 0) GTEST_SKIP() << "built without oneDNN: the layout pass does nothing";
   const std::map<std::string, HostTensor> inputs{{"x", randomTensor({1, 3, 20, 20}, 5)}};
   Network refNet;
@@ -304,8 +304,8 @@ TEST(CpuLayout, PassBlocksConvChainsAndKeepsResults) {
   int converts = 0, blockedLayers = 0;
   for (auto& l : net.layers()) {
     if (l->op == "LayoutConvert") ++converts;
-    if (l->op != "LayoutConvert" && (l->attrs.getString(cpu::kLayoutOutAttr, "nchw") != "nchw" ||
-                                   l->attrs.getString(cpu::kLayoutInAttr, "nchw") != "nchw"))
+    if (l->op != "LayoutConvert" && (l->attrs.getString(kLayoutOutAttr, "nchw") != "nchw" ||
+                                   l->attrs.getString(kLayoutInAttr, "nchw") != "nchw"))
       ++blockedLayers;
   }
   EXPECT_EQ(converts, 1) << engine->getLayerInformation();  // the Sigmoid's input
@@ -320,7 +320,7 @@ TEST(CpuLayout, PassBlocksConvChainsAndKeepsResults) {
 }
 
 TEST(CpuLayout, PassLeavesNetworksWithoutBlockableChainsAlone) {
-  if (cpu::preferredChannelBlock() == 0) GTEST_SKIP() << "built without oneDNN";
+  if (getBackend(DeviceType::kCPU, 1)->preferredChannelBlock() == 0) GTEST_SKIP() << "built without oneDNN";
   Network n;
   Tensor* x = n.addInput("x", DataType::kFLOAT, {1, 4, 8, 8});
   Layer* c1 = n.addConvolution(x, randomTensor({12, 4, 3, 3}, 1), randomTensor({12}, 2), {1, 1}, {1, 1, 1, 1});
@@ -329,5 +329,5 @@ TEST(CpuLayout, PassLeavesNetworksWithoutBlockableChainsAlone) {
   n.topoSort();
   n.inferShapes();
   EXPECT_FALSE(assignCpuLayouts(n));  // 12 channels: nothing can be blocked
-  for (auto& l : n.layers()) EXPECT_FALSE(l->attrs.has(cpu::kLayoutInAttr));
+  for (auto& l : n.layers()) EXPECT_FALSE(l->attrs.has(kLayoutInAttr));
 }

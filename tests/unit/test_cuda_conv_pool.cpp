@@ -3,8 +3,8 @@
 #include <cmath>
 #include <random>
 
-#include "backends/cpu/conv_layout.h"
 #include "op_test_util.h"
+#include "ops/conv_layout.h"
 
 namespace kiln {
 namespace {
@@ -353,7 +353,7 @@ HostTensor channelsLast(const HostTensor& t, bool toLast) {
   const Dims& d = t.dims();
   const int64_t c = d[1], hw = d[2] * d[3];
   HostTensor o(t.type(), d);
-  cpu::transposeInner(t.data(), o.data(), d[0], toLast ? c : hw, toLast ? hw : c, elementSize(t.type()));
+  transposeInner(t.data(), o.data(), d[0], toLast ? c : hw, toLast ? hw : c, elementSize(t.type()));
   return o;
 }
 

@@ -3,10 +3,10 @@
 // what stays NCHW (float32, batch < 8, channel counts not a multiple of 8, network I/O).
 #include <gtest/gtest.h>
 
-#include "backends/cpu/conv_layout.h"
 #include "builder/passes/passes.h"
-#include "ir/shape_propagation.h"
 #include "kiln/kiln.h"
+#include "ops/conv_layout.h"
+#include "ops/shape_propagation.h"
 #include "reference_eval.h"
 
 using namespace kiln;
@@ -19,7 +19,7 @@ class FakeGpu : public Backend {
   std::string fingerprint() const override { return "fake-gpu"; }
   std::vector<Tactic> tactics(const LayerDesc& l) const override {
     const bool aware = l.op == "Conv" || l.op == "MaxPool" || l.op == "AveragePool" || l.op == "GlobalAveragePool";
-    if (!aware && !cpu::hasPlainLayouts(l)) return {};
+    if (!aware && !hasPlainLayouts(l)) return {};
     return {Tactic{"fake", nullptr}};
   }
   void* allocate(size_t) override { return nullptr; }
@@ -75,14 +75,14 @@ TEST(GpuLayoutPass, Fp16ConvChainGoesChannelsLast) {
   FakeGpu gpu;
   Chain c(8, 32, DataType::kHALF);
   ASSERT_TRUE(assignGpuLayouts(c.net, gpu));
-  EXPECT_EQ(layout(c.c1, cpu::kLayoutInAttr), "nchw");  // the network input stays NCHW
-  EXPECT_EQ(layout(c.c1, cpu::kLayoutOutAttr), "nhwc");
-  EXPECT_EQ(layout(c.pool, cpu::kLayoutInAttr), "nhwc");
-  EXPECT_EQ(layout(c.pool, cpu::kLayoutOutAttr), "nhwc");
-  EXPECT_EQ(layout(c.c2, cpu::kLayoutInAttr), "nhwc");
-  EXPECT_EQ(layout(c.c2, cpu::kLayoutOutAttr), "nhwc");
-  EXPECT_EQ(layout(c.gap, cpu::kLayoutInAttr), "nhwc");
-  EXPECT_EQ(layout(c.gap, cpu::kLayoutOutAttr), "nchw");  // [N, C, 1, 1] either way
+  EXPECT_EQ(layout(c.c1, kLayoutInAttr), "nchw");  // the network input stays NCHW
+  EXPECT_EQ(layout(c.c1, kLayoutOutAttr), "nhwc");
+  EXPECT_EQ(layout(c.pool, kLayoutInAttr), "nhwc");
+  EXPECT_EQ(layout(c.pool, kLayoutOutAttr), "nhwc");
+  EXPECT_EQ(layout(c.c2, kLayoutInAttr), "nhwc");
+  EXPECT_EQ(layout(c.c2, kLayoutOutAttr), "nhwc");
+  EXPECT_EQ(layout(c.gap, kLayoutInAttr), "nhwc");
+  EXPECT_EQ(layout(c.gap, kLayoutOutAttr), "nchw");  // [N, C, 1, 1] either way
   EXPECT_EQ(c.c2->inputs[3], c.pool->outputs[0]);         // the residual is already nhwc: no conversion
   EXPECT_EQ(c.converts(), 0);
   EXPECT_FALSE(assignGpuLayouts(c.net, gpu));  // assigned once
@@ -99,8 +99,8 @@ TEST(GpuLayoutPass, NonAwareReaderGetsAConversion) {
   EXPECT_EQ(c.converts(), 1);
   ASSERT_NE(relu->inputs[0]->producer, nullptr);
   EXPECT_EQ(relu->inputs[0]->producer->op, "LayoutConvert");
-  EXPECT_EQ(layout(relu->inputs[0]->producer, cpu::kLayoutInAttr), "nhwc");
-  EXPECT_EQ(layout(relu->inputs[0]->producer, cpu::kLayoutOutAttr), "nchw");
+  EXPECT_EQ(layout(relu->inputs[0]->producer, kLayoutInAttr), "nhwc");
+  EXPECT_EQ(layout(relu->inputs[0]->producer, kLayoutOutAttr), "nchw");
 }
 
 TEST(GpuLayoutPass, StaysNchwWhereChannelsLastDoesNotApply) {

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/cpu/conv_geometry.h"
 #include "core/thread_pool.h"
 #include "kiln/network.h"
+#include "ops/conv_geometry.h"
 #include "ops/op_registry.h"
 #include "poison.h"
 

@@ -10,10 +10,10 @@
 #include "backends/backend.h"
 #include "backends/cpu/elementwise_simd.h"
 #include "core/thread_pool.h"
-#include "ir/shape_propagation.h"
 #include "kiln/network.h"
 #include "ops/activation.h"
 #include "ops/op_registry.h"
+#include "ops/shape_propagation.h"
 #include "poison.h"
 
 using namespace kiln;

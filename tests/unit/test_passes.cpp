@@ -207,7 +207,7 @@ TEST(Passes, PointwiseChainFuses) {
 }
 
 #include "builder/passes/passes.h"
-#include "ir/shape_propagation.h"
+#include "ops/shape_propagation.h"
 
 TEST(Passes, PrecisionConstraintsSurviveFusionAndAreObeyed) {
   // MatMul -> Relu (pinned to float32) -> Softmax: the activation fuses into the MatMul, which

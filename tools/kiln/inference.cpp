@@ -7,9 +7,7 @@
 #include <limits>
 #include <thread>
 
-// Device buffers for GPU engines: the public API has no allocation or copy entry points, so the
-// CLI uses the backend contract for them (CPU engines never touch it).
-#include "backends/backend.h"
+#include "kiln/device.h"
 
 namespace kiln::cli {
 
@@ -39,13 +37,13 @@ double nowMs() {
 }
 
 InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, HostTensor>& inputs, bool useCudaGraph,
-                             int profile)
+                             int profile, int gpu)
     : context_(engine.createExecutionContext()) {
   context_->setOptimizationProfile(profile);
   if (engine.device() == DeviceType::kGPU) {
-    gpu_ = getBackend(DeviceType::kGPU, 0);
+    gpu_ = std::make_unique<Device>(DeviceType::kGPU, gpu);
     stream_ = gpu_->createStream();
-    for (void*& e : events_) e = gpu_->createEvent(true);
+    for (void*& e : events_) e = gpu_->createEvent();
   }
   int n = engine.getNbIOTensors();
   // Inputs first: output shapes depend on the input shapes.
@@ -111,7 +109,7 @@ void InferenceSlot::copyOutputs() {
 }
 
 float InferenceSlot::elapsed(void* a, void* b) const {
-  return gpu_->timeBetween(a, b);
+  return gpu_->elapsedMs(a, b);
 }
 
 void InferenceSlot::runPlain(bool transfers) {
@@ -175,6 +173,7 @@ struct SlotResult {
 
 void runSlot(InferenceSlot& slot, const TimingSettings& s, SlotResult& r) {
   try {
+    slot.bindThread();
     double warmStart = nowMs();
     while (nowMs() - warmStart < s.warmUpMs) {
       slot.run(s.transfers, 0.0);

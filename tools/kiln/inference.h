@@ -5,12 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "kiln/device.h"
 #include "kiln/runtime.h"
 #include "reporting.h"
-
-namespace kiln {
-class Backend;
-}
 
 namespace kiln::cli {
 
@@ -21,9 +18,9 @@ class InferenceSlot {
   //! `inputs` holds a host tensor (with its runtime dims) for every engine input.
   //! On the GPU, `useCudaGraph` captures one enqueue into a graph and replays it (falling back to
   //! plain enqueue, with a warning, when capture is not possible).
-  //! `profile`: the optimization profile the context runs with.
+  //! `profile`: the optimization profile the context runs with; `gpu`: the engine's CUDA device.
   InferenceSlot(const Engine& engine, const std::map<std::string, HostTensor>& inputs, bool useCudaGraph = false,
-                int profile = 0);
+                int profile = 0, int gpu = 0);
   ~InferenceSlot();
   InferenceSlot(const InferenceSlot&) = delete;
   //! Whether enqueue replays a captured CUDA graph (--useCudaGraph and the capture succeeded).
@@ -39,6 +36,10 @@ class InferenceSlot {
   //! Copies the outputs to the host (if needed) and returns them in engine order.
   std::vector<NamedTensor> outputs();
   ExecutionContext& context() { return *context_; }
+  //! Makes the slot's device current on the calling thread (before running it from a new thread).
+  void bindThread() {
+    if (gpu_) gpu_->makeCurrent();
+  }
 
  private:
   struct Binding {
@@ -52,7 +53,7 @@ class InferenceSlot {
   void copyOutputs();
   float elapsed(void* a, void* b) const;
   std::unique_ptr<ExecutionContext> context_;
-  std::shared_ptr<Backend> gpu_;  //!< null on the CPU
+  std::unique_ptr<Device> gpu_;  //!< null on the CPU (the context reads the host buffers)
   std::vector<Binding> bindings_;
   void* stream_ = nullptr;                   //!< GPU: this slot's stream
   void* events_[4] = {nullptr, nullptr, nullptr, nullptr};  //!< start, after H2D, after compute, end

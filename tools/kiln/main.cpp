@@ -132,6 +132,11 @@ BuilderConfig makeBuilderConfig(const Options& o, DeviceType device, ILogger& lo
   if (o.precisionConstraints != "none") cfg.setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS, true);
   if (o.stronglyTyped) cfg.setFlag(BuilderFlag::kSTRONGLY_TYPED, true);
   if (o.builderOptimizationLevel) cfg.setBuilderOptimizationLevel(*o.builderOptimizationLevel);
+  cfg.setDeviceIndex(o.gpu);
+  cfg.setDisabledTactics(o.disableTactics);
+  cfg.setSkippedPasses(o.skipPasses);
+  cfg.setChannelsLast(!o.noChannelsLast);
+  cfg.setGpuFusions(o.gpuFusions);
   if (o.maxAuxStreams) {
     if (cpu)
       logger.log(Severity::kWARNING, "--maxAuxStreams has no effect on the CPU (it has no streams)");
@@ -201,11 +206,15 @@ std::unique_ptr<Engine> buildEngine(const Options& o, DeviceType device, CliLogg
 
 std::unique_ptr<Engine> loadEngine(const Options& o, ILogger& logger) {
   bool buildFlags = o.fp16 || o.bf16 || o.int8 || o.noTF32 || o.stronglyTyped || o.builderOptimizationLevel ||
-                    o.maxAuxStreams.has_value() || !o.timingCacheFile.empty();
+                    o.maxAuxStreams.has_value() || !o.timingCacheFile.empty() || !o.disableTactics.empty() ||
+                    !o.skipPasses.empty() || o.noChannelsLast || o.gpuFusions;
   if (buildFlags)
     logger.log(Severity::kWARNING,
                "build options (--fp16, --bf16, --int8, --noTF32, --stronglyTyped, --builderOptimizationLevel, "
-               "--maxAuxStreams, --timingCacheFile) apply when building; they are ignored with --loadEngine");
+               "--maxAuxStreams, --timingCacheFile, --disableTactics, --skipPasses, --noChannelsLast, --gpuFusions) "
+               "apply when building; they are ignored with --loadEngine");
+  // An engine loads on the calling thread's current device.
+  if (o.gpu != 0) Device(DeviceType::kGPU, o.gpu).makeCurrent();
   double t0 = nowMs();
   std::vector<uint8_t> plan = readFile(o.loadEngine);
   std::unique_ptr<Engine> engine = Engine::deserialize(plan.data(), plan.size(), logger, o.threads.value_or(-1));
@@ -249,7 +258,7 @@ void runInference(const Engine& engine, const Options& o, ILogger& logger) {
   std::vector<std::unique_ptr<InferenceSlot>> slots;
   for (int i = 0; i < o.streams; ++i)
     slots.push_back(
-        std::make_unique<InferenceSlot>(engine, inputs, o.useCudaGraph && engine.device() == DeviceType::kGPU, o.useProfile));
+        std::make_unique<InferenceSlot>(engine, inputs, o.useCudaGraph && engine.device() == DeviceType::kGPU, o.useProfile, o.gpu));
 
   bool gpu = engine.device() == DeviceType::kGPU;
   if (gpu && o.useCudaGraph) {

@@ -241,6 +241,16 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
   app.add_option("--exportLayerInfo", o.exportLayerInfo, "Write the engine's layer information as JSON");
   app.add_option("--device", device, "cpu or gpu (default: gpu when available, else cpu)")
       ->check(CLI::IsMember({"cpu", "gpu"}));
+  app.add_option("--gpu", o.gpu, "CUDA device index to build and run on (default 0)")->check(CLI::Range(0, 1023));
+  app.add_option("--disableTactics", o.disableTactics,
+                 "Build: tactics whose name starts with one of these prefixes are not offered (comma-separated)")
+      ->delimiter(',');
+  app.add_option("--skipPasses", o.skipPasses,
+                 "Build (debugging aid): skip builder passes whose name contains one of these words (comma-separated)")
+      ->delimiter(',');
+  app.add_flag("--noChannelsLast", o.noChannelsLast, "Build (GPU): keep float16/bfloat16 conv/pool chains NCHW");
+  app.add_flag("--gpuFusions", o.gpuFusions,
+               "Build (testing aid): the GPU-only fusions (attention, skip LayerNorm) also on the CPU, on reference kernels");
   app.add_option("--threads", o.threads, "CPU worker threads (0 = all hardware threads)")->check(CLI::Range(0, 4096));
   app.add_flag("--fp16", o.fp16, "Allow FP16 kernels (the CPU warns and builds FP32)");
   app.add_flag("--bf16", o.bf16, "Allow BF16 kernels (the CPU warns and builds FP32)");

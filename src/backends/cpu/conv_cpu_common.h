@@ -5,9 +5,9 @@
 #include <memory>
 #include <vector>
 
-#include "backends/cpu/conv_geometry.h"
 #include "backends/cpu/cpu_tactics.h"
 #include "ops/activation.h"
+#include "ops/conv_geometry.h"
 
 namespace kiln::cpu {
 
@@ -44,6 +44,9 @@ namespace kiln::cpu {
 void addDepthwiseConvTactics(std::vector<CpuTacticDef>& v);  // conv_depthwise.cpp
 void addIm2colConvTactics(std::vector<CpuTacticDef>& v);     // conv_im2col.cpp
 void addOneDnnConvTactics(std::vector<CpuTacticDef>& v);     // conv_onednn.cpp (no-op without oneDNN)
+//! The channel block oneDNN's convolutions prefer on this CPU (8 with AVX2, 16 with AVX-512), or
+//! 0 when kiln is built without oneDNN (no tactic then handles blocked layouts; conv_onednn.cpp).
+int64_t preferredChannelBlock();
 void addPoolTactics(std::vector<CpuTacticDef>& v);           // pool_direct.cpp
 
 }  // namespace kiln::cpu

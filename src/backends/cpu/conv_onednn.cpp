@@ -24,7 +24,7 @@
 // the scratchpad is user-managed and lives in the context's workspace, so contexts never share
 // mutable oneDNN state. Only the reordered weights are shared (read-only).
 #include "backends/cpu/conv_cpu_common.h"
-#include "backends/cpu/conv_layout.h"
+#include "ops/conv_layout.h"
 
 #ifdef KILN_HAVE_ONEDNN
 #include <dlfcn.h>

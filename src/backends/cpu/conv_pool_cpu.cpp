@@ -2,7 +2,7 @@
 // conv_onednn.cpp, conv_im2col.cpp and pool_direct.cpp; this file lists them (best guess first:
 // the builder times them all) and holds what the conv tactics share.
 #include "backends/cpu/conv_cpu_common.h"
-#include "backends/cpu/conv_layout.h"
+#include "ops/conv_layout.h"
 
 #include <string>
 

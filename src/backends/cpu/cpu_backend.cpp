@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "backends/backend.h"
+#include "backends/cpu/conv_cpu_common.h"
 #include "backends/cpu/cpu_tactics.h"
 #include "core/thread_pool.h"
 #include "ops/op_registry.h"
@@ -86,6 +87,7 @@ class CpuBackend : public Backend {
   void copyToHost(void* dst, const void* src, size_t bytes, void*) override { std::memcpy(dst, src, bytes); }
   void synchronize(void*) override {}
   ThreadPool* pool() override { return &pool_; }
+  int64_t preferredChannelBlock() const override { return cpu::preferredChannelBlock(); }
 
  private:
   ThreadPool pool_;

@@ -14,9 +14,9 @@
 #include <limits>
 
 #include "backends/cpu/conv_cpu_common.h"
-#include "backends/cpu/conv_layout.h"
 #include "backends/cpu/conv_parallel.h"
 #include "core/thread_pool.h"
+#include "ops/conv_layout.h"
 
 namespace kiln::cpu {
 

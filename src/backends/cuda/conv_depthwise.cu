@@ -9,10 +9,10 @@
 // depthwise conv inside an nhwc chain would need a transpose on each side.
 #include <string>
 
-#include "backends/cpu/conv_geometry.h"
-#include "backends/cpu/conv_layout.h"
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_util.h"
+#include "ops/conv_geometry.h"
+#include "ops/conv_layout.h"
 
 namespace kiln {
 
@@ -111,7 +111,7 @@ struct DwState : KernelState {
 HostTensor tapsMajor(const HostTensor& w) {
   const int64_t c = w.dims()[0];
   HostTensor out(w.type(), w.dims());
-  cpu::transposeInner(w.data(), out.data(), 1, c, 9, elementSize(w.type()));
+  transposeInner(w.data(), out.data(), 1, c, 9, elementSize(w.type()));
   return out;
 }
 
@@ -188,12 +188,12 @@ bool depthwiseShape(const LayerDesc& l) {
   return true;
 }
 
-bool supportsDepthwise(const LayerDesc& l) { return cpu::hasPlainLayouts(l) && depthwiseShape(l); }  // NCHW
+bool supportsDepthwise(const LayerDesc& l) { return hasPlainLayouts(l) && depthwiseShape(l); }  // NCHW
 
 bool supportsDepthwiseNhwc(const LayerDesc& l) {
   const DataType t = l.inputs[0].type;
   if (t != DataType::kHALF && t != DataType::kBF16) return false;
-  if (cpu::layerLayoutBlock(l, cpu::kLayoutInAttr) != cpu::kNhwcBlock || cpu::layerLayoutBlock(l, cpu::kLayoutOutAttr) != cpu::kNhwcBlock)
+  if (layerLayoutBlock(l, kLayoutInAttr) != kNhwcBlock || layerLayoutBlock(l, kLayoutOutAttr) != kNhwcBlock)
     return false;
   if (!depthwiseShape(l) || l.inputs[0].dims[1] % 8 != 0) return false;
   for (int i = 1; i < 3; ++i)  // weights (and bias) constant: uploaded rearranged

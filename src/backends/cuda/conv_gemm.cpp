@@ -12,18 +12,18 @@
 // the conv epilogue kernel. cuDNN runs the patch embedding at a small fraction of the tensor
 // cores' rate, and its NCHW engines took 0.17 ms for MobileNetV2's last 1x1 conv at batch 1 on
 // the H200 (a 0.2 GFLOP GEMM).
-#include "backends/cpu/conv_layout.h"
 #include "backends/cuda/conv_cuda_common.h"
 #include "backends/cuda/cuda_util.h"
-#include "backends/cuda/matmul_lt_run.h"
 #include "backends/cuda/matmul_cublaslt.h"
+#include "backends/cuda/matmul_lt_run.h"
 #include "ops/activation.h"
+#include "ops/conv_layout.h"
 
 namespace kiln {
 
 namespace {
 
-bool isNhwc(const LayerDesc& l, const char* attr) { return cpu::layerLayoutBlock(l, attr) == cpu::kNhwcBlock; }
+bool isNhwc(const LayerDesc& l, const char* attr) { return layerLayoutBlock(l, attr) == kNhwcBlock; }
 
 //! A Conv with one output and float16/bfloat16 operands of one type.
 bool halfConv(const LayerDesc& l) {
@@ -37,7 +37,7 @@ bool halfConv(const LayerDesc& l) {
 
 bool supportsGemm1x1(const LayerDesc& l) {
   if (!halfConv(l)) return false;
-  if (!isNhwc(l, cpu::kLayoutInAttr) || !isNhwc(l, cpu::kLayoutOutAttr)) return false;
+  if (!isNhwc(l, kLayoutInAttr) || !isNhwc(l, kLayoutOutAttr)) return false;
   const Dims &x = l.inputs[0].dims, &w = l.inputs[1].dims;
   if (x.size() != 4 || w.size() != 4 || w[2] != 1 || w[3] != 1 || w[1] != x[1] || !l.inputs[1].value.valid()) return false;
   if (l.present(2) && !l.inputs[2].value.valid()) return false;
@@ -92,7 +92,7 @@ class Gemm1x1Kernel : public Kernel {
 
 bool supportsPatchGemm(const LayerDesc& l) {
   if (!halfConv(l)) return false;
-  if (!cpu::hasPlainLayouts(l) || !cuda::knownActivation(l)) return false;
+  if (!hasPlainLayouts(l) || !cuda::knownActivation(l)) return false;
   const Dims &x = l.inputs[0].dims, &w = l.inputs[1].dims;
   if (x.size() != 4 || w.size() != 4 || w[1] != x[1] || w[2] != w[3] || w[2] < 1 || !l.inputs[1].value.valid()) return false;
   if (l.present(2) && !l.inputs[2].value.valid()) return false;

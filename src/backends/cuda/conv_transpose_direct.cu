@@ -1,16 +1,16 @@
 // "convtranspose_direct": ConvTranspose of any geometry cuDNN's dgrad cannot express (output_shape
 // that needs negative pads, output_padding at or beyond the stride), 1-3 spatial axes, groups,
 // float32/float16/bfloat16 with float32 accumulation, bias and the fused activation. Gather form
-// (as the reference kernel, src/backends/cpu/conv_geometry.h): one thread per output element sums
+// (as the reference kernel, src/ops/conv_geometry.h): one thread per output element sums
 // X[i] * W[k] over the taps k whose source i = (o + pad - k*dil) / stride is exact and in range.
 // A fallback for correctness, not a fast path: the builder times it against the cuDNN tactics,
 // which win wherever they apply.
 #include <string>
 
-#include "backends/cpu/conv_geometry.h"
-#include "backends/cpu/conv_layout.h"
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_util.h"
+#include "ops/conv_geometry.h"
+#include "ops/conv_layout.h"
 
 namespace kiln {
 
@@ -121,7 +121,7 @@ class ConvTransposeDirectKernel : public Kernel {
 
 bool supportsConvTransposeDirect(const LayerDesc& l) {
   if (l.inputs.size() < 2 || l.inputs.size() > 3 || l.outputs.size() != 1 || !l.present(0) || !l.present(1)) return false;
-  if (!cuda::convFloatTypes(l) || !cuda::knownActivation(l) || !cpu::hasPlainLayouts(l)) return false;
+  if (!cuda::convFloatTypes(l) || !cuda::knownActivation(l) || !hasPlainLayouts(l)) return false;
   const Dims& x = l.inputs[0].dims;
   return x.size() >= 3 && x.size() <= 5 && l.inputs[1].dims.size() == x.size();
 }

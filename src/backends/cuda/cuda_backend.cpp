@@ -1,15 +1,16 @@
 // The CUDA backend: device memory, streams and events, asynchronous copies, and the CUDA kernel
-// inventory. One backend per process drives device 0 (multi-GPU is a later issue).
+// inventory. One backend per CUDA device (getBackend's device index); the calls that create
+// device resources make that device current first (cudaSetDevice is per host thread).
 #include <cudnn.h>
 #include <cublasLt.h>
 
 #include <algorithm>
-#include <cstdlib>
+#include <array>
+#include <atomic>
 #include <cstring>
 #include <string>
 
 #include "backends/cuda/cuda_tactics.h"
-#include "core/env_words.h"
 #include "backends/cuda/cuda_util.h"
 #include "plugin/plugin_layer.h"
 
@@ -44,15 +45,6 @@ const std::vector<CudaTacticDef>& inventory() {
     addLayoutCudaTactics(t);
     addQuantizeCudaTactics(t);
     addGridSampleCudaTactics(t);
-    // KILN_DISABLE_TACTICS=a,b (debugging aid, like trtexec's --tacticSources): tactics whose
-    // name starts with one of the words are not offered.
-    if (const std::vector<std::string> off = envWords("KILN_DISABLE_TACTICS"); !off.empty()) {
-      t.erase(std::remove_if(t.begin(), t.end(),
-                             [&](const CudaTacticDef& d) {
-                               return std::any_of(off.begin(), off.end(), [&](const std::string& w) { return d.name.rfind(w, 0) == 0; });
-                             }),
-              t.end());
-    }
     return t;
   }();
   return v;
@@ -60,10 +52,10 @@ const std::vector<CudaTacticDef>& inventory() {
 
 class CudaBackend : public Backend {
  public:
-  CudaBackend() {
-    KILN_CUDA_CHECK(cudaSetDevice(0));
+  explicit CudaBackend(int device) : device_(device) {
+    makeCurrent();
     cudaDeviceProp p;
-    KILN_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+    KILN_CUDA_CHECK(cudaGetDeviceProperties(&p, device_));
     // Library versions are part of the fingerprint: tactics (cuDNN engine configs, cuBLASLt
     // algorithms) are only valid for the versions they were timed with.
     fingerprint_ = "cuda:sm_" + std::to_string(p.major) + std::to_string(p.minor) + ":" + p.name + ":" +
@@ -76,7 +68,9 @@ class CudaBackend : public Backend {
     if (layer.op == kPluginOp) return pluginTactics(layer, DeviceType::kGPU);
     return tacticsFromInventory(inventory(), layer);
   }
+  void makeCurrent() override { KILN_CUDA_CHECK(cudaSetDevice(device_)); }
   void* allocate(size_t bytes) override {
+    makeCurrent();
     void* p = nullptr;
     cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 256));
     if (e != cudaSuccess) {
@@ -89,10 +83,15 @@ class CudaBackend : public Backend {
   void copyToDevice(void* dst, const void* src, size_t bytes, void* stream) override { copy(dst, src, bytes, stream); }
   void copyToHost(void* dst, const void* src, size_t bytes, void* stream) override { copy(dst, src, bytes, stream); }
   void synchronize(void* stream) override {
-    if (stream) KILN_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
-    else KILN_CUDA_CHECK(cudaDeviceSynchronize());
+    if (stream) {
+      KILN_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+    } else {
+      makeCurrent();
+      KILN_CUDA_CHECK(cudaDeviceSynchronize());
+    }
   }
   void* createStream() override {
+    makeCurrent();
     cudaStream_t s;
     KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     return s;
@@ -101,6 +100,7 @@ class CudaBackend : public Backend {
     if (s) cudaStreamDestroy(static_cast<cudaStream_t>(s));
   }
   void* createEvent(bool timing) override {
+    makeCurrent();
     cudaEvent_t e;
     KILN_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
     return e;
@@ -181,6 +181,7 @@ class CudaBackend : public Backend {
     if (graph) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
   }
   void* allocateHost(size_t bytes) override {
+    makeCurrent();
     void* p = nullptr;
     KILN_CUDA_CHECK(cudaMallocHost(&p, std::max<size_t>(bytes, 64)));
     return p;
@@ -193,6 +194,7 @@ class CudaBackend : public Backend {
     if (stream) KILN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
     else KILN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
   }
+  int device_;
   std::string fingerprint_;
 };
 
@@ -207,6 +209,26 @@ int cudaDeviceCount() {
   return n;
 }
 
-std::shared_ptr<Backend> makeCudaBackend() { return std::make_shared<CudaBackend>(); }
+int cudaCurrentDevice() {
+  int device = 0;
+  KILN_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+
+std::shared_ptr<Backend> makeCudaBackend(int deviceIndex) { return std::make_shared<CudaBackend>(deviceIndex); }
+
+namespace cuda {
+int smCount() {
+  static std::array<std::atomic<int>, 64> cache{};  // per device; 0 = not read yet
+  const int device = cudaCurrentDevice();
+  std::atomic<int>* slot = device < static_cast<int>(cache.size()) ? &cache[device] : nullptr;
+  if (slot)
+    if (int n = slot->load(std::memory_order_relaxed)) return n;
+  int n = 0;
+  KILN_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+  if (slot) slot->store(n, std::memory_order_relaxed);
+  return n;
+}
+}  // namespace cuda
 
 }  // namespace kiln

@@ -25,8 +25,13 @@ namespace kiln::cuda {
 
 inline cudaStream_t streamOf(const KernelIO& io) { return static_cast<cudaStream_t>(io.stream); }
 
-//! Blocks for a grid-stride loop over n items (capped; kernels loop over the rest).
-inline unsigned gridFor(int64_t n, unsigned block = 256, unsigned maxBlocks = 132 * 32) {
+//! Streaming multiprocessors of the current device (read from the device once per device).
+int smCount();
+
+//! Blocks for a grid-stride loop over n items (capped, at 32 per SM by default; kernels loop over
+//! the rest).
+inline unsigned gridFor(int64_t n, unsigned block = 256, unsigned maxBlocks = 0) {
+  if (maxBlocks == 0) maxBlocks = static_cast<unsigned>(smCount()) * 32;
   int64_t b = (n + block - 1) / block;
   if (b < 1) b = 1;
   return static_cast<unsigned>(b > maxBlocks ? maxBlocks : b);

@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
-#include "backends/cpu/conv_layout.h"
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
+#include "ops/conv_layout.h"
 
 namespace kiln {
 
@@ -43,7 +43,7 @@ class LayoutConvertKernel : public Kernel {
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const Dims& d = l.inputs[0].dims;
     auto s = std::make_unique<TransposeState>();
-    const bool toNhwc = cpu::layerLayoutBlock(l, cpu::kLayoutOutAttr) == cpu::kNhwcBlock;
+    const bool toNhwc = layerLayoutBlock(l, kLayoutOutAttr) == kNhwcBlock;
     s->n = d[0];
     s->a = toNhwc ? d[1] : d[2] * d[3];
     s->b = toNhwc ? d[2] * d[3] : d[1];
@@ -69,8 +69,8 @@ class LayoutConvertKernel : public Kernel {
 
 bool supportsLayoutConvert(const LayerDesc& l) {
   if (l.inputs.size() != 1 || l.inputs[0].dims.size() != 4) return false;
-  const int64_t from = cpu::layerLayoutBlock(l, cpu::kLayoutInAttr), to = cpu::layerLayoutBlock(l, cpu::kLayoutOutAttr);
-  return (from == 1 && to == cpu::kNhwcBlock) || (from == cpu::kNhwcBlock && to == 1);
+  const int64_t from = layerLayoutBlock(l, kLayoutInAttr), to = layerLayoutBlock(l, kLayoutOutAttr);
+  return (from == 1 && to == kNhwcBlock) || (from == kNhwcBlock && to == 1);
 }
 
 std::unique_ptr<Kernel> createLayoutConvert(const LayerDesc&) { return std::make_unique<LayoutConvertKernel>(); }

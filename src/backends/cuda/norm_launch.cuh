@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backends/cuda/cuda_util.h"
 #include "kiln/types.h"
 
 namespace kiln::cuda {
@@ -36,7 +37,7 @@ inline RowGeometry planRows(int64_t rows, int64_t cols, size_t elemSize, bool ve
   int t = 32;
   while (t < 1024 && static_cast<int64_t>(t) * kRowItems < nvec) t *= 2;
   // Few rows: spread a row over more threads (each keeps at least one vector).
-  while (t < 1024 && rows * t < 132 * 1024 && static_cast<int64_t>(t) * 2 <= nvec) t *= 2;
+  while (t < 1024 && rows * t < int64_t(cuda::smCount()) * 1024 && static_cast<int64_t>(t) * 2 <= nvec) t *= 2;
   g.threads = t;
   g.cached = nvec <= static_cast<int64_t>(t) * kRowItems;
   g.rowsPerBlock = std::max(1, 256 / t);

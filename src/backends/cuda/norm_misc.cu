@@ -216,7 +216,8 @@ class MvnKernel : public Kernel {
     if (m.groups == 0 || m.perGroup == 0) return;
     dispatchFloat3(io.in[0].type, [&](auto tag) {
       using T = decltype(tag);
-      const unsigned blocks = static_cast<unsigned>(m.groups < 132 * 16 ? m.groups : 132 * 16);
+      const int64_t maxBlocks = int64_t(cuda::smCount()) * 16;
+      const unsigned blocks = static_cast<unsigned>(m.groups < maxBlocks ? m.groups : maxBlocks);
       mvnKernel<T><<<blocks, 256, 0, cuda::streamOf(io)>>>(io.in[0].as<T>(), io.out[0].as<T>(), m);
     });
     KILN_CUDA_CHECK_LAUNCH();

@@ -1,6 +1,6 @@
 // "direct": MaxPool (with the optional Indices output), AveragePool, LpPool, GlobalMaxPool,
 // GlobalAveragePool, GlobalLpPool and LRN on NCHW tensors with 1..3 spatial axes (window geometry from
-// backends/cpu/conv_geometry.h: pads, auto_pad, ceil_mode, dilations, count_include_pad).
+// ops/conv_geometry.h: pads, auto_pad, ceil_mode, dilations, count_include_pad).
 // Float types compute in float32; MaxPool also takes int8/uint8/int32/int64. NaN wins a max
 // (as the reference). Windowed pools: one thread per output (rows of outputs are contiguous, so
 // loads coalesce along W). 2-D MaxPool / AveragePool in float16 / bfloat16 with channels-last X
@@ -16,10 +16,10 @@
 #include <string>
 #include <type_traits>
 
-#include "backends/cpu/conv_geometry.h"
-#include "backends/cpu/conv_layout.h"
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_util.h"
+#include "ops/conv_geometry.h"
+#include "ops/conv_layout.h"
 
 namespace kiln {
 
@@ -497,8 +497,8 @@ class WindowPoolKernel : public Kernel {
     const Dims& x = l.inputs[0].dims;
     auto s = std::make_unique<PoolState>();
     s->g = toGeom(toWindow3(poolWindow(l, x, l.attrs->getInts("kernel_shape"))));
-    s->g.inLast = cpu::layerLayoutBlock(l, cpu::kLayoutInAttr) == cpu::kNhwcBlock;
-    s->g.outLast = cpu::layerLayoutBlock(l, cpu::kLayoutOutAttr) == cpu::kNhwcBlock;
+    s->g.inLast = layerLayoutBlock(l, kLayoutInAttr) == kNhwcBlock;
+    s->g.outLast = layerLayoutBlock(l, kLayoutOutAttr) == kNhwcBlock;
     s->g.channels = x[1];
     s->total = x[0] * x[1] * s->g.outSize;
     s->vecBits = vecPoolBits(l, s->g, x[0]);
@@ -571,7 +571,7 @@ class GlobalPoolKernel : public Kernel {
     auto s = std::make_unique<PoolState>();
     s->planes = x[0] * x[1];
     s->size = s->planes == 0 ? 0 : volume(x) / s->planes;
-    s->g.inLast = cpu::layerLayoutBlock(l, cpu::kLayoutInAttr) == cpu::kNhwcBlock;
+    s->g.inLast = layerLayoutBlock(l, kLayoutInAttr) == kNhwcBlock;
     s->g.channels = x[1];
     state = std::move(s);
     return 0;
@@ -609,13 +609,14 @@ class GlobalPoolKernel : public Kernel {
       return;
     }
     // Block per plane only when the planes are large and there are too few for warps to fill the GPU.
-    const bool perBlock = s->size >= 2048 && s->planes < int64_t(132) * 64;
+    const int64_t warpFill = int64_t(cuda::smCount()) * 64;  // warps that fill the GPU
+    const bool perBlock = s->size >= 2048 && s->planes < warpFill;
     dispatchPoolType(io.in[0].type, max_, [&](auto tag) {
       using T = decltype(tag);
       auto launch = [&](auto kMaxTag) {
         constexpr bool kMax = decltype(kMaxTag)::value;
         if (perBlock)
-          globalPoolBlockKernel<kMax, T><<<static_cast<unsigned>(std::min<int64_t>(s->planes, 132 * 64)), 256, 0, stream>>>(
+          globalPoolBlockKernel<kMax, T><<<static_cast<unsigned>(std::min<int64_t>(s->planes, warpFill)), 256, 0, stream>>>(
               io.in[0].as<T>(), io.out[0].as<T>(), s->planes, s->size);
         else
           globalPoolWarpKernel<kMax, T><<<cuda::gridFor(s->planes * 32), 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(),
@@ -671,13 +672,13 @@ bool poolTypeOk(const LayerDesc& l, bool isMax) {
 //! Layout attributes: plain, or (MaxPool / AveragePool / global pools with one output, 4-D) nhwc
 //! X and, for window pools, nhwc Y. Global pools always write plain [N, C, 1, 1].
 bool layoutsOk(const LayerDesc& l, bool windowed) {
-  if (cpu::hasPlainLayouts(l)) return true;
+  if (hasPlainLayouts(l)) return true;
   if (l.inputs[0].dims.size() != 4 || l.outputs.size() != 1 || l.op == "LpPool" || l.op == "GlobalLpPool") return false;
-  for (const char* attr : {cpu::kLayoutInAttr, cpu::kLayoutOutAttr}) {
-    const int64_t b = cpu::layerLayoutBlock(l, attr);
-    if (b != 1 && b != cpu::kNhwcBlock) return false;
+  for (const char* attr : {kLayoutInAttr, kLayoutOutAttr}) {
+    const int64_t b = layerLayoutBlock(l, attr);
+    if (b != 1 && b != kNhwcBlock) return false;
   }
-  return windowed || cpu::layerLayoutBlock(l, cpu::kLayoutOutAttr) == 1;
+  return windowed || layerLayoutBlock(l, kLayoutOutAttr) == 1;
 }
 
 bool supportsWindowPool(const LayerDesc& l) {

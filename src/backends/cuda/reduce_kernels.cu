@@ -200,7 +200,7 @@ void reduceLaunch(const ReduceParams& p, int pre, cudaStream_t stream) {
     else reduceRowKernel<T, C, 1><<<grid, block, 0, stream>>>(p, pre);
   } else {
     // Few outputs: more threads per reduction.
-    const unsigned ySplit = p.outCount < 132 * 64 && p.redCount >= 256 ? 32 : 8;
+    const unsigned ySplit = p.outCount < int64_t(cuda::smCount()) * 64 && p.redCount >= 256 ? 32 : 8;
     const dim3 block(32, ySplit);
     const dim3 grid(static_cast<unsigned>((p.outCount + 31) / 32));
     reduceGeneralKernel<T, C><<<grid, block, 0, stream>>>(p, pre);

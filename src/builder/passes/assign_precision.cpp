@@ -6,8 +6,8 @@
 #include <map>
 
 #include "builder/passes/passes.h"
-#include "ir/shape_propagation.h"
 #include "ops/op_registry.h"
+#include "ops/shape_propagation.h"
 
 namespace kiln {
 

@@ -2,15 +2,15 @@
 // (nChw8c on AVX2, nChw16c on AVX-512) instead of plain NCHW, so that oneDNN does not reorder
 // NCHW <-> blocked around every convolution (the early MobileNetV2 layers are memory-bound and
 // lost about half their time to those reorders). Dims stay logical NCHW; each layer that takes
-// part carries kiln_layout_in / kiln_layout_out (backends/cpu/conv_layout.h), and a
+// part carries kiln_layout_in / kiln_layout_out (ops/conv_layout.h), and a
 // LayoutConvert layer (ops/layout.cpp) sits wherever a blocked tensor meets a layer that reads
 // plain NCHW (every other op, network outputs), or a plain tensor meets a blocked residual slot.
 // Network inputs and outputs stay plain. A tensor is blocked only when its channel count is a
 // multiple of the block, so its buffer holds exactly N*C*H*W floats (no padding): the memory plan
 // and every buffer size are unchanged.
-#include "backends/cpu/conv_layout.h"
 #include "builder/passes/layout_planner.h"
 #include "builder/passes/passes.h"
+#include "ops/conv_layout.h"
 
 namespace kiln {
 
@@ -24,14 +24,14 @@ bool blockableTensor(const Tensor* t, int64_t block) {
 }  // namespace
 
 bool assignCpuLayouts(Network& net) {
-  const int64_t block = cpu::preferredChannelBlock();
+  std::shared_ptr<Backend> cpu = getBackend(DeviceType::kCPU, 1);
+  const int64_t block = cpu->preferredChannelBlock();
   if (block == 0) return false;  // no tactic handles blocked layouts in this build
   LayoutPolicy p;
   p.block = block;
   p.eligible = [block](const Tensor* t) { return blockableTensor(t, block); };
   p.reads = [](const Layer& l) { return isLayoutConv(l) || isLayoutWindowPool(l) || isLayoutGlobalPool(l); };
   p.writes = [](const Layer& l) { return isLayoutConv(l) || isLayoutWindowPool(l); };  // global pools write plain [N,C,1,1]
-  std::shared_ptr<Backend> cpu = getBackend(DeviceType::kCPU, 1);
   p.backend = cpu.get();
   return assignLayouts(net, p);
 }

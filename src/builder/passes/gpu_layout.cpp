@@ -8,12 +8,9 @@
 // Only for batches of 8 and more: at batch 1 the NCHW engines measured faster than torch.compile
 // already (bench/results/gpu-h200.md), and the conversions cost relatively more. Channel counts
 // must be multiples of 8 (tensor-core alignment).
-#include <cstdlib>
-#include <string>
-
-#include "backends/cpu/conv_layout.h"
 #include "builder/passes/layout_planner.h"
 #include "builder/passes/passes.h"
+#include "ops/conv_layout.h"
 
 namespace kiln {
 
@@ -31,10 +28,8 @@ bool nhwcTensor(const Tensor* t) {
 
 bool assignGpuLayouts(Network& net, Backend& backend) {
   if (backend.device() != DeviceType::kGPU) return false;
-  // Escape hatch while the channels-last path is young: KILN_GPU_NHWC=0 keeps every tensor NCHW.
-  if (const char* env = std::getenv("KILN_GPU_NHWC"); env && std::string(env) == "0") return false;
   LayoutPolicy p;
-  p.block = cpu::kNhwcBlock;
+  p.block = kNhwcBlock;
   p.eligible = nhwcTensor;
   p.reads = [](const Layer& l) { return isLayoutConv(l) || isLayoutWindowPool(l) || isLayoutGlobalPool(l); };
   p.writes = [](const Layer& l) { return isLayoutConv(l) || isLayoutWindowPool(l); };  // global pools write [N,C,1,1]

@@ -5,8 +5,8 @@
 #include <set>
 #include <tuple>
 
-#include "backends/cpu/conv_layout.h"
-#include "ir/shape_propagation.h"
+#include "ops/conv_layout.h"
+#include "ops/shape_propagation.h"
 
 namespace kiln {
 
@@ -15,9 +15,6 @@ bool isLayoutWindowPool(const Layer& l) { return (l.op == "MaxPool" || l.op == "
 bool isLayoutGlobalPool(const Layer& l) { return l.op == "GlobalAveragePool" || l.op == "GlobalMaxPool"; }
 
 namespace {
-
-using cpu::kLayoutInAttr;
-using cpu::kLayoutOutAttr;
 
 enum class Slot { kOther, kData, kResidual };
 
@@ -57,8 +54,8 @@ class LayoutPlanner {
         if (want != have) l->inputs[k] = converted(t, have, want);
       }
       if (takesPart) {
-        l->attrs.set(kLayoutInAttr, cpu::layoutName(isBlocked(l->inputs[0]) ? block_ : 1));
-        l->attrs.set(kLayoutOutAttr, cpu::layoutName(isBlocked(l->outputs[0]) ? block_ : 1));
+        l->attrs.set(kLayoutInAttr, layoutName(isBlocked(l->inputs[0]) ? block_ : 1));
+        l->attrs.set(kLayoutOutAttr, layoutName(isBlocked(l->outputs[0]) ? block_ : 1));
       }
     }
     return true;
@@ -113,8 +110,8 @@ class LayoutPlanner {
     auto it = runs_.find(key);
     if (it != runs_.end()) return it->second;
     Attributes attrs = l.attrs;
-    attrs.set(kLayoutInAttr, cpu::layoutName(in));
-    attrs.set(kLayoutOutAttr, cpu::layoutName(out));
+    attrs.set(kLayoutInAttr, layoutName(in));
+    attrs.set(kLayoutOutAttr, layoutName(out));
     LayerDesc d = describeLayer(l);
     d.attrs = &attrs;
     bool ok = false;
@@ -141,9 +138,9 @@ class LayoutPlanner {
     auto it = converted_.find(key);
     if (it != converted_.end()) return it->second;
     Attributes a;
-    a.set(kLayoutInAttr, cpu::layoutName(from));
-    a.set(kLayoutOutAttr, cpu::layoutName(to));
-    Layer* conv = net_.addLayer("LayoutConvert", {t}, 1, a, net_.uniqueName(t->name + "_to_" + cpu::layoutName(to)));
+    a.set(kLayoutInAttr, layoutName(from));
+    a.set(kLayoutOutAttr, layoutName(to));
+    Layer* conv = net_.addLayer("LayoutConvert", {t}, 1, a, net_.uniqueName(t->name + "_to_" + layoutName(to)));
     converted_[key] = conv->outputs[0];
     return conv->outputs[0];
   }
@@ -162,7 +159,7 @@ class LayoutPlanner {
 
 bool assignLayouts(Network& net, const LayoutPolicy& policy) {
   for (auto& l : net.layers())
-    if (l->attrs.has(cpu::kLayoutInAttr) || l->attrs.has(cpu::kLayoutOutAttr)) return false;  // already assigned
+    if (l->attrs.has(kLayoutInAttr) || l->attrs.has(kLayoutOutAttr)) return false;  // already assigned
   LayoutPlanner planner(net, policy);
   planner.plan();
   return planner.rewrite();

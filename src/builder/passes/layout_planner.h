@@ -1,6 +1,6 @@
 // Physical layouts for chains of conv / pooling layers, shared by the CPU pass (oneDNN's blocked
 // nChw8c / nChw16c) and the GPU pass (nhwc for cuDNN's tensor cores). Dims stay logical NCHW; a
-// layer that takes part carries kiln_layout_in / kiln_layout_out (backends/cpu/conv_layout.h) and
+// layer that takes part carries kiln_layout_in / kiln_layout_out (ops/conv_layout.h) and
 // LayoutConvert layers sit wherever a tensor in the chosen layout meets a layer that reads plain
 // NCHW, or a plain tensor meets a conv's residual slot in the chosen layout.
 #pragma once
@@ -13,7 +13,7 @@
 namespace kiln {
 
 struct LayoutPolicy {
-  int64_t block = 1;  //!< the layout chosen tensors take (cpu::layoutName(block))
+  int64_t block = 1;  //!< the layout chosen tensors take (layoutName(block))
   //! Whether tensor t may take the layout (its producer and readers are checked separately).
   std::function<bool(const Tensor* t)> eligible;
   //! Layers that can read X (and Conv's residual R) in the layout.

@@ -3,8 +3,8 @@
 // included, which has no Compress kernel) run it. A computed condition gives a data-dependent
 // output shape, which kiln refuses as before.
 #include "builder/passes/passes.h"
-#include "ir/shape_propagation.h"
 #include "ops/compress_plan.h"
+#include "ops/shape_propagation.h"
 
 namespace kiln {
 

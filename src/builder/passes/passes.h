@@ -40,7 +40,7 @@ bool fusePointwiseChains(Network& net);
 //! CPU: conv/pool chains exchange tensors in oneDNN's blocked layout, with LayoutConvert layers at the edges.
 bool assignCpuLayouts(Network& net);
 //! GPU: channels-last (nhwc) float16/bfloat16 tensors between conv / pooling layers (gpu_layout.cpp).
-//! Runs after precision assignment (it needs the final types).
+//! Runs after precision assignment (it needs the final types); BuilderConfig::setChannelsLast(false) skips it.
 bool assignGpuLayouts(Network& net, Backend& backend);
 //! --fp16/--bf16: float layers compute in `target` (precision constraints obeyed when asked);
 //! casts at the network's float inputs and outputs keep its interface types.

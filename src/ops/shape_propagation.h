@@ -4,7 +4,7 @@
 #include <map>
 #include <string>
 
-#include "backends/backend.h"
+#include "ir/layer_desc.h"
 #include "kiln/network.h"
 
 namespace kiln {

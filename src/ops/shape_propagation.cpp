@@ -1,4 +1,4 @@
-#include "ir/shape_propagation.h"
+#include "ops/shape_propagation.h"
 
 #include <string>
 
@@ -88,5 +88,8 @@ void propagateShapes(Network& net, const std::map<std::string, Dims>* inputDims,
     }
   for (auto& lp : net.layers()) inferLayerInPlace(*lp, fold);
 }
+
+// Network's public shape inference is op semantics, so it is defined on this floor, not in ir/.
+void Network::inferShapes() { propagateShapes(*this, nullptr); }
 
 }  // namespace kiln

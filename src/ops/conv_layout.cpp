@@ -1,12 +1,12 @@
 // Layout names and the plain <-> blocked conversion shared by the CPU conv/pool tactics and the
 // internal LayoutConvert op (ops/layout.cpp).
-#include "backends/cpu/conv_layout.h"
+#include "ops/conv_layout.h"
 
 #include <cstring>
 
 #include "core/thread_pool.h"
 
-namespace kiln::cpu {
+namespace kiln {
 
 int64_t layoutBlock(const std::string& layout) {
   if (layout == "nchw") return 1;
@@ -100,4 +100,4 @@ void convertLayout(const float* x, int64_t fromBlock, float* y, int64_t toBlock,
   else slabs(0, count);
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln

@@ -1,4 +1,4 @@
-#include "backends/cpu/conv_geometry.h"
+#include "ops/conv_geometry.h"
 
 #include <string>
 

@@ -1,7 +1,8 @@
-// Physical layouts of the 4-D float tensors that CPU conv/pool layers exchange (see
-// docs/internals.md, "Tensor layouts on the CPU"). Dims stay logical NCHW everywhere in the IR;
-// a layer's `kiln_layout_in` / `kiln_layout_out` string attributes say how the bytes of its X
-// (and, for Conv, of its residual R, which always matches Y) / Y are arranged:
+// Physical layouts of the 4-D float tensors that conv/pool layers exchange (see docs/internals.md,
+// "Tensor layouts on the CPU" / "on the GPU"): op semantics shared by the layout passes, the
+// reference kernels and every backend. Dims stay logical NCHW everywhere in the IR; a layer's
+// `kiln_layout_in` / `kiln_layout_out` string attributes say how the bytes of its X (and, for
+// Conv, of its residual R, which always matches Y) / Y are arranged:
 //   "nchw"    plain row-major (the default when the attribute is absent);
 //   "nChw8c"  [N][C/8][H][W][8]   (oneDNN's AVX2 blocked layout);
 //   "nChw16c" [N][C/16][H][W][16] (oneDNN's AVX-512 blocked layout);
@@ -13,11 +14,10 @@
 #include <cstdint>
 #include <string>
 
-#include "backends/backend.h"
+#include "ir/layer_desc.h"
 
 namespace kiln {
 class ThreadPool;
-namespace cpu {
 
 constexpr const char* kLayoutInAttr = "kiln_layout_in";
 constexpr const char* kLayoutOutAttr = "kiln_layout_out";
@@ -33,9 +33,6 @@ std::string layoutName(int64_t block);
 int64_t layerLayoutBlock(const LayerDesc& l, const char* attr);
 //! True when the layer reads and writes plain NCHW (no layout attributes, or "nchw").
 bool hasPlainLayouts(const LayerDesc& l);
-//! The channel block oneDNN's convolutions prefer on this CPU (8 with AVX2, 16 with AVX-512), or
-//! 0 when kiln is built without oneDNN (no tactic then handles blocked layouts).
-int64_t preferredChannelBlock();
 
 //! [n][a][b] -> [n][b][a] for elements of `elem` bytes: NCHW <-> NHWC (a, b = C, H*W or H*W, C),
 //! and KCRS -> KRSC weights (a, b = C, R*S).
@@ -46,5 +43,4 @@ void transposeInner(const void* x, void* y, int64_t n, int64_t a, int64_t b, siz
 void convertLayout(const float* x, int64_t fromBlock, float* y, int64_t toBlock, int64_t n, int64_t c, int64_t hw,
                    ThreadPool* pool);
 
-}  // namespace cpu
 }  // namespace kiln
