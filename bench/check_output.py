@@ -26,7 +26,7 @@ def main():
     if p.returncode != 0:
         print(f"{' '.join(extra)}: kiln failed: {p.stderr.strip().splitlines()[-1:]}")
         return 1
-    got = json.load(open(out))["outputs"][0]
+    got = json.load(open(out))[0]
     ref = numpy_helper.to_array(onnx.load_tensor(os.path.join(ref_dir, "output_0.pb"))).astype(np.float64)
     val = np.array(got["values"], dtype=np.float64).reshape(ref.shape)
     err = np.abs(val - ref)

@@ -84,7 +84,7 @@ def kiln_row(args, model_dir, name, batch):
                  "--iterations=1", "--warmUp=0", "--duration=0"])
         if c.returncode == 0:
             with open(out_json) as f:
-                got = json.load(f)["outputs"][0]
+                got = json.load(f)[0]
             ref = numpy_helper.to_array(onnx.load_tensor(os.path.join(ref_dir, "output_0.pb"))).astype(np.float64)
             val = np.array(got["values"], dtype=np.float64).reshape(ref.shape)
             err = np.abs(val - ref)

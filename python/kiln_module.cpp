@@ -177,7 +177,7 @@ std::string readFile(const std::string& path) {
 
 }  // namespace
 
-PYBIND11_MODULE(kiln, m) {
+PYBIND11_MODULE(_kiln, m) {  // kiln._kiln, re-exported by python/kiln/__init__.py
   m.doc() = "kiln: build, save, load and run optimized inference engines from ONNX models";
   m.attr("__version__") = KILN_VERSION_STRING;
 

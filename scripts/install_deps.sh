@@ -4,7 +4,7 @@
 set -euo pipefail
 
 DEBS=(cmake make g++ pkg-config protobuf-compiler libprotobuf-dev libdnnl-dev libcli11-dev
-      nlohmann-json3-dev libgtest-dev ccache libxxhash-dev)
+      nlohmann-json3-dev libgtest-dev ccache libxxhash-dev python3-pip python3-venv)
 PY=(onnx==1.23.0 onnxruntime numpy nvidia-cudnn-frontend pybind11)
 
 # --fuzz: clang and its libFuzzer/sanitizer runtimes, for `make fuzz` only (not needed by CI).
@@ -24,6 +24,17 @@ fi
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c "import onnx, onnxruntime, numpy, cudnn, pybind11; assert onnx.__version__ == '1.23.0'" 2>/dev/null; then
   echo "[deps] installing Python packages: ${PY[*]}"
-  "$PYTHON" -m pip install -q "${PY[@]}"
+  # PEP 668 (stock Debian 12): pip refuses to install into the system interpreter. The Makefile
+  # and ctest run `python3`, so the test packages must be importable by it: inside a virtual
+  # environment (or pyenv/conda) pip installs normally; for an externally managed system Python
+  # we decide explicitly for --break-system-packages (pip installs into /usr/local and does not
+  # touch Debian's own files). To keep the system Python clean instead, create a venv, activate
+  # it and run `make` from it (PYTHON=... also selects the interpreter).
+  PIPFLAGS=(-q)
+  if "$PYTHON" -c 'import sys, sysconfig, os; sys.exit(0 if sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_paths()["stdlib"], "EXTERNALLY-MANAGED")) else 1)'; then
+    echo "[deps] $PYTHON is externally managed (PEP 668): installing with --break-system-packages"
+    PIPFLAGS+=(--break-system-packages)
+  fi
+  "$PYTHON" -m pip install "${PIPFLAGS[@]}" "${PY[@]}"
 fi
 echo "[deps] ok"

@@ -89,8 +89,9 @@ def read_outputs(json_path):
     with open(json_path) as f:
         doc = json.load(f)
     out = {}
-    for o in doc["outputs"]:
-        check(set(o) == {"name", "dims", "dtype", "values"}, o.keys())
+    for o in doc:  # trtexec's list, with kiln's dims and dtype
+        check(set(o) == {"name", "dimensions", "values", "dims", "dtype"}, o.keys())
+        check(o["dimensions"] == "x".join(map(str, o["dims"])), o)
         out[o["name"]] = (o["dtype"], np.array(o["values"], dtype=np.float64).reshape(o["dims"]))
     return out
 

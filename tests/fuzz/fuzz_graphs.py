@@ -62,7 +62,7 @@ def compare(kiln, path, x):
                             "--duration=0", "--warmUp=0", *device, *extra], capture_output=True, text=True)
         if p.returncode != 0:
             return f"kiln ({source.split('=')[0]}) failed: {p.stderr[-400:]}"
-        o = json.load(open(out))["outputs"][0]
+        o = json.load(open(out))[0]
         got = np.array(o["values"], dtype=np.float64).reshape(o["dims"])
         if got.shape != ref.shape:
             return f"shape {got.shape} vs {ref.shape}"

@@ -77,11 +77,11 @@ def run_kiln(cmd: list[str]) -> tuple[bool, str]:
 
 
 def read_kiln_outputs(path: str) -> dict[str, np.ndarray]:
-    """--exportOutput JSON: {"outputs": [{"name", "dims", "dtype", "values"}]}."""
+    """--exportOutput JSON (trtexec's list): [{"name", "dimensions", "values", "dims", "dtype"}]."""
     with open(path) as f:
         doc = json.load(f)
     out = {}
-    for o in doc["outputs"]:
+    for o in doc:
         arr = np.array(o["values"], dtype=np.dtype(o["dtype"]))
         out[o["name"]] = arr.reshape(o["dims"])
     return out

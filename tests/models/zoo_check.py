@@ -141,7 +141,7 @@ def kiln_run(kiln, onnx_path, x, tag, extra):
     if p.returncode != 0:
         tail = (p.stderr.strip() or p.stdout.strip()).splitlines()[-3:]
         return None, f"kiln exited {p.returncode}: {' | '.join(tail)}"
-    got = json.load(open(out))["outputs"][0]
+    got = json.load(open(out))[0]
     return np.array(got["values"], dtype=np.float64).reshape(got["dims"]), None
 
 

@@ -44,7 +44,7 @@ def check(name, cond, detail=""):
 
 def outputs(path):
     with open(path) as f:
-        return {o["name"]: np.array(o["values"], dtype=np.float64).reshape(o["dims"]) for o in json.load(f)["outputs"]}
+        return {o["name"]: np.array(o["values"], dtype=np.float64).reshape(o["dims"]) for o in json.load(f)}
 
 
 def compare(name, got, want, tol):

@@ -18,6 +18,7 @@
 #include "kiln/kiln.h"
 #include "options.h"
 #include "reporting.h"
+#include "trtexec_compat.h"
 
 namespace kiln::cli {
 namespace {
@@ -98,6 +99,10 @@ std::vector<uint8_t> readFile(const std::string& path) {
 }
 
 DeviceType chooseDevice(const Options& o) {
+  // --device=N (N > 0) names a GPU: without it there is nothing to fall back to.
+  if (!o.device && o.gpuIndex.value_or(0) > 0 && !gpuAvailable())
+    throw UnsupportedError("--device=" + std::to_string(*o.gpuIndex) + ": there is no GPU " + std::to_string(*o.gpuIndex) +
+                           " (or this build of kiln has no CUDA backend); --backend=cpu runs on the CPU");
   if (!o.device) return gpuAvailable() ? DeviceType::kGPU : DeviceType::kCPU;
   if (*o.device == "cpu") return DeviceType::kCPU;
   if (!gpuAvailable())
@@ -137,6 +142,7 @@ BuilderConfig makeBuilderConfig(const Options& o, DeviceType device, ILogger& lo
   cfg.setSkippedPasses(o.skipPasses);
   cfg.setChannelsLast(!o.noChannelsLast);
   cfg.setGpuFusions(o.gpuFusions);
+  if (o.avgTiming) cfg.setAvgTiming(*o.avgTiming);
   if (o.maxAuxStreams) {
     if (cpu)
       logger.log(Severity::kWARNING, "--maxAuxStreams has no effect on the CPU (it has no streams)");
@@ -205,7 +211,7 @@ std::unique_ptr<Engine> buildEngine(const Options& o, DeviceType device, CliLogg
 }
 
 std::unique_ptr<Engine> loadEngine(const Options& o, ILogger& logger) {
-  bool buildFlags = o.fp16 || o.bf16 || o.int8 || o.noTF32 || o.stronglyTyped || o.builderOptimizationLevel ||
+  bool buildFlags = o.fp16 || o.bf16 || o.int8 || o.noTF32 || o.stronglyTyped || o.builderOptimizationLevel || o.avgTiming ||
                     o.maxAuxStreams.has_value() || !o.timingCacheFile.empty() || !o.disableTactics.empty() ||
                     !o.skipPasses.empty() || o.noChannelsLast || o.gpuFusions;
   if (buildFlags)
@@ -250,7 +256,7 @@ void exportLayerInfo(const Engine& engine, const Options& o) {
   if (!o.dumpLayerInfo && o.exportLayerInfo.empty()) return;
   std::string info = engine.getLayerInformation();
   if (o.dumpLayerInfo) std::cout << "[I] Layer Information:\n" << info << '\n';
-  if (!o.exportLayerInfo.empty()) writeTextFile(o.exportLayerInfo, info + "\n");
+  if (!o.exportLayerInfo.empty()) writeTextFile(o.exportLayerInfo, addTrtexecLayerInfo(info, engine) + "\n");
 }
 
 void runInference(const Engine& engine, const Options& o, ILogger& logger) {
@@ -296,6 +302,24 @@ void runInference(const Engine& engine, const Options& o, ILogger& logger) {
   std::cout.flush();
 }
 
+//! --getPlanVersionOnly: the kiln version in the plan's header, without deserializing the plan.
+//! Header layout (src/plan/plan_file.cpp): 8-byte magic, u32 format version, u32 length + the
+//! kiln version string.
+int printPlanVersion(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot open engine file '" + path + "': " + std::strerror(errno));
+  char head[16];
+  uint32_t format = 0, len = 0;
+  if (!f.read(head, 16)) throw Error("'" + path + "' is too short to be a kiln plan");
+  std::memcpy(&format, head + 8, 4);
+  std::memcpy(&len, head + 12, 4);
+  std::string version(std::min<uint32_t>(len, 64), '\0');
+  if (std::memcmp(head, "KILNPLAN", 8) != 0 || len > 64 || !f.read(version.data(), len))
+    throw Error("'" + path + "' is not a kiln plan file");
+  std::printf("[I] Plan was created with kiln version: %s (plan format %u)\n", version.c_str(), format);
+  return 0;
+}
+
 void listPlugins() {
   auto all = getPluginRegistry().list();
   std::printf("[I] Registered plugins: %zu\n", all.size());
@@ -306,6 +330,8 @@ void listPlugins() {
 
 int run(const Options& o) {
   CliLogger logger(o.verbose);
+  for (const std::string& w : o.compatWarnings) logger.log(Severity::kWARNING, w);
+  if (o.getPlanVersionOnly) return printPlanVersion(o.loadEngine);
   for (const auto& lib : o.plugins) {
     loadPluginLibrary(lib);
     logger.log(Severity::kINFO, "Loaded plugin library '" + lib + "'");
@@ -324,6 +350,7 @@ int run(const Options& o) {
     checkRuntimeFeatures(o, engine->device(), logger);
   }
   describeEngine(*engine);
+  if (o.dumpOptimizationProfile) printOptimizationProfiles(std::cout, *engine);
   if (o.useProfile >= engine->getNbOptimizationProfiles())
     throw UsageError("--useProfile=" + std::to_string(o.useProfile) + ": the engine has " +
                      std::to_string(engine->getNbOptimizationProfiles()) + " optimization profile(s)");

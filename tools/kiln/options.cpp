@@ -1,6 +1,9 @@
 #include "options.h"
 
 #include <CLI/CLI.hpp>
+
+#include "kiln/version.h"
+#include "trtexec_compat.h"
 #include <algorithm>
 #include <charconv>
 #include <iostream>
@@ -170,6 +173,8 @@ void checkProfileCounts(const Options& o) {
 
 void checkConsistency(const Options& o) {
   if (o.listPlugins) return;  // needs no model
+  if (o.getPlanVersionOnly && (o.loadEngine.empty() || !o.onnx.empty()))
+    throw UsageError("--getPlanVersionOnly needs --loadEngine (and no --onnx)");
   if (o.onnx.empty() == o.loadEngine.empty())
     throw UsageError(o.onnx.empty() ? "give a model with --onnx=<file> or an engine with --loadEngine=<file>"
                                     : "--onnx and --loadEngine are mutually exclusive");
@@ -239,8 +244,7 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
   app.add_option("--exportTimes", o.exportTimes, "Write per-iteration times as JSON");
   app.add_flag("--dumpLayerInfo", o.dumpLayerInfo, "Print the engine's layer information");
   app.add_option("--exportLayerInfo", o.exportLayerInfo, "Write the engine's layer information as JSON");
-  app.add_option("--device", device, "cpu or gpu (default: gpu when available, else cpu)")
-      ->check(CLI::IsMember({"cpu", "gpu"}));
+  app.add_option("--device", device, "GPU index N (as trtexec; default 0), or cpu|gpu (same as --backend)");
   app.add_option("--gpu", o.gpu, "CUDA device index to build and run on (default 0)")->check(CLI::Range(0, 1023));
   app.add_option("--disableTactics", o.disableTactics,
                  "Build: tactics whose name starts with one of these prefixes are not offered (comma-separated)")
@@ -279,10 +283,18 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
                "Import a node as a registered plugin even when kiln supports its op natively");
   app.add_flag("--verbose,-v", o.verbose, "Print verbose messages");
 
+  TrtexecFlags trtexec;
+  addTrtexecFlags(app, trtexec, o);
+  app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION_STRING);
+  std::vector<char*> args = stripTrtexecBareFlags(argc, argv, o);
+
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
+    return ParseOutcome::kExitSuccess;
+  } catch (const CLI::CallForVersion&) {
+    std::cout << "kiln " << KILN_VERSION_STRING << '\n';
     return ParseOutcome::kExitSuccess;
   } catch (const CLI::ParseError& e) {
     throw UsageError(std::string(e.what()) + " (run with --help for the list of flags)");
@@ -303,7 +315,7 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
       if (!o.layerPrecisions.emplace(name, t).second) throw UsageError("--layerPrecisions: layer '" + name + "' is given twice");
   if (!o.layerPrecisions.empty() && o.precisionConstraints == "none")
     throw UsageError("--layerPrecisions needs --precisionConstraints=prefer or obey (as trtexec)");
-  if (!device.empty()) o.device = device;
+  applyTrtexecFlags(trtexec, device, o);
   checkConsistency(o);
   return ParseOutcome::kRun;
 }

@@ -49,7 +49,7 @@ struct Options {
   bool verbose = false;
 
   // Build.
-  std::optional<std::string> device;  //!< "cpu" or "gpu"; unset: gpu when available
+  std::optional<std::string> device;  //!< backend, "cpu" or "gpu" (--backend; --device=cpu|gpu); unset: gpu when available
   std::optional<int> threads;         //!< unset: build with all hardware threads; a plan keeps its own
   bool fp16 = false, bf16 = false, int8 = false, noTF32 = false, stronglyTyped = false;
   std::optional<int> builderOptimizationLevel;
@@ -67,6 +67,13 @@ struct Options {
   std::vector<std::string> plugins;  //!< plugin libraries to load (--plugins, repeatable)
   bool listPlugins = false;
   bool enablePluginOverride = false;
+
+  // trtexec compatibility (trtexec_compat.cpp).
+  std::optional<int> gpuIndex;              //!< --device=N: the GPU to run on
+  std::vector<std::string> compatWarnings;  //!< one per accepted trtexec flag that has no effect
+  std::optional<int> avgTiming;             //!< --avgTiming: timed runs per tactic
+  bool getPlanVersionOnly = false;          //!< print the version that built --loadEngine's plan
+  bool dumpOptimizationProfile = false;
 };
 
 //! What parseOptions decided.

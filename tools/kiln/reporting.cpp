@@ -113,20 +113,30 @@ void printPerformanceSummary(std::ostream& os, const std::vector<IterationTimes>
 }
 
 void writeTimesJson(const std::string& path, const std::vector<IterationTimes>& times, bool gpu) {
+  // trtexec's keys (startEnqMs ... latencyMs): H2D, compute and D2H run one after another from
+  // the start of the iteration (on the CPU, H2D and D2H take 0 ms). kiln's own keys (startMs,
+  // endMs, enqueueMs) stay for its scripts.
   json arr = json::array();
   for (const auto& t : times) {
-    json j = {{"startMs", t.startMs},
-              {"endMs", t.endMs},
+    double h2dEnd = t.startMs + t.h2dMs, computeEnd = h2dEnd + t.computeMs;
+    json j = {{"startEnqMs", t.startMs},
+              {"endEnqMs", t.startMs + t.enqueueMs},
+              {"startH2dMs", t.startMs},
+              {"endH2dMs", h2dEnd},
+              {"startComputeMs", h2dEnd},
+              {"endComputeMs", computeEnd},
+              {"startD2hMs", computeEnd},
+              {"endD2hMs", computeEnd + t.d2hMs},
+              {"h2dMs", gpu ? t.h2dMs : 0.0},
+              {"computeMs", t.computeMs},
+              {"d2hMs", gpu ? t.d2hMs : 0.0},
               {"latencyMs", t.latencyMs()},
-              {"enqueueMs", t.enqueueMs},
-              {"computeMs", t.computeMs}};
-    if (gpu) {
-      j["h2dMs"] = t.h2dMs;
-      j["d2hMs"] = t.d2hMs;
-    }
+              {"startMs", t.startMs},
+              {"endMs", t.endMs},
+              {"enqueueMs", t.enqueueMs}};
     arr.push_back(std::move(j));
   }
-  writeJsonFile(path, arr);
+  writeJsonFile(path, arr);  // nlohmann writes NaN/inf as null: the file stays valid JSON
 }
 
 // ---- per-layer profile ----
@@ -226,9 +236,15 @@ void writeOutputsJson(const std::string& path, const std::vector<NamedTensor>& o
   for (const auto& [name, t] : outputs) {
     json values = json::array();
     for (int64_t i = 0; i < t.count(); ++i) values.push_back(elementValue(t, i));
-    arr.push_back({{"name", name}, {"dims", t.dims()}, {"dtype", toString(t.type())}, {"values", std::move(values)}});
+    std::string dimensions;  // trtexec's "1x1000"
+    for (size_t i = 0; i < t.dims().size(); ++i) dimensions += (i ? "x" : "") + std::to_string(t.dims()[i]);
+    arr.push_back({{"name", name},
+                   {"dimensions", dimensions},
+                   {"values", std::move(values)},
+                   {"dims", t.dims()},
+                   {"dtype", toString(t.type())}});
   }
-  writeJsonFile(path, json{{"outputs", std::move(arr)}});
+  writeJsonFile(path, arr);
 }
 
 void printOutputs(std::ostream& os, const std::vector<NamedTensor>& outputs) {

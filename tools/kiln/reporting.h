@@ -33,7 +33,9 @@ Stats computeStats(std::vector<double> samples, const std::vector<double>& perce
 void printPerformanceSummary(std::ostream& os, const std::vector<IterationTimes>& times, int avgRuns,
                              const std::vector<double>& percentiles, bool gpu);
 
-//! Writes per-iteration times: [{startMs, endMs, latencyMs, enqueueMs, computeMs[, h2dMs, d2hMs]}].
+//! Writes per-iteration times as trtexec does: [{startEnqMs, endEnqMs, startH2dMs, endH2dMs,
+//! startComputeMs, endComputeMs, startD2hMs, endD2hMs, h2dMs, computeMs, d2hMs, latencyMs}],
+//! plus kiln's startMs, endMs, enqueueMs.
 void writeTimesJson(const std::string& path, const std::vector<IterationTimes>& times, bool gpu);
 
 //! Collects per-layer times over profiled enqueues (layers in first-seen order).
@@ -65,8 +67,9 @@ class LayerProfiler : public IProfiler {
 //! A named output tensor on the host.
 using NamedTensor = std::pair<std::string, HostTensor>;
 
-//! Writes {"outputs":[{"name","dims","dtype","values"}]}; half/bf16 values are written as floats,
-//! non-finite floats as the strings "nan", "inf", "-inf".
+//! Writes trtexec's [{"name", "dimensions": "AxB", "values"}] plus kiln's "dims" (a list) and
+//! "dtype"; half/bf16 values are written as floats, non-finite floats as the strings "nan",
+//! "inf", "-inf" (valid JSON that float() and NumPy read back exactly).
 void writeOutputsJson(const std::string& path, const std::vector<NamedTensor>& outputs);
 //! Prints each output's name, dtype, dims and its first values.
 void printOutputs(std::ostream& os, const std::vector<NamedTensor>& outputs);
