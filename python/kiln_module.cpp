@@ -154,11 +154,17 @@ struct ContextHandle {
       ctx->setTensorAddress(n, device ? deviceBuffer(n, a.nbytes()) : a.mutable_data());
       outs.emplace_back(n, a);
     }
+    // Raw pointers and sizes are taken while the GIL is held: py::array's accessors create Python
+    // objects (nbytes() makes a dtype), which pybind11 refuses without the GIL.
+    struct HostCopy { void* dst; const void* src; size_t bytes; };
+    std::vector<HostCopy> copies;
+    if (device)
+      for (auto& [n, a] : outs) copies.push_back({a.mutable_data(), buffers[n]->ptr, static_cast<size_t>(a.nbytes())});
     {
       py::gil_scoped_release release;  // the arrays are held in `keep` and `outs`
       ctx->enqueue(stream);
       if (device) {
-        for (auto& [n, a] : outs) device->copyToHost(a.mutable_data(), buffers[n]->ptr, a.nbytes(), stream);
+        for (const HostCopy& c : copies) device->copyToHost(c.dst, c.src, c.bytes, stream);
         device->synchronize(stream);
       }
     }

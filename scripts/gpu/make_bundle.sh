@@ -8,7 +8,8 @@ B=${1:-build}
 T=$(mktemp -d)
 mkdir -p "$T/bin" "$T/lib"
 cp "$B"/bin/kiln "$B"/bin/kiln_unit_tests "$B"/bin/kiln_conformance "$T/bin/"
-cp "$B"/lib/libkiln*.so "$T/lib/"
+cp -a "$B"/lib/libkiln*.so* "$T/lib/"  # the versioned library and its SONAME link
+mkdir -p "$T/include/kiln" && cp "$B"/generated/include/kiln/version.h "$T/include/kiln/"
 for l in libdnnl.so.2 libprotobuf.so.32 libgomp.so.1 libOpenCL.so.1; do
   cp -L "/usr/lib/x86_64-linux-gnu/$l" "$T/lib/" 2>/dev/null || cp -L "/lib/x86_64-linux-gnu/$l" "$T/lib/"
 done

@@ -41,7 +41,7 @@ def conv_model(batch):
              helper.make_node("Gemm", ["f", "fc"], ["y"], transB=1, name="fc")]
     graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 16, 16])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 5])], [w, b, fc])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     onnx.checker.check_model(model)
     path = os.path.join(TMP, f"conv_{batch}.onnx")
     onnx.save(model, path)
@@ -131,7 +131,7 @@ def test_errors_are_exceptions():
     node = helper.make_node("NoSuchOp", ["x"], ["y"], name="mystery", domain="example.custom")
     graph = helper.make_graph([node], "u", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("example.custom", 1)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("example.custom", 1)], ir_version=8)
     unsupported = os.path.join(TMP, "unsupported.onnx")
     onnx.save(model, unsupported)
     expect_error(lambda: kiln.build_engine(unsupported, kiln.BuilderConfig(tf32=False, device=DEVICE)), "mystery", kiln.UnsupportedError)
@@ -144,7 +144,7 @@ def test_output_shape_from_input_values():
                                helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     path = os.path.join(TMP, "expand.onnx")
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
     ctx = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device=DEVICE)).create_execution_context()
     x = np.array([[1, 2, 3]], np.float32)
     for rows in (2, 5, 1, 7):
@@ -160,7 +160,7 @@ def test_bfloat16_and_float16_io():
                                   [helper.make_tensor_value_info("x", onnx_type, [2, 4])],
                                   [helper.make_tensor_value_info("y", onnx_type, [2, 4])])
         path = os.path.join(TMP, f"relu_{onnx_type}.onnx")
-        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
         ctx = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device=DEVICE)).create_execution_context()
         x = np.linspace(-2, 2, 8, dtype=np.float32).reshape(2, 4).astype(np_type)
         y = ctx.infer({"x": x})["y"]
