@@ -1,5 +1,5 @@
 """GPU benchmark, side by side with the peer in one run (BENCHMARKS.md): exports the model set with
-the peer script, times torch.compile (compile_fp16) there, builds kiln FP16 engines for the same ONNX
+the peer script, times torch.compile (--peer-mode, default compile_half_frozen) there, builds kiln FP16 engines for the same ONNX
 files and times them (CUDA graphs, no data transfers, median of >= 50 runs), checks kiln's batch-1
 outputs against PyTorch's FP32 reference output, and writes a markdown table.
 Usage (on the GPU machine):
@@ -18,7 +18,7 @@ def run(cmd, **kw):
 
 
 def peer_rows(args):
-    cmd = [sys.executable, args.peers, "--modes", "compile_fp16", "--export", args.work]
+    cmd = [sys.executable, args.peers, "--modes", args.peer_mode, "--export", args.work]
     if args.models: cmd += ["--models", args.models]
     if args.batches: cmd += ["--batches", args.batches]
     p = run(cmd)
@@ -27,7 +27,7 @@ def peer_rows(args):
         line = line.strip()
         if line.startswith("{"):
             r = json.loads(line)
-            if r.get("mode") == "compile_fp16" and "ms" in r:
+            if r.get("mode") == args.peer_mode and "ms" in r:
                 rows[(r.get("model"), int(r.get("batch", 0)))] = r
     if p.returncode != 0:
         print(p.stderr[-4000:], file=sys.stderr)
@@ -103,6 +103,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--peers", required=True)
+    ap.add_argument("--peer-mode", default="compile_half_frozen",
+                    help="the peers.py mode to compare with (BENCHMARKS.md: compile_half_frozen is the peer to beat)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--models", default="")
     ap.add_argument("--batches", default="")
@@ -130,12 +132,12 @@ def main():
 def write_table(args, rows):
     gpu = run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]).stdout.strip()
     with open(args.out, "w") as f:
-        f.write("# GPU: kiln FP16 vs torch.compile (compile_fp16)\n\n")
+        f.write(f"# GPU: kiln FP16 vs torch.compile ({args.peer_mode})\n\n")
         f.write(f"- Date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}\n")
         f.write(f"- Machine: {gpu}; {platform.node()}\n")
         f.write(f"- Command: `python3 {' '.join(sys.argv)}`\n")
         f.write("- kiln: FP16 engine, CUDA graph, no data transfers, median of 100 runs (GPU compute time).\n")
-        f.write("- Peer: `peers.py --modes compile_fp16` in the same run (median of 50).\n\n")
+        f.write(f"- Peer: `peers.py --modes {args.peer_mode}` in the same run (median of 50).\n\n")
         f.write("| model | batch | kiln ms | kiln items/s | torch.compile ms | speed-up | build s | rebuild s (timing cache) | max abs err | ref absmax | note |\n")
         f.write("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
         for r in rows:

@@ -9,7 +9,7 @@
 #   python      the Python module built here and tests/python/test_python_api.py on the GPU
 #   fuzz        200 random graphs per generator, one per core at a time, on the GPU vs ONNX Runtime (tests/fuzz)
 #   conformance the ONNX node tests on the GPU
-#   bench       bench/gpu_bench.py side by side with peers.py --modes compile_fp16
+#   bench       bench/gpu_bench.py side by side with peers.py --modes compile_half_frozen (--peer-mode)
 #   profile     per-layer profiles of the benchmark engines named in $PROFILE (default
 #               resnet50_b32,bert_base_s128_b32; run after bench) -> profile.txt
 #   streams     throughput of the benchmark engines in $STREAMS_ROWS (default resnet50_b32) with
