@@ -48,6 +48,8 @@ class Engine {
   int getNbAuxStreams() const;
   //! Layer information as JSON: name, op, fused ops, inputs/outputs, precision, tactic, time.
   std::string getLayerInformation() const;
+  //! The peak rates of the device the engine runs on (for rooflines; specification values).
+  DevicePeak getDevicePeak() const;
 
   std::unique_ptr<ExecutionContext> createExecutionContext() const;
 
@@ -72,6 +74,9 @@ class ExecutionContext {
   //! GPU it is a cudaStream_t and the call is asynchronous. Throws kiln::Error.
   void enqueue(void* stream = nullptr);
   void setProfiler(IProfiler* p);
+  //! Per layer, in execution order: the FLOPs and bytes it computes and moves at the current
+  //! input shapes (resolves shapes if needed). With a profiler's times, a per-layer roofline.
+  std::vector<LayerCost> getLayerCosts();
   //! Captures one enqueue on `stream` into a CUDA graph kept by the context (GPU). Returns false,
   //! with a warning, when the model or backend cannot be captured; enqueue still works then.
   bool captureGraph(void* stream);

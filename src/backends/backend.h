@@ -10,6 +10,7 @@
 #include "ir/layer_desc.h"
 #include "kiln/builder.h"
 #include "kiln/network.h"
+#include "kiln/profiler.h"
 #include "kiln/types.h"
 
 namespace kiln {
@@ -81,6 +82,8 @@ class Backend {
   //! The channel block (8, 16) this backend's conv tactics prefer for blocked NCHW tensors
   //! (ops/conv_layout.h); 0 when none handles blocked layouts. Optional.
   virtual int64_t preferredChannelBlock() const { return 0; }
+  //! The device's peak rates for rooflines (0 where unknown). Optional.
+  virtual DevicePeak peak() const { return {}; }
 
   // Streams and events (the CPU has none: its streams are null and its work is synchronous).
   //! A new stream (nullptr on the CPU). Owned by the caller: destroyStream.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/thread_pool.h"
+#include "ops/op_cost.h"
 #include "runtime/engine_impl.h"
 
 namespace kiln {
@@ -29,6 +30,7 @@ struct ContextImpl {
   std::vector<Patch> patches;
   std::vector<int> hostOutputs;  // outputs whose values are known on the host after resolution
   IProfiler* profiler = nullptr;
+  std::vector<void*> profileEvents;  // GPU profiling: a start and an end timing event per layer
 
   // Auxiliary streams (GPU): created with the context, joined to the enqueue stream by events.
   std::vector<void*> auxStreams;
@@ -42,6 +44,7 @@ struct ContextImpl {
     Backend& b = *e->backend;
     if (graphExec) b.destroyGraph(graphExec);
     for (void* ev : layerEvents) b.destroyEvent(ev);
+    for (void* ev : profileEvents) b.destroyEvent(ev);
     for (void* ev : auxDoneEvents) b.destroyEvent(ev);
     b.destroyEvent(startEvent);
     for (void* s : auxStreams) b.destroyStream(s);
@@ -234,6 +237,31 @@ void ExecutionContext::setTensorAddress(const std::string& name, void* data) {
 
 void ExecutionContext::setProfiler(IProfiler* p) { impl->profiler = p; }
 
+std::vector<LayerCost> ExecutionContext::getLayerCosts() {
+  ContextImpl& c = *impl;
+  if (!c.valueInputs.empty()) c.refreshInputValues();
+  if (c.dirty) c.reshape();
+  const EngineGraph& g = c.e->graph;
+  std::vector<LayerCost> costs;
+  costs.reserve(g.layers.size());
+  for (size_t i = 0; i < g.layers.size(); ++i) {
+    const EngineLayer& l = g.layers[i];
+    LayerCost lc;
+    lc.name = l.name;
+    lc.op = l.op;
+    lc.type = l.precision;
+    lc.runs = !c.shapes.skipped(i);
+    if (lc.runs) {
+      const OpCost oc = opCost(c.shapes.layers[i]);
+      lc.flops = oc.flops;
+      lc.bytes = oc.bytes;
+      lc.matrix = oc.matrix;
+    }
+    costs.push_back(std::move(lc));
+  }
+  return costs;
+}
+
 void ExecutionContext::enqueue(void* stream) {
   ContextImpl& c = *impl;
   if (!c.valueInputs.empty()) c.refreshInputValues();
@@ -252,6 +280,10 @@ void ExecutionContext::enqueue(void* stream) {
     c.e->backend->copyToDevice(c.addr[o], v.data(), v.bytes(), stream);
   }
   Backend& b = *c.e->backend;
+  // Profiling on the GPU times each layer between two events; on the CPU, work is synchronous.
+  const bool gpuProfile = c.profiler && b.device() == DeviceType::kGPU;
+  if (gpuProfile && c.profileEvents.empty())
+    for (size_t i = 0; i < 2 * g.layers.size(); ++i) c.profileEvents.push_back(b.createEvent(true));
   if (!c.auxStreams.empty()) {  // every aux stream starts after the work already on `stream`
     b.recordEvent(c.startEvent, stream);
     for (void* s : c.auxStreams) b.streamWaitEvent(s, c.startEvent);
@@ -267,10 +299,13 @@ void ExecutionContext::enqueue(void* stream) {
     }
     KernelIO& io = c.ios[i];
     io.stream = s;
-    if (c.profiler) {
+    if (gpuProfile) {
+      b.recordEvent(c.profileEvents[2 * i], s);
+      c.e->kernels[c.profile][i]->execute(io, c.states[i].get());
+      b.recordEvent(c.profileEvents[2 * i + 1], s);
+    } else if (c.profiler) {
       auto t0 = std::chrono::steady_clock::now();
       c.e->kernels[c.profile][i]->execute(io, c.states[i].get());
-      b.synchronize(s);
       auto t1 = std::chrono::steady_clock::now();
       c.profiler->reportLayerTime(g.layers[i].name, std::chrono::duration<float, std::milli>(t1 - t0).count());
     } else {
@@ -281,6 +316,12 @@ void ExecutionContext::enqueue(void* stream) {
   for (size_t k = 0; k < c.auxStreams.size(); ++k) {  // the enqueue stream ends after every aux stream
     b.recordEvent(c.auxDoneEvents[k], c.auxStreams[k]);
     b.streamWaitEvent(stream, c.auxDoneEvents[k]);
+  }
+  if (gpuProfile) {  // the kernels' own times, without the host's launch overhead
+    b.synchronize(stream);
+    for (size_t i = 0; i < g.layers.size(); ++i)
+      if (!c.shapes.skipped(i))
+        c.profiler->reportLayerTime(g.layers[i].name, b.timeBetween(c.profileEvents[2 * i], c.profileEvents[2 * i + 1]));
   }
 }
 

@@ -136,6 +136,8 @@ int Engine::getNbLayers() const { return static_cast<int>(impl->graph.layers.siz
 size_t Engine::getDeviceMemorySize() const { return impl->graph.arenaBytes; }
 int Engine::getNbAuxStreams() const { return impl->graph.auxStreams; }
 
+DevicePeak Engine::getDevicePeak() const { return impl->backend->peak(); }
+
 std::string Engine::getLayerInformation() const {
   const auto& g = impl->graph;
   std::ostringstream s;

@@ -357,7 +357,7 @@ def test_every_flag_parsed():
         check(t["endMs"] >= t["startMs"] and abs(t["latencyMs"] - (t["endMs"] - t["startMs"])) < 1e-6)
     with open(files["profile"]) as f:
         prof = json.load(f)
-    check(prof[0] == {"count": 3}, prof[0])
+    check(prof[0]["count"] == 3, prof[0])
     check(len(prof) > 1 and all({"name", "timeMs", "averageMs", "percentage"} <= set(p) for p in prof[1:]))
     check(abs(sum(p["percentage"] for p in prof[1:]) - 100.0) < 0.1)
     with open(files["layers"]) as f:
@@ -371,6 +371,41 @@ def test_every_flag_parsed():
     graph = run(["--onnx=" + model, "--useCudaGraph", *FAST])
     check("no CUDA graphs" in graph.stderr, graph.stderr)  # the CPU warns and runs plain enqueue
     expect_error(["--onnx=" + model, "--fp16", "--stronglyTyped", *FAST], r"stronglyTyped")
+
+
+def test_profile_roofline():
+    """--dumpProfile / --exportProfile carry the per-layer roofline: each layer's FLOPs and bytes at
+    the run's shapes, counted here from the model's definition (a multiply-add is 2 FLOPs; every
+    input, weight and output crosses memory once), and a bound."""
+    rng = np.random.default_rng(3)
+    n, c, h, w, k, g = 2, 8, 10, 10, 16, 2  # grouped 3x3 conv, pad 1: output [n, k, h, w]
+    wconv = numpy_helper.from_array(rng.standard_normal((k, c // g, 3, 3)).astype(np.float32), "Wc")
+    wmm = numpy_helper.from_array(rng.standard_normal((w, 6)).astype(np.float32), "Wm")
+    nodes = [helper.make_node("Conv", ["x", "Wc"], ["y"], name="conv", group=g, pads=[1, 1, 1, 1]),
+             helper.make_node("MatMul", ["y", "Wm"], ["z"], name="matmul")]
+    graph = helper.make_graph(nodes, "roof", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, h, w])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", k, h, 6])], [wconv, wmm])
+    model = save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), "roof.onnx")
+    prof = path("roof_profile.json")
+    out = run(["--onnx=" + model, f"--shapes=x:{n}x{c}x{h}x{w}", "--dumpProfile", "--exportProfile=" + prof,
+               "--skipPasses=fuse,layout", *FAST]).stdout
+    check("=== Roofline (" in out and "Time by bound:" in out, out)
+    with open(prof) as f:
+        doc = json.load(f)
+    check({"count", "device", "total"} <= set(doc[0]), doc[0])
+    layers = {p["name"]: p for p in doc[1:]}
+    check({"conv", "matmul"} <= set(layers), sorted(layers))
+    conv_macs = sum(1 for _ in np.ndindex(n, k, h, w)) * (c // g) * 3 * 3
+    conv_bytes = 4 * (n * c * h * w + k * (c // g) * 9 + n * k * h * w)
+    mm_macs = n * k * h * 6 * w
+    mm_bytes = 4 * (n * k * h * w + w * 6 + n * k * h * 6)
+    for name, macs, nbytes in (("conv", conv_macs, conv_bytes), ("matmul", mm_macs, mm_bytes)):
+        p = layers[name]
+        check(p["flops"] == 2 * macs, (name, p["flops"], 2 * macs))
+        check(p["bytes"] == nbytes, (name, p["bytes"], nbytes))
+        check(p["bound"] in ("compute", "memory", "launch", "-"), p)
+        check(p["averageMs"] <= 0 or abs(p["tflops"] - p["flops"] / p["averageMs"] / 1e9) <= 1e-6 * p["tflops"] + 1e-12, p)
+    check(doc[0]["total"]["flops"] >= 2 * (conv_macs + mm_macs), doc[0]["total"])
 
 
 def test_performance_summary_format():

@@ -486,6 +486,25 @@ TEST(CudaElementwise, PointwiseChain) {
                                    test::randomTensor(s.ops[2], seed++, 0.5f, 1.5f)};
     auto c2 = makeCase("PointwiseChain", in2, a2);
     checkCase(*gpu, c2, {2e-4, 2e-5}, "chain2 " + toString(s.x));
+    // float16 / bfloat16 tensors (a reduced-precision engine's chains): the math is float32, so the
+    // result is the float32 reference on the same (rounded) inputs, rounded once.
+    for (DataType t : {DataType::kHALF, DataType::kBF16}) {
+      for (const auto* c : {&c1, &c2}) {
+        test::OpCase reduced = *c, widened = *c;
+        for (size_t i = 0; i < c->inputs.size(); ++i) {
+          reduced.inputs[i] = test::convertTo(c->inputs[i], t);
+          widened.inputs[i] = test::convertTo(reduced.inputs[i], DataType::kFLOAT);
+        }
+        auto names = test::tacticNames(*gpu, reduced);
+        ASSERT_EQ(names.size(), 1u) << "no CUDA chain for " << toString(t);
+        auto ref = test::runReference(widened);
+        auto got = test::runTactic(*gpu, names[0], reduced);
+        ASSERT_EQ(got[0].type(), t);
+        const Tol tol = tolFor(t);
+        test::expectClose(test::convertTo(got[0], DataType::kFLOAT), ref[0], tol.rtol, tol.atol,
+                          std::string("chain ") + toString(t) + " " + toString(s.x));
+      }
+    }
   }
 }
 

@@ -1,4 +1,5 @@
 #include "reporting.h"
+#include "roofline.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -6,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <iomanip>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <ostream>
@@ -186,17 +188,75 @@ void LayerProfiler::print(std::ostream& os) const {
     totalAvg += r.averageMs;
   }
   line(total, totalAvg, totalAvg, 100.0, "Total");
+  if (!costs_.empty()) printRoofline(os, rows());
+}
+
+void LayerProfiler::setRoofline(std::vector<LayerCost> costs, DevicePeak peak) {
+  costs_ = std::move(costs);
+  peak_ = std::move(peak);
+}
+
+const LayerCost* LayerProfiler::costOf(const std::string& name) const {
+  for (const LayerCost& c : costs_)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+void LayerProfiler::printRoofline(std::ostream& os, const std::vector<Row>& rs) const {
+  os << std::fixed << "[I] \n[I] === Roofline (" << (peak_.name.empty() ? "device" : peak_.name) << ": "
+     << std::setprecision(2) << peak_.matrixTflops16 << " TFLOP/s FP16 matrix, " << peak_.vectorTflops32
+     << " TFLOP/s FP32 vector, " << std::setprecision(0) << peak_.memoryGBs << " GB/s; 0 = unknown) ===\n";
+  os << "[I]     Avg.(ms)       GFLOP          MB    TFLOP/s       GB/s  %roof  Bound     Layer\n";
+  double ms = 0, flops = 0, bytes = 0;
+  std::map<std::string, double> boundMs;
+  for (const Row& r : rs) {
+    const LayerCost* c = costOf(r.name);
+    if (!c) continue;
+    const RooflinePoint p = rooflinePoint(*c, peak_, r.averageMs);
+    ms += r.averageMs, flops += c->flops, bytes += c->bytes;
+    boundMs[p.bound] += r.averageMs;
+    os << "[I] " << std::setprecision(4) << std::setw(12) << r.averageMs << std::setprecision(3) << std::setw(12)
+       << c->flops / 1e9 << std::setw(12) << c->bytes / 1e6 << std::setprecision(2) << std::setw(11) << p.tflops
+       << std::setprecision(1) << std::setw(11) << p.gbs << std::setw(7);
+    if (p.percent >= 0) os << p.percent; else os << "-";
+    os << "  " << std::left << std::setw(8) << p.bound << std::right << "  " << r.name << '\n';
+  }
+  os << "[I] " << std::setprecision(4) << std::setw(12) << ms << std::setprecision(3) << std::setw(12) << flops / 1e9
+     << std::setw(12) << bytes / 1e6 << std::setprecision(2) << std::setw(11) << (ms > 0 ? flops / ms / 1e9 : 0)
+     << std::setprecision(1) << std::setw(11) << (ms > 0 ? bytes / ms / 1e6 : 0) << "                   Total\n";
+  os << "[I] Time by bound:";
+  for (const auto& [bound, t] : boundMs) os << ' ' << bound << ' ' << std::setprecision(1) << (ms > 0 ? 100 * t / ms : 0) << '%';
+  os << '\n' << std::defaultfloat << std::setprecision(6);
 }
 
 void LayerProfiler::writeJson(const std::string& path) const {
   json arr = json::array();
   arr.push_back({{"count", iterations_}});
-  for (const Row& r : rows())
-    arr.push_back({{"name", r.name},
-                   {"timeMs", r.totalMs},
-                   {"averageMs", r.averageMs},
-                   {"medianMs", r.medianMs},
-                   {"percentage", r.percentage}});
+  double ms = 0, flops = 0, bytes = 0;
+  for (const Row& r : rows()) {
+    json j = {{"name", r.name},
+              {"timeMs", r.totalMs},
+              {"averageMs", r.averageMs},
+              {"medianMs", r.medianMs},
+              {"percentage", r.percentage}};
+    if (const LayerCost* c = costOf(r.name)) {
+      const RooflinePoint p = rooflinePoint(*c, peak_, r.averageMs);
+      j.update({{"op", c->op}, {"flops", c->flops}, {"bytes", c->bytes}, {"tflops", p.tflops}, {"gbs", p.gbs},
+                {"peakPercent", p.percent}, {"bound", p.bound}});
+      ms += r.averageMs, flops += c->flops, bytes += c->bytes;
+    }
+    arr.push_back(std::move(j));
+  }
+  if (!costs_.empty()) {
+    arr[0]["device"] = {{"name", peak_.name},
+                        {"matrixTflops16", peak_.matrixTflops16},
+                        {"matrixTflops8", peak_.matrixTflops8},
+                        {"matrixTflopsTf32", peak_.matrixTflopsTf32},
+                        {"vectorTflops32", peak_.vectorTflops32},
+                        {"memoryGBs", peak_.memoryGBs}};
+    arr[0]["total"] = {{"averageMs", ms}, {"flops", flops}, {"bytes", bytes},
+                       {"tflops", ms > 0 ? flops / ms / 1e9 : 0}, {"gbs", ms > 0 ? bytes / ms / 1e6 : 0}};
+  }
   writeJsonFile(path, arr);
 }
 

@@ -43,9 +43,13 @@ class LayerProfiler : public IProfiler {
  public:
   void reportLayerTime(const std::string& layerName, float ms) noexcept override;
   void setIterations(int n) { iterations_ = n; }
-  //! Prints trtexec's "=== Profile (N iterations ) ===" table.
+  //! Adds the per-layer roofline (roofline.h) to print and writeJson.
+  void setRoofline(std::vector<LayerCost> costs, DevicePeak peak);
+  //! Prints trtexec's "=== Profile (N iterations ) ===" table, then the roofline when set.
   void print(std::ostream& os) const;
-  //! Writes [{"count": N}, {"name", "timeMs", "averageMs", "medianMs", "percentage"}, ...].
+  //! Writes [{"count": N}, {"name", "timeMs", "averageMs", "medianMs", "percentage"}, ...] (trtexec's
+  //! form); with a roofline, each layer also has "op", "flops", "bytes", "tflops", "gbs",
+  //! "peakPercent", "bound", and the first entry "device" (the peaks) and "total".
   void writeJson(const std::string& path) const;
 
  private:
@@ -58,7 +62,11 @@ class LayerProfiler : public IProfiler {
     double totalMs, averageMs, medianMs, percentage;
   };
   std::vector<Row> rows() const;
+  void printRoofline(std::ostream& os, const std::vector<Row>& rows) const;
+  const LayerCost* costOf(const std::string& name) const;
   std::vector<LayerTimes> layers_;
+  std::vector<LayerCost> costs_;
+  DevicePeak peak_;
   size_t cursor_ = 0;  //!< where the next layer most likely is (same order every enqueue)
   int iterations_ = 0;
   bool overflow_ = false;  // a time could not be recorded (out of memory)

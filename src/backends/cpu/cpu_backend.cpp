@@ -7,6 +7,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/conv_cpu_common.h"
 #include "backends/cpu/cpu_tactics.h"
+#include "backends/cpu/device_peak_cpu.h"
 #include "core/thread_pool.h"
 #include "ops/op_registry.h"
 #include "plugin/plugin_layer.h"
@@ -88,6 +89,7 @@ class CpuBackend : public Backend {
   void synchronize(void*) override {}
   ThreadPool* pool() override { return &pool_; }
   int64_t preferredChannelBlock() const override { return cpu::preferredChannelBlock(); }
+  DevicePeak peak() const override { return cpu::devicePeak(pool_.size()); }
 
  private:
   ThreadPool pool_;

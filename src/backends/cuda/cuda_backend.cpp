@@ -12,6 +12,7 @@
 
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/device_peak_cuda.h"
 #include "plugin/plugin_layer.h"
 
 namespace kiln {
@@ -69,6 +70,7 @@ class CudaBackend : public Backend {
     return tacticsFromInventory(inventory(), layer);
   }
   void makeCurrent() override { KILN_CUDA_CHECK(cudaSetDevice(device_)); }
+  DevicePeak peak() const override { return cuda::devicePeak(device_); }
   void* allocate(size_t bytes) override {
     makeCurrent();
     void* p = nullptr;

@@ -1,17 +1,23 @@
-// CUDA elementwise family: PointwiseChain (float32). One kernel runs the whole chain per element
-// in registers: x is read once, each operand is read (broadcast) where its step needs it, y is
-// written once. Steps follow the CPU kernel (pointwise_chain.cpp, activations as ops/activation.h).
+// CUDA elementwise family: PointwiseChain (float32, float16, bfloat16 tensors; the math in float32
+// registers). One kernel runs the whole chain per element: x is read once, each operand is read
+// (broadcast) where its step needs it, y is written once, all in the tensors' own type, so a
+// reduced-precision engine never round-trips the chain through float32 tensors. Steps follow the CPU kernel (pointwise_chain.cpp, activations as ops/activation.h).
 #include "backends/cuda/elementwise_functors.cuh"
 
 namespace kiln::cuda::ew {
 
 namespace {
 
-struct ChainParams {
+template <class T> struct ChainParams {
   ChainProgram prog;
   DevGeom<kMaxIn> g;
-  const float* in[kMaxIn];
-  float* out;
+  const T* in[kMaxIn];
+  T* out;
+};
+
+//! Four consecutive elements, aligned so that one vector instruction moves them.
+template <class T> struct alignas(4 * sizeof(T)) Pack4 {
+  T v[4];
 };
 
 __device__ __forceinline__ uint32_t offsetOne(const DevGeom<kMaxIn>& g, int k, uint32_t e) {
@@ -69,7 +75,13 @@ __device__ __forceinline__ float binaryStep(int op, float v, float o, bool swapp
 
 constexpr int kV = 4;
 
-__global__ void __launch_bounds__(kBlock) chainKernel(const __grid_constant__ ChainParams p) {
+template <class T> __device__ __forceinline__ void load4(const T* p, float v[kV]) {
+  const Pack4<T> x = *reinterpret_cast<const Pack4<T>*>(p);
+#pragma unroll
+  for (int j = 0; j < kV; ++j) v[j] = widen(x.v[j]);
+}
+
+template <class T> __global__ void __launch_bounds__(kBlock) chainKernel(const __grid_constant__ ChainParams<T> p) {
   const DevGeom<kMaxIn>& g = p.g;
   const uint32_t units = (g.total + kV - 1) / kV, step = gridDim.x * blockDim.x;
   const int inner = g.rank - 1;
@@ -77,11 +89,10 @@ __global__ void __launch_bounds__(kBlock) chainKernel(const __grid_constant__ Ch
     const uint32_t e = u * kV;
     float v[kV];
     if (g.vec) {
-      const float4 x = reinterpret_cast<const float4*>(p.in[0])[u];
-      v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+      load4(p.in[0] + e, v);
     } else {
 #pragma unroll
-      for (int j = 0; j < kV; ++j) v[j] = e + j < g.total ? p.in[0][e + j] : 0.f;
+      for (int j = 0; j < kV; ++j) v[j] = e + j < g.total ? widen(p.in[0][e + j]) : 0.f;
     }
     for (int s = 0; s < p.prog.nSteps; ++s) {
       const ChainStep& st = p.prog.steps[s];
@@ -91,16 +102,15 @@ __global__ void __launch_bounds__(kBlock) chainKernel(const __grid_constant__ Ch
         if (g.vec) {
           const uint32_t off = offsetOne(g, k, e);
           if (g.stride[k][inner] != 0) {
-            const float4 b = *reinterpret_cast<const float4*>(p.in[k] + off);
-            o[0] = b.x, o[1] = b.y, o[2] = b.z, o[3] = b.w;
+            load4(p.in[k] + off, o);
           } else {
-            const float b = p.in[k][off];
+            const float b = widen(p.in[k][off]);
 #pragma unroll
             for (int j = 0; j < kV; ++j) o[j] = b;
           }
         } else {
 #pragma unroll
-          for (int j = 0; j < kV; ++j) o[j] = e + j < g.total ? p.in[k][offsetOne(g, k, e + j)] : 0.f;
+          for (int j = 0; j < kV; ++j) o[j] = e + j < g.total ? widen(p.in[k][offsetOne(g, k, e + j)]) : 0.f;
         }
 #pragma unroll
         for (int j = 0; j < kV; ++j) v[j] = binaryStep(st.op, v[j], o[j], st.swapped != 0);
@@ -110,41 +120,48 @@ __global__ void __launch_bounds__(kBlock) chainKernel(const __grid_constant__ Ch
       }
     }
     if (g.vec) {
-      reinterpret_cast<float4*>(p.out)[u] = make_float4(v[0], v[1], v[2], v[3]);
+      Pack4<T> y;
+#pragma unroll
+      for (int j = 0; j < kV; ++j) y.v[j] = narrow<T>(v[j]);
+      *reinterpret_cast<Pack4<T>*>(p.out + e) = y;
     } else {
 #pragma unroll
       for (int j = 0; j < kV; ++j)
-        if (e + j < g.total) p.out[e + j] = v[j];
+        if (e + j < g.total) p.out[e + j] = narrow<T>(v[j]);
     }
   }
 }
 
 }  // namespace
 
-void launchChain(const ChainProgram& prog, const Geom& g, const void* const* in, void* out, cudaStream_t s) {
+void launchChain(const ChainProgram& prog, const Geom& g, const void* const* in, void* out, DataType type,
+                 cudaStream_t s) {
   if (g.total == 0) return;
   if (g.nIn < 1 || g.nIn > kMaxIn) throw Error("CUDA PointwiseChain: bad input count");
-  int64_t zero[kMaxIn] = {};
-  forEachPiece(g, zero, 0, [&](const Geom& piece, const int64_t* inOff, int64_t outOff) {
-    ChainParams p{};
-    p.prog = prog;
-    const void* ptrs[kMaxIn] = {};
-    size_t esize[kMaxIn];
-    for (int k = 0; k < kMaxIn; ++k) {
-      esize[k] = sizeof(float);
-      if (k < g.nIn) p.in[k] = static_cast<const float*>(in[k]) + inOff[k];
-      ptrs[k] = p.in[k] ? p.in[k] : p.in[0];
-    }
-    p.out = static_cast<float*>(out) + outOff;
-    Geom full = piece;
-    for (int k = g.nIn; k < kMaxIn; ++k)
-      for (int d = 0; d < kMaxDims; ++d) full.strides[k][d] = 0;
-    p.g = devGeom<kMaxIn>(full, kV, ptrs, esize, p.out, sizeof(float));
-    // x has the output's shape: contiguous only when its strides are row-major (always, by infer).
-    for (int k = g.nIn; k < kMaxIn; ++k) p.in[k] = p.in[0];
-    const int64_t units = (piece.total + kV - 1) / kV;
-    chainKernel<<<gridFor(units, kBlock), kBlock, 0, s>>>(p);
-    KILN_CUDA_CHECK_LAUNCH();
+  dispatchSet<bit(DataType::kFLOAT) | bit(DataType::kHALF) | bit(DataType::kBF16)>(type, [&](auto tag) {
+    using T = decltype(tag);
+    int64_t zero[kMaxIn] = {};
+    forEachPiece(g, zero, 0, [&](const Geom& piece, const int64_t* inOff, int64_t outOff) {
+      ChainParams<T> p{};
+      p.prog = prog;
+      const void* ptrs[kMaxIn] = {};
+      size_t esize[kMaxIn];
+      for (int k = 0; k < kMaxIn; ++k) {
+        esize[k] = sizeof(T);
+        if (k < g.nIn) p.in[k] = static_cast<const T*>(in[k]) + inOff[k];
+        ptrs[k] = p.in[k] ? p.in[k] : p.in[0];
+      }
+      p.out = static_cast<T*>(out) + outOff;
+      Geom full = piece;
+      for (int k = g.nIn; k < kMaxIn; ++k)
+        for (int d = 0; d < kMaxDims; ++d) full.strides[k][d] = 0;
+      p.g = devGeom<kMaxIn>(full, kV, ptrs, esize, p.out, sizeof(T));
+      // x has the output's shape: contiguous only when its strides are row-major (always, by infer).
+      for (int k = g.nIn; k < kMaxIn; ++k) p.in[k] = p.in[0];
+      const int64_t units = (piece.total + kV - 1) / kV;
+      chainKernel<T><<<gridFor(units, kBlock), kBlock, 0, s>>>(p);
+      KILN_CUDA_CHECK_LAUNCH();
+    });
   });
 }
 

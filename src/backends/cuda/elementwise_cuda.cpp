@@ -453,7 +453,7 @@ ChainOp chainOpOf(const PointwiseStep& s) {
 
 class ChainKernel : public Kernel {
  public:
-  explicit ChainKernel(const ChainProgram& p) : prog_(p) {}
+  ChainKernel(const ChainProgram& p, DataType type) : prog_(p), type_(type) {}
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     auto s = std::make_unique<GeomState>();
     std::vector<Dims> ins;
@@ -466,17 +466,22 @@ class ChainKernel : public Kernel {
   void execute(const KernelIO& io, KernelState* state) const override {
     const void* in[kMaxIn] = {};
     for (size_t i = 0; i < io.in.size(); ++i) in[i] = io.in[i].data;
-    launchChain(prog_, stateGeom(state), in, io.out[0].data, cuda::streamOf(io));
+    launchChain(prog_, stateGeom(state), in, io.out[0].data, type_, cuda::streamOf(io));
   }
 
  private:
   ChainProgram prog_;
+  DataType type_;
 };
 
 bool chainSupports(const LayerDesc& l) {
   if (l.inputs.empty() || l.inputs.size() > static_cast<size_t>(kMaxIn) || !allPresent(l)) return false;
+  // One storage type for every input and the output: float32, or a reduced-precision engine's
+  // float16/bfloat16 (computed in float32 registers, never through float32 tensors).
+  const DataType t = l.outputs[0].type;
+  if (t != DataType::kFLOAT && t != DataType::kHALF && t != DataType::kBF16) return false;
   for (const auto& in : l.inputs)
-    if (in.type != DataType::kFLOAT) return false;
+    if (in.type != t) return false;
   if (l.attrs->getStrings("steps").size() > static_cast<size_t>(kMaxChainSteps)) return false;
   return geomFits(l);
 }
@@ -496,7 +501,7 @@ std::unique_ptr<Kernel> chainCreate(const LayerDesc& l) {
     c.alpha = s.isActivation ? s.act.alpha : s.alpha;
     c.beta = s.isActivation ? s.act.beta : s.beta;
   }
-  return std::make_unique<ChainKernel>(prog);
+  return std::make_unique<ChainKernel>(prog, l.outputs[0].type);
 }
 
 }  // namespace

@@ -133,7 +133,8 @@ struct ChainProgram {
   int nSteps = 0;
   ChainStep steps[kMaxChainSteps];
 };
-//! out = program(in[0], operands...) where g covers all inputs (g.nIn = number of inputs).
-void launchChain(const ChainProgram& p, const Geom& g, const void* const* in, void* out, cudaStream_t s);
+//! out = program(in[0], operands...) where g covers all inputs (g.nIn = number of inputs); every
+//! input and the output have `type` (float, half or bfloat16), the math is float32.
+void launchChain(const ChainProgram& p, const Geom& g, const void* const* in, void* out, DataType type, cudaStream_t s);
 
 }  // namespace kiln::cuda::ew

@@ -1,0 +1,259 @@
+"""The GPU perf zoo (issue 14): kiln FP16 against the peer to beat, torch.compile `compile_half_frozen`
+(half weights, Inductor freezing, CUDA graphs; BENCHMARKS.md), side by side in one run, on the models
+of bench/zoo_models.py at batch 1 and a throughput batch.
+
+Per (model, batch): export to ONNX (fixed shapes, opset 17, random informative weights via
+peers.randomize), time the peer (median of 50, peers.bench), build a kiln FP16 engine (build time),
+time it (CUDA graph, no transfers, median of 100), and at batch 1 check kiln's output against PyTorch
+FP32 (TF32 off): error = max |kiln - ref| / range(ref), beside PyTorch's own FP16 error measured the
+same way; the bar is max(2x PyTorch's, 1e-2).
+
+Results are appended as JSON lines to --results (one line per row; rows of earlier runs are kept,
+a model re-run replaces its rows), and the markdown table with geometric means is rewritten from all
+rows: a zoo too large for one device session is run in parts.
+Usage (on the GPU machine):
+  python3 bench/zoo.py --kiln build-dev/bin/kiln --peers .device_deps/peers.py \\
+      --results bench/results/gpu-zoo-h200.jsonl --out bench/results/gpu-zoo-h200.md [--models a,b] [--list]"""
+import argparse, datetime, importlib.util, json, math, os, platform, statistics, subprocess, sys, time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zoo_models  # noqa: E402
+
+
+def sh(cmd, timeout=None):
+    print("+", " ".join(cmd), flush=True)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def last_line(p, what):
+    return (p.stderr.strip().splitlines() or p.stdout.strip().splitlines() or [what])[-1][:300]
+
+
+def rel_err(got, ref):
+    ref = ref.astype(np.float64)
+    rng = float(ref.max() - ref.min()) or 1.0
+    return float(np.abs(got.astype(np.float64) - ref).max()) / rng
+
+
+def export(torch, model, inputs, path):
+    names = [f"input_{i}" for i in range(len(inputs))]
+    torch.onnx.export(model, inputs, path, dynamo=False, opset_version=17, input_names=names,
+                      output_names=["output"])
+    return names
+
+
+def peer_ms(torch, peers, model, inputs):
+    """compile_half_frozen exactly as peers.py times it."""
+    import copy
+    import torch._inductor.config as ic
+    torch._dynamo.reset()
+    ic.freezing = True
+    fh = torch.compile(copy.deepcopy(model).half(), mode="reduce-overhead")
+
+    def run(*xs):
+        with torch.inference_mode():
+            return fh(*[x.half() if x.is_floating_point() else x for x in xs])
+    return peers.bench(run, inputs)
+
+
+def first_output(y):
+    if isinstance(y, (tuple, list)):
+        y = y[0]
+    return y.float().cpu().numpy()
+
+
+def kiln_row(args, d, names, arrays, check_ref):
+    onnx_path = os.path.join(d, "model.onnx")
+    plan = os.path.join(d, "kiln_fp16.plan")
+    loads = ",".join(f"{n}:{os.path.join(d, n + '.npy')}" for n in names)
+    for n, a in zip(names, arrays):
+        np.save(os.path.join(d, n + ".npy"), a)
+    row = {}
+    t0 = time.time()
+    b = sh([args.kiln, f"--onnx={onnx_path}", "--fp16", f"--saveEngine={plan}", "--skipInference"], timeout=600)
+    row["build_s"] = round(time.time() - t0, 1)
+    if b.returncode != 0:
+        row["error"] = "build: " + last_line(b, "build failed")
+        return row
+    times = os.path.join(d, "times.json")
+    prof = os.path.join(d, "profile.json")
+    r = sh([args.kiln, f"--loadEngine={plan}", f"--loadInputs={loads}", "--useCudaGraph", "--noDataTransfers",
+            "--iterations=100", "--warmUp=300", "--duration=0", "--avgRuns=1", f"--exportTimes={times}"]
+           + ([f"--exportProfile={prof}"] if args.profile else []), timeout=600)
+    if r.returncode != 0:
+        row["error"] = "run: " + last_line(r, "run failed")
+        return row
+    with open(times) as f:
+        t = json.load(f)
+    row["kiln_ms"] = statistics.median(x["computeMs"] for x in t if "computeMs" in x)
+    row["graph"] = "graph capture is not possible" not in r.stderr
+    if check_ref is not None:
+        out_json = os.path.join(d, "kiln_out.json")
+        c = sh([args.kiln, f"--loadEngine={plan}", f"--loadInputs={loads}", f"--exportOutput={out_json}",
+                "--iterations=1", "--warmUp=0", "--duration=0"], timeout=600)
+        if c.returncode != 0:
+            row["error"] = "check: " + last_line(c, "check failed")
+            return row
+        with open(out_json) as f:
+            got = json.load(f)[0]
+        vals = np.array([float(v) for v in got["values"]], dtype=np.float64)
+        if vals.size != check_ref.size:
+            row["error"] = f"check: output has {vals.size} values, PyTorch {check_ref.size}"
+            return row
+        row["fp16_err"] = rel_err(vals.reshape(check_ref.shape), check_ref)
+    return row
+
+
+def run_model(args, torch, peers, name, spec, write):
+    torch.manual_seed(0)
+    try:
+        model = peers.randomize(spec.make().eval())
+    except Exception as ex:
+        for b in spec.batches:
+            write({"model": name, "batch": b, "error": "create: " + str(ex)[:200]})
+        return
+    batches = [int(x) for x in args.batches.split(",")] if args.batches else spec.batches
+    for b in batches:
+        row = {"model": name, "batch": b, "tags": spec.tags}
+        inputs = spec.inputs(b)
+        d = os.path.join(args.work, f"{name}_b{b}")
+        os.makedirs(d, exist_ok=True)
+        try:
+            t0 = time.time()
+            names = export(torch, model, inputs, os.path.join(d, "model.onnx"))
+            row["export_s"] = round(time.time() - t0, 1)
+        except Exception as ex:
+            row["error"] = "export: " + str(ex).splitlines()[0][:200]
+            write(row)
+            continue
+        ref = None
+        gpu_inputs = tuple(x.cuda() for x in inputs)
+        m = model.cuda()
+        if b == batches[0]:
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            with torch.inference_mode():
+                ref = first_output(m(*gpu_inputs))
+                half = __import__("copy").deepcopy(m).half()
+                y16 = first_output(half(*[x.half() if x.is_floating_point() else x for x in gpu_inputs]))
+                del half
+            row["torch_fp16_err"] = rel_err(y16, ref)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        for attention in ("sdpa", "eager"):
+            try:
+                peer_model = zoo_models.set_peer_attention(m) if attention == "sdpa" else m
+                row["peer_ms"] = peer_ms(torch, peers, peer_model, gpu_inputs)
+                row["peer_attention"] = attention
+                break
+            except Exception as ex:
+                row["peer_error"] = str(ex).splitlines()[0][:200] if str(ex) else type(ex).__name__
+                for mod in m.modules():  # back to the exported attention before retrying
+                    cfg = getattr(mod, "config", None)
+                    if cfg is not None and getattr(cfg, "_attn_implementation", None) == "sdpa":
+                        cfg._attn_implementation = "eager"
+        m.cpu()
+        torch.cuda.empty_cache()
+        row.update(kiln_row(args, d, names, [x.numpy() for x in inputs], ref))
+        if row.get("kiln_ms") and row.get("peer_ms"):
+            row["speedup"] = row["peer_ms"] / row["kiln_ms"]
+        if "fp16_err" in row:
+            row["err_bar"] = max(2 * row.get("torch_fp16_err", 0), 1e-2)
+            row["err_ok"] = row["fp16_err"] <= row["err_bar"]
+        write(row)
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def write_table(path, rows, machine, command):
+    order = list(zoo_models.zoo().keys())
+    rows = sorted(rows, key=lambda r: (order.index(r["model"]) if r["model"] in order else 99, r["batch"]))
+    with open(path, "w") as f:
+        f.write("# GPU perf zoo: kiln FP16 vs torch.compile (compile_half_frozen)\n\n")
+        f.write(f"- Updated: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}\n")
+        f.write(f"- Machine: {machine}\n")
+        f.write(f"- Command (last part run): `{command}`\n")
+        f.write("- kiln: FP16 engine built with `kiln --onnx=... --fp16`, CUDA graph, no data transfers, median of 100 "
+                "(GPU compute time). Peer: `compile_half_frozen` as in peers.py, same run, median of 50.\n")
+        f.write("- Error: max |out - PyTorch FP32| / range(PyTorch FP32 output) at batch 1; bar max(2x PyTorch FP16's "
+                "own error, 1e-2). Rows from several runs (each row's date in the JSON lines beside this file).\n\n")
+        f.write("| model | batch | kiln ms | peer ms | speed-up | kiln err | torch fp16 err | err ok | build s | tags | note |\n")
+        f.write("|---|---:|---:|---:|---:|---:|---:|:-:|---:|---|---|\n")
+        for r in rows:
+            k, p = r.get("kiln_ms"), r.get("peer_ms")
+            cells = [r["model"], str(r["batch"]), f"{k:.3f}" if k else "-", f"{p:.3f}" if p else "-",
+                     f"{p / k:.2f}x" if k and p else "-",
+                     f"{r['fp16_err']:.2e}" if "fp16_err" in r else "-",
+                     f"{r['torch_fp16_err']:.2e}" if "torch_fp16_err" in r else "-",
+                     ("yes" if r["err_ok"] else "**NO**") if "err_ok" in r else "-",
+                     f"{r['build_s']:.1f}" if "build_s" in r else "-", " ".join(r.get("tags", [])[1:]),
+                     "; ".join(x for x in (r.get("error", ""), "" if r.get("graph", True) else "no CUDA graph",
+                                           "peer: eager attention" if r.get("peer_attention") == "eager" else "") if x)]
+            f.write("| " + " | ".join(cells) + " |\n")
+        f.write("\n## Geometric means of the speed-up\n\n| set | batch 1 | throughput batch | models | below 1.0x |\n|---|---:|---:|---:|---|\n")
+        for tag in ("all", "cnn", "vit", "nlp", "audio"):
+            sel = [r for r in rows if tag == "all" or tag in r.get("tags", [])]
+            b1 = [r.get("speedup") for r in sel if r["batch"] == 1]
+            bt = [r.get("speedup") for r in sel if r["batch"] != 1]
+            below = sorted({f"{r['model']} b{r['batch']}" for r in sel if r.get("speedup") and r["speedup"] < 1.0})
+            f.write(f"| {tag} | {geomean(b1):.2f}x | {geomean(bt):.2f}x | {len({r['model'] for r in sel})} | "
+                    f"{', '.join(below) or '-'} |\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kiln")
+    ap.add_argument("--peers", help="peers.py (../shared/bench/peers.py; .device_deps/peers.py on the GPU machine)")
+    ap.add_argument("--results", default="bench/results/gpu-zoo-h200.jsonl")
+    ap.add_argument("--out", default="bench/results/gpu-zoo-h200.md")
+    ap.add_argument("--models", default="")
+    ap.add_argument("--batches", default="", help="override every model's batches")
+    ap.add_argument("--work", default="/tmp/kiln_zoo")
+    ap.add_argument("--profile", action="store_true", help="also write each engine's per-layer roofline (profile.json)")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args()
+    table = zoo_models.zoo()
+    if args.list:
+        for n, s in table.items():
+            print(n, s.batches, " ".join(s.tags))
+        return
+    import torch
+    spec = importlib.util.spec_from_file_location("peers", args.peers)
+    peers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(peers)
+    torch.backends.cudnn.benchmark = True
+    os.makedirs(args.work, exist_ok=True)
+    wanted = args.models.split(",") if args.models else list(table)
+    unknown = [m for m in wanted if m not in table]
+    if unknown:
+        sys.exit(f"unknown zoo models: {', '.join(unknown)} (see --list)")
+    old = []
+    if os.path.exists(args.results):
+        with open(args.results) as f:
+            old = [json.loads(line) for line in f if line.strip()]
+    rows = [r for r in old if r["model"] not in wanted]
+    gpu = sh(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]).stdout.strip()
+    machine = f"{gpu}; {platform.node()}; torch {torch.__version__}"
+    command = "python3 " + " ".join(sys.argv)
+
+    def write(row):
+        row["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        with open(args.results, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+        write_table(args.out, rows, machine, command)
+
+    for name in wanted:
+        run_model(args, torch, peers, name, table[name], write)
+    print(open(args.out).read())
+
+
+if __name__ == "__main__":
+    main()
