@@ -10,6 +10,9 @@
 #   fuzz        200 random graphs per generator, one per core at a time, on the GPU vs ONNX Runtime (tests/fuzz)
 #   conformance the ONNX node tests on the GPU
 #   bench       bench/gpu_bench.py side by side with peers.py --modes compile_half_frozen (--peer-mode)
+#   perfzoo     bench/zoo.py: the GPU perf zoo (bench/zoo_models.py) against compile_half_frozen, the
+#               models in $PERFZOO_MODELS (default all; ~1 min per model), rows merged into
+#               bench/results/gpu-zoo-h200.jsonl's -> $OUT/gpu-zoo-h200.{jsonl,md}
 #   profile     per-layer profiles of the benchmark engines named in $PROFILE (default
 #               resnet50_b32,bert_base_s128_b32; run after bench) -> profile.txt
 #   streams     throughput of the benchmark engines in $STREAMS_ROWS (default resnet50_b32) with
@@ -34,7 +37,7 @@ BATCHES=${3:-1,32}
 [ "$BATCHES" = default ] && BATCHES=""
 : "${OUT:?set OUT to the folder for the logs}"
 mkdir -p "$OUT"
-KNOWN=unit,plugins,models,zoo,python,fuzz,conformance,bench,profile,streams
+KNOWN=unit,plugins,models,zoo,python,fuzz,conformance,bench,perfzoo,profile,streams
 for s in ${STEPS//,/ }; do
   [[ ",$KNOWN," == *",$s,"* ]] || { echo "step $s: FAIL (unknown step; known: $KNOWN)" | tee -a $OUT/steps.log; exit 1; }
 done
@@ -144,6 +147,15 @@ if has bench; then
   rc=$?
   tail -15 $OUT/gpu-h200.md
   finish bench $rc "exit $rc: $OUT/gpu-h200.md"
+fi
+if has perfzoo; then
+  cp bench/results/gpu-zoo-h200.jsonl $OUT/gpu-zoo-h200.jsonl 2>/dev/null || : > $OUT/gpu-zoo-h200.jsonl
+  timeout ${PERFZOO_TIMEOUT:-540} python3 bench/zoo.py --kiln $K/bin/kiln --peers .device_deps/peers.py \
+    --results $OUT/gpu-zoo-h200.jsonl --out $OUT/gpu-zoo-h200.md ${PERFZOO_MODELS:+--models $PERFZOO_MODELS} > $OUT/perfzoo.log 2>&1
+  rc=$?
+  grep -E '^\{' $OUT/perfzoo.log | cut -c1-300
+  nrows=$(grep -c '"kiln_ms"' $OUT/perfzoo.log)
+  finish perfzoo $(( rc != 0 || nrows == 0 )) "exit $rc, $nrows rows timed: $OUT/gpu-zoo-h200.md"
 fi
 if has profile; then
   missing=0; rows=0; : > $OUT/profile.txt
