@@ -13,6 +13,14 @@ namespace kiln {
 
 class ExecutionContext;
 struct EngineImpl;
+
+//! A context's device memory at its current shapes.
+struct MemoryUsage {
+  size_t arenaBytes = 0;       //!< activation arena (intermediate tensors)
+  size_t arenaLowerBound = 0;  //!< the peak of live tensor bytes in execution order: no arena is smaller
+  size_t workspaceBytes = 0;   //!< scratch memory of the kernels (one region per stream)
+  std::vector<size_t> liveBytes;  //!< per layer (engine order): arena bytes live while it runs
+};
 struct ContextImpl;
 
 enum class TensorIOMode : int { kNONE = 0, kINPUT = 1, kOUTPUT = 2 };
@@ -44,6 +52,8 @@ class Engine {
   int getNbLayers() const;
   //! Activation arena bytes for the opt/static shapes (the largest over the profiles).
   size_t getDeviceMemorySize() const;
+  //! Bytes of the engine's constants (weights) as its plan stores them.
+  size_t getWeightBytes() const;
   //! Number of auxiliary streams the engine uses.
   int getNbAuxStreams() const;
   //! Layer information as JSON: name, op, fused ops, inputs/outputs, precision, tactic, time.
@@ -77,6 +87,12 @@ class ExecutionContext {
   //! Per layer, in execution order: the FLOPs and bytes it computes and moves at the current
   //! input shapes (resolves shapes if needed). With a profiler's times, a per-layer roofline.
   std::vector<LayerCost> getLayerCosts();
+  //! Debugging aid: overwrites every arena region with 0xFF bytes right after its last planned
+  //! access, so a layer reading memory the planner considered free reads garbage (NaN) instead
+  //! of a stale value (single-stream engines). Slower.
+  void setPoisonFreedMemory(bool on);
+  //! Activation memory at the current shapes (resolves shapes if needed).
+  MemoryUsage getMemoryUsage();
   //! Captures one enqueue on `stream` into a CUDA graph kept by the context (GPU). Returns false,
   //! with a warning, when the model or backend cannot be captured; enqueue still works then.
   bool captureGraph(void* stream);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -18,6 +19,8 @@ std::vector<Tactic> tacticsFromInventory(const std::vector<TacticDef>& inventory
   }
   return out;
 }
+
+void Backend::fill(void* p, int value, size_t bytes, void*) { std::memset(p, value, bytes); }
 
 float Backend::timeMs(const std::function<void(void*)>& launch, int iterations) {
   launch(nullptr);  // warm-up

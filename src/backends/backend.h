@@ -74,6 +74,9 @@ class Backend {
   virtual void copyToDevice(void* dst, const void* src, size_t bytes, void* stream) = 0;
   virtual void copyToHost(void* dst, const void* src, size_t bytes, void* stream) = 0;
   virtual void synchronize(void* stream) = 0;
+  //! Sets `bytes` bytes at device address `p` to `value` (asynchronous on `stream`; the CPU's is
+  //! synchronous). Debugging aid (poisoned freed memory); the default is the host's memset.
+  virtual void fill(void* p, int value, size_t bytes, void* stream);
   //! The thread pool kernels run on (CPU backend) or nullptr.
   virtual ThreadPool* pool() { return nullptr; }
   //! Makes this backend's device the calling thread's current one (CUDA: cudaSetDevice), so that

@@ -31,6 +31,7 @@ struct ContextImpl {
   std::vector<int> hostOutputs;  // outputs whose values are known on the host after resolution
   IProfiler* profiler = nullptr;
   std::vector<void*> profileEvents;  // GPU profiling: a start and an end timing event per layer
+  bool poisonFreed = false;  // debugging aid: arena regions are overwritten after their last access
 
   // Auxiliary streams (GPU): created with the context, joined to the enqueue stream by events.
   std::vector<void*> auxStreams;
@@ -237,6 +238,25 @@ void ExecutionContext::setTensorAddress(const std::string& name, void* data) {
 
 void ExecutionContext::setProfiler(IProfiler* p) { impl->profiler = p; }
 
+void ExecutionContext::setPoisonFreedMemory(bool on) {
+  if (on && !impl->auxStreams.empty())
+    impl->e->logger->log(ILogger::Severity::kWARNING,
+                         "poisoning freed memory needs a single stream: the engine uses auxiliary streams, nothing is poisoned");
+  impl->poisonFreed = on;
+}
+
+MemoryUsage ExecutionContext::getMemoryUsage() {
+  ContextImpl& c = *impl;
+  if (!c.valueInputs.empty()) c.refreshInputValues();
+  if (c.dirty) c.reshape();
+  MemoryUsage m;
+  m.arenaBytes = c.mem.arenaBytes;
+  m.arenaLowerBound = c.mem.lowerBound;
+  m.workspaceBytes = c.workspaceCap;
+  m.liveBytes = c.mem.liveBytes;
+  return m;
+}
+
 std::vector<LayerCost> ExecutionContext::getLayerCosts() {
   ContextImpl& c = *impl;
   if (!c.valueInputs.empty()) c.refreshInputValues();
@@ -282,6 +302,9 @@ void ExecutionContext::enqueue(void* stream) {
   Backend& b = *c.e->backend;
   // Profiling on the GPU times each layer between two events; on the CPU, work is synchronous.
   const bool gpuProfile = c.profiler && b.device() == DeviceType::kGPU;
+  // Poisoning needs one order of the layers: with auxiliary streams, two readers of a region may
+  // run at once (setPoisonFreedMemory warns).
+  const bool poison = c.poisonFreed && c.auxStreams.empty();
   if (gpuProfile && c.profileEvents.empty())
     for (size_t i = 0; i < 2 * g.layers.size(); ++i) c.profileEvents.push_back(b.createEvent(true));
   if (!c.auxStreams.empty()) {  // every aux stream starts after the work already on `stream`
@@ -311,6 +334,8 @@ void ExecutionContext::enqueue(void* stream) {
     } else {
       c.e->kernels[c.profile][i]->execute(io, c.states[i].get());
     }
+    if (poison)
+      for (const auto& [off, bytes] : c.mem.freedAfter[i]) b.fill(static_cast<char*>(c.arena) + off, 0xFF, bytes, s);
     if (c.layerEvents[i]) b.recordEvent(c.layerEvents[i], s);
   }
   for (size_t k = 0; k < c.auxStreams.size(); ++k) {  // the enqueue stream ends after every aux stream

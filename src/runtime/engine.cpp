@@ -134,6 +134,13 @@ int Engine::getNbOptimizationProfiles() const { return static_cast<int>(impl->gr
 DeviceType Engine::device() const { return impl->graph.device; }
 int Engine::getNbLayers() const { return static_cast<int>(impl->graph.layers.size()); }
 size_t Engine::getDeviceMemorySize() const { return impl->graph.arenaBytes; }
+
+size_t Engine::getWeightBytes() const {
+  size_t n = 0;
+  for (const EngineTensor& t : impl->graph.tensors)
+    if (t.value.valid()) n += t.value.bytes();
+  return n;
+}
 int Engine::getNbAuxStreams() const { return impl->graph.auxStreams; }
 
 DevicePeak Engine::getDevicePeak() const { return impl->backend->peak(); }

@@ -88,10 +88,18 @@ std::vector<int> hostValueInputs(const EngineGraph& g);
 LayerDesc buildTimeDesc(const EngineGraph& g, size_t i);
 
 //! Arena layout for one set of shapes: byte offset per tensor (-1: not in the arena).
+//! Where each intermediate tensor lives in the activation arena (runtime/memory_plan.cpp).
 struct MemoryPlan {
-  std::vector<int64_t> offsets;
+  std::vector<int64_t> offsets;  //!< per tensor; -1: not in the arena (I/O, constants, unknown dims)
   size_t arenaBytes = 0;
+  //! The peak over the layers (index order) of the bytes live there: no placement is smaller.
+  size_t lowerBound = 0;
+  std::vector<size_t> liveBytes;  //!< per layer: arena bytes live while it runs
+  //! Per layer: the arena regions (offset, bytes) whose last access it is (poisoning freed memory).
+  std::vector<std::vector<std::pair<size_t, size_t>>> freedAfter;
 };
+//! Plans the arena: exact lifetimes across streams (happens-before through events), in-place
+//! elementwise layers, greedy-by-size placement.
 MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r);
 
 //! Places independent branches on up to `maxAux` auxiliary streams (GPU); sets layer.stream

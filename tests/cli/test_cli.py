@@ -136,7 +136,7 @@ def test_help_lists_every_flag():
                  "--stronglyTyped", "--builderOptimizationLevel", "--maxAuxStreams", "--useCudaGraph", "--streams",
                  "--noDataTransfers", "--verbose", "--help", "--timingCacheFile", "--plugins", "--listPlugins",
                  "--enablePluginOverride", "--precisionConstraints", "--layerPrecisions", "--useProfile", "--gpu",
-                 "--disableTactics", "--skipPasses", "--noChannelsLast", "--gpuFusions"]:
+                 "--disableTactics", "--skipPasses", "--noChannelsLast", "--gpuFusions", "--poisonFreedMemory"]:
         check(flag in out, f"{flag} missing from --help")
 
 

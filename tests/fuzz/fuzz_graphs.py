@@ -56,7 +56,9 @@ def compare(kiln, path, x):
     np.save(xp, x)
     # Built from the model (and saved), then the saved plan loaded in a fresh process: both must agree.
     for source in (f"--onnx={path}", f"--loadEngine={plan}"):
-        extra = [f"--saveEngine={plan}"] if source.startswith("--onnx") else []
+        # The loaded plan runs with freed activation memory poisoned: a planner that frees a tensor
+        # before its last reader makes that reader see NaN.
+        extra = [f"--saveEngine={plan}"] if source.startswith("--onnx") else ["--poisonFreedMemory"]
         device = DEVICE if source.startswith("--onnx") else DEVICE[:1]
         p = subprocess.run([kiln, source, f"--loadInputs=x:{xp}", f"--exportOutput={out}", "--iterations=1",
                             "--duration=0", "--warmUp=0", *device, *extra], capture_output=True, text=True)

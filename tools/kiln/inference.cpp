@@ -37,9 +37,10 @@ double nowMs() {
 }
 
 InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, HostTensor>& inputs, bool useCudaGraph,
-                             int profile, int gpu)
+                             int profile, int gpu, bool poisonFreed)
     : context_(engine.createExecutionContext()) {
   context_->setOptimizationProfile(profile);
+  context_->setPoisonFreedMemory(poisonFreed);
   if (engine.device() == DeviceType::kGPU) {
     gpu_ = std::make_unique<Device>(DeviceType::kGPU, gpu);
     stream_ = gpu_->createStream();

@@ -19,8 +19,9 @@ class InferenceSlot {
   //! On the GPU, `useCudaGraph` captures one enqueue into a graph and replays it (falling back to
   //! plain enqueue, with a warning, when capture is not possible).
   //! `profile`: the optimization profile the context runs with; `gpu`: the engine's CUDA device.
+  //! `poisonFreed`: ExecutionContext::setPoisonFreedMemory (a debugging aid).
   InferenceSlot(const Engine& engine, const std::map<std::string, HostTensor>& inputs, bool useCudaGraph = false,
-                int profile = 0, int gpu = 0);
+                int profile = 0, int gpu = 0, bool poisonFreed = false);
   ~InferenceSlot();
   InferenceSlot(const InferenceSlot&) = delete;
   //! Whether enqueue replays a captured CUDA graph (--useCudaGraph and the capture succeeded).

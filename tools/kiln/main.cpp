@@ -264,7 +264,14 @@ void runInference(const Engine& engine, const Options& o, ILogger& logger) {
   std::vector<std::unique_ptr<InferenceSlot>> slots;
   for (int i = 0; i < o.streams; ++i)
     slots.push_back(
-        std::make_unique<InferenceSlot>(engine, inputs, o.useCudaGraph && engine.device() == DeviceType::kGPU, o.useProfile, o.gpu));
+        std::make_unique<InferenceSlot>(engine, inputs, o.useCudaGraph && engine.device() == DeviceType::kGPU, o.useProfile, o.gpu,
+                                        o.poisonFreedMemory));
+  {
+    const MemoryUsage m = slots.front()->context().getMemoryUsage();
+    const double mib = 1 << 20;
+    std::printf("[I] Memory per context: arena %.2f MiB (lower bound %.2f MiB), workspace %.2f MiB; weights %.2f MiB per engine\n",
+                m.arenaBytes / mib, m.arenaLowerBound / mib, m.workspaceBytes / mib, engine.getWeightBytes() / mib);
+  }
 
   bool gpu = engine.device() == DeviceType::kGPU;
   if (gpu && o.useCudaGraph) {

@@ -239,6 +239,8 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
   app.add_flag("--skipInference", o.skipInference, "Build (and save) the engine without running it");
   app.add_flag("--noDataTransfers", o.noDataTransfers, "Leave host<->device copies out of the timing loop");
   app.add_flag("--useCudaGraph", o.useCudaGraph, "Capture one enqueue in a CUDA graph and replay it (GPU; falls back with a warning)");
+  app.add_flag("--poisonFreedMemory", o.poisonFreedMemory,
+               "Debugging aid: overwrite activation memory after its last planned use (a planner bug then shows as NaN)");
   app.add_flag("--dumpProfile", o.dumpProfile, "Print per-layer times (a separate profiling run after timing)");
   app.add_option("--exportProfile", o.exportProfile, "Write per-layer times as JSON");
   app.add_option("--exportTimes", o.exportTimes, "Write per-iteration times as JSON");

@@ -42,6 +42,7 @@ struct Options {
 
   // Reporting.
   bool dumpProfile = false;
+  bool poisonFreedMemory = false;
   std::string exportProfile;
   std::string exportTimes;
   bool dumpLayerInfo = false;

@@ -70,6 +70,9 @@ class CudaBackend : public Backend {
     return tacticsFromInventory(inventory(), layer);
   }
   void makeCurrent() override { KILN_CUDA_CHECK(cudaSetDevice(device_)); }
+  void fill(void* p, int value, size_t bytes, void* stream) override {
+    KILN_CUDA_CHECK(cudaMemsetAsync(p, value, bytes, static_cast<cudaStream_t>(stream)));
+  }
   DevicePeak peak() const override { return cuda::devicePeak(device_); }
   void* allocate(size_t bytes) override {
     makeCurrent();
