@@ -6,6 +6,7 @@
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/elementwise_launch.cuh"
+#include "ops/fused_attrs.h"
 #include "ops/op_util.h"
 #include "ops/pointwise_chain.h"
 
@@ -477,7 +478,7 @@ bool chainSupports(const LayerDesc& l) {
   if (l.inputs.empty() || l.inputs.size() > static_cast<size_t>(kMaxIn) || !allPresent(l)) return false;
   for (const auto& in : l.inputs)
     if (in.type != DataType::kFLOAT) return false;
-  if (l.attrs->getStrings("steps").size() > static_cast<size_t>(kMaxChainSteps)) return false;
+  if (pointwiseChainLength(*l.attrs) > static_cast<size_t>(kMaxChainSteps)) return false;
   return geomFits(l);
 }
 
