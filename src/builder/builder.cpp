@@ -150,7 +150,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
   }
   if (cfg.device() == DeviceType::kGPU && !cfg.getFlag(BuilderFlag::kTF32))
     for (auto& l : net.layers())
-      if (l->op == "MatMul" || l->op == "Gemm" || l->op == "Conv" || l->op == "ConvTranspose") l->attrs.set("kiln_tf32", int64_t(0));
+      if (l->op == "MatMul" || l->op == "Gemm" || l->op == "Conv" || l->op == "ConvTranspose") disallowTf32(l->attrs);
   // Layers the backend cannot run in float16/bfloat16 compute in float32.
   std::function<bool(const Layer&)> runsAsIs;
   if (cfg.device() == DeviceType::kCPU)

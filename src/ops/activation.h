@@ -1,13 +1,42 @@
-// Scalar activations shared by the elementwise ops and by fused layers (kiln_activation).
+// Scalar activations shared by the elementwise ops and by fused layers (ops/fused_attrs.h stores
+// them on layers). No dependencies beyond <cmath>, so that CUDA code can share the kind enum and
+// the constants (backends/cuda/activation_math.cuh) and every floor computes GELU from one place.
 #pragma once
 #include <cmath>
-#include <string>
-
-#include "kiln/network.h"
+#include <cstddef>
 
 namespace kiln {
 
 enum class ActKind { kNone, kRelu, kLeakyRelu, kClip, kSigmoid, kTanh, kHardSwish, kHardSigmoid, kGelu, kGeluTanh, kElu, kSoftplus };
+
+//! A fused activation kind, its stored name and which parameters it reads (alpha: LeakyRelu and
+//! Elu's alpha, Clip's min, HardSigmoid's alpha; beta: Clip's max, HardSigmoid's beta).
+struct ActivationInfo {
+  ActKind kind;
+  const char* name;
+  bool usesAlpha, usesBeta;
+};
+
+//! Every fusable activation (all of ActKind but kNone), in enum order. docs/internals.md lists
+//! these names; a unit test (FusedAttrs.DocsListEveryActivation) keeps the two equal.
+inline constexpr ActivationInfo kActivations[] = {
+    {ActKind::kRelu, "Relu", false, false},          {ActKind::kLeakyRelu, "LeakyRelu", true, false},
+    {ActKind::kClip, "Clip", true, true},            {ActKind::kSigmoid, "Sigmoid", false, false},
+    {ActKind::kTanh, "Tanh", false, false},          {ActKind::kHardSwish, "HardSwish", false, false},
+    {ActKind::kHardSigmoid, "HardSigmoid", true, true}, {ActKind::kGelu, "Gelu", false, false},
+    {ActKind::kGeluTanh, "GeluTanh", false, false},  {ActKind::kElu, "Elu", true, false},
+    {ActKind::kSoftplus, "Softplus", false, false},
+};
+static_assert(sizeof(kActivations) / sizeof(kActivations[0]) == static_cast<size_t>(ActKind::kSoftplus),
+              "kActivations must list every ActKind but kNone");
+
+//! The table entry of a kind other than kNone.
+constexpr const ActivationInfo& activationInfo(ActKind k) { return kActivations[static_cast<size_t>(k) - 1]; }
+
+// GELU's constants (double: cast to the compute type at the use; float(k) equals the float literal).
+constexpr double kGeluErfScale = 0.70710678118654752;   //!< 1/sqrt(2): Gelu = 0.5 x (1 + erf(x/sqrt 2))
+constexpr double kGeluTanhScale = 0.7978845608028654;   //!< sqrt(2/pi): GeluTanh = 0.5 x (1 + tanh(k (x + c x^3)))
+constexpr double kGeluTanhCubic = 0.044715;             //!< c of GeluTanh
 
 struct Activation {
   ActKind kind = ActKind::kNone;
@@ -22,35 +51,14 @@ struct Activation {
       case ActKind::kTanh: return std::tanh(x);
       case ActKind::kHardSwish: { float t = x / 6.f + 0.5f; t = t < 0.f ? 0.f : (t > 1.f ? 1.f : t); return x * t; }
       case ActKind::kHardSigmoid: { float t = alpha * x + beta; return t < 0.f ? 0.f : (t > 1.f ? 1.f : t); }
-      case ActKind::kGelu: return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f));
-      case ActKind::kGeluTanh: return 0.5f * x * (1.f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+      case ActKind::kGelu: return 0.5f * x * (1.f + std::erf(x * float(kGeluErfScale)));
+      case ActKind::kGeluTanh:
+        return 0.5f * x * (1.f + std::tanh(float(kGeluTanhScale) * (x + float(kGeluTanhCubic) * x * x * x)));
       case ActKind::kElu: return x >= 0.f ? x : alpha * (std::exp(x) - 1.f);
       case ActKind::kSoftplus: return x > 20.f ? x : std::log1p(std::exp(x));
     }
     return x;
   }
 };
-
-//! Reads kiln_activation / kiln_act_alpha / kiln_act_beta from a fused layer's attributes.
-inline Activation fusedActivation(const Attributes& a) {
-  Activation act;
-  std::string k = a.getString("kiln_activation", "");
-  act.alpha = a.getFloat("kiln_act_alpha", 0.f);
-  act.beta = a.getFloat("kiln_act_beta", 0.f);
-  if (k.empty()) act.kind = ActKind::kNone;
-  else if (k == "Relu") act.kind = ActKind::kRelu;
-  else if (k == "LeakyRelu") act.kind = ActKind::kLeakyRelu;
-  else if (k == "Clip") act.kind = ActKind::kClip;
-  else if (k == "Sigmoid") act.kind = ActKind::kSigmoid;
-  else if (k == "Tanh") act.kind = ActKind::kTanh;
-  else if (k == "HardSwish") act.kind = ActKind::kHardSwish;
-  else if (k == "HardSigmoid") act.kind = ActKind::kHardSigmoid;
-  else if (k == "Gelu") act.kind = ActKind::kGelu;
-  else if (k == "GeluTanh") act.kind = ActKind::kGeluTanh;
-  else if (k == "Elu") act.kind = ActKind::kElu;
-  else if (k == "Softplus") act.kind = ActKind::kSoftplus;
-  else throw Error("unknown fused activation '" + k + "'");
-  return act;
-}
 
 }  // namespace kiln

@@ -10,7 +10,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/attention_config.h"
-#include "ops/attention_views.h"
+#include "ops/fused_attrs.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 

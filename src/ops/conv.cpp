@@ -5,6 +5,7 @@
 
 #include "ops/activation.h"
 #include "ops/conv_geometry.h"
+#include "ops/fused_attrs.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 

@@ -26,19 +26,6 @@ std::string layoutName(int64_t block) {
   }
 }
 
-int64_t layerLayoutBlock(const LayerDesc& l, const char* attr) {
-  if (!l.attrs || !l.attrs->has(attr)) return 1;
-  try {
-    return layoutBlock(l.attrs->getString(attr, "nchw"));
-  } catch (const Error&) {  // not a string attribute
-    return 0;
-  }
-}
-
-bool hasPlainLayouts(const LayerDesc& l) {
-  return layerLayoutBlock(l, kLayoutInAttr) == 1 && layerLayoutBlock(l, kLayoutOutAttr) == 1;
-}
-
 void transposeInner(const void* x, void* y, int64_t n, int64_t a, int64_t b, size_t elem) {
   const auto* src = static_cast<const uint8_t*>(x);
   auto* dst = static_cast<uint8_t*>(y);

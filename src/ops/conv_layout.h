@@ -1,7 +1,7 @@
 // Physical layouts of the 4-D float tensors that conv/pool layers exchange (see docs/internals.md,
 // "Tensor layouts on the CPU" / "on the GPU"): op semantics shared by the layout passes, the
 // reference kernels and every backend. Dims stay logical NCHW everywhere in the IR; a layer's
-// `kiln_layout_in` / `kiln_layout_out` string attributes say how the bytes of its X (and, for
+// `kiln_layout_in` / `kiln_layout_out` string attributes (ops/fused_attrs.h) say how the bytes of its X (and, for
 // Conv, of its residual R, which always matches Y) / Y are arranged:
 //   "nchw"    plain row-major (the default when the attribute is absent);
 //   "nChw8c"  [N][C/8][H][W][8]   (oneDNN's AVX2 blocked layout);
@@ -19,8 +19,6 @@
 namespace kiln {
 class ThreadPool;
 
-constexpr const char* kLayoutInAttr = "kiln_layout_in";
-constexpr const char* kLayoutOutAttr = "kiln_layout_out";
 //! The "block" of the nhwc layout (channels last: a block of all C channels, whatever C is).
 constexpr int64_t kNhwcBlock = -1;
 
@@ -29,10 +27,6 @@ constexpr int64_t kNhwcBlock = -1;
 int64_t layoutBlock(const std::string& layout);
 //! The layout name of a channel block (1, 8, 16 or kNhwcBlock); throws kiln::Error otherwise.
 std::string layoutName(int64_t block);
-//! The block of a layer's layout attribute (1 when absent; 0 when the value is unknown).
-int64_t layerLayoutBlock(const LayerDesc& l, const char* attr);
-//! True when the layer reads and writes plain NCHW (no layout attributes, or "nchw").
-bool hasPlainLayouts(const LayerDesc& l);
 
 //! [n][a][b] -> [n][b][a] for elements of `elem` bytes: NCHW <-> NHWC (a, b = C, H*W or H*W, C),
 //! and KCRS -> KRSC weights (a, b = C, R*S).

@@ -6,6 +6,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "ops/activation.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 
@@ -300,9 +301,9 @@ struct GeluOp : UnaryBase {
     tanhApprox = m == "tanh";
   }
   template <typename T> T operator()(T x) const {
-    if (tanhApprox) return T(0.5) * x * (T(1) + std::tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
+    if (tanhApprox) return T(0.5) * x * (T(1) + std::tanh(T(kGeluTanhScale) * (x + T(kGeluTanhCubic) * x * x * x)));
     // 1 + erf(x/sqrt2) == erfc(-x/sqrt2), without cancellation for negative x.
-    return T(0.5) * x * std::erfc(-x * T(0.70710678118654752));
+    return T(0.5) * x * std::erfc(-x * T(kGeluErfScale));
   }
 };
 

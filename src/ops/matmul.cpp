@@ -7,6 +7,7 @@
 
 #include "kiln/network.h"
 #include "ops/activation.h"
+#include "ops/fused_attrs.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 

@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "kiln/network.h"
+#include "ops/fused_attrs.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 
@@ -132,7 +133,7 @@ MeanVar meanVar(int64_t count, Get&& at) {
 // BatchNormalization
 
 bool bnTraining(const LayerDesc& l) { return l.attrs->getInt("training_mode", 0) != 0; }
-bool bnPerActivation(const LayerDesc& l) { return l.attrs->getInt("kiln_per_activation", 0) != 0; }
+bool bnPerActivation(const LayerDesc& l) { return perActivationBatchNorm(*l.attrs); }
 
 void inferBatchNorm(LayerDesc& l) {
   requireInputs(l, 5, 5);
@@ -211,7 +212,7 @@ void normalizeBatchNorm(Network&, Layer& layer, int opset) {
   if (opset >= 14) return;
   // Before opset 14 the mode follows the outputs: Y alone is inference, more outputs is training.
   // (Opset < 7 also had is_test; models rely on the output count, as other runtimes do.)
-  if (opset < 9 && layer.attrs.getInt("spatial", 1) == 0) layer.attrs.set("kiln_per_activation", int64_t(1));
+  if (opset < 9 && layer.attrs.getInt("spatial", 1) == 0) setPerActivationBatchNorm(layer.attrs);
   layer.attrs.set("training_mode", int64_t(layer.outputs.size() > 1 ? 1 : 0));
   layer.attrs.erase("spatial");
   layer.attrs.erase("is_test");
@@ -234,7 +235,7 @@ void inferInstanceNorm(LayerDesc& l) {
   setOutput(l, 0, l.inputs[0].type, x);
 }
 
-bool groupAffinePerGroup(const LayerDesc& l) { return l.attrs->getInt("kiln_per_group_affine", 0) != 0; }
+bool groupAffinePerGroup(const LayerDesc& l) { return perGroupAffine(*l.attrs); }
 
 int64_t numGroups(const LayerDesc& l) {
   if (l.op == "InstanceNormalization") return -1;  // one group per channel
@@ -295,7 +296,7 @@ void refGroupNorm(const LayerDesc& l, const KernelIO& io) {
 void normalizeInstanceNorm(Network&, Layer& layer, int) { layer.attrs.erase("consumed_inputs"); }
 
 void normalizeGroupNorm(Network&, Layer& layer, int opset) {
-  if (opset < 21) layer.attrs.set("kiln_per_group_affine", int64_t(1));
+  if (opset < 21) setPerGroupAffine(layer.attrs);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -317,7 +318,7 @@ DataType stashType(const LayerDesc& l) {
 //! replaces did (BERT's residual Add before each LayerNorm: one pass over the activations less).
 //! Its optional second output is that sum (pre-LN blocks, GPT-2 / ViT, read it again as the next
 //! residual); Mean and InvStdDev are not available from a skip LayerNorm.
-bool skipNorm(const LayerDesc& l) { return l.op == "LayerNormalization" && l.attrs->getInt("kiln_skip", 0) != 0; }
+bool skipNorm(const LayerDesc& l) { return l.op == "LayerNormalization" && hasSkipInput(*l.attrs); }
 
 void inferLayerNorm(LayerDesc& l) {
   bool rms = l.op == "RMSNormalization";
@@ -409,7 +410,7 @@ void inferSoftmax(LayerDesc& l) {
   checkSizes(l);
   requireFloatInput(l, 0, "input");
   const Dims& x = l.inputs[0].dims;
-  bool coerce = l.attrs->getInt("kiln_coerce_2d", 0) != 0;
+  bool coerce = coercedTo2d(*l.attrs);
   // A legacy (coerced) op accepts axis == rank (an empty normalized block) and a scalar input.
   int64_t rank = static_cast<int64_t>(x.size());
   int64_t axis = l.attrs->getInt("axis", -1);
@@ -455,7 +456,7 @@ void refSoftmax(const LayerDesc& l, const KernelIO& io) {
 void normalizeSoftmax(Network&, Layer& layer, int opset) {
   if (opset >= 13) return;
   layer.attrs.set("axis", layer.attrs.getInt("axis", 1));  // the legacy default axis is 1
-  layer.attrs.set("kiln_coerce_2d", int64_t(1));
+  setCoercedTo2d(layer.attrs);
 }
 
 OpDef makeOp(const std::string& name, InferFn infer, RefFn ref, int minOpset,
@@ -473,7 +474,7 @@ OpDef makeOp(const std::string& name, InferFn infer, RefFn ref, int minOpset,
 
 AxisSplit softmaxSplit(const LayerDesc& l, const Dims& x) {
   const int64_t rank = static_cast<int64_t>(x.size());
-  const bool coerce = l.attrs->getInt("kiln_coerce_2d", 0) != 0;
+  const bool coerce = coercedTo2d(*l.attrs);
   AxisSplit s;
   if (coerce && l.attrs->getInt("axis", -1) == rank) {  // an empty normalized block: each element alone
     s.outer = volume(x);

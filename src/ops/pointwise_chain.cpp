@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "ops/activation.h"
+#include "ops/fused_attrs.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 #include "ops/pointwise_chain.h"
@@ -35,11 +36,10 @@ bool isChainableOp(const std::string& op) {
 
 PointwiseProgram compilePointwise(const Attributes& a, size_t nbInputs) {
   PointwiseProgram p;
-  auto steps = a.getStrings("steps");
-  auto operand = a.getInts("operand");
-  auto swapped = a.getInts("swapped");
-  auto alpha = a.getFloats("alpha");
-  auto beta = a.getFloats("beta");
+  const PointwiseChainAttrs c = pointwiseChainAttrs(a);
+  const std::vector<std::string>& steps = c.steps;
+  const std::vector<int64_t> &operand = c.operand, &swapped = c.swapped;
+  const std::vector<float> &alpha = c.alpha, &beta = c.beta;
   if (steps.empty() || operand.size() != steps.size() || swapped.size() != steps.size() || alpha.size() != steps.size() ||
       beta.size() != steps.size())
     throw Error("PointwiseChain: inconsistent step attributes");
@@ -53,14 +53,11 @@ PointwiseProgram compilePointwise(const Attributes& a, size_t nbInputs) {
     s.beta = beta[i];
     if (binaryStep(s.op) != (s.operand >= 0)) throw Error("PointwiseChain: step '" + s.op + "' has a wrong operand");
     if (s.operand >= static_cast<int>(nbInputs) || s.operand == 0) throw Error("PointwiseChain: operand index out of range");
-    Attributes act;
-    std::string kind = s.op == "Gelu" ? (s.alpha != 0.f ? "GeluTanh" : "Gelu") : s.op;
-    if (s.op == "Relu" || s.op == "LeakyRelu" || s.op == "Sigmoid" || s.op == "Tanh" || s.op == "HardSwish" ||
-        s.op == "HardSigmoid" || s.op == "Elu" || s.op == "Softplus" || s.op == "Gelu" || s.op == "Clip") {
-      act.set("kiln_activation", kind);
-      act.set("kiln_act_alpha", s.alpha);
-      act.set("kiln_act_beta", s.beta);
-      s.act = fusedActivation(act);
+    // Activation steps (a Gelu step's alpha != 0 means the tanh approximation).
+    const std::string kind = s.op == "Gelu" ? (s.alpha != 0.f ? "GeluTanh" : "Gelu") : s.op;
+    if (activationKindOf(kind, &s.act.kind)) {  // s.op is chainable: never "GeluTanh" itself
+      s.act.alpha = s.alpha;
+      s.act.beta = s.beta;
       s.isActivation = true;
     }
     p.steps.push_back(s);

@@ -66,7 +66,7 @@ std::string lowercase(std::string s) {
 
 //! Resolves the `activations` list: alphas/betas are consumed in list order by the functions
 //! that take them; a function without a value left uses its op's default.
-std::vector<Activation> parseActivations(const LayerDesc& l, Cell cell, int64_t dirs) {
+std::vector<RecActivation> parseActivations(const LayerDesc& l, Cell cell, int64_t dirs) {
   std::vector<std::string> names = l.attrs->getStrings("activations");
   const size_t perDir = activationCount(cell);
   if (names.empty()) {
@@ -78,13 +78,13 @@ std::vector<Activation> parseActivations(const LayerDesc& l, Cell cell, int64_t 
   std::vector<float> alphas = l.attrs->getFloats("activation_alpha");
   std::vector<float> betas = l.attrs->getFloats("activation_beta");
   size_t ai = 0, bi = 0;
-  std::vector<Activation> acts;
+  std::vector<RecActivation> acts;
   for (const auto& n : names) {
     const RecActDef* def = nullptr;
     for (const auto& d : kRecActs)
       if (lowercase(n) == d.name) def = &d;
     if (!def) throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): unsupported activation function '" + n + "'");
-    Activation a{def->kind, def->alpha, def->beta};
+    RecActivation a{def->kind, def->alpha, def->beta};
     if (def->usesAlpha && ai < alphas.size()) a.alpha = alphas[ai++];
     if (def->usesBeta && bi < betas.size()) a.beta = betas[bi++];
     acts.push_back(a);
@@ -193,7 +193,7 @@ struct DirectionParams {
   const T* wb = nullptr;  // [gates*hidden]
   const T* rb = nullptr;  // [gates*hidden]
   const T* p = nullptr;   // [3*hidden]: peepholes i, o, f
-  const Activation* act = nullptr;
+  const RecActivation* act = nullptr;
 };
 
 //! Scratch buffers for one sequence, allocated once per call.
@@ -239,7 +239,7 @@ class RecurrentRunner {
   template <typename T>
   void gruStep(const DirectionParams<T>& p, CellScratch& s) const {
     const int64_t H = g_.hidden;
-    const Activation &f = p.act[0], &gAct = p.act[1];
+    const RecActivation &f = p.act[0], &gAct = p.act[1];
     std::vector<double>& z = s.c;  // LSTM's cell buffer is free here
     for (int64_t j = 0; j < H; ++j) z[j] = f(clip(s.pre[j] + s.rh[j]));
     double* rGate = s.pre.data() + H;  // r overwrites its own pre-activation
@@ -264,7 +264,7 @@ class RecurrentRunner {
   template <typename T>
   void lstmStep(const DirectionParams<T>& p, CellScratch& s) const {
     const int64_t H = g_.hidden;
-    const Activation &f = p.act[0], &gAct = p.act[1], &hAct = p.act[2];
+    const RecActivation &f = p.act[0], &gAct = p.act[1], &hAct = p.act[2];
     auto peep = [&](int64_t k, int64_t j) { return p.p ? static_cast<double>(p.p[k * H + j]) : 0.0; };
     for (int64_t j = 0; j < H; ++j) {
       double cPrev = s.c[j];
@@ -352,7 +352,7 @@ void refRecurrent(const LayerDesc& l, const KernelIO& io) {
 
 }  // namespace
 
-double Activation::operator()(double x) const {
+double RecActivation::operator()(double x) const {
     switch (kind) {
       case RecAct::kRelu: return x > 0 ? x : 0;
       case RecAct::kTanh: return std::tanh(x);

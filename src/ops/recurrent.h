@@ -15,7 +15,7 @@ enum class Cell { kRnn, kGru, kLstm };
 //! kernel's contract: it switches on the value).
 enum class RecAct { kRelu, kTanh, kSigmoid, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh, kHardSigmoid, kElu, kSoftsign, kSoftplus };
 
-struct Activation {
+struct RecActivation {
   RecAct kind = RecAct::kTanh;
   double alpha = 0, beta = 0;
   double operator()(double x) const;
@@ -30,7 +30,7 @@ struct RecurrentConfig {
   double clip = 0;       // 0: no clip
   bool inputForget = false;
   bool linearBeforeReset = false;
-  std::vector<Activation> acts;  // activationCount(cell) per direction
+  std::vector<RecActivation> acts;  // activationCount(cell) per direction
 };
 
 //! The layer's attributes, validated (throws kiln::Error / UnsupportedError).

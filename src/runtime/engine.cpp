@@ -1,5 +1,6 @@
 #include <sstream>
 
+#include "ops/fused_attrs.h"
 #include "ops/op_registry.h"
 #include "plugin/plugin_layer.h"
 #include "runtime/engine_impl.h"
@@ -169,9 +170,9 @@ std::string Engine::getLayerInformation() const {
     s << "],\"outputs\":[";
     for (size_t k = 0; k < l.outputs.size(); ++k) s << (k ? "," : "") << tensorJson(l.outputs[k]);
     s << "]";
-    if (l.attrs.has("kiln_layout_in") || l.attrs.has("kiln_layout_out"))  // physical layouts (layout passes)
-      s << ",\"layouts\":{\"in\":\"" << jsonEscape(l.attrs.getString("kiln_layout_in", "nchw")) << "\",\"out\":\""
-        << jsonEscape(l.attrs.getString("kiln_layout_out", "nchw")) << "\"}";
+    if (hasLayouts(l.attrs))  // physical layouts (layout passes)
+      s << ",\"layouts\":{\"in\":\"" << jsonEscape(inLayoutName(l.attrs)) << "\",\"out\":\""
+        << jsonEscape(outLayoutName(l.attrs)) << "\"}";
     if (l.op == kPluginOp)
       s << ",\"plugin\":{\"name\":\"" << jsonEscape(l.attrs.getString(kPluginNameAttr, "")) << "\",\"version\":\""
         << jsonEscape(l.attrs.getString(kPluginVersionAttr, "")) << "\",\"namespace\":\""

@@ -8,6 +8,7 @@
 #include "builder/passes/passes.h"
 #include "op_test_util.h"
 #include "ops/conv_layout.h"
+#include "ops/fused_attrs.h"
 #include "reference_eval.h"
 
 using namespace kiln;
@@ -60,8 +61,8 @@ bool offered(const OpCase& c, const std::string& tactic) {
 //! compares with the reference kernel on the plain tensors.
 void checkBlockedTactic(OpCase c, const std::string& tactic, int64_t in, int64_t out, double tol) {
   auto ref = kiln::test::runReference(c);
-  c.attrs.set(kLayoutInAttr, std::string(layoutOf(in)));
-  c.attrs.set(kLayoutOutAttr, std::string(layoutOf(out)));
+  c.attrs.set(attr::kLayoutIn, std::string(layoutOf(in)));
+  c.attrs.set(attr::kLayoutOut, std::string(layoutOf(out)));
   ASSERT_TRUE(offered(c, tactic)) << tactic << " " << layoutOf(in) << " -> " << layoutOf(out);
   c.inputs[0] = toBlocked(c.inputs[0], in);
   if (c.inputs.size() > 3 && c.inputs[3].valid()) c.inputs[3] = toBlocked(c.inputs[3], out);
@@ -94,14 +95,14 @@ TEST(CpuLayout, LayoutConvertFollowsTheLayoutDefinition) {
     HostTensor x = randomTensor({2, 32, 5, 3}, 7);
     OpCase to;
     to.op = "LayoutConvert";
-    to.attrs.set(kLayoutInAttr, std::string("nchw"));
-    to.attrs.set(kLayoutOutAttr, std::string(layoutOf(b)));
+    to.attrs.set(attr::kLayoutIn, std::string("nchw"));
+    to.attrs.set(attr::kLayoutOut, std::string(layoutOf(b)));
     to.inputs = {x};
     HostTensor blocked = kiln::test::runReference(to)[0];
     expectClose(blocked, toBlocked(x, b), 0, 0, "nchw -> blocked");
     OpCase back = to;
-    back.attrs.set(kLayoutInAttr, std::string(layoutOf(b)));
-    back.attrs.set(kLayoutOutAttr, std::string("nchw"));
+    back.attrs.set(attr::kLayoutIn, std::string(layoutOf(b)));
+    back.attrs.set(attr::kLayoutOut, std::string("nchw"));
     back.inputs = {blocked};
     expectClose(kiln::test::runReference(back)[0], x, 0, 0, "blocked -> nchw");
   }
@@ -109,8 +110,8 @@ TEST(CpuLayout, LayoutConvertFollowsTheLayoutDefinition) {
   HostTensor x = randomTensor({1, 32, 4, 4}, 8);
   OpCase c;
   c.op = "LayoutConvert";
-  c.attrs.set(kLayoutInAttr, std::string("nChw8c"));
-  c.attrs.set(kLayoutOutAttr, std::string("nChw16c"));
+  c.attrs.set(attr::kLayoutIn, std::string("nChw8c"));
+  c.attrs.set(attr::kLayoutOut, std::string("nChw16c"));
   c.inputs = {toBlocked(x, 8)};
   expectClose(kiln::test::runReference(c)[0], toBlocked(x, 16), 0, 0, "nChw8c -> nChw16c");
 }
@@ -122,8 +123,8 @@ TEST(CpuLayout, NhwcConversionIsATransposeOfAnyElementType) {
     for (int64_t i = 0; i < x.count() * static_cast<int64_t>(elementSize(t)); ++i) static_cast<uint8_t*>(x.data())[i] = static_cast<uint8_t>(i * 7 + 3);
     auto convert = [&](const HostTensor& in, const char* from, const char* to) {
       Attributes a;
-      a.set(kLayoutInAttr, std::string(from));
-      a.set(kLayoutOutAttr, std::string(to));
+      a.set(attr::kLayoutIn, std::string(from));
+      a.set(attr::kLayoutOut, std::string(to));
       LayerDesc l;
       l.name = "lc";
       l.op = "LayoutConvert";
@@ -149,8 +150,8 @@ TEST(CpuLayout, NhwcConversionIsATransposeOfAnyElementType) {
 TEST(CpuLayout, LayoutConvertRejectsBadInput) {
   auto infer = [](const Dims& d, const std::string& from, const std::string& to, DataType t = DataType::kFLOAT) {
     Attributes a;
-    a.set(kLayoutInAttr, from);
-    a.set(kLayoutOutAttr, to);
+    a.set(attr::kLayoutIn, from);
+    a.set(attr::kLayoutOut, to);
     LayerDesc l;
     l.name = "lc";
     l.op = "LayoutConvert";
@@ -196,15 +197,15 @@ TEST(CpuLayout, ConvTacticsHonourOrRefuseBlockedLayouts) {
   EXPECT_TRUE(offered(dw, "depthwise_avx2"));
   EXPECT_TRUE(offered(dw, "im2col_gemm"));
   EXPECT_TRUE(offered(dw, "onednn"));
-  dw.attrs.set(kLayoutInAttr, std::string("nChw8c"));
-  dw.attrs.set(kLayoutOutAttr, std::string("nChw8c"));
+  dw.attrs.set(attr::kLayoutIn, std::string("nChw8c"));
+  dw.attrs.set(attr::kLayoutOut, std::string("nChw8c"));
   auto names = kiln::test::tacticNames(cpuBackend(), dw);
   EXPECT_EQ(names, std::vector<std::string>{"onednn_blocked"});
   // 12 channels are not a multiple of 8: no tactic takes the blocked layout.
   OpCase odd = convCase(12, 16, 1, 1, 1, false, 51);
-  odd.attrs.set(kLayoutInAttr, std::string("nChw8c"));
+  odd.attrs.set(attr::kLayoutIn, std::string("nChw8c"));
   EXPECT_FALSE(offered(odd, "onednn_blocked"));
-  odd.attrs.set(kLayoutInAttr, std::string("bogus"));
+  odd.attrs.set(attr::kLayoutIn, std::string("bogus"));
   EXPECT_FALSE(offered(odd, "onednn_blocked"));
 }
 
@@ -230,12 +231,12 @@ TEST(CpuLayout, PoolTacticsHonourBlockedLayouts) {
   }
   // Window pools keep X's layout; global pools write plain.
   OpCase c = pool("MaxPool", false);
-  c.attrs.set(kLayoutInAttr, std::string("nChw8c"));
-  c.attrs.set(kLayoutOutAttr, std::string("nchw"));
+  c.attrs.set(attr::kLayoutIn, std::string("nChw8c"));
+  c.attrs.set(attr::kLayoutOut, std::string("nchw"));
   EXPECT_FALSE(offered(c, "direct"));
   OpCase g = pool("GlobalAveragePool", false);
-  g.attrs.set(kLayoutInAttr, std::string("nChw8c"));
-  g.attrs.set(kLayoutOutAttr, std::string("nChw8c"));
+  g.attrs.set(attr::kLayoutIn, std::string("nChw8c"));
+  g.attrs.set(attr::kLayoutOut, std::string("nChw8c"));
   EXPECT_FALSE(offered(g, "avx2"));
 }
 
@@ -304,8 +305,8 @@ TEST(CpuLayout, PassBlocksConvChainsAndKeepsResults) {
   int converts = 0, blockedLayers = 0;
   for (auto& l : net.layers()) {
     if (l->op == "LayoutConvert") ++converts;
-    if (l->op != "LayoutConvert" && (l->attrs.getString(kLayoutOutAttr, "nchw") != "nchw" ||
-                                   l->attrs.getString(kLayoutInAttr, "nchw") != "nchw"))
+    if (l->op != "LayoutConvert" && (l->attrs.getString(attr::kLayoutOut, "nchw") != "nchw" ||
+                                   l->attrs.getString(attr::kLayoutIn, "nchw") != "nchw"))
       ++blockedLayers;
   }
   EXPECT_EQ(converts, 1) << engine->getLayerInformation();  // the Sigmoid's input
@@ -329,5 +330,5 @@ TEST(CpuLayout, PassLeavesNetworksWithoutBlockableChainsAlone) {
   n.topoSort();
   n.inferShapes();
   EXPECT_FALSE(assignCpuLayouts(n));  // 12 channels: nothing can be blocked
-  for (auto& l : n.layers()) EXPECT_FALSE(l->attrs.has(kLayoutInAttr));
+  for (auto& l : n.layers()) EXPECT_FALSE(l->attrs.has(attr::kLayoutIn));
 }

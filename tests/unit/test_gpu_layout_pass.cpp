@@ -6,6 +6,7 @@
 #include "builder/passes/passes.h"
 #include "kiln/kiln.h"
 #include "ops/conv_layout.h"
+#include "ops/fused_attrs.h"
 #include "ops/shape_propagation.h"
 #include "reference_eval.h"
 
@@ -75,14 +76,14 @@ TEST(GpuLayoutPass, Fp16ConvChainGoesChannelsLast) {
   FakeGpu gpu;
   Chain c(8, 32, DataType::kHALF);
   ASSERT_TRUE(assignGpuLayouts(c.net, gpu));
-  EXPECT_EQ(layout(c.c1, kLayoutInAttr), "nchw");  // the network input stays NCHW
-  EXPECT_EQ(layout(c.c1, kLayoutOutAttr), "nhwc");
-  EXPECT_EQ(layout(c.pool, kLayoutInAttr), "nhwc");
-  EXPECT_EQ(layout(c.pool, kLayoutOutAttr), "nhwc");
-  EXPECT_EQ(layout(c.c2, kLayoutInAttr), "nhwc");
-  EXPECT_EQ(layout(c.c2, kLayoutOutAttr), "nhwc");
-  EXPECT_EQ(layout(c.gap, kLayoutInAttr), "nhwc");
-  EXPECT_EQ(layout(c.gap, kLayoutOutAttr), "nchw");  // [N, C, 1, 1] either way
+  EXPECT_EQ(layout(c.c1, attr::kLayoutIn), "nchw");  // the network input stays NCHW
+  EXPECT_EQ(layout(c.c1, attr::kLayoutOut), "nhwc");
+  EXPECT_EQ(layout(c.pool, attr::kLayoutIn), "nhwc");
+  EXPECT_EQ(layout(c.pool, attr::kLayoutOut), "nhwc");
+  EXPECT_EQ(layout(c.c2, attr::kLayoutIn), "nhwc");
+  EXPECT_EQ(layout(c.c2, attr::kLayoutOut), "nhwc");
+  EXPECT_EQ(layout(c.gap, attr::kLayoutIn), "nhwc");
+  EXPECT_EQ(layout(c.gap, attr::kLayoutOut), "nchw");  // [N, C, 1, 1] either way
   EXPECT_EQ(c.c2->inputs[3], c.pool->outputs[0]);         // the residual is already nhwc: no conversion
   EXPECT_EQ(c.converts(), 0);
   EXPECT_FALSE(assignGpuLayouts(c.net, gpu));  // assigned once
@@ -99,8 +100,8 @@ TEST(GpuLayoutPass, NonAwareReaderGetsAConversion) {
   EXPECT_EQ(c.converts(), 1);
   ASSERT_NE(relu->inputs[0]->producer, nullptr);
   EXPECT_EQ(relu->inputs[0]->producer->op, "LayoutConvert");
-  EXPECT_EQ(layout(relu->inputs[0]->producer, kLayoutInAttr), "nhwc");
-  EXPECT_EQ(layout(relu->inputs[0]->producer, kLayoutOutAttr), "nchw");
+  EXPECT_EQ(layout(relu->inputs[0]->producer, attr::kLayoutIn), "nhwc");
+  EXPECT_EQ(layout(relu->inputs[0]->producer, attr::kLayoutOut), "nchw");
 }
 
 TEST(GpuLayoutPass, StaysNchwWhereChannelsLastDoesNotApply) {

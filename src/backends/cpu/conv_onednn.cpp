@@ -38,6 +38,7 @@
 #include "backends/cpu/conv_parallel.h"
 #include "backends/cpu/gemm.h"
 #include "core/thread_pool.h"
+#include "ops/fused_attrs.h"
 #include "ops/op_util.h"
 
 namespace kiln::cpu {
@@ -140,8 +141,8 @@ class OneDnnConvKernel : public Kernel {
         residual_(l.present(3)),
         blocked_(blocked),
         rank_(l.inputs[0].dims.size()),
-        inBlock_(layerLayoutBlock(l, kLayoutInAttr)),
-        outBlock_(layerLayoutBlock(l, kLayoutOutAttr)) {
+        inBlock_(inLayoutBlock(l)),
+        outBlock_(outLayoutBlock(l)) {
     if (inBlock_ < 1 || outBlock_ < 1 || (!blocked_ && (inBlock_ != 1 || outBlock_ != 1)))
       opError(l, "the onednn tactic cannot exchange tensors in the layouts this layer asks for");
     bool staticShape = isStatic(l.inputs[0].dims) && isStatic(l.inputs[1].dims);
@@ -332,7 +333,7 @@ bool supportsOneDnn(const LayerDesc& l) { return isPlainFloatConv(l); }
 bool supportsOneDnnBlocked(const LayerDesc& l) {
   if (isPlainFloatConv(l)) return true;
   if (!isFloatConv(l) || l.inputs[0].dims.size() != 4) return false;
-  const int64_t inBlock = layerLayoutBlock(l, kLayoutInAttr), outBlock = layerLayoutBlock(l, kLayoutOutAttr);
+  const int64_t inBlock = inLayoutBlock(l), outBlock = outLayoutBlock(l);
   if (inBlock < 1 || outBlock < 1) return false;
   return l.inputs[0].dims[1] % inBlock == 0 && l.inputs[1].dims[0] > 0 && l.inputs[1].dims[0] % outBlock == 0;
 }

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "ops/fused_attrs.h"
 #include "ops/op_util.h"
 
 namespace kiln {

@@ -130,7 +130,7 @@ inline __m256 erfcNonNegative(__m256 z) {
 
 //! 0.5 x (1 + erf(x / sqrt2)), via erfc so the negative tail keeps its relative accuracy.
 inline __m256 gelu(__m256 x) {
-  __m256 c = erfcNonNegative(_mm256_mul_ps(abs(x), set1(0.70710678118654752f)));
+  __m256 c = erfcNonNegative(_mm256_mul_ps(abs(x), set1(float(kGeluErfScale))));
   __m256 onePlusErf = _mm256_blendv_ps(_mm256_sub_ps(set1(2.f), c), c, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
   return _mm256_mul_ps(_mm256_mul_ps(set1(0.5f), x), onePlusErf);
 }
@@ -138,7 +138,7 @@ inline __m256 gelu(__m256 x) {
 //! 0.5 x (1 + tanh(k (x + 0.044715 x^3))) == x * sigmoid(2 k (x + 0.044715 x^3)).
 inline __m256 geluTanh(__m256 x) {
   __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
-  __m256 inner = _mm256_mul_ps(set1(2.f * 0.7978845608028654f), _mm256_fmadd_ps(x3, set1(0.044715f), x));
+  __m256 inner = _mm256_mul_ps(set1(2.f * float(kGeluTanhScale)), _mm256_fmadd_ps(x3, set1(float(kGeluTanhCubic)), x));
   return _mm256_mul_ps(x, sigmoid(inner));
 }
 

@@ -311,10 +311,10 @@ inline __m256 activatePs(ActKind k, __m256 x) {
       return _mm256_or_ps(y, _mm256_and_ps(x, signMask));
     }
     case ActKind::kGelu:
-      return _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, erfPs(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)))));
+      return _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, erfPs(_mm256_mul_ps(x, _mm256_set1_ps(float(kGeluErfScale))))));
     case ActKind::kGeluTanh: {  // 0.5x(1+tanh(u)) = x * sigmoid(2u)
-      __m256 u = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f),
-                               _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), x), _mm256_mul_ps(x, x), x));
+      __m256 u = _mm256_mul_ps(_mm256_set1_ps(float(kGeluTanhScale)),
+                               _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(float(kGeluTanhCubic)), x), _mm256_mul_ps(x, x), x));
       return _mm256_mul_ps(x, sigmoidPs(_mm256_mul_ps(two, u)));
     }
     default: return x;

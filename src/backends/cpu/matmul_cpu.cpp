@@ -8,6 +8,7 @@
 #include "backends/cpu/gemm.h"
 #include "core/thread_pool.h"
 #include "ops/activation.h"
+#include "ops/fused_attrs.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 

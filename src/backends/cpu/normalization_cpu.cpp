@@ -10,6 +10,7 @@
 
 #include "backends/cpu/cpu_tactics.h"
 #include "core/thread_pool.h"
+#include "ops/fused_attrs.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -112,7 +113,7 @@ void softmaxRow(const float* x, float* y, int64_t n, bool logOutput) {
   }
 }
 
-bool softmaxCoerced(const LayerDesc& l) { return l.attrs->getInt("kiln_coerce_2d", 0) != 0; }
+bool softmaxCoerced(const LayerDesc& l) { return coercedTo2d(*l.attrs); }
 
 //! The first dim of the normalized block (which always extends to the last dim here).
 int64_t softmaxBlockStart(const LayerDesc& l, int64_t rank) {
@@ -185,7 +186,7 @@ int64_t layerNormAxis(const LayerDesc& l) {
 bool supportsLayerNorm(const LayerDesc& l) {
   if (!cpuHasAvx2Fma() || l.inputs.size() < 2 || !allFloat32(l)) return false;
   if (l.attrs->getInt("stash_type", 1) != 1) return false;
-  if (l.attrs->getInt("kiln_skip", 0) != 0) return false;  // skip LayerNorm: the reference kernel
+  if (hasSkipInput(*l.attrs)) return false;  // skip LayerNorm: the reference kernel
   const Dims& x = l.inputs[0].dims;
   if (x.empty()) return false;
   int64_t axis = l.attrs->getInt("axis", -1), rank = static_cast<int64_t>(x.size());
@@ -276,7 +277,7 @@ class LayerNormKernel : public Kernel {
 
 bool supportsBatchNorm(const LayerDesc& l) {
   if (!cpuHasAvx2Fma() || l.inputs.size() != 5 || !allFloat32(l)) return false;
-  if (l.attrs->getInt("training_mode", 0) != 0 || l.attrs->getInt("kiln_per_activation", 0) != 0) return false;
+  if (l.attrs->getInt("training_mode", 0) != 0 || perActivationBatchNorm(*l.attrs)) return false;
   return l.inputs[0].dims.size() >= 2;
 }
 

@@ -17,6 +17,7 @@
 #include "backends/cpu/conv_parallel.h"
 #include "core/thread_pool.h"
 #include "ops/conv_layout.h"
+#include "ops/fused_attrs.h"
 
 namespace kiln::cpu {
 
@@ -129,8 +130,8 @@ void poolSlab(int64_t block, const float* x, float* y, const Window3& w) {
 
 class WindowPoolKernel : public Kernel {
  public:
-  explicit WindowPoolKernel(const LayerDesc& l) : block_(layerLayoutBlock(l, kLayoutInAttr)) {
-    if (block_ < 1) throw Error("layer '" + l.name + "': unknown " + kLayoutInAttr + " layout");
+  explicit WindowPoolKernel(const LayerDesc& l) : block_(inLayoutBlock(l)) {
+    if (block_ < 1) throw Error("layer '" + l.name + "': unknown " + attr::kLayoutIn + " layout");
     if (l.op == "MaxPool") kind_ = PoolKind::kMax;
     else kind_ = l.attrs->getInt("count_include_pad", 0) ? PoolKind::kAverageIncludePad : PoolKind::kAverage;
   }
@@ -238,8 +239,8 @@ void globalPoolSlab(const float* x, float* y, int64_t size, bool max) {
 
 class GlobalPoolKernel : public Kernel {
  public:
-  GlobalPoolKernel(const LayerDesc& l, bool max) : max_(max), block_(layerLayoutBlock(l, kLayoutInAttr)) {
-    if (block_ < 1) throw Error("layer '" + l.name + "': unknown " + kLayoutInAttr + " layout");
+  GlobalPoolKernel(const LayerDesc& l, bool max) : max_(max), block_(inLayoutBlock(l)) {
+    if (block_ < 1) throw Error("layer '" + l.name + "': unknown " + attr::kLayoutIn + " layout");
   }
   struct State : KernelState {
     int64_t planes = 0, size = 0;
@@ -292,12 +293,12 @@ bool supportsWindowPool(const LayerDesc& l) {
   if (!isFloatNchw(l) || l.inputs[0].dims.size() > 5 || l.outputs.size() != 1 || !l.attrs->has("kernel_shape"))
     return false;
   if (hasPlainLayouts(l)) return true;
-  const int64_t in = layerLayoutBlock(l, kLayoutInAttr);
-  return in == layerLayoutBlock(l, kLayoutOutAttr) && blockable(l, in);
+  const int64_t in = inLayoutBlock(l);
+  return in == outLayoutBlock(l) && blockable(l, in);
 }
 bool supportsGlobalPool(const LayerDesc& l) {
   if (!isFloatNchw(l)) return false;
-  return hasPlainLayouts(l) || (layerLayoutBlock(l, kLayoutOutAttr) == 1 && blockable(l, layerLayoutBlock(l, kLayoutInAttr)));
+  return hasPlainLayouts(l) || (outLayoutBlock(l) == 1 && blockable(l, inLayoutBlock(l)));
 }
 
 std::unique_ptr<Kernel> createWindowPool(const LayerDesc& l) { return std::make_unique<WindowPoolKernel>(l); }

@@ -17,6 +17,7 @@
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "ops/attention_config.h"
+#include "ops/fused_attrs.h"
 
 namespace kiln {
 

@@ -6,7 +6,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/attention_flash.h"
-#include "ops/attention_views.h"
+#include "ops/fused_attrs.h"
 
 namespace kiln::cuda {
 

@@ -1,9 +1,10 @@
 // Device code shared by the CUDA conv kernels: element loads/stores in float and the fused
-// activations (same formulas as ops/activation.h, computed in float32).
+// activations (activation_math.cuh).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "backends/cuda/activation_math.cuh"
 #include "backends/cuda/conv_cuda_common.h"
 
 namespace kiln::cuda {
@@ -26,21 +27,7 @@ union Pack16 {
 };
 
 __device__ __forceinline__ float applyAct(float x, const DevAct& a) {
-  switch (static_cast<ActKind>(a.kind)) {
-    case ActKind::kNone: return x;
-    case ActKind::kRelu: return x > 0.f ? x : 0.f;
-    case ActKind::kLeakyRelu: return x >= 0.f ? x : a.alpha * x;
-    case ActKind::kClip: return x < a.alpha ? a.alpha : (x > a.beta ? a.beta : x);
-    case ActKind::kSigmoid: return 1.f / (1.f + expf(-x));
-    case ActKind::kTanh: return tanhf(x);
-    case ActKind::kHardSwish: { float t = x / 6.f + 0.5f; t = t < 0.f ? 0.f : (t > 1.f ? 1.f : t); return x * t; }
-    case ActKind::kHardSigmoid: { float t = a.alpha * x + a.beta; return t < 0.f ? 0.f : (t > 1.f ? 1.f : t); }
-    case ActKind::kGelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
-    case ActKind::kGeluTanh: return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    case ActKind::kElu: return x >= 0.f ? x : a.alpha * (expf(x) - 1.f);
-    case ActKind::kSoftplus: return x > 20.f ? x : log1pf(expf(x));
-  }
-  return x;
+  return applyActivation(static_cast<ActKind>(a.kind), a.alpha, a.beta, x);
 }
 
 }  // namespace kiln::cuda

@@ -29,6 +29,7 @@
 #include "backends/cuda/cudnn_handle.h"
 #include "ops/conv_geometry.h"
 #include "ops/conv_layout.h"
+#include "ops/fused_attrs.h"
 #endif
 
 namespace kiln {
@@ -256,8 +257,7 @@ struct ConvState : KernelState {
   int64_t padN = 0, padC = 0, padHw = 0, padCp = 0, padBytes = 0;
 };
 
-bool channelsLast(const LayerDesc& l, const char* attr) { return layerLayoutBlock(l, attr) == kNhwcBlock; }
-bool anyChannelsLast(const LayerDesc& l) { return channelsLast(l, kLayoutInAttr) || channelsLast(l, kLayoutOutAttr); }
+bool anyChannelsLast(const LayerDesc& l) { return inLayoutBlock(l) == kNhwcBlock || outLayoutBlock(l) == kNhwcBlock; }
 
 class CudnnConvKernel : public Kernel {
  public:
@@ -272,8 +272,8 @@ class CudnnConvKernel : public Kernel {
 
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     Problem p = resolve(l);
-    p.xLast = channelsLast(l, kLayoutInAttr);
-    p.yLast = channelsLast(l, kLayoutOutAttr);
+    p.xLast = inLayoutBlock(l) == kNhwcBlock;
+    p.yLast = outLayoutBlock(l) == kNhwcBlock;
     p.wLast = weightsLast_;
     int64_t padBytes = 0;
     if (pad_) {  // cuDNN sees the padded channels-last copy of X and the padded KRSC weights
@@ -410,14 +410,13 @@ bool supportsCudnnConvBase(const LayerDesc& l) {
   if (!cuda::convFloatTypes(l) || !cuda::knownActivation(l)) return false;
   const Dims& x = l.inputs[0].dims;
   if (x.size() < 3 || x.size() > 5 || l.inputs[1].dims.size() != x.size()) return false;
-  for (const char* attr : {kLayoutInAttr, kLayoutOutAttr}) {  // plain, or nhwc for 2-D convs
-    const int64_t b = layerLayoutBlock(l, attr);
+  for (const int64_t b : {inLayoutBlock(l), outLayoutBlock(l)}) {  // plain, or nhwc for 2-D convs
     if (b != 1 && !(b == kNhwcBlock && x.size() == 4 && l.op == "Conv")) return false;
   }
   // A channels-last Y needs K % 8 == 0 (the layout pass only makes such tensors channels last
   // anyway; see supportsCudnnConv for the mixed-layout case).
   const Dims& w = l.inputs[1].dims;
-  if (layerLayoutBlock(l, kLayoutOutAttr) == kNhwcBlock && (w[0] <= 0 || w[0] % 8 != 0)) return false;
+  if (outLayoutBlock(l) == kNhwcBlock && (w[0] <= 0 || w[0] % 8 != 0)) return false;
   if (l.op == "ConvTranspose") {
     // dgrad cannot express output padding at or beyond the stride (dilation-only padding).
     const size_t r = x.size() - 2;
@@ -449,7 +448,7 @@ bool supportsCudnnConvBase(const LayerDesc& l) {
 //! cudnn_pad8 was right: such mixed-layout convs go to cudnn_pad8 only.
 bool supportsCudnnConv(const LayerDesc& l) {
   if (!supportsCudnnConvBase(l)) return false;
-  const bool mixed = layerLayoutBlock(l, kLayoutInAttr) == 1 && layerLayoutBlock(l, kLayoutOutAttr) == kNhwcBlock;
+  const bool mixed = inLayoutBlock(l) == 1 && outLayoutBlock(l) == kNhwcBlock;
   const int64_t c = l.inputs[0].dims.size() > 1 ? l.inputs[0].dims[1] : -1;
   return !(mixed && (c <= 0 || c % 8 != 0));
 }
@@ -460,7 +459,7 @@ bool supportsPaddedCudnnConv(const LayerDesc& l) {
   if (t != DataType::kHALF && t != DataType::kBF16) return false;
   const Dims& x = l.inputs[0].dims;
   const Dims& w = l.inputs[1].dims;
-  if (x.size() != 4 || w.size() != 4 || layerLayoutBlock(l, kLayoutInAttr) != 1) return false;
+  if (x.size() != 4 || w.size() != 4 || inLayoutBlock(l) != 1) return false;
   if (l.attrs->getInt("group", 1) != 1 || !l.inputs[1].value.valid()) return false;
   const int64_t c = x[1];
   return c > 0 && c % kPadChannels != 0 && c <= kMaxPaddedChannels && w[1] == c;

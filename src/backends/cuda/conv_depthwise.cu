@@ -13,6 +13,7 @@
 #include "backends/cuda/cuda_util.h"
 #include "ops/conv_geometry.h"
 #include "ops/conv_layout.h"
+#include "ops/fused_attrs.h"
 
 namespace kiln {
 
@@ -193,7 +194,7 @@ bool supportsDepthwise(const LayerDesc& l) { return hasPlainLayouts(l) && depthw
 bool supportsDepthwiseNhwc(const LayerDesc& l) {
   const DataType t = l.inputs[0].type;
   if (t != DataType::kHALF && t != DataType::kBF16) return false;
-  if (layerLayoutBlock(l, kLayoutInAttr) != kNhwcBlock || layerLayoutBlock(l, kLayoutOutAttr) != kNhwcBlock)
+  if (inLayoutBlock(l) != kNhwcBlock || outLayoutBlock(l) != kNhwcBlock)
     return false;
   if (!depthwiseShape(l) || l.inputs[0].dims[1] % 8 != 0) return false;
   for (int i = 1; i < 3; ++i)  // weights (and bias) constant: uploaded rearranged

@@ -4,6 +4,7 @@
 
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_util.h"
+#include "ops/fused_attrs.h"
 
 namespace kiln::cuda {
 

@@ -18,12 +18,11 @@
 #include "backends/cuda/matmul_lt_run.h"
 #include "ops/activation.h"
 #include "ops/conv_layout.h"
+#include "ops/fused_attrs.h"
 
 namespace kiln {
 
 namespace {
-
-bool isNhwc(const LayerDesc& l, const char* attr) { return layerLayoutBlock(l, attr) == kNhwcBlock; }
 
 //! A Conv with one output and float16/bfloat16 operands of one type.
 bool halfConv(const LayerDesc& l) {
@@ -37,7 +36,7 @@ bool halfConv(const LayerDesc& l) {
 
 bool supportsGemm1x1(const LayerDesc& l) {
   if (!halfConv(l)) return false;
-  if (!isNhwc(l, kLayoutInAttr) || !isNhwc(l, kLayoutOutAttr)) return false;
+  if (inLayoutBlock(l) != kNhwcBlock || outLayoutBlock(l) != kNhwcBlock) return false;
   const Dims &x = l.inputs[0].dims, &w = l.inputs[1].dims;
   if (x.size() != 4 || w.size() != 4 || w[2] != 1 || w[3] != 1 || w[1] != x[1] || !l.inputs[1].value.valid()) return false;
   if (l.present(2) && !l.inputs[2].value.valid()) return false;

@@ -11,6 +11,7 @@
 #include "backends/cuda/cuda_util.h"
 #include "ops/conv_geometry.h"
 #include "ops/conv_layout.h"
+#include "ops/fused_attrs.h"
 
 namespace kiln {
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backends/backend.h"
+#include "ops/fused_attrs.h"
 
 namespace kiln::cuda {
 
@@ -106,6 +107,6 @@ const P& paramsOf(const KernelState* state) {
 }
 
 //! Whether a layer attribute allows TF32 for float32 matmul/conv (set by the builder).
-inline bool allowTf32(const LayerDesc& l) { return l.attrs->getInt("kiln_tf32", 1) != 0; }
+inline bool allowTf32(const LayerDesc& l) { return tf32Allowed(*l.attrs); }
 
 }  // namespace kiln::cuda

@@ -1,7 +1,9 @@
 // CUDA elementwise family: PointwiseChain (float32, float16, bfloat16 tensors; the math in float32
 // registers). One kernel runs the whole chain per element: x is read once, each operand is read
 // (broadcast) where its step needs it, y is written once, all in the tensors' own type, so a
-// reduced-precision engine never round-trips the chain through float32 tensors. Steps follow the CPU kernel (pointwise_chain.cpp, activations as ops/activation.h).
+// reduced-precision engine never round-trips the chain through float32 tensors. Steps follow the
+// CPU kernel (pointwise_chain.cpp); activations in the elementwise ops' forms (activation_math.cuh).
+#include "backends/cuda/activation_math.cuh"
 #include "backends/cuda/elementwise_functors.cuh"
 
 namespace kiln::cuda::ew {
@@ -37,14 +39,14 @@ __device__ __forceinline__ float unaryStep(int op, float x, float alpha, float b
   switch (static_cast<ChainOp>(op)) {
     case ChainOp::kRelu: return x > 0.f ? x : 0.f;
     case ChainOp::kLeakyRelu: return x >= 0.f ? x : alpha * x;
-    case ChainOp::kSigmoid: return 1.f / (1.f + expf(-x));
+    case ChainOp::kSigmoid: return sigmoid(x);
     case ChainOp::kTanh: return tanhf(x);
     case ChainOp::kHardSwish: { float t = fminf(fmaxf(x / 6.f + 0.5f, 0.f), 1.f); return x * t; }
     case ChainOp::kHardSigmoid: return fminf(fmaxf(alpha * x + beta, 0.f), 1.f);
     case ChainOp::kElu: return x >= 0.f ? x : alpha * expm1f(x);
     case ChainOp::kSoftplus: return x > 0.f ? x + log1pf(expf(-x)) : log1pf(expf(x));
-    case ChainOp::kGelu: return 0.5f * x * erfcf(-x * 0.70710678118654752f);
-    case ChainOp::kGeluTanh: return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case ChainOp::kGelu: return geluErfc(x);
+    case ChainOp::kGeluTanh: return geluTanh(x);
     case ChainOp::kClip: { float v = x < alpha ? alpha : x; return v > beta ? beta : v; }
     case ChainOp::kErf: return erff(x);
     case ChainOp::kSqrt: return sqrtf(x);

@@ -6,6 +6,7 @@
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/elementwise_launch.cuh"
+#include "ops/fused_attrs.h"
 #include "ops/op_util.h"
 #include "ops/pointwise_chain.h"
 
@@ -482,7 +483,7 @@ bool chainSupports(const LayerDesc& l) {
   if (t != DataType::kFLOAT && t != DataType::kHALF && t != DataType::kBF16) return false;
   for (const auto& in : l.inputs)
     if (in.type != t) return false;
-  if (l.attrs->getStrings("steps").size() > static_cast<size_t>(kMaxChainSteps)) return false;
+  if (pointwiseChainLength(*l.attrs) > static_cast<size_t>(kMaxChainSteps)) return false;
   return geomFits(l);
 }
 

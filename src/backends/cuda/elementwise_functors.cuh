@@ -1,8 +1,10 @@
 // CUDA elementwise family: per-element functors, on compute types (float for half/bf16). Their
 // semantics follow the CPU reference kernels of src/ops/elementwise.cpp exactly (NaN handling,
-// integer wrapping, division by zero, shift ranges).
+// integer wrapping, division by zero, shift ranges); GELU's constants from ops/activation.h (the
+// float forms: activation_math.cuh).
 #pragma once
 #include "backends/cuda/elementwise_device.cuh"
+#include "ops/activation.h"
 
 namespace kiln::cuda::ew {
 
@@ -25,8 +27,8 @@ KILN_EWF_UNARY(SoftplusF, x > T(0) ? x + dm::log1p(dm::exp(-x)) : dm::log1p(dm::
 KILN_EWF_UNARY(SoftsignF, x / (T(1) + dm::fabs(x)))
 KILN_EWF_UNARY(HardSwishF, x * dm::fmax(T(0), dm::fmin(T(1), x / T(6) + T(0.5))))
 KILN_EWF_UNARY(MishF, x * dm::tanh(x > T(0) ? x + dm::log1p(dm::exp(-x)) : dm::log1p(dm::exp(x))))
-KILN_EWF_UNARY(GeluF, T(0.5) * x * dm::erfc(-x * T(0.70710678118654752)))
-KILN_EWF_UNARY(GeluTanhF, T(0.5) * x * (T(1) + dm::tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x))))
+KILN_EWF_UNARY(GeluF, T(0.5) * x * dm::erfc(-x * T(kGeluErfScale)))
+KILN_EWF_UNARY(GeluTanhF, T(0.5) * x * (T(1) + dm::tanh(T(kGeluTanhScale) * (x + T(kGeluTanhCubic) * x * x * x))))
 KILN_EWF_UNARY(SqrtF, dm::sqrt(x))
 KILN_EWF_UNARY(ExpF, dm::exp(x))
 KILN_EWF_UNARY(LogF, dm::log(x))

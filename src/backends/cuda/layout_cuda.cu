@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "ops/conv_layout.h"
+#include "ops/fused_attrs.h"
 
 namespace kiln {
 
@@ -43,7 +44,7 @@ class LayoutConvertKernel : public Kernel {
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const Dims& d = l.inputs[0].dims;
     auto s = std::make_unique<TransposeState>();
-    const bool toNhwc = layerLayoutBlock(l, kLayoutOutAttr) == kNhwcBlock;
+    const bool toNhwc = outLayoutBlock(l) == kNhwcBlock;
     s->n = d[0];
     s->a = toNhwc ? d[1] : d[2] * d[3];
     s->b = toNhwc ? d[2] * d[3] : d[1];
@@ -69,7 +70,7 @@ class LayoutConvertKernel : public Kernel {
 
 bool supportsLayoutConvert(const LayerDesc& l) {
   if (l.inputs.size() != 1 || l.inputs[0].dims.size() != 4) return false;
-  const int64_t from = layerLayoutBlock(l, kLayoutInAttr), to = layerLayoutBlock(l, kLayoutOutAttr);
+  const int64_t from = inLayoutBlock(l), to = outLayoutBlock(l);
   return (from == 1 && to == kNhwcBlock) || (from == kNhwcBlock && to == 1);
 }
 

@@ -10,6 +10,7 @@
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/matmul_lt_run.h"
 #include "ops/activation.h"
+#include "ops/fused_attrs.h"
 #include "ops/op_util.h"
 
 namespace kiln {

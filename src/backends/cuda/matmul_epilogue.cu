@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "backends/cuda/activation_math.cuh"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/matmul_epilogue.h"
 #include "ops/op_util.h"
@@ -54,25 +55,6 @@ template <> __device__ __forceinline__ float fromF<float>(float v) { return v; }
 template <> __device__ __forceinline__ __half fromF<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 fromF<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
-//! Same definitions as Activation::operator() (ops/activation.h), in float.
-__device__ __forceinline__ float activate(int kind, float a, float b, float x) {
-  switch (static_cast<ActKind>(kind)) {
-    case ActKind::kNone: return x;
-    case ActKind::kRelu: return x > 0.f ? x : 0.f;
-    case ActKind::kLeakyRelu: return x >= 0.f ? x : a * x;
-    case ActKind::kClip: return x < a ? a : (x > b ? b : x);
-    case ActKind::kSigmoid: return 1.f / (1.f + expf(-x));
-    case ActKind::kTanh: return tanhf(x);
-    case ActKind::kHardSwish: { float t = x / 6.f + 0.5f; t = t < 0.f ? 0.f : (t > 1.f ? 1.f : t); return x * t; }
-    case ActKind::kHardSigmoid: { float t = a * x + b; return t < 0.f ? 0.f : (t > 1.f ? 1.f : t); }
-    case ActKind::kGelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
-    case ActKind::kGeluTanh: return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    case ActKind::kElu: return x >= 0.f ? x : a * (expf(x) - 1.f);
-    case ActKind::kSoftplus: return x > 20.f ? x : log1pf(expf(x));
-  }
-  return x;
-}
-
 template <typename T, int V>
 struct alignas(sizeof(T) * V) Pack {
   T v[V];
@@ -105,7 +87,7 @@ __global__ void matmulPostKernel(T* __restrict__ y, int64_t nPacks, const T* __r
     }
     Pack<T, V> out;
 #pragma unroll
-    for (int j = 0; j < V; ++j) out.v[j] = fromF<T>(activate(p.act, p.actAlpha, p.actBeta, acc[j]));
+    for (int j = 0; j < V; ++j) out.v[j] = fromF<T>(applyActivation(static_cast<ActKind>(p.act), p.actAlpha, p.actBeta, acc[j]));
     reinterpret_cast<Pack<T, V>*>(y)[k] = out;
   }
 }

@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/norm_launch.cuh"
+#include "ops/fused_attrs.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -67,7 +68,7 @@ class SoftmaxKernel : public Kernel {
 
 bool supportsLayerNorm(const LayerDesc& l) {
   if (l.inputs.size() < 2 || !isFloatType(l.inputs[0].type) || !sameTypes(l, 1, 3)) return false;
-  if (l.inputs.size() > 3 && (l.attrs->getInt("kiln_skip", 0) == 0 || l.inputs[3].type != l.inputs[0].type)) return false;
+  if (l.inputs.size() > 3 && (!hasSkipInput(*l.attrs) || l.inputs[3].type != l.inputs[0].type)) return false;
   if (l.inputs[0].dims.size() > static_cast<size_t>(kMaxReduceDims)) return false;
   // Statistics outputs are float32 (stash_type 1, the default); double statistics are refused.
   return l.attrs->getInt("stash_type", 1) == 1;
@@ -157,8 +158,8 @@ class GroupNormKernel : public Kernel {
     p.groups = std::max<int64_t>(g, 1);
     p.perGroup = g > 0 ? c / g : 0;
     p.spatial = spatial;
-    const bool perGroupAffine = l.attrs->getInt("kiln_per_group_affine", 0) != 0 && volume(l.inputs[1].dims) == g;
-    p.mode = perGroupAffine ? RowNormParams::kPerGroup : RowNormParams::kPerChannel;
+    const bool affinePerGroup = perGroupAffine(*l.attrs) && volume(l.inputs[1].dims) == g;
+    p.mode = affinePerGroup ? RowNormParams::kPerGroup : RowNormParams::kPerChannel;
     p.geo = planRows(p.rows, p.cols, elementSize(p.type));
     return 0;
   }
@@ -188,7 +189,7 @@ class BatchNormKernel : public Kernel {
     p.count = volume(x);
     p.channels = x[1];
     p.spatial = product(x, 2, x.size());
-    p.perActivation = l.attrs->getInt("kiln_per_activation", 0) != 0;
+    p.perActivation = perActivationBatchNorm(*l.attrs);
     p.eps = l.attrs->getFloat("epsilon", 1e-5f);
     return 0;
   }

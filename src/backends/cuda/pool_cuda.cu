@@ -20,6 +20,7 @@
 #include "backends/cuda/cuda_util.h"
 #include "ops/conv_geometry.h"
 #include "ops/conv_layout.h"
+#include "ops/fused_attrs.h"
 
 namespace kiln {
 
@@ -497,8 +498,8 @@ class WindowPoolKernel : public Kernel {
     const Dims& x = l.inputs[0].dims;
     auto s = std::make_unique<PoolState>();
     s->g = toGeom(toWindow3(poolWindow(l, x, l.attrs->getInts("kernel_shape"))));
-    s->g.inLast = layerLayoutBlock(l, kLayoutInAttr) == kNhwcBlock;
-    s->g.outLast = layerLayoutBlock(l, kLayoutOutAttr) == kNhwcBlock;
+    s->g.inLast = inLayoutBlock(l) == kNhwcBlock;
+    s->g.outLast = outLayoutBlock(l) == kNhwcBlock;
     s->g.channels = x[1];
     s->total = x[0] * x[1] * s->g.outSize;
     s->vecBits = vecPoolBits(l, s->g, x[0]);
@@ -571,7 +572,7 @@ class GlobalPoolKernel : public Kernel {
     auto s = std::make_unique<PoolState>();
     s->planes = x[0] * x[1];
     s->size = s->planes == 0 ? 0 : volume(x) / s->planes;
-    s->g.inLast = layerLayoutBlock(l, kLayoutInAttr) == kNhwcBlock;
+    s->g.inLast = inLayoutBlock(l) == kNhwcBlock;
     s->g.channels = x[1];
     state = std::move(s);
     return 0;
@@ -674,11 +675,10 @@ bool poolTypeOk(const LayerDesc& l, bool isMax) {
 bool layoutsOk(const LayerDesc& l, bool windowed) {
   if (hasPlainLayouts(l)) return true;
   if (l.inputs[0].dims.size() != 4 || l.outputs.size() != 1 || l.op == "LpPool" || l.op == "GlobalLpPool") return false;
-  for (const char* attr : {kLayoutInAttr, kLayoutOutAttr}) {
-    const int64_t b = layerLayoutBlock(l, attr);
+  for (const int64_t b : {inLayoutBlock(l), outLayoutBlock(l)}) {
     if (b != 1 && b != kNhwcBlock) return false;
   }
-  return windowed || layerLayoutBlock(l, kLayoutOutAttr) == 1;
+  return windowed || outLayoutBlock(l) == 1;
 }
 
 bool supportsWindowPool(const LayerDesc& l) {

@@ -10,7 +10,7 @@ bool foldBatchNormIntoConv(Network& net) {
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* conv = net.layer(static_cast<int>(i));
-    if (conv->op != "Conv" || conv->inputs.size() < 2 || conv->inputs.size() > 3 || conv->attrs.has("kiln_activation")) continue;
+    if (conv->op != "Conv" || conv->inputs.size() < 2 || conv->inputs.size() > 3 || hasFusedActivation(conv->attrs)) continue;
     Tensor* w = conv->inputs[1];
     Tensor* b = conv->inputs.size() > 2 ? conv->inputs[2] : nullptr;
     if (!w->isConstant() || w->type != DataType::kFLOAT || (b && (!b->isConstant() || b->type != DataType::kFLOAT))) continue;

@@ -17,36 +17,30 @@ bool scalarConst(const Tensor* t, float* v) {
   return true;
 }
 
-// Fills the kiln_activation attributes for `act`; false when it cannot be fused.
-bool describeActivation(const Layer* act, Attributes& a) {
+// The fused form of `act`; false when it cannot be fused.
+bool describeActivation(const Layer* act, Activation* out) {
   const std::string& op = act->op;
-  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "Softplus") {
-    a.set("kiln_activation", op);
-    return true;
-  }
-  if (op == "LeakyRelu" || op == "Elu") {
-    a.set("kiln_activation", op);
-    a.set("kiln_act_alpha", act->attrs.getFloat("alpha", op == "LeakyRelu" ? 0.01f : 1.0f));
-    return true;
-  }
-  if (op == "HardSigmoid") {
-    a.set("kiln_activation", op);
-    a.set("kiln_act_alpha", act->attrs.getFloat("alpha", 0.2f));
-    a.set("kiln_act_beta", act->attrs.getFloat("beta", 0.5f));
+  Activation& a = *out;
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "Softplus" || op == "LeakyRelu" ||
+      op == "Elu" || op == "HardSigmoid") {
+    activationKindOf(op, &a.kind);
+    if (op == "LeakyRelu" || op == "Elu") a.alpha = act->attrs.getFloat("alpha", op == "LeakyRelu" ? 0.01f : 1.0f);
+    if (op == "HardSigmoid") {
+      a.alpha = act->attrs.getFloat("alpha", 0.2f);
+      a.beta = act->attrs.getFloat("beta", 0.5f);
+    }
     return true;
   }
   if (op == "Gelu") {
     std::string approx = act->attrs.getString("approximate", "none");
-    a.set("kiln_activation", approx == "tanh" ? "GeluTanh" : "Gelu");
+    a.kind = approx == "tanh" ? ActKind::kGeluTanh : ActKind::kGelu;
     return approx == "tanh" || approx == "none";
   }
   if (op == "Clip") {
     float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
     if (act->inputs.size() > 1 && act->inputs[1] && !scalarConst(act->inputs[1], &lo)) return false;
     if (act->inputs.size() > 2 && act->inputs[2] && !scalarConst(act->inputs[2], &hi)) return false;
-    a.set("kiln_activation", "Clip");
-    a.set("kiln_act_alpha", lo);
-    a.set("kiln_act_beta", hi);
+    a = Activation{ActKind::kClip, lo, hi};
     return true;
   }
   return false;
@@ -59,7 +53,7 @@ bool fuseActivation(Network& net) {
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* p = net.layer(static_cast<int>(i));
-    if (!producers.count(p->op) || p->attrs.has("kiln_activation") || p->outputs.size() != 1 ||
+    if (!producers.count(p->op) || hasFusedActivation(p->attrs) || p->outputs.size() != 1 ||
         p->outputs[0]->type != DataType::kFLOAT)
       continue;
     Layer* act = soleConsumer(net, p->outputs[0]);
@@ -73,9 +67,9 @@ bool fuseActivation(Network& net) {
     }
     Tensor* actIn = view ? view->outputs[0] : p->outputs[0];
     if (!act || act->outputs.size() != 1 || act->inputs.empty() || act->inputs[0] != actIn) continue;
-    Attributes a;
-    if (!describeActivation(act, a)) continue;
-    for (const auto& [k, v] : a.all()) p->attrs.set(k, v);
+    Activation a;
+    if (!describeActivation(act, &a)) continue;
+    setFusedActivation(p->attrs, a);
     recordFusion(p, act);
     Tensor* out = act->outputs[0];
     net.removeLayer(act);

@@ -12,9 +12,11 @@
 // Transpose to [B, H, S, D]) and Y is merged back the same way, the Attention layer takes and
 // returns the 3-D tensors (q_num_heads = kv_num_heads = H): the kernel reads the heads in place
 // through strides, so the four head transposes (a copy each) disappear.
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <tuple>
 
 #include "builder/passes/passes.h"
 #include "builder/passes/view_trace.h"
@@ -244,10 +246,10 @@ bool sinkTransposeBelowProjection(Network& net, Tensor* base) {
   return true;
 }
 
-//! One matched attention subgraph.
-struct Match {
+//! The layers from the Q K^T MatMul to the P V MatMul.
+struct ScoreChain {
   Layer *qk = nullptr, *softmax = nullptr, *pv = nullptr;
-  std::vector<Layer*> chain;  // qk .. pv, all removed
+  std::vector<Layer*> layers;  // qk .. pv, all removed
   double scale = 1;
   std::vector<Tensor*> masks;  // additive masks (broadcastable to the scores)
   Layer* where = nullptr;      // Where(cond, S, c) (or Where(cond, c, S) when whereKeepsTrue is false)
@@ -273,16 +275,16 @@ std::pair<Layer*, Layer*> nanGuard(const Network& net, const Layer* sm) {
 }
 
 //! Walks from Softmax up to the Q K^T MatMul; fills the chain, scale and mask parts.
-bool matchScores(const Network& net, Layer* sm, Match& m) {
+bool matchScores(const Network& net, Layer* sm, ScoreChain& m) {
   m.softmax = sm;
   auto [where, isnan] = nanGuard(net, sm);
   Tensor* probs = where ? where->outputs[0] : sm->outputs[0];
   Layer* pv = soleConsumer(net, probs);
   if (!pv || pv->op != "MatMul" || pv->inputs.size() != 2 || pv->inputs[0] != probs) return false;
   m.pv = pv;
-  m.chain = {pv};
-  if (where) m.chain.insert(m.chain.end(), {where, isnan});
-  m.chain.push_back(sm);
+  m.layers = {pv};
+  if (where) m.layers.insert(m.layers.end(), {where, isnan});
+  m.layers.push_back(sm);
   Tensor* t = sm->inputs[0];
   Layer* next = sm;
   bool seenScale = false;
@@ -292,7 +294,7 @@ bool matchScores(const Network& net, Layer* sm, Match& m) {
     double f = 1;
     if (l->op == "MatMul" && l->inputs.size() == 2) {
       m.qk = l;
-      m.chain.push_back(l);
+      m.layers.push_back(l);
       return true;
     }
     if (Tensor* x = scalarOperand(l, &f)) {
@@ -325,197 +327,303 @@ bool matchScores(const Network& net, Layer* sm, Match& m) {
     } else {
       return false;
     }
-    m.chain.push_back(l);
+    m.layers.push_back(l);
     next = l;
   }
 }
 
-bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& supported) {
+// ---------------------------------------------------------------------------------------------
+// Matcher: proves the subgraph is an attention and finds Q, K, V (changes nothing).
+
+//! A matched attention: the score chain and Q, K = transpose(kRoot, kPerm), V.
+struct AttentionMatch {
+  ScoreChain chain;
+  DataType type = DataType::kFLOAT;
+  Dims scores;  // [B, H, Sq, Skv]
+  double scale = 1;
+  Tensor *q = nullptr, *kRoot = nullptr, *v = nullptr;
+  std::vector<int64_t> kPerm;  // K dim i = kRoot dim kPerm[i]
+  Dims kDims;
+};
+
+//! Equal batch and head counts (no MatMul broadcasting), matching sequence and head sizes.
+bool shapesAgree(const AttentionMatch& am) {
+  const Dims &qd = am.q->dims, &vd = am.v->dims, &kd = am.kDims, &sc = am.scores;
+  for (int i = 0; i < 2; ++i)
+    if (!sameDim(qd[i], kd[i]) || !sameDim(qd[i], vd[i]) || !sameDim(qd[i], sc[i])) return false;
+  return sameDim(qd[3], kd[3]) && sameDim(kd[2], vd[2]) && sameDim(sc[2], qd[2]) && sameDim(sc[3], kd[2]);
+}
+
+bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am) {
   const Tensor* x = sm->inputs.empty() ? nullptr : sm->inputs[0];
   if (!x || !x->dimsKnown || x->dims.size() != 4 || !computeType(x->type)) return false;
   const int64_t axis = sm->attrs.getInt("axis", -1);
-  if (axis != -1 && axis != 3) return false;
-  Match m;
-  if (!matchScores(net, sm, m)) return false;
-  const DataType type = x->type;
-  const Dims scores = m.qk->outputs[0]->dims;  // [B, H, Sq, Skv]
-  double scale = m.scale;
-  Tensor* q = throughIdentity(peelScales(m.qk->inputs[0], &scale));
-  std::vector<int64_t> perm;
-  Tensor* kRoot = peelKeyTranspose(m.qk->inputs[1], &scale, &perm);
-  Tensor* v = throughIdentity(m.pv->inputs[1]);
-  for (const Tensor* t : {q, kRoot, v})
-    if (!t || !t->dimsKnown || t->dims.size() != 4 || t->type != type) return false;
-  if (!(scale > 0) || !std::isfinite(scale)) return false;
-  // K = transpose(kRoot, kPerm) with K dim i = K^T dim swap(i).
-  const std::vector<int64_t> kPerm{perm[0], perm[1], perm[3], perm[2]};
-  Dims kDims(4);
-  for (int i = 0; i < 4; ++i) kDims[i] = kRoot->dims[static_cast<size_t>(kPerm[i])];
-  const Dims &qd = q->dims, &vd = v->dims;
-  // Equal batch and head counts (no MatMul broadcasting), matching sequence and head sizes.
-  for (int i = 0; i < 2; ++i)
-    if (!sameDim(qd[i], kDims[i]) || !sameDim(qd[i], vd[i]) || !sameDim(qd[i], scores[i])) return false;
-  if (!sameDim(qd[3], kDims[3]) || !sameDim(kDims[2], vd[2]) || !sameDim(scores[2], qd[2]) || !sameDim(scores[3], kDims[2]))
-    return false;
-  if (!computeType(type)) return false;
-  // Masks: additive tensors of the scores' type; constant exact-causal ones become is_causal, and
-  // constant all-zero ones are dropped (PyTorch's dynamo export of BERT called without an
-  // attention_mask folds to Where(all true, 0, -FLT_MAX) = zeros [B, 1, S, S]: kept, it would cost
-  // a B*S*S read per attention and rule out cuDNN's SDPA, which runs only without a mask).
+  if ((axis != -1 && axis != 3) || !matchScores(net, sm, am.chain)) return false;
+  am.type = x->type;
+  am.scores = am.chain.qk->outputs[0]->dims;
+  am.scale = am.chain.scale;
+  am.q = throughIdentity(peelScales(am.chain.qk->inputs[0], &am.scale));
+  std::vector<int64_t> perm;  // K^T = transpose(kRoot, perm)
+  am.kRoot = peelKeyTranspose(am.chain.qk->inputs[1], &am.scale, &perm);
+  am.v = throughIdentity(am.chain.pv->inputs[1]);
+  for (const Tensor* t : {am.q, am.kRoot, am.v})
+    if (!t || !t->dimsKnown || t->dims.size() != 4 || t->type != am.type) return false;
+  if (!(am.scale > 0) || !std::isfinite(am.scale)) return false;
+  am.kPerm = {perm[0], perm[1], perm[3], perm[2]};  // K dim i = K^T dim swap(i)
+  am.kDims = Dims(4);
+  for (int i = 0; i < 4; ++i) am.kDims[i] = am.kRoot->dims[static_cast<size_t>(am.kPerm[i])];
+  return shapesAgree(am);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Canonicalizer: the masks as the Attention layer takes them, one additive mask and is_causal.
+// Every refusal comes before the first change to the network.
+
+struct CanonicalMask {
   bool causal = false;
+  Tensor* mask = nullptr;  // additive, broadcastable to the scores; null when none
+};
+
+//! A constant whose last two dims are the scores' [Sq, Skv] (a candidate causal mask).
+bool causalShaped(const Tensor* t, const Dims& scores) {
   const int64_t sq = scores[2], skv = scores[3];
-  auto causalShape = [&](const Tensor* t) {
-    return t->isConstant() && sq > 0 && skv > 0 && t->value.dims().size() >= 2 && t->value.dims()[t->value.dims().size() - 2] == sq &&
-           t->value.dims().back() == skv;
-  };
-  std::vector<Tensor*> masks;
-  for (Tensor* mk : m.masks) {
-    if (!mk || mk->type != type || !mk->dimsKnown || !broadcastsTo(mk->dims, scores)) return false;
+  const Dims& d = t->value.dims();
+  return t->isConstant() && sq > 0 && skv > 0 && d.size() >= 2 && d[d.size() - 2] == sq && d.back() == skv;
+}
+
+//! Additive masks of the scores' type: constant exact-causal ones become is_causal, and constant
+//! all-zero ones are dropped (PyTorch's dynamo export of BERT called without an attention_mask
+//! folds to Where(all true, 0, -FLT_MAX) = zeros [B, 1, S, S]: kept, it would cost a B*S*S read
+//! per attention and rule out cuDNN's SDPA, which runs only without a mask).
+bool keepAdditiveMasks(const AttentionMatch& am, CanonicalMask& cm, std::vector<Tensor*>& kept) {
+  for (Tensor* mk : am.chain.masks) {
+    if (!mk || mk->type != am.type || !mk->dimsKnown || !broadcastsTo(mk->dims, am.scores)) return false;
     if (allZero(mk)) continue;
-    if (!causal && causalShape(mk) &&
+    if (!cm.causal && causalShaped(mk, am.scores) &&
         everyElement(mk, [](double val, int64_t i, int64_t j) { return j <= i ? val == 0 : val <= kVeryNegative; })) {
-      causal = true;
+      cm.causal = true;
       continue;
     }
-    masks.push_back(mk);
+    kept.push_back(mk);
   }
-  Tensor* whereMask = nullptr;
-  if (m.where) {
-    Tensor* cond = m.where->inputs[0];
-    if (!cond->dimsKnown || !broadcastsTo(cond->dims, scores)) return false;
-    const bool keep = m.whereKeepsTrue;
-    const double fill = m.whereFill;
-    auto kept = [keep](double c) { return (c != 0) == keep; };
-    bool keepsAll = cond->isConstant();
-    for (int64_t i = 0; keepsAll && i < cond->value.count(); ++i) keepsAll = kept(cond->value.getDouble(i));
-    if (keepsAll) {
-      // masks nothing
-    } else if (!causal && causalShape(cond) && everyElement(cond, [&](double c, int64_t i, int64_t j) { return kept(c) == (j <= i); })) {
-      causal = true;
-    } else if (cond->isConstant()) {
-      // A constant mask: fine unless a query row masks every key while the fill is finite and
-      // not absorbing (then the original softmax is uniform over the raw scores).
-      const HostTensor& cv = cond->value;
-      const int64_t cols = cv.dims().back();
-      bool fullRow = false;
-      for (int64_t r = 0; cols > 0 && r < cv.count() / cols; ++r) {
-        bool any = false;
-        for (int64_t j = 0; j < cols && !any; ++j) any = kept(cv.getDouble(r * cols + j));
-        fullRow = fullRow || !any;
-      }
-      if (fullRow && fill > kAbsorbing) return false;
-      std::vector<double> vals(static_cast<size_t>(cv.count()));
-      for (int64_t i = 0; i < cv.count(); ++i) vals[static_cast<size_t>(i)] = kept(cv.getDouble(i)) ? 0.0 : fill;
-      whereMask = net.addConstant(net.uniqueName(m.where->name + "_mask"), typedTensor(type, cv.dims(), vals));
-    } else {
-      if (fill > kAbsorbing) return false;  // a fully masked row cannot be ruled out
-      Tensor* zero = net.addConstant(net.uniqueName(m.where->name + "_zero"), typedTensor(type, {}, {0.0}));
-      Tensor* fillT = net.addConstant(net.uniqueName(m.where->name + "_fill"), typedTensor(type, {}, {fill}));
-      whereMask = addTypedLayer(net, "Where", {cond, keep ? zero : fillT, keep ? fillT : zero}, {}, m.where->name + "_mask", type,
-                                cond->dims);
-    }
-  }
-  if (whereMask) masks.insert(masks.begin(), whereMask);
-  Tensor* mask = masks.empty() ? nullptr : masks[0];
-  for (size_t i = 1; i < masks.size(); ++i)
-    mask = addTypedLayer(net, "Add", {mask, masks[i]}, {}, sm->name + "_mask_sum", type, broadcastDims(mask->dims, masks[i]->dims));
+  return true;
+}
 
-  Attributes a;
-  a.set("scale", static_cast<float>(scale));
-  if (causal) a.set("is_causal", int64_t(1));
-  Tensor* y = m.pv->outputs[0];
-  // The 3-D form first (no head transposes), then the 4-D one.
-  Tensor *q3 = headSplitOf(q), *v3 = headSplitOf(v);
-  Tensor* k3 = kPerm == std::vector<int64_t>{0, 2, 1, 3} ? mergedOf(kRoot)
-               : (kPerm == std::vector<int64_t>{0, 1, 2, 3} ? headSplitOf(kRoot) : nullptr);
+bool keptBy(double cond, bool keepsTrue) { return (cond != 0) == keepsTrue; }
+
+//! A constant Where condition as a constant additive mask; false when a query row masks every
+//! key while the fill is finite and not absorbing (then the original softmax is uniform over the
+//! raw scores, which the kernels do not compute).
+bool constantWhereMask(Network& net, const AttentionMatch& am, Tensor** mask) {
+  const Layer* where = am.chain.where;
+  const HostTensor& cv = where->inputs[0]->value;
+  const bool keep = am.chain.whereKeepsTrue;
+  const int64_t cols = cv.dims().back();
+  bool fullRow = false;
+  for (int64_t r = 0; cols > 0 && r < cv.count() / cols; ++r) {
+    bool any = false;
+    for (int64_t j = 0; j < cols && !any; ++j) any = keptBy(cv.getDouble(r * cols + j), keep);
+    fullRow = fullRow || !any;
+  }
+  if (fullRow && am.chain.whereFill > kAbsorbing) return false;
+  std::vector<double> vals(static_cast<size_t>(cv.count()));
+  for (int64_t i = 0; i < cv.count(); ++i) vals[static_cast<size_t>(i)] = keptBy(cv.getDouble(i), keep) ? 0.0 : am.chain.whereFill;
+  *mask = net.addConstant(net.uniqueName(where->name + "_mask"), typedTensor(am.type, cv.dims(), vals));
+  return true;
+}
+
+//! The Where(cond, S, fill) of the score chain as an additive mask in *mask (left null when it
+//! masks nothing or is causal, which sets cm.causal); false when it cannot be taken.
+bool whereAsMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, Tensor** mask) {
+  const Layer* where = am.chain.where;
+  if (!where) return true;
+  Tensor* cond = where->inputs[0];
+  if (!cond->dimsKnown || !broadcastsTo(cond->dims, am.scores)) return false;
+  const bool keep = am.chain.whereKeepsTrue;
+  bool keepsAll = cond->isConstant();
+  for (int64_t i = 0; keepsAll && i < cond->value.count(); ++i) keepsAll = keptBy(cond->value.getDouble(i), keep);
+  if (keepsAll) return true;  // masks nothing
+  if (!cm.causal && causalShaped(cond, am.scores) &&
+      everyElement(cond, [&](double c, int64_t i, int64_t j) { return keptBy(c, keep) == (j <= i); })) {
+    cm.causal = true;
+    return true;
+  }
+  if (cond->isConstant()) return constantWhereMask(net, am, mask);
+  if (am.chain.whereFill > kAbsorbing) return false;  // a fully masked row cannot be ruled out
+  Tensor* zero = net.addConstant(net.uniqueName(where->name + "_zero"), typedTensor(am.type, {}, {0.0}));
+  Tensor* fillT = net.addConstant(net.uniqueName(where->name + "_fill"), typedTensor(am.type, {}, {am.chain.whereFill}));
+  *mask = addTypedLayer(net, "Where", {cond, keep ? zero : fillT, keep ? fillT : zero}, {}, where->name + "_mask", am.type,
+                        cond->dims);
+  return true;
+}
+
+bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, CanonicalMask& cm) {
+  std::vector<Tensor*> masks;
+  Tensor* whereMask = nullptr;
+  if (!keepAdditiveMasks(am, cm, masks) || !whereAsMask(net, am, cm, &whereMask)) return false;
+  if (whereMask) masks.insert(masks.begin(), whereMask);
+  cm.mask = masks.empty() ? nullptr : masks[0];
+  for (size_t i = 1; i < masks.size(); ++i)
+    cm.mask = addTypedLayer(net, "Add", {cm.mask, masks[i]}, {}, sm->name + "_mask_sum", am.type,
+                            broadcastDims(cm.mask->dims, masks[i]->dims));
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rewriter: the Attention layer in the first form a kernel supports, the matched layers removed.
+
+//! What the forms besides the plain 4-D one need.
+struct AttentionForms {
+  // 3-D form: Q, K, V head splits of [B, S, H*D] tensors and Y merged back (Transpose, Reshape).
+  Tensor *q3 = nullptr, *k3 = nullptr, *v3 = nullptr;
+  Layer *mergeT = nullptr, *mergeR = nullptr;
   std::vector<Layer*> outIdentities;  // identity layers between Y and the head merge
-  auto [mergeT, mergeR] = headMergeOf(net, y, &outIdentities);
-  // Strided views of the buffers the head-splitting data movement started from (ops/attention_views.h).
+  // View form: strided views of the buffers the head-splitting data movement started from
+  // (ops/attention_views.h), and the data movement after Y as the kernel's strided write.
+  bool viewable = false, outViewable = false;
   StridedView qv, kv, vv;
-  auto traceAll = [&] {
-    return traceView(q, qv) && traceView(kRoot, kv) && traceView(v, vv) && qv.base->type == type && kv.base->type == type &&
-           vv.base->type == type;
-  };
-  bool viewable = traceAll();
-  if (viewable && qv.base == kv.base && kv.base == vv.base && sinkTransposeBelowProjection(net, qv.base)) viewable = traceAll();
-  if (viewable) {  // K = transpose(kRoot, kPerm)
-    StridedView p = kv;
-    for (size_t i = 0; i < 4; ++i) p.sizes[i] = kv.sizes[static_cast<size_t>(kPerm[i])], p.strides[i] = kv.strides[static_cast<size_t>(kPerm[i])];
-    kv = p;
-    viewable = qv.strides[3] == 1 && kv.strides[3] == 1 && vv.strides[3] == 1 && (qv.copies || kv.copies || vv.copies);
-  }
-  if (viewable && q3 && k3 && v3 && mergeT) {
-    // The standard 3-D form removes the head transposes too: views only where the 3-D tensors
-    // themselves are copies (GPT-2's Split of the packed projection, ViT's unbinding).
-    StridedView a3, b3, c3;
-    const bool copied3d = (traceView(q3, a3) && a3.copies) || (traceView(k3, b3) && b3.copies) || (traceView(v3, c3) && c3.copies);
-    viewable = copied3d;
-  }
-  // The output side of the view form: the data movement after the attention becomes its write.
   std::vector<Layer*> outChain;
   Tensor* outZ = nullptr;
   std::vector<int64_t> outStrides;
-  const bool outViewable = viewable && traceOutputView(net, y, outChain, outZ, outStrides) && outStrides[3] == 1;
-  enum Form { kViews, kFlat, kPlain };
-  for (Form form : {kViews, kFlat, kPlain}) {
-    if (form == kViews && !viewable) continue;
-    if (form == kFlat && !(q3 && k3 && v3 && mergeT && qd[1] > 0)) continue;
-    const bool merged = form == kFlat;
-    const bool outView = form == kViews && outViewable;
-    Tensor* k = form == kFlat ? k3 : kRoot;
-    if (form == kPlain && kPerm != std::vector<int64_t>{0, 1, 2, 3}) {
-      Attributes ta;
-      ta.set("perm", kPerm);
-      k = addTypedLayer(net, "Transpose", {kRoot}, ta, m.qk->name + "_key", type, kDims);
+};
+
+void findHeadForm(const Network& net, const AttentionMatch& am, AttentionForms& f) {
+  f.q3 = headSplitOf(am.q);
+  f.v3 = headSplitOf(am.v);
+  f.k3 = am.kPerm == std::vector<int64_t>{0, 2, 1, 3} ? mergedOf(am.kRoot)
+         : (am.kPerm == std::vector<int64_t>{0, 1, 2, 3} ? headSplitOf(am.kRoot) : nullptr);
+  std::tie(f.mergeT, f.mergeR) = headMergeOf(net, am.chain.pv->outputs[0], &f.outIdentities);
+}
+
+//! Traces the view form (may move a Transpose below a packed projection first, so the views
+//! absorb it); views are taken only where they remove a copy the 3-D form would not.
+void findViewForm(Network& net, const AttentionMatch& am, AttentionForms& f) {
+  auto traceAll = [&] {
+    return traceView(am.q, f.qv) && traceView(am.kRoot, f.kv) && traceView(am.v, f.vv) && f.qv.base->type == am.type &&
+           f.kv.base->type == am.type && f.vv.base->type == am.type;
+  };
+  f.viewable = traceAll();
+  if (f.viewable && f.qv.base == f.kv.base && f.kv.base == f.vv.base && sinkTransposeBelowProjection(net, f.qv.base))
+    f.viewable = traceAll();
+  if (f.viewable) {  // K = transpose(kRoot, kPerm)
+    StridedView p = f.kv;
+    for (size_t i = 0; i < 4; ++i) {
+      const size_t from = static_cast<size_t>(am.kPerm[i]);
+      p.sizes[i] = f.kv.sizes[from], p.strides[i] = f.kv.strides[from];
     }
-    Attributes la = a;
-    std::vector<Tensor*> inputs{form == kFlat ? q3 : q, k, form == kFlat ? v3 : v};
-    if (form == kFlat) {
-      la.set("q_num_heads", qd[1]);
-      la.set("kv_num_heads", qd[1]);
-    } else if (form == kViews) {
-      inputs = {qv.base, kv.base, vv.base};
-      la.set("kiln_view_dims", std::vector<int64_t>{qd[0], qd[1], qd[2], kDims[2], qd[3], vd[3]});
-      auto viewAttr = [](const StridedView& w) { return std::vector<int64_t>{w.offset, w.strides[0], w.strides[1], w.strides[2]}; };
-      la.set("kiln_q_view", viewAttr(qv));
-      la.set("kiln_k_view", viewAttr(kv));
-      la.set("kiln_v_view", viewAttr(vv));
-      if (outView) {
-        la.set("kiln_o_view", std::vector<int64_t>{outStrides[0], outStrides[1], outStrides[2]});
-        la.set("kiln_o_dims", std::vector<int64_t>(outZ->dims.begin(), outZ->dims.end()));
-      }
-    }
-    if (mask) inputs.push_back(mask);
-    Layer* att = net.addLayer("Attention", inputs, 1, la, net.uniqueName(sm->name + "_attention"));
-    for (auto it = m.chain.rbegin(); it != m.chain.rend(); ++it) recordFusion(att, *it);
-    if (merged) {
-      for (Layer* l : outIdentities) recordFusion(att, l);
-      recordFusion(att, mergeT);
-      recordFusion(att, mergeR);
-    }
-    if (outView)
-      for (Layer* l : outChain) recordFusion(att, l);
-    att->fusedOps.erase(att->fusedOps.begin());  // the synthetic Attention itself is not an original op
-    Tensor* out = merged ? mergeR->outputs[0] : (outView ? outZ : y);
-    att->outputs[0]->type = out->type;
-    att->outputs[0]->dims = out->dims;
-    att->outputs[0]->dimsKnown = true;
+    f.kv = p;
+    f.viewable = f.qv.strides[3] == 1 && f.kv.strides[3] == 1 && f.vv.strides[3] == 1 && (f.qv.copies || f.kv.copies || f.vv.copies);
+  }
+  if (f.viewable && f.q3 && f.k3 && f.v3 && f.mergeT) {
+    // The standard 3-D form removes the head transposes too: views only where the 3-D tensors
+    // themselves are copies (GPT-2's Split of the packed projection, ViT's unbinding).
+    StridedView a3, b3, c3;
+    f.viewable = (traceView(f.q3, a3) && a3.copies) || (traceView(f.k3, b3) && b3.copies) || (traceView(f.v3, c3) && c3.copies);
+  }
+  f.outViewable = f.viewable && traceOutputView(net, am.chain.pv->outputs[0], f.outChain, f.outZ, f.outStrides) &&
+                  f.outStrides[3] == 1;
+}
+
+enum class AttentionForm { kViews, kFlat, kPlain };
+
+bool formApplies(const AttentionMatch& am, const AttentionForms& f, AttentionForm form) {
+  if (form == AttentionForm::kViews) return f.viewable;
+  if (form == AttentionForm::kFlat) return f.q3 && f.k3 && f.v3 && f.mergeT && am.q->dims[1] > 0;
+  return true;
+}
+
+//! The stored views of the view form (fused_attrs.h).
+QkvViews viewsOf(const AttentionMatch& am, const AttentionForms& f, bool outView) {
+  const Dims &qd = am.q->dims, &vd = am.v->dims;
+  QkvViews w;
+  w.b = qd[0], w.h = qd[1], w.sq = qd[2], w.skv = am.kDims[2], w.d = qd[3], w.dv = vd[3];
+  auto viewOf = [](const StridedView& s) { return std::array<int64_t, 4>{s.offset, s.strides[0], s.strides[1], s.strides[2]}; };
+  w.q = viewOf(f.qv), w.k = viewOf(f.kv), w.v = viewOf(f.vv);
+  if (outView) {
+    w.outView = true;
+    w.o = {f.outStrides[0], f.outStrides[1], f.outStrides[2]};
+    w.oDims = f.outZ->dims;
+  }
+  return w;
+}
+
+//! The Attention layer of one form, its output typed like the tensor it will replace (*out).
+Layer* addAttentionLayer(Network& net, const AttentionMatch& am, const CanonicalMask& cm, const AttentionForms& f,
+                         AttentionForm form, const Layer* sm, Tensor** out) {
+  const bool merged = form == AttentionForm::kFlat, outView = form == AttentionForm::kViews && f.outViewable;
+  Attributes a;
+  a.set("scale", static_cast<float>(am.scale));
+  if (cm.causal) a.set("is_causal", int64_t(1));
+  Tensor* k = merged ? f.k3 : am.kRoot;
+  if (form == AttentionForm::kPlain && am.kPerm != std::vector<int64_t>{0, 1, 2, 3}) {
+    Attributes ta;
+    ta.set("perm", am.kPerm);
+    k = addTypedLayer(net, "Transpose", {am.kRoot}, ta, am.chain.qk->name + "_key", am.type, am.kDims);
+  }
+  std::vector<Tensor*> inputs{merged ? f.q3 : am.q, k, merged ? f.v3 : am.v};
+  if (merged) {
+    a.set("q_num_heads", am.q->dims[1]);
+    a.set("kv_num_heads", am.q->dims[1]);
+  } else if (form == AttentionForm::kViews) {
+    inputs = {f.qv.base, f.kv.base, f.vv.base};
+    setQkvViews(a, viewsOf(am, f, outView));
+  }
+  if (cm.mask) inputs.push_back(cm.mask);
+  Layer* att = net.addLayer("Attention", inputs, 1, a, net.uniqueName(sm->name + "_attention"));
+  for (auto it = am.chain.layers.rbegin(); it != am.chain.layers.rend(); ++it) recordFusion(att, *it);
+  if (merged) {
+    for (Layer* l : f.outIdentities) recordFusion(att, l);
+    recordFusion(att, f.mergeT);
+    recordFusion(att, f.mergeR);
+  }
+  if (outView)
+    for (Layer* l : f.outChain) recordFusion(att, l);
+  att->fusedOps.erase(att->fusedOps.begin());  // the synthetic Attention itself is not an original op
+  *out = merged ? f.mergeR->outputs[0] : (outView ? f.outZ : am.chain.pv->outputs[0]);
+  att->outputs[0]->type = (*out)->type;
+  att->outputs[0]->dims = (*out)->dims;
+  att->outputs[0]->dimsKnown = true;
+  return att;
+}
+
+//! Points the readers of `out` at the Attention layer and removes the layers it absorbed.
+void commitAttention(Network& net, const AttentionMatch& am, const AttentionForms& f, AttentionForm form, Layer* att,
+                     Tensor* out) {
+  net.replaceUses(out, att->outputs[0]);
+  if (form == AttentionForm::kFlat) {
+    net.removeLayer(f.mergeR);
+    net.removeLayer(f.mergeT);
+    for (auto it = f.outIdentities.rbegin(); it != f.outIdentities.rend(); ++it) net.removeLayer(*it);
+  }
+  if (form == AttentionForm::kViews && f.outViewable)
+    for (auto it = f.outChain.rbegin(); it != f.outChain.rend(); ++it) net.removeLayer(*it);
+  for (Layer* l : am.chain.layers) net.removeLayer(l);  // pv first: each output's only reader is gone
+}
+
+bool rewriteAttention(Network& net, const AttentionMatch& am, const CanonicalMask& cm, const AttentionForms& f, const Layer* sm,
+                      const std::function<bool(const Layer&)>& supported) {
+  for (AttentionForm form : {AttentionForm::kViews, AttentionForm::kFlat, AttentionForm::kPlain}) {
+    if (!formApplies(am, f, form)) continue;
+    Tensor* out = nullptr;
+    Layer* att = addAttentionLayer(net, am, cm, f, form, sm, &out);
     if (supported && !supported(*att)) {  // no kernel for this form: try the next one
       net.removeLayer(att);
       continue;  // the mask/key layers made above are dead; removeDeadLayers drops them
     }
-    net.replaceUses(out, att->outputs[0]);
-    if (merged) {
-      net.removeLayer(mergeR);
-      net.removeLayer(mergeT);
-      for (auto it = outIdentities.rbegin(); it != outIdentities.rend(); ++it) net.removeLayer(*it);
-    }
-    if (outView)
-      for (auto it = outChain.rbegin(); it != outChain.rend(); ++it) net.removeLayer(*it);
-    for (Layer* l : m.chain) net.removeLayer(l);  // pv first: each output's only reader is gone
+    commitAttention(net, am, f, form, att, out);
     return true;
   }
-  return false;  // no kernel for either form: keep the unfused ops
+  return false;  // no kernel for any form: keep the unfused ops
+}
+
+bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& supported) {
+  AttentionMatch am;
+  CanonicalMask cm;
+  if (!matchAttention(net, sm, am) || !canonicalizeMasks(net, am, sm, cm)) return false;
+  AttentionForms forms;
+  findHeadForm(net, am, forms);  // the 3-D form first (no head transposes), then the views
+  findViewForm(net, am, forms);
+  return rewriteAttention(net, am, cm, forms, sm, supported);
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ bool tanhHead(const Network& net, Layer* tanh, GeluHead& h) {
   if (tanh->op != "Tanh" || tanh->inputs.size() != 1 || tanh->outputs[0]->type != DataType::kFLOAT) return false;
   Layer* sc = tanh->inputs[0]->producer;
   if (!sc || sc->op != "Mul" || sc->inputs.size() != 2 || soleConsumer(net, sc->outputs[0]) != tanh) return false;
-  const double c = std::sqrt(2.0 / M_PI);
+  const double c = kGeluTanhScale;  // sqrt(2/pi)
   Tensor* inner = isScalar(sc->inputs[0], c) ? sc->inputs[1] : (isScalar(sc->inputs[1], c) ? sc->inputs[0] : nullptr);
   Layer* ad = inner ? inner->producer : nullptr;
   if (!ad || ad->op != "Add" || ad->inputs.size() != 2 || soleConsumer(net, inner) != sc) return false;
@@ -69,7 +69,8 @@ bool tanhHead(const Network& net, Layer* tanh, GeluHead& h) {
     Tensor *x = ad->inputs[s], *term = ad->inputs[1 - s];
     Layer* k = term->producer;
     if (x->isConstant() || !k || k->op != "Mul" || k->inputs.size() != 2 || soleConsumer(net, term) != ad) continue;
-    Tensor* cube = isScalar(k->inputs[0], 0.044715, 1e-6) ? k->inputs[1] : (isScalar(k->inputs[1], 0.044715, 1e-6) ? k->inputs[0] : nullptr);
+    Tensor* cube = isScalar(k->inputs[0], kGeluTanhCubic, 1e-6) ? k->inputs[1]
+                   : (isScalar(k->inputs[1], kGeluTanhCubic, 1e-6) ? k->inputs[0] : nullptr);
     std::vector<Layer*> layers;
     if (!cube || cubeOf(net, cube, layers) != x) continue;
     h.x = x;

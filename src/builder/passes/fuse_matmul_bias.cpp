@@ -7,7 +7,7 @@ bool fuseMatMulBias(Network& net) {
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* mm = net.layer(static_cast<int>(i));
-    if (mm->op != "MatMul" || mm->inputs.size() != 2 || mm->attrs.has("kiln_activation")) continue;
+    if (mm->op != "MatMul" || mm->inputs.size() != 2 || hasFusedActivation(mm->attrs)) continue;
     Tensor* w = mm->inputs[1];
     Tensor* y = mm->outputs[0];
     if (!w->isConstant() || w->dims.size() != 2 || w->type != DataType::kFLOAT || y->type != DataType::kFLOAT) continue;

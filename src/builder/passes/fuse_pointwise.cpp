@@ -94,27 +94,21 @@ bool fusePointwiseChains(Network& net) {
     }
     if (chain.size() < 2) continue;
     std::vector<Tensor*> inputs{x};
-    std::vector<std::string> ops;
-    std::vector<int64_t> operand, swapped;
-    std::vector<float> alpha, beta;
+    PointwiseChainAttrs c;
     for (const Step& s : steps) {
-      ops.push_back(s.op);
+      c.steps.push_back(s.op);
       if (s.operand) {
-        operand.push_back(static_cast<int64_t>(inputs.size()));
+        c.operand.push_back(static_cast<int64_t>(inputs.size()));
         inputs.push_back(s.operand);
       } else {
-        operand.push_back(-1);
+        c.operand.push_back(-1);
       }
-      swapped.push_back(s.swapped ? 1 : 0);
-      alpha.push_back(s.alpha);
-      beta.push_back(s.beta);
+      c.swapped.push_back(s.swapped ? 1 : 0);
+      c.alpha.push_back(s.alpha);
+      c.beta.push_back(s.beta);
     }
     Attributes a;
-    a.set("steps", ops);
-    a.set("operand", operand);
-    a.set("swapped", swapped);
-    a.set("alpha", alpha);
-    a.set("beta", beta);
+    setPointwiseChainAttrs(a, c);
     Layer* fused = net.addLayer("PointwiseChain", inputs, 1, a, first->name + "_chain");
     replaceWithFused(net, fused, chain, value);
     changed = true;

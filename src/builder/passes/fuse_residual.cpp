@@ -8,7 +8,7 @@ bool fuseConvResidual(Network& net) {
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* conv = net.layer(static_cast<int>(i));
-    if (conv->op != "Conv" || conv->inputs.size() > 3 || conv->attrs.has("kiln_activation")) continue;
+    if (conv->op != "Conv" || conv->inputs.size() > 3 || hasFusedActivation(conv->attrs)) continue;
     Tensor* y = conv->outputs[0];
     if (y->type != DataType::kFLOAT || !isStatic(y->dims)) continue;
     Layer* add = soleConsumer(net, y);

@@ -34,7 +34,7 @@ bool fuseSkipLayerNorm(Network& net, const std::function<bool(const Layer&)>& su
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* ln = net.layer(static_cast<int>(i));
-    if (ln->op != "LayerNormalization" || ln->inputs.size() != 3 || !ln->inputs[2] || ln->attrs.getInt("kiln_skip", 0) != 0)
+    if (ln->op != "LayerNormalization" || ln->inputs.size() != 3 || !ln->inputs[2] || hasSkipInput(ln->attrs))
       continue;
     Tensor* x = ln->inputs[0];
     Layer* add = x ? x->producer : nullptr;
@@ -43,7 +43,7 @@ bool fuseSkipLayerNorm(Network& net, const std::function<bool(const Layer&)>& su
     const bool shared = soleConsumer(net, x) != ln;  // the sum is read elsewhere too: a second output
     if (!x->dimsKnown || !activationLike(add->inputs[0], x) || !activationLike(add->inputs[1], x)) continue;
     Attributes a = ln->attrs;
-    a.set("kiln_skip", int64_t(1));
+    setSkipInput(a);
     Layer* fused = net.addLayer("LayerNormalization", {add->inputs[0], ln->inputs[1], ln->inputs[2], add->inputs[1]}, shared ? 2 : 1, a,
                                 net.uniqueName(ln->name + "_skip"));
     recordFusion(fused, add);

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "ops/conv_layout.h"
+#include "ops/fused_attrs.h"
 #include "ops/shape_propagation.h"
 
 namespace kiln {
@@ -54,8 +55,7 @@ class LayoutPlanner {
         if (want != have) l->inputs[k] = converted(t, have, want);
       }
       if (takesPart) {
-        l->attrs.set(kLayoutInAttr, layoutName(isBlocked(l->inputs[0]) ? block_ : 1));
-        l->attrs.set(kLayoutOutAttr, layoutName(isBlocked(l->outputs[0]) ? block_ : 1));
+        setLayouts(l->attrs, isBlocked(l->inputs[0]) ? block_ : 1, isBlocked(l->outputs[0]) ? block_ : 1);
       }
     }
     return true;
@@ -110,8 +110,7 @@ class LayoutPlanner {
     auto it = runs_.find(key);
     if (it != runs_.end()) return it->second;
     Attributes attrs = l.attrs;
-    attrs.set(kLayoutInAttr, layoutName(in));
-    attrs.set(kLayoutOutAttr, layoutName(out));
+    setLayouts(attrs, in, out);
     LayerDesc d = describeLayer(l);
     d.attrs = &attrs;
     bool ok = false;
@@ -138,8 +137,7 @@ class LayoutPlanner {
     auto it = converted_.find(key);
     if (it != converted_.end()) return it->second;
     Attributes a;
-    a.set(kLayoutInAttr, layoutName(from));
-    a.set(kLayoutOutAttr, layoutName(to));
+    setLayouts(a, from, to);
     Layer* conv = net_.addLayer("LayoutConvert", {t}, 1, a, net_.uniqueName(t->name + "_to_" + layoutName(to)));
     converted_[key] = conv->outputs[0];
     return conv->outputs[0];
@@ -159,7 +157,7 @@ class LayoutPlanner {
 
 bool assignLayouts(Network& net, const LayoutPolicy& policy) {
   for (auto& l : net.layers())
-    if (l->attrs.has(kLayoutInAttr) || l->attrs.has(kLayoutOutAttr)) return false;  // already assigned
+    if (hasLayouts(l->attrs)) return false;  // already assigned
   LayoutPlanner planner(net, policy);
   planner.plan();
   return planner.rewrite();

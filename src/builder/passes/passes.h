@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "backends/backend.h"
+#include "ops/fused_attrs.h"
 #include "kiln/builder.h"
 #include "kiln/network.h"
 

@@ -1,0 +1,162 @@
+// The fusion contract's accessors (fused_attrs.h): the only code that spells the stored names.
+#include "ops/fused_attrs.h"
+
+#include "ops/conv_layout.h"
+#include "ops/op_util.h"
+
+namespace kiln {
+
+namespace {
+
+bool flag(const Attributes& a, const char* name) { return a.getInt(name, 0) != 0; }
+void setFlag(Attributes& a, const char* name) { a.set(name, int64_t(1)); }
+
+//! A layout attribute's block: 1 when absent, 0 when unknown or not a string.
+int64_t layoutBlockOf(const LayerDesc& l, const char* name) {
+  if (!l.attrs || !l.attrs->has(name)) return 1;
+  try {
+    return layoutBlock(l.attrs->getString(name, "nchw"));
+  } catch (const Error&) {  // not a string attribute
+    return 0;
+  }
+}
+
+}  // namespace
+
+bool activationKindOf(const std::string& name, ActKind* kind) {
+  for (const ActivationInfo& info : kActivations)
+    if (name == info.name) {
+      *kind = info.kind;
+      return true;
+    }
+  return false;
+}
+
+bool hasFusedActivation(const Attributes& a) { return a.has(attr::kActivation); }
+
+Activation fusedActivation(const Attributes& a) {
+  Activation act;
+  const std::string k = a.getString(attr::kActivation, "");
+  act.alpha = a.getFloat(attr::kActAlpha, 0.f);
+  act.beta = a.getFloat(attr::kActBeta, 0.f);
+  if (!k.empty() && !activationKindOf(k, &act.kind)) throw Error("unknown fused activation '" + k + "'");
+  return act;
+}
+
+void setFusedActivation(Attributes& a, const Activation& act) {
+  const ActivationInfo& info = activationInfo(act.kind);
+  a.set(attr::kActivation, std::string(info.name));
+  if (info.usesAlpha) a.set(attr::kActAlpha, act.alpha);
+  if (info.usesBeta) a.set(attr::kActBeta, act.beta);
+}
+
+int64_t inLayoutBlock(const LayerDesc& l) { return layoutBlockOf(l, attr::kLayoutIn); }
+int64_t outLayoutBlock(const LayerDesc& l) { return layoutBlockOf(l, attr::kLayoutOut); }
+bool hasPlainLayouts(const LayerDesc& l) { return inLayoutBlock(l) == 1 && outLayoutBlock(l) == 1; }
+bool hasLayouts(const Attributes& a) { return a.has(attr::kLayoutIn) || a.has(attr::kLayoutOut); }
+std::string inLayoutName(const Attributes& a) { return a.getString(attr::kLayoutIn, "nchw"); }
+std::string outLayoutName(const Attributes& a) { return a.getString(attr::kLayoutOut, "nchw"); }
+void setLayouts(Attributes& a, int64_t inBlock, int64_t outBlock) {
+  a.set(attr::kLayoutIn, layoutName(inBlock));
+  a.set(attr::kLayoutOut, layoutName(outBlock));
+}
+
+bool hasSkipInput(const Attributes& a) { return flag(a, attr::kSkip); }
+void setSkipInput(Attributes& a) { setFlag(a, attr::kSkip); }
+bool perActivationBatchNorm(const Attributes& a) { return flag(a, attr::kPerActivation); }
+void setPerActivationBatchNorm(Attributes& a) { setFlag(a, attr::kPerActivation); }
+bool perGroupAffine(const Attributes& a) { return flag(a, attr::kPerGroupAffine); }
+void setPerGroupAffine(Attributes& a) { setFlag(a, attr::kPerGroupAffine); }
+bool coercedTo2d(const Attributes& a) { return flag(a, attr::kCoerce2d); }
+void setCoercedTo2d(Attributes& a) { setFlag(a, attr::kCoerce2d); }
+
+bool tf32Allowed(const Attributes& a) { return a.getInt(attr::kTf32, 1) != 0; }
+void disallowTf32(Attributes& a) { a.set(attr::kTf32, int64_t(0)); }
+
+bool hasQkvViews(const Attributes& a) { return a.has(attr::kViewDims); }
+
+namespace {
+
+//! Reads kiln_o_view / kiln_o_dims into v (when present) and checks that the strided write fits.
+void parseOutputView(const LayerDesc& l, QkvViews& v) {
+  const Attributes& a = *l.attrs;
+  const std::string oView = attr::kOView, oDims = attr::kODims;
+  const std::vector<int64_t> o = a.getInts(attr::kOView);
+  v.oDims = a.getInts(attr::kODims);
+  if (o.size() != 3 || v.oDims.empty()) opError(l, oView + " needs 3 strides and " + oDims);
+  for (int64_t x : v.oDims)
+    if (x <= 0) opError(l, oDims + " must be positive");
+  int64_t last = v.dv - 1;
+  const int64_t sizes[3] = {v.b, v.h, v.sq};
+  for (int k = 0; k < 3; ++k) {
+    if (o[k] < 0) opError(l, oView + " must not be negative");
+    v.o[k] = o[k];
+    last += (sizes[k] - 1) * o[k];
+  }
+  if (volume(v.oDims) != v.b * v.h * v.sq * v.dv || last >= volume(v.oDims))
+    opError(l, oView + " does not fit " + oDims + " " + toString(v.oDims));
+  v.outView = true;
+}
+
+}  // namespace
+
+QkvViews parseQkvViews(const LayerDesc& l) {
+  const Attributes& a = *l.attrs;
+  const std::vector<int64_t> d = a.getInts(attr::kViewDims);
+  if (d.size() != 6) opError(l, std::string(attr::kViewDims) + " must hold 6 sizes");
+  for (int64_t x : d)
+    if (x <= 0) opError(l, std::string(attr::kViewDims) + " must be positive");
+  QkvViews v;
+  v.b = d[0], v.h = d[1], v.sq = d[2], v.skv = d[3], v.d = d[4], v.dv = d[5];
+  if (a.has(attr::kOView)) parseOutputView(l, v);
+  const char* names[3] = {attr::kQView, attr::kKView, attr::kVView};
+  std::array<int64_t, 4>* views[3] = {&v.q, &v.k, &v.v};
+  const Dims shapes[3] = {v.qDims(), v.kDims(), v.vDims()};
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<int64_t> s = a.getInts(names[i]);
+    if (s.size() != 4) opError(l, std::string(names[i]) + " must hold an offset and 3 strides");
+    int64_t last = s[0];
+    for (int k = 0; k < 4; ++k) {
+      if (s[k] < 0) opError(l, std::string(names[i]) + " must not be negative");
+      (*views[i])[k] = s[k];
+    }
+    for (int k = 0; k < 3; ++k) last += (shapes[i][k] - 1) * s[k + 1];
+    last += shapes[i][3] - 1;
+    if (l.inputs.size() > static_cast<size_t>(i) && isStatic(l.inputs[i].dims) && last >= volume(l.inputs[i].dims))
+      opError(l, std::string(names[i]) + " reaches past the end of its input " + toString(l.inputs[i].dims));
+  }
+  return v;
+}
+
+void setQkvViews(Attributes& a, const QkvViews& v) {
+  a.set(attr::kViewDims, std::vector<int64_t>{v.b, v.h, v.sq, v.skv, v.d, v.dv});
+  a.set(attr::kQView, std::vector<int64_t>(v.q.begin(), v.q.end()));
+  a.set(attr::kKView, std::vector<int64_t>(v.k.begin(), v.k.end()));
+  a.set(attr::kVView, std::vector<int64_t>(v.v.begin(), v.v.end()));
+  if (v.outView) {
+    a.set(attr::kOView, std::vector<int64_t>(v.o.begin(), v.o.end()));
+    a.set(attr::kODims, std::vector<int64_t>(v.oDims.begin(), v.oDims.end()));
+  }
+}
+
+PointwiseChainAttrs pointwiseChainAttrs(const Attributes& a) {
+  PointwiseChainAttrs c;
+  c.steps = a.getStrings(attr::kChainSteps);
+  c.operand = a.getInts(attr::kChainOperand);
+  c.swapped = a.getInts(attr::kChainSwapped);
+  c.alpha = a.getFloats(attr::kChainAlpha);
+  c.beta = a.getFloats(attr::kChainBeta);
+  return c;
+}
+
+size_t pointwiseChainLength(const Attributes& a) { return a.getStrings(attr::kChainSteps).size(); }
+
+void setPointwiseChainAttrs(Attributes& a, const PointwiseChainAttrs& c) {
+  a.set(attr::kChainSteps, c.steps);
+  a.set(attr::kChainOperand, c.operand);
+  a.set(attr::kChainSwapped, c.swapped);
+  a.set(attr::kChainAlpha, c.alpha);
+  a.set(attr::kChainBeta, c.beta);
+}
+
+}  // namespace kiln

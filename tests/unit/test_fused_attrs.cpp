@@ -1,0 +1,136 @@
+// The fusion contract (ops/fused_attrs.h): the stored names are pinned (they are plan format), the
+// typed accessors round-trip, and docs/internals.md lists exactly the activation kinds there are.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "ops/fused_attrs.h"
+
+namespace kiln {
+namespace {
+
+TEST(FusedAttrs, StoredNamesArePinned) {
+  // Changing any of these strings changes what plans hold: bump the plan format with it.
+  EXPECT_STREQ(attr::kActivation, "kiln_activation");
+  EXPECT_STREQ(attr::kActAlpha, "kiln_act_alpha");
+  EXPECT_STREQ(attr::kActBeta, "kiln_act_beta");
+  EXPECT_STREQ(attr::kLayoutIn, "kiln_layout_in");
+  EXPECT_STREQ(attr::kLayoutOut, "kiln_layout_out");
+  EXPECT_STREQ(attr::kSkip, "kiln_skip");
+  EXPECT_STREQ(attr::kPerActivation, "kiln_per_activation");
+  EXPECT_STREQ(attr::kPerGroupAffine, "kiln_per_group_affine");
+  EXPECT_STREQ(attr::kCoerce2d, "kiln_coerce_2d");
+  EXPECT_STREQ(attr::kTf32, "kiln_tf32");
+  EXPECT_STREQ(attr::kViewDims, "kiln_view_dims");
+  EXPECT_STREQ(attr::kQView, "kiln_q_view");
+  EXPECT_STREQ(attr::kKView, "kiln_k_view");
+  EXPECT_STREQ(attr::kVView, "kiln_v_view");
+  EXPECT_STREQ(attr::kOView, "kiln_o_view");
+  EXPECT_STREQ(attr::kODims, "kiln_o_dims");
+  EXPECT_STREQ(activationInfo(ActKind::kGeluTanh).name, "GeluTanh");
+}
+
+TEST(FusedAttrs, ActivationRoundTripStoresOnlyUsedParameters) {
+  EXPECT_EQ(fusedActivation(Attributes{}).kind, ActKind::kNone);
+  for (const ActivationInfo& info : kActivations) {
+    Attributes a;
+    setFusedActivation(a, Activation{info.kind, 0.25f, 0.75f});
+    EXPECT_TRUE(hasFusedActivation(a));
+    EXPECT_EQ(a.getString(attr::kActivation, ""), info.name);
+    EXPECT_EQ(a.has(attr::kActAlpha), info.usesAlpha) << info.name;
+    EXPECT_EQ(a.has(attr::kActBeta), info.usesBeta) << info.name;
+    const Activation back = fusedActivation(a);
+    EXPECT_EQ(back.kind, info.kind);
+    EXPECT_EQ(back.alpha, info.usesAlpha ? 0.25f : 0.f);
+    EXPECT_EQ(back.beta, info.usesBeta ? 0.75f : 0.f);
+  }
+  Attributes bad;
+  bad.set(attr::kActivation, std::string("Swish"));
+  EXPECT_THROW(fusedActivation(bad), Error);
+}
+
+TEST(FusedAttrs, LayoutsAndFlags) {
+  Attributes a;
+  LayerDesc l;
+  l.attrs = &a;
+  EXPECT_TRUE(hasPlainLayouts(l));
+  EXPECT_FALSE(hasLayouts(a));
+  EXPECT_EQ(inLayoutName(a), "nchw");
+  setLayouts(a, 8, 1);
+  EXPECT_EQ(a.getString(attr::kLayoutIn, ""), "nChw8c");
+  EXPECT_EQ(inLayoutBlock(l), 8);
+  EXPECT_EQ(outLayoutBlock(l), 1);
+  EXPECT_FALSE(hasPlainLayouts(l));
+  a.set(attr::kLayoutOut, int64_t(3));  // not a string: unknown
+  EXPECT_EQ(outLayoutBlock(l), 0);
+
+  EXPECT_TRUE(tf32Allowed(a));
+  disallowTf32(a);
+  EXPECT_FALSE(tf32Allowed(a));
+  EXPECT_FALSE(hasSkipInput(a) || perActivationBatchNorm(a) || perGroupAffine(a) || coercedTo2d(a));
+  setSkipInput(a);
+  setPerActivationBatchNorm(a);
+  setPerGroupAffine(a);
+  setCoercedTo2d(a);
+  EXPECT_TRUE(hasSkipInput(a) && perActivationBatchNorm(a) && perGroupAffine(a) && coercedTo2d(a));
+}
+
+TEST(FusedAttrs, QkvViewsRoundTripAndChecks) {
+  QkvViews v;
+  v.b = 2, v.h = 3, v.sq = 4, v.skv = 5, v.d = 8, v.dv = 8;
+  v.q = {0, 4 * 72, 8, 72};  // packed [B, S, 3 * H * D] projection: Q, K, V at offsets 0, 24, 48
+  v.k = {24, 5 * 72, 8, 72};
+  v.v = {48, 5 * 72, 8, 72};
+  v.outView = true;
+  v.o = {4 * 24, 8, 24};  // heads merged back: [B, Sq, H * Dv]
+  v.oDims = {2, 4, 24};
+  Attributes a;
+  setQkvViews(a, v);
+  LayerDesc l;
+  l.name = "att";
+  l.attrs = &a;
+  ASSERT_TRUE(hasQkvViews(a));
+  const QkvViews back = parseQkvViews(l);
+  EXPECT_EQ(back.q, v.q);
+  EXPECT_EQ(back.k, v.k);
+  EXPECT_EQ(back.v, v.v);
+  EXPECT_TRUE(back.outView);
+  EXPECT_EQ(back.o, v.o);
+  EXPECT_EQ(back.outDims(), v.oDims);
+  EXPECT_EQ(back.kDims(), (Dims{2, 3, 5, 8}));
+  a.set(attr::kQView, std::vector<int64_t>{0, 1, 2});
+  EXPECT_THROW(parseQkvViews(l), Error);
+}
+
+TEST(FusedAttrs, PointwiseChainRoundTrip) {
+  PointwiseChainAttrs c;
+  c.steps = {"Add", "Gelu"};
+  c.operand = {1, -1};
+  c.swapped = {0, 0};
+  c.alpha = {0.f, 1.f};
+  c.beta = {0.f, 0.f};
+  Attributes a;
+  setPointwiseChainAttrs(a, c);
+  EXPECT_EQ(pointwiseChainLength(a), 2u);
+  const PointwiseChainAttrs back = pointwiseChainAttrs(a);
+  EXPECT_EQ(back.steps, c.steps);
+  EXPECT_EQ(back.operand, c.operand);
+  EXPECT_EQ(back.alpha, c.alpha);
+}
+
+TEST(FusedAttrs, DocsListEveryActivation) {
+  std::ifstream f(std::string(KILN_SOURCE_DIR) + "/docs/internals.md");
+  ASSERT_TRUE(f) << "docs/internals.md not found under " << KILN_SOURCE_DIR;
+  const std::string prefix = "Activation kinds (";
+  std::string line, listed;
+  while (std::getline(f, line))
+    if (line.rfind(prefix, 0) == 0) listed = line.substr(line.find("): ") + 3);
+  std::string expected;
+  for (const ActivationInfo& info : kActivations) expected += std::string(expected.empty() ? "" : ", ") + info.name;
+  EXPECT_EQ(listed, expected + ".");
+}
+
+}  // namespace
+}  // namespace kiln
