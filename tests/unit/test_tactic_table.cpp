@@ -4,6 +4,7 @@
 // no case for must be named in coveredElsewhere() with the suite that checks it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -96,9 +97,9 @@ int runTable(Backend& backend, const std::vector<TacticDef>& table) {
         SCOPED_TRACE(d.name + " " + toString(t) + " case " + std::to_string(ran));
         std::vector<HostTensor> ref = hasNarrowFloat(c) ? test::runReferenceInFloat32(c) : test::runReference(c);
         std::vector<HostTensor> got = test::runTactic(backend, d.name, c, &ref);
-        ASSERT_EQ(got.size(), ref.size());
+        EXPECT_EQ(got.size(), ref.size());
         const double tol = tolerance(t, d.op);
-        for (size_t i = 0; i < got.size(); ++i) test::expectClose(got[i], ref[i], tol, tol, d.name);
+        for (size_t i = 0; i < std::min(got.size(), ref.size()); ++i) test::expectClose(got[i], ref[i], tol, tol, d.name);
         ++ran;
       }
     EXPECT_GT(ran, 0) << d.name << ": no case of tactic_cases.h is supported (add one, or name the suite in coveredElsewhere())";
