@@ -375,11 +375,13 @@ class ReferenceSpy {
   static inline int calls_ = 0;
 };
 
-//! Runs the resize_f32_nchw_avx2 tactic and checks that its fast path ran (no call of the reference kernel).
+//! Runs the layer's nchw_avx2 tactic (resize_f32_nchw_avx2, upsample_f32_nchw_avx2) and checks that
+//! its fast path ran (no call of the reference kernel).
 HostTensor runFastPath(TestLayer& layer) {
   ReferenceSpy spy(layer.desc.op);
-  HostTensor got = runTactic(layer, "resize_f32_nchw_avx2");
-  EXPECT_EQ(ReferenceSpy::calls(), 0) << "resize_f32_nchw_avx2 fell back to the reference kernel";
+  const std::string tactic = layer.desc.op == "Upsample" ? "upsample_f32_nchw_avx2" : "resize_f32_nchw_avx2";
+  HostTensor got = runTactic(layer, tactic);
+  EXPECT_EQ(ReferenceSpy::calls(), 0) << tactic << " fell back to the reference kernel";
   return got;
 }
 
