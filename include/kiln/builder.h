@@ -80,8 +80,10 @@ class BuilderConfig {
   //! GPU: the CUDA device to build for (default 0); the engine runs there too.
   void setDeviceIndex(int index) { deviceIndex_ = index; }
   int deviceIndex() const { return deviceIndex_; }
-  //! Tactics whose name starts with one of these prefixes are not offered (passes and timing
-  //! alike). Build time only: a plan loads whatever tactics it names.
+  //! Tactics that one of these patterns selects are not offered (passes and timing alike): a
+  //! pattern selects a name it starts or a run of whole words in it ("avx2", "onednn", "cudnn",
+  //! "conv_fp_cudnn"; names are <op>_<type>_<variant>). Build time only: a plan loads whatever
+  //! tactics it names.
   void setDisabledTactics(std::vector<std::string> prefixes) { disabledTactics_ = std::move(prefixes); }
   const std::vector<std::string>& disabledTactics() const { return disabledTactics_; }
   //! Debugging aid: builder passes whose name contains one of these words are skipped (a

@@ -32,6 +32,11 @@ class Engine {
   //! `threads` overrides the CPU thread count stored in the plan (-1: keep it).
   static std::unique_ptr<Engine> deserialize(const void* data, size_t size,
                                              ILogger& logger = defaultLogger(), int threads = -1);
+  //! Loads a plan for CUDA device `deviceIndex` (made current on the calling thread, as
+  //! BuilderConfig::setDeviceIndex does for a build; -1: the calling thread's current device, as
+  //! above). A CPU plan ignores it.
+  static std::unique_ptr<Engine> deserialize(const void* data, size_t size, int deviceIndex,
+                                             ILogger& logger = defaultLogger(), int threads = -1);
   std::vector<uint8_t> serialize() const;
 
   int getNbIOTensors() const;

@@ -10,11 +10,11 @@
 
 namespace kiln {
 
-std::vector<Tactic> tacticsFromInventory(const std::vector<TacticDef>& inventory, const LayerDesc& layer) {
+std::vector<Tactic> tacticsFromTable(const std::vector<TacticDef>& table, const LayerDesc& layer) {
   std::vector<Tactic> out;
-  for (const auto& d : inventory) {
-    if (d.op != layer.op || !d.supports(layer)) continue;
-    auto create = d.create;
+  for (const auto& d : table) {
+    if (d.op != layer.op || !d.kernel.supports(layer)) continue;
+    auto create = d.kernel.create;
     out.push_back(Tactic{d.name, [create](const LayerDesc& l) { return create(l); }});
   }
   return out;

@@ -38,14 +38,21 @@ class Kernel {
   virtual bool holdsInput(size_t i) const { (void)i; return false; }
 };
 
-//! An entry of a backend's kernel inventory: one optimized implementation of one op.
-struct TacticDef {
-  std::string op;    //!< op name this tactic implements
-  std::string name;  //!< tactic name, unique per op, e.g. "onednn", "cublaslt", "avx2"
-  //! Whether this tactic can run the layer (types, attributes, build-time dims).
+//! What a kernel family exports for one implementation: whether it can run a layer, and how to
+//! make its kernel. The backend's tactic table (cpu/ and cuda/ tactic_table.cpp) names it.
+struct KernelFactory {
+  //! Whether this implementation can run the layer (types, attributes, build-time dims).
   bool (*supports)(const LayerDesc& layer) = nullptr;
   //! Creates the kernel (packs weights). Throws kiln::Error on failure.
   std::unique_ptr<Kernel> (*create)(const LayerDesc& layer) = nullptr;
+};
+
+//! An entry of a backend's tactic table: one optimized implementation of one op. `name` is unique
+//! in the table and says op, type and variant (`conv_f32_im2col_gemm`; docs/internals.md).
+struct TacticDef {
+  std::string op;    //!< op name this tactic implements
+  std::string name;  //!< stored in plans and timing caches; matched by BuilderConfig's tactic filter
+  KernelFactory kernel;
 };
 
 //! A named implementation choice ("tactic") for a layer.
@@ -56,8 +63,8 @@ struct Tactic {
   std::function<std::unique_ptr<Kernel>(const LayerDesc&)> create;
 };
 
-//! The tactics of an inventory that implement `layer`'s op and support it, in inventory order.
-std::vector<Tactic> tacticsFromInventory(const std::vector<TacticDef>& inventory, const LayerDesc& layer);
+//! The tactics of a table that implement `layer`'s op and support it, in table order.
+std::vector<Tactic> tacticsFromTable(const std::vector<TacticDef>& table, const LayerDesc& layer);
 
 class Backend {
  public:

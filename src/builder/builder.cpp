@@ -92,12 +92,12 @@ std::vector<std::map<std::string, ProfileRange>> collectProfiles(const Network& 
 
 void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& backend) {
   auto hasKernel = [&backend](const Layer& l) { return !backend.tactics(describeLayer(l)).empty(); };
-  // The attention fusion pays only with a fused kernel; the CUDA backend's attention_general (one
+  // The attention fusion pays only with a fused kernel; the CUDA backend's attention_fp_general (one
   // block per query row, there for the ONNX op's rarer features) is slower than the unfused
   // cuBLASLt matmuls and softmax it would replace (e.g. head sizes above the flash kernels' 128).
   auto hasFusedAttention = [&backend](const Layer& l) {
     for (const Tactic& t : backend.tactics(describeLayer(l)))
-      if (t.name != "attention_general") return true;
+      if (t.name != "attention_fp_general") return true;
     return false;
   };
   auto repropagate = [&] { propagateShapes(net, nullptr, true); };

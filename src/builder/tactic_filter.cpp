@@ -5,13 +5,19 @@
 
 namespace kiln {
 
+bool tacticMatches(const std::string& name, const std::string& pattern) {
+  // Names start with the op (<op>_<type>_<variant>), so a library or instruction set is matched
+  // as whole words anywhere in the name.
+  return name.rfind(pattern, 0) == 0 || ("_" + name + "_").find("_" + pattern + "_") != std::string::npos;
+}
+
 namespace {
 
 //! Forwards every call to the backend it wraps; tactics() leaves out the disabled ones.
 class TacticFilter : public Backend {
  public:
-  TacticFilter(std::shared_ptr<Backend> inner, std::vector<std::string> prefixes)
-      : inner_(std::move(inner)), prefixes_(std::move(prefixes)) {}
+  TacticFilter(std::shared_ptr<Backend> inner, std::vector<std::string> patterns)
+      : inner_(std::move(inner)), patterns_(std::move(patterns)) {}
   std::vector<Tactic> tactics(const LayerDesc& layer) const override {
     std::vector<Tactic> all = inner_->tactics(layer), kept;
     for (Tactic& t : all)
@@ -55,17 +61,17 @@ class TacticFilter : public Backend {
 
  private:
   bool disabled(const std::string& name) const {
-    return std::any_of(prefixes_.begin(), prefixes_.end(), [&](const std::string& p) { return name.rfind(p, 0) == 0; });
+    return std::any_of(patterns_.begin(), patterns_.end(), [&](const std::string& p) { return tacticMatches(name, p); });
   }
   std::shared_ptr<Backend> inner_;
-  std::vector<std::string> prefixes_;
+  std::vector<std::string> patterns_;
 };
 
 }  // namespace
 
-std::shared_ptr<Backend> withoutTactics(std::shared_ptr<Backend> backend, const std::vector<std::string>& prefixes) {
-  if (prefixes.empty()) return backend;
-  return std::make_shared<TacticFilter>(std::move(backend), prefixes);
+std::shared_ptr<Backend> withoutTactics(std::shared_ptr<Backend> backend, const std::vector<std::string>& patterns) {
+  if (patterns.empty()) return backend;
+  return std::make_shared<TacticFilter>(std::move(backend), patterns);
 }
 
 }  // namespace kiln

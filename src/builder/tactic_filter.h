@@ -11,8 +11,12 @@
 
 namespace kiln {
 
-//! `backend` without the tactics whose name starts with one of `prefixes` (`backend` itself when
-//! there are none).
-std::shared_ptr<Backend> withoutTactics(std::shared_ptr<Backend> backend, const std::vector<std::string>& prefixes);
+//! Whether `pattern` selects tactic `name`: it starts the name, or is a run of whole '_'-separated
+//! words in it ("onednn" selects conv_f32_onednn_blocked, "conv_fp_cudnn" every cuDNN conv engine).
+bool tacticMatches(const std::string& name, const std::string& pattern);
+
+//! `backend` without the tactics that one of `patterns` selects (`backend` itself when there are
+//! none).
+std::shared_ptr<Backend> withoutTactics(std::shared_ptr<Backend> backend, const std::vector<std::string>& patterns);
 
 }  // namespace kiln

@@ -102,8 +102,8 @@ void forEachBroadcast(const Dims& out, const std::array<const Dims*, N>& in, F&&
 template <RefFn Inner>
 void promotedRef(const LayerDesc& l, const KernelIO& io) {
   bool any = false;
-  for (auto& v : io.in) any = any || (v.data && isHalfLike(v.type));
-  for (auto& v : io.out) any = any || isHalfLike(v.type);
+  for (auto& v : io.in) any = any || (v.data && isHalfType(v.type));
+  for (auto& v : io.out) any = any || isHalfType(v.type);
   if (!any) return Inner(l, io);
   KernelIO wide = io;
   std::vector<HostTensor> temps;
@@ -113,15 +113,15 @@ void promotedRef(const LayerDesc& l, const KernelIO& io) {
     v.type = DataType::kFLOAT;
   };
   for (size_t i = 0; i < io.in.size(); ++i)
-    if (io.in[i].data && isHalfLike(io.in[i].type)) {
+    if (io.in[i].data && isHalfType(io.in[i].type)) {
       widen(wide.in[i]);
       widenToFloat(io.in[i], wide.in[i].as<float>());
     }
   for (size_t i = 0; i < io.out.size(); ++i)
-    if (isHalfLike(io.out[i].type)) widen(wide.out[i]);
+    if (isHalfType(io.out[i].type)) widen(wide.out[i]);
   Inner(l, wide);
   for (size_t i = 0; i < io.out.size(); ++i)
-    if (isHalfLike(io.out[i].type)) narrowFromFloat(wide.out[i].as<float>(), io.out[i]);
+    if (isHalfType(io.out[i].type)) narrowFromFloat(wide.out[i].as<float>(), io.out[i]);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -75,11 +75,11 @@ void evaluateOnHost(LayerDesc& layer) {
   // casts around them): widen the inputs, evaluate, round the outputs back. Ops that move raw
   // elements (anyType) take every type as it is.
   bool half = false;
-  for (size_t i = 0; i < layer.inputs.size(); ++i) half = half || (layer.present(i) && isHalfLike(layer.inputs[i].type));
+  for (size_t i = 0; i < layer.inputs.size(); ++i) half = half || (layer.present(i) && isHalfType(layer.inputs[i].type));
   if (half && !def->anyType) {
     LayerDesc wide = layer;
     for (size_t i = 0; i < wide.inputs.size(); ++i)
-      if (wide.present(i) && isHalfLike(wide.inputs[i].type)) {
+      if (wide.present(i) && isHalfType(wide.inputs[i].type)) {
         const HostTensor& h = layer.inputs[i].value;
         wide.inputs[i].value = HostTensor(DataType::kFLOAT, h.dims());
         widenToFloat(TensorView{const_cast<void*>(h.data()), h.type(), h.dims(), h.count()}, wide.inputs[i].value.as<float>());
@@ -87,14 +87,14 @@ void evaluateOnHost(LayerDesc& layer) {
       }
     for (auto& o : wide.outputs) {
       o.value = HostTensor();
-      if (isHalfLike(o.type)) o.type = DataType::kFLOAT;
+      if (isHalfType(o.type)) o.type = DataType::kFLOAT;
     }
     evaluateOnHost(wide);
     for (size_t k = 0; k < layer.outputs.size(); ++k) {
       TensorDesc& o = layer.outputs[k];
       if (!o.value.valid()) o.value = HostTensor(o.type, o.dims);
       const HostTensor& w = wide.outputs[k].value;
-      if (isHalfLike(o.type)) narrowFromFloat(w.as<float>(), TensorView{o.value.data(), o.type, o.dims, o.value.count()});
+      if (isHalfType(o.type)) narrowFromFloat(w.as<float>(), TensorView{o.value.data(), o.type, o.dims, o.value.count()});
       else std::memcpy(o.value.data(), w.data(), o.value.bytes());
     }
     return;

@@ -1,3 +1,4 @@
+#include "core/type_dispatch.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -66,7 +67,6 @@ void setOutput(LayerDesc& l, size_t i, DataType t, const Dims& d) {
   l.outputs[i].dims = d;
 }
 
-bool isHalfLike(DataType t) { return t == DataType::kHALF || t == DataType::kBF16; }
 
 void widenToFloat(const TensorView& v, float* dst) {
   const uint16_t* s = v.as<uint16_t>();

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "core/type_dispatch.h"
 #include "ir/layer_desc.h"
 
 namespace kiln {
@@ -28,8 +29,6 @@ DataType fromOnnxType(const LayerDesc& l, int64_t code);
 //! Sets output i's type and dims.
 void setOutput(LayerDesc& l, size_t i, DataType t, const Dims& d);
 
-//! float16 or bfloat16 (reference kernels compute them in float32).
-bool isHalfLike(DataType t);
 //! v's float16/bfloat16 elements as float32 into dst (v.count floats; exact).
 void widenToFloat(const TensorView& v, float* dst);
 //! src (v.count floats) rounded into v's float16/bfloat16 elements.
@@ -39,20 +38,7 @@ void narrowFromFloat(const float* src, const TensorView& v);
 //! converts them to float for CPU compute); byte-moving ops should use elementSize instead.
 template <typename F>
 void dispatchNumeric(DataType t, F&& f) {
-  switch (t) {
-    case DataType::kFLOAT: f(float{}); break;
-    case DataType::kDOUBLE: f(double{}); break;
-    case DataType::kINT64: f(int64_t{}); break;
-    case DataType::kINT32: f(int32_t{}); break;
-    case DataType::kINT16: f(int16_t{}); break;
-    case DataType::kINT8: f(int8_t{}); break;
-    case DataType::kUINT8: f(uint8_t{}); break;
-    case DataType::kUINT16: f(uint16_t{}); break;
-    case DataType::kUINT32: f(uint32_t{}); break;
-    case DataType::kUINT64: f(uint64_t{}); break;
-    case DataType::kBOOL: f(bool{}); break;
-    default: throw Error(std::string("unsupported data type for this op: ") + toString(t));
-  }
+  dispatchType<kHostTypes>(t, f);
 }
 
 //! Softmax / LogSoftmax / Hardmax lines: element k of line (o, i) is at (o * length + k) * inner

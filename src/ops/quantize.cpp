@@ -11,6 +11,7 @@
 #include <cfenv>
 #include <cmath>
 
+#include "core/type_dispatch.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 #include "ops/quantize.h"
@@ -22,7 +23,6 @@ namespace {
 bool isQuantInt(DataType t) {
   return t == DataType::kINT8 || t == DataType::kUINT8 || t == DataType::kINT16 || t == DataType::kUINT16;
 }
-bool isScaleType(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
 
 
 [[noreturn]] void unsupportedType(const LayerDesc& l, const std::string& what, DataType t) {
@@ -82,8 +82,8 @@ DataType quantizeOutputType(const LayerDesc& l) {
 void inferQuantize(LayerDesc& l) {
   requireInputs(l, 2, 3);
   const DataType x = l.inputs[0].type, s = l.inputs[1].type;
-  if (!isScaleType(x) && x != DataType::kINT32) unsupportedType(l, "input", x);
-  if (!isScaleType(s)) unsupportedType(l, "y_scale", s);
+  if (!isFloatType(x) && x != DataType::kINT32) unsupportedType(l, "input", x);
+  if (!isFloatType(s)) unsupportedType(l, "y_scale", s);
   const DataType out = quantizeOutputType(l);
   if (!isQuantInt(out)) unsupportedType(l, "quantized output", out);
   quantIndex(l, l.inputs[0].dims, l.inputs[1].dims, "y_scale");
@@ -124,12 +124,12 @@ void inferDequantize(LayerDesc& l) {
   requireInputs(l, 2, 3);
   const DataType x = l.inputs[0].type, s = l.inputs[1].type;
   if (!isQuantInt(x) && x != DataType::kINT32) unsupportedType(l, "input", x);
-  if (!isScaleType(s)) unsupportedType(l, "x_scale", s);
+  if (!isFloatType(s)) unsupportedType(l, "x_scale", s);
   if (l.present(2) && l.inputs[2].type != x) opError(l, "x_zero_point's type differs from the input's");
   quantIndex(l, l.inputs[0].dims, l.inputs[1].dims, "x_scale");
   if (l.present(2)) quantIndex(l, l.inputs[0].dims, l.inputs[2].dims, "x_zero_point");
   DataType out = l.attrs->has("output_dtype") ? fromOnnxType(l, l.attrs->getInt("output_dtype", 0)) : s;
-  if (!isScaleType(out)) unsupportedType(l, "output", out);
+  if (!isFloatType(out)) unsupportedType(l, "output", out);
   setOutput(l, 0, out, l.inputs[0].dims);
 }
 

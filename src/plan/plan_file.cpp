@@ -22,7 +22,9 @@ namespace kiln {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
-constexpr uint32_t kFormatVersion = 4;
+// 5: tactic names became <op>_<type>_<variant> (the tactic tables); a version 4 plan names tactics
+// this kiln no longer has.
+constexpr uint32_t kFormatVersion = 5;
 constexpr uint32_t kMaxRank = 16;
 constexpr int64_t kMaxDim = int64_t(1) << 40;
 constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 50;

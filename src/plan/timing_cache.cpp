@@ -19,7 +19,7 @@ namespace kiln {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'T', 'C', '0', '1'};
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;  // 3: the tactic names of the tactic tables (keys hold the name)
 constexpr size_t kHeaderBytes = 8 + 4 + 8 + 8;  // magic, version, payload bytes, checksum
 constexpr char kSep = '\x1f';
 

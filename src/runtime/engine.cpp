@@ -11,11 +11,14 @@ EngineImpl::~EngineImpl() {
   for (void* p : ownedDeviceConstants) backend->release(p);
 }
 
-std::unique_ptr<EngineImpl> instantiateEngine(EngineGraph graph, ILogger& logger, int threads) {
+std::unique_ptr<EngineImpl> instantiateEngine(EngineGraph graph, ILogger& logger, int threads, int deviceIndex) {
   auto e = std::make_unique<EngineImpl>();
   e->logger = &logger;
   if (threads >= 0) graph.threads = threads;
-  e->backend = getBackend(graph.device, graph.threads);
+  const bool gpuIndex = graph.device == DeviceType::kGPU && deviceIndex >= 0;
+  e->backend = getBackend(graph.device, graph.threads, gpuIndex ? deviceIndex : -1);
+  // Kernels and contexts use the calling thread's current device: make the chosen one current.
+  if (gpuIndex) e->backend->makeCurrent();
   if (e->backend->fingerprint() != graph.fingerprint)
     throw Error("plan was built for device '" + graph.fingerprint + "' but this device is '" + e->backend->fingerprint() +
                 "'; rebuild the engine on this device");
@@ -83,8 +86,12 @@ Engine::Engine(std::unique_ptr<EngineImpl> i) : impl(std::move(i)) {}
 Engine::~Engine() = default;
 
 std::unique_ptr<Engine> Engine::deserialize(const void* data, size_t size, ILogger& logger, int threads) {
+  return deserialize(data, size, -1, logger, threads);
+}
+
+std::unique_ptr<Engine> Engine::deserialize(const void* data, size_t size, int deviceIndex, ILogger& logger, int threads) {
   EngineGraph g = deserializePlan(data, size);
-  return std::make_unique<Engine>(instantiateEngine(std::move(g), logger, threads));
+  return std::make_unique<Engine>(instantiateEngine(std::move(g), logger, threads, deviceIndex));
 }
 
 std::vector<uint8_t> Engine::serialize() const { return serializePlan(impl->graph); }

@@ -26,7 +26,8 @@ struct EngineImpl {
   ~EngineImpl();
 };
 
-//! Creates the kernels and device constants of a graph (build and load share this).
-std::unique_ptr<EngineImpl> instantiateEngine(EngineGraph graph, ILogger& logger, int threads);
+//! Creates the kernels and device constants of a graph (build and load share this) on GPU
+//! `deviceIndex` (made current on the calling thread), or the calling thread's current device (-1).
+std::unique_ptr<EngineImpl> instantiateEngine(EngineGraph graph, ILogger& logger, int threads, int deviceIndex = -1);
 
 }  // namespace kiln

@@ -187,26 +187,26 @@ TEST(CpuLayout, ConvTacticsHonourOrRefuseBlockedLayouts) {
     // Dense 3x3 with a residual, 1x1 expansion, strided depthwise 3x3: every combination of
     // plain and blocked X / Y.
     for (auto [in, out] : {std::pair<int64_t, int64_t>{b, b}, {1, b}, {b, 1}}) {
-      checkBlockedTactic(convCase(32, 48, 1, 3, 1, true, 11), "onednn_blocked", in, out, 1e-4);
-      checkBlockedTactic(convCase(16, 96, 1, 1, 1, false, 21), "onednn_blocked", in, out, 1e-4);
-      checkBlockedTactic(convCase(48, 48, 48, 3, 2, false, 31), "onednn_blocked", in, out, 1e-4);
+      checkBlockedTactic(convCase(32, 48, 1, 3, 1, true, 11), "conv_f32_onednn_blocked", in, out, 1e-4);
+      checkBlockedTactic(convCase(16, 96, 1, 1, 1, false, 21), "conv_f32_onednn_blocked", in, out, 1e-4);
+      checkBlockedTactic(convCase(48, 48, 48, 3, 2, false, 31), "conv_f32_onednn_blocked", in, out, 1e-4);
     }
   }
   // The NCHW-only tactics refuse blocked layouts (the reference kernel would misread them).
   OpCase dw = convCase(16, 16, 16, 3, 1, false, 41);
-  EXPECT_TRUE(offered(dw, "depthwise_avx2"));
-  EXPECT_TRUE(offered(dw, "im2col_gemm"));
-  EXPECT_TRUE(offered(dw, "onednn"));
+  EXPECT_TRUE(offered(dw, "conv_f32_depthwise_avx2"));
+  EXPECT_TRUE(offered(dw, "conv_f32_im2col_gemm"));
+  EXPECT_TRUE(offered(dw, "conv_f32_onednn"));
   dw.attrs.set(attr::kLayoutIn, std::string("nChw8c"));
   dw.attrs.set(attr::kLayoutOut, std::string("nChw8c"));
   auto names = kiln::test::tacticNames(cpuBackend(), dw);
-  EXPECT_EQ(names, std::vector<std::string>{"onednn_blocked"});
+  EXPECT_EQ(names, std::vector<std::string>{"conv_f32_onednn_blocked"});
   // 12 channels are not a multiple of 8: no tactic takes the blocked layout.
   OpCase odd = convCase(12, 16, 1, 1, 1, false, 51);
   odd.attrs.set(attr::kLayoutIn, std::string("nChw8c"));
-  EXPECT_FALSE(offered(odd, "onednn_blocked"));
+  EXPECT_FALSE(offered(odd, "conv_f32_onednn_blocked"));
   odd.attrs.set(attr::kLayoutIn, std::string("bogus"));
-  EXPECT_FALSE(offered(odd, "onednn_blocked"));
+  EXPECT_FALSE(offered(odd, "conv_f32_onednn_blocked"));
 }
 
 TEST(CpuLayout, PoolTacticsHonourBlockedLayouts) {
@@ -223,21 +223,21 @@ TEST(CpuLayout, PoolTacticsHonourBlockedLayouts) {
     return c;
   };
   for (int64_t b : {8, 16}) {
-    checkBlockedTactic(pool("MaxPool", false), "direct", b, b, 1e-6);
-    checkBlockedTactic(pool("AveragePool", false), "direct", b, b, 1e-5);
-    checkBlockedTactic(pool("AveragePool", true), "direct", b, b, 1e-5);
-    checkBlockedTactic(pool("GlobalAveragePool", false), "avx2", b, 1, 1e-5);
-    checkBlockedTactic(pool("GlobalMaxPool", false), "avx2", b, 1, 1e-6);
+    checkBlockedTactic(pool("MaxPool", false), "max_pool_f32_direct", b, b, 1e-6);
+    checkBlockedTactic(pool("AveragePool", false), "average_pool_f32_direct", b, b, 1e-5);
+    checkBlockedTactic(pool("AveragePool", true), "average_pool_f32_direct", b, b, 1e-5);
+    checkBlockedTactic(pool("GlobalAveragePool", false), "global_average_pool_f32_avx2", b, 1, 1e-5);
+    checkBlockedTactic(pool("GlobalMaxPool", false), "global_max_pool_f32_avx2", b, 1, 1e-6);
   }
   // Window pools keep X's layout; global pools write plain.
   OpCase c = pool("MaxPool", false);
   c.attrs.set(attr::kLayoutIn, std::string("nChw8c"));
   c.attrs.set(attr::kLayoutOut, std::string("nchw"));
-  EXPECT_FALSE(offered(c, "direct"));
+  EXPECT_FALSE(offered(c, "max_pool_f32_direct"));
   OpCase g = pool("GlobalAveragePool", false);
   g.attrs.set(attr::kLayoutIn, std::string("nChw8c"));
   g.attrs.set(attr::kLayoutOut, std::string("nChw8c"));
-  EXPECT_FALSE(offered(g, "avx2"));
+  EXPECT_FALSE(offered(g, "global_average_pool_f32_avx2"));
 }
 
 namespace {

@@ -1,4 +1,4 @@
-// CUDA Attention tactics (flash_v1, flash_v1_m128, flash_v1_m32, flash_simt, cudnn_sdpa, attention_general)
+// CUDA Attention tactics (attention_half_flash_m64/m128/m32, attention_fp_flash_simt, attention_half_cudnn_sdpa, attention_fp_general)
 // against the CPU
 // reference kernel: sequence lengths 1..512 (ViT's 197, tails of every tile size), masks of every
 // broadcast form, short masks, bool masks, causal, cross attention, float32/float16/bfloat16.
@@ -101,7 +101,7 @@ int checkAllTactics(Backend& gpu, const Shape& s, Mask mask, bool causal, DataTy
 }
 
 //! Whether attention_general is the one tactic offered (the features only it runs).
-bool onlyGeneral(Backend& gpu, const OpCase& c) { return test::tacticNames(gpu, c) == std::vector<std::string>{"attention_general"}; }
+bool onlyGeneral(Backend& gpu, const OpCase& c) { return test::tacticNames(gpu, c) == std::vector<std::string>{"attention_fp_general"}; }
 
 bool offered(Backend& gpu, const OpCase& c, const std::string& name) {
   auto v = test::tacticNames(gpu, c);
@@ -121,7 +121,7 @@ TEST(CudaAttention, SequenceLengthsAndTypes) {
   for (const Shape& s : shapes)
     for (DataType t : kTypes) {
       const int n = checkAllTactics(*gpu, s, Mask::kNone, false, t, seed += 10);
-      // 3 flash_v1 + flash_simt + cudnn_sdpa (float16/bfloat16), and attention_general
+      // 3 flash m64/m128/m32 + flash_simt + cudnn_sdpa (float16/bfloat16), and attention_fp_general
       EXPECT_EQ(n, t == DataType::kFLOAT ? 2 : 6) << toString(t) << " Sq" << s.sq;
     }
 }
@@ -219,7 +219,7 @@ TEST(CudaAttention, StridedViewsOfPackedQkv) {
         const auto names2 = test::tacticNames(*gpu, typed);
         EXPECT_FALSE(names2.empty()) << toString(t);
         if (t != DataType::kFLOAT && !merged)
-          EXPECT_TRUE(std::find(names2.begin(), names2.end(), "cudnn_sdpa") != names2.end()) << (seqFirst ? "seq-first" : "causal");
+          EXPECT_TRUE(std::find(names2.begin(), names2.end(), "attention_half_cudnn_sdpa") != names2.end()) << (seqFirst ? "seq-first" : "causal");
         for (const std::string& name : names2)
           test::expectClose(test::runTactic(*gpu, name, typed)[0], want, tolerance(t).rtol, tolerance(t).atol,
                             "views " + name + " " + toString(t) + (seqFirst ? " seq-first" : " batch-first") + (merged ? " merged" : ""));
@@ -254,15 +254,15 @@ TEST(CudaAttention, SupportsRefusesWhatItCannotRun) {
   const Shape s{1, 4, 8, 8, 64, 64};
   auto base = [&](DataType t) { return makeCases(s, Mask::kNone, false, t, 3).first; };
   // What runs: tensor cores for float16/bfloat16 with head size 64, SIMT for float32.
-  EXPECT_TRUE(offered(*gpu, base(DataType::kHALF), "flash_v1"));
-  EXPECT_TRUE(offered(*gpu, base(DataType::kBF16), "flash_v1_m128"));
-  EXPECT_TRUE(offered(*gpu, base(DataType::kHALF), "flash_v1_m32"));
-  EXPECT_TRUE(offered(*gpu, base(DataType::kFLOAT), "flash_simt"));
-  EXPECT_FALSE(offered(*gpu, base(DataType::kFLOAT), "flash_v1"));
+  EXPECT_TRUE(offered(*gpu, base(DataType::kHALF), "attention_half_flash_m64"));
+  EXPECT_TRUE(offered(*gpu, base(DataType::kBF16), "attention_half_flash_m128"));
+  EXPECT_TRUE(offered(*gpu, base(DataType::kHALF), "attention_half_flash_m32"));
+  EXPECT_TRUE(offered(*gpu, base(DataType::kFLOAT), "attention_fp_flash_simt"));
+  EXPECT_FALSE(offered(*gpu, base(DataType::kFLOAT), "attention_half_flash_m64"));
   // cuDNN SDPA: float16/bfloat16 without an attn_mask input.
-  EXPECT_TRUE(offered(*gpu, base(DataType::kHALF), "cudnn_sdpa"));
-  EXPECT_FALSE(offered(*gpu, base(DataType::kFLOAT), "cudnn_sdpa"));
-  EXPECT_FALSE(offered(*gpu, makeCases(s, Mask::kPadding, false, DataType::kHALF, 3).first, "cudnn_sdpa"));
+  EXPECT_TRUE(offered(*gpu, base(DataType::kHALF), "attention_half_cudnn_sdpa"));
+  EXPECT_FALSE(offered(*gpu, base(DataType::kFLOAT), "attention_half_cudnn_sdpa"));
+  EXPECT_FALSE(offered(*gpu, makeCases(s, Mask::kPadding, false, DataType::kHALF, 3).first, "attention_half_cudnn_sdpa"));
   // softcap, sliding window, double softmax precision.
   for (const char* attr : {"softcap", "left_window", "precision"}) {
     OpCase c = base(DataType::kHALF);
@@ -282,8 +282,8 @@ TEST(CudaAttention, SupportsRefusesWhatItCannotRun) {
     OpCase c = base(DataType::kHALF);
     c.inputs[1] = test::convertTo(uniform({1, 2, 8, 64}, 1, -1, 1), DataType::kHALF);
     c.inputs[2] = test::convertTo(uniform({1, 2, 8, 64}, 2, -1, 1), DataType::kHALF);
-    EXPECT_TRUE(offered(*gpu, c, "flash_v1"));
-    EXPECT_FALSE(offered(*gpu, c, "cudnn_sdpa"));
+    EXPECT_TRUE(offered(*gpu, c, "attention_half_flash_m64"));
+    EXPECT_FALSE(offered(*gpu, c, "attention_half_cudnn_sdpa"));
   }
   {  // qk_matmul_output (4 outputs)
     OpCase c = base(DataType::kHALF);
@@ -299,8 +299,8 @@ TEST(CudaAttention, SupportsRefusesWhatItCannotRun) {
   }
   {  // head size 40: SIMT only
     auto [c, ref] = makeCases({1, 2, 8, 8, 40, 40}, Mask::kNone, false, DataType::kHALF, 5);
-    EXPECT_FALSE(offered(*gpu, c, "flash_v1"));
-    EXPECT_TRUE(offered(*gpu, c, "flash_simt"));
+    EXPECT_FALSE(offered(*gpu, c, "attention_half_flash_m64"));
+    EXPECT_TRUE(offered(*gpu, c, "attention_fp_flash_simt"));
   }
 }
 
@@ -309,8 +309,8 @@ TEST(CudaAttention, SupportsRefusesWhatItCannotRun) {
 void checkGeneral(Backend& gpu, OpCase c, DataType t, const std::string& what) {
   auto [typed, ref] = roundedTo(c, t);
   const std::vector<HostTensor> want = test::runReference(ref);
-  ASSERT_TRUE(offered(gpu, typed, "attention_general")) << what << " " << toString(t);
-  const std::vector<HostTensor> got = test::runTactic(gpu, "attention_general", typed);
+  ASSERT_TRUE(offered(gpu, typed, "attention_fp_general")) << what << " " << toString(t);
+  const std::vector<HostTensor> got = test::runTactic(gpu, "attention_fp_general", typed);
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t o = 0; o < want.size(); ++o) {
     // qk_matmul_output holds raw scores (|x| up to ~E * 2.25 * scale): scale the absolute bound.
@@ -428,7 +428,7 @@ TEST(CudaAttention, GroupedQueryAttentionOnEveryTactic) {
       auto [typed, ref] = roundedTo(c, t);
       const HostTensor want = test::runReference(ref)[0];
       const auto names = test::tacticNames(*gpu, typed);
-      EXPECT_TRUE(std::find(names.begin(), names.end(), "flash_simt") != names.end()) << toString(t);
+      EXPECT_TRUE(std::find(names.begin(), names.end(), "attention_fp_flash_simt") != names.end()) << toString(t);
       for (const std::string& name : names)
         test::expectClose(test::runTactic(*gpu, name, typed)[0], want, tolerance(t).rtol, tolerance(t).atol,
                           "gqa " + name + " " + toString(t) + " Hq" + std::to_string(g.hq) + " Hkv" + std::to_string(g.hkv) +

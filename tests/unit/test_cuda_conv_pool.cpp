@@ -1,4 +1,4 @@
-// CUDA conv_pool tactics (cuDNN conv/conv-transpose, depthwise_direct, pooling) against the CPU
+// CUDA conv_pool tactics (cuDNN conv/conv-transpose, conv_fp_depthwise, pooling) against the CPU
 // reference kernels, for every tactic offered, in float32 (TF32 tolerance), float16 and bfloat16.
 #include <cmath>
 #include <random>
@@ -122,8 +122,8 @@ TEST(CudaConv, ResNetShapes) {
   stem.set("kiln_activation", std::string("Relu"));
   auto names = checkAllTactics(convCase({2, 3, 33, 31}, {8, 3, 7, 7}, stem, true, false, 1), DataType::kFLOAT,
                                convTol(DataType::kFLOAT, 147), "7x7 s2 p3 + bias + relu");
-  for (const char* n : {"cudnn_0", "cudnn_1", "cudnn_2", "cudnn_3"}) EXPECT_TRUE(offered(names, n)) << n;
-  EXPECT_FALSE(offered(names, "depthwise_direct"));
+  for (const char* n : {"conv_fp_cudnn_0", "conv_fp_cudnn_1", "conv_fp_cudnn_2", "conv_fp_cudnn_3"}) EXPECT_TRUE(offered(names, n)) << n;
+  EXPECT_FALSE(offered(names, "conv_fp_depthwise"));
   checkConv(convCase({2, 16, 9, 9}, {24, 16, 1, 1}, {}, true, false, 2), "1x1 + bias", kAllFloat);
   Attributes r3 = attrs({{"pads", {1, 1, 1, 1}}});
   r3.set("kiln_activation", std::string("Relu"));
@@ -180,7 +180,7 @@ TEST(CudaConv, DepthwiseMobileNet) {
     OpCase c = convCase({2, 16, 13, 14}, {16, 1, 3, 3}, a, true, false, 40 + static_cast<uint32_t>(stride));
     for (DataType t : kAllFloat) {
       auto names = checkAllTactics(c, t, convTol(t, 9), "depthwise s" + std::to_string(stride));
-      EXPECT_TRUE(offered(names, "depthwise_direct"));
+      EXPECT_TRUE(offered(names, "conv_fp_depthwise"));
     }
   }
   // TF-style asymmetric pads, residual, dilation.
@@ -204,7 +204,7 @@ TEST(CudaConv, ConvTranspose) {
 
 // Geometries cuDNN's dgrad cannot express (ONNX's test_convtranspose_output_shape: output_shape
 // [10, 8] needs a negative pad; output_padding at or beyond the stride): cuDNN's tactics are not offered,
-// convtranspose_direct is and agrees with the reference; and it also runs a plain geometry.
+// conv_transpose_fp_direct is and agrees with the reference; and it also runs a plain geometry.
 TEST(CudaConv, ConvTransposeAnyGeometry) {
   KILN_REQUIRE_GPU();
   Attributes shape = attrs({{"strides", {3, 2}}, {"output_shape", {10, 8}}});
@@ -219,15 +219,15 @@ TEST(CudaConv, ConvTransposeAnyGeometry) {
   for (const OpCase& c : odd)
     for (DataType t : kAllFloat) {
       auto names = checkAllTactics(c, t, convTol(t, reduction(c)), "transpose, geometry beyond dgrad");
-      EXPECT_TRUE(offered(names, "convtranspose_direct")) << toString(t);
-      EXPECT_FALSE(offered(names, "cudnn_0")) << toString(t);
+      EXPECT_TRUE(offered(names, "conv_transpose_fp_direct")) << toString(t);
+      EXPECT_FALSE(offered(names, "conv_fp_cudnn_0")) << toString(t);
     }
   const OpCase c3 = convCase({1, 3, 2, 2, 3}, {3, 2, 2, 3, 2}, attrs({{"strides", {1, 2, 2}}}), true, false, 55, "ConvTranspose");
   auto names = checkAllTactics(c3, DataType::kFLOAT, convTol(DataType::kFLOAT, reduction(c3)), "transpose 3-D");
-  EXPECT_TRUE(offered(names, "convtranspose_direct"));
+  EXPECT_TRUE(offered(names, "conv_transpose_fp_direct"));
 }
 
-// ViT's patch embedding: kernel = stride = 16, C = 3 (patch_gemm), a 2x2/2 one with a residual
+// ViT's patch embedding: kernel = stride = 16, C = 3 (conv_half_cublaslt_patch_*), a 2x2/2 one with a residual
 // and an activation, and NCHW 1x1 convs (P = 1, X read in place): MobileNetV2's expansion with
 // ReLU6 and projection with a residual, and one whose images are not 16-byte aligned (C*H*W odd,
 // the element-aligned plan). Every offered tactic against the reference.
@@ -248,11 +248,11 @@ TEST(CudaConv, PatchEmbedding) {
   for (const OpCase& c : cases)
     for (DataType t : {DataType::kHALF, DataType::kBF16}) {
       auto names = checkAllTactics(c, t, convTol(t, reduction(c)), "patch conv");
-      EXPECT_TRUE(offered(names, "patch_gemm")) << toString(t);
+      EXPECT_TRUE(offered(names, "conv_half_cublaslt_patch_0")) << toString(t);
     }
   EXPECT_FALSE(offered(checkAllTactics(convCase({1, 3, 32, 32}, {8, 3, 16, 16}, attrs({{"strides", {8, 8}}}), true, false, 72), DataType::kHALF,
                                        convTol(DataType::kHALF, 3 * 256), "overlapping patches"),
-                       "patch_gemm"));
+                       "conv_half_cublaslt_patch_0"));
 }
 
 TEST(CudaConv, SupportsRefuses) {
@@ -264,8 +264,8 @@ TEST(CudaConv, SupportsRefuses) {
   EXPECT_TRUE(test::tacticNames(*gpu, dbl).empty()) << "float64 conv must be refused";
   // 5x5 depthwise: cuDNN only.
   auto names = test::tacticNames(*gpu, convCase({1, 8, 9, 9}, {8, 1, 5, 5}, attrs({{"group", {8}}}), false, false, 61));
-  EXPECT_FALSE(offered(names, "depthwise_direct"));
-  EXPECT_TRUE(offered(names, "cudnn_0"));
+  EXPECT_FALSE(offered(names, "conv_fp_depthwise"));
+  EXPECT_TRUE(offered(names, "conv_fp_cudnn_0"));
   OpCase lp;
   lp.op = "LpPool";
   lp.attrs = attrs({{"kernel_shape", {2, 2}}});
@@ -395,7 +395,7 @@ TEST(CudaLayout, ConvChannelsLast) {
                           convCase({8, 32, 15, 15}, {64, 32, 1, 1}, attrs({{"strides", {2, 2}}}), true, false, 210),
                           convCase({8, 32, 12, 12}, {32, 1, 3, 3}, attrs({{"pads", {1, 1, 1, 1}}, {"group", {32}}}), true, false, 220),
                           convCase({8, 16, 9, 9}, {16, 1, 3, 3}, dwClip, true, true, 221),
-                          convCase({8, 32, 10, 10}, {48, 32, 1, 1}, pwClip, true, true, 222)};  // 1x1: gemm1x1 too
+                          convCase({8, 32, 10, 10}, {48, 32, 1, 1}, pwClip, true, true, 222)};  // 1x1: conv_half_cublaslt_1x1_* too
   for (const OpCase& c : cases)
     for (DataType t : {DataType::kHALF, DataType::kBF16})
       for (int combo = 1; combo < 4; ++combo)
@@ -408,9 +408,9 @@ TEST(CudaLayout, ConvChannelsLast) {
     d.attrs.set("kiln_layout_out", std::string("nhwc"));
     return test::tacticNames(*gpu, d);
   };
-  EXPECT_TRUE(offered(namesNhwc(cases[3]), "depthwise_nhwc"));
-  EXPECT_TRUE(offered(namesNhwc(cases[4]), "gemm1x1"));
-  EXPECT_FALSE(offered(namesNhwc(cases[1]), "gemm1x1")) << "stride 2";
+  EXPECT_TRUE(offered(namesNhwc(cases[3]), "conv_half_depthwise_nhwc"));
+  EXPECT_TRUE(offered(namesNhwc(cases[4]), "conv_half_cublaslt_1x1_0"));
+  EXPECT_FALSE(offered(namesNhwc(cases[1]), "conv_half_cublaslt_1x1_0")) << "stride 2";
 }
 
 //! `c` with a quiet NaN in X at every `every`-th element (first at `first`).
@@ -482,7 +482,7 @@ TEST(CudaLayout, LayoutConvertTransposes) {
 }  // namespace
 }  // namespace kiln
 
-// ---- cuDNN conv with the input channels padded to a multiple of 8 ("cudnn_pad8_*") -----------------
+// ---- cuDNN conv with the input channels padded to a multiple of 8 ("conv_half_cudnn_pad8_*") -----------------
 
 namespace kiln {
 namespace {
@@ -509,28 +509,28 @@ TEST(CudaConv, PaddedChannels) {
       for (bool outLast : {false, true}) {
         const std::string what = "pad8 C=" + std::to_string(c.inputs[0].dims()[1]);
         auto names = layoutTacticNames(c, t, false, outLast);
-        EXPECT_TRUE(offered(names, "cudnn_pad8_0")) << what << " " << toString(t);
-        EXPECT_TRUE(offered(names, "cudnn_pad8_1")) << what << " " << toString(t);
+        EXPECT_TRUE(offered(names, "conv_half_cudnn_pad8_0")) << what << " " << toString(t);
+        EXPECT_TRUE(offered(names, "conv_half_cudnn_pad8_1")) << what << " " << toString(t);
         checkLayouts(c, t, false, outLast, convTol(t, reduction(c)), what);
         // NCHW X of C % 8 != 0 into an NHWC Y: the plain cuDNN tactics are not offered (wrong
-        // results seen on the H200), cudnn_pad8 is.
-        if (outLast) EXPECT_FALSE(offered(names, "cudnn_0")) << what << " " << toString(t);
+        // results seen on the H200), conv_half_cudnn_pad8 is.
+        if (outLast) EXPECT_FALSE(offered(names, "conv_fp_cudnn_0")) << what << " " << toString(t);
       }
   // A channels-last Y of 12 channels: no cuDNN tactic (see supportsCudnnConvBase).
   EXPECT_TRUE(layoutTacticNames(convCase({2, 5, 11, 12}, {12, 5, 3, 3}, r3, true, true, 304), DataType::kHALF, false, true).empty());
   // Not offered: X already channels last, C a multiple of 8, float32, groups, weights not constant.
   const OpCase& stemCase = cases[0];
-  EXPECT_FALSE(offered(layoutTacticNames(stemCase, DataType::kHALF, true, true), "cudnn_pad8_0"));
+  EXPECT_FALSE(offered(layoutTacticNames(stemCase, DataType::kHALF, true, true), "conv_half_cudnn_pad8_0"));
   EXPECT_FALSE(offered(layoutTacticNames(convCase({2, 8, 9, 9}, {8, 8, 3, 3}, r3, true, false, 302), DataType::kHALF, false, true),
-                       "cudnn_pad8_0"));
-  EXPECT_FALSE(offered(layoutTacticNames(stemCase, DataType::kFLOAT, false, true), "cudnn_pad8_0"));
+                       "conv_half_cudnn_pad8_0"));
+  EXPECT_FALSE(offered(layoutTacticNames(stemCase, DataType::kFLOAT, false, true), "conv_half_cudnn_pad8_0"));
   EXPECT_FALSE(offered(layoutTacticNames(convCase({2, 6, 9, 9}, {8, 3, 3, 3}, attrs({{"group", {2}}, {"pads", {1, 1, 1, 1}}}), true,
                                                   false, 303),
                                          DataType::kHALF, false, false),
-                       "cudnn_pad8_0"));
+                       "conv_half_cudnn_pad8_0"));
   OpCase dynamicW = stemCase;
   dynamicW.constant[1] = false;
-  EXPECT_FALSE(offered(layoutTacticNames(dynamicW, DataType::kBF16, false, false), "cudnn_pad8_0"));
+  EXPECT_FALSE(offered(layoutTacticNames(dynamicW, DataType::kBF16, false, false), "conv_half_cudnn_pad8_0"));
 }
 
 }  // namespace

@@ -411,7 +411,7 @@ TEST(CudaElementwise, CastEveryPair) {
             }()));
       auto c = makeCase("Cast", {x}, a);
       auto ref = test::runReference(c);
-      auto got = test::runTactic(*gpu, "cuda", c);
+      auto got = test::runTactic(*gpu, "cast_any_cuda", c);
       ASSERT_EQ(got[0].bytes(), ref[0].bytes());
       // Bit-exact except NaN payloads.
       int64_t bad = 0;
@@ -523,6 +523,6 @@ TEST(CudaElementwise, SupportsRefusesWhatItCannotRun) {
                                   test::randomTensor({1, 2, 1, 2, 1, 2, 1, 2, 1}, 4), test::randomTensor({1}, 5)});
   EXPECT_TRUE(test::tacticNames(*gpu, where).empty());
   // And the ordinary cases are offered.
-  EXPECT_EQ(test::tacticNames(*gpu, makeCase("Relu", {test::randomTensor({4}, 6)})), std::vector<std::string>{"cuda"});
+  EXPECT_EQ(test::tacticNames(*gpu, makeCase("Relu", {test::randomTensor({4}, 6)})), std::vector<std::string>{"relu_num_cuda"});
   EXPECT_FALSE(test::tacticNames(*gpu, makeCase("Sum", {five[0], five[1], five[2], five[3]})).empty());
 }

@@ -298,7 +298,7 @@ TEST(CudaMatMul, SupportsRefusesOtherTypes) {
   }
   OpCase ok{"MatMul", {}, {randomTensor({3, 4}, rng), randomTensor({4, 5}, rng)}};
   std::vector<std::string> names = test::tacticNames(*gpu, ok);
-  EXPECT_EQ(names, (std::vector<std::string>{"cublaslt", "cublaslt_1", "cublaslt_2", "cublaslt_3"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"matmul_fp_cublaslt_0", "matmul_fp_cublaslt_1", "matmul_fp_cublaslt_2", "matmul_fp_cublaslt_3"}));
   // An unknown fused activation (never produced by a valid builder pass) is refused, not crashed on.
   LayerDesc d = test::describe(ok, false);
   Attributes bogus;

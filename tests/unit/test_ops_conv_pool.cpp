@@ -15,6 +15,7 @@
 #include "ops/conv_geometry.h"
 #include "ops/op_registry.h"
 #include "poison.h"
+#include "tactic_names.h"
 
 using namespace kiln;
 
@@ -537,14 +538,14 @@ TEST(ConvPoolTactics, ConvShapesMatchReference) {
   uint32_t seed = 1;
   for (const ConvCase& c : cases) {
     std::vector<std::string> names = checkConv(c, seed++);
-    EXPECT_TRUE(contains(names, "im2col_gemm")) << c.label;
+    EXPECT_TRUE(contains(names, "conv_f32_im2col_gemm")) << c.label;
   }
   // 1x1 convolutions (GEMM without im2col): odd column/row counts, batch 2, with/without bias.
   for (int64_t hw : {1, 5, 16, 17, 40})
     for (int64_t m : {1, 6, 7, 13}) {
       ConvCase c{"pointwise " + std::to_string(m) + "x" + std::to_string(hw), {2, 24, 1, hw}, {m, 24, 1, 1}, {}, {}, {}, 1,
                  "", hw % 2 == 1, hw % 5 == 0, m % 2 ? "Relu" : "Sigmoid"};
-      EXPECT_TRUE(contains(checkConv(c, seed++), "im2col_gemm")) << c.label;
+      EXPECT_TRUE(contains(checkConv(c, seed++), "conv_f32_im2col_gemm")) << c.label;
     }
 }
 
@@ -559,7 +560,7 @@ TEST(ConvPoolTactics, EveryFusedActivation) {
     checkConv({"pointwise " + act, {1, 8, 7, 9}, {13, 8, 1, 1}, {}, {}, {}, 1, "", true, true, act, alpha, beta}, seed++);
     std::vector<std::string> dw = checkConv(
         {"depthwise " + act, {1, 8, 7, 9}, {8, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 8, "", true, true, act, alpha, beta}, seed++);
-    EXPECT_TRUE(contains(dw, "depthwise_avx2")) << act;
+    EXPECT_TRUE(contains(dw, "conv_f32_depthwise_avx2")) << act;
   }
 }
 
@@ -573,12 +574,12 @@ TEST(ConvPoolTactics, DepthwiseMatchesReference) {
         ConvCase c{"dw w" + std::to_string(width) + " s" + std::to_string(stride), {2, 5, 6, width}, {5, 1, 3, 3},
                    {stride, stride}, pads, {}, 5, "", seed % 2 == 0, seed % 3 == 0, seed % 2 ? "Clip" : "", 0.f, 6.f};
         std::vector<std::string> names = checkConv(c, seed++);
-        EXPECT_TRUE(contains(names, "depthwise_avx2")) << c.label;
+        EXPECT_TRUE(contains(names, "conv_f32_depthwise_avx2")) << c.label;
       }
   // MobileNetV2 shapes, SAME_UPPER (TF-exported models).
   for (int64_t stride : {1, 2}) {
     ConvCase c{"mobilenet dw", {1, 32, 56, 56}, {32, 1, 3, 3}, {stride, stride}, {}, {}, 32, "SAME_UPPER", true, false, "Clip", 0.f, 6.f};
-    EXPECT_TRUE(contains(checkConv(c, seed++), "depthwise_avx2"));
+    EXPECT_TRUE(contains(checkConv(c, seed++), "conv_f32_depthwise_avx2"));
   }
 }
 
@@ -668,13 +669,13 @@ TEST(ConvPoolTactics, PoolingMatchesReference) {
     if (c.op == "AveragePool") a.set("count_include_pad", c.includePad);
     std::vector<Input> in{data(randomTensor(c.x, rng))};
     SCOPED_TRACE(c.op + " " + toString(c.x));
-    EXPECT_TRUE(contains(expectTacticsMatchReference(c.op, a, in, 1e-5f), "direct"));
+    EXPECT_TRUE(contains(expectTacticsMatchReference(c.op, a, in, 1e-5f), kiln::test::snakeCase(c.op) + "_f32_direct"));
   }
   for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"})
     for (Dims x : std::vector<Dims>{{1, 2048, 7, 7}, {2, 5, 3, 5}, {1, 3, 1, 1}, {1, 4, 9}, {1, 2, 3, 4, 5}}) {
       std::vector<Input> in{data(randomTensor(x, rng))};
       SCOPED_TRACE(std::string(op) + " " + toString(x));
-      EXPECT_TRUE(contains(expectTacticsMatchReference(op, Attributes(), in, 1e-5f), "avx2"));
+      EXPECT_TRUE(contains(expectTacticsMatchReference(op, Attributes(), in, 1e-5f), kiln::test::f32Avx2(op)));
     }
 }
 

@@ -15,6 +15,7 @@
 #include "ops/op_registry.h"
 #include "ops/shape_propagation.h"
 #include "poison.h"
+#include "tactic_names.h"
 
 using namespace kiln;
 
@@ -500,7 +501,7 @@ TEST(ElementwiseTactic, UnaryAvx2MatchesReference) {
       LayerDesc d = describe(c.op, {x}, attrs, false);
       inferLayer(d);
       auto tactics = backend->tactics(d);
-      const Tactic* avx = findTactic(tactics, "avx2");
+      const Tactic* avx = findTactic(tactics, kiln::test::f32Avx2(d.op));
       ASSERT_NE(avx, nullptr) << c.op;
       HostTensor got = runTactic(*avx, c.op, {x}, attrs);
       HostTensor want = runTactic(referenceTactic(c.op), c.op, {x}, attrs);
@@ -517,7 +518,7 @@ TEST(ElementwiseTactic, UnarySpecialValues) {
     LayerDesc d = describe(op, {x}, attrs, false);
     inferLayer(d);
     auto tactics = backend->tactics(d);
-    const Tactic* avx = findTactic(tactics, "avx2");
+    const Tactic* avx = findTactic(tactics, kiln::test::f32Avx2(d.op));
     ASSERT_NE(avx, nullptr) << op;
     HostTensor got = runTactic(*avx, op, {x}, attrs);
     HostTensor want = runTactic(referenceTactic(op), op, {x}, attrs);
@@ -536,7 +537,7 @@ TEST(ElementwiseTactic, ClipReadsBoundsAtRunTime) {
     LayerDesc d = describe("Clip", ins, attrs, false);
     inferLayer(d);
     auto tactics = backend->tactics(d);
-    const Tactic* avx = findTactic(tactics, "avx2");
+    const Tactic* avx = findTactic(tactics, kiln::test::f32Avx2(d.op));
     ASSERT_NE(avx, nullptr);
     expectClose(runTactic(*avx, "Clip", ins, attrs), runTactic(referenceTactic("Clip"), "Clip", ins, attrs), 0, 0, "Clip");
   }
@@ -566,7 +567,7 @@ TEST(ElementwiseTactic, BinaryAvx2MatchesReferenceForBroadcastPatterns) {
       LayerDesc d = describe(op, {a, b}, attrs, false);
       inferLayer(d);
       auto tactics = backend->tactics(d);
-    const Tactic* avx = findTactic(tactics, "avx2");
+    const Tactic* avx = findTactic(tactics, kiln::test::f32Avx2(d.op));
       ASSERT_NE(avx, nullptr) << op;
       expectClose(runTactic(*avx, op, {a, b}, attrs), runTactic(referenceTactic(op), op, {a, b}, attrs), 0, 0,
                   std::string(op) + " " + toString(da) + " " + toString(db));
@@ -585,7 +586,7 @@ TEST(ElementwiseTactic, NonFloatLayersUseTheReference) {
   LayerDesc v = describe("Max", {f32({2}, {1, 2}), f32({2}, {3, 4}), f32({2}, {0, 9})}, attrs, false);
   inferLayer(v);
   auto vt = backend->tactics(v);
-  EXPECT_EQ(findTactic(vt, "avx2"), nullptr);  // 3-input Max: reference
+  EXPECT_EQ(findTactic(vt, "max_f32_avx2"), nullptr);  // 3-input Max: reference
 }
 
 TEST(ElementwiseTactic, FusedActivationHelperMatchesScalarActivation) {

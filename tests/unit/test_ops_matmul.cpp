@@ -311,7 +311,7 @@ TEST(MatMulTactics, FusedBiasAndActivation) {
     a.set("kiln_act_alpha", 0.1f);
     a.set("kiln_act_beta", 0.6f);
     TestLayer l("MatMul", {{randomTensor({2, 19, 40}, rng)}, {randomTensor({40, 35}, rng), true}, {randomTensor({35}, rng), true}}, a);
-    EXPECT_TRUE(hasTactic(l.desc, "gemm_avx2"));
+    EXPECT_TRUE(hasTactic(l.desc, "matmul_f32_gemm_avx2"));
     EXPECT_GE(compareTactics(l, 1e-5f), 1) << act;
   }
 }
@@ -335,15 +335,15 @@ TEST(MatMulTactics, OnednnRunsWeightsAndBatchedCases) {
   std::mt19937 rng(4);
   TestLayer w("MatMul", {{randomTensor({1, 128, 64}, rng)}, {randomTensor({64, 48}, rng), true}});
   // The onednn tactic exists only in builds with oneDNN (the test binary cannot see the define).
-  if (!hasTactic(w.desc, "onednn")) GTEST_SKIP() << "built without oneDNN";
+  if (!hasTactic(w.desc, "matmul_f32_onednn")) GTEST_SKIP() << "built without oneDNN";
   compareTactics(w);
   TestLayer bt("MatMul", {{randomTensor({2, 3, 16, 8}, rng)}, {randomTensor({2, 3, 8, 16}, rng)}});
-  EXPECT_TRUE(hasTactic(bt.desc, "onednn"));
+  EXPECT_TRUE(hasTactic(bt.desc, "matmul_f32_onednn"));
   compareTactics(bt);
   Attributes a;
   a.set("kiln_activation", std::string("Gelu"));
   TestLayer fused("MatMul", {{randomTensor({7, 30}, rng)}, {randomTensor({30, 20}, rng), true}, {randomTensor({20}, rng), true}}, a);
-  EXPECT_TRUE(hasTactic(fused.desc, "onednn"));
+  EXPECT_TRUE(hasTactic(fused.desc, "matmul_f32_onednn"));
   compareTactics(fused);
 }
 
@@ -353,7 +353,7 @@ TEST(MatMulTactics, IntegerTypesUseReference) {
   std::memcpy(a.data(), av, sizeof av);
   std::memcpy(b.data(), bv, sizeof bv);
   TestLayer l("MatMul", {{a}, {b}});
-  EXPECT_FALSE(hasTactic(l.desc, "gemm_avx2"));
+  EXPECT_FALSE(hasTactic(l.desc, "matmul_f32_gemm_avx2"));
   HostTensor y = l.run(referenceTactic("MatMul"), cpuPool());
   const int32_t want[] = {19, 22, 43, 50};
   for (int i = 0; i < 4; ++i) EXPECT_EQ(y.as<int32_t>()[i], want[i]);

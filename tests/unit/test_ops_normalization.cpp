@@ -11,6 +11,7 @@
 #include "kiln/network.h"
 #include "ops/op_registry.h"
 #include "ref_case.h"
+#include "tactic_names.h"
 
 using namespace kiln;
 
@@ -176,7 +177,7 @@ TEST(SoftmaxTactic, MatchesReferenceOnRandomData) {
       LayerCase c(op);
       c.input(x).attr("axis", k.axis);
       if (k.coerce) c.attr("kiln_coerce_2d", int64_t(1));
-      auto tactic = c.tactic("avx2");
+      auto tactic = c.tactic(kiln::test::f32Avx2(c.desc.op));
       ASSERT_TRUE(tactic.has_value());
       auto fast = c.run(*tactic, 3);
       auto ref = c.runRef();
@@ -187,10 +188,10 @@ TEST(SoftmaxTactic, MatchesReferenceOnRandomData) {
 TEST(SoftmaxTactic, NotOfferedWhenTheAxisIsNotInnermost) {
   LayerCase c("Softmax");
   c.shape(DataType::kFLOAT, {2, 3, 4}).attr("axis", int64_t(1));
-  EXPECT_FALSE(c.tactic("avx2").has_value());
+  EXPECT_FALSE(c.tactic(kiln::test::f32Avx2(c.desc.op)).has_value());
   LayerCase d("Softmax");
   d.shape(DataType::kDOUBLE, {2, 3});
-  EXPECT_FALSE(d.tactic("avx2").has_value());
+  EXPECT_FALSE(d.tactic(kiln::test::f32Avx2(d.desc.op)).has_value());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -435,7 +436,7 @@ TEST(NormTactic, LayerNormalizationMatchesReference) {
     c.input(randomTensor(k.x, rng, 4.f, 10.f)).input(randomTensor(k.scale, rng), true);
     if (k.bias) c.input(randomTensor(k.scale, rng), true);
     c.attr("axis", k.axis);
-    auto tactic = c.tactic("avx2");
+    auto tactic = c.tactic(kiln::test::f32Avx2(c.desc.op));
     ASSERT_TRUE(tactic.has_value());
     auto fast = c.run(*tactic);
     auto ref = c.runRef();
@@ -446,10 +447,10 @@ TEST(NormTactic, LayerNormalizationMatchesReference) {
 TEST(NormTactic, LayerNormalizationNotOfferedForBroadcastScale) {
   LayerCase c("LayerNormalization");
   c.shape(DataType::kFLOAT, {2, 8}).shape(DataType::kFLOAT, {1});
-  EXPECT_FALSE(c.tactic("avx2").has_value());
+  EXPECT_FALSE(c.tactic(kiln::test::f32Avx2(c.desc.op)).has_value());
   LayerCase unknown("LayerNormalization");
   unknown.shape(DataType::kFLOAT, {2, -1}).shape(DataType::kFLOAT, {1});
-  EXPECT_FALSE(unknown.tactic("avx2").has_value());
+  EXPECT_FALSE(unknown.tactic(kiln::test::f32Avx2(unknown.desc.op)).has_value());
 }
 
 TEST(NormTactic, BatchNormalizationMatchesReference) {
@@ -463,7 +464,7 @@ TEST(NormTactic, BatchNormalizationMatchesReference) {
       c.input(randomTensor(d, rng, 3.f)).input(randomTensor(p, rng), constant).input(randomTensor(p, rng), constant);
       c.input(randomTensor(p, rng), constant).input(randomTensor(p, rng, 0.4f, 1.f), constant);
       c.attr("epsilon", 1e-3f);
-      auto tactic = c.tactic("avx2");
+      auto tactic = c.tactic(kiln::test::f32Avx2(c.desc.op));
       ASSERT_TRUE(tactic.has_value());
       expectSameAs(c.run(*tactic)[0], c.runRef()[0], 1e-5);
     }
@@ -473,6 +474,6 @@ TEST(NormTactic, BatchNormalizationTrainingModeUsesReference) {
   LayerCase c("BatchNormalization", 3);
   c.shape(DataType::kFLOAT, {2, 3, 4}).attr("training_mode", int64_t(1));
   for (int i = 0; i < 4; ++i) c.shape(DataType::kFLOAT, {3});
-  EXPECT_FALSE(c.tactic("avx2").has_value());
+  EXPECT_FALSE(c.tactic(kiln::test::f32Avx2(c.desc.op)).has_value());
   EXPECT_TRUE(c.tactic("ref").has_value());
 }

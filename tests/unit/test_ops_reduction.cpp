@@ -12,6 +12,7 @@
 #include "kiln/network.h"
 #include "ops/op_registry.h"
 #include "ref_case.h"
+#include "tactic_names.h"
 
 using namespace kiln;
 
@@ -318,7 +319,7 @@ TEST(ReduceTactic, SumAndMeanMatchReference) {
         ReduceCase c(op);
         c.input(x).attr("keepdims", keep);
         if (!k.noAxesInput) c.axes(k.axes);
-        auto tactic = c.tactic("avx2");
+        auto tactic = c.tactic(kiln::test::f32Avx2(c.desc.op));
         ASSERT_TRUE(tactic.has_value());
         HostTensor fast = c.run(*tactic, 3), ref = c.runRef();
         ASSERT_EQ(fast.dims(), ref.dims());
@@ -351,17 +352,17 @@ TEST(ReduceTactic, SumAndMeanMatchReference) {
 TEST(ReduceTactic, NotOfferedForScatteredOrUnknownAxes) {
   ReduceCase scattered("ReduceSum");
   scattered.shape(DataType::kFLOAT, {2, 3, 4}).axes({0, 2});
-  EXPECT_FALSE(scattered.tactic("avx2").has_value());
+  EXPECT_FALSE(scattered.tactic(kiln::test::f32Avx2(scattered.desc.op)).has_value());
   ReduceCase unknown("ReduceMean");
   unknown.shape(DataType::kFLOAT, {2, 3, 4}).shape(DataType::kINT64, {1});
-  EXPECT_FALSE(unknown.tactic("avx2").has_value());
+  EXPECT_FALSE(unknown.tactic(kiln::test::f32Avx2(unknown.desc.op)).has_value());
   ReduceCase integer("ReduceSum");
   integer.shape(DataType::kINT32, {2, 3, 4}).axes({2});
-  EXPECT_FALSE(integer.tactic("avx2").has_value());
+  EXPECT_FALSE(integer.tactic(kiln::test::f32Avx2(integer.desc.op)).has_value());
   ReduceCase noop("ReduceSum");
   noop.shape(DataType::kFLOAT, {2, 3, 4}).axes({}).attr("noop_with_empty_axes", int64_t(1));
-  EXPECT_FALSE(noop.tactic("avx2").has_value());
+  EXPECT_FALSE(noop.tactic(kiln::test::f32Avx2(noop.desc.op)).has_value());
   ReduceCase other("ReduceMax");
   other.shape(DataType::kFLOAT, {2, 3, 4}).axes({2});
-  EXPECT_FALSE(other.tactic("avx2").has_value());
+  EXPECT_FALSE(other.tactic(kiln::test::f32Avx2(other.desc.op)).has_value());
 }

@@ -353,7 +353,7 @@ TEST(ResizeNormalize, Upsample7ScalesAttributeBecomesInput) {
 
 // ---- Optimized tactic vs the reference kernel -------------------------------------------------
 
-//! Counts calls of an op's reference kernel while alive. The nchw_avx2 kernel runs shapes it cannot
+//! Counts calls of an op's reference kernel while alive. The resize_f32_nchw_avx2 kernel runs shapes it cannot
 //! run fast through the reference (from the same Kernel object), so a fast-path test that matches
 //! the reference must also see no reference call, or it proves nothing about the fast path.
 class ReferenceSpy {
@@ -375,11 +375,13 @@ class ReferenceSpy {
   static inline int calls_ = 0;
 };
 
-//! Runs the nchw_avx2 tactic and checks that its fast path ran (no call of the reference kernel).
+//! Runs the layer's nchw_avx2 tactic (resize_f32_nchw_avx2, upsample_f32_nchw_avx2) and checks that
+//! its fast path ran (no call of the reference kernel).
 HostTensor runFastPath(TestLayer& layer) {
   ReferenceSpy spy(layer.desc.op);
-  HostTensor got = runTactic(layer, "nchw_avx2");
-  EXPECT_EQ(ReferenceSpy::calls(), 0) << "nchw_avx2 fell back to the reference kernel";
+  const std::string tactic = layer.desc.op == "Upsample" ? "upsample_f32_nchw_avx2" : "resize_f32_nchw_avx2";
+  HostTensor got = runTactic(layer, tactic);
+  EXPECT_EQ(ReferenceSpy::calls(), 0) << tactic << " fell back to the reference kernel";
   return got;
 }
 
@@ -415,7 +417,7 @@ TEST(ResizeTactic, NchwMatchesReferenceOnRandomData) {
       in.push_back(floats({4}, c.scales));
     }
     TestLayer fast("Resize", in, a);
-    ASSERT_TRUE(offersTactic(fast, "nchw_avx2"));
+    ASSERT_TRUE(offersTactic(fast, "resize_f32_nchw_avx2"));
     HostTensor got = runFastPath(fast);
     TestLayer ref("Resize", in, a);
     HostTensor want = ref.evaluate();
@@ -439,14 +441,14 @@ TEST(ResizeTactic, UpsampleUsesNchwTactic) {
 TEST(ResizeTactic, DeclinesWhatItCannotRunFast) {
   HostTensor x = randomFloats({1, 2, 4, 4}, 3);
   TestLayer cubic("Resize", {x, kNone, floats({4}, {1, 1, 2, 2})}, attrs({{"mode", std::string("cubic")}}));
-  EXPECT_FALSE(offersTactic(cubic, "nchw_avx2"));
+  EXPECT_FALSE(offersTactic(cubic, "resize_f32_nchw_avx2"));
   TestLayer channels("Resize", {x, kNone, floats({4}, {1, 2, 2, 2})}, attrs({}));
-  EXPECT_FALSE(offersTactic(channels, "nchw_avx2"));
+  EXPECT_FALSE(offersTactic(channels, "resize_f32_nchw_avx2"));
   TestLayer rank3("Resize", {randomFloats({2, 4, 4}, 4), kNone, floats({3}, {1, 2, 2})}, attrs({}));
-  EXPECT_FALSE(offersTactic(rank3, "nchw_avx2"));
+  EXPECT_FALSE(offersTactic(rank3, "resize_f32_nchw_avx2"));
   TestLayer crop("Resize", {x, floats({8}, {0, 0, 0, 0, 1, 1, 1, 1}), floats({4}, {1, 1, 2, 2})},
                  attrs({{"coordinate_transformation_mode", std::string("tf_crop_and_resize")}}));
-  EXPECT_FALSE(offersTactic(crop, "nchw_avx2"));
+  EXPECT_FALSE(offersTactic(crop, "resize_f32_nchw_avx2"));
   // The reference kernel is always available as a tactic for these.
   EXPECT_FALSE(getBackend(DeviceType::kCPU, 1)->tactics(cubic.desc).empty());
 }
@@ -456,12 +458,12 @@ TEST(ResizeTactic, FallsBackWhenRuntimeScalesResizeChannels) {
   HostTensor x = randomFloats({1, 2, 3, 3}, 5);
   TestLayer built("Resize", {x, kNone, floats({4}, {1, 2, 2, 2})}, attrs({{"mode", std::string("linear")}}));
   built.desc.inputs[2].value = HostTensor();
-  EXPECT_TRUE(offersTactic(built, "nchw_avx2"));
+  EXPECT_TRUE(offersTactic(built, "resize_f32_nchw_avx2"));
   TestLayer run("Resize", {x, kNone, floats({4}, {1, 2, 2, 2})}, attrs({{"mode", std::string("linear")}}));
   HostTensor got;
   {
     ReferenceSpy spy("Resize");  // the spy sees a fallback (so runFastPath's check can fail)
-    got = runTactic(run, "nchw_avx2", &built.desc);
+    got = runTactic(run, "resize_f32_nchw_avx2", &built.desc);
     EXPECT_EQ(ReferenceSpy::calls(), 1);
   }
   TestLayer ref("Resize", {x, kNone, floats({4}, {1, 2, 2, 2})}, attrs({{"mode", std::string("linear")}}));

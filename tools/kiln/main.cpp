@@ -219,11 +219,10 @@ std::unique_ptr<Engine> loadEngine(const Options& o, ILogger& logger) {
                "build options (--fp16, --bf16, --int8, --noTF32, --stronglyTyped, --builderOptimizationLevel, "
                "--maxAuxStreams, --timingCacheFile, --disableTactics, --skipPasses, --noChannelsLast, --gpuFusions) "
                "apply when building; they are ignored with --loadEngine");
-  // An engine loads on the calling thread's current device.
-  if (o.gpu != 0) Device(DeviceType::kGPU, o.gpu).makeCurrent();
   double t0 = nowMs();
   std::vector<uint8_t> plan = readFile(o.loadEngine);
-  std::unique_ptr<Engine> engine = Engine::deserialize(plan.data(), plan.size(), logger, o.threads.value_or(-1));
+  // --device=N / --gpu=N: the CUDA device the engine loads on (a CPU plan ignores it).
+  std::unique_ptr<Engine> engine = Engine::deserialize(plan.data(), plan.size(), o.gpu, logger, o.threads.value_or(-1));
   if (!engine) throw Error("'" + o.loadEngine + "' could not be loaded");
   std::printf("[I] Engine loaded from '%s' (%zu bytes) in %g sec.\n", o.loadEngine.c_str(), plan.size(),
               (nowMs() - t0) / 1000.0);

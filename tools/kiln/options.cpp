@@ -249,7 +249,7 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
   app.add_option("--device", device, "GPU index N (as trtexec; default 0), or cpu|gpu (same as --backend)");
   app.add_option("--gpu", o.gpu, "CUDA device index to build and run on (default 0)")->check(CLI::Range(0, 1023));
   app.add_option("--disableTactics", o.disableTactics,
-                 "Build: tactics whose name starts with one of these prefixes are not offered (comma-separated)")
+                 "Build: tactics not offered: names starting with, or holding as whole words, one of these (comma-separated; e.g. onednn,avx2)")
       ->delimiter(',');
   app.add_option("--skipPasses", o.skipPasses,
                  "Build (debugging aid): skip builder passes whose name contains one of these words (comma-separated)")

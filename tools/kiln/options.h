@@ -59,7 +59,7 @@ struct Options {
   std::string precisionConstraints = "none";        //!< none | prefer | obey
   std::map<std::string, DataType> layerPrecisions;  //!< layer name ("*": every layer) -> compute type
   int gpu = 0;                                      //!< CUDA device index (--gpu)
-  std::vector<std::string> disableTactics;          //!< tactic name prefixes not offered
+  std::vector<std::string> disableTactics;          //!< tactic name patterns not offered (tactic_filter.h)
   std::vector<std::string> skipPasses;              //!< words: builder passes whose name has one are skipped
   bool noChannelsLast = false;                      //!< GPU: keep conv/pool chains NCHW
   bool gpuFusions = false;                          //!< testing aid: GPU-only fusions in a CPU build

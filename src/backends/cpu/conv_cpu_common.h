@@ -36,17 +36,8 @@ inline const float* residualOf(const KernelIO& io) {
   return io.in.size() > 3 ? static_cast<const float*>(io.in[3].data) : nullptr;
 }
 
-}  // namespace kiln::cpu
-
-namespace kiln::cpu {
-
-// Tactic families, each in its own file; registered by addConvPoolCpuTactics (conv_pool_cpu.cpp).
-void addDepthwiseConvTactics(std::vector<CpuTacticDef>& v);  // conv_depthwise.cpp
-void addIm2colConvTactics(std::vector<CpuTacticDef>& v);     // conv_im2col.cpp
-void addOneDnnConvTactics(std::vector<CpuTacticDef>& v);     // conv_onednn.cpp (no-op without oneDNN)
 //! The channel block oneDNN's convolutions prefer on this CPU (8 with AVX2, 16 with AVX-512), or
 //! 0 when kiln is built without oneDNN (no tactic then handles blocked layouts; conv_onednn.cpp).
 int64_t preferredChannelBlock();
-void addPoolTactics(std::vector<CpuTacticDef>& v);           // pool_direct.cpp
 
 }  // namespace kiln::cpu

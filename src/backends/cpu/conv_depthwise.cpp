@@ -198,8 +198,6 @@ std::unique_ptr<Kernel> createDepthwise(const LayerDesc& l) { return std::make_u
 
 }  // namespace
 
-void addDepthwiseConvTactics(std::vector<CpuTacticDef>& v) {
-  v.push_back(CpuTacticDef{"Conv", "depthwise_avx2", supportsDepthwise, createDepthwise});
-}
+KernelFactory depthwiseConvAvx2() { return {supportsDepthwise, createDepthwise}; }
 
 }  // namespace kiln::cpu

@@ -105,8 +105,6 @@ std::unique_ptr<Kernel> createIm2col(const LayerDesc& l) { return std::make_uniq
 
 }  // namespace
 
-void addIm2colConvTactics(std::vector<CpuTacticDef>& v) {
-  v.push_back(CpuTacticDef{"Conv", "im2col_gemm", supportsIm2col, createIm2col});
-}
+KernelFactory im2colConv() { return {supportsIm2col, createIm2col}; }
 
 }  // namespace kiln::cpu

@@ -366,17 +366,14 @@ int64_t preferredChannelBlock() {
   return block;
 }
 
-void addOneDnnConvTactics(std::vector<CpuTacticDef>& v) {
-  v.push_back(CpuTacticDef{"Conv", "onednn", supportsOneDnn, createPlain});
-  v.push_back(CpuTacticDef{"Conv", "onednn_blocked", supportsOneDnnBlocked, createBlocked});
-}
+KernelFactory oneDnnConv() { return {supportsOneDnn, createPlain}; }
+KernelFactory oneDnnConvBlocked() { return {supportsOneDnnBlocked, createBlocked}; }
 
 }  // namespace kiln::cpu
 
 #else  // !KILN_HAVE_ONEDNN
 
 namespace kiln::cpu {
-void addOneDnnConvTactics(std::vector<CpuTacticDef>&) {}
 int64_t preferredChannelBlock() { return 0; }  // no tactic handles blocked layouts
 }  // namespace kiln::cpu
 

@@ -37,23 +37,6 @@ class RefKernel : public Kernel {
   RefFn fn_;
 };
 
-const std::vector<CpuTacticDef>& inventory() {
-  static const std::vector<CpuTacticDef> v = [] {
-    std::vector<CpuTacticDef> t;
-    addElementwiseCpuTactics(t);
-    addConvPoolCpuTactics(t);
-    addMatMulCpuTactics(t);
-    addNormalizationCpuTactics(t);
-    addReductionCpuTactics(t);
-    addShapeCpuTactics(t);
-    addResizeCpuTactics(t);
-    addSelectionCpuTactics(t);
-    addFusedCpuTactics(t);
-    return t;
-  }();
-  return v;
-}
-
 class CpuBackend : public Backend {
  public:
   explicit CpuBackend(int threads) : pool_(threads) {}
@@ -67,7 +50,7 @@ class CpuBackend : public Backend {
   }
   std::vector<Tactic> tactics(const LayerDesc& layer) const override {
     if (layer.op == kPluginOp) return pluginTactics(layer, DeviceType::kCPU);
-    std::vector<Tactic> out = tacticsFromInventory(inventory(), layer);
+    std::vector<Tactic> out = tacticsFromTable(cpuTacticTable(), layer);
     if (out.empty()) {
       const OpDef* def = OpRegistry::instance().find(layer.op);
       if (def && def->ref) {

@@ -1,25 +1,57 @@
-// The CPU backend's inventory of optimized kernels. Every op also has its naive reference
-// kernel (OpDef::ref), used as the only tactic when no optimized tactic supports a layer.
-// Each op family adds its tactics from one function, listed in cpu_backend.cpp.
+// The CPU backend's kernel families: what each file exports (one KernelFactory per
+// implementation) and the table that names them in timing-priority order (tactic_table.cpp).
+// Every op also has its naive reference kernel (OpDef::ref), the layer's only tactic ("ref") when
+// no table entry supports it.
 #pragma once
-#include <memory>
-#include <string>
 #include <vector>
 
 #include "backends/backend.h"
 
 namespace kiln {
 
-using CpuTacticDef = TacticDef;
+//! Every optimized CPU tactic, best guess first per op (tactic_table.cpp).
+const std::vector<TacticDef>& cpuTacticTable();
 
-void addElementwiseCpuTactics(std::vector<CpuTacticDef>& v);
-void addConvPoolCpuTactics(std::vector<CpuTacticDef>& v);
-void addMatMulCpuTactics(std::vector<CpuTacticDef>& v);
-void addNormalizationCpuTactics(std::vector<CpuTacticDef>& v);
-void addReductionCpuTactics(std::vector<CpuTacticDef>& v);
-void addShapeCpuTactics(std::vector<CpuTacticDef>& v);
-void addResizeCpuTactics(std::vector<CpuTacticDef>& v);
-void addSelectionCpuTactics(std::vector<CpuTacticDef>& v);
-void addFusedCpuTactics(std::vector<CpuTacticDef>& v);
+namespace cpu {
+// elementwise_cpu.cpp: float32 unary ops / broadcasting binary ops (the op picks the function)
+KernelFactory unaryAvx2();
+KernelFactory binaryAvx2();
+// conv_depthwise.cpp, conv_onednn.cpp (with oneDNN only), conv_im2col.cpp
+KernelFactory depthwiseConvAvx2();
+#ifdef KILN_HAVE_ONEDNN
+KernelFactory oneDnnConv();
+KernelFactory oneDnnConvBlocked();
+#endif
+KernelFactory im2colConv();
+// pool_direct.cpp
+KernelFactory windowPool();  // MaxPool / AveragePool, plain or blocked layouts
+KernelFactory globalAveragePoolAvx2();
+KernelFactory globalMaxPoolAvx2();
+// matmul_cpu.cpp
+KernelFactory matMulGemmAvx2();
+KernelFactory gemmAvx2();
+#ifdef KILN_HAVE_ONEDNN
+KernelFactory oneDnnMatMul();
+KernelFactory oneDnnGemm();
+#endif
+// normalization_cpu.cpp
+KernelFactory softmaxAvx2();
+KernelFactory logSoftmaxAvx2();
+KernelFactory layerNormAvx2();
+KernelFactory batchNormAvx2();
+// reduction_cpu.cpp
+KernelFactory reduceSumAvx2();
+KernelFactory reduceMeanAvx2();
+// shape_cpu.cpp: data movement of any element type
+KernelFactory copyAnyType();  // Reshape-like ops: one memcpy (none when the runtime aliases)
+KernelFactory transposeBlocked();
+KernelFactory concatMemcpy();
+KernelFactory sliceMemcpy();
+KernelFactory gatherMemcpy();
+// resize_cpu.cpp
+KernelFactory resizeNchwAvx2();
+// fused_cpu.cpp
+KernelFactory pointwiseChainAvx2();
+}  // namespace cpu
 
 }  // namespace kiln

@@ -346,9 +346,9 @@ void applyActivationAvx2(const Activation& act, float* data, int64_t n) {
   unarySpanFor(unaryKindOf(act.kind))(data, data, n, p);
 }
 
-void addElementwiseCpuTactics(std::vector<CpuTacticDef>& v) {
-  for (auto& [op, kind] : unaryOps()) v.push_back(CpuTacticDef{op, "avx2", unarySupports, unaryCreate});
-  for (auto& [op, kind] : binaryOps()) v.push_back(CpuTacticDef{op, "avx2", binarySupports, binaryCreate});
-}
+namespace cpu {
+KernelFactory unaryAvx2() { return {unarySupports, unaryCreate}; }
+KernelFactory binaryAvx2() { return {binarySupports, binaryCreate}; }
+}  // namespace cpu
 
 }  // namespace kiln

@@ -19,9 +19,11 @@ class PointwiseChainKernel : public Kernel {
 
 }  // namespace
 
-void addFusedCpuTactics(std::vector<CpuTacticDef>& v) {
-  v.push_back({"PointwiseChain", "threaded", [](const LayerDesc&) { return true; },
-               [](const LayerDesc& l) -> std::unique_ptr<Kernel> { return std::make_unique<PointwiseChainKernel>(l); }});
+namespace cpu {
+KernelFactory pointwiseChainAvx2() {
+  return {[](const LayerDesc&) { return true; },
+          [](const LayerDesc& l) -> std::unique_ptr<Kernel> { return std::make_unique<PointwiseChainKernel>(l); }};
 }
+}  // namespace cpu
 
 }  // namespace kiln

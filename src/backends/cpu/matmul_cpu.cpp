@@ -508,13 +508,13 @@ std::unique_ptr<Kernel> createDnnlGemm(const LayerDesc& l) {
 
 }  // namespace
 
-void addMatMulCpuTactics(std::vector<CpuTacticDef>& v) {
-  v.push_back({"MatMul", "gemm_avx2", supportsMatMulGemm, createMatMulGemm});
-  v.push_back({"Gemm", "gemm_avx2", supportsGemmGemm, createGemmGemm});
+namespace cpu {
+KernelFactory matMulGemmAvx2() { return {supportsMatMulGemm, createMatMulGemm}; }
+KernelFactory gemmAvx2() { return {supportsGemmGemm, createGemmGemm}; }
 #ifdef KILN_HAVE_ONEDNN
-  v.push_back({"MatMul", "onednn", [](const LayerDesc& l) { return supportsDnnl(l, false); }, createDnnlMatMul});
-  v.push_back({"Gemm", "onednn", [](const LayerDesc& l) { return supportsDnnl(l, true); }, createDnnlGemm});
+KernelFactory oneDnnMatMul() { return {[](const LayerDesc& l) { return supportsDnnl(l, false); }, createDnnlMatMul}; }
+KernelFactory oneDnnGemm() { return {[](const LayerDesc& l) { return supportsDnnl(l, true); }, createDnnlGemm}; }
 #endif
-}
+}  // namespace cpu
 
 }  // namespace kiln

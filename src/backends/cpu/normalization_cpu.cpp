@@ -358,19 +358,21 @@ class BatchNormKernel : public Kernel {
 
 }  // namespace
 
-void addNormalizationCpuTactics(std::vector<CpuTacticDef>& v) {
-  v.push_back({"Softmax", "avx2", supportsSoftmax, [](const LayerDesc&) -> std::unique_ptr<Kernel> {
-                 return std::make_unique<SoftmaxKernel>(false);
-               }});
-  v.push_back({"LogSoftmax", "avx2", supportsSoftmax, [](const LayerDesc&) -> std::unique_ptr<Kernel> {
-                 return std::make_unique<SoftmaxKernel>(true);
-               }});
-  v.push_back({"LayerNormalization", "avx2", supportsLayerNorm, [](const LayerDesc& l) -> std::unique_ptr<Kernel> {
-                 return std::make_unique<LayerNormKernel>(l.attrs->getFloat("epsilon", 1e-5f));
-               }});
-  v.push_back({"BatchNormalization", "avx2", supportsBatchNorm, [](const LayerDesc& l) -> std::unique_ptr<Kernel> {
-                 return std::make_unique<BatchNormKernel>(l);
-               }});
+namespace cpu {
+KernelFactory softmaxAvx2() {
+  return {supportsSoftmax, [](const LayerDesc&) -> std::unique_ptr<Kernel> { return std::make_unique<SoftmaxKernel>(false); }};
 }
+KernelFactory logSoftmaxAvx2() {
+  return {supportsSoftmax, [](const LayerDesc&) -> std::unique_ptr<Kernel> { return std::make_unique<SoftmaxKernel>(true); }};
+}
+KernelFactory layerNormAvx2() {
+  return {supportsLayerNorm, [](const LayerDesc& l) -> std::unique_ptr<Kernel> {
+            return std::make_unique<LayerNormKernel>(l.attrs->getFloat("epsilon", 1e-5f));
+          }};
+}
+KernelFactory batchNormAvx2() {
+  return {supportsBatchNorm, [](const LayerDesc& l) -> std::unique_ptr<Kernel> { return std::make_unique<BatchNormKernel>(l); }};
+}
+}  // namespace cpu
 
 }  // namespace kiln

@@ -307,11 +307,8 @@ std::unique_ptr<Kernel> createGlobalMax(const LayerDesc& l) { return std::make_u
 
 }  // namespace
 
-void addPoolTactics(std::vector<CpuTacticDef>& v) {
-  v.push_back(CpuTacticDef{"MaxPool", "direct", supportsWindowPool, createWindowPool});
-  v.push_back(CpuTacticDef{"AveragePool", "direct", supportsWindowPool, createWindowPool});
-  v.push_back(CpuTacticDef{"GlobalAveragePool", "avx2", supportsGlobalPool, createGlobalAverage});
-  v.push_back(CpuTacticDef{"GlobalMaxPool", "avx2", supportsGlobalPool, createGlobalMax});
-}
+KernelFactory windowPool() { return {supportsWindowPool, createWindowPool}; }
+KernelFactory globalAveragePoolAvx2() { return {supportsGlobalPool, createGlobalAverage}; }
+KernelFactory globalMaxPoolAvx2() { return {supportsGlobalPool, createGlobalMax}; }
 
 }  // namespace kiln::cpu

@@ -144,13 +144,13 @@ class ReduceSumKernel : public Kernel {
 
 }  // namespace
 
-void addReductionCpuTactics(std::vector<CpuTacticDef>& v) {
-  v.push_back({"ReduceSum", "avx2", supportsReduce, [](const LayerDesc& l) -> std::unique_ptr<Kernel> {
-                 return std::make_unique<ReduceSumKernel>(l, false);
-               }});
-  v.push_back({"ReduceMean", "avx2", supportsReduce, [](const LayerDesc& l) -> std::unique_ptr<Kernel> {
-                 return std::make_unique<ReduceSumKernel>(l, true);
-               }});
+namespace cpu {
+KernelFactory reduceSumAvx2() {
+  return {supportsReduce, [](const LayerDesc& l) -> std::unique_ptr<Kernel> { return std::make_unique<ReduceSumKernel>(l, false); }};
 }
+KernelFactory reduceMeanAvx2() {
+  return {supportsReduce, [](const LayerDesc& l) -> std::unique_ptr<Kernel> { return std::make_unique<ReduceSumKernel>(l, true); }};
+}
+}  // namespace cpu
 
 }  // namespace kiln

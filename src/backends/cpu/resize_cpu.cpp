@@ -194,9 +194,8 @@ std::unique_ptr<Kernel> createNchw(const LayerDesc& l) {
 
 }  // namespace
 
-void addResizeCpuTactics(std::vector<CpuTacticDef>& v) {
-  v.push_back(CpuTacticDef{"Resize", "nchw_avx2", supportsNchw, createNchw});
-  v.push_back(CpuTacticDef{"Upsample", "nchw_avx2", supportsNchw, createNchw});
-}
+namespace cpu {
+KernelFactory resizeNchwAvx2() { return {supportsNchw, createNchw}; }
+}  // namespace cpu
 
 }  // namespace kiln

@@ -387,13 +387,12 @@ std::unique_ptr<Kernel> createGather(const LayerDesc&) { return std::make_unique
 
 }  // namespace
 
-void addShapeCpuTactics(std::vector<CpuTacticDef>& v) {
-  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
-    v.push_back({op, "copy", anySupported, createCopy});
-  v.push_back({"Transpose", "blocked", anySupported, createTranspose});
-  v.push_back({"Concat", "memcpy", anySupported, createConcat});
-  v.push_back({"Slice", "memcpy", anySupported, createSlice});
-  v.push_back({"Gather", "memcpy", gatherSupported, createGather});
-}
+namespace cpu {
+KernelFactory copyAnyType() { return {anySupported, createCopy}; }
+KernelFactory transposeBlocked() { return {anySupported, createTranspose}; }
+KernelFactory concatMemcpy() { return {anySupported, createConcat}; }
+KernelFactory sliceMemcpy() { return {anySupported, createSlice}; }
+KernelFactory gatherMemcpy() { return {gatherSupported, createGather}; }
+}  // namespace cpu
 
 }  // namespace kiln

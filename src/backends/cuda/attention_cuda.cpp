@@ -3,10 +3,10 @@
 // attention fusion hands the projections' outputs over without head transposes) with query heads a
 // multiple of the K/V heads, an optional additive or bool mask
 // (any broadcast to [B, H, Sq, Skv], possibly short in the key dim), is_causal and scale:
-//  - "flash_v1" / "flash_v1_m128" / "flash_v1_m32": tensor-core flash attention, float16/bfloat16,
+//  - "attention_half_flash_m64" / "_m128" / "_m32": tensor-core flash attention, float16/bfloat16,
 //    head size 64 or 128, 64 / 128 / 32 query rows per block (small batches need small blocks to
 //    fill the H200's 132 SMs).
-//  - "flash_simt": float32/float16/bfloat16, head sizes up to 128 (CUDA cores, float32 math).
+//  - "attention_fp_flash_simt": float32/float16/bfloat16, head sizes up to 128 (CUDA cores, float32 math).
 // GQA/MQA: query head h reads K/V head h / (query heads / K/V heads).
 // Not handled (supports() is false; attention_general.cu runs them): KV cache (past_key/past_value),
 // nonpad_kv_seqlen, softcap, sliding windows, softmax_precision other than float, extra outputs.
@@ -152,19 +152,19 @@ class FlashKernel : public Kernel {
 
 }  // namespace
 
-void addAttentionCudaTactics(std::vector<CudaTacticDef>& v) {
-  v.push_back({"Attention", "flash_v1", supportsTc4, [](const LayerDesc& l) -> std::unique_ptr<Kernel> {
-                 return std::make_unique<FlashKernel>(l, 4);
-               }});
-  v.push_back({"Attention", "flash_v1_m128", supportsTc8, [](const LayerDesc& l) -> std::unique_ptr<Kernel> {
-                 return std::make_unique<FlashKernel>(l, 8);
-               }});
-  v.push_back({"Attention", "flash_v1_m32", supportsTc2, [](const LayerDesc& l) -> std::unique_ptr<Kernel> {
-                 return std::make_unique<FlashKernel>(l, 2);
-               }});
-  v.push_back({"Attention", "flash_simt", supportsSimt, [](const LayerDesc& l) -> std::unique_ptr<Kernel> {
-                 return std::make_unique<FlashKernel>(l, 0);
-               }});
+namespace cuda {
+KernelFactory flashAttentionM64() {
+  return {supportsTc4, [](const LayerDesc& l) -> std::unique_ptr<Kernel> { return std::make_unique<FlashKernel>(l, 4); }};
 }
+KernelFactory flashAttentionM128() {
+  return {supportsTc8, [](const LayerDesc& l) -> std::unique_ptr<Kernel> { return std::make_unique<FlashKernel>(l, 8); }};
+}
+KernelFactory flashAttentionM32() {
+  return {supportsTc2, [](const LayerDesc& l) -> std::unique_ptr<Kernel> { return std::make_unique<FlashKernel>(l, 2); }};
+}
+KernelFactory flashAttentionSimt() {
+  return {supportsSimt, [](const LayerDesc& l) -> std::unique_ptr<Kernel> { return std::make_unique<FlashKernel>(l, 0); }};
+}
+}  // namespace cuda
 
 }  // namespace kiln

@@ -1,4 +1,4 @@
-// "cudnn_sdpa": Attention through cuDNN's fused scaled-dot-product-attention (the frontend's graph
+// "attention_half_cudnn_sdpa": Attention through cuDNN's fused scaled-dot-product-attention (the frontend's graph
 // API, flash-attention engines tuned for Hopper), one more tactic that the builder times against
 // our flash kernels (attention_cuda.cpp). float16/bfloat16 Q/K/V as [B, H, S, D] or 3-D
 // [B, S, H*D] (strides: no head transposes), equal head counts, head size a multiple of 8 up to
@@ -127,14 +127,11 @@ bool supportsCudnnSdpa(const LayerDesc& l) {
 
 }  // namespace
 
-void addCudnnSdpaTactics(std::vector<CudaTacticDef>& v) {
-  v.push_back({"Attention", "cudnn_sdpa", supportsCudnnSdpa,
-               [](const LayerDesc&) -> std::unique_ptr<Kernel> { return std::make_unique<CudnnSdpaKernel>(); }});
+namespace cuda {
+KernelFactory cudnnSdpa() {
+  return {supportsCudnnSdpa, [](const LayerDesc&) -> std::unique_ptr<Kernel> { return std::make_unique<CudnnSdpaKernel>(); }};
 }
-
-#else
-
-void addCudnnSdpaTactics(std::vector<CudaTacticDef>& v) { (void)v; }  // built without the cuDNN frontend
+}  // namespace cuda
 
 #endif
 

@@ -277,9 +277,10 @@ class GeneralKernel : public Kernel {
 
 }  // namespace
 
-void addAttentionGeneralCudaTactics(std::vector<CudaTacticDef>& v) {
-  v.push_back({"Attention", "attention_general", supportsGeneral,
-               [](const LayerDesc& l) -> std::unique_ptr<Kernel> { return std::make_unique<GeneralKernel>(l); }});
+namespace cuda {
+KernelFactory generalAttentionCuda() {
+  return {supportsGeneral, [](const LayerDesc& l) -> std::unique_ptr<Kernel> { return std::make_unique<GeneralKernel>(l); }};
 }
+}  // namespace cuda
 
 }  // namespace kiln

@@ -1,6 +1,5 @@
 // Shared by the CUDA conv_pool tactics: the fused activation as device code sees it, the
-// epilogue kernel (bias + residual + activation in place), the padded NCHW -> NHWC copy and the
-// tactic lists of each file.
+// epilogue kernel (bias + residual + activation in place), the padded NCHW -> NHWC copy.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -72,11 +71,3 @@ class DeviceConstant {
 };
 
 }  // namespace kiln::cuda
-
-namespace kiln {
-void addCudnnConvTactics(std::vector<TacticDef>& v);      // conv_cudnn.cpp: Conv, ConvTranspose
-void addDepthwiseConvCudaTactics(std::vector<TacticDef>& v);  // conv_depthwise.cu
-void addConvTransposeDirectTactics(std::vector<TacticDef>& v);  // conv_transpose_direct.cu: any ConvTranspose geometry
-void addPoolCudaTactics(std::vector<TacticDef>& v);        // pool_cuda.cu
-void addGemm1x1ConvTactics(std::vector<TacticDef>& v);    // conv_gemm.cpp: 1x1 convs as cuBLASLt GEMMs
-}  // namespace kiln

@@ -1,4 +1,4 @@
-// "cudnn_0".."cudnn_3": Conv and ConvTranspose through cuDNN 9's graph API (C++ frontend).
+// "conv_fp_cudnn_0".."_3" (and conv_transpose_fp_cudnn_*): Conv and ConvTranspose through cuDNN 9's graph API (C++ frontend).
 // Conv: conv_fprop -> (+ bias) -> (+ residual) -> (activation), one fused graph where cuDNN has an
 // engine for it, else conv_fprop alone followed by our epilogue kernel (conv_epilogue.cu).
 // ConvTranspose: conv_dgrad (the transposed convolution) + our epilogue for bias/activation.
@@ -7,12 +7,13 @@
 // uploaded KRSC (channels last too), which cuDNN's NHWC tensor-core engines want. Float32 (TF32
 // when allowed), float16, bfloat16 with float32 compute. The i-th tactic runs the i-th engine config of heuristics A + fallback that
 // builds for the concrete shape (the first one when fewer build), so the builder's timing picks.
-// "cudnn_pad8_0" / "cudnn_pad8_1" (Conv, float16/bfloat16, plain NCHW X, group 1, constant
+// "conv_half_cudnn_pad8_0" / "_1" (Conv, float16/bfloat16, plain NCHW X, group 1, constant
 // weights, C % 8 != 0, C <= 64): cuDNN's NHWC tensor-core engines want the input channels a
 // multiple of 8, and a network's first conv (C = 3, e.g. ResNet-50's 7x7 stem) otherwise runs a
 // slow kernel. These tactics copy X channels last with C zero-padded to Cp = roundup(C, 8) into
 // the workspace (conv_pad.cu), upload the weights KRSC with zero channels C..Cp-1, and run the
 // same cuDNN graph on [N, Cp, H, W] (as TensorRT does); Y and the fusions are as above.
+#include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/conv_cuda_common.h"
 
 #ifdef KILN_HAVE_CUDNN_FRONTEND
@@ -43,7 +44,7 @@ using cuda::DevAct;
 using cuda::DeviceConstant;
 
 constexpr int kCudnnTactics = 4;
-constexpr int kPaddedTactics = 2;         // "cudnn_pad8_<i>"
+constexpr int kPaddedTactics = 2;         // "conv_half_cudnn_pad8_<i>"
 constexpr int64_t kPadChannels = 8;       // the padded tactics' channel multiple
 constexpr int64_t kMaxPaddedChannels = 64;
 constexpr int64_t kMaxWorkspace = int64_t(512) << 20;
@@ -261,7 +262,7 @@ bool anyChannelsLast(const LayerDesc& l) { return inLayoutBlock(l) == kNhwcBlock
 
 class CudnnConvKernel : public Kernel {
  public:
-  //! `padChannels`: the "cudnn_pad8" variant (supportsPaddedCudnnConv): X's channels padded to
+  //! `padChannels`: the "conv_half_cudnn_pad8_*" variant (supportsPaddedCudnnConv): X's channels padded to
   //! a multiple of kPadChannels in a channels-last copy, the constant weights padded KRSC.
   CudnnConvKernel(const LayerDesc& l, int index, bool padChannels = false)
       : index_(index),
@@ -440,7 +441,7 @@ bool supportsCudnnConvBase(const LayerDesc& l) {
   return true;
 }
 
-//! The "cudnn_pad8" tactics: plain NCHW float16/bfloat16 4-D Conv, group 1, constant weights,
+//! The "conv_half_cudnn_pad8_*" tactics: plain NCHW float16/bfloat16 4-D Conv, group 1, constant weights,
 //! input channels not a multiple of kPadChannels (and few: the stem convs this is for).
 //! The plain cuDNN tactics. On the H200, an NCHW X whose channel count is not a multiple of 8
 //! (C = 5) with a channels-last Y (16 channels) and a fused residual got wrong results (zeros)
@@ -475,34 +476,22 @@ std::unique_ptr<Kernel> createPaddedCudnnConv(const LayerDesc& l) {
   return std::make_unique<CudnnConvKernel>(l, I, true);
 }
 
-template <int I>
-void addTactic(std::vector<TacticDef>& v, const char* op) {
-  v.push_back(TacticDef{op, "cudnn_" + std::to_string(I), supportsCudnnConv, createCudnnConv<I>});
-}
-
-template <int I>
-void addPaddedTactic(std::vector<TacticDef>& v) {
-  v.push_back(TacticDef{"Conv", "cudnn_pad8_" + std::to_string(I), supportsPaddedCudnnConv, createPaddedCudnnConv<I>});
-}
-
 }  // namespace
 
-void addCudnnConvTactics(std::vector<TacticDef>& v) {
-  static_assert(kCudnnTactics == 4, "one addTactic per engine config below");
-  static_assert(kPaddedTactics == 2, "one addPaddedTactic per engine config below");
-  for (const char* op : {"Conv", "ConvTranspose"}) {
-    addTactic<0>(v, op);
-    addTactic<1>(v, op);
-    addTactic<2>(v, op);
-    addTactic<3>(v, op);
-  }
-  addPaddedTactic<0>(v);
-  addPaddedTactic<1>(v);
+namespace cuda {
+KernelFactory cudnnConv(int engine) {
+  static_assert(kCudnnTactics == 4, "one create per engine config below");
+  static constexpr KernelFactory kByEngine[] = {{supportsCudnnConv, createCudnnConv<0>}, {supportsCudnnConv, createCudnnConv<1>},
+                                                {supportsCudnnConv, createCudnnConv<2>}, {supportsCudnnConv, createCudnnConv<3>}};
+  return kByEngine[engine];
 }
-
-#else
-
-void addCudnnConvTactics(std::vector<TacticDef>& v) { (void)v; }  // built without the cuDNN frontend
+KernelFactory cudnnConvPad8(int engine) {
+  static_assert(kPaddedTactics == 2, "one create per engine config below");
+  static constexpr KernelFactory kByEngine[] = {{supportsPaddedCudnnConv, createPaddedCudnnConv<0>},
+                                                {supportsPaddedCudnnConv, createPaddedCudnnConv<1>}};
+  return kByEngine[engine];
+}
+}  // namespace cuda
 
 #endif
 

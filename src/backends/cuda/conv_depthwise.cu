@@ -1,4 +1,4 @@
-// "depthwise_direct": 3x3 depthwise convolution (group == C == M, as in MobileNetV2), NCHW, any
+// "conv_fp_depthwise": 3x3 depthwise convolution (group == C == M, as in MobileNetV2), NCHW, any
 // stride/dilation/pads, float32/float16/bfloat16 with float32 accumulation. One thread per output
 // element, consecutive threads along the output row (coalesced; the 3x3 taps of neighbours hit
 // L1); bias, residual and the fused activation are applied before the single store.
@@ -9,6 +9,7 @@
 // depthwise conv inside an nhwc chain would need a transpose on each side.
 #include <string>
 
+#include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_util.h"
 #include "ops/conv_geometry.h"
@@ -162,7 +163,7 @@ class DepthwiseKernel : public Kernel {
         break;
       case DataType::kHALF: run(__half{}); break;
       case DataType::kBF16: run(__nv_bfloat16{}); break;
-      default: throw UnsupportedError("depthwise_direct: unsupported type");
+      default: throw UnsupportedError("conv_fp_depthwise: unsupported type");
     }
     KILN_CUDA_CHECK_LAUNCH();
   }
@@ -207,9 +208,9 @@ std::unique_ptr<Kernel> createDepthwiseNhwc(const LayerDesc& l) { return std::ma
 
 }  // namespace
 
-void addDepthwiseConvCudaTactics(std::vector<TacticDef>& v) {
-  v.push_back(TacticDef{"Conv", "depthwise_direct", supportsDepthwise, createDepthwise});
-  v.push_back(TacticDef{"Conv", "depthwise_nhwc", supportsDepthwiseNhwc, createDepthwiseNhwc});
-}
+namespace cuda {
+KernelFactory depthwiseConvCuda() { return {supportsDepthwise, createDepthwise}; }
+KernelFactory depthwiseConvNhwcCuda() { return {supportsDepthwiseNhwc, createDepthwiseNhwc}; }
+}  // namespace cuda
 
 }  // namespace kiln

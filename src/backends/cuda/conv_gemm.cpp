@@ -1,10 +1,10 @@
-// "gemm1x1" .. "gemm1x1_2": a 1x1 convolution (stride 1, no padding, group 1) on channels-last
+// "conv_half_cublaslt_1x1_0" .. "_2": a 1x1 convolution (stride 1, no padding, group 1) on channels-last
 // float16/bfloat16 tensors is one GEMM, Y[N*H*W, K] = X[N*H*W, C] @ W[K, C]^T, run through the
 // cuBLASLt matmul path (matmul_lt_run.h) with bias (+ ReLU) fused in its epilogue, a residual as
 // its C matrix, and other activations (MobileNetV2's ReLU6) in the post pass. cuDNN picks slow
 // engines for some of these memory-bound pointwise convolutions (C or K small, large N*H*W); the
 // builder times both and keeps the faster. The i-th tactic uses cuBLASLt's i-th heuristic candidate.
-// "patch_gemm" .. "patch_gemm_1": a convolution whose square kernel equals its stride (no padding,
+// "conv_half_cublaslt_patch_0" .. "_1": a convolution whose square kernel equals its stride (no padding,
 // dilation or groups) on NCHW float16/bfloat16: ViT's patch embedding (P = 16, C = 3) and every
 // NCHW 1x1 convolution (P = 1). The patches are copied out as rows (a permutation of X,
 // conv_pad.cu; for P = 1 X[n] is read in place as [C, H*W]), then per image Y[n] = W[K, C*P*P] @
@@ -12,6 +12,7 @@
 // the conv epilogue kernel. cuDNN runs the patch embedding at a small fraction of the tensor
 // cores' rate, and its NCHW engines took 0.17 ms for MobileNetV2's last 1x1 conv at batch 1 on
 // the H200 (a 0.2 GFLOP GEMM).
+#include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/conv_cuda_common.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/matmul_cublaslt.h"
@@ -203,12 +204,16 @@ std::unique_ptr<Kernel> createGemm1x1(const LayerDesc& l) {
 
 }  // namespace
 
-void addGemm1x1ConvTactics(std::vector<TacticDef>& v) {
-  v.push_back(TacticDef{"Conv", "gemm1x1", supportsGemm1x1, createGemm1x1<0>});
-  v.push_back(TacticDef{"Conv", "gemm1x1_1", supportsGemm1x1, createGemm1x1<1>});
-  v.push_back(TacticDef{"Conv", "gemm1x1_2", supportsGemm1x1, createGemm1x1<2>});
-  v.push_back(TacticDef{"Conv", "patch_gemm", supportsPatchGemm, createPatchGemm<0>});
-  v.push_back(TacticDef{"Conv", "patch_gemm_1", supportsPatchGemm, createPatchGemm<1>});
+namespace cuda {
+KernelFactory gemm1x1Conv(int algo) {
+  static constexpr KernelFactory kByAlgo[] = {{supportsGemm1x1, createGemm1x1<0>}, {supportsGemm1x1, createGemm1x1<1>},
+                                              {supportsGemm1x1, createGemm1x1<2>}};
+  return kByAlgo[algo];
 }
+KernelFactory patchGemmConv(int algo) {
+  static constexpr KernelFactory kByAlgo[] = {{supportsPatchGemm, createPatchGemm<0>}, {supportsPatchGemm, createPatchGemm<1>}};
+  return kByAlgo[algo];
+}
+}  // namespace cuda
 
 }  // namespace kiln

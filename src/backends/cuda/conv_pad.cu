@@ -1,5 +1,5 @@
 // NCHW -> NHWC copy with the channels zero-padded to `cp`, for the cuDNN conv tactics that pad
-// the input channels to a multiple of 8 ("cudnn_pad8_*" in conv_cudnn.cpp): cuDNN's NHWC
+// the input channels to a multiple of 8 ("conv_half_cudnn_pad8_*" in conv_cudnn.cpp): cuDNN's NHWC
 // tensor-core engines want C % 8 == 0, and a network's first conv has C = 3.
 #include <string>
 

@@ -7,6 +7,7 @@
 // which win wherever they apply.
 #include <string>
 
+#include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_util.h"
 #include "ops/conv_geometry.h"
@@ -131,8 +132,8 @@ std::unique_ptr<Kernel> createConvTransposeDirect(const LayerDesc& l) { return s
 
 }  // namespace
 
-void addConvTransposeDirectTactics(std::vector<TacticDef>& v) {
-  v.push_back(TacticDef{"ConvTranspose", "convtranspose_direct", supportsConvTransposeDirect, createConvTransposeDirect});
-}
+namespace cuda {
+KernelFactory convTransposeDirectCuda() { return {supportsConvTransposeDirect, createConvTransposeDirect}; }
+}  // namespace cuda
 
 }  // namespace kiln

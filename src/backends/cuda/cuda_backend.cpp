@@ -27,30 +27,6 @@ void throwCudaError(cudaError_t e, const char* what, const char* file, int line)
 
 namespace {
 
-const std::vector<CudaTacticDef>& inventory() {
-  static const std::vector<CudaTacticDef> v = [] {
-    std::vector<CudaTacticDef> t;
-    addElementwiseCudaTactics(t);
-    addMatMulCudaTactics(t);
-    addConvPoolCudaTactics(t);
-    addNormalizationCudaTactics(t);
-    addShapeCudaTactics(t);
-    addAttentionCudaTactics(t);
-    addCudnnSdpaTactics(t);
-    addAttentionGeneralCudaTactics(t);
-    addNormMiscCudaTactics(t);
-    addMatMulIntegerCudaTactics(t);
-    addEinsumCudaTactics(t);
-    addRecurrentCudaTactics(t);
-    addRotaryCudaTactics(t);
-    addLayoutCudaTactics(t);
-    addQuantizeCudaTactics(t);
-    addGridSampleCudaTactics(t);
-    return t;
-  }();
-  return v;
-}
-
 class CudaBackend : public Backend {
  public:
   explicit CudaBackend(int device) : device_(device) {
@@ -67,7 +43,7 @@ class CudaBackend : public Backend {
   std::string fingerprint() const override { return fingerprint_; }
   std::vector<Tactic> tactics(const LayerDesc& layer) const override {
     if (layer.op == kPluginOp) return pluginTactics(layer, DeviceType::kGPU);
-    return tacticsFromInventory(inventory(), layer);
+    return tacticsFromTable(cudaTacticTable(), layer);
   }
   void makeCurrent() override { KILN_CUDA_CHECK(cudaSetDevice(device_)); }
   void fill(void* p, int value, size_t bytes, void* stream) override {

@@ -1,6 +1,5 @@
-// The CUDA backend's kernel inventory: each op family adds its tactics from one function, listed
-// in cuda_backend.cpp. Kernels run on io.stream (a cudaStream_t), never synchronize the host and
-// never allocate in execute(); device workspace comes from reshape()'s return value.
+// The CUDA backend's kernel families: what each file exports (one KernelFactory per
+// implementation) and the table that names them in timing-priority order (tactic_table.cpp).
 #pragma once
 #include <vector>
 
@@ -8,23 +7,89 @@
 
 namespace kiln {
 
-using CudaTacticDef = TacticDef;
+//! Every CUDA tactic, best guess first per op (tactic_table.cpp).
+const std::vector<TacticDef>& cudaTacticTable();
 
-void addElementwiseCudaTactics(std::vector<CudaTacticDef>& v);    // elementwise, Cast, Where, PointwiseChain
-void addMatMulCudaTactics(std::vector<CudaTacticDef>& v);         // MatMul, Gemm (cuBLASLt)
-void addConvPoolCudaTactics(std::vector<CudaTacticDef>& v);       // Conv, ConvTranspose (cuDNN), pooling
-void addNormalizationCudaTactics(std::vector<CudaTacticDef>& v);  // norms, softmax, reductions, arg/topk/cumsum
-void addShapeCudaTactics(std::vector<CudaTacticDef>& v);          // data movement, resize
-void addAttentionCudaTactics(std::vector<CudaTacticDef>& v);      // fused attention (flash kernels)
-void addCudnnSdpaTactics(std::vector<CudaTacticDef>& v);          // fused attention (cuDNN SDPA, attention_cudnn.cpp)
-void addAttentionGeneralCudaTactics(std::vector<CudaTacticDef>& v);  // Attention's every feature (attention_general.cu)
-void addNormMiscCudaTactics(std::vector<CudaTacticDef>& v);       // Hardmax, LpNormalization, MVN, Det (norm_misc.cu)
-void addMatMulIntegerCudaTactics(std::vector<CudaTacticDef>& v);  // MatMulInteger (matmul_integer.cu)
-void addEinsumCudaTactics(std::vector<CudaTacticDef>& v);         // Einsum (einsum_cuda.cu)
-void addRecurrentCudaTactics(std::vector<CudaTacticDef>& v);      // RNN, GRU, LSTM (recurrent_cuda.cu)
-void addRotaryCudaTactics(std::vector<CudaTacticDef>& v);         // RotaryEmbedding (rotary_cuda.cu)
-void addQuantizeCudaTactics(std::vector<CudaTacticDef>& v);       // QuantizeLinear, DequantizeLinear (quantize_cuda.cu)
-void addGridSampleCudaTactics(std::vector<CudaTacticDef>& v);     // GridSample (grid_sample_cuda.cu)
-void addLayoutCudaTactics(std::vector<CudaTacticDef>& v);         // LayoutConvert nchw <-> nhwc (layout_cuda.cu)
+namespace cuda {
+// elementwise_cuda.cpp (the op picks the function; types as the CPU OpDefs define them)
+KernelFactory unaryCuda();
+KernelFactory binaryCuda();
+KernelFactory powCuda();
+KernelFactory variadicCuda();  // Sum, Mean, Max, Min
+KernelFactory whereCuda();
+KernelFactory castCuda();  // Cast, CastLike
+KernelFactory identityMemcpy();
+KernelFactory pointwiseChainCuda();
+// matmul_cuda.cpp: cuBLASLt heuristic algorithm `algo` (0..3)
+KernelFactory cublasLtMatMul(int algo);
+KernelFactory cublasLtGemm(int algo);
+#ifdef KILN_HAVE_CUDNN_FRONTEND
+// conv_cudnn.cpp: cuDNN engine config `engine` (0..3; padded stem conv: 0..1)
+KernelFactory cudnnConv(int engine);  // Conv, ConvTranspose
+KernelFactory cudnnConvPad8(int engine);
+// attention_cudnn.cpp
+KernelFactory cudnnSdpa();
+#endif
+// conv_transpose_direct.cu, conv_depthwise.cu, conv_gemm.cpp (cuBLASLt algorithm `algo`)
+KernelFactory convTransposeDirectCuda();
+KernelFactory depthwiseConvCuda();
+KernelFactory depthwiseConvNhwcCuda();
+KernelFactory gemm1x1Conv(int algo);    // 0..2
+KernelFactory patchGemmConv(int algo);  // 0..1
+// pool_cuda.cu
+KernelFactory windowPoolCuda();  // MaxPool, AveragePool, LpPool
+KernelFactory globalPoolCuda();
+KernelFactory lrnCuda();
+// normalization_cuda.cpp
+KernelFactory softmaxCuda();  // Softmax, LogSoftmax
+KernelFactory layerNormCuda();  // LayerNormalization, RMSNormalization
+KernelFactory groupNormCuda();  // GroupNormalization, InstanceNormalization
+KernelFactory batchNormCuda();
+KernelFactory reduceCuda();  // every Reduce* op
+KernelFactory argCuda();     // ArgMax, ArgMin
+KernelFactory topKCuda();
+KernelFactory cumulativeCuda();  // CumSum, CumProd
+// shape_cuda.cpp, shape_index.cu, shape_misc.cu, resize_cuda.cu, layout_cuda.cu
+KernelFactory copyCuda();
+KernelFactory transposeCuda();
+KernelFactory concatCuda();
+KernelFactory splitCuda();
+KernelFactory sliceCuda();
+KernelFactory expandCuda();
+KernelFactory tileCuda();
+KernelFactory depthToSpaceCuda();
+KernelFactory spaceToDepthCuda();
+KernelFactory constantOfShapeCuda();
+KernelFactory gatherCuda();
+KernelFactory gatherElementsCuda();
+KernelFactory gatherNdCuda();
+KernelFactory scatterElementsCuda();  // ScatterElements, Scatter
+KernelFactory scatterNdCuda();
+KernelFactory oneHotCuda();
+KernelFactory padCuda();
+KernelFactory triluCuda();
+KernelFactory rangeCuda();
+KernelFactory shapeValuesCuda();  // Shape, Size
+KernelFactory resizeCuda();       // Resize, Upsample
+KernelFactory layoutConvertCuda();  // nchw <-> nhwc
+// attention_cuda.cpp (flash kernels: 64, 128, 32 query rows per block; SIMT), attention_general.cu
+KernelFactory flashAttentionM64();
+KernelFactory flashAttentionM128();
+KernelFactory flashAttentionM32();
+KernelFactory flashAttentionSimt();
+KernelFactory generalAttentionCuda();
+// norm_misc.cu, matmul_integer.cu, einsum_cuda.cu, recurrent_cuda.cu, rotary_cuda.cu,
+// quantize_cuda.cu, grid_sample_cuda.cu
+KernelFactory hardmaxCuda();
+KernelFactory lpNormCuda();
+KernelFactory mvnCuda();
+KernelFactory detCuda();
+KernelFactory matMulIntegerCuda();
+KernelFactory einsumCuda();
+KernelFactory recurrentCuda();  // RNN, GRU, LSTM
+KernelFactory rotaryEmbeddingCuda();
+KernelFactory quantizeCuda();  // QuantizeLinear, DequantizeLinear
+KernelFactory gridSampleCuda();
+}  // namespace cuda
 
 }  // namespace kiln

@@ -126,6 +126,8 @@ std::unique_ptr<Kernel> createEinsum(const LayerDesc&) { return std::make_unique
 
 }  // namespace
 
-void addEinsumCudaTactics(std::vector<TacticDef>& v) { v.push_back({"Einsum", "cuda_loops", supportsEinsum, createEinsum}); }
+namespace cuda {
+KernelFactory einsumCuda() { return {supportsEinsum, createEinsum}; }
+}  // namespace cuda
 
 }  // namespace kiln

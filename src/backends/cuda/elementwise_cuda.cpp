@@ -507,16 +507,15 @@ std::unique_ptr<Kernel> chainCreate(const LayerDesc& l) {
 
 }  // namespace
 
-void addElementwiseCudaTactics(std::vector<CudaTacticDef>& v) {
-  for (const auto& [op, kind] : unaryOps()) v.push_back(CudaTacticDef{op, "cuda", unarySupports, unaryCreate});
-  for (const auto& [op, kind] : binaryOps()) v.push_back(CudaTacticDef{op, "cuda", binarySupports, binaryCreate});
-  v.push_back(CudaTacticDef{"Pow", "cuda", powSupports, powCreate});
-  for (const char* op : {"Sum", "Mean", "Max", "Min"}) v.push_back(CudaTacticDef{op, "cuda", variadicSupports, variadicCreate});
-  v.push_back(CudaTacticDef{"Where", "cuda", whereSupports, whereCreate});
-  v.push_back(CudaTacticDef{"Cast", "cuda", castSupports, castCreate});
-  v.push_back(CudaTacticDef{"CastLike", "cuda", castSupports, castCreate});
-  v.push_back(CudaTacticDef{"Identity", "cuda", identitySupports, identityCreate});
-  v.push_back(CudaTacticDef{"PointwiseChain", "cuda", chainSupports, chainCreate});
-}
+namespace cuda {
+KernelFactory unaryCuda() { return {unarySupports, unaryCreate}; }
+KernelFactory binaryCuda() { return {binarySupports, binaryCreate}; }
+KernelFactory powCuda() { return {powSupports, powCreate}; }
+KernelFactory variadicCuda() { return {variadicSupports, variadicCreate}; }
+KernelFactory whereCuda() { return {whereSupports, whereCreate}; }
+KernelFactory castCuda() { return {castSupports, castCreate}; }
+KernelFactory identityMemcpy() { return {identitySupports, identityCreate}; }
+KernelFactory pointwiseChainCuda() { return {chainSupports, chainCreate}; }
+}  // namespace cuda
 
 }  // namespace kiln

@@ -1,4 +1,4 @@
-// CUDA tactic "cuda" for GridSample: one thread per output element, sampling through the same
+// CUDA tactics (tactic_table.cpp) for GridSample: one thread per output element, sampling through the same
 // per-point code as the CPU reference (ops/grid_sample.h). float32/float16/bfloat16 X and grid,
 // computed in double like the reference (GridSample is not a hot op in the benchmark models).
 #include <cstdint>
@@ -84,6 +84,8 @@ std::unique_ptr<Kernel> createGridSample(const LayerDesc&) { return std::make_un
 
 }  // namespace
 
-void addGridSampleCudaTactics(std::vector<TacticDef>& v) { v.push_back({"GridSample", "cuda", supportsGridSample, createGridSample}); }
+namespace cuda {
+KernelFactory gridSampleCuda() { return {supportsGridSample, createGridSample}; }
+}  // namespace cuda
 
 }  // namespace kiln

@@ -78,8 +78,8 @@ std::unique_ptr<Kernel> createLayoutConvert(const LayerDesc&) { return std::make
 
 }  // namespace
 
-void addLayoutCudaTactics(std::vector<TacticDef>& v) {
-  v.push_back({"LayoutConvert", "cuda_transpose", supportsLayoutConvert, createLayoutConvert});
-}
+namespace cuda {
+KernelFactory layoutConvertCuda() { return {supportsLayoutConvert, createLayoutConvert}; }
+}  // namespace cuda
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 // Constant B is repacked once to K-contiguous [N,K] matrices in device memory.
 #include <algorithm>
 
+#include "core/type_dispatch.h"
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/matmul_lt_run.h"
@@ -19,12 +20,11 @@ namespace {
 
 using cuda::GemmSetup;
 
-bool isLtType(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
 
 bool supportsCommon(const LayerDesc& l, size_t rankA, size_t rankB) {
   if (l.inputs.size() < 2 || l.inputs.size() > 3 || !l.present(0) || !l.present(1)) return false;
   DataType t = l.inputs[0].type;
-  if (!isLtType(t)) return false;
+  if (!isFloatType(t)) return false;
   for (size_t i = 0; i < l.inputs.size(); ++i)
     if (l.present(i) && l.inputs[i].type != t) return false;
   if (!l.outputs.empty() && l.outputs[0].type != t) return false;
@@ -174,15 +174,17 @@ std::unique_ptr<Kernel> createGemm(const LayerDesc& l) {
 
 }  // namespace
 
-void addMatMulCudaTactics(std::vector<CudaTacticDef>& v) {
-  v.push_back({"MatMul", "cublaslt", supportsMatMul, createMatMul<0>});
-  v.push_back({"MatMul", "cublaslt_1", supportsMatMul, createMatMul<1>});
-  v.push_back({"MatMul", "cublaslt_2", supportsMatMul, createMatMul<2>});
-  v.push_back({"MatMul", "cublaslt_3", supportsMatMul, createMatMul<3>});
-  v.push_back({"Gemm", "cublaslt", supportsGemm, createGemm<0>});
-  v.push_back({"Gemm", "cublaslt_1", supportsGemm, createGemm<1>});
-  v.push_back({"Gemm", "cublaslt_2", supportsGemm, createGemm<2>});
-  v.push_back({"Gemm", "cublaslt_3", supportsGemm, createGemm<3>});
+namespace cuda {
+KernelFactory cublasLtMatMul(int algo) {
+  static constexpr KernelFactory kByAlgo[] = {{supportsMatMul, createMatMul<0>}, {supportsMatMul, createMatMul<1>},
+                                              {supportsMatMul, createMatMul<2>}, {supportsMatMul, createMatMul<3>}};
+  return kByAlgo[algo];
 }
+KernelFactory cublasLtGemm(int algo) {
+  static constexpr KernelFactory kByAlgo[] = {{supportsGemm, createGemm<0>}, {supportsGemm, createGemm<1>},
+                                              {supportsGemm, createGemm<2>}, {supportsGemm, createGemm<3>}};
+  return kByAlgo[algo];
+}
+}  // namespace cuda
 
 }  // namespace kiln

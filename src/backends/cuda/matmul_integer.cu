@@ -102,8 +102,8 @@ std::unique_ptr<Kernel> createMatMulInteger(const LayerDesc&) { return std::make
 
 }  // namespace
 
-void addMatMulIntegerCudaTactics(std::vector<TacticDef>& v) {
-  v.push_back({"MatMulInteger", "cuda_naive", supportsMatMulInteger, createMatMulInteger});
-}
+namespace cuda {
+KernelFactory matMulIntegerCuda() { return {supportsMatMulInteger, createMatMulInteger}; }
+}  // namespace cuda
 
 }  // namespace kiln

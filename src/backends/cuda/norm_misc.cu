@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/type_dispatch.h"
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
@@ -22,7 +23,6 @@ namespace {
 using cuda::fromF;
 using cuda::toF;
 
-bool isFloat3(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
 
 int64_t span(const Dims& d, size_t from, size_t to) {
   int64_t n = 1;
@@ -32,12 +32,7 @@ int64_t span(const Dims& d, size_t from, size_t to) {
 
 template <typename F>
 void dispatchFloat3(DataType t, F&& f) {
-  switch (t) {
-    case DataType::kFLOAT: return f(float{});
-    case DataType::kHALF: return f(__half{});
-    case DataType::kBF16: return f(__nv_bfloat16{});
-    default: throw UnsupportedError(std::string("CUDA: unsupported type ") + toString(t));
-  }
+  dispatchType<kFloatTypes, __half, __nv_bfloat16>(t, f, "CUDA");
 }
 
 //! (outer, length, inner) lines: element k of line (o, i) is at (o * length + k) * inner + i.
@@ -225,7 +220,7 @@ class MvnKernel : public Kernel {
 };
 
 bool supportsMvn(const LayerDesc& l) {
-  if (l.inputs.size() != 1 || !isFloat3(l.inputs[0].type)) return false;
+  if (l.inputs.size() != 1 || !isFloatType(l.inputs[0].type)) return false;
   return l.inputs[0].dims.size() <= static_cast<size_t>(kMaxRank);
 }
 
@@ -265,7 +260,7 @@ class DetKernel : public Kernel {
   }
 };
 
-bool supportsFloatUnary(const LayerDesc& l) { return l.inputs.size() == 1 && l.present(0) && isFloat3(l.inputs[0].type); }
+bool supportsFloatUnary(const LayerDesc& l) { return l.inputs.size() == 1 && l.present(0) && isFloatType(l.inputs[0].type); }
 bool supportsDet(const LayerDesc& l) { return supportsFloatUnary(l) && l.inputs[0].dims.size() >= 2; }
 
 template <typename K>
@@ -274,11 +269,11 @@ std::unique_ptr<Kernel> makeLpNorm(const LayerDesc& l) { return std::make_unique
 
 }  // namespace
 
-void addNormMiscCudaTactics(std::vector<TacticDef>& v) {
-  v.push_back({"Hardmax", "cuda", supportsFloatUnary, make<HardmaxKernel>});
-  v.push_back({"LpNormalization", "cuda", supportsFloatUnary, makeLpNorm});
-  v.push_back({"MeanVarianceNormalization", "cuda", supportsMvn, make<MvnKernel>});
-  v.push_back({"Det", "cuda", supportsDet, make<DetKernel>});
-}
+namespace cuda {
+KernelFactory hardmaxCuda() { return {supportsFloatUnary, make<HardmaxKernel>}; }
+KernelFactory lpNormCuda() { return {supportsFloatUnary, makeLpNorm}; }
+KernelFactory mvnCuda() { return {supportsMvn, make<MvnKernel>}; }
+KernelFactory detCuda() { return {supportsDet, make<DetKernel>}; }
+}  // namespace cuda
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 // CUDA kernels: LayerNormalization / RMSNormalization / GroupNormalization / InstanceNormalization
 // (one row of contiguous elements per normalization; statistics in float32, in registers when the
 // row fits) and BatchNormalization in inference mode (elementwise with per-channel parameters).
+#include "core/type_dispatch.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/norm_common.cuh"
 #include "backends/cuda/norm_launch.cuh"
@@ -208,22 +209,12 @@ void batchNormTyped(const BatchNormParams& p, cudaStream_t stream) {
 
 void launchRowNorm(const RowNormParams& p, cudaStream_t stream) {
   if (p.rows <= 0) return;
-  switch (p.type) {
-    case DataType::kFLOAT: rowNormTyped<float>(p, stream); break;
-    case DataType::kHALF: rowNormTyped<__half>(p, stream); break;
-    case DataType::kBF16: rowNormTyped<__nv_bfloat16>(p, stream); break;
-    default: throw Error("launchRowNorm: unsupported type");
-  }
+  dispatchType<kFloatTypes, __half, __nv_bfloat16>(p.type, [&](auto t) { rowNormTyped<decltype(t)>(p, stream); }, "launchRowNorm");
 }
 
 void launchBatchNorm(const BatchNormParams& p, cudaStream_t stream) {
   if (p.count <= 0) return;
-  switch (p.type) {
-    case DataType::kFLOAT: batchNormTyped<float>(p, stream); break;
-    case DataType::kHALF: batchNormTyped<__half>(p, stream); break;
-    case DataType::kBF16: batchNormTyped<__nv_bfloat16>(p, stream); break;
-    default: throw Error("launchBatchNorm: unsupported type");
-  }
+  dispatchType<kFloatTypes, __half, __nv_bfloat16>(p.type, [&](auto t) { batchNormTyped<decltype(t)>(p, stream); }, "launchBatchNorm");
 }
 
 }  // namespace kiln::cuda

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/type_dispatch.h"
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/norm_launch.cuh"
@@ -18,7 +19,6 @@ namespace {
 
 using namespace kiln::cuda;
 
-bool isFloatType(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
 bool isSelectType(DataType t) { return isFloatType(t) || t == DataType::kINT32 || t == DataType::kINT64; }
 
 //! Whether every present input in [from, to) has the type of input 0.
@@ -401,20 +401,15 @@ std::unique_ptr<Kernel> createWithLayer(const LayerDesc& l) {
 
 }  // namespace
 
-void addNormalizationCudaTactics(std::vector<CudaTacticDef>& v) {
-  v.push_back({"Softmax", "cuda", supportsSoftmax, createWithLayer<SoftmaxKernel>});
-  v.push_back({"LogSoftmax", "cuda", supportsSoftmax, createWithLayer<SoftmaxKernel>});
-  v.push_back({"LayerNormalization", "cuda", supportsLayerNorm, createWithLayer<LayerNormKernel>});
-  v.push_back({"RMSNormalization", "cuda", supportsLayerNorm, createWithLayer<LayerNormKernel>});
-  v.push_back({"GroupNormalization", "cuda", supportsGroupNorm, createPlain<GroupNormKernel>});
-  v.push_back({"InstanceNormalization", "cuda", supportsGroupNorm, createPlain<GroupNormKernel>});
-  v.push_back({"BatchNormalization", "cuda", supportsBatchNorm, createPlain<BatchNormKernel>});
-  for (const auto& r : kReduceNames) v.push_back({r.op, "cuda", supportsReduce, createWithLayer<ReduceKernel>});
-  v.push_back({"ArgMax", "cuda", supportsArg, createPlain<ArgKernel>});
-  v.push_back({"ArgMin", "cuda", supportsArg, createPlain<ArgKernel>});
-  v.push_back({"TopK", "cuda", supportsTopK, createPlain<TopKKernel>});
-  v.push_back({"CumSum", "cuda", supportsCumSum, createWithLayer<CumSumKernel>});
-  v.push_back({"CumProd", "cuda", supportsCumSum, createWithLayer<CumSumKernel>});
-}
+namespace cuda {
+KernelFactory softmaxCuda() { return {supportsSoftmax, createWithLayer<SoftmaxKernel>}; }  // Softmax, LogSoftmax
+KernelFactory layerNormCuda() { return {supportsLayerNorm, createWithLayer<LayerNormKernel>}; }  // and RMSNormalization
+KernelFactory groupNormCuda() { return {supportsGroupNorm, createPlain<GroupNormKernel>}; }  // and InstanceNormalization
+KernelFactory batchNormCuda() { return {supportsBatchNorm, createPlain<BatchNormKernel>}; }
+KernelFactory reduceCuda() { return {supportsReduce, createWithLayer<ReduceKernel>}; }  // every Reduce* op
+KernelFactory argCuda() { return {supportsArg, createPlain<ArgKernel>}; }  // ArgMax, ArgMin
+KernelFactory topKCuda() { return {supportsTopK, createPlain<TopKKernel>}; }
+KernelFactory cumulativeCuda() { return {supportsCumSum, createWithLayer<CumSumKernel>}; }  // CumSum, CumProd
+}  // namespace cuda
 
 }  // namespace kiln

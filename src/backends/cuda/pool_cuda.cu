@@ -1,4 +1,4 @@
-// "direct": MaxPool (with the optional Indices output), AveragePool, LpPool, GlobalMaxPool,
+// "*_pool_*_direct", "lrn_fp_direct": MaxPool (with the optional Indices output), AveragePool, LpPool, GlobalMaxPool,
 // GlobalAveragePool, GlobalLpPool and LRN on NCHW tensors with 1..3 spatial axes (window geometry from
 // ops/conv_geometry.h: pads, auto_pad, ceil_mode, dilations, count_include_pad).
 // Float types compute in float32; MaxPool also takes int8/uint8/int32/int64. NaN wins a max
@@ -16,6 +16,8 @@
 #include <string>
 #include <type_traits>
 
+#include "core/type_dispatch.h"
+#include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_util.h"
 #include "ops/conv_geometry.h"
@@ -426,7 +428,6 @@ __global__ void globalPoolBlockKernel(const T* __restrict__ x, T* __restrict__ y
 
 // ---- host side ----
 
-bool isPoolFloat(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
 bool isPoolInt(DataType t) {
   return t == DataType::kINT8 || t == DataType::kUINT8 || t == DataType::kINT32 || t == DataType::kINT64;
 }
@@ -434,22 +435,10 @@ bool isPoolInt(DataType t) {
 //! Calls f(T{}) for the element types the pool kernels are built for.
 template <typename F>
 void dispatchPoolType(DataType t, bool allowInt, F&& f) {
-  switch (t) {
-    case DataType::kFLOAT: return f(float{});
-    case DataType::kHALF: return f(__half{});
-    case DataType::kBF16: return f(__nv_bfloat16{});
-    default: break;
-  }
-  if (allowInt) {
-    switch (t) {
-      case DataType::kINT8: return f(int8_t{});
-      case DataType::kUINT8: return f(uint8_t{});
-      case DataType::kINT32: return f(int32_t{});
-      case DataType::kINT64: return f(int64_t{});
-      default: break;
-    }
-  }
-  throw UnsupportedError(std::string("CUDA pooling: unsupported type ") + toString(t));
+  constexpr uint32_t kPoolInts = typeBit(DataType::kINT8) | typeBit(DataType::kUINT8) | typeBit(DataType::kINT32) |
+                                 typeBit(DataType::kINT64);
+  if (allowInt) dispatchType<kFloatTypes | kPoolInts, __half, __nv_bfloat16>(t, f, "CUDA pooling");
+  else dispatchType<kFloatTypes, __half, __nv_bfloat16>(t, f, "CUDA pooling");
 }
 
 struct PoolState : KernelState {
@@ -665,7 +654,7 @@ class LrnKernel : public Kernel {
 bool poolTypeOk(const LayerDesc& l, bool isMax) {
   if (l.inputs.size() != 1 || !l.present(0)) return false;
   const DataType t = l.inputs[0].type;
-  if (!(isPoolFloat(t) || (isMax && isPoolInt(t)))) return false;
+  if (!(isFloatType(t) || (isMax && isPoolInt(t)))) return false;
   const Dims& x = l.inputs[0].dims;
   return x.size() >= 3 && x.size() <= 5;
 }
@@ -697,14 +686,10 @@ std::unique_ptr<Kernel> createGlobalPool(const LayerDesc& l) { return std::make_
 
 }  // namespace
 
-void addPoolCudaTactics(std::vector<TacticDef>& v) {
-  v.push_back(TacticDef{"MaxPool", "direct", supportsWindowPool, createWindowPool});
-  v.push_back(TacticDef{"AveragePool", "direct", supportsWindowPool, createWindowPool});
-  v.push_back(TacticDef{"GlobalMaxPool", "direct", supportsGlobalPool, createGlobalPool});
-  v.push_back(TacticDef{"GlobalAveragePool", "direct", supportsGlobalPool, createGlobalPool});
-  v.push_back(TacticDef{"LpPool", "direct", supportsWindowPool, createWindowPool});
-  v.push_back(TacticDef{"GlobalLpPool", "direct", supportsGlobalPool, createGlobalPool});
-  v.push_back(TacticDef{"LRN", "direct", supportsLrn, createLrn});
-}
+namespace cuda {
+KernelFactory windowPoolCuda() { return {supportsWindowPool, createWindowPool}; }  // Max/Average/LpPool
+KernelFactory globalPoolCuda() { return {supportsGlobalPool, createGlobalPool}; }
+KernelFactory lrnCuda() { return {supportsLrn, createLrn}; }
+}  // namespace cuda
 
 }  // namespace kiln

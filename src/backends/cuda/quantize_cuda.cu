@@ -1,4 +1,4 @@
-// CUDA tactic "cuda" for QuantizeLinear / DequantizeLinear (ops/quantize.cpp has the semantics):
+// CUDA tactics (tactic_table.cpp) for QuantizeLinear / DequantizeLinear (ops/quantize.cpp has the semantics):
 // per-tensor, per-axis and blocked scales / zero points (QuantIndex, ops/quantize.h, shared with
 // the reference), int8/uint8/int16/uint16 (and int32 for DequantizeLinear) with float32/float16/
 // bfloat16 scales. One thread per element; the quotient is rounded to the reference's type and
@@ -133,9 +133,8 @@ std::unique_ptr<Kernel> createQuantize(const LayerDesc&) { return std::make_uniq
 
 }  // namespace
 
-void addQuantizeCudaTactics(std::vector<TacticDef>& v) {
-  v.push_back({"QuantizeLinear", "cuda", supportsQuantize, createQuantize});
-  v.push_back({"DequantizeLinear", "cuda", supportsQuantize, createQuantize});
-}
+namespace cuda {
+KernelFactory quantizeCuda() { return {supportsQuantize, createQuantize}; }  // Quantize/DequantizeLinear
+}  // namespace cuda
 
 }  // namespace kiln

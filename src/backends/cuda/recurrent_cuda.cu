@@ -234,8 +234,8 @@ std::unique_ptr<Kernel> createRecurrent(const LayerDesc& l) { return std::make_u
 
 }  // namespace
 
-void addRecurrentCudaTactics(std::vector<TacticDef>& v) {
-  for (const char* op : {"RNN", "GRU", "LSTM"}) v.push_back({op, "cuda_sequence", supportsRecurrent, createRecurrent});
-}
+namespace cuda {
+KernelFactory recurrentCuda() { return {supportsRecurrent, createRecurrent}; }  // RNN, GRU, LSTM
+}  // namespace cuda
 
 }  // namespace kiln

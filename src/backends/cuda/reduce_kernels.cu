@@ -9,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/type_dispatch.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/norm_common.cuh"
 #include "backends/cuda/norm_launch.cuh"
@@ -236,14 +237,8 @@ void launchReduce(const ReduceParams& p, cudaStream_t stream) {
     return;
   }
   if (p.outCount <= 0) return;
-  switch (p.type) {
-    case DataType::kFLOAT: reduceTyped<float>(p, stream); break;
-    case DataType::kHALF: reduceTyped<__half>(p, stream); break;
-    case DataType::kBF16: reduceTyped<__nv_bfloat16>(p, stream); break;
-    case DataType::kINT32: reduceTyped<int32_t>(p, stream); break;
-    case DataType::kINT64: reduceTyped<int64_t>(p, stream); break;
-    default: throw Error("launchReduce: unsupported type");
-  }
+  dispatchType<kFloatTypes | typeBit(DataType::kINT32) | typeBit(DataType::kINT64), __half, __nv_bfloat16>(
+      p.type, [&](auto t) { reduceTyped<decltype(t)>(p, stream); }, "launchReduce");
 }
 
 }  // namespace kiln::cuda

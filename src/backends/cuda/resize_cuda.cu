@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/type_dispatch.h"
+#include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/shape_cuda.cuh"
 #include "ops/op_util.h"
@@ -226,7 +228,7 @@ bool supportsResize(const LayerDesc& l) {
   if (mode == "nearest") {
     if (es != 1 && es != 2 && es != 4 && es != 8) return false;
   } else if (mode == "linear" || mode == "cubic") {
-    if (t != DataType::kFLOAT && t != DataType::kHALF && t != DataType::kBF16) return false;
+    if (!isFloatType(t)) return false;
   } else {
     return false;
   }
@@ -246,9 +248,8 @@ std::unique_ptr<Kernel> createResize(const LayerDesc& l) {
 
 }  // namespace
 
-void addResizeCudaTactics(std::vector<CudaTacticDef>& v) {
-  v.push_back({"Resize", "cuda_resize", supportsResize, createResize});
-  v.push_back({"Upsample", "cuda_resize", supportsResize, createResize});
-}
+namespace cuda {
+KernelFactory resizeCuda() { return {supportsResize, createResize}; }  // Resize, Upsample
+}  // namespace cuda
 
 }  // namespace kiln

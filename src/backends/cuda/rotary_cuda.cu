@@ -1,4 +1,4 @@
-// CUDA tactic "cuda" for RotaryEmbedding (opset 23): 3-D [B, S, heads*D] (num_heads attribute)
+// CUDA tactics (tactic_table.cpp) for RotaryEmbedding (opset 23): 3-D [B, S, heads*D] (num_heads attribute)
 // or 4-D [B, heads, S, D] inputs, interleaved or half-split pairs, partial rotation
 // (rotary_embedding_dim), caches indexed by position_ids or by (batch, position). One thread per
 // rotated pair or passed-through element; float32/float16/bfloat16 with float32 math.
@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/type_dispatch.h"
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
@@ -94,13 +95,15 @@ class RotaryKernel : public Kernel {
 bool supportsRotary(const LayerDesc& l) {
   if (l.inputs.size() < 3) return false;
   const DataType t = l.inputs[0].type;
-  return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16;
+  return isFloatType(t);
 }
 
 std::unique_ptr<Kernel> createRotary(const LayerDesc&) { return std::make_unique<RotaryKernel>(); }
 
 }  // namespace
 
-void addRotaryCudaTactics(std::vector<TacticDef>& v) { v.push_back({"RotaryEmbedding", "cuda", supportsRotary, createRotary}); }
+namespace cuda {
+KernelFactory rotaryEmbeddingCuda() { return {supportsRotary, createRotary}; }
+}  // namespace cuda
 
 }  // namespace kiln

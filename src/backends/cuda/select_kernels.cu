@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/type_dispatch.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/norm_common.cuh"
 #include "backends/cuda/norm_launch.cuh"
@@ -317,14 +318,7 @@ void cumsumTyped(const CumSumParams& p, cudaStream_t stream) {
 
 template <typename F>
 void dispatchSelectType(DataType t, const char* what, F&& f) {
-  switch (t) {
-    case DataType::kFLOAT: f(float{}); break;
-    case DataType::kHALF: f(__half{}); break;
-    case DataType::kBF16: f(__nv_bfloat16{}); break;
-    case DataType::kINT32: f(int32_t{}); break;
-    case DataType::kINT64: f(int64_t{}); break;
-    default: throw Error(std::string(what) + ": unsupported type");
-  }
+  dispatchType<kFloatTypes | typeBit(DataType::kINT32) | typeBit(DataType::kINT64), __half, __nv_bfloat16>(t, f, what);
 }
 
 }  // namespace

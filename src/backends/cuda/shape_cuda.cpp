@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/shape_cuda.cuh"
 #include "ops/op_util.h"
@@ -263,25 +264,17 @@ std::unique_ptr<Kernel> createConstantOfShape(const LayerDesc& l) { return std::
 
 }  // namespace
 
-void addShapeCopyCudaTactics(std::vector<CudaTacticDef>& v) {
-  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
-    v.push_back({op, "cuda_copy", anyElementSize, createCopy});
-  v.push_back({"Transpose", "cuda_transpose", anyElementSize, createMove<planTranspose>});
-  v.push_back({"Concat", "cuda_copy", anyElementSize, createMove<planConcat>});
-  v.push_back({"Split", "cuda_copy", anyElementSize, createMove<planSplit>});
-  v.push_back({"Slice", "cuda_copy", anyElementSize, createMove<planSlice>});
-  v.push_back({"Expand", "cuda_copy", anyElementSize, createMove<planExpand>});
-  v.push_back({"Tile", "cuda_copy", anyElementSize, createMove<planTile>});
-  v.push_back({"DepthToSpace", "cuda_copy", anyElementSize, createMove<planDepthToSpace>});
-  v.push_back({"SpaceToDepth", "cuda_copy", anyElementSize, createMove<planSpaceToDepth>});
-  v.push_back({"ConstantOfShape", "cuda_fill", supportsConstantOfShape, createConstantOfShape});
-}
-
-void addShapeCudaTactics(std::vector<CudaTacticDef>& v) {
-  addShapeCopyCudaTactics(v);
-  addShapeIndexCudaTactics(v);
-  addShapeMiscCudaTactics(v);
-  addResizeCudaTactics(v);
-}
+namespace cuda {
+KernelFactory copyCuda() { return {anyElementSize, createCopy}; }  // Reshape-like ops (none when aliased)
+KernelFactory transposeCuda() { return {anyElementSize, createMove<planTranspose>}; }
+KernelFactory concatCuda() { return {anyElementSize, createMove<planConcat>}; }
+KernelFactory splitCuda() { return {anyElementSize, createMove<planSplit>}; }
+KernelFactory sliceCuda() { return {anyElementSize, createMove<planSlice>}; }
+KernelFactory expandCuda() { return {anyElementSize, createMove<planExpand>}; }
+KernelFactory tileCuda() { return {anyElementSize, createMove<planTile>}; }
+KernelFactory depthToSpaceCuda() { return {anyElementSize, createMove<planDepthToSpace>}; }
+KernelFactory spaceToDepthCuda() { return {anyElementSize, createMove<planSpaceToDepth>}; }
+KernelFactory constantOfShapeCuda() { return {supportsConstantOfShape, createConstantOfShape}; }
+}  // namespace cuda
 
 }  // namespace kiln

@@ -66,11 +66,3 @@ struct FastDiv {
 };
 
 }  // namespace kiln::cuda
-
-namespace kiln {
-// Tactic lists of the shape family's files (collected by addShapeCudaTactics).
-void addShapeCopyCudaTactics(std::vector<CudaTacticDef>& v);   // shape_cuda.cpp
-void addShapeIndexCudaTactics(std::vector<CudaTacticDef>& v);  // shape_index.cu
-void addShapeMiscCudaTactics(std::vector<CudaTacticDef>& v);   // shape_misc.cu
-void addResizeCudaTactics(std::vector<CudaTacticDef>& v);      // resize_cuda.cu
-}  // namespace kiln

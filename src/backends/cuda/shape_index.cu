@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/shape_cuda.cuh"
 #include "ops/op_util.h"
@@ -551,14 +552,13 @@ std::unique_ptr<Kernel> create(const LayerDesc&) {
 
 }  // namespace
 
-void addShapeIndexCudaTactics(std::vector<CudaTacticDef>& v) {
-  v.push_back({"Gather", "cuda_gather", supportsGather, create<GatherKernel>});
-  v.push_back({"GatherElements", "cuda_gather", supportsElements, create<GatherElementsKernel>});
-  v.push_back({"GatherND", "cuda_gather", supportsGatherNd, create<GatherNdKernel>});
-  v.push_back({"ScatterElements", "cuda_scatter", supportsScatterElements, create<ScatterElementsKernel>});
-  v.push_back({"Scatter", "cuda_scatter", supportsScatterElements, create<ScatterElementsKernel>});
-  v.push_back({"ScatterND", "cuda_scatter", supportsScatterNd, create<ScatterNdKernel>});
-  v.push_back({"OneHot", "cuda_onehot", supportsOneHot, create<OneHotKernel>});
-}
+namespace cuda {
+KernelFactory gatherCuda() { return {supportsGather, create<GatherKernel>}; }
+KernelFactory gatherElementsCuda() { return {supportsElements, create<GatherElementsKernel>}; }
+KernelFactory gatherNdCuda() { return {supportsGatherNd, create<GatherNdKernel>}; }
+KernelFactory scatterElementsCuda() { return {supportsScatterElements, create<ScatterElementsKernel>}; }  // and Scatter
+KernelFactory scatterNdCuda() { return {supportsScatterNd, create<ScatterNdKernel>}; }
+KernelFactory oneHotCuda() { return {supportsOneHot, create<OneHotKernel>}; }
+}  // namespace cuda
 
 }  // namespace kiln

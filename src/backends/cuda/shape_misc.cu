@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/shape_cuda.cuh"
 #include "ops/op_util.h"
@@ -354,12 +355,11 @@ std::unique_ptr<Kernel> createPad(const LayerDesc& l) { return std::make_unique<
 
 }  // namespace
 
-void addShapeMiscCudaTactics(std::vector<CudaTacticDef>& v) {
-  v.push_back({"Pad", "cuda_pad", supportsPad, createPad});
-  v.push_back({"Trilu", "cuda_trilu", supportsTrilu, create<TriluKernel>});
-  v.push_back({"Range", "cuda_range", supportsRange, create<RangeKernel>});
-  v.push_back({"Shape", "cuda_values", supportsAny, create<ShapeKernel>});
-  v.push_back({"Size", "cuda_values", supportsAny, create<ShapeKernel>});
-}
+namespace cuda {
+KernelFactory padCuda() { return {supportsPad, createPad}; }
+KernelFactory triluCuda() { return {supportsTrilu, create<TriluKernel>}; }
+KernelFactory rangeCuda() { return {supportsRange, create<RangeKernel>}; }
+KernelFactory shapeValuesCuda() { return {supportsAny, create<ShapeKernel>}; }  // Shape, Size
+}  // namespace cuda
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 // along another axis each thread owns one (outer, inner) line (coalesced over inner).
 #include <cmath>
 
+#include "core/type_dispatch.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/norm_common.cuh"
 #include "backends/cuda/norm_launch.cuh"
@@ -131,12 +132,7 @@ void softmaxTyped(const SoftmaxParams& p, cudaStream_t stream) {
 
 void launchSoftmax(const SoftmaxParams& p, cudaStream_t stream) {
   if (p.outer <= 0 || p.length <= 0 || p.inner <= 0) return;
-  switch (p.type) {
-    case DataType::kFLOAT: softmaxTyped<float>(p, stream); break;
-    case DataType::kHALF: softmaxTyped<__half>(p, stream); break;
-    case DataType::kBF16: softmaxTyped<__nv_bfloat16>(p, stream); break;
-    default: throw Error("launchSoftmax: unsupported type");
-  }
+  dispatchType<kFloatTypes, __half, __nv_bfloat16>(p.type, [&](auto t) { softmaxTyped<decltype(t)>(p, stream); }, "launchSoftmax");
 }
 
 }  // namespace kiln::cuda

@@ -5,6 +5,7 @@
 // shape-determining data) keep their types.
 #include <map>
 
+#include "core/type_dispatch.h"
 #include "builder/passes/passes.h"
 #include "ops/op_registry.h"
 #include "ops/shape_propagation.h"
@@ -13,7 +14,6 @@ namespace kiln {
 
 namespace {
 
-bool isFloatType(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
 
 int64_t onnxTypeCode(DataType t) {
   switch (t) {

@@ -1,12 +1,12 @@
 // A layer that the backend cannot run with float16/bfloat16 tensors (the CPU: anything but raw
 // data movement) gets Cast layers to float32 on those inputs and back on its outputs.
+#include "core/type_dispatch.h"
 #include "builder/passes/passes.h"
 #include "ops/op_registry.h"
 
 namespace kiln {
 
 namespace {
-bool isReduced(DataType t) { return t == DataType::kHALF || t == DataType::kBF16; }
 int64_t onnxCode(DataType t) { return t == DataType::kHALF ? 10 : t == DataType::kBF16 ? 16 : 1; }
 }  // namespace
 
@@ -17,10 +17,10 @@ bool insertFloatCasts(Network& net, const std::function<bool(const Layer&)>& run
   for (Layer* l : layers) {
     if (l->op == "Cast" || l->op == "CastLike" || runsAsIs(*l)) continue;
     bool reduced = false;
-    for (Tensor* in : l->inputs) reduced = reduced || (in && isReduced(in->type));
+    for (Tensor* in : l->inputs) reduced = reduced || (in && isHalfType(in->type));
     if (!reduced) continue;
     for (Tensor*& in : l->inputs) {
-      if (!in || !isReduced(in->type)) continue;
+      if (!in || !isHalfType(in->type)) continue;
       Attributes a;
       a.set("to", int64_t(1));
       Layer* c = net.addLayer("Cast", {in}, 1, a, l->name + "_in_to_float");
@@ -30,7 +30,7 @@ bool insertFloatCasts(Network& net, const std::function<bool(const Layer&)>& run
       in = c->outputs[0];
     }
     for (Tensor*& out : l->outputs) {
-      if (!isReduced(out->type)) continue;
+      if (!isHalfType(out->type)) continue;
       Tensor* original = out;
       Tensor* f = net.newTensor(original->name + "_float");
       f->type = DataType::kFLOAT;

@@ -1,6 +1,5 @@
-// Optimized CPU tactics: conv_pool family. The tactics live in conv_depthwise.cpp,
-// conv_onednn.cpp, conv_im2col.cpp and pool_direct.cpp; this file lists them (best guess first:
-// the builder times them all) and holds what the conv tactics share.
+// What the optimized CPU conv tactics share (conv_depthwise.cpp, conv_onednn.cpp, conv_im2col.cpp):
+// which layers they accept and their constant operands.
 #include "backends/cpu/conv_cpu_common.h"
 #include "ops/conv_layout.h"
 
@@ -46,12 +45,5 @@ ConvConstants convConstants(const LayerDesc& l) {
 }
 
 }  // namespace cpu
-
-void addConvPoolCpuTactics(std::vector<CpuTacticDef>& v) {
-  cpu::addDepthwiseConvTactics(v);
-  cpu::addOneDnnConvTactics(v);
-  cpu::addIm2colConvTactics(v);
-  cpu::addPoolTactics(v);
-}
 
 }  // namespace kiln

@@ -1,0 +1,169 @@
+// The shared tactic harness: every entry of the CPU tactic table (and of the CUDA table, on a
+// machine with a GPU) runs against its op's reference kernel on the cases of tactic_cases.h, with a
+// tolerance per element type. Names are unique and follow the naming rule; an entry this file has
+// no case for must be named in coveredElsewhere() with the suite that checks it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "backends/cpu/cpu_tactics.h"
+#include "builder/tactic_filter.h"
+#include "op_test_util.h"
+#include "ops/op_registry.h"
+#include "tactic_cases.h"
+#include "tactic_names.h"
+#ifdef KILN_HAVE_CUDA
+#include "backends/cuda/cuda_tactics.h"
+#endif
+
+using namespace kiln;
+
+namespace {
+
+//! Entries (by name prefix) whose cases need more than a plain layer (blocked or channels-last
+//! layouts, fused programs, op-specific inputs): the suite that runs them against the reference.
+const std::map<std::string, std::string>& coveredElsewhere() {
+  static const std::map<std::string, std::string> m = {
+      {"conv_f32_onednn_blocked", "test_cpu_layout.cpp"},
+      {"pointwise_chain_", "test_pointwise_chain.cpp, test_cuda_elementwise.cpp"},
+      {"conv_half_cudnn_pad8_", "test_cuda_conv_pool.cpp"},
+      {"conv_half_depthwise_nhwc", "test_cuda_conv_pool.cpp"},
+      {"conv_half_cublaslt_", "test_cuda_conv_pool.cpp"},
+      {"attention_", "test_cuda_attention.cpp"},
+      {"layout_convert_", "test_cuda_conv_pool.cpp"},
+      {"einsum_", "test_cuda_misc_ops.cpp"},
+      {"rnn_", "test_cuda_misc_ops.cpp"},
+      {"gru_", "test_cuda_misc_ops.cpp"},
+      {"lstm_", "test_cuda_misc_ops.cpp"},
+      {"rotary_embedding_", "test_cuda_misc_ops.cpp"},
+      {"quantize_linear_", "test_cuda_misc_ops.cpp"},
+      {"dequantize_linear_", "test_cuda_misc_ops.cpp"},
+      {"grid_sample_", "test_cuda_misc_ops.cpp"},
+      {"matmul_integer_", "test_cuda_matmul.cpp"},
+  };
+  return m;
+}
+
+const std::string* elsewhere(const std::string& name) {
+  for (const auto& [prefix, suite] : coveredElsewhere())
+    if (name.rfind(prefix, 0) == 0) return &suite;
+  return nullptr;
+}
+
+void checkNames(const std::vector<TacticDef>& table) {
+  std::set<std::string> seen;
+  for (const TacticDef& d : table) {
+    EXPECT_TRUE(seen.insert(d.name).second) << d.name << " is not unique";
+    EXPECT_EQ(test::namingRuleViolation(d.op, d.name), "") << d.name;
+    EXPECT_NE(OpRegistry::instance().find(d.op), nullptr) << d.name << ": unknown op " << d.op;
+    EXPECT_TRUE(d.kernel.supports && d.kernel.create) << d.name;
+  }
+}
+
+//! |got - ref| <= atol + rtol * |ref| with rtol = atol = this, per element type.
+double tolerance(DataType t, const std::string& op) {
+  switch (t) {
+    case DataType::kFLOAT: return op == "Det" ? 1e-3 : 1e-4;
+    case DataType::kDOUBLE: return 1e-9;
+    case DataType::kHALF: return 2e-2;
+    case DataType::kBF16: return 6e-2;
+    default: return 0;  // integers and bool compare exactly anyway
+  }
+}
+
+bool hasNarrowFloat(const test::OpCase& c) {
+  for (const HostTensor& in : c.inputs)
+    if (in.valid() && (in.type() == DataType::kHALF || in.type() == DataType::kBF16)) return true;
+  return false;
+}
+
+//! Runs every entry of `table` on its cases through `backend`; returns the number of cases run.
+int runTable(Backend& backend, const std::vector<TacticDef>& table) {
+  int total = 0;
+  for (const TacticDef& d : table) {
+    if (elsewhere(d.name)) continue;
+    int ran = 0;
+    for (DataType t : {DataType::kFLOAT, DataType::kHALF, DataType::kBF16, DataType::kDOUBLE, DataType::kINT32,
+                       DataType::kINT64, DataType::kUINT8, DataType::kBOOL})
+      for (const test::OpCase& c : test::casesFor(d.op, t)) {
+        bool supported = false;
+        try {
+          supported = d.kernel.supports(test::describe(c, false));
+        } catch (const Error&) {  // the op itself rejects this type
+        }
+        if (!supported) continue;
+        SCOPED_TRACE(d.name + " " + toString(t) + " case " + std::to_string(ran));
+        std::vector<HostTensor> ref = hasNarrowFloat(c) ? test::runReferenceInFloat32(c) : test::runReference(c);
+        std::vector<HostTensor> got = test::runTactic(backend, d.name, c, &ref);
+        EXPECT_EQ(got.size(), ref.size());
+        const double tol = tolerance(t, d.op);
+        for (size_t i = 0; i < std::min(got.size(), ref.size()); ++i) test::expectClose(got[i], ref[i], tol, tol, d.name);
+        ++ran;
+      }
+    EXPECT_GT(ran, 0) << d.name << ": no case of tactic_cases.h is supported (add one, or name the suite in coveredElsewhere())";
+    total += ran;
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST(TacticTable, NamingRule) {
+  EXPECT_EQ(test::snakeCase("LayerNormalization"), "layer_normalization");
+  EXPECT_EQ(test::snakeCase("RMSNormalization"), "rms_normalization");
+  EXPECT_EQ(test::snakeCase("MatMulInteger"), "matmul_integer");
+  EXPECT_EQ(test::snakeCase("IsNaN"), "is_nan");
+  EXPECT_EQ(test::snakeCase("GatherND"), "gather_nd");
+  EXPECT_EQ(test::snakeCase("TopK"), "top_k");
+  EXPECT_EQ(test::namingRuleViolation("Conv", "conv_f32_im2col_gemm"), "");
+  EXPECT_NE(test::namingRuleViolation("Conv", "direct"), "");
+  EXPECT_NE(test::namingRuleViolation("Conv", "conv_cudnn_0"), "");      // no type
+  EXPECT_NE(test::namingRuleViolation("Conv", "conv_f32"), "");          // no variant
+  EXPECT_NE(test::namingRuleViolation("Conv", "conv_f32__x"), "");       // empty word
+  EXPECT_NE(test::namingRuleViolation("Conv", "conv_F32_avx2"), "");     // upper case
+  EXPECT_NE(test::namingRuleViolation("MatMul", "gemm_f32_avx2"), "");   // another op
+}
+
+// BuilderConfig::setDisabledTactics: a pattern selects names it starts, or whole words in them.
+TEST(TacticTable, DisabledTacticPatterns) {
+  EXPECT_TRUE(tacticMatches("conv_f32_onednn_blocked", "onednn"));
+  EXPECT_TRUE(tacticMatches("conv_f32_onednn_blocked", "onednn_blocked"));
+  EXPECT_TRUE(tacticMatches("conv_fp_cudnn_2", "conv_fp_cudnn"));
+  EXPECT_TRUE(tacticMatches("relu_f32_avx2", "relu"));
+  EXPECT_FALSE(tacticMatches("conv_f32_onednn", "onednn_blocked"));
+  EXPECT_FALSE(tacticMatches("attention_half_cudnn_sdpa", "cudnn_s"));
+  EXPECT_FALSE(tacticMatches("conv_f32_im2col_gemm", "gem"));
+}
+
+TEST(TacticTable, CpuNamesAreUniqueAndFollowTheRule) { checkNames(cpuTacticTable()); }
+
+TEST(TacticTable, CpuEntriesMatchTheReference) {
+  auto cpu = getBackend(DeviceType::kCPU, 2);
+  EXPECT_GT(runTable(*cpu, cpuTacticTable()), 0);
+}
+
+#ifdef KILN_HAVE_CUDA
+// Names need no GPU: the table is plain data.
+TEST(TacticTable, CudaNamesAreUniqueAndFollowTheRule) { checkNames(cudaTacticTable()); }
+
+TEST(TacticTable, CudaEntriesMatchTheReference) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 1);
+  EXPECT_GT(runTable(*gpu, cudaTacticTable()), 0);
+}
+
+// Every coveredElsewhere() prefix names entries that exist (no stale exemptions).
+TEST(TacticTable, ExemptionsNameExistingEntries) {
+  std::vector<TacticDef> all = cpuTacticTable();
+  all.insert(all.end(), cudaTacticTable().begin(), cudaTacticTable().end());
+  for (const auto& [prefix, suite] : coveredElsewhere()) {
+    bool found = false;
+    for (const TacticDef& d : all) found = found || d.name.rfind(prefix, 0) == 0;
+    EXPECT_TRUE(found) << prefix << " (" << suite << ") matches no tactic";
+  }
+}
+#else
+TEST(TacticTable, CudaEntriesMatchTheReference) { GTEST_SKIP() << "built without the CUDA backend"; }
+#endif
