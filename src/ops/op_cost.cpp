@@ -17,6 +17,7 @@
 
 #include "ops/attention_config.h"
 #include "ops/attention_views.h"
+#include "ops/fused_attrs.h"
 #include "ops/pointwise_chain.h"
 
 namespace kiln {
