@@ -45,6 +45,9 @@ class OptimizationProfile {
   std::map<std::string, std::array<Dims, 3>> dims_;
 };
 
+//! Memory pools a build can limit (TensorRT's MemoryPoolType).
+enum class MemoryPoolType : int { kWORKSPACE = 0 };
+
 //! Build progress callback: (phase name, step, total steps).
 using ProgressCallback = std::function<void(const std::string& phase, int step, int total)>;
 
@@ -97,6 +100,12 @@ class BuilderConfig {
   //! fused layers run on the reference kernels (GPU builds always run them).
   void setGpuFusions(bool on) { gpuFusions_ = on; }
   bool gpuFusions() const { return gpuFusions_; }
+  //! Largest workspace (kernel scratch memory) one layer's tactic may use; tactics that need more
+  //! at the opt shapes are not chosen (the build warns when that costs time). 0: no limit.
+  void setMemoryPoolLimit(MemoryPoolType pool, size_t bytes) {
+    if (pool == MemoryPoolType::kWORKSPACE) workspaceLimit_ = bytes;
+  }
+  size_t getMemoryPoolLimit(MemoryPoolType pool) const { return pool == MemoryPoolType::kWORKSPACE ? workspaceLimit_ : 0; }
 
  private:
   uint32_t flags_ = 0;
@@ -113,6 +122,7 @@ class BuilderConfig {
   std::vector<std::string> skippedPasses_;
   bool channelsLast_ = true;
   bool gpuFusions_ = false;
+  size_t workspaceLimit_ = 0;
 };
 
 class Builder {

@@ -146,8 +146,28 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
     for (auto& o : r.layers[i].outputs) concrete = concrete && isStatic(o.dims);
     for (size_t k = 0; k < r.layers[i].inputs.size(); ++k)
       concrete = concrete && (!r.layers[i].present(k) || isStatic(r.layers[i].inputs[k].dims));
+    const size_t wsLimit = cfg.getMemoryPoolLimit(MemoryPoolType::kWORKSPACE);
+    // The workspace a tactic's kernel needs at the opt shapes (0 when they are not all known).
+    auto workspaceOf = [&](const Tactic& t) -> size_t {
+      if (!concrete || r.skipped(i)) return 0;
+      std::unique_ptr<KernelState> state;
+      return t.create(desc)->reshape(r.layers[i], state);
+    };
+    auto fits = [&](const Tactic& t) {
+      if (wsLimit == 0) return true;
+      const size_t ws = workspaceOf(t);
+      if (ws <= wsLimit) return true;
+      logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "' tactic " + t.name + " needs " + std::to_string(ws) +
+                                                  " bytes of workspace, over the limit of " + std::to_string(wsLimit));
+      return false;
+    };
     if (tactics.size() == 1 || cfg.builderOptimizationLevel() <= 0 || r.skipped(i) || !concrete) {
-      choice.tactic = tactics[0].name;
+      size_t pick = 0;
+      while (pick < tactics.size() && !fits(tactics[pick])) ++pick;
+      if (pick == tactics.size())
+        throw Error("layer '" + l.name + "': every tactic needs more workspace than the limit of " + std::to_string(wsLimit) +
+                    " bytes (--memPoolSize=workspace:N)");
+      choice.tactic = tactics[pick].name;
       continue;
     }
     // Search breadth: backends list tactics best guess first; level L times the first 2^L
@@ -158,8 +178,8 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
     TimingCache* cache = cfg.timingCache();
     const std::string signature = cache ? layerSignature(desc, r.layers[i]) : std::string();
     checkTimingFootprint(r.layers[i]);
-    float best = -1.f;
-    std::string bestName;
+    float best = -1.f, bestAny = -1.f;
+    std::string bestName, bestAnyName;
     for (const Tactic& t : tactics) {
       try {
         float ms = cache ? cache->find(g.fingerprint, signature, t.name) : -1.f;
@@ -171,7 +191,11 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
           if (cache) cache->insert(g.fingerprint, signature, t.name, ms);
           logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "'" + where + " tactic " + t.name + ": " + std::to_string(ms) + " ms");
         }
-        if (best < 0 || ms < best) {
+        if (bestAny < 0 || ms < bestAny) {
+          bestAny = ms;
+          bestAnyName = t.name;
+        }
+        if ((best < 0 || ms < best) && fits(t)) {
           best = ms;
           bestName = t.name;
         }
@@ -179,7 +203,14 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
         logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "' tactic " + t.name + " skipped: " + e.what());
       }
     }
+    if (bestName.empty() && !bestAnyName.empty())
+      throw Error("layer '" + l.name + "': every tactic needs more workspace than the limit of " + std::to_string(wsLimit) +
+                  " bytes (--memPoolSize=workspace:N)");
     if (bestName.empty()) throw Error("layer '" + l.name + "': every tactic failed");
+    if (bestName != bestAnyName)
+      logger.log(ILogger::Severity::kWARNING, "layer '" + l.name + "'" + where + ": the workspace limit costs time: " + bestAnyName +
+                                                  " (" + std::to_string(bestAny) + " ms) needs more than " + std::to_string(wsLimit) +
+                                                  " bytes; " + bestName + " (" + std::to_string(best) + " ms) chosen");
     choice.tactic = bestName;
     choice.timeMs = best;
   }

@@ -136,7 +136,7 @@ def test_help_lists_every_flag():
                  "--stronglyTyped", "--builderOptimizationLevel", "--maxAuxStreams", "--useCudaGraph", "--streams",
                  "--noDataTransfers", "--verbose", "--help", "--timingCacheFile", "--plugins", "--listPlugins",
                  "--enablePluginOverride", "--precisionConstraints", "--layerPrecisions", "--useProfile", "--gpu",
-                 "--disableTactics", "--skipPasses", "--noChannelsLast", "--gpuFusions", "--poisonFreedMemory"]:
+                 "--disableTactics", "--skipPasses", "--noChannelsLast", "--gpuFusions", "--poisonFreedMemory", "--memPoolSize", "--workspace"]:
         check(flag in out, f"{flag} missing from --help")
 
 
@@ -406,6 +406,35 @@ def test_profile_roofline():
         check(p["bound"] in ("compute", "memory", "launch", "-"), p)
         check(p["averageMs"] <= 0 or abs(p["tflops"] - p["flops"] / p["averageMs"] / 1e9) <= 1e-6 * p["tflops"] + 1e-12, p)
     check(doc[0]["total"]["flops"] >= 2 * (conv_macs + mm_macs), doc[0]["total"])
+
+
+def test_workspace_limit():
+    """--memPoolSize=workspace:N (trtexec's form) excludes tactics needing more workspace; an
+    impossible limit is an error naming the layer. The chosen tactics' workspace is reported."""
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(rng.standard_normal((32, 16, 3, 3)).astype(np.float32), "W")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "W"], ["y"], name="conv", pads=[1, 1, 1, 1])], "ws",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 28, 28])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 28, 28])], [w])
+    model = save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), "ws.onnx")
+    def workspace_mib(args):
+        out = run(["--onnx=" + model, *args, *FAST]).stdout
+        m = re.search(r"Memory per context: arena [\d.]+ MiB \(lower bound [\d.]+ MiB\), workspace ([\d.]+) MiB", out)
+        check(m, out)
+        return float(m.group(1))
+    free = workspace_mib(["--builderOptimizationLevel=5"])
+    verbose = run(["--onnx=" + model, "--memPoolSize=workspace:1K", "--verbose", *FAST], expect_ok=False)
+    needs = [int(n) for n in re.findall(r"tactic \S+ needs (\d+) bytes of workspace, over the limit", verbose.stdout + verbose.stderr)]
+    check(needs and min(needs) > 1024, verbose.stderr)
+    expect_error(["--onnx=" + model, "--memPoolSize=workspace:1K", *FAST], r"conv.*every tactic needs more workspace")
+    # A limit between the smallest and the largest need: honoured.
+    limit = (min(needs) + max(needs)) / 2 / (1 << 20)
+    check(limit < max(free, max(needs) / (1 << 20)) or min(needs) == max(needs), (limit, free, needs))
+    got = workspace_mib([f"--memPoolSize=workspace:{limit:.4f}M", "--builderOptimizationLevel=5"])
+    check(got <= limit + 1e-3, (got, limit))
+    check(workspace_mib([f"--workspace={limit:.4f}"]) <= limit + 1e-3)
+    expect_error(["--onnx=" + model, "--memPoolSize=bogus:1", *FAST], r"unknown pool")
+    expect_error(["--onnx=" + model, "--memPoolSize=workspace:lots", *FAST], r"not a size")
 
 
 def test_performance_summary_format():

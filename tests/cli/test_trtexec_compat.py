@@ -85,7 +85,7 @@ def main():
         assert isinstance(out, list) and out[0]["name"] == "y" and out[0]["dimensions"] == "2x3x4x4", out[0].keys()
         assert len(out[0]["values"]) == 2 * 3 * 4 * 4
         prof = json.load(open(p("profile.json")))
-        assert list(prof[0]) == ["count"] and all({"name", "timeMs", "averageMs", "medianMs", "percentage"} <= set(r) for r in prof[1:])
+        assert "count" in prof[0] and all({"name", "timeMs", "averageMs", "medianMs", "percentage"} <= set(r) for r in prof[1:])
         layers = json.load(open(p("layers.json")))
         assert layers["Bindings"] == ["x", "y"], layers["Bindings"]
         assert layers["Layers"] and all({"Name", "LayerType", "Inputs", "Outputs"} <= set(l) for l in layers["Layers"])

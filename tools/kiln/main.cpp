@@ -139,6 +139,7 @@ BuilderConfig makeBuilderConfig(const Options& o, DeviceType device, ILogger& lo
   if (o.builderOptimizationLevel) cfg.setBuilderOptimizationLevel(*o.builderOptimizationLevel);
   cfg.setDeviceIndex(o.gpu);
   cfg.setDisabledTactics(o.disableTactics);
+  cfg.setMemoryPoolLimit(MemoryPoolType::kWORKSPACE, o.workspaceLimit);
   cfg.setSkippedPasses(o.skipPasses);
   cfg.setChannelsLast(!o.noChannelsLast);
   cfg.setGpuFusions(o.gpuFusions);
@@ -213,11 +214,11 @@ std::unique_ptr<Engine> buildEngine(const Options& o, DeviceType device, CliLogg
 std::unique_ptr<Engine> loadEngine(const Options& o, ILogger& logger) {
   bool buildFlags = o.fp16 || o.bf16 || o.int8 || o.noTF32 || o.stronglyTyped || o.builderOptimizationLevel || o.avgTiming ||
                     o.maxAuxStreams.has_value() || !o.timingCacheFile.empty() || !o.disableTactics.empty() ||
-                    !o.skipPasses.empty() || o.noChannelsLast || o.gpuFusions;
+                    !o.skipPasses.empty() || o.noChannelsLast || o.gpuFusions || o.workspaceLimit;
   if (buildFlags)
     logger.log(Severity::kWARNING,
                "build options (--fp16, --bf16, --int8, --noTF32, --stronglyTyped, --builderOptimizationLevel, "
-               "--maxAuxStreams, --timingCacheFile, --disableTactics, --skipPasses, --noChannelsLast, --gpuFusions) "
+               "--maxAuxStreams, --timingCacheFile, --disableTactics, --skipPasses, --noChannelsLast, --gpuFusions, --memPoolSize) "
                "apply when building; they are ignored with --loadEngine");
   double t0 = nowMs();
   std::vector<uint8_t> plan = readFile(o.loadEngine);

@@ -110,6 +110,38 @@ std::map<std::string, DataType> parseLayerPrecisions(const std::string& spec) {
   return out;
 }
 
+// trtexec's sizes: a number of MiB, or with a unit suffix K, M or G (binary); decimals allowed.
+size_t parsePoolSize(const std::string& flag, const std::string& text) {
+  std::string t = trim(text);
+  double scale = 1 << 20;
+  if (!t.empty() && (t.back() == 'K' || t.back() == 'M' || t.back() == 'G')) {
+    scale = t.back() == 'K' ? 1 << 10 : t.back() == 'M' ? 1 << 20 : double(1 << 30);
+    t.pop_back();
+  }
+  double v = 0;
+  const char* end = t.data() + t.size();
+  auto [ptr, ec] = std::from_chars(t.data(), end, v);
+  if (t.empty() || ec != std::errc() || ptr != end || !(v >= 0) || v * scale > 1e18)
+    throw UsageError(flag + ": '" + text + "' is not a size (MiB, or a number with K, M or G)");
+  return static_cast<size_t>(v * scale);
+}
+
+// --memPoolSize=workspace:64M,dlaSRAM:1 (trtexec): kiln has the workspace pool only.
+size_t parseWorkspaceLimit(const std::string& spec) {
+  size_t limit = 0;
+  for (const std::string& item : splitUnquoted(spec, ',')) {
+    if (trim(item).empty()) throw UsageError("--memPoolSize: empty entry in '" + spec + "'");
+    auto [pool, size] = splitNameValue("--memPoolSize", item);
+    const size_t bytes = parsePoolSize("--memPoolSize", size);
+    if (pool == "workspace") limit = bytes;
+    else if (pool == "dlaSRAM" || pool == "dlaLocalDRAM" || pool == "dlaGlobalDRAM" || pool == "tacticSharedMem")
+      std::cerr << "[W] --memPoolSize: the " << pool << " pool has no effect (kiln has no DLA and sizes shared memory per kernel)\n";
+    else
+      throw UsageError("--memPoolSize: unknown pool '" + pool + "' (workspace, dlaSRAM, dlaLocalDRAM, dlaGlobalDRAM, tacticSharedMem)");
+  }
+  return limit;
+}
+
 std::vector<double> parsePercentiles(const std::string& spec) {
   std::vector<double> out;
   for (const std::string& raw : splitUnquoted(spec, ',')) {
@@ -201,6 +233,7 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
   app.get_formatter()->column_width(40);
   std::vector<std::string> shapes, minShapes, optShapes, maxShapes, loadInputs;
   std::string percentile;
+  std::string memPoolSize, workspaceMiB;
   std::string device;
 
   auto repeatable = [](CLI::Option* opt) {
@@ -248,6 +281,9 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
   app.add_option("--exportLayerInfo", o.exportLayerInfo, "Write the engine's layer information as JSON");
   app.add_option("--device", device, "GPU index N (as trtexec; default 0), or cpu|gpu (same as --backend)");
   app.add_option("--gpu", o.gpu, "CUDA device index to build and run on (default 0)")->check(CLI::Range(0, 1023));
+  app.add_option("--memPoolSize", memPoolSize,
+                 "Memory pool limits, trtexec's form: workspace:N (MiB, or N with K, M, G); tactics needing more workspace are not chosen");
+  app.add_option("--workspace", workspaceMiB, "Workspace limit in MiB (trtexec's older form of --memPoolSize=workspace:N)");
   app.add_option("--disableTactics", o.disableTactics,
                  "Build: tactics not offered: names starting with, or holding as whole words, one of these (comma-separated; e.g. onednn,avx2)")
       ->delimiter(',');
@@ -312,6 +348,8 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
       if (!o.loadInputs.emplace(name, file).second)
         throw UsageError("--loadInputs: input '" + name + "' is given twice");
   if (!percentile.empty()) o.percentiles = parsePercentiles(percentile);
+  if (!workspaceMiB.empty()) o.workspaceLimit = parsePoolSize("--workspace", workspaceMiB);
+  if (!memPoolSize.empty()) o.workspaceLimit = parseWorkspaceLimit(memPoolSize);
   for (const auto& spec : layerPrecisions)
     for (auto& [name, t] : parseLayerPrecisions(spec))
       if (!o.layerPrecisions.emplace(name, t).second) throw UsageError("--layerPrecisions: layer '" + name + "' is given twice");

@@ -43,6 +43,7 @@ struct Options {
   // Reporting.
   bool dumpProfile = false;
   bool poisonFreedMemory = false;
+  size_t workspaceLimit = 0;  //!< --memPoolSize=workspace:N / --workspace=N (bytes; 0: none)
   std::string exportProfile;
   std::string exportTimes;
   bool dumpLayerInfo = false;

@@ -21,8 +21,6 @@ struct NoEffect {
 // trtexec flags kiln accepts but cannot honour. Each prints exactly one warning when given.
 constexpr NoEffect kNoEffect[] = {
     // build
-    {"--memPoolSize", true, "kiln has no memory pool limits (the workspace is what the chosen tactics need)"},
-    {"--workspace", true, "kiln has no memory pool limits (the workspace is what the chosen tactics need)"},
     {"--inputIOFormats", true, "engine inputs keep the network's types and the linear (chw) layout"},
     {"--outputIOFormats", true, "engine outputs keep the network's types and the linear (chw) layout"},
     {"--profilingVerbosity", true, "kiln's plans always keep detailed layer information"},
