@@ -25,6 +25,12 @@ struct ContextImpl;
 
 enum class TensorIOMode : int { kNONE = 0, kINPUT = 1, kOUTPUT = 2 };
 
+//! Who provides a context's activation arena (TensorRT's ExecutionContextAllocationStrategy).
+enum class ExecutionContextAllocationStrategy : int {
+  kSTATIC = 0,        //!< the context allocates (and grows) its own arena
+  kUSER_MANAGED = 1,  //!< the application provides it (setDeviceMemory): contexts run one at a time can share one
+};
+
 class Engine {
  public:
   ~Engine();
@@ -57,6 +63,9 @@ class Engine {
   int getNbLayers() const;
   //! Activation arena bytes for the opt/static shapes (the largest over the profiles).
   size_t getDeviceMemorySize() const;
+  //! Arena bytes that cover every shape of optimization profile `profile` (planned at its max and
+  //! opt shapes): what setDeviceMemory needs for a user-managed context running that profile.
+  size_t getDeviceMemorySizeForProfile(int profile) const;
   //! Bytes of the engine's constants (weights) as its plan stores them.
   size_t getWeightBytes() const;
   //! Number of auxiliary streams the engine uses.
@@ -66,7 +75,8 @@ class Engine {
   //! The peak rates of the device the engine runs on (for rooflines; specification values).
   DevicePeak getDevicePeak() const;
 
-  std::unique_ptr<ExecutionContext> createExecutionContext() const;
+  std::unique_ptr<ExecutionContext> createExecutionContext(
+      ExecutionContextAllocationStrategy strategy = ExecutionContextAllocationStrategy::kSTATIC) const;
 
   std::unique_ptr<EngineImpl> impl;  // internal
   explicit Engine(std::unique_ptr<EngineImpl> i);
@@ -98,6 +108,10 @@ class ExecutionContext {
   void setPoisonFreedMemory(bool on);
   //! Activation memory at the current shapes (resolves shapes if needed).
   MemoryUsage getMemoryUsage();
+  //! A user-managed context's arena: `bytes` of device memory (host memory on the CPU) at `memory`,
+  //! 256-byte aligned, owned by the caller and untouched by other work while this context runs.
+  //! Enqueue throws when the current shapes need more (getMemoryUsage().arenaBytes).
+  void setDeviceMemory(void* memory, size_t bytes);
   //! Captures one enqueue on `stream` into a CUDA graph kept by the context (GPU). Returns false,
   //! with a warning, when the model or backend cannot be captured; enqueue still works then.
   bool captureGraph(void* stream);

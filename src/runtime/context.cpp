@@ -22,6 +22,10 @@ struct ContextImpl {
   MemoryPlan mem;
   void* arena = nullptr;
   size_t arenaCap = 0;
+  std::vector<int> arenaValues;  // host-computed tensors read from the arena by runtime layers
+  bool userManaged = false;  // the arena is the application's (setDeviceMemory): never allocated or freed here
+  void* userArena = nullptr;
+  size_t userArenaBytes = 0;
   void* workspace = nullptr;
   size_t workspaceCap = 0;
   std::vector<std::unique_ptr<KernelState>> states;
@@ -49,7 +53,7 @@ struct ContextImpl {
     for (void* ev : auxDoneEvents) b.destroyEvent(ev);
     b.destroyEvent(startEvent);
     for (void* s : auxStreams) b.destroyStream(s);
-    if (arena) b.release(arena);
+    if (arena && !userManaged) b.release(arena);
     if (workspace) b.release(workspace);
   }
 
@@ -103,6 +107,13 @@ struct ContextImpl {
     }
   }
 
+  void materializeValues(void* stream) {
+    for (int t : arenaValues) {
+      const HostTensor& v = shapes.tensors[t].value;
+      e->backend->copyToDevice(static_cast<char*>(arena) + mem.offsets[t], v.data(), v.bytes(), stream);
+    }
+  }
+
   void reshape() {
     const EngineGraph& g = e->graph;
     for (int in : g.inputs)
@@ -112,17 +123,27 @@ struct ContextImpl {
     refreshInputValues();
     shapes = resolveShapes(g, inputDims, &g.profiles[profile], &inputValues);
     mem = planMemory(g, shapes);
-    if (mem.arenaBytes > arenaCap) {
+    if (userManaged) {
+      if (mem.arenaBytes > 0 && !userArena)
+        throw Error("user-managed context: call setDeviceMemory before running or querying it (" +
+                    std::to_string(mem.arenaBytes) + " bytes needed at these shapes)");
+      if (mem.arenaBytes > userArenaBytes)
+        throw Error("user-managed context: the device memory given (" + std::to_string(userArenaBytes) +
+                    " bytes) is smaller than these shapes need (" + std::to_string(mem.arenaBytes) + " bytes)");
+      arena = userArena;
+      arenaCap = userArenaBytes;
+    } else if (mem.arenaBytes > arenaCap) {
       if (arena) e->backend->release(arena);
       arena = e->backend->allocate(mem.arenaBytes);
       arenaCap = mem.arenaBytes;
     }
-    // Host-computed values read by runtime layers are materialized in the arena now.
+    // Host-computed values read by runtime layers are materialized in the arena now (a
+    // user-managed arena may be shared with other contexts between runs: there, every enqueue).
+    arenaValues.clear();
     for (size_t t = 0; t < g.tensors.size(); ++t)
-      if (mem.offsets[t] >= 0 && shapes.tensors[t].value.valid() && !g.tensors[t].value.valid()) {
-        const HostTensor& v = shapes.tensors[t].value;
-        e->backend->copyToDevice(static_cast<char*>(arena) + mem.offsets[t], v.data(), v.bytes(), nullptr);
-      }
+      if (mem.offsets[t] >= 0 && shapes.tensors[t].value.valid() && !g.tensors[t].value.valid())
+        arenaValues.push_back(static_cast<int>(t));
+    if (!userManaged) materializeValues(nullptr);
     states.clear();
     states.resize(g.layers.size());
     ios.assign(g.layers.size(), KernelIO{});
@@ -175,8 +196,9 @@ struct ContextImpl {
 ExecutionContext::ExecutionContext(std::unique_ptr<ContextImpl> i) : impl(std::move(i)) {}
 ExecutionContext::~ExecutionContext() = default;
 
-std::unique_ptr<ExecutionContext> Engine::createExecutionContext() const {
+std::unique_ptr<ExecutionContext> Engine::createExecutionContext(ExecutionContextAllocationStrategy strategy) const {
   auto c = std::make_unique<ContextImpl>();
+  c->userManaged = strategy == ExecutionContextAllocationStrategy::kUSER_MANAGED;
   c->engine = this;
   c->e = impl.get();
   c->addr.assign(impl->graph.tensors.size(), nullptr);
@@ -237,6 +259,17 @@ void ExecutionContext::setTensorAddress(const std::string& name, void* data) {
 }
 
 void ExecutionContext::setProfiler(IProfiler* p) { impl->profiler = p; }
+
+void ExecutionContext::setDeviceMemory(void* memory, size_t bytes) {
+  ContextImpl& c = *impl;
+  if (!c.userManaged) throw Error("setDeviceMemory: the context was not created with kUSER_MANAGED");
+  if (!memory && bytes) throw Error("setDeviceMemory: null memory of " + std::to_string(bytes) + " bytes");
+  if (reinterpret_cast<uintptr_t>(memory) % 256 != 0) throw Error("setDeviceMemory: the memory must be 256-byte aligned");
+  if (memory == c.userArena && bytes == c.userArenaBytes) return;
+  c.userArena = memory;
+  c.userArenaBytes = bytes;
+  c.dirty = true;  // kernels' views point into the arena: re-planned (and a captured graph dropped) on the next run
+}
 
 void ExecutionContext::setPoisonFreedMemory(bool on) {
   if (on && !impl->auxStreams.empty())
@@ -299,6 +332,7 @@ void ExecutionContext::enqueue(void* stream) {
     const HostTensor& v = c.shapes.tensors[o].value;
     c.e->backend->copyToDevice(c.addr[o], v.data(), v.bytes(), stream);
   }
+  if (c.userManaged) c.materializeValues(stream);
   Backend& b = *c.e->backend;
   // Profiling on the GPU times each layer between two events; on the CPU, work is synchronous.
   const bool gpuProfile = c.profiler && b.device() == DeviceType::kGPU;

@@ -143,6 +143,21 @@ DeviceType Engine::device() const { return impl->graph.device; }
 int Engine::getNbLayers() const { return static_cast<int>(impl->graph.layers.size()); }
 size_t Engine::getDeviceMemorySize() const { return impl->graph.arenaBytes; }
 
+size_t Engine::getDeviceMemorySizeForProfile(int profile) const {
+  const EngineGraph& g = impl->graph;
+  if (profile < 0 || static_cast<size_t>(profile) >= g.profiles.size())
+    throw Error("optimization profile " + std::to_string(profile) + " does not exist (the engine has " +
+                std::to_string(g.profiles.size()) + ")");
+  size_t bytes = 0;
+  for (auto sel : {&ProfileRange::opt, &ProfileRange::max}) {
+    std::map<int, Dims> dims;
+    for (const auto& [t, range] : g.profiles[profile]) dims[t] = range.*sel;
+    ResolvedShapes r = resolveShapes(g, dims, &g.profiles[profile], nullptr, /*lenient=*/true);
+    bytes = std::max(bytes, planMemory(g, r).arenaBytes);
+  }
+  return bytes;
+}
+
 size_t Engine::getWeightBytes() const {
   size_t n = 0;
   for (const EngineTensor& t : impl->graph.tensors)

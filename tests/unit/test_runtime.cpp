@@ -482,3 +482,32 @@ TEST(Runtime, SharedWeightsAreStoredOnceInThePlan) {
     for (int64_t i = 0; i < kN; ++i) EXPECT_NEAR(out[static_cast<size_t>(i)], want.as<float>()[i], 1e-4f) << i;
   }
 }
+
+// Two user-managed contexts share one arena, run one after the other (TensorRT's kUSER_MANAGED +
+// setDeviceMemory): each still gives the reference output, alternating; too little memory or none
+// is an error, not a wrong result.
+TEST(Runtime, UserManagedContextsShareOneArena) {
+  auto engine = buildEngine();
+  const size_t need = engine->getDeviceMemorySizeForProfile(0);
+  EXPECT_GE(need, engine->getDeviceMemorySize());
+  ASSERT_GT(need, 0u);
+  HostTensor in1 = randomTensor({1, 3, 8, 8}, 21), in2 = randomTensor({1, 3, 8, 8}, 22);
+  HostTensor r1 = referenceOutput(in1), r2 = referenceOutput(in2);
+  auto a = engine->createExecutionContext(ExecutionContextAllocationStrategy::kUSER_MANAGED);
+  auto b = engine->createExecutionContext(ExecutionContextAllocationStrategy::kUSER_MANAGED);
+  EXPECT_THROW(run(*a, in1), Error);  // no memory yet
+  std::vector<uint8_t> shared(need + 256);
+  void* mem = shared.data() + (256 - reinterpret_cast<uintptr_t>(shared.data()) % 256) % 256;
+  EXPECT_THROW(a->setDeviceMemory(static_cast<char*>(mem) + 1, need), Error);  // misaligned
+  a->setDeviceMemory(mem, need);
+  b->setDeviceMemory(mem, need);
+  EXPECT_EQ(a->getMemoryUsage().arenaBytes, need);
+  for (int i = 0; i < 3; ++i) {
+    expectNear(run(*a, in1), r1);
+    expectNear(run(*b, in2), r2);
+  }
+  a->setDeviceMemory(mem, need - 64);
+  EXPECT_THROW(run(*a, in1), Error);
+  auto s = engine->createExecutionContext();
+  EXPECT_THROW(s->setDeviceMemory(mem, need), Error);  // a static context owns its arena
+}
