@@ -14,7 +14,7 @@ rows: a zoo too large for one device session is run in parts.
 Usage (on the GPU machine):
   python3 bench/zoo.py --kiln build-dev/bin/kiln --peers .device_deps/peers.py \\
       --results bench/results/gpu-zoo-h200.jsonl --out bench/results/gpu-zoo-h200.md [--models a,b] [--list]"""
-import argparse, datetime, importlib.util, json, math, os, platform, statistics, subprocess, sys, time
+import argparse, datetime, importlib.util, json, math, os, platform, re, statistics, subprocess, sys, time
 
 import numpy as np
 
@@ -89,6 +89,9 @@ def kiln_row(args, d, names, arrays, check_ref):
         t = json.load(f)
     row["kiln_ms"] = statistics.median(x["computeMs"] for x in t if "computeMs" in x)
     row["graph"] = "graph capture is not possible" not in r.stderr
+    m = re.search(r"Memory per context: arena ([\d.]+) MiB \(lower bound ([\d.]+) MiB\), workspace ([\d.]+) MiB", r.stdout)
+    if m:
+        row["arena_mib"], row["arena_bound_mib"], row["workspace_mib"] = (float(x) for x in m.groups())
     if check_ref is not None:
         out_json = os.path.join(d, "kiln_out.json")
         c = sh([args.kiln, f"--loadEngine={plan}", f"--loadInputs={loads}", f"--exportOutput={out_json}",
@@ -182,8 +185,8 @@ def write_table(path, rows, machine, command):
                 "(GPU compute time). Peer: `compile_half_frozen` as in peers.py, same run, median of 50.\n")
         f.write("- Error: max |out - PyTorch FP32| / range(PyTorch FP32 output) at batch 1; bar max(2x PyTorch FP16's "
                 "own error, 1e-2). Rows from several runs (each row's date in the JSON lines beside this file).\n\n")
-        f.write("| model | batch | kiln ms | peer ms | speed-up | kiln err | torch fp16 err | err ok | build s | tags | note |\n")
-        f.write("|---|---:|---:|---:|---:|---:|---:|:-:|---:|---|---|\n")
+        f.write("| model | batch | kiln ms | peer ms | speed-up | kiln err | torch fp16 err | err ok | build s | arena MiB (bound) | tags | note |\n")
+        f.write("|---|---:|---:|---:|---:|---:|---:|:-:|---:|---:|---|---|\n")
         for r in rows:
             k, p = r.get("kiln_ms"), r.get("peer_ms")
             cells = [r["model"], str(r["batch"]), f"{k:.3f}" if k else "-", f"{p:.3f}" if p else "-",
@@ -191,7 +194,9 @@ def write_table(path, rows, machine, command):
                      f"{r['fp16_err']:.2e}" if "fp16_err" in r else "-",
                      f"{r['torch_fp16_err']:.2e}" if "torch_fp16_err" in r else "-",
                      ("yes" if r["err_ok"] else "**NO**") if "err_ok" in r else "-",
-                     f"{r['build_s']:.1f}" if "build_s" in r else "-", " ".join(r.get("tags", [])[1:]),
+                     f"{r['build_s']:.1f}" if "build_s" in r else "-",
+                     f"{r['arena_mib']:.0f} ({r['arena_bound_mib']:.0f})" if "arena_mib" in r else "-",
+                     " ".join(r.get("tags", [])[1:]),
                      "; ".join(x for x in (r.get("error", ""), "" if r.get("graph", True) else "no CUDA graph",
                                            "peer: eager attention" if r.get("peer_attention") == "eager" else "") if x)]
             f.write("| " + " | ".join(cells) + " |\n")
