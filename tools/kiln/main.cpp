@@ -299,7 +299,8 @@ void runInference(const Engine& engine, const Options& o, ILogger& logger) {
     for (int i = 0; i < o.iterations; ++i) slot.runPlain(settings.transfers);
     slot.context().setProfiler(nullptr);
     profiler.setIterations(o.iterations);
-    profiler.setRoofline(slot.context().getLayerCosts(), slot.context().engine().getDevicePeak());
+    profiler.setRoofline(slot.context().getLayerCosts(), slot.context().engine().getDevicePeak(),
+                         slot.context().getMemoryUsage().liveBytes);
     if (o.dumpProfile) profiler.print(std::cout);
     if (!o.exportProfile.empty()) profiler.writeJson(o.exportProfile);
   }

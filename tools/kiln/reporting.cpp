@@ -191,9 +191,15 @@ void LayerProfiler::print(std::ostream& os) const {
   if (!costs_.empty()) printRoofline(os, rows());
 }
 
-void LayerProfiler::setRoofline(std::vector<LayerCost> costs, DevicePeak peak) {
+void LayerProfiler::setRoofline(std::vector<LayerCost> costs, DevicePeak peak, std::vector<size_t> liveBytes) {
   costs_ = std::move(costs);
   peak_ = std::move(peak);
+  liveBytes_ = std::move(liveBytes);
+}
+
+double LayerProfiler::liveMbOf(const LayerCost* c) const {
+  const size_t i = static_cast<size_t>(c - costs_.data());
+  return i < liveBytes_.size() ? liveBytes_[i] / 1e6 : 0.0;
 }
 
 const LayerCost* LayerProfiler::costOf(const std::string& name) const {
@@ -206,7 +212,7 @@ void LayerProfiler::printRoofline(std::ostream& os, const std::vector<Row>& rs) 
   os << std::fixed << "[I] \n[I] === Roofline (" << (peak_.name.empty() ? "device" : peak_.name) << ": "
      << std::setprecision(2) << peak_.matrixTflops16 << " TFLOP/s FP16 matrix, " << peak_.vectorTflops32
      << " TFLOP/s FP32 vector, " << std::setprecision(0) << peak_.memoryGBs << " GB/s; 0 = unknown) ===\n";
-  os << "[I]     Avg.(ms)       GFLOP          MB    TFLOP/s       GB/s  %roof  Bound     Layer\n";
+  os << "[I]     Avg.(ms)       GFLOP          MB    TFLOP/s       GB/s  %roof  Bound     Live MB  Layer\n";
   double ms = 0, flops = 0, bytes = 0;
   std::map<std::string, double> boundMs;
   for (const Row& r : rs) {
@@ -219,7 +225,8 @@ void LayerProfiler::printRoofline(std::ostream& os, const std::vector<Row>& rs) 
        << c->flops / 1e9 << std::setw(12) << c->bytes / 1e6 << std::setprecision(2) << std::setw(11) << p.tflops
        << std::setprecision(1) << std::setw(11) << p.gbs << std::setw(7);
     if (p.percent >= 0) os << p.percent; else os << "-";
-    os << "  " << std::left << std::setw(8) << p.bound << std::right << "  " << r.name << '\n';
+    os << "  " << std::left << std::setw(8) << p.bound << std::right << std::setprecision(1) << std::setw(9)
+       << liveMbOf(c) << "  " << r.name << '\n';
   }
   os << "[I] " << std::setprecision(4) << std::setw(12) << ms << std::setprecision(3) << std::setw(12) << flops / 1e9
      << std::setw(12) << bytes / 1e6 << std::setprecision(2) << std::setw(11) << (ms > 0 ? flops / ms / 1e9 : 0)
@@ -242,7 +249,7 @@ void LayerProfiler::writeJson(const std::string& path) const {
     if (const LayerCost* c = costOf(r.name)) {
       const RooflinePoint p = rooflinePoint(*c, peak_, r.averageMs);
       j.update({{"op", c->op}, {"flops", c->flops}, {"bytes", c->bytes}, {"tflops", p.tflops}, {"gbs", p.gbs},
-                {"peakPercent", p.percent}, {"bound", p.bound}});
+                {"peakPercent", p.percent}, {"bound", p.bound}, {"liveBytes", liveMbOf(c) * 1e6}});
       ms += r.averageMs, flops += c->flops, bytes += c->bytes;
     }
     arr.push_back(std::move(j));

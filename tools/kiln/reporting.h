@@ -44,7 +44,8 @@ class LayerProfiler : public IProfiler {
   void reportLayerTime(const std::string& layerName, float ms) noexcept override;
   void setIterations(int n) { iterations_ = n; }
   //! Adds the per-layer roofline (roofline.h) to print and writeJson.
-  void setRoofline(std::vector<LayerCost> costs, DevicePeak peak);
+  //! `liveBytes`: per layer of `costs` (engine order), the arena bytes live while it runs.
+  void setRoofline(std::vector<LayerCost> costs, DevicePeak peak, std::vector<size_t> liveBytes = {});
   //! Prints trtexec's "=== Profile (N iterations ) ===" table, then the roofline when set.
   void print(std::ostream& os) const;
   //! Writes [{"count": N}, {"name", "timeMs", "averageMs", "medianMs", "percentage"}, ...] (trtexec's
@@ -67,6 +68,8 @@ class LayerProfiler : public IProfiler {
   std::vector<LayerTimes> layers_;
   std::vector<LayerCost> costs_;
   DevicePeak peak_;
+  std::vector<size_t> liveBytes_;
+  double liveMbOf(const LayerCost* c) const;
   size_t cursor_ = 0;  //!< where the next layer most likely is (same order every enqueue)
   int iterations_ = 0;
   bool overflow_ = false;  // a time could not be recorded (out of memory)
