@@ -80,11 +80,11 @@ struct ContextHandle {
   //! A context runs one call at a time; a second thread gets an error, not a corrupted heap.
   std::mutex busy;
 
-  explicit ContextHandle(std::shared_ptr<Engine> e) : engine(std::move(e)), ctx(engine->createExecutionContext()) {
-    if (engine->device() == DeviceType::kGPU) {
-      device = std::make_shared<Device>(DeviceType::kGPU);
-      stream = device->createStream();
-    }
+  explicit ContextHandle(std::shared_ptr<Engine> e) : engine(std::move(e)) {
+    // The engine's device, made current first: the context allocates on the current device.
+    if (engine->device() == DeviceType::kGPU) device = std::make_shared<Device>(DeviceType::kGPU, engine->getDeviceIndex());
+    ctx = engine->createExecutionContext();
+    if (device) stream = device->createStream();
   }
   ~ContextHandle() {
     buffers.clear();
@@ -251,20 +251,22 @@ PYBIND11_MODULE(_kiln, m) {  // kiln._kiln, re-exported by python/kiln/__init__.
   py::class_<Engine, std::shared_ptr<Engine>>(m, "Engine")
       .def_static(
           "deserialize",
-          [](const py::bytes& plan) {
+          [](const py::bytes& plan, int device) {
             std::string s = plan;
             py::gil_scoped_release release;
-            return std::shared_ptr<Engine>(Engine::deserialize(s.data(), s.size()));
+            return std::shared_ptr<Engine>(Engine::deserialize(s.data(), s.size(), device));
           },
-          py::arg("plan"), "Loads a plan from bytes")
+          py::arg("plan"), py::kw_only(), py::arg("device") = -1,
+          "Loads a plan from bytes; a GPU plan on CUDA device `device` (-1: the current device; a CPU plan ignores it)")
       .def_static(
           "load",
-          [](const std::string& path) {
+          [](const std::string& path, int device) {
             py::gil_scoped_release release;
             std::string s = readFile(path);
-            return std::shared_ptr<Engine>(Engine::deserialize(s.data(), s.size()));
+            return std::shared_ptr<Engine>(Engine::deserialize(s.data(), s.size(), device));
           },
-          py::arg("path"), "Loads a plan file")
+          py::arg("path"), py::kw_only(), py::arg("device") = -1,
+          "Loads a plan file; a GPU plan on CUDA device `device` (-1: the current device; a CPU plan ignores it)")
       .def("serialize", [](const Engine& e) {
         auto plan = e.serialize();
         return py::bytes(reinterpret_cast<const char*>(plan.data()), plan.size());
@@ -279,6 +281,7 @@ PYBIND11_MODULE(_kiln, m) {  // kiln._kiln, re-exported by python/kiln/__init__.
           },
           py::arg("path"))
       .def_property_readonly("device", [](const Engine& e) { return std::string(toString(e.device())); })
+      .def_property_readonly("device_index", &Engine::getDeviceIndex, "The CUDA device the engine runs on; -1 on the CPU")
       .def_property_readonly("num_layers", &Engine::getNbLayers)
       .def_property_readonly("num_aux_streams", &Engine::getNbAuxStreams)
       .def_property_readonly("device_memory_size", &Engine::getDeviceMemorySize)

@@ -60,6 +60,8 @@ class Engine {
   //! its own tactics, timed at its opt shapes; a context runs one at a time.
   int getNbOptimizationProfiles() const;
   DeviceType device() const;
+  //! The CUDA device the engine runs on (its contexts and buffers belong there); -1 on the CPU.
+  int getDeviceIndex() const;
   int getNbLayers() const;
   //! Activation arena bytes for the opt/static shapes (the largest over the profiles).
   size_t getDeviceMemorySize() const;

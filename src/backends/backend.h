@@ -89,6 +89,8 @@ class Backend {
   //! Makes this backend's device the calling thread's current one (CUDA: cudaSetDevice), so that
   //! kernels enqueued from this thread run there. Optional (the CPU has nothing to do).
   virtual void makeCurrent() {}
+  //! The CUDA device index of this backend; -1 for the CPU.
+  virtual int deviceIndex() const { return -1; }
   //! The channel block (8, 16) this backend's conv tactics prefer for blocked NCHW tensors
   //! (ops/conv_layout.h); 0 when none handles blocked layouts. Optional.
   virtual int64_t preferredChannelBlock() const { return 0; }

@@ -41,6 +41,7 @@ class TacticFilter : public Backend {
   ThreadPool* pool() override { return inner_->pool(); }
   int64_t preferredChannelBlock() const override { return inner_->preferredChannelBlock(); }
   void makeCurrent() override { inner_->makeCurrent(); }
+  int deviceIndex() const override { return inner_->deviceIndex(); }
   void* createStream() override { return inner_->createStream(); }
   void destroyStream(void* stream) override { inner_->destroyStream(stream); }
   void* createEvent(bool timing) override { return inner_->createEvent(timing); }

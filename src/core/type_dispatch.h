@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "kiln/types.h"
 
@@ -22,18 +23,24 @@ constexpr uint32_t kFloatTypes = typeBit(DataType::kFLOAT) | typeBit(DataType::k
 constexpr uint32_t kIntTypes = typeBit(DataType::kINT8) | typeBit(DataType::kINT16) | typeBit(DataType::kINT32) |
                                typeBit(DataType::kINT64) | typeBit(DataType::kUINT8) | typeBit(DataType::kUINT16) |
                                typeBit(DataType::kUINT32) | typeBit(DataType::kUINT64);
+//! float32 and float64: what the float-only reference kernels compute.
+constexpr uint32_t kRefFloatTypes = typeBit(DataType::kFLOAT) | typeBit(DataType::kDOUBLE);
 //! Every type with a host C++ type (no float16/bfloat16): what the reference kernels compute.
 constexpr uint32_t kHostTypes = typeBit(DataType::kFLOAT) | typeBit(DataType::kDOUBLE) | kIntTypes | typeBit(DataType::kBOOL);
 constexpr uint32_t kAllTypes = kHostTypes | kFloatTypes;
+constexpr bool inTypeSet(uint32_t set, DataType t) { return (set & typeBit(t)) != 0; }
 
 //! Host tags for the 2-byte floats (no arithmetic: dispatch on them to pick storage or kernels).
 struct Float16Tag {};
 struct BFloat16Tag {};
 
 //! Calls f(T{}) with T the C++ type of `t` (Half / BF16 for the 2-byte floats) and returns what
-//! it returns; throws UnsupportedError naming `what` when `t` is not in `Set`.
-template <uint32_t Set = kHostTypes, typename Half = Float16Tag, typename BF16 = BFloat16Tag, typename F>
-decltype(auto) dispatchType(DataType t, F&& f, const char* what = "this op") {
+//! it returns. When `t` is not in `Set`: `fail` is either a name (throws UnsupportedError naming
+//! it) or a callable that throws the caller's own error (so kernels keep their messages and
+//! error classes, which callers catch apart).
+template <uint32_t Set = kHostTypes, typename Half = Float16Tag, typename BF16 = BFloat16Tag, typename F,
+          typename Fail = const char*>
+decltype(auto) dispatchType(DataType t, F&& f, const Fail& fail = "this op") {
   switch (t) {
 #define KILN_DISPATCH_CASE(dt, T) \
   case DataType::dt:              \
@@ -54,7 +61,12 @@ decltype(auto) dispatchType(DataType t, F&& f, const char* what = "this op") {
     KILN_DISPATCH_CASE(kBOOL, bool)
 #undef KILN_DISPATCH_CASE
   }
-  throw UnsupportedError(std::string("unsupported data type for ") + what + ": " + toString(t));
+  if constexpr (std::is_invocable_v<const Fail&>) {
+    fail();
+    throw Error("dispatchType: the failure handler returned");  // it must throw
+  } else {
+    throw UnsupportedError(std::string("unsupported data type for ") + fail + ": " + toString(t));
+  }
 }
 
 }  // namespace kiln

@@ -24,6 +24,12 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): " + msg);
 }
 
+//! f(T{}) for float32/float64 `t`; UnsupportedError naming the layer otherwise.
+template <typename F>
+void dispatchRefFloat(const LayerDesc& l, DataType t, F&& f) {
+  dispatchType<kRefFloatTypes>(t, f, [&] { unsupported(l, std::string("no CPU kernel for data type ") + toString(t)); });
+}
+
 bool dimsAgree(int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; }
 
 void requireDims(const LayerDesc& l, size_t i, const Dims& expected, const char* what) {
@@ -445,17 +451,9 @@ void runViewAttention(const LayerDesc& l, const KernelIO& io) {
 
 void refAttention(const LayerDesc& l, const KernelIO& io) {
   if (hasQkvViews(*l.attrs)) {
-    switch (io.in[kQ].type) {
-      case DataType::kFLOAT: return runViewAttention<float>(l, io);
-      case DataType::kDOUBLE: return runViewAttention<double>(l, io);
-      default: unsupported(l, std::string("no CPU kernel for data type ") + toString(io.in[kQ].type));
-    }
+    return dispatchRefFloat(l, io.in[kQ].type, [&](auto tag) { runViewAttention<decltype(tag)>(l, io); });
   }
-  switch (io.in[kQ].type) {
-    case DataType::kFLOAT: runAttention<float>(l, io); break;
-    case DataType::kDOUBLE: runAttention<double>(l, io); break;
-    default: unsupported(l, std::string("no CPU kernel for data type ") + toString(io.in[kQ].type));
-  }
+  dispatchRefFloat(l, io.in[kQ].type, [&](auto tag) { runAttention<decltype(tag)>(l, io); });
 }
 
 // =============================================================================================
@@ -553,11 +551,7 @@ void runRotary(const LayerDesc& l, const KernelIO& io) {
 }
 
 void refRotary(const LayerDesc& l, const KernelIO& io) {
-  switch (io.in[0].type) {
-    case DataType::kFLOAT: runRotary<float>(l, io); break;
-    case DataType::kDOUBLE: runRotary<double>(l, io); break;
-    default: unsupported(l, std::string("no CPU kernel for data type ") + toString(io.in[0].type));
-  }
+  dispatchRefFloat(l, io.in[0].type, [&](auto tag) { runRotary<decltype(tag)>(l, io); });
 }
 
 }  // namespace

@@ -231,20 +231,12 @@ void convTransposeRef(const LayerDesc& l, const KernelIO& io) {
 }
 
 void convRefEntry(const LayerDesc& l, const KernelIO& io) {
-  switch (l.inputs[0].type) {
-    case DataType::kFLOAT: return convRef<float>(l, io);
-    case DataType::kDOUBLE: return convRef<double>(l, io);
-    default: throw UnsupportedError("Conv reference kernel: unsupported type " + std::string(toString(l.inputs[0].type)));
-  }
+  dispatchType<kRefFloatTypes>(l.inputs[0].type, [&](auto tag) { convRef<decltype(tag)>(l, io); }, "the Conv reference kernel");
 }
 
 void convTransposeRefEntry(const LayerDesc& l, const KernelIO& io) {
-  switch (l.inputs[0].type) {
-    case DataType::kFLOAT: return convTransposeRef<float>(l, io);
-    case DataType::kDOUBLE: return convTransposeRef<double>(l, io);
-    default:
-      throw UnsupportedError("ConvTranspose reference kernel: unsupported type " + std::string(toString(l.inputs[0].type)));
-  }
+  dispatchType<kRefFloatTypes>(l.inputs[0].type, [&](auto tag) { convTransposeRef<decltype(tag)>(l, io); },
+                               "the ConvTranspose reference kernel");
 }
 
 }  // namespace

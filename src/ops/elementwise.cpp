@@ -28,25 +28,11 @@ constexpr uint32_t kInts = kSigned | kUnsigned;
 constexpr uint32_t kNumeric = kFloats | kInts;
 constexpr uint32_t kBoolSet = bit(DataType::kBOOL);
 
-//! Calls f(T{}) for t when t is in Set; only the types of Set are instantiated.
+//! Calls f(T{}) for t when t is in Set; only the types of Set are instantiated (never the 2-byte
+//! floats: the builder casts them to float32 for the reference kernels).
 template <uint32_t Set, typename F>
 void dispatchTypes(DataType t, F&& f) {
-#define KILN_EW_CASE(DT, CT) \
-  if constexpr ((Set & bit(DT)) != 0) \
-    if (t == DT) { f(CT{}); return; }
-  KILN_EW_CASE(DataType::kFLOAT, float)
-  KILN_EW_CASE(DataType::kDOUBLE, double)
-  KILN_EW_CASE(DataType::kINT8, int8_t)
-  KILN_EW_CASE(DataType::kINT16, int16_t)
-  KILN_EW_CASE(DataType::kINT32, int32_t)
-  KILN_EW_CASE(DataType::kINT64, int64_t)
-  KILN_EW_CASE(DataType::kUINT8, uint8_t)
-  KILN_EW_CASE(DataType::kUINT16, uint16_t)
-  KILN_EW_CASE(DataType::kUINT32, uint32_t)
-  KILN_EW_CASE(DataType::kUINT64, uint64_t)
-  KILN_EW_CASE(DataType::kBOOL, bool)
-#undef KILN_EW_CASE
-  throw Error(std::string("elementwise kernel: unsupported data type ") + toString(t));
+  dispatchType<Set & ~kHalfBf16>(t, f, [&] { throw Error(std::string("elementwise kernel: unsupported data type ") + toString(t)); });
 }
 
 

@@ -22,11 +22,7 @@ struct Bf16 { uint16_t bits; };
 //! Calls f(T{}) with T the storage type of `t` (all 13 kiln types).
 template <typename F>
 void dispatchAll(DataType t, F&& f) {
-  switch (t) {
-    case DataType::kHALF: f(Half{}); return;
-    case DataType::kBF16: f(Bf16{}); return;
-    default: dispatchNumeric(t, std::forward<F>(f));
-  }
+  dispatchType<kAllTypes, Half, Bf16>(t, std::forward<F>(f));
 }
 
 //! Rounds `v` to float with round-to-odd: a later round-to-nearest-even to a narrower format

@@ -28,15 +28,11 @@ T fromAcc(AccOf<T> v) {
   return static_cast<T>(v);
 }
 
-bool isMatMulType(DataType t) {
-  switch (t) {
-    case DataType::kFLOAT: case DataType::kDOUBLE: case DataType::kHALF: case DataType::kBF16:
-    case DataType::kINT32: case DataType::kINT64: case DataType::kUINT32: case DataType::kUINT64:
-      return true;
-    default:
-      return false;
-  }
-}
+//! The types the reference kernels compute (float16/bfloat16 run as float32: the builder casts).
+constexpr uint32_t kMatMulRefTypes = kRefFloatTypes | typeBit(DataType::kINT32) | typeBit(DataType::kINT64) |
+                                     typeBit(DataType::kUINT32) | typeBit(DataType::kUINT64);
+
+bool isMatMulType(DataType t) { return inTypeSet(kMatMulRefTypes | kFloatTypes, t); }
 
 //! Checks the fused activation attributes: a known name, and only on float outputs.
 void checkFusedActivation(const LayerDesc& l, DataType t) {
@@ -169,15 +165,9 @@ void matmulRefTyped(const LayerDesc& l, const KernelIO& io) {
 }
 
 void matmulRef(const LayerDesc& l, const KernelIO& io) {
-  switch (io.in[0].type) {
-    case DataType::kFLOAT: return matmulRefTyped<float>(l, io);
-    case DataType::kDOUBLE: return matmulRefTyped<double>(l, io);
-    case DataType::kINT32: return matmulRefTyped<int32_t>(l, io);
-    case DataType::kINT64: return matmulRefTyped<int64_t>(l, io);
-    case DataType::kUINT32: return matmulRefTyped<uint32_t>(l, io);
-    case DataType::kUINT64: return matmulRefTyped<uint64_t>(l, io);
-    default: opError(l, std::string("no reference kernel for type ") + toString(io.in[0].type));
-  }
+  dispatchType<kMatMulRefTypes>(io.in[0].type, [&](auto tag) { matmulRefTyped<decltype(tag)>(l, io); }, [&] {
+    opError(l, std::string("no reference kernel for type ") + toString(io.in[0].type));
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -243,15 +233,9 @@ void gemmRefTyped(const LayerDesc& l, const KernelIO& io) {
 }
 
 void gemmRef(const LayerDesc& l, const KernelIO& io) {
-  switch (io.in[0].type) {
-    case DataType::kFLOAT: return gemmRefTyped<float>(l, io);
-    case DataType::kDOUBLE: return gemmRefTyped<double>(l, io);
-    case DataType::kINT32: return gemmRefTyped<int32_t>(l, io);
-    case DataType::kINT64: return gemmRefTyped<int64_t>(l, io);
-    case DataType::kUINT32: return gemmRefTyped<uint32_t>(l, io);
-    case DataType::kUINT64: return gemmRefTyped<uint64_t>(l, io);
-    default: opError(l, std::string("no reference kernel for type ") + toString(io.in[0].type));
-  }
+  dispatchType<kMatMulRefTypes>(io.in[0].type, [&](auto tag) { gemmRefTyped<decltype(tag)>(l, io); }, [&] {
+    opError(l, std::string("no reference kernel for type ") + toString(io.in[0].type));
+  });
 }
 
 //! Gemm-1/6 had a `broadcast` attribute; since opset 7 broadcasting of C is always on.

@@ -280,11 +280,7 @@ void lrnRef(const LayerDesc& l, const KernelIO& io) {
 //! Float/double dispatch for the floating-point-only pools.
 #define KILN_FLOAT_REF(NAME, IMPL)                                                                   \
   void NAME(const LayerDesc& l, const KernelIO& io) {                                                \
-    switch (l.inputs[0].type) {                                                                      \
-      case DataType::kFLOAT: return IMPL<float>(l, io);                                              \
-      case DataType::kDOUBLE: return IMPL<double>(l, io);                                            \
-      default: throw UnsupportedError(l.op + ": unsupported type " + toString(l.inputs[0].type)); \
-    }                                                                                                \
+    dispatchType<kRefFloatTypes>(l.inputs[0].type, [&](auto tag) { IMPL<decltype(tag)>(l, io); }, l.op.c_str()); \
   }
 KILN_FLOAT_REF(averagePoolEntry, averagePoolRef)
 KILN_FLOAT_REF(lpPoolEntry, lpPoolRef)

@@ -343,11 +343,10 @@ void runRecurrent(const LayerDesc& l, const KernelIO& io) {
 }
 
 void refRecurrent(const LayerDesc& l, const KernelIO& io) {
-  switch (io.in[0].type) {
-    case DataType::kFLOAT: runRecurrent<float>(l, io); break;
-    case DataType::kDOUBLE: runRecurrent<double>(l, io); break;
-    default: throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): no CPU kernel for data type " + toString(io.in[0].type));
-  }
+  const DataType t = io.in[0].type;
+  dispatchType<kRefFloatTypes>(t, [&](auto tag) { runRecurrent<decltype(tag)>(l, io); }, [&] {
+    throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): no CPU kernel for data type " + toString(t));
+  });
 }
 
 }  // namespace

@@ -140,6 +140,7 @@ Dims Engine::getProfileShape(const std::string& input, int profile, OptProfileSe
 }
 int Engine::getNbOptimizationProfiles() const { return static_cast<int>(impl->graph.profiles.size()); }
 DeviceType Engine::device() const { return impl->graph.device; }
+int Engine::getDeviceIndex() const { return impl->backend->deviceIndex(); }
 int Engine::getNbLayers() const { return static_cast<int>(impl->graph.layers.size()); }
 size_t Engine::getDeviceMemorySize() const { return impl->graph.arenaBytes; }
 

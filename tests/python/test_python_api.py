@@ -113,6 +113,23 @@ def expect_error(fn, text, kind=None):
     raise AssertionError(f"no {kind.__name__} with {text!r}")
 
 
+def test_load_on_a_device():
+    """Engine.load / Engine.deserialize take a CUDA device index: a CPU plan ignores it; a GPU plan
+    runs there (its contexts too), and a device that does not exist is an error."""
+    path = conv_model(2)
+    engine = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device=DEVICE))
+    x = np.random.default_rng(2).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    y = engine.create_execution_context().infer({"x": x})["y"]
+    plan = os.path.join(TMP, "device.plan")
+    engine.save(plan)
+    index = 0 if DEVICE == "gpu" else 3  # a CPU plan ignores any index
+    for loaded in (kiln.Engine.load(plan, device=index), kiln.Engine.deserialize(engine.serialize(), device=index)):
+        check(loaded.device_index == (0 if DEVICE == "gpu" else -1), loaded.device_index)
+        np.testing.assert_array_equal(loaded.create_execution_context().infer({"x": x})["y"], y)
+    if DEVICE == "gpu":
+        expect_error(lambda: kiln.Engine.load(plan, device=1000), "does not exist")
+
+
 def test_errors_are_exceptions():
     path = conv_model(2)
     engine = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device=DEVICE))

@@ -29,9 +29,6 @@ using cuda::HeadDims;
 using cuda::headDims;
 constexpr size_t kQ = cuda::kAttnQ, kK = cuda::kAttnK, kV = cuda::kAttnV, kMask = cuda::kAttnMask;
 
-bool isComputeType(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
-
-
 //! What every attention tactic needs (build-time dims may be -1).
 bool supportsCommon(const LayerDesc& l) {
   if (l.inputs.size() < 3 || l.inputs.size() > 7) return false;
@@ -39,7 +36,7 @@ bool supportsCommon(const LayerDesc& l) {
     if (l.present(i)) return false;  // past_key, past_value, nonpad_kv_seqlen
   if (l.outputs.size() != 1) return false;  // present_key/value, qk_matmul_output
   const DataType t = l.inputs[kQ].type;
-  if (!isComputeType(t) || l.inputs[kK].type != t || l.inputs[kV].type != t) return false;
+  if (!isFloatType(t) || l.inputs[kK].type != t || l.inputs[kV].type != t) return false;
   HeadDims h;
   if (!headDims(l, h)) return false;
   if (h.qHeads <= 0 || h.kvHeads <= 0 || h.qHeads % h.kvHeads != 0) return false;  // unknown head counts

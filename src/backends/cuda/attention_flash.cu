@@ -384,15 +384,14 @@ void withTcConfig(DataType t, int d, int warps, F&& f) {
     else if (d == 128 && warps == 8) f.template operator()<T, 128, 8>();
     else throw UnsupportedError("flash attention: no tensor-core kernel for head size " + std::to_string(d));
   };
-  if (t == DataType::kHALF) byType.template operator()<__half>();
-  else if (t == DataType::kBF16) byType.template operator()<__nv_bfloat16>();
-  else throw UnsupportedError(std::string("flash attention: no tensor-core kernel for ") + toString(t));
+  dispatchCudaType<typeBit(DataType::kHALF) | typeBit(DataType::kBF16)>(
+      t, [&](auto tag) { byType.template operator()<decltype(tag)>(); }, "flash attention's tensor-core kernel");
 }
 
 }  // namespace
 
 bool flashTcSupported(DataType t, int d, int dv, int warps) {
-  return (t == DataType::kHALF || t == DataType::kBF16) && d == dv && (d == 64 || d == 128) && (warps == 2 || warps == 4 || warps == 8);
+  return isHalfType(t) && d == dv && (d == 64 || d == 128) && (warps == 2 || warps == 4 || warps == 8);
 }
 
 void prepareFlashTc(DataType t, int d, int warps) {
@@ -411,12 +410,8 @@ void launchFlashTc(const FlashParams& p, DataType t, int warps, cudaStream_t s) 
 
 void launchFlashSimt(const FlashParams& p, DataType t, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(p.batch * p.heads), static_cast<unsigned>((p.sq + kSimtBM - 1) / kSimtBM));
-  switch (t) {
-    case DataType::kFLOAT: flashSimtKernel<float><<<grid, kSimtWarps * 32, 0, s>>>(p); break;
-    case DataType::kHALF: flashSimtKernel<__half><<<grid, kSimtWarps * 32, 0, s>>>(p); break;
-    case DataType::kBF16: flashSimtKernel<__nv_bfloat16><<<grid, kSimtWarps * 32, 0, s>>>(p); break;
-    default: throw UnsupportedError(std::string("flash attention: no kernel for ") + toString(t));
-  }
+  dispatchCudaType<kFloatTypes>(
+      t, [&](auto tag) { flashSimtKernel<decltype(tag)><<<grid, kSimtWarps * 32, 0, s>>>(p); }, "flash attention");
 }
 
 }  // namespace kiln::cuda

@@ -197,11 +197,8 @@ class GeneralKernel : public Kernel {
   explicit GeneralKernel(const LayerDesc& l) : type_(l.inputs[kAttentionQ].type) {
     // Once per process and type: the largest dynamic shared memory the kernel may ask for.
     const int bytes = static_cast<int>(smemBytes(kMaxHead, kMaxKeys));
-    switch (type_) {
-      case DataType::kFLOAT: setSmem(attentionGeneralKernel<float>, bytes); break;
-      case DataType::kHALF: setSmem(attentionGeneralKernel<__half>, bytes); break;
-      default: setSmem(attentionGeneralKernel<__nv_bfloat16>, bytes); break;
-    }
+    cuda::dispatchCudaType<kFloatTypes>(type_, [&](auto tag) { setSmem(attentionGeneralKernel<decltype(tag)>, bytes); },
+                                        "attention_general");
   }
 
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
@@ -259,11 +256,7 @@ class GeneralKernel : public Kernel {
         attentionGeneralKernel<T><<<grid, kThreads, smemBytes(p.e, p.total), stream>>>(p, rows);
       }
     };
-    switch (type_) {
-      case DataType::kFLOAT: run(float{}); break;
-      case DataType::kHALF: run(__half{}); break;
-      default: run(__nv_bfloat16{}); break;
-    }
+    cuda::dispatchCudaType<kFloatTypes>(type_, run, "attention_general");
     KILN_CUDA_CHECK_LAUNCH();
   }
 

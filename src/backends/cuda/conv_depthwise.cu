@@ -156,15 +156,8 @@ class DepthwiseKernel : public Kernel {
       if (!aligned(io.in[0].data) || !aligned(io.out[0].data) || (res && !aligned(res)))
         throw Error("depthwise_nhwc: tensors must be 16-byte aligned");
     }
-    switch (io.in[0].type) {
-      case DataType::kFLOAT:
-        if (nhwc_) throw UnsupportedError("depthwise_nhwc: float32");
-        run(float{});
-        break;
-      case DataType::kHALF: run(__half{}); break;
-      case DataType::kBF16: run(__nv_bfloat16{}); break;
-      default: throw UnsupportedError("conv_fp_depthwise: unsupported type");
-    }
+    if (nhwc_ && io.in[0].type == DataType::kFLOAT) throw UnsupportedError("depthwise_nhwc: float32");
+    cuda::dispatchCudaType<kFloatTypes>(io.in[0].type, run, "conv_fp_depthwise");
     KILN_CUDA_CHECK_LAUNCH();
   }
 

@@ -60,12 +60,8 @@ void launchTyped(void* y, const void* bias, const void* res, int64_t planes, int
 
 void launchConvEpilogue(DataType type, void* y, const void* bias, const void* res, int64_t planes, int64_t channels,
                         int64_t size, DevAct act, cudaStream_t stream) {
-  switch (type) {
-    case DataType::kFLOAT: return launchTyped<float>(y, bias, res, planes, channels, size, act, stream);
-    case DataType::kHALF: return launchTyped<__half>(y, bias, res, planes, channels, size, act, stream);
-    case DataType::kBF16: return launchTyped<__nv_bfloat16>(y, bias, res, planes, channels, size, act, stream);
-    default: throw UnsupportedError(std::string("conv epilogue: unsupported type ") + toString(type));
-  }
+  dispatchCudaType<kFloatTypes>(
+      type, [&](auto tag) { launchTyped<decltype(tag)>(y, bias, res, planes, channels, size, act, stream); }, "conv epilogue");
 }
 
 bool knownActivation(const LayerDesc& l) {

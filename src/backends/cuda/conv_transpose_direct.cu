@@ -106,12 +106,7 @@ class ConvTransposeDirectKernel : public Kernel {
           io.in[0].as<T>(), static_cast<const T*>(weights_.orInput(io, 1)), static_cast<const T*>(bias_.orInput(io, 2)),
           io.out[0].as<T>(), s->total, s->g, act_);
     };
-    switch (io.in[0].type) {
-      case DataType::kFLOAT: run(float{}); break;
-      case DataType::kHALF: run(__half{}); break;
-      case DataType::kBF16: run(__nv_bfloat16{}); break;
-      default: throw UnsupportedError("convtranspose_direct: unsupported type");
-    }
+    cuda::dispatchCudaType<kFloatTypes>(io.in[0].type, run, "convtranspose_direct");
     KILN_CUDA_CHECK_LAUNCH();
   }
 

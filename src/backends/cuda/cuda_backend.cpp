@@ -46,6 +46,7 @@ class CudaBackend : public Backend {
     return tacticsFromTable(cudaTacticTable(), layer);
   }
   void makeCurrent() override { KILN_CUDA_CHECK(cudaSetDevice(device_)); }
+  int deviceIndex() const override { return device_; }
   void fill(void* p, int value, size_t bytes, void* stream) override {
     KILN_CUDA_CHECK(cudaMemsetAsync(p, value, bytes, static_cast<cudaStream_t>(stream)));
   }

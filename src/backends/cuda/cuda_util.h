@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backends/backend.h"
+#include "core/type_dispatch.h"
 #include "ops/fused_attrs.h"
 
 namespace kiln::cuda {
@@ -38,40 +39,11 @@ inline unsigned gridFor(int64_t n, unsigned block = 256, unsigned maxBlocks = 0)
   return static_cast<unsigned>(b > maxBlocks ? maxBlocks : b);
 }
 
-//! The CUDA element type for a kiln DataType (for template dispatch in .cu files).
-template <DataType T> struct CudaType;
-template <> struct CudaType<DataType::kFLOAT> { using type = float; };
-template <> struct CudaType<DataType::kHALF> { using type = __half; };
-template <> struct CudaType<DataType::kBF16> { using type = __nv_bfloat16; };
-template <> struct CudaType<DataType::kDOUBLE> { using type = double; };
-template <> struct CudaType<DataType::kINT64> { using type = int64_t; };
-template <> struct CudaType<DataType::kINT32> { using type = int32_t; };
-template <> struct CudaType<DataType::kINT16> { using type = int16_t; };
-template <> struct CudaType<DataType::kINT8> { using type = int8_t; };
-template <> struct CudaType<DataType::kUINT8> { using type = uint8_t; };
-template <> struct CudaType<DataType::kUINT16> { using type = uint16_t; };
-template <> struct CudaType<DataType::kUINT32> { using type = uint32_t; };
-template <> struct CudaType<DataType::kUINT64> { using type = uint64_t; };
-template <> struct CudaType<DataType::kBOOL> { using type = bool; };
-
-//! Calls f(T{}) with the CUDA element type of `t` (all 13 kiln types).
-template <typename F>
-void dispatchCudaType(DataType t, F&& f) {
-  switch (t) {
-    case DataType::kFLOAT: f(float{}); break;
-    case DataType::kHALF: f(__half{}); break;
-    case DataType::kBF16: f(__nv_bfloat16{}); break;
-    case DataType::kDOUBLE: f(double{}); break;
-    case DataType::kINT64: f(int64_t{}); break;
-    case DataType::kINT32: f(int32_t{}); break;
-    case DataType::kINT16: f(int16_t{}); break;
-    case DataType::kINT8: f(int8_t{}); break;
-    case DataType::kUINT8: f(uint8_t{}); break;
-    case DataType::kUINT16: f(uint16_t{}); break;
-    case DataType::kUINT32: f(uint32_t{}); break;
-    case DataType::kUINT64: f(uint64_t{}); break;
-    case DataType::kBOOL: f(bool{}); break;
-  }
+//! core/type_dispatch.h's dispatchType with the CUDA types of the 2-byte floats (__half,
+//! __nv_bfloat16): the one type switch of the CUDA backend. Only Set's types are instantiated.
+template <uint32_t Set = kAllTypes, typename F, typename Fail = const char*>
+decltype(auto) dispatchCudaType(DataType t, F&& f, const Fail& fail = "this CUDA kernel") {
+  return dispatchType<Set, __half, __nv_bfloat16>(t, std::forward<F>(f), fail);
 }
 
 //! Calls f(T{}) with an unsigned type of `bytes` (1, 2, 4 or 8) for kernels that only move

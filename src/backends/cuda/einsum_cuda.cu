@@ -19,6 +19,8 @@ namespace {
 constexpr int kMaxInputs = 4;
 constexpr int kMaxLoops = 16;
 
+constexpr uint32_t kEinsumTypes = kFloatTypes | typeBit(DataType::kDOUBLE) | typeBit(DataType::kINT32) | typeBit(DataType::kINT64);
+
 struct EinsumParams {
   int nIn = 0, nLoop = 0, nOut = 0;
   int64_t loopDims[kMaxLoops];
@@ -98,15 +100,7 @@ class EinsumKernel : public Kernel {
       using T = decltype(tag);
       einsumKernel<T><<<cuda::gridFor(p.outCount), 256, 0, cuda::streamOf(io)>>>(io.out[0].as<T>(), p);
     };
-    switch (io.out[0].type) {
-      case DataType::kFLOAT: launch(float{}); break;
-      case DataType::kHALF: launch(__half{}); break;
-      case DataType::kBF16: launch(__nv_bfloat16{}); break;
-      case DataType::kDOUBLE: launch(double{}); break;
-      case DataType::kINT32: launch(int32_t{}); break;
-      case DataType::kINT64: launch(int64_t{}); break;
-      default: throw UnsupportedError(std::string("CUDA Einsum: unsupported type ") + toString(io.out[0].type));
-    }
+    cuda::dispatchCudaType<kEinsumTypes>(io.out[0].type, launch, "CUDA Einsum");
     KILN_CUDA_CHECK_LAUNCH();
   }
 };
@@ -114,9 +108,7 @@ class EinsumKernel : public Kernel {
 bool supportsEinsum(const LayerDesc& l) {
   if (l.inputs.empty() || l.inputs.size() > static_cast<size_t>(kMaxInputs)) return false;
   const DataType t = l.inputs[0].type;
-  if (!(t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16 || t == DataType::kDOUBLE ||
-        t == DataType::kINT32 || t == DataType::kINT64))
-    return false;
+  if (!inTypeSet(kEinsumTypes, t)) return false;
   for (size_t i = 0; i < l.inputs.size(); ++i)
     if (!l.present(i) || l.inputs[i].type != t) return false;
   return true;

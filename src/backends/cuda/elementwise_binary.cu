@@ -8,10 +8,10 @@ namespace {
 
 template <uint32_t Set, class F>
 void runArith(DataType t, const Geom& g, const void* const* in, void* out, const F& f, cudaStream_t s) {
-  dispatchSet<Set>(t, [&](auto tag) {
+  dispatchCudaType<Set>(t, [&](auto tag) {
     using T = decltype(tag);
     launchBcast<F, 2, T, T, T>(g, in, out, f, s);
-  });
+  }, "CUDA elementwise");
 }
 
 }  // namespace
@@ -59,13 +59,13 @@ bool powMixedSupported(DataType base, DataType exponent) {
 void launchPowMixed(DataType base, DataType exponent, const Geom& g, const void* const* in, void* out, cudaStream_t s) {
   if (!powMixedSupported(base, exponent))
     throw UnsupportedError(std::string("CUDA Pow: no kernel for base ") + toString(base) + " and exponent " + toString(exponent));
-  dispatchSet<kPowBases>(base, [&](auto a) {
-    dispatchSet<kPowExponents>(exponent, [&](auto b) {
+  dispatchCudaType<kPowBases>(base, [&](auto a) {
+    dispatchCudaType<kPowExponents>(exponent, [&](auto b) {
       using A = decltype(a);
       using B = decltype(b);
       if constexpr (!std::is_same_v<A, B>) launchBcast<PowMixedF, 2, A, B, A>(g, in, out, PowMixedF{}, s);
-    });
-  });
+    }, "CUDA elementwise");
+  }, "CUDA elementwise");
 }
 
 }  // namespace kiln::cuda::ew

@@ -11,7 +11,7 @@ void launchCast(DataType from, DataType to, const void* x, void* y, int64_t n, c
     return;
   }
   if (inSet(kCastWideSources, from)) return launchCastWide(from, to, x, y, n, s);
-  dispatchSet<kAllTypes & ~kCastWideSources>(from, [&](auto stag) { castFrom<decltype(stag)>(to, x, y, n, s); });
+  dispatchCudaType<kAllTypes & ~kCastWideSources>(from, [&](auto stag) { castFrom<decltype(stag)>(to, x, y, n, s); }, "CUDA elementwise");
 }
 
 }  // namespace kiln::cuda::ew

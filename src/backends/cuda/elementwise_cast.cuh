@@ -78,10 +78,10 @@ template <class S, class D> struct CastOp {
 
 //! Casts from a source type S to any destination type.
 template <class S> void castFrom(DataType to, const void* x, void* y, int64_t n, cudaStream_t s) {
-  dispatchSet<kAllTypes>(to, [&](auto dtag) {
+  dispatchCudaType<kAllTypes>(to, [&](auto dtag) {
     using D = decltype(dtag);
     launchFlat(static_cast<const S*>(x), static_cast<D*>(y), n, CastOp<S, D>{}, s);
-  });
+  }, "CUDA elementwise");
 }
 
 //! Source types compiled in elementwise_cast_wide.cu.

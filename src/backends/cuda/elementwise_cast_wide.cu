@@ -4,7 +4,7 @@
 namespace kiln::cuda::ew {
 
 void launchCastWide(DataType from, DataType to, const void* x, void* y, int64_t n, cudaStream_t s) {
-  dispatchSet<kCastWideSources>(from, [&](auto stag) { castFrom<decltype(stag)>(to, x, y, n, s); });
+  dispatchCudaType<kCastWideSources>(from, [&](auto stag) { castFrom<decltype(stag)>(to, x, y, n, s); }, "CUDA elementwise");
 }
 
 }  // namespace kiln::cuda::ew

@@ -140,7 +140,7 @@ void launchChain(const ChainProgram& prog, const Geom& g, const void* const* in,
                  cudaStream_t s) {
   if (g.total == 0) return;
   if (g.nIn < 1 || g.nIn > kMaxIn) throw Error("CUDA PointwiseChain: bad input count");
-  dispatchSet<bit(DataType::kFLOAT) | bit(DataType::kHALF) | bit(DataType::kBF16)>(type, [&](auto tag) {
+  dispatchCudaType<kFloatTypes>(type, [&](auto tag) {
     using T = decltype(tag);
     int64_t zero[kMaxIn] = {};
     forEachPiece(g, zero, 0, [&](const Geom& piece, const int64_t* inOff, int64_t outOff) {
@@ -164,7 +164,7 @@ void launchChain(const ChainProgram& prog, const Geom& g, const void* const* in,
       chainKernel<T><<<gridFor(units, kBlock), kBlock, 0, s>>>(p);
       KILN_CUDA_CHECK_LAUNCH();
     });
-  });
+  }, "CUDA elementwise");
 }
 
 }  // namespace kiln::cuda::ew

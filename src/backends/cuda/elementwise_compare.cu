@@ -10,11 +10,11 @@ namespace {
 
 template <uint32_t Set, bool BoolOut, class F>
 void runBinary(DataType t, const Geom& g, const void* const* in, void* out, const F& f, cudaStream_t s) {
-  dispatchSet<Set>(t, [&](auto tag) {
+  dispatchCudaType<Set>(t, [&](auto tag) {
     using T = decltype(tag);
     using O = std::conditional_t<BoolOut, bool, T>;
     launchBcast<F, 2, T, T, O>(g, in, out, f, s);
-  });
+  }, "CUDA elementwise");
 }
 
 }  // namespace
@@ -48,10 +48,10 @@ namespace {
 
 template <int N, class F>
 void runFold(DataType t, const Geom& g, const void* const* in, void* out, const F& f, cudaStream_t s) {
-  dispatchSet<kFloats>(t, [&](auto tag) {
+  dispatchCudaType<kFloats>(t, [&](auto tag) {
     using T = decltype(tag);
     launchBcast<F, N, T, T, T>(g, in, out, f, s);
-  });
+  }, "CUDA elementwise");
 }
 
 template <int N>

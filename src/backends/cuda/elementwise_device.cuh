@@ -38,31 +38,6 @@ template <class T, class R> __device__ __forceinline__ T narrow(R r) {
 
 template <class T> constexpr bool kIsFloat = std::is_floating_point_v<T>;
 
-//! Calls f(T{}) with the storage type of t when t is in Set (only Set's types are instantiated).
-template <uint32_t Set, class F> void dispatchSet(DataType t, F&& f) {
-#define KILN_EWD_CASE(DT, CT)                   \
-  if constexpr ((Set & bit(DT)) != 0)           \
-    if (t == DT) {                              \
-      f(CT{});                                  \
-      return;                                   \
-    }
-  KILN_EWD_CASE(DataType::kFLOAT, float)
-  KILN_EWD_CASE(DataType::kHALF, __half)
-  KILN_EWD_CASE(DataType::kBF16, __nv_bfloat16)
-  KILN_EWD_CASE(DataType::kDOUBLE, double)
-  KILN_EWD_CASE(DataType::kINT8, int8_t)
-  KILN_EWD_CASE(DataType::kINT16, int16_t)
-  KILN_EWD_CASE(DataType::kINT32, int32_t)
-  KILN_EWD_CASE(DataType::kINT64, int64_t)
-  KILN_EWD_CASE(DataType::kUINT8, uint8_t)
-  KILN_EWD_CASE(DataType::kUINT16, uint16_t)
-  KILN_EWD_CASE(DataType::kUINT32, uint32_t)
-  KILN_EWD_CASE(DataType::kUINT64, uint64_t)
-  KILN_EWD_CASE(DataType::kBOOL, bool)
-#undef KILN_EWD_CASE
-  throw UnsupportedError(std::string("CUDA elementwise: no kernel for data type ") + toString(t));
-}
-
 //! Reads element 0 of a device scalar of any kiln type as double (uniform: every thread the same).
 __device__ __forceinline__ double loadAsDouble(const void* p, DataType t) {
   switch (t) {

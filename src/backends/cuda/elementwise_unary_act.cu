@@ -6,11 +6,11 @@ namespace kiln::cuda::ew {
 
 template <uint32_t Set, bool BoolOut, class F>
 static void runUnary(DataType t, const void* x, void* y, int64_t n, const F& f, cudaStream_t s) {
-  dispatchSet<Set>(t, [&](auto tag) {
+  dispatchCudaType<Set>(t, [&](auto tag) {
     using S = decltype(tag);
     using O = std::conditional_t<BoolOut, bool, S>;
     launchFlat(static_cast<const S*>(x), static_cast<O*>(y), n, Widened<F, S, O>{f}, s);
-  });
+  }, "CUDA elementwise");
 }
 
 //! Activations; returns false for ops handled elsewhere.

@@ -10,11 +10,11 @@ namespace {
 
 template <uint32_t Set, bool BoolOut, class F>
 void runUnary(DataType t, const void* x, void* y, int64_t n, const F& f, cudaStream_t s) {
-  dispatchSet<Set>(t, [&](auto tag) {
+  dispatchCudaType<Set>(t, [&](auto tag) {
     using S = decltype(tag);
     using O = std::conditional_t<BoolOut, bool, S>;
     launchFlat(static_cast<const S*>(x), static_cast<O*>(y), n, Widened<F, S, O>{f}, s);
-  });
+  }, "CUDA elementwise");
 }
 
 }  // namespace
@@ -51,18 +51,18 @@ void launchUnary(Unary op, DataType t, const void* x, void* y, int64_t n, const 
     case Unary::kNot: runUnary<kBoolSet, false>(t, x, y, n, NotF{}, s); return;
     case Unary::kBitwiseNot: runUnary<kInts, false>(t, x, y, n, BitwiseNotF{}, s); return;
     case Unary::kClip:
-      dispatchSet<kNumeric>(t, [&](auto tag) {
+      dispatchCudaType<kNumeric>(t, [&](auto tag) {
         using S = decltype(tag);
         ClipF<Cmp<S>> f{a.p1, a.t1, a.p2, a.t2, {}, {}};
         launchFlat(static_cast<const S*>(x), static_cast<S*>(y), n, Widened<ClipF<Cmp<S>>, S, S>{f}, s);
-      });
+      }, "CUDA elementwise");
       return;
     case Unary::kPowScalar:
-      dispatchSet<kNumeric>(t, [&](auto tag) {
+      dispatchCudaType<kNumeric>(t, [&](auto tag) {
         using S = decltype(tag);
         PowScalarF<Cmp<S>> f{a.p1, a.t1, 0.0, 0, false};
         launchFlat(static_cast<const S*>(x), static_cast<S*>(y), n, Widened<PowScalarF<Cmp<S>>, S, S>{f}, s);
-      });
+      }, "CUDA elementwise");
       return;
     default: break;
   }

@@ -63,23 +63,16 @@ class GridSampleKernel : public Kernel {
         gridSampleKernel<TX, TG><<<cuda::gridFor(total), 256, 0, cuda::streamOf(io)>>>(io.in[0].as<const TX>(), io.in[1].as<const TG>(),
                                                                                         io.out[0].as<TX>(), p);
       };
-      switch (io.in[1].type) {
-        case DataType::kFLOAT: launch(float{}); break;
-        case DataType::kHALF: launch(__half{}); break;
-        default: launch(__nv_bfloat16{}); break;
-      }
+      cuda::dispatchCudaType<kFloatTypes>(io.in[1].type, launch, "CUDA GridSample grid");
     };
-    switch (io.in[0].type) {
-      case DataType::kFLOAT: withGrid(float{}); break;
-      case DataType::kHALF: withGrid(__half{}); break;
-      default: withGrid(__nv_bfloat16{}); break;
-    }
+    cuda::dispatchCudaType<kFloatTypes>(io.in[0].type, withGrid, "CUDA GridSample");
     KILN_CUDA_CHECK_LAUNCH();
   }
 };
 
-bool isF(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
-bool supportsGridSample(const LayerDesc& l) { return l.inputs.size() == 2 && isF(l.inputs[0].type) && isF(l.inputs[1].type); }
+bool supportsGridSample(const LayerDesc& l) {
+  return l.inputs.size() == 2 && isFloatType(l.inputs[0].type) && isFloatType(l.inputs[1].type);
+}
 std::unique_ptr<Kernel> createGridSample(const LayerDesc&) { return std::make_unique<GridSampleKernel>(); }
 
 }  // namespace

@@ -120,12 +120,7 @@ void launchTyped(void* yv, int64_t n, const void* cv, const MatMulPost& mp, cuda
 
 void launchMatMulPost(DataType t, void* y, int64_t n, const void* c, const MatMulPost& p, cudaStream_t s) {
   if (n <= 0 || !p.needed()) return;
-  switch (t) {
-    case DataType::kFLOAT: return launchTyped<float>(y, n, c, p, s);
-    case DataType::kHALF: return launchTyped<__half>(y, n, c, p, s);
-    case DataType::kBF16: return launchTyped<__nv_bfloat16>(y, n, c, p, s);
-    default: throw UnsupportedError(std::string("matmul epilogue: unsupported type ") + toString(t));
-  }
+  dispatchCudaType<kFloatTypes>(t, [&](auto tag) { launchTyped<decltype(tag)>(y, n, c, p, s); }, "matmul epilogue");
 }
 
 }  // namespace kiln::cuda

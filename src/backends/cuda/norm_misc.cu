@@ -32,7 +32,7 @@ int64_t span(const Dims& d, size_t from, size_t to) {
 
 template <typename F>
 void dispatchFloat3(DataType t, F&& f) {
-  dispatchType<kFloatTypes, __half, __nv_bfloat16>(t, f, "CUDA");
+  cuda::dispatchCudaType<kFloatTypes>(t, f, "CUDA");
 }
 
 //! (outer, length, inner) lines: element k of line (o, i) is at (o * length + k) * inner + i.

@@ -209,12 +209,12 @@ void batchNormTyped(const BatchNormParams& p, cudaStream_t stream) {
 
 void launchRowNorm(const RowNormParams& p, cudaStream_t stream) {
   if (p.rows <= 0) return;
-  dispatchType<kFloatTypes, __half, __nv_bfloat16>(p.type, [&](auto t) { rowNormTyped<decltype(t)>(p, stream); }, "launchRowNorm");
+  dispatchCudaType<kFloatTypes>(p.type, [&](auto t) { rowNormTyped<decltype(t)>(p, stream); }, "launchRowNorm");
 }
 
 void launchBatchNorm(const BatchNormParams& p, cudaStream_t stream) {
   if (p.count <= 0) return;
-  dispatchType<kFloatTypes, __half, __nv_bfloat16>(p.type, [&](auto t) { batchNormTyped<decltype(t)>(p, stream); }, "launchBatchNorm");
+  dispatchCudaType<kFloatTypes>(p.type, [&](auto t) { batchNormTyped<decltype(t)>(p, stream); }, "launchBatchNorm");
 }
 
 }  // namespace kiln::cuda

@@ -437,8 +437,8 @@ template <typename F>
 void dispatchPoolType(DataType t, bool allowInt, F&& f) {
   constexpr uint32_t kPoolInts = typeBit(DataType::kINT8) | typeBit(DataType::kUINT8) | typeBit(DataType::kINT32) |
                                  typeBit(DataType::kINT64);
-  if (allowInt) dispatchType<kFloatTypes | kPoolInts, __half, __nv_bfloat16>(t, f, "CUDA pooling");
-  else dispatchType<kFloatTypes, __half, __nv_bfloat16>(t, f, "CUDA pooling");
+  if (allowInt) cuda::dispatchCudaType<kFloatTypes | kPoolInts>(t, f, "CUDA pooling");
+  else cuda::dispatchCudaType<kFloatTypes>(t, f, "CUDA pooling");
 }
 
 struct PoolState : KernelState {
@@ -503,8 +503,9 @@ class WindowPoolKernel : public Kernel {
     cudaStream_t stream = cuda::streamOf(io);
     const bool noIndices = io.out.size() < 2 || io.out[1].data == nullptr;
     if (s->vecBits != 0 && noIndices && aligned16(io.in[0].data) && aligned16(io.out[0].data)) {
-      if (io.in[0].type == DataType::kHALF) launchVec<__half>(io, *s, stream);
-      else launchVec<__nv_bfloat16>(io, *s, stream);
+      // vecBits != 0 only for the 2-byte floats (reshape)
+      cuda::dispatchCudaType<typeBit(DataType::kHALF) | typeBit(DataType::kBF16)>(
+          io.in[0].type, [&](auto tag) { launchVec<decltype(tag)>(io, *s, stream); }, "CUDA pooling (channels-last)");
       KILN_CUDA_CHECK_LAUNCH();
       return;
     }

@@ -237,7 +237,7 @@ void launchReduce(const ReduceParams& p, cudaStream_t stream) {
     return;
   }
   if (p.outCount <= 0) return;
-  dispatchType<kFloatTypes | typeBit(DataType::kINT32) | typeBit(DataType::kINT64), __half, __nv_bfloat16>(
+  dispatchCudaType<kFloatTypes | typeBit(DataType::kINT32) | typeBit(DataType::kINT64)>(
       p.type, [&](auto t) { reduceTyped<decltype(t)>(p, stream); }, "launchReduce");
 }
 

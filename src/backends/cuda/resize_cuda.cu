@@ -21,6 +21,8 @@ namespace kiln {
 
 namespace {
 
+using cuda::dispatchCudaType;
+using cuda::dispatchElementSize;
 using cuda::gridFor;
 using cuda::streamOf;
 
@@ -180,22 +182,15 @@ class ResizeKernel : public Kernel {
     const unsigned grid = gridFor(p.total);
     cudaStream_t st = streamOf(io);
     if (nearest_) {
-      switch (elementSize(io.in[0].type)) {
-        case 1: resizeNearestKernel<uint8_t><<<grid, 256, 0, st>>>(io.in[0].as<const uint8_t>(), io.out[0].as<uint8_t>(), p); break;
-        case 2: resizeNearestKernel<uint16_t><<<grid, 256, 0, st>>>(io.in[0].as<const uint16_t>(), io.out[0].as<uint16_t>(), p); break;
-        case 4: resizeNearestKernel<uint32_t><<<grid, 256, 0, st>>>(io.in[0].as<const uint32_t>(), io.out[0].as<uint32_t>(), p); break;
-        case 8: resizeNearestKernel<uint64_t><<<grid, 256, 0, st>>>(io.in[0].as<const uint64_t>(), io.out[0].as<uint64_t>(), p); break;
-        default: throw Error("CUDA Resize: unsupported element size");
-      }
+      dispatchElementSize(elementSize(io.in[0].type), [&](auto tag) {
+        using T = decltype(tag);
+        resizeNearestKernel<T><<<grid, 256, 0, st>>>(io.in[0].as<const T>(), io.out[0].as<T>(), p);
+      });
     } else {
-      switch (io.in[0].type) {
-        case DataType::kFLOAT: resizeFilterKernel<float><<<grid, 256, 0, st>>>(io.in[0].as<const float>(), io.out[0].as<float>(), p); break;
-        case DataType::kHALF: resizeFilterKernel<__half><<<grid, 256, 0, st>>>(io.in[0].as<const __half>(), io.out[0].as<__half>(), p); break;
-        case DataType::kBF16:
-          resizeFilterKernel<__nv_bfloat16><<<grid, 256, 0, st>>>(io.in[0].as<const __nv_bfloat16>(), io.out[0].as<__nv_bfloat16>(), p);
-          break;
-        default: throw UnsupportedError("CUDA Resize: linear/cubic needs float32/float16/bfloat16");
-      }
+      dispatchCudaType<kFloatTypes>(io.in[0].type, [&](auto tag) {
+        using T = decltype(tag);
+        resizeFilterKernel<T><<<grid, 256, 0, st>>>(io.in[0].as<const T>(), io.out[0].as<T>(), p);
+      }, "CUDA Resize linear/cubic");
     }
     KILN_CUDA_CHECK_LAUNCH();
   }

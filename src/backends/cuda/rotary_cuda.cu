@@ -82,12 +82,7 @@ class RotaryKernel : public Kernel {
       rotaryKernel<T><<<cuda::gridFor(total), 256, 0, cuda::streamOf(io)>>>(io.in[0].as<T>(), io.in[1].as<T>(), io.in[2].as<T>(), pos,
                                                                             io.out[0].as<T>(), p);
     };
-    switch (io.in[0].type) {
-      case DataType::kFLOAT: launch(float{}); break;
-      case DataType::kHALF: launch(__half{}); break;
-      case DataType::kBF16: launch(__nv_bfloat16{}); break;
-      default: throw UnsupportedError(std::string("CUDA RotaryEmbedding: unsupported type ") + toString(io.in[0].type));
-    }
+    cuda::dispatchCudaType<kFloatTypes>(io.in[0].type, launch, "CUDA RotaryEmbedding");
     KILN_CUDA_CHECK_LAUNCH();
   }
 };

@@ -318,7 +318,7 @@ void cumsumTyped(const CumSumParams& p, cudaStream_t stream) {
 
 template <typename F>
 void dispatchSelectType(DataType t, const char* what, F&& f) {
-  dispatchType<kFloatTypes | typeBit(DataType::kINT32) | typeBit(DataType::kINT64), __half, __nv_bfloat16>(t, f, what);
+  dispatchCudaType<kFloatTypes | typeBit(DataType::kINT32) | typeBit(DataType::kINT64)>(t, f, what);
 }
 
 }  // namespace

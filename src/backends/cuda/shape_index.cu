@@ -60,12 +60,12 @@ void dispatchVector(int vb, F&& f) {
   }
 }
 
+constexpr uint32_t kIndexTypes = typeBit(DataType::kINT32) | typeBit(DataType::kINT64);
+
 //! Calls f(I{}) for int32 or int64 indices.
 template <typename F>
 void dispatchIndex(DataType t, F&& f) {
-  if (t == DataType::kINT32) f(int32_t{});
-  else if (t == DataType::kINT64) f(int64_t{});
-  else throw UnsupportedError(std::string("CUDA index op: indices of type ") + toString(t));
+  cuda::dispatchCudaType<kIndexTypes>(t, f, "CUDA index op indices");
 }
 
 bool byteSized(DataType t) {
@@ -184,24 +184,15 @@ __device__ __forceinline__ void atomicCombine(T* addr, T v, int r) {
   } while (old != assumed);
 }
 
+constexpr uint32_t kReduceTypes = kFloatTypes | typeBit(DataType::kDOUBLE) | typeBit(DataType::kINT32) | typeBit(DataType::kINT64);
+
 //! Calls f(T{}) for the types scatter reductions support.
 template <typename F>
 void dispatchReduceType(DataType t, F&& f) {
-  switch (t) {
-    case DataType::kFLOAT: f(float{}); break;
-    case DataType::kHALF: f(__half{}); break;
-    case DataType::kBF16: f(__nv_bfloat16{}); break;
-    case DataType::kDOUBLE: f(double{}); break;
-    case DataType::kINT32: f(int32_t{}); break;
-    case DataType::kINT64: f(int64_t{}); break;
-    default: throw UnsupportedError(std::string("CUDA scatter reduction of type ") + toString(t));
-  }
+  cuda::dispatchCudaType<kReduceTypes>(t, f, "CUDA scatter reduction");
 }
 
-bool reducible(DataType t) {
-  return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16 || t == DataType::kDOUBLE ||
-         t == DataType::kINT32 || t == DataType::kINT64;
-}
+bool reducible(DataType t) { return inTypeSet(kReduceTypes, t); }
 
 // ---------------------------------------------------------------- GatherElements / ScatterElements
 
@@ -473,13 +464,8 @@ __global__ void oneHotKernel(const I* __restrict__ idx, const T* __restrict__ va
 
 template <typename F>
 void dispatchOneHotIndex(DataType t, F&& f) {
-  switch (t) {
-    case DataType::kINT32: f(int32_t{}); break;
-    case DataType::kINT64: f(int64_t{}); break;
-    case DataType::kFLOAT: f(float{}); break;
-    case DataType::kDOUBLE: f(double{}); break;
-    default: throw UnsupportedError(std::string("CUDA OneHot: indices of type ") + toString(t));
-  }
+  constexpr uint32_t kOneHotIndices = kIndexTypes | typeBit(DataType::kFLOAT) | typeBit(DataType::kDOUBLE);
+  cuda::dispatchCudaType<kOneHotIndices>(t, f, "CUDA OneHot indices");
 }
 
 class OneHotKernel : public Kernel {

@@ -13,6 +13,7 @@ namespace kiln {
 
 namespace {
 
+using cuda::dispatchCudaType;
 using cuda::gridFor;
 using cuda::streamOf;
 constexpr int kMaxRank = cuda::kMaxCopyRank;
@@ -235,6 +236,9 @@ bool supportsTrilu(const LayerDesc& l) {
 
 // ---------------------------------------------------------------- Range
 
+constexpr uint32_t kRangeTypes = kFloatTypes | typeBit(DataType::kDOUBLE) | typeBit(DataType::kINT16) |
+                                typeBit(DataType::kINT32) | typeBit(DataType::kINT64);
+
 struct RangeParams {
   int64_t count;
   double fstart, fdelta;   // float types
@@ -280,25 +284,14 @@ class RangeKernel : public Kernel {
       using T = decltype(tt);
       rangeKernel<T><<<gridFor(p.count), 256, 0, streamOf(io)>>>(static_cast<T*>(io.out[0].data), p);
     };
-    switch (io.out[0].type) {
-      case DataType::kFLOAT: launch(float{}); break;
-      case DataType::kDOUBLE: launch(double{}); break;
-      case DataType::kHALF: launch(__half{}); break;
-      case DataType::kBF16: launch(__nv_bfloat16{}); break;
-      case DataType::kINT16: launch(int16_t{}); break;
-      case DataType::kINT32: launch(int32_t{}); break;
-      case DataType::kINT64: launch(int64_t{}); break;
-      default: throw UnsupportedError(std::string("CUDA Range of type ") + toString(io.out[0].type));
-    }
+    dispatchCudaType<kRangeTypes>(io.out[0].type, launch, "CUDA Range");
     KILN_CUDA_CHECK_LAUNCH();
   }
 };
 
 bool supportsRange(const LayerDesc& l) {
   if (l.inputs.size() != 3) return false;
-  DataType t = l.inputs[0].type;
-  return t == DataType::kFLOAT || t == DataType::kDOUBLE || t == DataType::kHALF || t == DataType::kBF16 ||
-         t == DataType::kINT16 || t == DataType::kINT32 || t == DataType::kINT64;
+  return inTypeSet(kRangeTypes, l.inputs[0].type);
 }
 
 // ---------------------------------------------------------------- Shape / Size

@@ -132,7 +132,7 @@ void softmaxTyped(const SoftmaxParams& p, cudaStream_t stream) {
 
 void launchSoftmax(const SoftmaxParams& p, cudaStream_t stream) {
   if (p.outer <= 0 || p.length <= 0 || p.inner <= 0) return;
-  dispatchType<kFloatTypes, __half, __nv_bfloat16>(p.type, [&](auto t) { softmaxTyped<decltype(t)>(p, stream); }, "launchSoftmax");
+  dispatchCudaType<kFloatTypes>(p.type, [&](auto t) { softmaxTyped<decltype(t)>(p, stream); }, "launchSoftmax");
 }
 
 }  // namespace kiln::cuda

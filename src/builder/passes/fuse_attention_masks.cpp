@@ -1,0 +1,160 @@
+// Attention fusion, step 2: the mask canonicalizer (fuse_attention_steps.h). The additive masks
+// and the Where of the score chain become one additive mask and is_causal; constant masks that
+// mask nothing are dropped.
+#include <algorithm>
+
+#include "builder/passes/fuse_attention_steps.h"
+#include "builder/passes/passes.h"
+
+namespace kiln::attention_fusion {
+
+namespace {
+
+// Fill values at or below this absorb any finite logit (x + c == c in float and half).
+constexpr double kAbsorbing = -1e30;
+
+//! `m` (rank <= 4) broadcasts to `target` ([B, H, Sq, Skv]) with its last dim equal to Skv.
+bool broadcastsTo(const Dims& m, const Dims& target) {
+  if (m.empty() || m.size() > 4) return false;
+  const size_t off = 4 - m.size();
+  for (size_t k = 0; k < m.size(); ++k) {
+    const int64_t want = target[off + k];
+    if (k + 1 == m.size() ? !sameDim(m[k], want) : !(m[k] == 1 || sameDim(m[k], want))) return false;
+  }
+  return true;
+}
+
+//! For a constant [.., Sq, Skv] tensor: whether pred(value, i, j) holds for every element of every
+//! [Sq, Skv] slice. Leading dims may exceed 1: exporters expand a causal mask to the batch
+//! (transformers 5.17's GPT-2 at batch 8: [8, 1, S, S], folded to a constant).
+template <typename Pred>
+bool everyElement(const Tensor* t, Pred pred) {
+  const Dims& d = t->value.dims();
+  if (d.size() < 2) return false;
+  const int64_t rows = d[d.size() - 2], cols = d.back();
+  const int64_t slice = rows * cols;
+  if (slice <= 0) return false;
+  for (int64_t base = 0; base < t->value.count(); base += slice)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        if (!pred(t->value.getDouble(base + i * cols + j), i, j)) return false;
+  return true;
+}
+
+//! A constant whose every element is zero (an additive mask that masks nothing).
+bool allZero(const Tensor* t) {
+  if (!t->isConstant()) return false;
+  for (int64_t i = 0; i < t->value.count(); ++i)
+    if (t->value.getDouble(i) != 0) return false;
+  return true;
+}
+
+HostTensor typedTensor(DataType t, const Dims& d, const std::vector<double>& v) {
+  HostTensor h(t, d);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float f = static_cast<float>(v[i]);
+    if (t == DataType::kFLOAT) h.as<float>()[i] = f;
+    else if (t == DataType::kHALF) h.as<uint16_t>()[i] = floatToHalf(f);
+    else h.as<uint16_t>()[i] = floatToBf16(f);
+  }
+  return h;
+}
+
+Dims broadcastDims(const Dims& a, const Dims& b) {
+  Dims r(std::max(a.size(), b.size()), 1);
+  for (size_t k = 0; k < r.size(); ++k) {
+    const size_t i = r.size() - 1 - k;
+    const int64_t x = k < a.size() ? a[a.size() - 1 - k] : 1, y = k < b.size() ? b[b.size() - 1 - k] : 1;
+    r[i] = x == 1 ? y : x;
+  }
+  return r;
+}
+
+//! A constant whose last two dims are the scores' [Sq, Skv] (a candidate causal mask).
+bool causalShaped(const Tensor* t, const Dims& scores) {
+  const int64_t sq = scores[2], skv = scores[3];
+  const Dims& d = t->value.dims();
+  return t->isConstant() && sq > 0 && skv > 0 && d.size() >= 2 && d[d.size() - 2] == sq && d.back() == skv;
+}
+
+//! Additive masks of the scores' type: constant exact-causal ones become is_causal, and constant
+//! all-zero ones are dropped (PyTorch's dynamo export of BERT called without an attention_mask
+//! folds to Where(all true, 0, -FLT_MAX) = zeros [B, 1, S, S]: kept, it would cost a B*S*S read
+//! per attention and rule out cuDNN's SDPA, which runs only without a mask).
+bool keepAdditiveMasks(const AttentionMatch& am, CanonicalMask& cm, std::vector<Tensor*>& kept) {
+  for (Tensor* mk : am.chain.masks) {
+    if (!mk || mk->type != am.type || !mk->dimsKnown || !broadcastsTo(mk->dims, am.scores)) return false;
+    if (allZero(mk)) continue;
+    if (!cm.causal && causalShaped(mk, am.scores) &&
+        everyElement(mk, [](double val, int64_t i, int64_t j) { return j <= i ? val == 0 : val <= kVeryNegative; })) {
+      cm.causal = true;
+      continue;
+    }
+    kept.push_back(mk);
+  }
+  return true;
+}
+
+bool keptBy(double cond, bool keepsTrue) { return (cond != 0) == keepsTrue; }
+
+//! A constant Where condition as a constant additive mask; false when a query row masks every
+//! key while the fill is finite and not absorbing (then the original softmax is uniform over the
+//! raw scores, which the kernels do not compute).
+bool constantWhereMask(Network& net, const AttentionMatch& am, Tensor** mask) {
+  const Layer* where = am.chain.where;
+  const HostTensor& cv = where->inputs[0]->value;
+  const bool keep = am.chain.whereKeepsTrue;
+  const int64_t cols = cv.dims().back();
+  bool fullRow = false;
+  for (int64_t r = 0; cols > 0 && r < cv.count() / cols; ++r) {
+    bool any = false;
+    for (int64_t j = 0; j < cols && !any; ++j) any = keptBy(cv.getDouble(r * cols + j), keep);
+    fullRow = fullRow || !any;
+  }
+  if (fullRow && am.chain.whereFill > kAbsorbing) return false;
+  std::vector<double> vals(static_cast<size_t>(cv.count()));
+  for (int64_t i = 0; i < cv.count(); ++i) vals[static_cast<size_t>(i)] = keptBy(cv.getDouble(i), keep) ? 0.0 : am.chain.whereFill;
+  *mask = net.addConstant(net.uniqueName(where->name + "_mask"), typedTensor(am.type, cv.dims(), vals));
+  return true;
+}
+
+//! The Where(cond, S, fill) of the score chain as an additive mask in *mask (left null when it
+//! masks nothing or is causal, which sets cm.causal); false when it cannot be taken.
+bool whereAsMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, Tensor** mask) {
+  const Layer* where = am.chain.where;
+  if (!where) return true;
+  Tensor* cond = where->inputs[0];
+  if (!cond->dimsKnown || !broadcastsTo(cond->dims, am.scores)) return false;
+  const bool keep = am.chain.whereKeepsTrue;
+  bool keepsAll = cond->isConstant();
+  for (int64_t i = 0; keepsAll && i < cond->value.count(); ++i) keepsAll = keptBy(cond->value.getDouble(i), keep);
+  if (keepsAll) return true;  // masks nothing
+  if (!cm.causal && causalShaped(cond, am.scores) &&
+      everyElement(cond, [&](double c, int64_t i, int64_t j) { return keptBy(c, keep) == (j <= i); })) {
+    cm.causal = true;
+    return true;
+  }
+  if (cond->isConstant()) return constantWhereMask(net, am, mask);
+  if (am.chain.whereFill > kAbsorbing) return false;  // a fully masked row cannot be ruled out
+  Tensor* zero = net.addConstant(net.uniqueName(where->name + "_zero"), typedTensor(am.type, {}, {0.0}));
+  Tensor* fillT = net.addConstant(net.uniqueName(where->name + "_fill"), typedTensor(am.type, {}, {am.chain.whereFill}));
+  *mask = addTypedLayer(net, "Where", {cond, keep ? zero : fillT, keep ? fillT : zero}, {}, where->name + "_mask", am.type,
+                        cond->dims);
+  return true;
+}
+
+}  // namespace
+
+bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, CanonicalMask& cm) {
+  std::vector<Tensor*> masks;
+  Tensor* whereMask = nullptr;
+  if (!keepAdditiveMasks(am, cm, masks) || !whereAsMask(net, am, cm, &whereMask)) return false;
+  if (whereMask) masks.insert(masks.begin(), whereMask);
+  cm.mask = masks.empty() ? nullptr : masks[0];
+  for (size_t i = 1; i < masks.size(); ++i)
+    cm.mask = addTypedLayer(net, "Add", {cm.mask, masks[i]}, {}, sm->name + "_mask_sum", am.type,
+                            broadcastDims(cm.mask->dims, masks[i]->dims));
+  return true;
+}
+
+}  // namespace kiln::attention_fusion

@@ -1,0 +1,178 @@
+// Attention fusion, step 1: the matcher (fuse_attention_steps.h). Walks from a Softmax up to the
+// Q K^T MatMul and down to the P V MatMul, collecting scales, masks and the NaN guard.
+#include <cmath>
+
+#include "builder/passes/fuse_attention_steps.h"
+#include "builder/passes/passes.h"
+#include "core/type_dispatch.h"
+
+namespace kiln::attention_fusion {
+
+bool isIdentityLayer(const Layer* l) {
+  if (!l || l->inputs.empty() || !l->inputs[0] || l->outputs.size() != 1) return false;
+  const Tensor *in = l->inputs[0], *out = l->outputs[0];
+  if (l->op == "Identity" || (l->op == "Concat" && l->inputs.size() == 1)) return true;
+  const bool view = l->op == "Reshape" || l->op == "Squeeze" || l->op == "Unsqueeze";
+  return view && in->dimsKnown && out->dimsKnown && isStatic(in->dims) && in->dims == out->dims && in->type == out->type;
+}
+
+Tensor* throughIdentity(Tensor* t) {
+  while (t && isIdentityLayer(t->producer)) t = t->producer->inputs[0];
+  return t;
+}
+
+namespace {
+
+//! Mul/Div of `t` by a scalar constant (either operand for Mul): returns the other operand and
+//! the factor, or nullptr.
+Tensor* scalarOperand(const Layer* l, double* factor) {
+  if (!l || l->inputs.size() != 2 || !l->inputs[0] || !l->inputs[1]) return nullptr;
+  double c = 0;
+  Tensor* x = nullptr;
+  if (l->op == "Mul") {
+    if (scalarValue(l->inputs[1], &c)) x = l->inputs[0];
+    else if (scalarValue(l->inputs[0], &c)) x = l->inputs[1];
+    *factor = c;
+  } else if (l->op == "Div" && scalarValue(l->inputs[1], &c) && c != 0) {
+    x = l->inputs[0];
+    *factor = 1.0 / c;
+  }
+  if (!x || x->isConstant() || !x->dimsKnown || x->dims != l->outputs[0]->dims) return nullptr;  // no rank-raising broadcast
+  return x;
+}
+
+//! Walks up Mul/Div-by-scalar layers above `t` (their other consumers keep them alive).
+Tensor* peelScales(Tensor* t, double* scale) {
+  double f = 1;
+  while (Tensor* x = scalarOperand(t->producer, &f)) {
+    *scale *= f;
+    t = x;
+  }
+  return t;
+}
+
+//! K^T = transpose(root, perm) through Transposes and scalar scales above `kt` (rank 4).
+Tensor* peelKeyTranspose(Tensor* kt, double* scale, std::vector<int64_t>* perm) {
+  *perm = {0, 1, 2, 3};
+  Tensor* t = kt;
+  for (;;) {
+    t = throughIdentity(peelScales(t, scale));
+    if ((*perm)[0] == 0 && (*perm)[1] == 1 && (*perm)[2] == 3 && (*perm)[3] == 2) break;  // t is K itself
+    const Layer* l = t->producer;
+    if (!l || l->op != "Transpose" || !l->inputs[0] || !l->inputs[0]->dimsKnown || l->inputs[0]->dims.size() != 4) break;
+    std::vector<int64_t> p = l->attrs.getInts("perm", {3, 2, 1, 0});
+    if (p.size() != 4) break;
+    for (int64_t& v : p) v = v < 0 ? v + 4 : v;
+    for (int64_t& v : *perm) v = p[static_cast<size_t>(v)];  // kt dim i = input dim p[perm[i]]
+    t = l->inputs[0];
+  }
+  return t;
+}
+
+//! Where(IsNaN(P), 0, P) reading the softmax output P and nothing else reading P or the IsNaN
+//! result: returns {Where, IsNaN}, else {nullptr, nullptr}.
+std::pair<Layer*, Layer*> nanGuard(const Network& net, const Layer* sm) {
+  const Tensor* p = sm->outputs[0];
+  if (p->isOutput) return {nullptr, nullptr};
+  auto readers = net.consumers(p);
+  if (readers.size() != 2) return {nullptr, nullptr};
+  Layer* isnan = readers[0]->op == "IsNaN" ? readers[0] : readers[1];
+  Layer* where = isnan == readers[0] ? readers[1] : readers[0];
+  double zero = 1;
+  if (isnan->op != "IsNaN" || where->op != "Where" || isnan->inputs.size() != 1 || where->inputs.size() != 3) return {nullptr, nullptr};
+  if (soleConsumer(net, isnan->outputs[0]) != where || where->inputs[0] != isnan->outputs[0] || where->inputs[2] != p ||
+      !scalarValue(where->inputs[1], &zero) || zero != 0 || where->outputs[0]->dims != p->dims)
+    return {nullptr, nullptr};
+  return {where, isnan};
+}
+
+//! Walks from Softmax up to the Q K^T MatMul; fills the chain, scale and mask parts.
+bool matchScores(const Network& net, Layer* sm, ScoreChain& m) {
+  m.softmax = sm;
+  auto [where, isnan] = nanGuard(net, sm);
+  Tensor* probs = where ? where->outputs[0] : sm->outputs[0];
+  Layer* pv = soleConsumer(net, probs);
+  if (!pv || pv->op != "MatMul" || pv->inputs.size() != 2 || pv->inputs[0] != probs) return false;
+  m.pv = pv;
+  m.layers = {pv};
+  if (where) m.layers.insert(m.layers.end(), {where, isnan});
+  m.layers.push_back(sm);
+  Tensor* t = sm->inputs[0];
+  Layer* next = sm;
+  bool seenScale = false;
+  for (;;) {
+    Layer* l = t->producer;
+    if (!l || soleConsumer(net, t) != next) return false;
+    double f = 1;
+    if (l->op == "MatMul" && l->inputs.size() == 2) {
+      m.qk = l;
+      m.layers.push_back(l);
+      return true;
+    }
+    if (Tensor* x = scalarOperand(l, &f)) {
+      m.scale *= f;
+      seenScale = true;
+      t = x;
+    } else if (l->op == "Add" && l->inputs.size() == 2 && !seenScale) {  // a mask added after scaling only
+      auto scoresLike = [&](const Tensor* x) {
+        return x && !x->isConstant() && x->producer && x->dims == l->outputs[0]->dims &&
+               (x->producer->op == "MatMul" || x->producer->op == "Mul" || x->producer->op == "Div" || x->producer->op == "Where" ||
+                x->producer->op == "Add");
+      };
+      const int s = scoresLike(l->inputs[0]) ? 0 : (scoresLike(l->inputs[1]) ? 1 : -1);
+      if (s < 0) return false;
+      m.masks.push_back(l->inputs[1 - s]);
+      t = l->inputs[s];
+    } else if (l->op == "Where" && l->inputs.size() == 3 && !seenScale && !m.where) {
+      double c = 0;
+      if (scalarValue(l->inputs[2], &c)) {
+        t = l->inputs[1];
+      } else if (scalarValue(l->inputs[1], &c)) {
+        t = l->inputs[2];
+        m.whereKeepsTrue = false;
+      } else {
+        return false;
+      }
+      if (!(c <= kVeryNegative) || !t || t->dims != l->outputs[0]->dims || l->inputs[0]->type != DataType::kBOOL) return false;
+      m.where = l;
+      m.whereFill = c;
+    } else {
+      return false;
+    }
+    m.layers.push_back(l);
+    next = l;
+  }
+}
+
+//! Equal batch and head counts (no MatMul broadcasting), matching sequence and head sizes.
+bool shapesAgree(const AttentionMatch& am) {
+  const Dims &qd = am.q->dims, &vd = am.v->dims, &kd = am.kDims, &sc = am.scores;
+  for (int i = 0; i < 2; ++i)
+    if (!sameDim(qd[i], kd[i]) || !sameDim(qd[i], vd[i]) || !sameDim(qd[i], sc[i])) return false;
+  return sameDim(qd[3], kd[3]) && sameDim(kd[2], vd[2]) && sameDim(sc[2], qd[2]) && sameDim(sc[3], kd[2]);
+}
+
+}  // namespace
+
+bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am) {
+  const Tensor* x = sm->inputs.empty() ? nullptr : sm->inputs[0];
+  if (!x || !x->dimsKnown || x->dims.size() != 4 || !isFloatType(x->type)) return false;
+  const int64_t axis = sm->attrs.getInt("axis", -1);
+  if ((axis != -1 && axis != 3) || !matchScores(net, sm, am.chain)) return false;
+  am.type = x->type;
+  am.scores = am.chain.qk->outputs[0]->dims;
+  am.scale = am.chain.scale;
+  am.q = throughIdentity(peelScales(am.chain.qk->inputs[0], &am.scale));
+  std::vector<int64_t> perm;  // K^T = transpose(kRoot, perm)
+  am.kRoot = peelKeyTranspose(am.chain.qk->inputs[1], &am.scale, &perm);
+  am.v = throughIdentity(am.chain.pv->inputs[1]);
+  for (const Tensor* t : {am.q, am.kRoot, am.v})
+    if (!t || !t->dimsKnown || t->dims.size() != 4 || t->type != am.type) return false;
+  if (!(am.scale > 0) || !std::isfinite(am.scale)) return false;
+  am.kPerm = {perm[0], perm[1], perm[3], perm[2]};  // K dim i = K^T dim swap(i)
+  am.kDims = Dims(4);
+  for (int i = 0; i < 4; ++i) am.kDims[i] = am.kRoot->dims[static_cast<size_t>(am.kPerm[i])];
+  return shapesAgree(am);
+}
+
+}  // namespace kiln::attention_fusion

@@ -1,0 +1,63 @@
+// The three steps of the attention fusion (fuse_attention.cpp), shared by its files: the matcher
+// (fuse_attention_match.cpp), the mask canonicalizer (fuse_attention_masks.cpp) and the rewriter
+// (fuse_attention.cpp). Internal to the pass.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "kiln/network.h"
+
+namespace kiln::attention_fusion {
+
+// Masked logits at or below this are treated as -inf (exp(-1e4) underflows in float).
+constexpr double kVeryNegative = -1e4;
+
+inline bool sameDim(int64_t a, int64_t b) { return a == b; }  // -1 == -1: the same symbolic dim (trusted)
+
+//! The layers from the Q K^T MatMul to the P V MatMul.
+struct ScoreChain {
+  Layer *qk = nullptr, *softmax = nullptr, *pv = nullptr;
+  std::vector<Layer*> layers;  // qk .. pv, all removed
+  double scale = 1;
+  std::vector<Tensor*> masks;  // additive masks (broadcastable to the scores)
+  Layer* where = nullptr;      // Where(cond, S, c) (or Where(cond, c, S) when whereKeepsTrue is false)
+  bool whereKeepsTrue = true;
+  double whereFill = 0;
+};
+
+//! A matched attention: the score chain and Q, K = transpose(kRoot, kPerm), V.
+struct AttentionMatch {
+  ScoreChain chain;
+  DataType type = DataType::kFLOAT;
+  Dims scores;  // [B, H, Sq, Skv]
+  double scale = 1;
+  Tensor *q = nullptr, *kRoot = nullptr, *v = nullptr;
+  std::vector<int64_t> kPerm;  // K dim i = kRoot dim kPerm[i]
+  Dims kDims;
+};
+
+//! The masks as the Attention layer takes them.
+struct CanonicalMask {
+  bool causal = false;
+  Tensor* mask = nullptr;  // additive, broadcastable to the scores; null when none
+};
+
+//! True for a layer that passes its single input on unchanged: Identity, a one-input Concat, or
+//! a Reshape/Squeeze/Unsqueeze whose output dims equal its input's (GPT-2 exports all three).
+bool isIdentityLayer(const Layer* l);
+//! `t` with identity layers above it skipped.
+Tensor* throughIdentity(Tensor* t);
+
+//! Matcher: proves the subgraph ending in Softmax `sm` is an attention and finds Q, K, V (changes
+//! nothing).
+bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am);
+
+//! Canonicalizer: one additive mask and is_causal. Every refusal comes before the first change to
+//! the network.
+bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, CanonicalMask& cm);
+
+//! A new one-output layer whose output has the given type and dims.
+Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name,
+                      DataType type, const Dims& dims);
+
+}  // namespace kiln::attention_fusion
