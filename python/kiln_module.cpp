@@ -285,6 +285,7 @@ PYBIND11_MODULE(_kiln, m) {  // kiln._kiln, re-exported by python/kiln/__init__.
       .def_property_readonly("num_layers", &Engine::getNbLayers)
       .def_property_readonly("num_aux_streams", &Engine::getNbAuxStreams)
       .def_property_readonly("device_memory_size", &Engine::getDeviceMemorySize)
+      .def_property_readonly("weight_bytes", &Engine::getWeightBytes, "Bytes of the weights as the plan stores them")
       .def_property_readonly("num_optimization_profiles", &Engine::getNbOptimizationProfiles)
       .def_property_readonly("layer_information", &Engine::getLayerInformation, "Layers, fused ops, tactics, precisions (JSON)")
       .def_property_readonly(
@@ -322,6 +323,21 @@ PYBIND11_MODULE(_kiln, m) {  // kiln._kiln, re-exported by python/kiln/__init__.
             c.ctx->setOptimizationProfile(p);
           },
           "The profile the next inference runs with")
+      .def_property_readonly(
+          "memory_usage",
+          [](ContextHandle& c) {
+            std::unique_lock<std::mutex> lock(c.busy, std::try_to_lock);
+            if (!lock.owns_lock()) throw Error("this ExecutionContext is running in another thread; use one context per thread");
+            const MemoryUsage m = c.ctx->getMemoryUsage();
+            py::dict d;
+            d["arena_bytes"] = m.arenaBytes;
+            d["arena_lower_bound"] = m.arenaLowerBound;
+            d["workspace_bytes"] = m.workspaceBytes;
+            d["live_bytes"] = m.liveBytes;
+            return d;
+          },
+          "Activation memory at the current shapes: arena_bytes, arena_lower_bound (the planner's bound), "
+          "workspace_bytes, live_bytes (per layer)")
       .def("infer", &ContextHandle::infer, py::arg("inputs"),
            "Runs the engine on {input name: NumPy array} and returns {output name: NumPy array}");
 
