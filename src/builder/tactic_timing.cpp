@@ -147,26 +147,27 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
     for (size_t k = 0; k < r.layers[i].inputs.size(); ++k)
       concrete = concrete && (!r.layers[i].present(k) || isStatic(r.layers[i].inputs[k].dims));
     const size_t wsLimit = cfg.getMemoryPoolLimit(MemoryPoolType::kWORKSPACE);
-    // The workspace a tactic's kernel needs at the opt shapes (0 when they are not all known).
-    auto workspaceOf = [&](const Tactic& t) -> size_t {
-      if (!concrete || r.skipped(i)) return 0;
+    // Whether a tactic's kernel (`made`, or one created here) needs at most the workspace limit at
+    // the opt shapes (shapes not all known: 0 assumed).
+    auto fits = [&](const Tactic& t, const Kernel* made = nullptr) {
+      if (wsLimit == 0 || !concrete || r.skipped(i)) return true;
+      std::unique_ptr<Kernel> own;
+      if (!made) made = (own = t.create(desc)).get();
       std::unique_ptr<KernelState> state;
-      return t.create(desc)->reshape(r.layers[i], state);
-    };
-    auto fits = [&](const Tactic& t) {
-      if (wsLimit == 0) return true;
-      const size_t ws = workspaceOf(t);
+      const size_t ws = made->reshape(r.layers[i], state);
       if (ws <= wsLimit) return true;
       logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "' tactic " + t.name + " needs " + std::to_string(ws) +
                                                   " bytes of workspace, over the limit of " + std::to_string(wsLimit));
       return false;
     };
+    auto noTacticFits = [&] {
+      return Error("layer '" + l.name + "': every tactic needs more workspace than the limit of " + std::to_string(wsLimit) +
+                   " bytes (--memPoolSize=workspace:N)");
+    };
     if (tactics.size() == 1 || cfg.builderOptimizationLevel() <= 0 || r.skipped(i) || !concrete) {
       size_t pick = 0;
       while (pick < tactics.size() && !fits(tactics[pick])) ++pick;
-      if (pick == tactics.size())
-        throw Error("layer '" + l.name + "': every tactic needs more workspace than the limit of " + std::to_string(wsLimit) +
-                    " bytes (--memPoolSize=workspace:N)");
+      if (pick == tactics.size()) throw noTacticFits();
       choice.tactic = tactics[pick].name;
       continue;
     }
@@ -182,11 +183,12 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
     std::string bestName, bestAnyName;
     for (const Tactic& t : tactics) {
       try {
+        std::unique_ptr<Kernel> k;  // the timed kernel, reused for its workspace
         float ms = cache ? cache->find(g.fingerprint, signature, t.name) : -1.f;
         if (ms >= 0.f) {
           logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "'" + where + " tactic " + t.name + ": " + std::to_string(ms) + " ms (timing cache)");
         } else {
-          auto k = t.create(desc);
+          k = t.create(desc);
           ms = timeKernel(backend, *k, r.layers[i], cfg.avgTiming());
           if (cache) cache->insert(g.fingerprint, signature, t.name, ms);
           logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "'" + where + " tactic " + t.name + ": " + std::to_string(ms) + " ms");
@@ -195,7 +197,7 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
           bestAny = ms;
           bestAnyName = t.name;
         }
-        if ((best < 0 || ms < best) && fits(t)) {
+        if ((best < 0 || ms < best) && fits(t, k.get())) {
           best = ms;
           bestName = t.name;
         }
@@ -203,9 +205,7 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
         logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "' tactic " + t.name + " skipped: " + e.what());
       }
     }
-    if (bestName.empty() && !bestAnyName.empty())
-      throw Error("layer '" + l.name + "': every tactic needs more workspace than the limit of " + std::to_string(wsLimit) +
-                  " bytes (--memPoolSize=workspace:N)");
+    if (bestName.empty() && !bestAnyName.empty()) throw noTacticFits();
     if (bestName.empty()) throw Error("layer '" + l.name + "': every tactic failed");
     if (bestName != bestAnyName)
       logger.log(ILogger::Severity::kWARNING, "layer '" + l.name + "'" + where + ": the workspace limit costs time: " + bestAnyName +

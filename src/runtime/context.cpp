@@ -114,6 +114,13 @@ struct ContextImpl {
     }
   }
 
+  // Before a run or a query: re-reads the inputs that shapes depend on and re-plans if anything
+  // changed since the last time.
+  void ensureShapes() {
+    if (!valueInputs.empty()) refreshInputValues();
+    if (dirty) reshape();
+  }
+
   void reshape() {
     const EngineGraph& g = e->graph;
     for (int in : g.inputs)
@@ -244,8 +251,7 @@ Dims ExecutionContext::getTensorShape(const std::string& name) {
   int t = ioTensor(*impl, name);
   // Output shapes may depend on input values (Expand's shape, Resize's sizes fed as inputs): read
   // them again, as enqueue does, so that a caller sizing buffers from this gets the right shape.
-  if (!impl->valueInputs.empty()) impl->refreshInputValues();
-  if (impl->dirty) impl->reshape();
+  impl->ensureShapes();
   return impl->shapes.tensors[t].dims;
 }
 
@@ -280,8 +286,7 @@ void ExecutionContext::setPoisonFreedMemory(bool on) {
 
 MemoryUsage ExecutionContext::getMemoryUsage() {
   ContextImpl& c = *impl;
-  if (!c.valueInputs.empty()) c.refreshInputValues();
-  if (c.dirty) c.reshape();
+  c.ensureShapes();
   MemoryUsage m;
   m.arenaBytes = c.mem.arenaBytes;
   m.arenaLowerBound = c.mem.lowerBound;
@@ -292,8 +297,7 @@ MemoryUsage ExecutionContext::getMemoryUsage() {
 
 std::vector<LayerCost> ExecutionContext::getLayerCosts() {
   ContextImpl& c = *impl;
-  if (!c.valueInputs.empty()) c.refreshInputValues();
-  if (c.dirty) c.reshape();
+  c.ensureShapes();
   const EngineGraph& g = c.e->graph;
   std::vector<LayerCost> costs;
   costs.reserve(g.layers.size());
@@ -317,8 +321,7 @@ std::vector<LayerCost> ExecutionContext::getLayerCosts() {
 
 void ExecutionContext::enqueue(void* stream) {
   ContextImpl& c = *impl;
-  if (!c.valueInputs.empty()) c.refreshInputValues();
-  if (c.dirty) c.reshape();
+  c.ensureShapes();
   const EngineGraph& g = c.e->graph;
   for (int t : g.inputs)
     if (!c.addr[t] && volume(c.shapes.tensors[t].dims) > 0) throw Error("input '" + g.tensors[t].name + "' has no address (setTensorAddress)");
@@ -386,8 +389,7 @@ void ExecutionContext::enqueue(void* stream) {
 
 bool ExecutionContext::captureGraph(void* stream) {
   ContextImpl& c = *impl;
-  if (!c.valueInputs.empty()) c.refreshInputValues();
-  if (c.dirty) c.reshape();
+  c.ensureShapes();
   if (c.graphExec) {
     c.e->backend->destroyGraph(c.graphExec);
     c.graphExec = nullptr;

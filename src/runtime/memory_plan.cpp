@@ -150,9 +150,10 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
                           r.tensors[x].dims == r.tensors[t].dims && r.tensors[x].type == r.tensors[t].type;
         for (size_t j = 1; lastReader && j < l.inputs.size(); ++j)  // x read again as another operand
           lastReader = l.inputs[j] < 0 || root(l.inputs[j]) != x;
-        for (int rd : lastReader ? readers[x] : std::vector<int>{})
-          lastReader = lastReader && (rd == li || hb.before(rd, li));
-        // Other tensors of x's block (earlier in-place results) must be dead too.
+        // Every reader of x, and every access of the other tensors of x's block (earlier in-place
+        // results), happens before this layer.
+        if (lastReader)
+          for (int rd : readers[x]) lastReader = lastReader && (rd == li || hb.before(rd, li));
         if (lastReader)
           for (int a : blocks[blockOf[x]].accesses) lastReader = lastReader && (a == li || hb.before(a, li));
         if (lastReader) b = blockOf[x];
