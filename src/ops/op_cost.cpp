@@ -12,7 +12,6 @@
 #include "ops/op_cost.h"
 
 #include <algorithm>
-#include <set>
 #include <string>
 
 #include "ops/attention_config.h"
@@ -47,14 +46,15 @@ bool isOp(const std::string& op, std::initializer_list<const char*> names) {
 }
 
 double attentionFlops(const LayerDesc& l) {
+  double f = 0;
   if (hasQkvViews(*l.attrs)) {
-    QkvViews v = parseQkvViews(l);
-    double f = 2.0 * v.b * v.h * v.sq * v.skv * (v.d + v.dv);
-    return l.attrs->getInt("is_causal", 0) ? f / 2 : f;
+    const QkvViews v = parseQkvViews(l);
+    f = 2.0 * v.b * v.h * v.sq * v.skv * (v.d + v.dv);
+  } else {
+    const AttentionShape s = attentionShape(l);
+    if (s.batch < 0 || s.qHeads < 0 || s.qSeq < 0 || s.total() < 0 || s.headSize < 0 || s.vHeadSize < 0) return 0;
+    f = 2.0 * s.batch * s.qHeads * s.qSeq * s.total() * (s.headSize + s.vHeadSize);
   }
-  AttentionShape s = attentionShape(l);
-  if (s.batch < 0 || s.qHeads < 0 || s.qSeq < 0 || s.total() < 0 || s.headSize < 0 || s.vHeadSize < 0) return 0;
-  double f = 2.0 * s.batch * s.qHeads * s.qSeq * s.total() * (s.headSize + s.vHeadSize);
   return parseAttentionConfig(l).causal ? f / 2 : f;
 }
 
