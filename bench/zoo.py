@@ -79,9 +79,10 @@ def kiln_row(args, d, names, arrays, check_ref):
         return row
     times = os.path.join(d, "times.json")
     prof = os.path.join(d, "profile.json")
+    info = os.path.join(d, "layers.json")
     r = sh([args.kiln, f"--loadEngine={plan}", f"--loadInputs={loads}", "--useCudaGraph", "--noDataTransfers",
             "--iterations=100", "--warmUp=300", "--duration=0", "--avgRuns=1", f"--exportTimes={times}"]
-           + ([f"--exportProfile={prof}"] if args.profile else []), timeout=600)
+           + ([f"--exportProfile={prof}", f"--exportLayerInfo={info}"] if args.profile else []), timeout=600)
     if r.returncode != 0:
         row["error"] = "run: " + last_line(r, "run failed")
         return row
@@ -92,6 +93,8 @@ def kiln_row(args, d, names, arrays, check_ref):
     m = re.search(r"Memory per context: arena ([\d.]+) MiB \(lower bound ([\d.]+) MiB\), workspace ([\d.]+) MiB", r.stdout)
     if m:
         row["arena_mib"], row["arena_bound_mib"], row["workspace_mib"] = (float(x) for x in m.groups())
+    if args.profile and os.path.exists(prof) and os.path.exists(info):
+        row["profile"] = profile_summary(prof, info)
     if check_ref is not None:
         out_json = os.path.join(d, "kiln_out.json")
         c = sh([args.kiln, f"--loadEngine={plan}", f"--loadInputs={loads}", f"--exportOutput={out_json}",
@@ -107,6 +110,30 @@ def kiln_row(args, d, names, arrays, check_ref):
             return row
         row["fp16_err"] = rel_err(vals.reshape(check_ref.shape), check_ref)
     return row
+
+
+def profile_summary(prof_path, info_path, groups=12, layers=10):
+    """Where the engine's time goes: total ms per (op, tactic, precision) group and the slowest layers
+    with their roofline (kiln's --exportProfile and --exportLayerInfo), compact enough to keep per row."""
+    with open(prof_path) as f:
+        prof = json.load(f)
+    with open(info_path) as f:
+        info = {l["name"]: l for l in json.load(f).get("layers", [])}
+    head, rows = prof[0], [r for r in prof[1:] if "averageMs" in r]
+    total = sum(r["averageMs"] for r in rows) or 1.0
+    by = {}
+    for r in rows:
+        l = info.get(r["name"], {})
+        key = f'{l.get("op", r.get("op", "?"))} {l.get("tactic", "?")} {l.get("precision", "?")}'
+        n, ms = by.get(key, (0, 0.0))
+        by[key] = (n + 1, ms + r["averageMs"])
+    top = sorted(by.items(), key=lambda kv: -kv[1][1])[:groups]
+    slow = sorted(rows, key=lambda r: -r["averageMs"])[:layers]
+    return {"total_ms": round(total, 4), "device": head.get("device", {}).get("name", ""),
+            "groups": [[k, n, round(ms, 4), round(100 * ms / total, 1)] for k, (n, ms) in top],
+            "layers": [[r["name"][:80], info.get(r["name"], {}).get("tactic", "?"), round(r["averageMs"], 4),
+                        round(r.get("tflops", 0), 2), round(r.get("gbs", 0), 1), round(r.get("peakPercent", 0), 1),
+                        r.get("bound", "")] for r in slow]}
 
 
 def run_model(args, torch, peers, name, spec, write):
@@ -129,6 +156,14 @@ def run_model(args, torch, peers, name, spec, write):
             row["export_s"] = round(time.time() - t0, 1)
         except Exception as ex:
             row["error"] = "export: " + str(ex).splitlines()[0][:200]
+            write(row)
+            continue
+        if args.kiln_only:  # a quick look at kiln alone: the peer's time from the stored rows
+            row.update(kiln_row(args, d, names, [x.numpy() for x in inputs], None))
+            known = [r for r in args.old_rows if r["model"] == name and r["batch"] == b and r.get("peer_ms")]
+            if known and row.get("kiln_ms"):
+                row["peer_ms_stored"] = known[-1]["peer_ms"]
+                row["speedup_vs_stored_peer"] = round(known[-1]["peer_ms"] / row["kiln_ms"], 3)
             write(row)
             continue
         ref = None
@@ -208,6 +243,18 @@ def write_table(path, rows, machine, command):
             below = sorted({f"{r['model']} b{r['batch']}" for r in sel if r.get("speedup") and r["speedup"] < 1.0})
             f.write(f"| {tag} | {geomean(b1):.2f}x | {geomean(bt):.2f}x | {len({r['model'] for r in sel})} | "
                     f"{', '.join(below) or '-'} |\n")
+        slow = [r for r in rows if r.get("profile") and r.get("speedup", 9) < 1.3]
+        if slow:
+            f.write("\n## Where the time goes in rows below 1.3x (per-layer profile and roofline, `--profile`)\n")
+        for r in slow:
+            pr = r["profile"]
+            f.write(f"\n### {r['model']} b{r['batch']}: {r['speedup']:.2f}x, {pr['total_ms']:.3f} ms in layers\n\n"
+                    "| op tactic precision | layers | ms | % |\n|---|---:|---:|---:|\n")
+            for k, n, ms, pct in pr["groups"]:
+                f.write(f"| {k} | {n} | {ms:.3f} | {pct:.1f} |\n")
+            f.write("\n| slowest layer | tactic | ms | TFLOP/s | GB/s | % of peak | bound |\n|---|---|---:|---:|---:|---:|---|\n")
+            for name, tactic, ms, tf, gbs, pct, bound in pr["layers"]:
+                f.write(f"| {name} | {tactic} | {ms:.4f} | {tf:.2f} | {gbs:.0f} | {pct:.1f} | {bound} |\n")
 
 
 def main():
@@ -220,6 +267,9 @@ def main():
     ap.add_argument("--batches", default="", help="override every model's batches")
     ap.add_argument("--work", default="/tmp/kiln_zoo")
     ap.add_argument("--profile", action="store_true", help="also write each engine's per-layer roofline (profile.json)")
+    ap.add_argument("--kiln-only", action="store_true",
+                    help="time kiln alone against the peer times stored in --results (a development look: "
+                         "rows are printed, nothing is written, since the peer did not run in this run)")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
     table = zoo_models.zoo()
@@ -241,6 +291,7 @@ def main():
     if os.path.exists(args.results):
         with open(args.results) as f:
             old = [json.loads(line) for line in f if line.strip()]
+    args.old_rows = old
     rows = [r for r in old if r["model"] not in wanted]
     gpu = sh(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]).stdout.strip()
     machine = f"{gpu}; {platform.node()}; torch {torch.__version__}"
@@ -248,6 +299,9 @@ def main():
 
     def write(row):
         row["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        if args.kiln_only:
+            print(json.dumps(row), flush=True)
+            return
         rows.append(row)
         print(json.dumps(row), flush=True)
         with open(args.results, "w") as f:
@@ -257,7 +311,8 @@ def main():
 
     for name in wanted:
         run_model(args, torch, peers, name, table[name], write)
-    print(open(args.out).read())
+    if not args.kiln_only:
+        print(open(args.out).read())
 
 
 if __name__ == "__main__":

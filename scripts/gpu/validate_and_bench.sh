@@ -13,6 +13,7 @@
 #   perfzoo     bench/zoo.py: the GPU perf zoo (bench/zoo_models.py) against compile_half_frozen, the
 #               models in $PERFZOO_MODELS (default all; ~1 min per model), rows merged into
 #               bench/results/gpu-zoo-h200.jsonl's -> $OUT/gpu-zoo-h200.{jsonl,md}
+#               (PERFZOO_ARGS: more zoo.py flags, e.g. "--profile" or "--kiln-only --batches 128")
 #   profile     per-layer profiles of the benchmark engines named in $PROFILE (default
 #               resnet50_b32,bert_base_s128_b32; run after bench) -> profile.txt
 #   streams     throughput of the benchmark engines in $STREAMS_ROWS (default resnet50_b32) with
@@ -151,7 +152,7 @@ fi
 if has perfzoo; then
   cp bench/results/gpu-zoo-h200.jsonl $OUT/gpu-zoo-h200.jsonl 2>/dev/null || : > $OUT/gpu-zoo-h200.jsonl
   timeout ${PERFZOO_TIMEOUT:-540} python3 bench/zoo.py --kiln $K/bin/kiln --peers .device_deps/peers.py \
-    --results $OUT/gpu-zoo-h200.jsonl --out $OUT/gpu-zoo-h200.md ${PERFZOO_MODELS:+--models $PERFZOO_MODELS} > $OUT/perfzoo.log 2>&1
+    --results $OUT/gpu-zoo-h200.jsonl --out $OUT/gpu-zoo-h200.md ${PERFZOO_MODELS:+--models $PERFZOO_MODELS} ${PERFZOO_ARGS:-} > $OUT/perfzoo.log 2>&1
   rc=$?
   grep -E '^\{' $OUT/perfzoo.log | cut -c1-300
   nrows=$(grep -c '"kiln_ms"' $OUT/perfzoo.log)
