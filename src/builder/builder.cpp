@@ -114,6 +114,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse GELU pattern", fuseGeluPattern},
       {"fuse LayerNorm pattern", fuseLayerNormPattern},
       {"fuse RMSNorm pattern", fuseRmsNormPattern},
+      {"fuse GroupNorm pattern", fuseGroupNormPattern},
       {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasFusedAttention); }},
       {"fuse MatMul + bias", fuseMatMulBias},
       {"fuse residual Add + LayerNorm (GPU)",

@@ -7,7 +7,7 @@
 
 namespace kiln {
 
-enum class ActKind { kNone, kRelu, kLeakyRelu, kClip, kSigmoid, kTanh, kHardSwish, kHardSigmoid, kGelu, kGeluTanh, kElu, kSoftplus };
+enum class ActKind { kNone, kRelu, kLeakyRelu, kClip, kSigmoid, kTanh, kHardSwish, kHardSigmoid, kGelu, kGeluTanh, kElu, kSoftplus, kSilu, kMish };
 
 //! A fused activation kind, its stored name and which parameters it reads (alpha: LeakyRelu and
 //! Elu's alpha, Clip's min, HardSigmoid's alpha; beta: Clip's max, HardSigmoid's beta).
@@ -25,9 +25,10 @@ inline constexpr ActivationInfo kActivations[] = {
     {ActKind::kTanh, "Tanh", false, false},          {ActKind::kHardSwish, "HardSwish", false, false},
     {ActKind::kHardSigmoid, "HardSigmoid", true, true}, {ActKind::kGelu, "Gelu", false, false},
     {ActKind::kGeluTanh, "GeluTanh", false, false},  {ActKind::kElu, "Elu", true, false},
-    {ActKind::kSoftplus, "Softplus", false, false},
+    {ActKind::kSoftplus, "Softplus", false, false},  {ActKind::kSilu, "Silu", false, false},
+    {ActKind::kMish, "Mish", false, false},
 };
-static_assert(sizeof(kActivations) / sizeof(kActivations[0]) == static_cast<size_t>(ActKind::kSoftplus),
+static_assert(sizeof(kActivations) / sizeof(kActivations[0]) == static_cast<size_t>(ActKind::kMish),
               "kActivations must list every ActKind but kNone");
 
 //! The table entry of a kind other than kNone.
@@ -56,6 +57,8 @@ struct Activation {
         return 0.5f * x * (1.f + std::tanh(float(kGeluTanhScale) * (x + float(kGeluTanhCubic) * x * x * x)));
       case ActKind::kElu: return x >= 0.f ? x : alpha * (std::exp(x) - 1.f);
       case ActKind::kSoftplus: return x > 20.f ? x : std::log1p(std::exp(x));
+      case ActKind::kSilu: return x / (1.f + std::exp(-x));  // x * sigmoid(x), exported as Sigmoid + Mul
+      case ActKind::kMish: return x * std::tanh(x > 20.f ? x : std::log1p(std::exp(x)));  // x tanh(softplus x)
     }
     return x;
   }

@@ -8,6 +8,25 @@
 
 namespace kiln {
 
+namespace {
+Dims rank4(const Dims& d) {
+  Dims p(d.size() < 4 ? 4 - d.size() : 0, 1);
+  p.insert(p.end(), d.begin(), d.end());
+  return p;
+}
+}  // namespace
+
+bool layoutInvariantDims(const Dims& d) {
+  if (d.size() > 4) return false;
+  const Dims p = rank4(d);
+  return p[1] == 1 || (p[2] == 1 && p[3] == 1);
+}
+
+Dims nhwcDims(const Dims& d) {
+  const Dims p = rank4(d);
+  return {p[0], p[2], p[3], p[1]};
+}
+
 int64_t layoutBlock(const std::string& layout) {
   if (layout == "nchw") return 1;
   if (layout == "nChw8c") return 8;

@@ -28,6 +28,12 @@ int64_t layoutBlock(const std::string& layout);
 //! The layout name of a channel block (1, 8, 16 or kNhwcBlock); throws kiln::Error otherwise.
 std::string layoutName(int64_t block);
 
+//! Whether a tensor of these dims (right-aligned to rank 4) has the same bytes in NCHW and NHWC
+//! order: C == 1 or H == W == 1 (a squeeze-excitation scale [N, C, 1, 1], a bias [C, 1, 1]).
+bool layoutInvariantDims(const Dims& d);
+//! d (rank <= 4, right-aligned to 4) as an NHWC tensor indexes it: {N, H, W, C}.
+Dims nhwcDims(const Dims& d);
+
 //! [n][a][b] -> [n][b][a] for elements of `elem` bytes: NCHW <-> NHWC (a, b = C, H*W or H*W, C),
 //! and KCRS -> KRSC weights (a, b = C, R*S).
 void transposeInner(const void* x, void* y, int64_t n, int64_t a, int64_t b, size_t elem);

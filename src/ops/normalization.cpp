@@ -273,6 +273,7 @@ void groupNormKernel(const LayerDesc& l, const KernelIO& io) {
   const int64_t perGroup = c / g;
   const bool affinePerGroup = groupAffinePerGroup(l) && io.in[1].count == g;
   const double eps = l.attrs->getFloat("epsilon", 1e-5f);
+  const Activation act = fusedActivation(*l.attrs);  // fuse_activation (GroupNorm -> SiLU, ...)
   const T* in = io.in[0].as<T>();
   T* out = io.out[0].as<T>();
   const int64_t groupSize = perGroup * spatial;  // contiguous in NCHW
@@ -284,7 +285,8 @@ void groupNormKernel(const LayerDesc& l, const KernelIO& io) {
       for (int64_t k = 0; k < groupSize; ++k) {
         int64_t p = affinePerGroup ? grp : grp * perGroup + k / spatial;
         double y = (static_cast<double>(in[base + k]) - mv.mean) * inv;
-        out[base + k] = static_cast<T>(y * loadAsDouble(io.in[1], p) + loadAsDouble(io.in[2], p));
+        const double v = y * loadAsDouble(io.in[1], p) + loadAsDouble(io.in[2], p);
+        out[base + k] = static_cast<T>(act.kind == ActKind::kNone ? v : static_cast<double>(act(static_cast<float>(v))));
       }
     }
 }

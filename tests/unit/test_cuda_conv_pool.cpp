@@ -150,7 +150,7 @@ TEST(CudaConv, Activations) {
   KILN_REQUIRE_GPU();
   const std::vector<std::pair<const char*, std::pair<float, float>>> acts = {
       {"Sigmoid", {0.f, 0.f}}, {"Tanh", {0.f, 0.f}}, {"Gelu", {0.f, 0.f}},      {"Clip", {0.f, 0.5f}},
-      {"LeakyRelu", {0.1f, 0.f}}, {"HardSwish", {0.f, 0.f}}};
+      {"LeakyRelu", {0.1f, 0.f}}, {"HardSwish", {0.f, 0.f}}, {"Silu", {0.f, 0.f}}, {"Mish", {0.f, 0.f}}};
   uint32_t seed = 20;
   for (auto& [name, ab] : acts) {
     Attributes a = attrs({{"pads", {1, 1, 1, 1}}});
@@ -531,6 +531,60 @@ TEST(CudaConv, PaddedChannels) {
   OpCase dynamicW = stemCase;
   dynamicW.constant[1] = false;
   EXPECT_FALSE(offered(layoutTacticNames(dynamicW, DataType::kBF16, false, false), "conv_half_cudnn_pad8_0"));
+}
+
+}  // namespace
+}  // namespace kiln
+
+// ---- elementwise layers inside an NHWC region (gpu_layout's transparent layers) -----------------
+
+namespace kiln {
+namespace {
+
+//! Runs `c` on the GPU with Y and every input of Y's shape stored channels last (the other inputs
+//! are broadcasts with the same bytes in both orders) and compares with the plain reference.
+void checkElementwiseChannelsLast(const OpCase& plain, DataType type, Tol tol, const std::string& what) {
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  TypedCase t = typed(plain, type);
+  std::vector<HostTensor> ref = test::runReference(t.reference);
+  OpCase dev = t.device;
+  dev.attrs.set("kiln_layout_in", std::string("nhwc"));
+  dev.attrs.set("kiln_layout_out", std::string("nhwc"));
+  for (HostTensor& in : dev.inputs)
+    if (in.valid() && in.dims() == ref[0].dims()) in = channelsLast(in, true);
+  std::vector<std::string> names = test::tacticNames(*gpu, dev);
+  ASSERT_EQ(names.size(), 1u) << what << ": one CUDA tactic must take the channels-last layer";
+  std::vector<HostTensor> got = test::runTactic(*gpu, names[0], dev);
+  test::expectClose(channelsLast(got[0], false), ref[0], tol.rtol, tol.atol, what + " " + toString(type));
+}
+
+TEST(CudaLayout, ElementwiseChannelsLast) {
+  KILN_REQUIRE_GPU();
+  const Dims x{8, 16, 5, 7};
+  auto binary = [](const char* op, HostTensor a, HostTensor b) { return OpCase{op, {}, {std::move(a), std::move(b)}}; };
+  Attributes chain;  // sigmoid(x * s + bias): a gate and a bias broadcast per channel
+  chain.set("steps", std::vector<std::string>{"Mul", "Add", "Sigmoid"});
+  chain.set("operand", std::vector<int64_t>{1, 2, -1});
+  chain.set("swapped", std::vector<int64_t>{0, 0, 0});
+  chain.set("alpha", std::vector<float>{0, 0, 0});
+  chain.set("beta", std::vector<float>{0, 0, 0});
+  const std::vector<std::pair<OpCase, std::string>> cases = {
+      {binary("Mul", randomTensor(x, 1), randomTensor({8, 16, 1, 1}, 2)), "Mul by a squeeze-excitation scale"},
+      {binary("Add", randomTensor(x, 3), randomTensor(x, 4)), "residual Add"},
+      {binary("Add", randomTensor(x, 5), randomTensor({16, 1, 1}, 6)), "Add of a rank-3 per-channel bias"},
+      {binary("Mul", randomTensor({8, 1, 1, 1}, 7), randomTensor(x, 8)), "Mul by a per-sample scalar, first"},
+      {binary("Sub", randomTensor(x, 10), randomTensor({8, 1, 5, 7}, 11)), "Sub of a C = 1 broadcast"},
+      {OpCase{"Sigmoid", {}, {randomTensor(x, 9)}}, "Sigmoid"},
+      {OpCase{"PointwiseChain", chain, {randomTensor(x, 12), randomTensor({1, 16, 1, 1}, 13), randomTensor({16, 1, 1}, 14)}},
+       "PointwiseChain with per-channel operands"},
+  };
+  for (DataType t : {DataType::kHALF, DataType::kBF16})
+    for (const auto& [c, what] : cases) checkElementwiseChannelsLast(c, t, t == DataType::kHALF ? Tol{2e-3, 2e-3} : Tol{1e-2, 1e-2}, what);
+  // A broadcast whose bytes differ between the orders ([1, 16, 5, 1]) is refused.
+  OpCase bad = binary("Add", test::convertTo(randomTensor(x, 15), DataType::kHALF), test::convertTo(randomTensor({1, 16, 5, 1}, 16), DataType::kHALF));
+  bad.attrs.set("kiln_layout_in", std::string("nhwc"));
+  bad.attrs.set("kiln_layout_out", std::string("nhwc"));
+  EXPECT_TRUE(test::tacticNames(*getBackend(DeviceType::kGPU, 0), bad).empty());
 }
 
 }  // namespace

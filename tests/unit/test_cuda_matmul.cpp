@@ -154,7 +154,8 @@ TEST(CudaMatMul, FusedBiasAndActivations) {
   };
   const Act acts[] = {{"", 0, 0},          {"Relu", 0, 0},      {"GeluTanh", 0, 0},    {"Gelu", 0, 0},
                       {"Sigmoid", 0, 0},   {"Tanh", 0, 0},      {"LeakyRelu", 0.1f, 0}, {"Clip", -0.5f, 0.75f},
-                      {"HardSwish", 0, 0}, {"HardSigmoid", 0.2f, 0.5f}, {"Elu", 1.f, 0},     {"Softplus", 0, 0}};
+                      {"HardSwish", 0, 0}, {"HardSigmoid", 0.2f, 0.5f}, {"Elu", 1.f, 0},     {"Softplus", 0, 0},
+                      {"Silu", 0, 0},      {"Mish", 0, 0}};
   for (const TypeCfg& t : {kF32, kF16, kBF16, kF32Tf32}) {
     for (const Act& a : acts) {
       runMatMul({{2, 5, 24}, {24, 40}, Dims{40}}, t, true, a.name, a.alpha, a.beta);   // row bias (fused)

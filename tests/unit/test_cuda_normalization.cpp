@@ -215,6 +215,12 @@ TEST(CudaGroupNorm, GroupsPerChannelAndPerGroupAffine) {
     check(groupNormCase({1, 32, 64, 64}, 8, false, 33), t, "GroupNorm large groups");
     check(groupNormCase({3, 4}, 2, false, 34), t, "GroupNorm rank 2");
   }
+  // A fused activation (fuse_groupnorm + fuse_activation: GroupNorm -> SiLU in ResNet-GN, UNets).
+  for (const char* act : {"Silu", "Relu", "Gelu", "Mish"}) {
+    OpCase c = groupNormCase({2, 8, 6, 5}, 4, false, 35);
+    c.attrs.set("kiln_activation", std::string(act));
+    for (DataType t : kFloatTypes) check(c, t, std::string("GroupNorm + ") + act);
+  }
 }
 
 TEST(CudaInstanceNorm, Shapes) {

@@ -19,7 +19,8 @@ class FakeGpu : public Backend {
   DeviceType device() const override { return DeviceType::kGPU; }
   std::string fingerprint() const override { return "fake-gpu"; }
   std::vector<Tactic> tactics(const LayerDesc& l) const override {
-    const bool aware = l.op == "Conv" || l.op == "MaxPool" || l.op == "AveragePool" || l.op == "GlobalAveragePool";
+    const bool aware = l.op == "Conv" || l.op == "MaxPool" || l.op == "AveragePool" || l.op == "GlobalAveragePool" ||
+                       (elementwiseAware && (l.op == "Mul" || l.op == "Add" || l.op == "PointwiseChain" || l.op == "Sigmoid"));
     if (!aware && !hasPlainLayouts(l)) return {};
     return {Tactic{"fake", nullptr}};
   }
@@ -28,6 +29,7 @@ class FakeGpu : public Backend {
   void copyToDevice(void*, const void*, size_t, void*) override {}
   void copyToHost(void*, const void*, size_t, void*) override {}
   void synchronize(void*) override {}
+  bool elementwiseAware = false;  //!< whether Mul/Add/PointwiseChain/Sigmoid take channels-last layouts
 };
 
 HostTensor halfTensor(const Dims& d, uint32_t seed) {
@@ -115,4 +117,50 @@ TEST(GpuLayoutPass, StaysNchwWhereChannelsLastDoesNotApply) {
   auto cpuBackend = getBackend(DeviceType::kCPU, 1);
   Chain onCpu(8, 32, DataType::kHALF);
   EXPECT_FALSE(assignGpuLayouts(onCpu.net, *cpuBackend));
+}
+
+// A squeeze-excitation block with a residual, as in EfficientNet / RegNetY / MobileNetV3:
+//   y = conv1(x); s = sigmoid(conv_fc(GAP(y))) [N, C, 1, 1]; z = y * s + x1; out = conv2(z)
+// The gate Mul (a [N, C, 1, 1] broadcast: the same bytes in both orders) and the residual Add run
+// channels last, so the block needs no LayoutConvert; where the elementwise kernels do not take
+// layouts, or a broadcast differs between the orders, conversions appear instead.
+TEST(GpuLayoutPass, ElementwiseLayersKeepTheRegionChannelsLast) {
+  for (int variant = 0; variant < 3; ++variant) {
+    FakeGpu gpu;
+    gpu.elementwiseAware = variant != 1;
+    Network net;
+    Tensor* x = net.addInput("x", DataType::kHALF, {8, 16, 8, 8});
+    Layer* c0 = net.addConvolution(x, halfTensor({32, 16, 3, 3}, 1), halfTensor({32}, 2), {1, 1}, {1, 1, 1, 1});
+    Layer* c1 = net.addConvolution(c0->outputs[0], halfTensor({32, 32, 3, 3}, 3), halfTensor({32}, 4), {1, 1}, {1, 1, 1, 1});
+    Layer* gap = net.addLayer("GlobalAveragePool", {c1->outputs[0]}, 1);
+    Layer* fc = net.addConvolution(gap->outputs[0], halfTensor({32, 32, 1, 1}, 5), halfTensor({32}, 6), {1, 1}, {0, 0, 0, 0});
+    Layer* sig = net.addActivation(fc->outputs[0], "Sigmoid");
+    Tensor* gate = sig->outputs[0];
+    if (variant == 2) {  // a gate of [N, C, H, 1]: its bytes differ between NCHW and NHWC
+      Attributes rp;
+      rp.set("kernel_shape", std::vector<int64_t>{1, 8});
+      Layer* rowPool = net.addLayer("AveragePool", {c1->outputs[0]}, 1, rp);
+      gate = rowPool->outputs[0];
+    }
+    Layer* mul = net.addElementWise(c1->outputs[0], gate, "Mul");
+    Layer* add = net.addElementWise(mul->outputs[0], c0->outputs[0], "Add");
+    Layer* c2 = net.addConvolution(add->outputs[0], halfTensor({32, 32, 3, 3}, 7), halfTensor({32}, 8), {1, 1}, {1, 1, 1, 1});
+    net.markOutput(c2->outputs[0]);
+    net.topoSort();
+    propagateShapes(net, nullptr, true);
+    ASSERT_TRUE(assignGpuLayouts(net, gpu));
+    int converts = 0;
+    for (auto& l : net.layers()) converts += l->op == "LayoutConvert";
+    EXPECT_EQ(layout(c2, attr::kLayoutIn), variant == 0 ? "nhwc" : "nchw") << variant;
+    if (variant == 0) {
+      EXPECT_EQ(layout(mul, attr::kLayoutIn), "nhwc");
+      EXPECT_EQ(layout(mul, attr::kLayoutOut), "nhwc");
+      EXPECT_EQ(layout(add, attr::kLayoutOut), "nhwc");
+      EXPECT_EQ(mul->inputs[1], gate);  // the [N, C, 1, 1] gate is read as it is
+      EXPECT_EQ(converts, 0);
+    } else {
+      EXPECT_EQ(layout(mul, attr::kLayoutOut), "nchw") << variant;
+      EXPECT_GE(converts, 1) << variant;  // c1's and c0's nhwc outputs go back to NCHW for the Mul / Add
+    }
+  }
 }

@@ -553,7 +553,7 @@ TEST(ConvPoolTactics, EveryFusedActivation) {
   const std::vector<std::tuple<std::string, float, float>> acts = {
       {"Relu", 0, 0}, {"LeakyRelu", 0.2f, 0}, {"Clip", -0.5f, 0.7f}, {"Sigmoid", 0, 0}, {"Tanh", 0, 0},
       {"HardSwish", 0, 0}, {"HardSigmoid", 0.3f, 0.4f}, {"Gelu", 0, 0}, {"GeluTanh", 0, 0}, {"Elu", 0.7f, 0},
-      {"Softplus", 0, 0}};
+      {"Softplus", 0, 0}, {"Silu", 0, 0}, {"Mish", 0, 0}};
   uint32_t seed = 100;
   for (auto [act, alpha, beta] : acts) {
     checkConv({"generic " + act, {1, 8, 7, 9}, {6, 8, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 1, "", true, true, act, alpha, beta}, seed++);

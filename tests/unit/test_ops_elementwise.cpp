@@ -593,7 +593,8 @@ TEST(ElementwiseTactic, FusedActivationHelperMatchesScalarActivation) {
   const std::vector<Activation> acts = {
       {ActKind::kRelu, 0, 0}, {ActKind::kLeakyRelu, 0.2f, 0}, {ActKind::kClip, -1.f, 1.5f}, {ActKind::kSigmoid, 0, 0},
       {ActKind::kTanh, 0, 0}, {ActKind::kHardSwish, 0, 0}, {ActKind::kHardSigmoid, 0.2f, 0.5f}, {ActKind::kGelu, 0, 0},
-      {ActKind::kGeluTanh, 0, 0}, {ActKind::kElu, 1.f, 0}, {ActKind::kSoftplus, 0, 0}, {ActKind::kNone, 0, 0}};
+      {ActKind::kGeluTanh, 0, 0}, {ActKind::kElu, 1.f, 0}, {ActKind::kSoftplus, 0, 0}, {ActKind::kSilu, 0, 0},
+      {ActKind::kMish, 0, 0}, {ActKind::kNone, 0, 0}};
   HostTensor x = randomFloats({1029}, -9, 9, 7);
   for (const Activation& act : acts) {
     HostTensor got = x.clone(), want = x.clone();

@@ -305,7 +305,7 @@ TEST(MatMulTactics, MatchReferenceOnRandomData) {
 
 TEST(MatMulTactics, FusedBiasAndActivation) {
   std::mt19937 rng(2);
-  for (const char* act : {"Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "Gelu", "GeluTanh", "Elu", "Softplus"}) {
+  for (const char* act : {"Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "Gelu", "GeluTanh", "Elu", "Softplus", "Silu", "Mish"}) {
     Attributes a;
     a.set("kiln_activation", std::string(act));
     a.set("kiln_act_alpha", 0.1f);

@@ -126,6 +126,36 @@ TEST(Passes, TanhGeluFuses) {
 
 // GPT-2's MLP: Gemm on [B*S, K], Reshape to [B, S, N], then the activation: it moves into the
 // Gemm (elementwise, so before or after the Reshape is the same).
+// GroupNorm as PyTorch exports it (Reshape [N, G, -1] -> InstanceNormalization -> Reshape back ->
+// Mul gamma -> Add beta), here with a non-trivial instance scale/bias too, then SiLU: one
+// GroupNormalization with the SiLU fused, equal to the unfused graph's reference.
+TEST(Passes, GroupNormPatternFusesWithItsActivation) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 8, 5, 3});
+    auto shape = [&](std::vector<int64_t> v) {
+      HostTensor t(DataType::kINT64, {static_cast<int64_t>(v.size())});
+      for (size_t k = 0; k < v.size(); ++k) t.as<int64_t>()[k] = v[k];
+      return n.addConstant("", t);
+    };
+    Tensor* r = n.addLayer("Reshape", {x, shape({0, 4, -1})}, 1)->outputs[0];
+    Attributes eps;
+    eps.set("epsilon", 1e-3f);
+    Tensor* in = n.addLayer("InstanceNormalization", {r, n.addConstant("s", randomTensor({4}, 3, 0.5f, 1.5f)),
+                                                      n.addConstant("b", randomTensor({4}, 4))}, 1, eps)->outputs[0];
+    Tensor* back = n.addLayer("Reshape", {in, shape({2, 8, 5, 3})}, 1)->outputs[0];
+    Tensor* g = n.addElementWise(back, n.addConstant("gamma", randomTensor({8, 1, 1}, 5)), "Mul")->outputs[0];
+    Tensor* b = n.addElementWise(g, n.addConstant("beta", randomTensor({8, 1, 1}, 6)), "Add")->outputs[0];
+    Tensor* y = n.addElementWise(b, n.addActivation(b, "Sigmoid")->outputs[0], "Mul")->outputs[0];
+    n.renameTensor(y, "y");
+    n.markOutput(y);
+  };
+  std::string info = checkFusion(make, {{"x", randomTensor({2, 8, 5, 3}, 9, -2.f, 3.f)}});
+  EXPECT_NE(info.find("\"op\":\"GroupNormalization\""), std::string::npos) << info;
+  EXPECT_EQ(info.find("\"op\":\"InstanceNormalization\""), std::string::npos) << info;
+  EXPECT_EQ(info.find("\"op\":\"Mul\""), std::string::npos) << info;
+  EXPECT_NE(info.find("\"Sigmoid:"), std::string::npos) << info;
+}
+
 TEST(Passes, ActivationFusesThroughReshape) {
   auto make = [](Network& n) {
     Tensor* x = n.addInput("x", DataType::kFLOAT, {6, 8});
@@ -208,6 +238,45 @@ TEST(Passes, PointwiseChainFuses) {
 
 #include "builder/passes/passes.h"
 #include "ops/shape_propagation.h"
+
+// SiLU (x * Sigmoid(x), either operand order) after a Conv and Mish (x * Tanh(Softplus(x))) after a
+// MatMul, as exporters write them, join their producer's epilogue; results equal the unfused
+// graph's reference evaluation. A gate whose x has a third reader stays unfused.
+TEST(Passes, GatedActivationsFuseIntoProducers) {
+  for (bool swapped : {false, true}) {
+    auto make = [swapped](Network& n) {
+      Tensor* x = n.addInput("x", DataType::kFLOAT, {1, 3, 6, 6});
+      Layer* c = n.addConvolution(x, randomTensor({5, 3, 3, 3}, 1), randomTensor({5}, 2), {1, 1}, {1, 1, 1, 1});
+      Layer* s = n.addActivation(c->outputs[0], "Sigmoid");
+      Layer* m = swapped ? n.addElementWise(s->outputs[0], c->outputs[0], "Mul") : n.addElementWise(c->outputs[0], s->outputs[0], "Mul");
+      Layer* mm = n.addMatMul(n.addInput("a", DataType::kFLOAT, {4, 16}), n.addConstant("w", randomTensor({16, 8}, 3)));
+      Layer* sp = n.addActivation(mm->outputs[0], "Softplus");
+      Layer* th = n.addActivation(sp->outputs[0], "Tanh");
+      Layer* mish = n.addElementWise(mm->outputs[0], th->outputs[0], "Mul");
+      n.renameTensor(m->outputs[0], "y");
+      n.renameTensor(mish->outputs[0], "z");
+      n.markOutput(m->outputs[0]);
+      n.markOutput(mish->outputs[0]);
+    };
+    std::string info = checkFusion(make, {{"x", randomTensor({1, 3, 6, 6}, 9, -3.f, 3.f)}, {"a", randomTensor({4, 16}, 10, -2.f, 2.f)}});
+    EXPECT_NE(info.find("\"Sigmoid:"), std::string::npos) << info;  // fusedOps of the Conv
+    EXPECT_NE(info.find("\"Softplus:"), std::string::npos) << info;  // and of the MatMul
+    EXPECT_EQ(info.find("\"op\":\"Mul\""), std::string::npos) << info;
+    EXPECT_EQ(info.find("\"op\":\"Sigmoid\""), std::string::npos) << info;
+    EXPECT_EQ(info.find("\"op\":\"Tanh\""), std::string::npos) << info;
+  }
+  // x also feeds an Add: the gate cannot move into the producer.
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {4, 16});
+  Layer* mm = net.addMatMul(x, net.addConstant("w", randomTensor({16, 16}, 3)));
+  Layer* s = net.addActivation(mm->outputs[0], "Sigmoid");
+  Layer* m = net.addElementWise(mm->outputs[0], s->outputs[0], "Mul");
+  Layer* add = net.addElementWise(m->outputs[0], mm->outputs[0], "Add");
+  net.markOutput(add->outputs[0]);
+  net.topoSort();
+  propagateShapes(net, nullptr, true);
+  EXPECT_FALSE(fuseActivation(net));
+}
 
 TEST(Passes, PrecisionConstraintsSurviveFusionAndAreObeyed) {
   // MatMul -> Relu (pinned to float32) -> Softmax: the activation fuses into the MatMul, which

@@ -19,7 +19,7 @@ namespace {
 
 enum class UKind {
   kRelu, kLeakyRelu, kElu, kSelu, kCelu, kSigmoid, kHardSigmoid, kHardSwish, kTanh, kSoftplus, kSoftsign,
-  kGelu, kGeluTanh, kClip, kThresholdedRelu, kMish, kAbs, kNeg, kSqrt, kExp, kReciprocal, kFloor, kCeil, kRound
+  kGelu, kGeluTanh, kClip, kThresholdedRelu, kMish, kSilu, kAbs, kNeg, kSqrt, kExp, kReciprocal, kFloor, kCeil, kRound
 };
 
 struct UParams {
@@ -54,6 +54,7 @@ inline __m256 applyVec(__m256 x, const UParams& p) {
     return _mm256_blendv_ps(v, set1(p.beta), _mm256_cmp_ps(v, set1(p.beta), _CMP_GT_OQ));
   } else if constexpr (K == UKind::kThresholdedRelu) return _mm256_and_ps(x, _mm256_cmp_ps(x, set1(p.alpha), _CMP_GT_OQ));
   else if constexpr (K == UKind::kMish) return _mm256_mul_ps(x, simd::tanh(simd::softplus(x)));
+  else if constexpr (K == UKind::kSilu) return _mm256_mul_ps(x, simd::sigmoid(x));
   else if constexpr (K == UKind::kAbs) return simd::abs(x);
   else if constexpr (K == UKind::kNeg) return _mm256_xor_ps(x, set1(-0.f));
   else if constexpr (K == UKind::kSqrt) return _mm256_sqrt_ps(x);
@@ -87,7 +88,7 @@ UnarySpanFn unarySpanFor(UKind k) {
     KILN_EW_SPAN(kRelu) KILN_EW_SPAN(kLeakyRelu) KILN_EW_SPAN(kElu) KILN_EW_SPAN(kSelu) KILN_EW_SPAN(kCelu)
     KILN_EW_SPAN(kSigmoid) KILN_EW_SPAN(kHardSigmoid) KILN_EW_SPAN(kHardSwish) KILN_EW_SPAN(kTanh)
     KILN_EW_SPAN(kSoftplus) KILN_EW_SPAN(kSoftsign) KILN_EW_SPAN(kGelu) KILN_EW_SPAN(kGeluTanh) KILN_EW_SPAN(kClip)
-    KILN_EW_SPAN(kThresholdedRelu) KILN_EW_SPAN(kMish) KILN_EW_SPAN(kAbs) KILN_EW_SPAN(kNeg) KILN_EW_SPAN(kSqrt)
+    KILN_EW_SPAN(kThresholdedRelu) KILN_EW_SPAN(kMish) KILN_EW_SPAN(kSilu) KILN_EW_SPAN(kAbs) KILN_EW_SPAN(kNeg) KILN_EW_SPAN(kSqrt)
     KILN_EW_SPAN(kExp) KILN_EW_SPAN(kReciprocal) KILN_EW_SPAN(kFloor) KILN_EW_SPAN(kCeil) KILN_EW_SPAN(kRound)
 #undef KILN_EW_SPAN
   }
@@ -331,6 +332,8 @@ UKind unaryKindOf(ActKind k) {
     case ActKind::kGeluTanh: return UKind::kGeluTanh;
     case ActKind::kElu: return UKind::kElu;
     case ActKind::kSoftplus: return UKind::kSoftplus;
+    case ActKind::kSilu: return UKind::kSilu;
+    case ActKind::kMish: return UKind::kMish;
     case ActKind::kNone: break;
   }
   throw Error("applyActivationAvx2: no activation");

@@ -297,13 +297,15 @@ inline __m256 erfPs(__m256 x) {
 //! The activations whose scalar form calls libm get an AVX2 form; others are cheap scalars
 //! that the compiler vectorizes.
 bool vectorActivation(ActKind k) {
-  return k == ActKind::kSigmoid || k == ActKind::kTanh || k == ActKind::kGelu || k == ActKind::kGeluTanh;
+  return k == ActKind::kSigmoid || k == ActKind::kTanh || k == ActKind::kGelu || k == ActKind::kGeluTanh ||
+         k == ActKind::kSilu;
 }
 
 inline __m256 activatePs(ActKind k, __m256 x) {
   const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.f), two = _mm256_set1_ps(2.f);
   switch (k) {
     case ActKind::kSigmoid: return sigmoidPs(x);
+    case ActKind::kSilu: return _mm256_mul_ps(x, sigmoidPs(x));
     case ActKind::kTanh: {  // tanh(x) = 2 sigmoid(2x) - 1; odd symmetry keeps small |x| accurate
       __m256 signMask = _mm256_set1_ps(-0.f), ax = _mm256_andnot_ps(signMask, x);
       __m256 e = expPs(_mm256_mul_ps(ax, _mm256_set1_ps(-2.f)));

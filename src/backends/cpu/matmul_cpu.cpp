@@ -290,6 +290,8 @@ bool dnnlEltwise(const Activation& a, dnnl::algorithm& alg, float& alpha, float&
     case ActKind::kGeluTanh: alg = dnnl::algorithm::eltwise_gelu_tanh; return true;
     case ActKind::kElu: alg = dnnl::algorithm::eltwise_elu; alpha = a.alpha; return true;
     case ActKind::kHardSwish: alg = dnnl::algorithm::eltwise_hardswish; return true;
+    case ActKind::kSilu: alg = dnnl::algorithm::eltwise_swish; alpha = 1.f; return true;
+    case ActKind::kMish: alg = dnnl::algorithm::eltwise_mish; return true;
     default: return false;
   }
 }

@@ -36,6 +36,8 @@ __device__ __forceinline__ float applyActivation(ActKind kind, float alpha, floa
     case ActKind::kGeluTanh: return geluTanh(x);
     case ActKind::kElu: return x >= 0.f ? x : alpha * (expf(x) - 1.f);
     case ActKind::kSoftplus: return x > 20.f ? x : log1pf(expf(x));
+    case ActKind::kSilu: return x / (1.f + expf(-x));
+    case ActKind::kMish: return x * tanhf(x > 20.f ? x : log1pf(expf(x)));
   }
   return x;
 }

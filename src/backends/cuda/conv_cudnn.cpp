@@ -112,7 +112,7 @@ HostTensor toPaddedChannelsLast(const HostTensor& w, int64_t cp) {
 }
 
 //! Activations the frontend's pointwise modes express with kiln's exact formula: Relu, Sigmoid,
-//! Tanh, both GELUs, and Clip with finite bounds (RELU_FWD with lower and upper clips: ReLU6 in
+//! Tanh, both GELUs, SiLU (SWISH_FWD, beta 1: EfficientNet/MobileViT/YOLO convs), and Clip with finite bounds (RELU_FWD with lower and upper clips: ReLU6 in
 //! MobileNetV2, where a separate epilogue pass over every expansion conv's output cost as much as
 //! the conv). The others (LeakyRelu, HardSwish, ...) run in our epilogue.
 bool cudnnAct(const Activation& a, fe::graph::Pointwise_attributes* attrs = nullptr) {
@@ -123,6 +123,7 @@ bool cudnnAct(const Activation& a, fe::graph::Pointwise_attributes* attrs = null
     case ActKind::kTanh: mode = fe::PointwiseMode_t::TANH_FWD; break;
     case ActKind::kGelu: mode = fe::PointwiseMode_t::GELU_FWD; break;
     case ActKind::kGeluTanh: mode = fe::PointwiseMode_t::GELU_APPROX_TANH_FWD; break;
+    case ActKind::kSilu: mode = fe::PointwiseMode_t::SWISH_FWD; break;
     case ActKind::kClip:
       if (!std::isfinite(a.alpha) || !std::isfinite(a.beta) || !(a.alpha <= a.beta)) return false;
       mode = fe::PointwiseMode_t::RELU_FWD;
@@ -132,6 +133,7 @@ bool cudnnAct(const Activation& a, fe::graph::Pointwise_attributes* attrs = null
   if (attrs) {
     attrs->set_mode(mode).set_compute_data_type(fe::DataType_t::FLOAT);
     if (a.kind == ActKind::kClip) attrs->set_relu_lower_clip(a.alpha).set_relu_upper_clip(a.beta);
+    if (a.kind == ActKind::kSilu) attrs->set_swish_beta(1.f);
   }
   return true;
 }

@@ -48,6 +48,8 @@ __device__ __forceinline__ float unaryStep(int op, float x, float alpha, float b
     case ChainOp::kGelu: return geluErfc(x);
     case ChainOp::kGeluTanh: return geluTanh(x);
     case ChainOp::kClip: { float v = x < alpha ? alpha : x; return v > beta ? beta : v; }
+    case ChainOp::kSilu: return x / (1.f + expf(-x));
+    case ChainOp::kMish: return x * tanhf(x > 0.f ? x + log1pf(expf(-x)) : log1pf(expf(x)));
     case ChainOp::kErf: return erff(x);
     case ChainOp::kSqrt: return sqrtf(x);
     case ChainOp::kExp: return expf(x);

@@ -6,6 +6,7 @@
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/elementwise_launch.cuh"
+#include "ops/conv_layout.h"
 #include "ops/fused_attrs.h"
 #include "ops/op_util.h"
 #include "ops/pointwise_chain.h"
@@ -77,6 +78,24 @@ bool allPresent(const LayerDesc& l) {
   return true;
 }
 
+//! Channels last (gpu_layout's elementwise layers inside an NHWC region): Y and every input of
+//! Y's shape are nhwc, the other inputs are broadcasts with the same bytes in both orders
+//! (layoutInvariantDims), so the kernels index all of them as [N, H, W, C] tensors.
+bool channelsLast(const LayerDesc& l) { return outLayoutBlock(l) == kNhwcBlock; }
+
+//! The dims the kernels index: logical, or {N, H, W, C} for a channels-last layer.
+Dims indexDims(const LayerDesc& l, const Dims& d) { return channelsLast(l) ? nhwcDims(d) : d; }
+
+//! Plain layouts, or the channels-last form above (anything else is refused).
+bool layoutsFit(const LayerDesc& l) {
+  if (hasPlainLayouts(l)) return true;
+  if (inLayoutBlock(l) != kNhwcBlock || !channelsLast(l) || l.outputs.size() != 1 || l.outputs[0].dims.size() != 4)
+    return false;
+  for (size_t i = 0; i < l.inputs.size(); ++i)
+    if (l.present(i) && l.inputs[i].dims != l.outputs[0].dims && !layoutInvariantDims(l.inputs[i].dims)) return false;
+  return true;
+}
+
 //! Whether a broadcast of the layer's inputs fits the kernels (known only for static dims).
 bool geomFits(const LayerDesc& l) {
   if (l.outputs.empty() || !isStatic(l.outputs[0].dims)) return true;
@@ -84,10 +103,10 @@ bool geomFits(const LayerDesc& l) {
   for (size_t i = 0; i < l.inputs.size(); ++i) {
     if (!l.present(i)) continue;
     if (!isStatic(l.inputs[i].dims)) return true;
-    ins.push_back(l.inputs[i].dims);
+    ins.push_back(indexDims(l, l.inputs[i].dims));
   }
   try {
-    makeGeom(l.outputs[0].dims, ins);
+    makeGeom(indexDims(l, l.outputs[0].dims), ins);
     return true;
   } catch (const Error&) {
     return false;
@@ -100,8 +119,8 @@ struct GeomState : KernelState {
 
 Geom geomOf(const LayerDesc& l, std::initializer_list<size_t> inputs) {
   std::vector<Dims> ins;
-  for (size_t i : inputs) ins.push_back(l.inputs[i].dims);
-  return makeGeom(l.outputs[0].dims, ins);
+  for (size_t i : inputs) ins.push_back(indexDims(l, l.inputs[i].dims));
+  return makeGeom(indexDims(l, l.outputs[0].dims), ins);
 }
 
 const Geom& stateGeom(KernelState* s, size_t i = 0) {
@@ -155,7 +174,7 @@ class UnaryKernel : public Kernel {
 
 bool unarySupports(const LayerDesc& l) {
   auto it = unaryOps().find(l.op);
-  if (it == unaryOps().end() || l.inputs.empty() || !l.present(0)) return false;
+  if (it == unaryOps().end() || l.inputs.empty() || !l.present(0) || !layoutsFit(l)) return false;
   const size_t maxIn = it->second == Unary::kClip ? 3 : 1;
   if (l.inputs.size() > maxIn || !typeIn(unaryTypes(it->second), l.inputs[0].type)) return false;
   for (size_t i = 1; i < l.inputs.size(); ++i)
@@ -228,7 +247,7 @@ class BinaryKernel : public Kernel {
 
 bool binarySupports(const LayerDesc& l) {
   auto it = binaryOps().find(l.op);
-  if (it == binaryOps().end() || l.inputs.size() != 2 || !allPresent(l)) return false;
+  if (it == binaryOps().end() || l.inputs.size() != 2 || !allPresent(l) || !layoutsFit(l)) return false;
   if (l.inputs[0].type != l.inputs[1].type || !typeIn(binaryTypes(it->second), l.inputs[0].type)) return false;
   return geomFits(l);
 }
@@ -438,6 +457,8 @@ ChainOp chainOpOf(const PointwiseStep& s) {
       case ActKind::kGeluTanh: return ChainOp::kGeluTanh;
       case ActKind::kElu: return ChainOp::kElu;
       case ActKind::kSoftplus: return ChainOp::kSoftplus;
+      case ActKind::kSilu: return ChainOp::kSilu;
+      case ActKind::kMish: return ChainOp::kMish;
       case ActKind::kNone: break;
     }
     throw Error("CUDA PointwiseChain: activation step without a kind");
@@ -458,9 +479,9 @@ class ChainKernel : public Kernel {
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     auto s = std::make_unique<GeomState>();
     std::vector<Dims> ins;
-    for (const auto& in : l.inputs) ins.push_back(in.dims);
+    for (const auto& in : l.inputs) ins.push_back(indexDims(l, in.dims));
     if (l.inputs[0].dims != l.outputs[0].dims) throw Error("CUDA PointwiseChain: x must have the output's shape");
-    s->geoms.push_back(makeGeom(l.outputs[0].dims, ins));
+    s->geoms.push_back(makeGeom(indexDims(l, l.outputs[0].dims), ins));
     state = std::move(s);
     return 0;
   }
@@ -476,7 +497,7 @@ class ChainKernel : public Kernel {
 };
 
 bool chainSupports(const LayerDesc& l) {
-  if (l.inputs.empty() || l.inputs.size() > static_cast<size_t>(kMaxIn) || !allPresent(l)) return false;
+  if (l.inputs.empty() || l.inputs.size() > static_cast<size_t>(kMaxIn) || !allPresent(l) || !layoutsFit(l)) return false;
   // One storage type for every input and the output: float32, or a reduced-precision engine's
   // float16/bfloat16 (computed in float32 registers, never through float32 tensors).
   const DataType t = l.outputs[0].type;

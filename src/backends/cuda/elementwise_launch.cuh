@@ -119,7 +119,7 @@ void launchCast(DataType from, DataType to, const void* x, void* y, int64_t n, c
 // PointwiseChain (float32): a program of steps run per element in registers.
 enum class ChainOp : int {
   kAdd, kSub, kMul, kDiv, kPow, kMax, kMin,  // binary (operand > 0)
-  kRelu, kLeakyRelu, kSigmoid, kTanh, kHardSwish, kHardSigmoid, kElu, kSoftplus, kGelu, kGeluTanh, kClip,
+  kRelu, kLeakyRelu, kSigmoid, kTanh, kHardSwish, kHardSigmoid, kElu, kSoftplus, kGelu, kGeluTanh, kClip, kSilu, kMish,
   kErf, kSqrt, kExp, kLog, kNeg, kAbs, kReciprocal, kFloor, kCeil,
 };
 constexpr int kMaxChainSteps = 32;

@@ -61,6 +61,8 @@ struct RowNormParams {
   bool rms = false;
   int mode = kDirect;
   int64_t groups = 1, perGroup = 1, spatial = 1;
+  int act = 0;  //!< a fused activation (ActKind; GroupNorm -> SiLU etc.), applied after the affine
+  float actAlpha = 0.f, actBeta = 0.f;
   int rank = 0;  //!< kBroadcast: X dims and the strides of scale / bias (0 on broadcast dims)
   int64_t dims[kMaxReduceDims] = {};
   int64_t scaleStrides[kMaxReduceDims] = {};

@@ -3,6 +3,7 @@
 // row fits) and BatchNormalization in inference mode (elementwise with per-channel parameters).
 #include "core/type_dispatch.h"
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/activation_math.cuh"
 #include "backends/cuda/norm_common.cuh"
 #include "backends/cuda/norm_launch.cuh"
 
@@ -58,7 +59,8 @@ __device__ __forceinline__ void writeNormalized(const RowNormParams& p, int64_t 
   }
   float out[VEC];
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) out[e] = (v[e] - mean) * inv * s[e] + (bias ? b[e] : 0.f);
+  for (int e = 0; e < VEC; ++e)
+    out[e] = applyActivation(static_cast<ActKind>(p.act), p.actAlpha, p.actBeta, (v[e] - mean) * inv * s[e] + (bias ? b[e] : 0.f));
   storeFloats<T, VEC>(y + k0, out);
   if (p.sum) storeFloats<T, VEC>(static_cast<T*>(p.sum) + row * p.cols + k0, v);  // exact: v holds T-rounded sums
 }

@@ -160,6 +160,10 @@ class GroupNormKernel : public Kernel {
     p.spatial = spatial;
     const bool affinePerGroup = perGroupAffine(*l.attrs) && volume(l.inputs[1].dims) == g;
     p.mode = affinePerGroup ? RowNormParams::kPerGroup : RowNormParams::kPerChannel;
+    const Activation act = fusedActivation(*l.attrs);
+    p.act = static_cast<int>(act.kind);
+    p.actAlpha = act.alpha;
+    p.actBeta = act.beta;
     p.geo = planRows(p.rows, p.cols, elementSize(p.type));
     return 0;
   }

@@ -1,8 +1,11 @@
-// Conv / ConvTranspose / Gemm / MatMul followed by an activation: the activation runs in the
-// producer's epilogue (oneDNN post-op, GEMM epilogue) instead of a second pass over memory.
+// Conv / ConvTranspose / Gemm / MatMul / GroupNormalization followed by an activation: the activation runs in the
+// producer's epilogue (oneDNN post-op, cuDNN graph, GEMM epilogue) instead of a second pass over
+// memory. Besides single activation ops, the gated forms exporters write for SiLU/Swish
+// (x * Sigmoid(x)) and Mish (x * Tanh(Softplus(x))), where x feeds both the gate and the Mul.
 #include <cmath>
 #include <limits>
 #include <set>
+#include <vector>
 
 #include "builder/passes/passes.h"
 
@@ -22,7 +25,7 @@ bool describeActivation(const Layer* act, Activation* out) {
   const std::string& op = act->op;
   Activation& a = *out;
   if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "Softplus" || op == "LeakyRelu" ||
-      op == "Elu" || op == "HardSigmoid") {
+      op == "Elu" || op == "HardSigmoid" || op == "Mish") {
     activationKindOf(op, &a.kind);
     if (op == "LeakyRelu" || op == "Elu") a.alpha = act->attrs.getFloat("alpha", op == "LeakyRelu" ? 0.01f : 1.0f);
     if (op == "HardSigmoid") {
@@ -46,10 +49,43 @@ bool describeActivation(const Layer* act, Activation* out) {
   return false;
 }
 
+//! x * Sigmoid(x) (SiLU) or x * Tanh(Softplus(x)) (Mish) on `x`, whose only consumers are the gate
+//! and the Mul. On a match, `chain` holds the gate's layers and then the Mul.
+bool matchGatedActivation(const Network& net, Tensor* x, Activation* a, std::vector<Layer*>* chain) {
+  if (x->isOutput) return false;
+  const std::vector<Layer*> c = net.consumers(x);
+  if (c.size() != 2) return false;
+  for (int first = 0; first < 2; ++first) {
+    Layer* g = c[first];
+    Layer* mul = c[1 - first];
+    if (mul->op != "Mul" || g->inputs.size() != 1 || g->inputs[0] != x || g->outputs.size() != 1) continue;
+    std::vector<Layer*> found{g};
+    Tensor* gate = g->outputs[0];
+    ActKind kind;
+    if (g->op == "Sigmoid") {
+      kind = ActKind::kSilu;
+    } else if (g->op == "Softplus") {
+      Layer* tanh = soleConsumer(net, gate);
+      if (!tanh || tanh->op != "Tanh" || tanh->inputs.size() != 1 || tanh->outputs.size() != 1) continue;
+      found.push_back(tanh);
+      gate = tanh->outputs[0];
+      kind = ActKind::kMish;
+    } else {
+      continue;
+    }
+    if (soleConsumer(net, gate) != mul || otherInput(mul, x) != gate || mul->outputs.size() != 1) continue;
+    found.push_back(mul);
+    *a = Activation{kind, 0.f, 0.f};
+    *chain = std::move(found);
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool fuseActivation(Network& net) {
-  static const std::set<std::string> producers{"Conv", "ConvTranspose", "Gemm", "MatMul"};
+  static const std::set<std::string> producers{"Conv", "ConvTranspose", "Gemm", "MatMul", "GroupNormalization"};
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* p = net.layer(static_cast<int>(i));
@@ -66,6 +102,17 @@ bool fuseActivation(Network& net) {
       act = soleConsumer(net, view->outputs[0]);
     }
     Tensor* actIn = view ? view->outputs[0] : p->outputs[0];
+    std::vector<Layer*> gated;
+    Activation g;
+    if (!act && matchGatedActivation(net, p->outputs[0], &g, &gated)) {
+      setFusedActivation(p->attrs, g);
+      for (Layer* l : gated) recordFusion(p, l);
+      Tensor* out = gated.back()->outputs[0];
+      for (Layer* l : gated) net.removeLayer(l);
+      net.replaceUses(out, p->outputs[0]);
+      changed = true;
+      continue;
+    }
     if (!act || act->outputs.size() != 1 || act->inputs.empty() || act->inputs[0] != actIn) continue;
     Activation a;
     if (!describeActivation(act, &a)) continue;

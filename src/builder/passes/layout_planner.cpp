@@ -31,8 +31,10 @@ class LayoutPlanner {
       bool rejectedAny = false;
       for (auto& lp : net_.layers()) {
         Layer& l = *lp;
-        if (!accepting(l) || (!isBlocked(l.inputs[0]) && !isBlocked(l.outputs[0]))) continue;
-        if (!optimizedTacticRuns(l)) {
+        const bool through = passesThrough(l);
+        if (!through && (!accepting(l) || (!isBlocked(l.inputs[0]) && !isBlocked(l.outputs[0])))) continue;
+        const int64_t in = through || isBlocked(l.inputs[0]) ? block_ : 1, out = isBlocked(l.outputs[0]) ? block_ : 1;
+        if (!optimizedTacticRuns(l, in, out)) {
           rejected_.insert(&l);
           rejectedAny = true;
         }
@@ -47,16 +49,16 @@ class LayoutPlanner {
     std::vector<Layer*> layers;
     for (auto& lp : net_.layers()) layers.push_back(lp.get());
     for (Layer* l : layers) {
-      const bool takesPart = accepting(*l) && (isBlocked(l->inputs[0]) || isBlocked(l->outputs[0]));
+      const bool through = passesThrough(*l);
+      const bool takesPart = through || (accepting(*l) && (isBlocked(l->inputs[0]) || isBlocked(l->outputs[0])));
       for (size_t k = 0; k < l->inputs.size(); ++k) {
         Tensor* t = l->inputs[k];
-        if (!t) continue;
-        const int64_t want = wantedBlock(*l, k, takesPart), have = isBlocked(t) ? block_ : 1;
+        if (!t || (through && !fullInput(*l, k))) continue;  // an invariant broadcast: same bytes in both
+        const int64_t want = through ? block_ : wantedBlock(*l, k, takesPart), have = isBlocked(t) ? block_ : 1;
         if (want != have) l->inputs[k] = converted(t, have, want);
       }
-      if (takesPart) {
-        setLayouts(l->attrs, isBlocked(l->inputs[0]) ? block_ : 1, isBlocked(l->outputs[0]) ? block_ : 1);
-      }
+      if (through) setLayouts(l->attrs, block_, block_);
+      else if (takesPart) setLayouts(l->attrs, isBlocked(l->inputs[0]) ? block_ : 1, isBlocked(l->outputs[0]) ? block_ : 1);
     }
     return true;
   }
@@ -71,21 +73,64 @@ class LayoutPlanner {
   }
   bool isBlocked(const Tensor* t) const { return t && blocked_.count(t); }
 
-  //! Blocked: written by a layer that can write it blocked and read by at least one layer that
-  //! can read it blocked (else a conversion would only add work).
+  //! A transparent layer's input k of Y's shape (it shares Y's layout; the others are broadcasts).
+  static bool fullInput(const Layer& l, size_t k) { return l.inputs[k] && l.inputs[k]->dims == l.outputs[0]->dims; }
+  //! A transparent layer that may run in the layout: every input of another shape is invariant.
+  bool transparentOk(const Layer& l) const {
+    if (!policy_.transparent || !policy_.transparent(l) || rejected_.count(&l) || l.outputs.size() != 1 || l.inputs.empty())
+      return false;
+    bool anyFull = false;
+    for (size_t k = 0; k < l.inputs.size(); ++k) {
+      if (!l.inputs[k]) continue;
+      if (fullInput(l, k)) anyFull = true;
+      else if (!layoutInvariantDims(l.inputs[k]->dims)) return false;
+    }
+    return anyFull;
+  }
+  //! A transparent layer that runs in the layout (its Y was chosen).
+  bool passesThrough(const Layer& l) const { return transparentOk(l) && isBlocked(l.outputs[0]); }
+  bool fullInputsBlocked(const Layer& l) const {
+    for (size_t k = 0; k < l.inputs.size(); ++k)
+      if (fullInput(l, k) && !isBlocked(l.inputs[k])) return false;
+    return true;
+  }
+
+  //! Blocked: written by a layer that can write it blocked (or by a transparent layer whose
+  //! inputs of its shape are all blocked) and read by at least one layer that reads it blocked (a
+  //! conv/pool, or a transparent layer whose Y is blocked); else a conversion would only add work.
   void chooseBlockedTensors() {
     blocked_.clear();
-    for (auto& tp : net_.tensors()) {
-      Tensor* t = tp.get();
-      if (!t || !t->producer || t->isInput || t->isOutput || t->isConstant() || !policy_.eligible(t) ||
-          !policy_.writes(*t->producer) || !accepting(*t->producer))
-        continue;
-      for (Layer* c : net_.consumers(t)) {
-        bool reads = false;
-        for (size_t k = 0; k < c->inputs.size(); ++k) reads = reads || (c->inputs[k] == t && slotOf(*c, k) != Slot::kOther);
-        if (reads && accepting(*c)) {
-          blocked_.insert(t);
-          break;
+    auto candidate = [&](const Tensor* t) {
+      return t && t->producer && !t->isInput && !t->isOutput && !t->isConstant() && policy_.eligible(t);
+    };
+    for (auto& tp : net_.tensors())
+      if (candidate(tp.get()) && policy_.writes(*tp->producer) && accepting(*tp->producer)) blocked_.insert(tp.get());
+    for (bool grew = true; grew;) {  // through transparent layers, in any order
+      grew = false;
+      for (auto& lp : net_.layers())
+        if (transparentOk(*lp) && !isBlocked(lp->outputs[0]) && candidate(lp->outputs[0]) && fullInputsBlocked(*lp)) {
+          blocked_.insert(lp->outputs[0]);
+          grew = true;
+        }
+    }
+    for (bool shrank = true; shrank;) {  // drop tensors nobody reads blocked, then what that strands
+      shrank = false;
+      for (auto it = blocked_.begin(); it != blocked_.end();) {
+        const Tensor* t = *it;
+        const Layer& p = *t->producer;
+        bool keep = !transparentOk(p) || policy_.writes(p) || fullInputsBlocked(p);
+        bool read = false;
+        for (Layer* c : net_.consumers(t))
+          for (size_t k = 0; keep && !read && k < c->inputs.size(); ++k) {
+            if (c->inputs[k] != t) continue;
+            read = (slotOf(*c, k) != Slot::kOther && accepting(*c)) ||
+                   (transparentOk(*c) && fullInput(*c, k) && isBlocked(c->outputs[0]));
+          }
+        if (keep && read) {
+          ++it;
+        } else {
+          it = blocked_.erase(it);
+          shrank = true;
         }
       }
     }
@@ -104,8 +149,7 @@ class LayoutPlanner {
 
   //! Whether a non-reference tactic supports l with the layouts chosen so far (memoized: with
   //! `verify`, answering builds library plans).
-  bool optimizedTacticRuns(const Layer& l) const {
-    const int64_t in = isBlocked(l.inputs[0]) ? block_ : 1, out = isBlocked(l.outputs[0]) ? block_ : 1;
+  bool optimizedTacticRuns(const Layer& l, int64_t in, int64_t out) const {
     auto key = std::make_tuple(&l, in, out);
     auto it = runs_.find(key);
     if (it != runs_.end()) return it->second;

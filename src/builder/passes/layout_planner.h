@@ -20,6 +20,12 @@ struct LayoutPolicy {
   std::function<bool(const Layer& l)> reads;
   //! Layers that can write Y in the layout.
   std::function<bool(const Layer& l)> writes;
+  //! Elementwise layers that run in whatever layout their inputs have (optional): Y takes the
+  //! layout when every input of Y's shape has it; the other inputs must be broadcasts whose bytes
+  //! are the same in both layouts (C == 1 or H == W == 1, e.g. a squeeze-excitation scale
+  //! [N, C, 1, 1] or a bias [C, 1, 1]). They keep NHWC regions whole across residual adds, gates
+  //! and activation chains instead of converting around each of them.
+  std::function<bool(const Layer& l)> transparent;
   //! A layer takes part only where one of this backend's non-reference tactics supports it
   //! with the layout attributes set (else it keeps plain NCHW).
   Backend* backend = nullptr;

@@ -17,6 +17,8 @@ bool removeFoldedLayers(Network& net);
 bool elideNoOps(Network& net);
 //! Pow/ReduceMean/Add/Sqrt/Div(/Mul scale) (T5, LLaMA) -> RMSNormalization (fuse_rmsnorm.cpp).
 bool fuseRmsNormPattern(Network& net);
+//! Reshape -> InstanceNormalization -> Reshape [-> Mul gamma] [-> Add beta] (GroupNorm as exported) -> GroupNormalization.
+bool fuseGroupNormPattern(Network& net);
 //! Compress with a constant condition -> Gather with the kept indices (lower_compress.cpp).
 bool lowerConstantCompress(Network& net);
 //! Conv -> BatchNormalization (constant parameters): folds the BN into the conv's weights/bias.

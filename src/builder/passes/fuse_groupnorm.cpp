@@ -1,0 +1,85 @@
+// GroupNorm as PyTorch's ONNX exporter writes it before opset 18 (and as timm/transformers models
+// still export it):
+//   r = Reshape(x [N, C, ...] -> [N, G, -1]); n = InstanceNormalization(r, s[G], b[G]);
+//   y = Reshape(n -> x's shape) [* gamma (per channel)] [+ beta (per channel)]
+// becomes one GroupNormalization with per-channel scale gamma*s and bias gamma*b + beta (opset 21
+// semantics): one layer instead of five, and a producer that fuse_activation can give the
+// following SiLU/GELU/ReLU (ResNet-GN, PoolFormer, wav2vec2, diffusion UNets).
+#include "builder/passes/passes.h"
+
+namespace kiln {
+
+namespace {
+
+//! A constant float operand with `c` values, one per channel of an [N, C, ...] tensor of rank `rank`
+//! (dims [C, 1, ...], [1, C, 1, ...] or any right-aligned form with 1s elsewhere).
+bool perChannelConst(const Tensor* t, int64_t c, size_t rank) {
+  if (!t || !t->isConstant() || t->type != DataType::kFLOAT || t->value.count() != c || t->dims.size() > rank) return false;
+  const size_t lead = rank - t->dims.size();  // right alignment: t's dim k is x's dim lead + k
+  for (size_t k = 0; k < t->dims.size(); ++k)
+    if (t->dims[k] != (lead + k == 1 ? c : 1)) return false;
+  return lead <= 1;
+}
+
+}  // namespace
+
+bool fuseGroupNormPattern(Network& net) {
+  bool changed = false;
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    Layer* r1 = net.layer(static_cast<int>(i));
+    if (r1->op != "Reshape" || r1->outputs.size() != 1 || r1->inputs.empty()) continue;
+    Tensor* x = r1->inputs[0];
+    const Dims& xd = x->dims;
+    const Dims& rd = r1->outputs[0]->dims;
+    if (x->type != DataType::kFLOAT || !x->dimsKnown || !r1->outputs[0]->dimsKnown || xd.size() < 3 || rd.size() != 3) continue;
+    const int64_t n = xd[0], c = xd[1], groups = rd[1];
+    if (n <= 0 || c <= 0 || groups <= 0 || rd[0] != n || c % groups != 0 || rd[2] * groups != volume(xd) / n) continue;
+    Layer* in = soleConsumer(net, r1->outputs[0]);
+    if (!in || in->op != "InstanceNormalization" || in->inputs.size() != 3 || in->inputs[0] != r1->outputs[0]) continue;
+    const Tensor* s = in->inputs[1];
+    const Tensor* b = in->inputs[2];
+    if (!s || !b || !s->isConstant() || !b->isConstant() || s->value.count() != groups || b->value.count() != groups) continue;
+    Layer* r2 = soleConsumer(net, in->outputs[0]);
+    if (!r2 || r2->op != "Reshape" || r2->outputs.size() != 1 || r2->outputs[0]->dims != xd) continue;
+    std::vector<Layer*> dead{r1, in, r2};
+    Tensor* y = r2->outputs[0];
+    // Per-channel scale and bias: the group's s/b, then the optional gamma and beta.
+    HostTensor scale(DataType::kFLOAT, {c}), bias(DataType::kFLOAT, {c});
+    const int64_t perGroup = c / groups;
+    for (int64_t k = 0; k < c; ++k) {
+      scale.as<float>()[k] = static_cast<float>(s->value.getDouble(k / perGroup));
+      bias.as<float>()[k] = static_cast<float>(b->value.getDouble(k / perGroup));
+    }
+    Layer* mul = y->isOutput ? nullptr : soleConsumer(net, y);
+    if (mul && mul->op == "Mul" && perChannelConst(otherInput(mul, y), c, xd.size()) && mul->outputs[0]->dims == xd) {
+      const Tensor* gamma = otherInput(mul, y);
+      for (int64_t k = 0; k < c; ++k) {
+        const float g = static_cast<float>(gamma->value.getDouble(k));
+        scale.as<float>()[k] *= g;
+        bias.as<float>()[k] *= g;
+      }
+      dead.push_back(mul);
+      y = mul->outputs[0];
+    }
+    Layer* add = y->isOutput ? nullptr : soleConsumer(net, y);
+    if (add && add->op == "Add" && perChannelConst(otherInput(add, y), c, xd.size()) && add->outputs[0]->dims == xd) {
+      const Tensor* beta = otherInput(add, y);
+      for (int64_t k = 0; k < c; ++k) bias.as<float>()[k] += static_cast<float>(beta->value.getDouble(k));
+      dead.push_back(add);
+      y = add->outputs[0];
+    }
+    Attributes a;
+    a.set("num_groups", groups);
+    a.set("epsilon", in->attrs.getFloat("epsilon", 1e-5f));
+    Layer* gn = net.addLayer("GroupNormalization",
+                             {x, net.addConstant(net.uniqueName(in->name + "_gn_scale"), scale),
+                              net.addConstant(net.uniqueName(in->name + "_gn_bias"), bias)},
+                             1, a, net.uniqueName(in->name + "_groupnorm"));
+    replaceWithFused(net, gn, dead, y);
+    changed = true;
+    i = 0;
+  }
+  return changed;
+}
+
+}  // namespace kiln
