@@ -158,14 +158,6 @@ def run_model(args, torch, peers, name, spec, write):
             row["error"] = "export: " + str(ex).splitlines()[0][:200]
             write(row)
             continue
-        if args.kiln_only:  # a quick look at kiln alone: the peer's time from the stored rows
-            row.update(kiln_row(args, d, names, [x.numpy() for x in inputs], None))
-            known = [r for r in args.old_rows if r["model"] == name and r["batch"] == b and r.get("peer_ms")]
-            if known and row.get("kiln_ms"):
-                row["peer_ms_stored"] = known[-1]["peer_ms"]
-                row["speedup_vs_stored_peer"] = round(known[-1]["peer_ms"] / row["kiln_ms"], 3)
-            write(row)
-            continue
         ref = None
         gpu_inputs = tuple(x.cuda() for x in inputs)
         m = model.cuda()
@@ -180,6 +172,18 @@ def run_model(args, torch, peers, name, spec, write):
             row["torch_fp16_err"] = rel_err(y16, ref)
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+        if args.kiln_only:  # a quick look at kiln alone (error checked): the peer's time from the stored rows
+            m.cpu()
+            torch.cuda.empty_cache()
+            row.update(kiln_row(args, d, names, [x.numpy() for x in inputs], ref))
+            known = [r for r in args.old_rows if r["model"] == name and r["batch"] == b and r.get("peer_ms")]
+            if known and row.get("kiln_ms"):
+                row["peer_ms_stored"] = known[-1]["peer_ms"]
+                row["speedup_vs_stored_peer"] = round(known[-1]["peer_ms"] / row["kiln_ms"], 3)
+            if "fp16_err" in row:
+                row["err_ok"] = row["fp16_err"] <= max(2 * row.get("torch_fp16_err", 0), 1e-2)
+            write(row)
+            continue
         for attention in ("sdpa", "eager"):
             try:
                 peer_model = zoo_models.set_peer_attention(m) if attention == "sdpa" else m
