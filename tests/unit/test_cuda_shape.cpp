@@ -80,6 +80,24 @@ TEST(CudaShape, Transpose) {
   checkCase(*gpu, unary("Transpose", randomTensor({4, 5, 6}, DataType::kFLOAT, 3)), "Transpose default perm");
 }
 
+TEST(CudaShape, TransposeTiles) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  // The tiled transpose moves 1- and 2-byte elements as 4-byte words when the row strides allow:
+  // both sides, neither (odd strides), input only; partial tiles, several tiles, two batch axes.
+  struct P { Dims d; std::vector<int64_t> perm; };
+  const P cases[] = {{{2, 34, 66}, {0, 2, 1}},          {{2, 33, 65}, {0, 2, 1}},       {{2, 35, 66}, {0, 2, 1}},
+                     {{1, 130, 67}, {0, 2, 1}},         {{1, 200, 129}, {0, 2, 1}},     {{17, 16}, {1, 0}},
+                     {{3, 24, 13, 17}, {0, 2, 3, 1}},   {{3, 13, 17, 24}, {0, 3, 1, 2}}, {{2, 3, 40, 50}, {1, 0, 3, 2}},
+                     {{2, 96, 56, 56}, {0, 2, 3, 1}}};
+  for (const P& p : cases)
+    for (DataType t : kMoveTypes) {
+      Attributes a;
+      a.set("perm", p.perm);
+      checkCase(*gpu, unary("Transpose", randomTensor(p.d, t, 21), a), "Transpose tiles " + toString(p.d) + " " + tn(t));
+    }
+}
+
 TEST(CudaShape, ConcatSplit) {
   KILN_REQUIRE_GPU();
   auto gpu = getBackend(DeviceType::kGPU, 0);

@@ -3,7 +3,9 @@
 // Expand, Tile, DepthToSpace, SpaceToDepth) lowers to CopyPlans run by launchCopy.
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/shape_cuda.cuh"
@@ -88,23 +90,51 @@ __global__ void __launch_bounds__(256) copy64Kernel(const V* __restrict__ src, V
 }
 
 //! Tiled transpose: axis A is contiguous in the input (stride 1), axis B is the innermost output
-//! axis (stride 1); the other axes ("batch", innermost first) are walked per block.
+//! axis (stride 1); the other axes ("batch", innermost first) are walked per block. Elements
+//! narrower than 4 bytes move as whole 4-byte words (P elements each) where the strides and
+//! pointers allow, through a (32 * P) x (32 * P) tile: with one 2-byte element per thread and a
+//! 32 x 32 tile, too few bytes were in flight (ConvNeXt's NCHW <-> NHWC Transposes ran at about
+//! a quarter of the H200's bandwidth).
 struct TileParams {
   int64_t dimA, dimB, strideB, strideA;  // strideB: input stride of B; strideA: output stride of A
   int64_t tilesB, batches;
   int64_t ibase, obase;
   int batchRank;
+  bool wordIn, wordOut;  // rows of the input / output may be read / written as whole words
   int64_t bdims[kMaxCopyRank], bistr[kMaxCopyRank], bostr[kMaxCopyRank];
 };
 
 constexpr int kTile = 32, kTileRows = 8;
 
+//! Elements per word (P) and the word type a tile row moves in.
+template <typename T> struct TileWord {
+  static constexpr int P = sizeof(T) < 4 ? static_cast<int>(4 / sizeof(T)) : 1;
+  using W = std::conditional_t<(sizeof(T) < 4), uint32_t, T>;
+};
+
+//! P elements row[at .. at + P) as a word; those at or past `end` are left 0.
 template <typename T>
-__global__ void __launch_bounds__(kTile* kTileRows) transposeTileKernel(const T* __restrict__ src, T* __restrict__ dst,
+__device__ __forceinline__ typename TileWord<T>::W loadWord(const T* row, int64_t at, int64_t end, bool whole) {
+  using W = typename TileWord<T>::W;
+  constexpr int P = TileWord<T>::P;
+  if (whole && at + P <= end) return *reinterpret_cast<const W*>(row + at);
+  T v[P] = {};
+#pragma unroll
+  for (int j = 0; j < P; ++j)
+    if (at + j < end) v[j] = row[at + j];
+  W w;
+  memcpy(&w, v, sizeof w);
+  return w;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kTile* kTileRows, 4) transposeTileKernel(const T* __restrict__ src, T* __restrict__ dst,
                                                                         TileParams p) {
-  __shared__ T tile[kTile][kTile + 1];
+  using W = typename TileWord<T>::W;
+  constexpr int P = TileWord<T>::P, kSide = kTile * P, kRows = kSide / kTileRows;
+  __shared__ T tile[kSide][kSide + 1];  // [b][a]; the +1 keeps column reads free of bank conflicts
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t a0 = (blockIdx.x / p.tilesB) * kTile, b0 = (blockIdx.x % p.tilesB) * kTile;
+  const int64_t a0 = (blockIdx.x / p.tilesB) * kSide, b0 = (blockIdx.x % p.tilesB) * kSide;
   for (int64_t batch = blockIdx.y; batch < p.batches; batch += gridDim.y) {
     int64_t ib = p.ibase, ob = p.obase, r = batch;
     for (int k = 0; k < p.batchRank; ++k) {
@@ -113,19 +143,40 @@ __global__ void __launch_bounds__(kTile* kTileRows) transposeTileKernel(const T*
       ob += c * p.bostr[k];
       r = q;
     }
-    if (a0 + tx < p.dimA) {
+    // Read rows of B, P consecutive elements of A per thread: all loads first, then the stores.
+    W w[kRows];
 #pragma unroll
-      for (int j = 0; j < kTile; j += kTileRows) {
-        int64_t b = b0 + ty + j;
-        if (b < p.dimB) tile[ty + j][tx] = src[ib + a0 + tx + b * p.strideB];
-      }
+    for (int k = 0; k < kRows; ++k) {
+      const int64_t b = b0 + ty + k * kTileRows;
+      w[k] = b < p.dimB ? loadWord(src + ib + b * p.strideB, a0 + tx * P, p.dimA, p.wordIn) : W{};
+    }
+#pragma unroll
+    for (int k = 0; k < kRows; ++k) {
+      T v[P];
+      memcpy(v, &w[k], sizeof v);
+#pragma unroll
+      for (int j = 0; j < P; ++j) tile[ty + k * kTileRows][tx * P + j] = v[j];
     }
     __syncthreads();
-    if (b0 + tx < p.dimB) {
+    // Write rows of A, P consecutive elements of B per thread.
+    const int64_t b = b0 + tx * P;
 #pragma unroll
-      for (int j = 0; j < kTile; j += kTileRows) {
-        int64_t a = a0 + ty + j;
-        if (a < p.dimA) dst[ob + a * p.strideA + b0 + tx] = tile[tx][ty + j];
+    for (int k = 0; k < kRows; ++k) {
+      const int ra = ty + k * kTileRows;
+      const int64_t a = a0 + ra;
+      if (a >= p.dimA) break;
+      T v[P];
+#pragma unroll
+      for (int j = 0; j < P; ++j) v[j] = tile[tx * P + j][ra];
+      T* row = dst + ob + a * p.strideA;
+      if (p.wordOut && b + P <= p.dimB) {
+        W out;
+        memcpy(&out, v, sizeof out);
+        *reinterpret_cast<W*>(row + b) = out;
+      } else {
+#pragma unroll
+        for (int j = 0; j < P; ++j)
+          if (b + j < p.dimB) row[b + j] = v[j];
       }
     }
     __syncthreads();
@@ -188,6 +239,7 @@ int tileAxis(const CopyPlan& p) {
 
 template <typename T>
 void launchTile(const CopyPlan& p, int axisA, const void* src, void* dst, cudaStream_t stream) {
+  constexpr int P = TileWord<T>::P, kSide = kTile * P;
   const int inner = p.rank - 1;
   TileParams t{};
   t.dimA = p.dims[axisA];
@@ -197,16 +249,21 @@ void launchTile(const CopyPlan& p, int axisA, const void* src, void* dst, cudaSt
   t.ibase = p.ibase;
   t.obase = p.obase;
   t.batches = 1;
+  // Whole words: every row start a multiple of P elements from a 4-byte aligned pointer.
+  t.wordIn = reinterpret_cast<uintptr_t>(src) % 4 == 0 && t.ibase % P == 0 && t.strideB % P == 0;
+  t.wordOut = reinterpret_cast<uintptr_t>(dst) % 4 == 0 && t.obase % P == 0 && t.strideA % P == 0;
   for (int k = inner - 1; k >= 0; --k) {
     if (k == axisA) continue;
     t.bdims[t.batchRank] = p.dims[k];
     t.bistr[t.batchRank] = p.istr[k];
     t.bostr[t.batchRank] = p.ostr[k];
+    t.wordIn = t.wordIn && p.istr[k] % P == 0;
+    t.wordOut = t.wordOut && p.ostr[k] % P == 0;
     ++t.batchRank;
     t.batches *= p.dims[k];
   }
-  t.tilesB = (t.dimB + kTile - 1) / kTile;
-  const int64_t tiles = t.tilesB * ((t.dimA + kTile - 1) / kTile);
+  t.tilesB = (t.dimB + kSide - 1) / kSide;
+  const int64_t tiles = t.tilesB * ((t.dimA + kSide - 1) / kSide);
   if (tiles >= (int64_t(1) << 31)) throw Error("CUDA transpose: too many tiles");
   dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(std::min<int64_t>(t.batches, 65535)));
   transposeTileKernel<T><<<grid, dim3(kTile, kTileRows), 0, stream>>>(static_cast<const T*>(src), static_cast<T*>(dst), t);
