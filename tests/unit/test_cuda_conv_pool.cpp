@@ -340,6 +340,55 @@ TEST(CudaPool, GlobalPools) {
   checkAllTactics(ints, DataType::kINT32, kExact, "global max int32");
 }
 
+//! `c` with a quiet NaN in X at every `every`-th element (first at `first`).
+OpCase withNaNs(OpCase c, int64_t first, int64_t every) {
+  HostTensor& x = c.inputs[0];
+  for (int64_t i = first; i < x.count(); i += every) x.as<float>()[i] = std::nanf("");
+  return c;
+}
+
+TEST(CudaPool, PlainFastPathShapes) {
+  KILN_REQUIRE_GPU();
+  // 2-D pools with plain layouts and no Indices take pool2dPlainKernel (3x3 windows its unrolled
+  // instance): odd sizes, batch 1, windows past the edges, integer max pools, and more outputs
+  // than one grid of threads covers.
+  const Attributes resnet = attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  checkAllTactics(poolCase("MaxPool", {8, 64, 112, 112}, resnet, 100), DataType::kHALF, kExact, "maxpool stem grid-stride");
+  checkAllTactics(withNaNs(poolCase("MaxPool", {1, 3, 17, 33}, resnet, 101), 4, 23), DataType::kFLOAT, kExact, "maxpool NaN batch 1");
+  checkAllTactics(poolCase("MaxPool", {1, 5, 9, 7}, attrs({{"kernel_shape", {5, 5}}, {"pads", {2, 2, 2, 2}}}), 102), DataType::kBF16,
+                  kExact, "maxpool 5x5 p2");
+  OpCase ints = poolCase("MaxPool", {2, 3, 9, 7}, attrs({{"kernel_shape", {2, 2}}, {"strides", {2, 2}}, {"ceil_mode", {1}}}), 103);
+  for (DataType t : {DataType::kINT8, DataType::kUINT8, DataType::kINT32, DataType::kINT64}) {
+    ints.inputs[0] = test::convertTo(randomTensor({2, 3, 9, 7}, 103, 100.f), t);
+    checkAllTactics(ints, t, kExact, std::string("maxpool 2x2 ceil ") + toString(t));
+  }
+  for (int64_t include : {0, 1}) {
+    Attributes a = attrs({{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"count_include_pad", {include}}});
+    for (DataType t : kAllFloat)
+      checkAllTactics(poolCase("AveragePool", {1, 3, 17, 33}, a, 104), t, avgTol(t), "avgpool 3x3 s1 cip " + std::to_string(include));
+    checkAllTactics(poolCase("AveragePool", {2, 8, 7, 7}, attrs({{"kernel_shape", {7, 7}}, {"count_include_pad", {include}}}), 105),
+                    DataType::kHALF, avgTol(DataType::kHALF), "avgpool 7x7 window");
+  }
+}
+
+TEST(CudaPool, GlobalPoolRowGroups) {
+  KILN_REQUIRE_GPU();
+  // Plain X: rows of 1, 9, 49 and 196 elements take 1, 4, 16 and 32 lanes (groups that leave a
+  // warp part-used at the end), long rows a block each; 1.2M rows of one element outnumber one grid.
+  for (Dims x : {Dims{3, 5, 7, 7}, Dims{2, 3, 3, 3}, Dims{2, 7, 14, 14}, Dims{1, 2, 150, 150}, Dims{7, 3, 1, 1}})
+    for (DataType t : kAllFloat) {
+      checkAllTactics(poolCase("GlobalAveragePool", x, {}, 110), t, avgTol(t), "global average " + toString(x));
+      checkAllTactics(withNaNs(poolCase("GlobalMaxPool", x, {}, 111), 2, 61), t, kExact, "global max NaN " + toString(x));
+    }
+  checkAllTactics(poolCase("GlobalAveragePool", {2, 600000, 1, 1}, {}, 112), DataType::kFLOAT, avgTol(DataType::kFLOAT),
+                  "global average 1.2M rows");
+  OpCase ints = poolCase("GlobalMaxPool", {3, 5, 7, 7}, {}, 113);
+  for (DataType t : {DataType::kINT8, DataType::kUINT8, DataType::kINT64}) {
+    ints.inputs[0] = test::convertTo(randomTensor({3, 5, 7, 7}, 113, 100.f), t);
+    checkAllTactics(ints, t, kExact, std::string("global max ") + toString(t));
+  }
+}
+
 }  // namespace
 }  // namespace kiln
 
@@ -413,13 +462,6 @@ TEST(CudaLayout, ConvChannelsLast) {
   EXPECT_FALSE(offered(namesNhwc(cases[1]), "conv_half_cublaslt_1x1_0")) << "stride 2";
 }
 
-//! `c` with a quiet NaN in X at every `every`-th element (first at `first`).
-OpCase withNaNs(OpCase c, int64_t first, int64_t every) {
-  HostTensor& x = c.inputs[0];
-  for (int64_t i = first; i < x.count(); i += every) x.as<float>()[i] = std::nanf("");
-  return c;
-}
-
 TEST(CudaLayout, PoolsChannelsLast) {
   KILN_REQUIRE_GPU();
   // float16 / bfloat16 with nhwc X and Y and C % 8 == 0 take the vectorized kernel (a 3x3 window
@@ -465,18 +507,65 @@ TEST(CudaLayout, PoolsChannelsLast) {
       checkLayouts(poolCase(op, {8, 24, 7, 9}, {}, 232), t, true, false, avgTol(t), std::string(op) + " nhwc");
 }
 
+TEST(CudaLayout, PoolTilesAndChunks) {
+  KILN_REQUIRE_GPU();
+  // Window pools between layouts (pool2dTileKernel): more than one tile of 32 channels and of 32
+  // output columns, partial tiles, batch 1, float32 and integer max pools; nhwc X and Y with
+  // C % 8 == 0 take the 16-byte kernel, the rest the tiles.
+  const Attributes resnet = attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  Attributes avgPad = resnet;
+  avgPad.set("count_include_pad", int64_t(1));
+  const Attributes wide = attrs({{"kernel_shape", {2, 3}}, {"strides", {1, 2}}, {"dilations", {2, 1}}});
+  for (int combo = 1; combo < 4; ++combo) {
+    const bool in = combo & 1, out = combo & 2;
+    for (DataType t : {DataType::kHALF, DataType::kBF16}) {
+      checkLayouts(withNaNs(poolCase("MaxPool", {2, 40, 70, 33}, resnet, 250), 7, 101), t, in, out, kExact, "MaxPool tiles C=40");
+      checkLayouts(poolCase("AveragePool", {1, 72, 9, 70}, avgPad, 251), t, in, out, avgTol(t), "AveragePool tiles cip");
+    }
+    checkLayouts(poolCase("AveragePool", {1, 33, 11, 68}, wide, 252), DataType::kFLOAT, in, out, avgTol(DataType::kFLOAT),
+                 "AveragePool float32 any window");
+    checkLayouts(poolCase("MaxPool", {3, 17, 12, 11}, resnet, 253), DataType::kFLOAT, in, out, kExact, "MaxPool float32 C=17");
+    OpCase ints = poolCase("MaxPool", {2, 33, 12, 11}, resnet, 254);
+    ints.inputs[0] = randomTensor({2, 33, 12, 11}, 254, 100.f);
+    checkLayouts(ints, DataType::kINT8, in, out, kExact, "MaxPool int8");
+  }
+  // Global pools of an nhwc X: 16-byte vectors of channels (or single channels when C % V != 0),
+  // more than 256 vectors (two channel tiles), chunks of pixels meeting in the workspace.
+  struct G {
+    Dims x;
+    DataType t;
+  };
+  const G globals[] = {{{2, 16, 56, 56}, DataType::kHALF},   {{1, 24, 7, 9}, DataType::kBF16},  {{3, 12, 10, 10}, DataType::kHALF},
+                       {{2, 2056, 3, 3}, DataType::kHALF},   {{8, 1152, 7, 7}, DataType::kHALF}, {{2, 20, 30, 30}, DataType::kFLOAT},
+                       {{1, 8, 112, 112}, DataType::kBF16}, {{2, 6, 9, 9}, DataType::kFLOAT}};
+  for (const G& g : globals) {
+    checkLayouts(poolCase("GlobalAveragePool", g.x, {}, 255), g.t, true, false, avgTol(g.t), "GlobalAveragePool nhwc " + toString(g.x));
+    checkLayouts(withNaNs(poolCase("GlobalMaxPool", g.x, {}, 256), 3, 997), g.t, true, false, kExact,
+                 "GlobalMaxPool nhwc NaN " + toString(g.x));
+  }
+  for (DataType t : {DataType::kINT8, DataType::kINT32, DataType::kINT64})
+    for (Dims x : {Dims{2, 48, 20, 20}, Dims{2, 6, 9, 9}}) {
+      OpCase c = poolCase("GlobalMaxPool", x, {}, 257);
+      c.inputs[0] = randomTensor(x, 257, 100.f);
+      checkLayouts(c, t, true, false, kExact, std::string("GlobalMaxPool nhwc ") + toString(t) + " " + toString(x));
+    }
+}
+
 TEST(CudaLayout, LayoutConvertTransposes) {
   KILN_REQUIRE_GPU();
   auto gpu = getBackend(DeviceType::kGPU, 0);
-  for (DataType t : {DataType::kHALF, DataType::kFLOAT, DataType::kINT64})
-    for (bool toLast : {true, false}) {
-      OpCase c;
-      c.op = "LayoutConvert";
-      c.attrs.set("kiln_layout_in", std::string(toLast ? "nchw" : "nhwc"));
-      c.attrs.set("kiln_layout_out", std::string(toLast ? "nhwc" : "nchw"));
-      c.inputs = {test::convertTo(randomTensor({3, 40, 33, 7}, 240, 50.f), t)};
-      test::checkAllTactics(*gpu, c, "LayoutConvert", 0, 0);
-    }
+  // Tiled (with and without whole words), C or H*W below a tile (the gather), H*W = 1 (a memcpy),
+  // batch 1, every element size.
+  for (Dims x : {Dims{3, 40, 33, 7}, Dims{2, 72, 15, 15}, Dims{1, 17, 9, 11}, Dims{2, 8, 5, 5}, Dims{2, 24, 1, 1}, Dims{1, 130, 8, 8}})
+    for (DataType t : {DataType::kHALF, DataType::kFLOAT, DataType::kINT64, DataType::kINT8})
+      for (bool toLast : {true, false}) {
+        OpCase c;
+        c.op = "LayoutConvert";
+        c.attrs.set("kiln_layout_in", std::string(toLast ? "nchw" : "nhwc"));
+        c.attrs.set("kiln_layout_out", std::string(toLast ? "nhwc" : "nchw"));
+        c.inputs = {test::convertTo(randomTensor(x, 240, 50.f), t)};
+        test::checkAllTactics(*gpu, c, "LayoutConvert " + toString(x) + " " + toString(t), 0, 0);
+      }
 }
 
 }  // namespace

@@ -1,15 +1,17 @@
-// "*_pool_*_direct", "lrn_fp_direct": MaxPool (with the optional Indices output), AveragePool, LpPool, GlobalMaxPool,
-// GlobalAveragePool, GlobalLpPool and LRN on NCHW tensors with 1..3 spatial axes (window geometry from
-// ops/conv_geometry.h: pads, auto_pad, ceil_mode, dilations, count_include_pad).
+// "*_pool_*_direct", "lrn_fp_direct": MaxPool (with the optional Indices output), AveragePool,
+// LpPool and LRN on NCHW tensors with 1..3 spatial axes (window geometry from ops/conv_geometry.h:
+// pads, auto_pad, ceil_mode, dilations, count_include_pad); the global pools are in pool_global.cu.
 // Float types compute in float32; MaxPool also takes int8/uint8/int32/int64. NaN wins a max
-// (as the reference). Windowed pools: one thread per output (rows of outputs are contiguous, so
-// loads coalesce along W). 2-D MaxPool / AveragePool in float16 / bfloat16 with channels-last X
-// and Y, C % 8 == 0, no Indices and 16-byte aligned data take a vectorized path instead: one
-// thread per 8 consecutive channels of one output pixel (one 16-byte load per window tap, one
-// 16-byte store, one index decomposition, 32-bit index math where the sizes allow), since the
-// scalar kernel's 2-byte loads and per-output 64-bit div/mod made ResNet-50's stem MaxPool ~20x
-// slower than its memory traffic. Global pools: one warp per (n, c) plane for small planes, one
-// block per plane for large ones.
+// (as the reference). 2-D MaxPool / AveragePool without Indices take one of three fast paths:
+// - float16 / bfloat16 with channels-last X and Y, C % 8 == 0 and 16-byte aligned data: one
+//   thread per 8 consecutive channels of one output pixel (one 16-byte load per window tap, one
+//   16-byte store, one index decomposition);
+// - plain X and Y: one thread per output, 32-bit indices and multiply-shift divisions;
+// - any other pair of layouts: 32 x 32 (channel x column) tiles turned through shared memory.
+// Each exists because the generic kernel's 2-byte accesses and per-output 64-bit div/mod made the
+// stem MaxPools of ResNet-50 / ResNet-26 20-25x slower than their memory traffic. The generic
+// kernels (one thread per output, 64-bit indices) run everything else: 1-D and 3-D pools, Indices,
+// LpPool, tensors past 2^31 elements.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -20,6 +22,8 @@
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/pool_common.cuh"
+#include "backends/cuda/shape_cuda.cuh"
 #include "ops/conv_geometry.h"
 #include "ops/conv_layout.h"
 #include "ops/fused_attrs.h"
@@ -28,23 +32,9 @@ namespace kiln {
 
 namespace {
 
+using namespace cuda::pool;
 using cuda::fromF;
 using cuda::toF;
-
-// Arithmetic/compare type: float for the float types, the integer type itself otherwise.
-template <typename T> struct AccOf { using type = T; };
-template <> struct AccOf<__half> { using type = float; };
-template <> struct AccOf<__nv_bfloat16> { using type = float; };
-template <typename T> __device__ __forceinline__ typename AccOf<T>::type load(const T* p) {
-  if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) return toF(__ldg(p));
-  else return __ldg(p);
-}
-template <typename T> __device__ __forceinline__ T store(typename AccOf<T>::type v) {
-  if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) return fromF<T>(v);
-  else return v;
-}
-//! The max rule of the reference: larger wins, a NaN beats a number (v != v is false for ints).
-template <typename A> __device__ __forceinline__ bool beats(A v, A best) { return v > best || (v != v && best == best); }
 
 struct PoolGeom {
   int64_t in[3], out[3], kernel[3], stride[3], dil[3], padBegin[3], padEnd[3];
@@ -300,6 +290,152 @@ __global__ void poolChannelsLast8Kernel(const uint4* __restrict__ x, uint4* __re
   }
 }
 
+//! 2-D window geometry in 32 bits (pool2dPlainKernel, pool2dTileKernel: every index of X and Y fits).
+struct Pool2d {
+  int inH, inW, outH, outW, kH, kW, strideH, strideW, dilH, dilW, padH, padW, padEndH, padEndW, channels;
+  bool includePad;
+};
+
+//! The pool of one window of one (n, c) plane of X: element (ih, iw) at x[ih * rowStride + iw *
+//! colStride], window origin (ih0, iw0); nothing is read unless `valid` (then the result is
+//! unused). kK > 0: a kK x kK window known at compile time, every tap's load predicated rather
+//! than branched over, so that a thread's outputs can have all their loads in flight at once;
+//! 0: any window. Same results as maxPoolKernel /
+//! averagePoolKernel: taps in the padding left out, NaN wins a max, a window without a tap gives
+//! 0, averages sum in the same tap order and divide by the taps inside X (or inside
+//! [-padBegin, in + padEnd) with count_include_pad).
+template <bool kMax, int kK, typename T>
+__device__ __forceinline__ Acc<T> poolWindow(const T* __restrict__ x, int rowStride, int colStride, int ih0, int iw0,
+                                             const Pool2d& g, bool valid = true) {
+  using A = Acc<T>;
+  const int kH = kK > 0 ? kK : g.kH, kW = kK > 0 ? kK : g.kW;
+  A best = A(0), sum = A(0);
+  bool any = false;
+  auto take = [&](A v) {
+    if constexpr (kMax) {
+      if (!any || beats(v, best)) best = v;
+      any = true;
+    } else {
+      sum += v;
+    }
+  };
+  if constexpr (kK > 0) {
+    A v[kK * kK];
+    bool ok[kK * kK];
+#pragma unroll
+    for (int kh = 0; kh < kK; ++kh) {
+      const int ih = ih0 + kh * g.dilH;
+      const bool rowOk = valid && ih >= 0 && ih < g.inH;
+#pragma unroll
+      for (int kw = 0; kw < kK; ++kw) {
+        const int iw = iw0 + kw * g.dilW, t = kh * kK + kw;
+        ok[t] = rowOk && iw >= 0 && iw < g.inW;
+        v[t] = ok[t] ? load(x + ih * rowStride + iw * colStride) : A(0);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kK * kK; ++t)
+      if (ok[t]) take(v[t]);
+  } else {
+    if (!valid) return A(0);
+    for (int kh = 0; kh < kH; ++kh) {
+      const int ih = ih0 + kh * g.dilH;
+      if (ih < 0 || ih >= g.inH) continue;
+      for (int kw = 0; kw < kW; ++kw) {
+        const int iw = iw0 + kw * g.dilW;
+        if (iw >= 0 && iw < g.inW) take(load(x + ih * rowStride + iw * colStride));
+      }
+    }
+  }
+  if constexpr (kMax || std::is_integral_v<A>) {
+    return best;  // 0 without a tap
+  } else {
+    int insideH = 0, insideW = 0, paddedH = 0, paddedW = 0;  // taps per axis inside X / the padded extent
+    for (int k = 0; k < kH; ++k) {
+      const int ih = ih0 + k * g.dilH;
+      insideH += ih >= 0 && ih < g.inH;
+      paddedH += ih >= -g.padH && ih < g.inH + g.padEndH;
+    }
+    for (int k = 0; k < kW; ++k) {
+      const int iw = iw0 + k * g.dilW;
+      insideW += iw >= 0 && iw < g.inW;
+      paddedW += iw >= -g.padW && iw < g.inW + g.padEndW;
+    }
+    const int count = g.includePad ? paddedH * paddedW : insideH * insideW;
+    return count > 0 ? sum / static_cast<A>(count) : A(0);
+  }
+}
+
+constexpr int kPlainOutputs = 4;  //!< outputs per thread of pool2dPlainKernel (256 apart)
+
+//! Plain X and Y, 2-D: a block makes 4 x 256 consecutive outputs in Y's order, 4 per thread, 256
+//! apart (consecutive threads along W, so loads coalesce), their taps' loads issued together;
+//! 32-bit indices and multiply-shift divisions. The generic kernel's 64-bit div/mod per output
+//! made ResNet-26's stem MaxPool (batch 128) ~6x slower than its memory traffic.
+template <bool kMax, int kK, typename T>
+__global__ void __launch_bounds__(256, 4) pool2dPlainKernel(const T* __restrict__ x, T* __restrict__ y, uint32_t total, Pool2d g,
+                                                         cuda::FastDiv divW, cuda::FastDiv divH) {
+  constexpr uint32_t kSpan = 256 * kPlainOutputs;
+  for (uint32_t base = blockIdx.x * kSpan; base < total; base += gridDim.x * kSpan) {
+    Acc<T> r[kPlainOutputs];
+#pragma unroll
+    for (int u = 0; u < kPlainOutputs; ++u) {
+      const uint32_t i = base + u * 256 + threadIdx.x, q = divW.div(i), plane = divH.div(q);
+      const int ow = static_cast<int>(i - q * divW.d), oh = static_cast<int>(q - plane * divH.d);
+      const T* xp = x + int64_t(plane) * g.inH * g.inW;
+      r[u] = poolWindow<kMax, kK>(xp, g.inW, 1, oh * g.strideH - g.padH, ow * g.strideW - g.padW, g, i < total);
+    }
+#pragma unroll
+    for (int u = 0; u < kPlainOutputs; ++u) {
+      const uint32_t i = base + u * 256 + threadIdx.x;
+      if (i < total) y[i] = store<T>(r[u]);
+    }
+  }
+}
+
+//! 2-D pool between any of the plain and channels-last layouts: a block makes a tile of 32
+//! channels x 32 output columns of one output row (n, oh). Threads run along W for a plain X and
+//! along C for a channels-last X (so that loads coalesce); when Y's layout differs, the tile
+//! turns through shared memory so that stores coalesce too (a plain X into a channels-last Y,
+//! ResNet-26's stem MaxPool after its Mish, wrote 2-byte elements C apart before).
+template <bool kMax, int kK, typename T>
+__global__ void __launch_bounds__(256, 4) pool2dTileKernel(const T* __restrict__ x, T* __restrict__ y, Pool2d g, int owTiles,
+                                                        int cTiles, bool inLast, bool outLast) {
+  using A = Acc<T>;
+  __shared__ A tile[32][33];  // [channel][column]
+  int b = blockIdx.x;
+  const int tileC = b % cTiles;
+  b /= cTiles;
+  const int tileW = b % owTiles;
+  b /= owTiles;
+  const int oh = b % g.outH, n = b / g.outH, c0 = tileC * 32, ow0 = tileW * 32;
+  const int tx = threadIdx.x, ty = threadIdx.y, C = g.channels;
+  const int64_t plane = int64_t(g.inH) * g.inW;
+  A v[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int lc = inLast ? tx : ty + 8 * k, lw = inLast ? ty + 8 * k : tx;  // within the tile
+    const int c = c0 + lc, ow = ow0 + lw;
+    const T* xp = inLast ? x + n * plane * C + c : x + (int64_t(n) * C + c) * plane;
+    v[k] = poolWindow<kMax, kK>(xp, inLast ? g.inW * C : g.inW, inLast ? C : 1, oh * g.strideH - g.padH, ow * g.strideW - g.padW, g,
+                                c < C && ow < g.outW);
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int lc = inLast ? tx : ty + 8 * k, lw = inLast ? ty + 8 * k : tx;
+    if (inLast != outLast) tile[lc][lw] = v[k];
+  }
+  if (inLast != outLast) __syncthreads();
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int lc = outLast ? tx : ty + 8 * k, lw = outLast ? ty + 8 * k : tx;
+    const int c = c0 + lc, ow = ow0 + lw;
+    if (c >= C || ow >= g.outW) continue;
+    const int64_t at = outLast ? ((int64_t(n) * g.outH + oh) * g.outW + ow) * C + c : ((int64_t(n) * C + c) * g.outH + oh) * g.outW + ow;
+    y[at] = store<T>(inLast != outLast ? tile[lc][lw] : v[k]);
+  }
+}
+
 //! LpPool: (sum over the window of |x|^p)^(1/p), padding taps left out (as the reference).
 template <typename T>
 __global__ void lpPoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_t total, PoolGeom g, float p) {
@@ -311,21 +447,6 @@ __global__ void lpPoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_t
       sum += powf(fabsf(toF(__ldg(xp + (id * g.in[1] + ih) * g.in[2] + iw))), p);
     });
     y[i] = fromF<T>(powf(sum, 1.f / p));
-  }
-}
-
-//! GlobalLpPool: one warp per plane.
-template <typename T>
-__global__ void globalLpPoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes, int64_t size, float p) {
-  const int lane = threadIdx.x & 31;
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-  for (int64_t q = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32; q < planes; q += warps) {
-    const T* plane = x + q * size;
-    float acc = 0.f;
-    for (int64_t j = lane; j < size; j += 32) acc += powf(fabsf(toF(__ldg(plane + j))), p);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0) y[q] = fromF<T>(powf(acc, 1.f / p));
   }
 }
 
@@ -350,106 +471,32 @@ __global__ void lrnKernel(const T* __restrict__ x, T* __restrict__ y, LrnParams 
   }
 }
 
-//! Global pool of a channels-last X ([N][size][C]): one thread per (n, c), consecutive threads on
-//! consecutive channels (coalesced); Y is [N, C, 1, 1].
-template <bool kMax, typename T>
-__global__ void globalPoolChannelsLastKernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes, int64_t channels,
-                                             int64_t size) {
-  using A = typename AccOf<T>::type;
-  for (int64_t q = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; q < planes; q += int64_t(gridDim.x) * blockDim.x) {
-    const T* base = x + (q / channels) * size * channels + q % channels;
-    A acc = kMax ? load(base) : A(0);
-    for (int64_t s = 0; s < size; ++s) {
-      const A v = load(base + s * channels);
-      if constexpr (kMax) acc = beats(v, acc) ? v : acc;
-      else acc += v;
-    }
-    if constexpr (kMax) y[q] = store<T>(acc);
-    else if constexpr (std::is_integral_v<A>) y[q] = store<T>(acc);
-    else y[q] = store<T>(acc / static_cast<A>(size));
-  }
-}
-
-//! Combines two partial results of a global pool (sum, or max with NaN winning).
-template <bool kMax, typename A> __device__ __forceinline__ A combine(A a, A b) {
-  if constexpr (kMax) return beats(b, a) ? b : a;
-  else return a + b;
-}
-
-template <bool kMax, typename A> __device__ __forceinline__ A warpReduce(A v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = combine<kMax>(v, static_cast<A>(__shfl_xor_sync(0xffffffffu, v, o)));
-  return v;
-}
-
-//! Partial result over plane[lane], plane[lane + step], ... (the first element seeds a max).
-template <bool kMax, typename T>
-__device__ __forceinline__ typename AccOf<T>::type partial(const T* plane, int64_t size, int64_t lane, int64_t step) {
-  using A = typename AccOf<T>::type;
-  A acc = kMax ? load(plane) : A(0);
-  for (int64_t j = lane; j < size; j += step) acc = combine<kMax>(acc, load(plane + j));
-  return acc;
-}
-
-template <typename T, typename A> __device__ __forceinline__ T finishGlobal(A acc, int64_t size, bool isMax) {
-  if (isMax) return store<T>(acc);
-  if constexpr (std::is_integral_v<A>) return store<T>(acc);
-  else return store<T>(acc / static_cast<A>(size));
-}
-
-//! One warp per plane (small planes).
-template <bool kMax, typename T>
-__global__ void globalPoolWarpKernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes, int64_t size) {
-  const int lane = threadIdx.x & 31;
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-  for (int64_t p = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32; p < planes; p += warps) {
-    auto acc = warpReduce<kMax>(partial<kMax>(x + p * size, size, lane, 32));
-    if (lane == 0) y[p] = finishGlobal<T>(acc, size, kMax);
-  }
-}
-
-//! One block (256 threads) per plane (large planes).
-template <bool kMax, typename T>
-__global__ void globalPoolBlockKernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes, int64_t size) {
-  using A = typename AccOf<T>::type;
-  __shared__ A warpAcc[8];
-  for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
-    A acc = warpReduce<kMax>(partial<kMax>(x + p * size, size, threadIdx.x, blockDim.x));
-    if ((threadIdx.x & 31) == 0) warpAcc[threadIdx.x / 32] = acc;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      A v = threadIdx.x < blockDim.x / 32 ? warpAcc[threadIdx.x] : (kMax ? warpAcc[0] : A(0));  // neutral padding
-      v = warpReduce<kMax>(v);
-      if (threadIdx.x == 0) y[p] = finishGlobal<T>(v, size, kMax);
-    }
-    __syncthreads();
-  }
-}
-
 // ---- host side ----
-
-bool isPoolInt(DataType t) {
-  return t == DataType::kINT8 || t == DataType::kUINT8 || t == DataType::kINT32 || t == DataType::kINT64;
-}
-
-//! Calls f(T{}) for the element types the pool kernels are built for.
-template <typename F>
-void dispatchPoolType(DataType t, bool allowInt, F&& f) {
-  constexpr uint32_t kPoolInts = typeBit(DataType::kINT8) | typeBit(DataType::kUINT8) | typeBit(DataType::kINT32) |
-                                 typeBit(DataType::kINT64);
-  if (allowInt) cuda::dispatchCudaType<kFloatTypes | kPoolInts>(t, f, "CUDA pooling");
-  else cuda::dispatchCudaType<kFloatTypes>(t, f, "CUDA pooling");
-}
 
 struct PoolState : KernelState {
   PoolGeom g{};
-  int64_t total = 0;   // outputs (windowed pools)
-  int64_t planes = 0, size = 0;  // global pools
+  int64_t total = 0;  // outputs
   // Vectorized channels-last path (poolChannelsLast8Kernel): 0 = not taken, else its index width
   // (32 or 64); vecTotal = threads = N * outH * outW * C / 8.
   int vecBits = 0;
   int64_t vecTotal = 0;
+  // 2-D MaxPool / AveragePool in 32 bits (pool2dPlainKernel, pool2dTileKernel), when `fits`.
+  bool fits2d = false;
+  Pool2d g2{};
+  int owTiles = 0, cTiles = 0;
+  int64_t tileBlocks = 0;
 };
+
+//! Whether the 2-D window pool of X `x` (geometry `g`) fits pool2dPlainKernel / pool2dTileKernel:
+//! X, Y, every window coordinate and the tile count in 32 bits.
+bool fits2d(const LayerDesc& l, const PoolGeom& g, const Dims& x, int64_t total, int64_t tileBlocks) {
+  if ((l.op != "MaxPool" && l.op != "AveragePool") || x.size() != 4) return false;
+  const int64_t limit = int64_t(INT32_MAX) - int64_t(cuda::gridFor(total)) * 256;
+  bool fits = total <= limit && volume(x) <= limit && tileBlocks <= limit;
+  for (int a = 1; a < 3; ++a)
+    fits = fits && g.out[a] * g.stride[a] + g.kernel[a] * g.dil[a] + g.padBegin[a] + g.padEnd[a] + g.in[a] <= limit;
+  return fits;
+}
 
 //! Whether the windowed pool `l` (geometry `g`) can take poolChannelsLast8Kernel (alignment is
 //! checked at execute), and with which index width: 0 (no), 32 or 64.
@@ -493,6 +540,15 @@ class WindowPoolKernel : public Kernel {
     s->total = x[0] * x[1] * s->g.outSize;
     s->vecBits = vecPoolBits(l, s->g, x[0]);
     s->vecTotal = s->total / 8;
+    const PoolGeom& g = s->g;
+    s->owTiles = static_cast<int>(std::min<int64_t>((g.out[2] + 31) / 32, INT32_MAX));
+    s->cTiles = static_cast<int>(std::min<int64_t>((x[1] + 31) / 32, INT32_MAX));
+    s->tileBlocks = x[0] * g.out[1] * s->owTiles * s->cTiles;
+    s->fits2d = fits2d(l, g, x, s->total, s->tileBlocks);
+    if (s->fits2d)
+      s->g2 = Pool2d{int(g.in[1]),     int(g.in[2]),     int(g.out[1]),    int(g.out[2]),      int(g.kernel[1]),
+                     int(g.kernel[2]), int(g.stride[1]), int(g.stride[2]), int(g.dil[1]),      int(g.dil[2]),
+                     int(g.padBegin[1]), int(g.padBegin[2]), int(g.padEnd[1]), int(g.padEnd[2]), int(x[1]), includePad_};
     state = std::move(s);
     return 0;
   }
@@ -506,6 +562,15 @@ class WindowPoolKernel : public Kernel {
       // vecBits != 0 only for the 2-byte floats (reshape)
       cuda::dispatchCudaType<typeBit(DataType::kHALF) | typeBit(DataType::kBF16)>(
           io.in[0].type, [&](auto tag) { launchVec<decltype(tag)>(io, *s, stream); }, "CUDA pooling (channels-last)");
+      KILN_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    if (s->fits2d && noIndices) {
+      dispatchPoolType(io.in[0].type, max_, [&](auto tag) {
+        using T = decltype(tag);
+        if (max_) launch2d<true, T>(io, *s, stream);
+        else if constexpr (!std::is_integral_v<T>) launch2d<false, T>(io, *s, stream);
+      });
       KILN_CUDA_CHECK_LAUNCH();
       return;
     }
@@ -524,6 +589,27 @@ class WindowPoolKernel : public Kernel {
   }
 
  private:
+  //! pool2dPlainKernel (plain X and Y) or pool2dTileKernel (any other layouts); a 3x3 window takes
+  //! the unrolled instances.
+  template <bool kMax, typename T>
+  void launch2d(const KernelIO& io, const PoolState& s, cudaStream_t stream) const {
+    const T* x = io.in[0].as<T>();
+    T* y = io.out[0].as<T>();
+    const bool k3 = s.g2.kH == 3 && s.g2.kW == 3;
+    if (!s.g.inLast && !s.g.outLast) {
+      const unsigned grid = cuda::gridFor((s.total + kPlainOutputs - 1) / kPlainOutputs);
+      const auto total = static_cast<uint32_t>(s.total);
+      const cuda::FastDiv divW(static_cast<uint32_t>(s.g2.outW)), divH(static_cast<uint32_t>(s.g2.outH));
+      if (k3) pool2dPlainKernel<kMax, 3, T><<<grid, 256, 0, stream>>>(x, y, total, s.g2, divW, divH);
+      else pool2dPlainKernel<kMax, 0, T><<<grid, 256, 0, stream>>>(x, y, total, s.g2, divW, divH);
+      return;
+    }
+    const auto blocks = static_cast<unsigned>(s.tileBlocks);
+    const dim3 block(32, 8);
+    if (k3) pool2dTileKernel<kMax, 3, T><<<blocks, block, 0, stream>>>(x, y, s.g2, s.owTiles, s.cTiles, s.g.inLast, s.g.outLast);
+    else pool2dTileKernel<kMax, 0, T><<<blocks, block, 0, stream>>>(x, y, s.g2, s.owTiles, s.cTiles, s.g.inLast, s.g.outLast);
+  }
+
   //! poolChannelsLast8Kernel for element type T (vecBits picks the index width, a 3x3 window the
   //! unrolled instance).
   template <typename T>
@@ -549,78 +635,6 @@ class WindowPoolKernel : public Kernel {
   }
 
   bool max_, lp_, colMajor_, includePad_;
-  float p_;
-};
-
-class GlobalPoolKernel : public Kernel {
- public:
-  explicit GlobalPoolKernel(const LayerDesc& l)
-      : max_(l.op == "GlobalMaxPool"), lp_(l.op == "GlobalLpPool"), p_(static_cast<float>(l.attrs->getInt("p", 2))) {}
-
-  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
-    const Dims& x = l.inputs[0].dims;
-    auto s = std::make_unique<PoolState>();
-    s->planes = x[0] * x[1];
-    s->size = s->planes == 0 ? 0 : volume(x) / s->planes;
-    s->g.inLast = inLayoutBlock(l) == kNhwcBlock;
-    s->g.channels = x[1];
-    state = std::move(s);
-    return 0;
-  }
-
-  void execute(const KernelIO& io, KernelState* state) const override {
-    const auto* s = static_cast<const PoolState*>(state);
-    if (s->planes == 0) return;
-    cudaStream_t stream = cuda::streamOf(io);
-    if (s->size == 0) {  // empty planes: the reference writes 0
-      KILN_CUDA_CHECK(cudaMemsetAsync(io.out[0].data, 0, static_cast<size_t>(s->planes) * elementSize(io.out[0].type), stream));
-      return;
-    }
-    if (s->g.inLast) {
-      dispatchPoolType(io.in[0].type, max_, [&](auto tag) {
-        using T = decltype(tag);
-        if (max_)
-          globalPoolChannelsLastKernel<true, T><<<cuda::gridFor(s->planes), 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(),
-                                                                                             s->planes, s->g.channels, s->size);
-        else if constexpr (!std::is_integral_v<T>)
-          globalPoolChannelsLastKernel<false, T><<<cuda::gridFor(s->planes), 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(),
-                                                                                              s->planes, s->g.channels, s->size);
-      });
-      KILN_CUDA_CHECK_LAUNCH();
-      return;
-    }
-    if (lp_) {
-      dispatchPoolType(io.in[0].type, false, [&](auto tag) {
-        using T = decltype(tag);
-        if constexpr (!std::is_integral_v<T>)
-          globalLpPoolKernel<T><<<cuda::gridFor(s->planes * 32), 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(), s->planes,
-                                                                                 s->size, p_);
-      });
-      KILN_CUDA_CHECK_LAUNCH();
-      return;
-    }
-    // Block per plane only when the planes are large and there are too few for warps to fill the GPU.
-    const int64_t warpFill = int64_t(cuda::smCount()) * 64;  // warps that fill the GPU
-    const bool perBlock = s->size >= 2048 && s->planes < warpFill;
-    dispatchPoolType(io.in[0].type, max_, [&](auto tag) {
-      using T = decltype(tag);
-      auto launch = [&](auto kMaxTag) {
-        constexpr bool kMax = decltype(kMaxTag)::value;
-        if (perBlock)
-          globalPoolBlockKernel<kMax, T><<<static_cast<unsigned>(std::min<int64_t>(s->planes, warpFill)), 256, 0, stream>>>(
-              io.in[0].as<T>(), io.out[0].as<T>(), s->planes, s->size);
-        else
-          globalPoolWarpKernel<kMax, T><<<cuda::gridFor(s->planes * 32), 256, 0, stream>>>(io.in[0].as<T>(), io.out[0].as<T>(),
-                                                                                         s->planes, s->size);
-      };
-      if (max_) launch(std::true_type{});
-      else if constexpr (!std::is_integral_v<T>) launch(std::false_type{});
-    });
-    KILN_CUDA_CHECK_LAUNCH();
-  }
-
- private:
-  bool max_, lp_;
   float p_;
 };
 
@@ -678,18 +692,15 @@ bool supportsWindowPool(const LayerDesc& l) {
   return layoutsOk(l, true);
 }
 
-bool supportsGlobalPool(const LayerDesc& l) { return poolTypeOk(l, l.op == "GlobalMaxPool") && layoutsOk(l, false); }
 bool supportsLrn(const LayerDesc& l) { return poolTypeOk(l, false); }
 std::unique_ptr<Kernel> createLrn(const LayerDesc&) { return std::make_unique<LrnKernel>(); }
 
 std::unique_ptr<Kernel> createWindowPool(const LayerDesc& l) { return std::make_unique<WindowPoolKernel>(l); }
-std::unique_ptr<Kernel> createGlobalPool(const LayerDesc& l) { return std::make_unique<GlobalPoolKernel>(l); }
 
 }  // namespace
 
 namespace cuda {
 KernelFactory windowPoolCuda() { return {supportsWindowPool, createWindowPool}; }  // Max/Average/LpPool
-KernelFactory globalPoolCuda() { return {supportsGlobalPool, createGlobalPool}; }
 KernelFactory lrnCuda() { return {supportsLrn, createLrn}; }
 }  // namespace cuda
 
