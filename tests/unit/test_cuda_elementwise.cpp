@@ -260,6 +260,34 @@ TEST(CudaElementwise, BinaryArithmeticInteger) {
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Mod"}) checkCase(*gpu, makeCase(op, {big, other}), {0, 0}, std::string(op) + " limits");
 }
 
+TEST(CudaElementwise, BroadcastAgainstDenseOperand) {
+  KILN_REQUIRE_GPU();
+  // Inner extents that are no multiple of the vector width (7x7 planes, 13 channels), so units of
+  // 16 bytes span rows: the dense operand goes by vectors, the broadcast one element by element.
+  // Squeeze-excitation scales in NCHW and NHWC, per-channel biases, the dense operand first or
+  // second, the last unit partial.
+  auto gpu = gpuBackend();
+  const std::vector<std::pair<Dims, Dims>> shapes = {
+      {{3, 24, 7, 7}, {3, 24, 1, 1}}, {{2, 7, 7, 13}, {2, 1, 1, 13}}, {{2, 5, 3, 3}, {1, 5, 1, 1}},
+      {{5, 1000, 3}, {5, 1, 3}},      {{64, 320, 14, 14}, {64, 320, 1, 1}}};
+  uint32_t seed = 700;
+  for (const auto& [dx, ds] : shapes)
+    for (DataType t : {DataType::kFLOAT, DataType::kHALF, DataType::kBF16, DataType::kDOUBLE, DataType::kINT32, DataType::kINT8}) {
+      const bool isInt = t == DataType::kINT32 || t == DataType::kINT8;
+      HostTensor x = isInt ? randomInts(t, dx, seed++, -9, 9) : randomIn(dx, seed++, -4, 4, t);
+      HostTensor s = isInt ? randomInts(t, ds, seed++, -9, 9) : randomIn(ds, seed++, 0.5f, 2, t);
+      const std::string sh = " " + tn(t) + " " + toString(dx) + "x" + toString(ds);
+      for (const char* op : {"Mul", "Add", "Sub"}) {
+        checkCase(*gpu, makeCase(op, {x, s}), tolFor(t), op + sh);
+        checkCase(*gpu, makeCase(op, {s, x}), tolFor(t), std::string(op) + " swapped" + sh);
+      }
+      if (!isInt) checkCase(*gpu, makeCase("Div", {x, s}), tolFor(t), "Div" + sh);
+      checkCase(*gpu, makeCase("Less", {s, x}), {0, 0}, "Less" + sh);
+      HostTensor cond = randomInts(DataType::kBOOL, ds, seed++, 0, 1);
+      checkCase(*gpu, makeCase("Where", {cond, x, x}), {0, 0}, "Where" + sh);
+    }
+}
+
 TEST(CudaElementwise, PowMixedTypesAndScalarExponent) {
   KILN_REQUIRE_GPU();
   auto gpu = gpuBackend();
