@@ -4,6 +4,7 @@
 // and Where / Cast over one) counts as that smaller constant: above the builder's fold limit
 // transformers' causal masks stay such layers (GPT-2 at batch 32: Expand to [32, 1, 512, 512]).
 #include <algorithm>
+#include <cstring>
 
 #include "builder/passes/fuse_attention_steps.h"
 #include "builder/passes/passes.h"
@@ -135,11 +136,13 @@ bool keepAdditiveMasks(const AttentionMatch& am, CanonicalMask& cm, std::vector<
 }
 
 //! The constant `source` of runtime mask `t`, made once per network (the exporters compute one
-//! mask and add it in every layer).
+//! mask and add it in every layer): an earlier one of the same name and contents is reused.
 Tensor* sourceConstant(Network& net, const Tensor* t, const HostTensor& source) {
   const std::string name = t->name + "_broadcast_source";
   Tensor* c = net.findTensor(name);
-  if (c && c->isConstant() && c->type == source.type() && c->dims == source.dims()) return c;
+  if (c && c->isConstant() && c->type == source.type() && c->dims == source.dims() && c->value.bytes() == source.bytes() &&
+      std::memcmp(c->value.data(), source.data(), source.bytes()) == 0)
+    return c;
   return net.addConstant(c ? net.uniqueName(name) : name, source);
 }
 
