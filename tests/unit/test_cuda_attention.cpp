@@ -1,10 +1,15 @@
 // CUDA Attention tactics (attention_half_flash_m64/m128/m32, attention_fp_flash_simt, attention_half_cudnn_sdpa, attention_fp_general)
 // against the CPU
 // reference kernel: sequence lengths 1..512 (ViT's 197, tails of every tile size), masks of every
-// broadcast form, short masks, bool masks, causal, cross attention, float32/float16/bfloat16.
+// broadcast form, short masks, bool masks, causal, cross attention, float32/float16/bfloat16; head
+// sizes 16..256 (the flash kernels' padded tiles, cuDNN up to 256), GQA, constant masks as cuDNN's
+// bias. The cuDNN bias helpers (attention_bias.h) are host code: their test runs without a GPU.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <random>
 
+#include "backends/cuda/attention_bias.h"
 #include "op_test_util.h"
 
 using namespace kiln;
@@ -147,7 +152,7 @@ TEST(CudaAttention, CrossAttentionAndHeadSizes) {
       {2, 3, 7, 197, 64, 64},    // Sq < Skv (causal: top-left aligned)
       {1, 2, 150, 33, 64, 64},   // Sq > Skv
       {2, 2, 100, 100, 128, 128},  // head size 128 (tensor cores)
-      {1, 3, 77, 77, 40, 24},    // odd head sizes: SIMT only
+      {1, 3, 77, 77, 40, 24},    // Q/K and V head sizes differ: SIMT only
   };
   uint32_t seed = 900;
   for (const Shape& s : shapes)
@@ -278,29 +283,35 @@ TEST(CudaAttention, SupportsRefusesWhatItCannotRun) {
     c.inputs.push_back(test::convertTo(uniform({1, 4, 3, 64}, 2, -1, 1), DataType::kHALF));
     EXPECT_TRUE(onlyGeneral(*gpu, c));
   }
-  {  // GQA (4 query heads, 2 KV heads): the flash kernels, not cuDNN's SDPA
+  {  // GQA (4 query heads, 2 KV heads): the flash kernels and cuDNN's SDPA
     OpCase c = base(DataType::kHALF);
     c.inputs[1] = test::convertTo(uniform({1, 2, 8, 64}, 1, -1, 1), DataType::kHALF);
     c.inputs[2] = test::convertTo(uniform({1, 2, 8, 64}, 2, -1, 1), DataType::kHALF);
     EXPECT_TRUE(offered(*gpu, c, "attention_half_flash_m64"));
-    EXPECT_FALSE(offered(*gpu, c, "attention_half_cudnn_sdpa"));
+    EXPECT_TRUE(offered(*gpu, c, "attention_half_cudnn_sdpa"));
   }
   {  // qk_matmul_output (4 outputs)
     OpCase c = base(DataType::kHALF);
     c.nbOutputs = 4;
     EXPECT_TRUE(onlyGeneral(*gpu, c));
   }
-  {  // head size 256, integer mask
+  {  // head size 256 (cuDNN on Hopper, attention_general), integer mask
     auto [c, ref] = makeCases({1, 2, 8, 8, 256, 256}, Mask::kNone, false, DataType::kHALF, 5);
-    EXPECT_TRUE(onlyGeneral(*gpu, c));
+    EXPECT_EQ(test::tacticNames(*gpu, c), (std::vector<std::string>{"attention_half_cudnn_sdpa", "attention_fp_general"}));
+    EXPECT_TRUE(onlyGeneral(*gpu, makeCases({1, 2, 8, 8, 256, 256}, Mask::kNone, false, DataType::kFLOAT, 5).first));
     OpCase m = base(DataType::kHALF);
     m.inputs.push_back(test::convertTo(uniform({8, 8}, 1, 0, 2), DataType::kINT32));
     EXPECT_TRUE(test::tacticNames(*gpu, m).empty());  // no tactic reads integer masks
   }
-  {  // head size 40: SIMT only
+  {  // head size 40: the tensor-core kernels (a 64-column tile), SIMT and cuDNN; 36: not cuDNN
     auto [c, ref] = makeCases({1, 2, 8, 8, 40, 40}, Mask::kNone, false, DataType::kHALF, 5);
-    EXPECT_FALSE(offered(*gpu, c, "attention_half_flash_m64"));
+    EXPECT_TRUE(offered(*gpu, c, "attention_half_flash_m64"));
     EXPECT_TRUE(offered(*gpu, c, "attention_fp_flash_simt"));
+    EXPECT_TRUE(offered(*gpu, c, "attention_half_cudnn_sdpa"));
+    EXPECT_FALSE(offered(*gpu, makeCases({1, 2, 8, 8, 36, 36}, Mask::kNone, false, DataType::kHALF, 5).first, "attention_half_cudnn_sdpa"));
+    // Q/K and V head sizes differ: SIMT (and attention_general) only
+    EXPECT_EQ(test::tacticNames(*gpu, makeCases({1, 2, 8, 8, 40, 24}, Mask::kNone, false, DataType::kHALF, 5).first),
+              (std::vector<std::string>{"attention_fp_flash_simt", "attention_fp_general"}));
   }
 }
 
@@ -434,4 +445,163 @@ TEST(CudaAttention, GroupedQueryAttentionOnEveryTactic) {
                           "gqa " + name + " " + toString(t) + " Hq" + std::to_string(g.hq) + " Hkv" + std::to_string(g.hkv) +
                               (g.threeD ? " 3-D" : "") + (g.causal ? " causal" : "") + (g.mask ? " mask" : ""));
     }
+}
+
+// The cuDNN bias helpers (host code, no GPU): which constant masks leave every query row a key,
+// and the dense bias they become.
+TEST(CudaAttention, CudnnBiasOnlyWhereNoRowIsHidden) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const Dims target{2, 3, 4, 6};  // [B, H, Sq, Skv]
+  auto floats = [](const Dims& d, std::vector<float> v) {
+    HostTensor t(DataType::kFLOAT, d);
+    std::copy(v.begin(), v.end(), t.as<float>());
+    return t;
+  };
+  // padding [B, 1, 1, Skv]: batch 1 hides keys 0..3 only, then every key
+  HostTensor pad = floats({2, 1, 1, 6}, {0, 0, 0, 0, 0, 0, -1e4f, -1e4f, -1e4f, -1e4f, 0, ninf});
+  EXPECT_TRUE(cuda::sdpaMaskLeavesRowsOpen(pad, target, false));
+  EXPECT_FALSE(cuda::sdpaMaskLeavesRowsOpen(pad, target, true));  // causal: batch 1's row 0 sees key 0 only
+  pad.as<float>()[10] = -1e9f;
+  EXPECT_FALSE(cuda::sdpaMaskLeavesRowsOpen(pad, target, false));  // batch 1 sees nothing
+  // short bool mask [Sq, 2]: keys 2.. are hidden; row 3 keeps key 1
+  HostTensor b(DataType::kBOOL, {4, 2});
+  for (int64_t i = 0; i < 8; ++i) b.as<uint8_t>()[i] = i % 2 == 1;
+  EXPECT_TRUE(cuda::sdpaMaskLeavesRowsOpen(b, target, false));
+  EXPECT_FALSE(cuda::sdpaMaskLeavesRowsOpen(b, target, true));  // causal: row 0 sees only key 0, hidden
+  // masks that do not broadcast, or are longer than the keys
+  EXPECT_FALSE(cuda::sdpaMaskLeavesRowsOpen(floats({2, 2, 4, 6}, std::vector<float>(48, 0.f)), target, false));
+  EXPECT_FALSE(cuda::sdpaMaskLeavesRowsOpen(floats({4, 7}, std::vector<float>(28, 0.f)), target, false));
+  // the dense bias keeps the batch and head broadcasts, expands the query rows, hides short keys
+  EXPECT_EQ(cuda::sdpaBiasDims(b.dims(), target), (Dims{1, 1, 4, 6}));
+  EXPECT_EQ(cuda::sdpaBiasDims(pad.dims(), target), (Dims{2, 1, 4, 6}));
+  const HostTensor bb = cuda::denseSdpaBias(b, target, DataType::kHALF);
+  ASSERT_EQ(bb.dims(), (Dims{1, 1, 4, 6}));
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 6; ++j) EXPECT_EQ(bb.getDouble(i * 6 + j), j == 1 ? 0.0 : -INFINITY) << i << "," << j;
+  const HostTensor pb = cuda::denseSdpaBias(pad, target, DataType::kBF16);
+  ASSERT_EQ(pb.dims(), (Dims{2, 1, 4, 6}));
+  for (int64_t b1 = 0; b1 < 2; ++b1)
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 6; ++j)
+        EXPECT_EQ(pb.getDouble((b1 * 4 + i) * 6 + j), bf16ToFloat(floatToBf16(pad.as<float>()[b1 * 6 + j]))) << b1 << "," << i << "," << j;
+}
+
+namespace {
+
+//! One case on every tactic offered; `cudnn`: whether cuDNN's SDPA must be among them.
+void checkOffered(Backend& gpu, const OpCase& c, DataType t, bool cudnn, const std::string& what) {
+  auto [typed, ref] = roundedTo(c, t);
+  const HostTensor want = test::runReference(ref)[0];
+  const auto names = test::tacticNames(gpu, typed);
+  EXPECT_EQ(std::find(names.begin(), names.end(), "attention_half_cudnn_sdpa") != names.end(), cudnn) << what << " " << toString(t);
+  for (const std::string& name : names)
+    test::expectClose(test::runTactic(gpu, name, typed)[0], want, tolerance(t).rtol, tolerance(t).atol, what + " " + name + " " + toString(t));
+}
+
+OpCase qkvCase(int64_t b, int64_t hq, int64_t hkv, int64_t sq, int64_t skv, int64_t d, uint32_t seed) {
+  OpCase c;
+  c.op = "Attention";
+  c.inputs = {uniform({b, hq, sq, d}, seed, -1.5f, 1.5f), uniform({b, hkv, skv, d}, seed + 1, -1.5f, 1.5f),
+              uniform({b, hkv, skv, d}, seed + 2, -1.f, 1.f)};
+  return c;
+}
+
+}  // namespace
+
+// cuDNN's SDPA beyond equal heads and head sizes up to 128: GQA/MQA, causal, head sizes 32..256,
+// sequence lengths that are no multiple of a tile, Sq != Skv; every other offered tactic too.
+TEST(CudaAttention, CudnnSdpaGqaCausalAndHeadSizes) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  struct G {
+    int64_t b, hq, hkv, sq, skv, d;
+    bool causal;
+  };
+  const G cases[] = {{2, 8, 2, 77, 77, 64, true},    {1, 6, 1, 130, 130, 128, true}, {2, 4, 4, 49, 49, 32, false},
+                     {1, 4, 2, 50, 131, 80, false},  {1, 4, 2, 131, 50, 80, true},   {1, 2, 1, 200, 200, 256, true},
+                     {2, 2, 2, 33, 300, 256, false}, {1, 12, 12, 512, 512, 64, true}};
+  uint32_t seed = 9000;
+  for (const G& g : cases)
+    for (DataType t : {DataType::kHALF, DataType::kBF16}) {
+      OpCase c = qkvCase(g.b, g.hq, g.hkv, g.sq, g.skv, g.d, seed += 10);
+      if (g.causal) c.attrs.set("is_causal", int64_t(1));
+      checkOffered(*gpu, c, t, true,
+                   "Hq" + std::to_string(g.hq) + " Hkv" + std::to_string(g.hkv) + " Sq" + std::to_string(g.sq) + " Skv" +
+                       std::to_string(g.skv) + " D" + std::to_string(g.d) + (g.causal ? " causal" : ""));
+    }
+}
+
+// Constant masks become cuDNN's bias where every query row keeps a key: Swin's relative-position
+// bias [1, H, 49, 49] at head size 32, T5's bias with a causal mask folded in, a BERT padding mask
+// as a constant, a short bool mask, with GQA; a constant mask hiding a whole row, and runtime
+// masks, stay with the flash kernels.
+TEST(CudaAttention, ConstantMasksAsCudnnBias) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  uint32_t seed = 9500;
+  for (DataType t : {DataType::kHALF, DataType::kBF16}) {
+    {  // Swin: window attention, relative-position bias per head
+      OpCase c = qkvCase(16, 3, 3, 49, 49, 32, seed += 10);
+      c.inputs.push_back(uniform({1, 3, 49, 49}, seed + 3, -2.f, 2.f));
+      c.constant = {false, false, false, true};
+      checkOffered(*gpu, c, t, true, "swin bias");
+      c.constant.clear();
+      checkOffered(*gpu, c, t, false, "runtime bias");
+    }
+    {  // T5 decoder: bias + causal (finfo.min above the diagonal), one constant [1, H, S, S]
+      OpCase c = qkvCase(2, 4, 4, 70, 70, 64, seed += 10);
+      HostTensor m = uniform({1, 4, 70, 70}, seed + 3, -1.f, 1.f);
+      for (int64_t h = 0; h < 4; ++h)
+        for (int64_t i = 0; i < 70; ++i)
+          for (int64_t j = i + 1; j < 70; ++j) m.as<float>()[(h * 70 + i) * 70 + j] = std::numeric_limits<float>::lowest();
+      c.inputs.push_back(m);
+      c.constant = {false, false, false, true};
+      checkOffered(*gpu, c, t, true, "t5 bias");
+    }
+    {  // BERT padding mask (constant), GQA, Sq != Skv, and a short bool mask
+      const Shape s{3, 4, 40, 90, 64, 64};
+      OpCase c = qkvCase(s.b, s.h, 2, s.sq, s.skv, s.d, seed += 10);
+      c.inputs.push_back(makeMask(Mask::kPadding, s, seed + 3));
+      c.constant = {false, false, false, true};
+      checkOffered(*gpu, c, t, true, "constant padding");
+      c.inputs[3] = makeMask(Mask::kBool, s, seed + 4);
+      checkOffered(*gpu, c, t, true, "constant bool");
+      c.inputs[3] = makeMask(Mask::kShort, s, seed + 5);
+      checkOffered(*gpu, c, t, true, "constant short");
+      c.attrs.set("is_causal", int64_t(1));
+      checkOffered(*gpu, c, t, true, "constant short causal");
+    }
+    {  // a constant mask hiding rows 0 and 5 entirely: not cuDNN, and those rows are zero
+      OpCase c = qkvCase(1, 2, 2, 9, 70, 64, seed += 10);
+      HostTensor m(DataType::kFLOAT, {9, 70});
+      for (int64_t i = 0; i < 9; ++i)
+        for (int64_t j = 0; j < 70; ++j) m.as<float>()[i * 70 + j] = i == 0 || i == 5 || (i + j) % 3 == 0 ? ninf : 0.f;
+      c.inputs.push_back(m);
+      c.constant = {false, false, false, true};
+      checkOffered(*gpu, c, t, false, "hidden rows");
+    }
+  }
+}
+
+// The tensor-core flash kernels at head sizes that run in padded tiles (16 -> 32, 36/48 -> 64,
+// 80 -> 96, 120 -> 128) and at 32 and 96, causal or with a padding mask; 36 also takes the
+// unvectorized copies (its 72-byte rows are no multiple of 16 bytes).
+TEST(CudaAttention, FlashPaddedHeadSizes) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  uint32_t seed = 9900;
+  for (int64_t d : {16, 32, 36, 48, 80, 96, 120})
+    for (DataType t : {DataType::kHALF, DataType::kBF16})
+      for (Mask m : {Mask::kNone, Mask::kPadding}) {
+        const Shape s{2, 3, 70, 130, d, d};
+        auto [c, ref] = makeCases(s, m, m == Mask::kNone, t, seed += 10);
+        const HostTensor want = test::runReference(ref)[0];
+        const auto names = test::tacticNames(*gpu, c);
+        for (const char* n : {"attention_half_flash_m32", "attention_half_flash_m64", "attention_half_flash_m128"})
+          EXPECT_TRUE(std::find(names.begin(), names.end(), n) != names.end()) << n << " D" << d;
+        for (const std::string& name : names)
+          test::expectClose(test::runTactic(*gpu, name, c)[0], want, tolerance(t).rtol, tolerance(t).atol,
+                            "padded " + name + " " + toString(t) + " D" + std::to_string(d) + (m == Mask::kNone ? " causal" : " mask"));
+      }
 }

@@ -395,6 +395,90 @@ TEST(PassAttention, ConstantMasksThatMaskNothingAreDropped) {
   }
 }
 
+// transformers' causal mask at a batch whose expanded mask is above the builder's fold limit
+// (GPT-2 at batch 32: [32, 1, 512, 512] > 2^22 elements): Where(Expand(constant lower triangle),
+// 0, finfo.min) stays a runtime layer. Its source is constant up to broadcasting, so the layer is
+// still is_causal with no mask input; a non-causal source (a sliding window) becomes the smaller
+// constant [1, 1, S, S], and the Expand/Where layers are gone either way.
+TEST(PassAttention, ExpandedMaskAboveFoldLimitIsReadAsItsSource) {
+  static constexpr int64_t Sm = 64, Bm = (int64_t(1) << 22) / (Sm * Sm) + 1, Hm = 1, Dm = 8;  // [Bm, 1, Sm, Sm] is not folded
+  for (bool causal : {true, false}) {
+    auto make = [causal](Network& n) {
+      Tensor* q = n.addInput("q", DataType::kFLOAT, {Bm, Hm, Sm, Dm});
+      Tensor* kt = transpose(n, n.addInput("k", DataType::kFLOAT, {Bm, Hm, Sm, Dm}), {0, 1, 3, 2});
+      Tensor* s = op(n, "Mul", n.addMatMul(q, kt)->outputs[0], n.addConstant("", scalar(0.35f)));
+      HostTensor keep(DataType::kBOOL, {1, 1, Sm, Sm});
+      for (int64_t i = 0; i < Sm; ++i)
+        for (int64_t j = 0; j < Sm; ++j) keep.as<uint8_t>()[i * Sm + j] = j <= i && (causal || i - j < 5);
+      Tensor* cond = n.addLayer("Expand", {n.addConstant("tril", keep), n.addConstant("", ints({Bm, 1, Sm, Sm}))}, 1)->outputs[0];
+      Tensor* mask = n.addLayer("Where", {cond, n.addConstant("", scalar(0.f)), n.addConstant("", scalar(std::numeric_limits<float>::lowest()))}, 1)
+                         ->outputs[0];
+      s = op(n, "Add", s, mask);
+      finish(n, n.addMatMul(softmax(n, s), n.addInput("v", DataType::kFLOAT, {Bm, Hm, Sm, Dm}))->outputs[0]);
+    };
+    checkFused(make,
+               {{"q", randomTensor({Bm, Hm, Sm, Dm}, 41)}, {"k", randomTensor({Bm, Hm, Sm, Dm}, 42)}, {"v", randomTensor({Bm, Hm, Sm, Dm}, 43)}},
+               true, [causal](const Network& n) {
+                 const Layer* a = attentionLayer(n);
+                 ASSERT_NE(a, nullptr);
+                 EXPECT_EQ(a->attrs.getInt("is_causal", 0), causal ? 1 : 0);
+                 if (causal) {
+                   EXPECT_EQ(a->inputs.size(), 3u);
+                 } else {
+                   ASSERT_EQ(a->inputs.size(), 4u);
+                   EXPECT_TRUE(a->inputs[3]->isConstant());
+                   EXPECT_EQ(a->inputs[3]->dims, (Dims{1, 1, Sm, Sm}));
+                 }
+                 EXPECT_EQ(count(n, "Expand"), 0);
+                 EXPECT_EQ(count(n, "Where"), 0);
+               });
+  }
+}
+
+// LLaMA-style GQA: K and V with 1 head repeated to H by repeat_kv, a causal constant mask. The
+// Attention layer reads the 1-head K/V (no Expand copies), 4-D and 3-D (heads merged back) forms.
+TEST(PassAttention, RepeatedKvBecomesGroupedQueryAttention) {
+  static constexpr int64_t Hkv = 1;
+  for (bool threeD : {false, true}) {
+    auto make = [threeD](Network& n) {
+      auto heads = [&](const char* name, int64_t h) {
+        if (!threeD) return n.addInput(name, DataType::kFLOAT, {B, h, S, D});
+        Tensor* x = n.addInput(name, DataType::kFLOAT, {B, S, h * D});
+        return transpose(n, reshape(n, x, {B, S, h, D}), {0, 2, 1, 3});
+      };
+      Tensor* q = heads("q", H);
+      Tensor* k = heads("k", Hkv);
+      Tensor* v = heads("v", Hkv);
+      auto rep = [&](Tensor* x) {
+        Tensor* u = n.addLayer("Unsqueeze", {x, n.addConstant("", ints({2}))}, 1)->outputs[0];
+        Tensor* e = n.addLayer("Expand", {u, n.addConstant("", ints({B, Hkv, H / Hkv, S, D}))}, 1)->outputs[0];
+        return reshape(n, e, {B, H, S, D});
+      };
+      Tensor* s = op(n, "Mul", n.addMatMul(q, transpose(n, rep(k), {0, 1, 3, 2}))->outputs[0], n.addConstant("", scalar(0.3f)));
+      HostTensor causal(DataType::kFLOAT, {1, 1, S, S});
+      for (int64_t i = 0; i < S; ++i)
+        for (int64_t j = 0; j < S; ++j) causal.as<float>()[i * S + j] = j <= i ? 0.f : std::numeric_limits<float>::lowest();
+      s = op(n, "Add", s, n.addConstant("causal", causal));
+      Tensor* y = n.addMatMul(softmax(n, s), rep(v))->outputs[0];
+      finish(n, threeD ? reshape(n, transpose(n, y, {0, 2, 1, 3}), {B, S, H * D}) : y);
+    };
+    const Dims qd = threeD ? Dims{B, S, H * D} : Dims{B, H, S, D}, kd = threeD ? Dims{B, S, Hkv * D} : Dims{B, Hkv, S, D};
+    checkFused(make, {{"q", randomTensor(qd, 51)}, {"k", randomTensor(kd, 52)}, {"v", randomTensor(kd, 53)}}, true,
+               [threeD](const Network& n) {
+                 const Layer* a = attentionLayer(n);
+                 ASSERT_NE(a, nullptr);
+                 ASSERT_EQ(a->inputs.size(), 3u);
+                 EXPECT_EQ(a->attrs.getInt("is_causal", 0), 1);
+                 for (int i = 0; i < 3; ++i) EXPECT_TRUE(a->inputs[i]->isInput) << i;
+                 if (threeD) {
+                   EXPECT_EQ(a->attrs.getInt("q_num_heads", 0), H);
+                   EXPECT_EQ(a->attrs.getInt("kv_num_heads", 0), Hkv);
+                 }
+                 EXPECT_EQ(count(n, "Expand"), 0);
+               });
+  }
+}
+
 // Patterns that must stay as they are.
 TEST(PassAttention, NonMatchingPatternsStay) {
   auto base = [](Network& n, int64_t axis, bool scaleAfterMask, bool probsOut) {

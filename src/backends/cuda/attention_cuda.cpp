@@ -4,8 +4,8 @@
 // multiple of the K/V heads, an optional additive or bool mask
 // (any broadcast to [B, H, Sq, Skv], possibly short in the key dim), is_causal and scale:
 //  - "attention_half_flash_m64" / "_m128" / "_m32": tensor-core flash attention, float16/bfloat16,
-//    head size 64 or 128, 64 / 128 / 32 query rows per block (small batches need small blocks to
-//    fill the H200's 132 SMs).
+//    head sizes up to 128 (equal for K and V), 64 / 128 / 32 query rows per block (small batches
+//    need small blocks to fill the H200's 132 SMs).
 //  - "attention_fp_flash_simt": float32/float16/bfloat16, head sizes up to 128 (CUDA cores, float32 math).
 // GQA/MQA: query head h reads K/V head h / (query heads / K/V heads).
 // Not handled (supports() is false; attention_general.cu runs them): KV cache (past_key/past_value),

@@ -1,10 +1,13 @@
-// "attention_half_cudnn_sdpa": Attention through cuDNN's fused scaled-dot-product-attention (the frontend's graph
-// API, flash-attention engines tuned for Hopper), one more tactic that the builder times against
-// our flash kernels (attention_cuda.cpp). float16/bfloat16 Q/K/V as [B, H, S, D] or 3-D
-// [B, S, H*D] (strides: no head transposes), equal head counts, head size a multiple of 8 up to
-// 128, scale, is_causal (top-left aligned, as ONNX). Only without an attn_mask input: with a
-// runtime mask a row could hide every key, and our kernels' answer there (zeros, which is what
-// the exporters' NaN guard asks for) is not what cuDNN computes.
+// "attention_half_cudnn_sdpa": Attention through cuDNN's fused scaled-dot-product-attention (the
+// frontend's graph API, flash-attention engines tuned for Hopper), one more tactic that the
+// builder times against our flash kernels (attention_cuda.cpp). float16/bfloat16 Q/K/V as
+// [B, H, S, D], 3-D [B, S, H*D] or strided views (no head transposes); query heads a multiple of
+// the K/V heads (GQA/MQA: cuDNN maps them itself); equal Q/K and V head sizes, multiples of 8 up
+// to 256 on Hopper (128 elsewhere: the frontend's limits); scale; is_causal (top-left aligned, as
+// ONNX); an attn_mask only when it is a build-time constant that leaves every query row a key
+// (attention_bias.h), as a dense bias the kernel uploads once. A runtime mask could hide a whole
+// row, and there our kernels' zeros (what the exporters' NaN guard asks for) are not what cuDNN
+// computes. The graph is built once per shape (reshape); execute only enqueues its plan.
 #include "backends/cuda/cuda_tactics.h"
 
 #ifdef KILN_HAVE_CUDNN_FRONTEND
@@ -13,9 +16,11 @@
 #include <cmath>
 #include <string>
 
+#include "backends/cuda/attention_bias.h"
 #include "backends/cuda/attention_geometry.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/cudnn_handle.h"
+#include "backends/cuda/device_copy.h"
 #endif
 
 namespace kiln {
@@ -25,7 +30,10 @@ namespace kiln {
 namespace {
 
 namespace fe = cudnn_frontend;
-enum Uid : int64_t { kUidQ = 1, kUidK = 2, kUidV = 3, kUidO = 4 };
+enum Uid : int64_t { kUidQ = 1, kUidK = 2, kUidV = 3, kUidO = 4, kUidBias = 5 };
+constexpr int kMaxUids = 5;
+// Dense biases above this many elements are left to the flash kernels (64 MiB in float16).
+constexpr int64_t kMaxBiasElements = int64_t(1) << 25;
 
 struct SdpaState : KernelState {
   std::shared_ptr<fe::graph::Graph> graph;
@@ -36,10 +44,32 @@ struct SdpaState : KernelState {
 
 void check(fe::error_t e, const LayerDesc& l, const char* what) { cuda::checkCudnn(e, l, std::string("SDPA ") + what); }
 
+//! [B, H, Sq, Skv] of the scores; empty when a size is unknown.
+Dims scoreDims(const cuda::AttentionGeometry& g) {
+  const Dims d{g.q[0], g.q[1], g.q[2], g.k[2]};
+  for (int64_t x : d)
+    if (x <= 0) return {};
+  return d;
+}
+
 class CudnnSdpaKernel : public Kernel {
  public:
+  explicit CudnnSdpaKernel(const LayerDesc& l) {
+    if (!l.present(cuda::kAttnMask)) return;
+    const HostTensor& m = l.inputs[cuda::kAttnMask].value;
+    biasTarget_ = scoreDims(cuda::attentionGeometry(l));
+    if (!m.valid() || biasTarget_.empty()) throw UnsupportedError("layer '" + l.name + "' (Attention): cuDNN SDPA takes only a constant attn_mask");
+    const DataType t = l.inputs[cuda::kAttnQ].type;
+    const Dims target = biasTarget_;
+    bias_ = cuda::sharedDeviceCopy(m, std::string("sdpa_bias:") + toString(t) + toString(target),
+                                   [target, t](const HostTensor& src) { return cuda::denseSdpaBias(src, target, t); });
+    biasDims_ = cuda::sdpaBiasDims(m.dims(), target);
+  }
+
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const cuda::AttentionGeometry geo = cuda::attentionGeometry(l);
+    if (bias_ && scoreDims(geo) != biasTarget_)
+      throw UnsupportedError("layer '" + l.name + "' (Attention): the cuDNN SDPA bias was made for scores " + toString(biasTarget_));
     const DataType type = l.inputs[cuda::kAttnQ].type;
     const fe::DataType_t io = type == DataType::kHALF ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
     const Attributes& a = *l.attrs;
@@ -60,6 +90,16 @@ class CudnnSdpaKernel : public Kernel {
     auto v = tensor("V", kUidV, geo.v, geo.vs);
     auto attrs = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(false).set_attn_scale(scale);
     if (a.getInt("is_causal", 0) != 0) attrs.set_causal_mask(true);
+    if (bias_) {
+      const Dims& bd = biasDims_;
+      auto bias = g->tensor(fe::graph::Tensor_attributes()
+                                .set_name("Bias")
+                                .set_uid(kUidBias)
+                                .set_dim(std::vector<int64_t>(bd.begin(), bd.end()))
+                                .set_stride({bd[1] * bd[2] * bd[3], bd[2] * bd[3], bd[3], 1})
+                                .set_data_type(io));
+      attrs.set_bias(bias);
+    }
     auto [o, stats] = g->sdpa(q, k, v, attrs);
     (void)stats;
     o->set_output(true).set_uid(kUidO).set_dim(std::vector<int64_t>(geo.o.begin(), geo.o.end()))
@@ -89,31 +129,56 @@ class CudnnSdpaKernel : public Kernel {
 
   void execute(const KernelIO& io, KernelState* state) const override {
     auto* s = static_cast<SdpaState*>(state);
-    void* ptrs[4];
+    void* ptrs[kMaxUids];
     int n = 0;
     for (int64_t uid : s->uids) {
-      if (n == 4) throw Error("cuDNN SDPA: unexpected tensor uid " + std::to_string(uid));
+      if (n == kMaxUids) throw Error("cuDNN SDPA: unexpected tensor uid " + std::to_string(uid));
       switch (uid) {
         case kUidQ: ptrs[n++] = static_cast<char*>(io.in[cuda::kAttnQ].data) + s->offset[0]; break;
         case kUidK: ptrs[n++] = static_cast<char*>(io.in[cuda::kAttnK].data) + s->offset[1]; break;
         case kUidV: ptrs[n++] = static_cast<char*>(io.in[cuda::kAttnV].data) + s->offset[2]; break;
         case kUidO: ptrs[n++] = io.out[0].data; break;
+        case kUidBias: ptrs[n++] = const_cast<void*>(bias_->ptr); break;
         default: throw Error("cuDNN SDPA: unexpected tensor uid " + std::to_string(uid));
       }
     }
     cuda::executeCudnnPlan(*s->graph, s->plan, ptrs, n, io.workspace, cuda::streamOf(io), "cuDNN SDPA");
   }
+
+  bool holdsInput(size_t i) const override { return i == cuda::kAttnMask && bias_; }
+
+ private:
+  std::shared_ptr<const cuda::DeviceCopy> bias_;  //!< the dense bias of a constant attn_mask
+  Dims biasTarget_, biasDims_;                    //!< the scores it was made for, its own dims
 };
+
+//! Whether cuDNN may take the attn_mask of `l` as its bias: a float or bool constant whose dense
+//! bias is not too large and leaves every query row a key.
+bool maskAsBias(const LayerDesc& l) {
+  const TensorDesc& m = l.inputs[cuda::kAttnMask];
+  if (!m.value.valid() || cuda::flashMaskOf(m.type) == cuda::FlashMask::kNone) return false;
+  Dims target;
+  try {
+    target = scoreDims(cuda::attentionGeometry(l));
+  } catch (const Error&) {
+    return false;
+  }
+  const Dims bd = target.empty() ? Dims{} : cuda::sdpaBiasDims(m.value.dims(), target);
+  if (bd.empty() || bd[0] * bd[1] * bd[2] * bd[3] > kMaxBiasElements) return false;
+  return cuda::sdpaMaskLeavesRowsOpen(m.value, target, l.attrs->getInt("is_causal", 0) != 0);
+}
 
 bool supportsCudnnSdpa(const LayerDesc& l) {
   if (l.inputs.size() < 3 || l.outputs.size() != 1) return false;
-  for (size_t i = cuda::kAttnMask; i < l.inputs.size(); ++i)
-    if (l.present(i)) return false;  // attn_mask, KV cache, nonpad_kv_seqlen
+  for (size_t i = cuda::kAttnMask + 1; i < l.inputs.size(); ++i)
+    if (l.present(i)) return false;  // KV cache, nonpad_kv_seqlen
   const DataType t = l.inputs[cuda::kAttnQ].type;
   if (t != DataType::kHALF && t != DataType::kBF16) return false;
   if (l.inputs[cuda::kAttnK].type != t || l.inputs[cuda::kAttnV].type != t) return false;
   cuda::HeadDims h;
-  if (!cuda::headDims(l, h) || h.qHeads <= 0 || h.qHeads != h.kvHeads || h.d != h.dv || h.d % 8 != 0 || h.d > 128) return false;
+  if (!cuda::headDims(l, h) || h.qHeads <= 0 || h.kvHeads <= 0 || h.qHeads % h.kvHeads != 0) return false;
+  // d != dv passes the frontend's checks on Hopper, but is not known to build there: not offered.
+  if (h.d <= 0 || h.d != h.dv || h.d % 8 != 0) return false;
   const Attributes& a = *l.attrs;
   if (a.getFloat("softcap", 0.f) != 0.f) return false;
   const int64_t prec = a.getInt("softmax_precision", 0);
@@ -122,14 +187,17 @@ bool supportsCudnnSdpa(const LayerDesc& l) {
   int major = 0, dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
     return false;
-  return major >= 8;  // cuDNN's fused flash attention: Ampere and newer
+  if (major < 8) return false;  // cuDNN's fused flash attention: Ampere and newer
+  const int64_t maxD = major == 9 ? 256 : 128;  // the frontend's limits: 256 on Hopper, 128 elsewhere
+  if (h.d > maxD) return false;
+  return !l.present(cuda::kAttnMask) || maskAsBias(l);
 }
 
 }  // namespace
 
 namespace cuda {
 KernelFactory cudnnSdpa() {
-  return {supportsCudnnSdpa, [](const LayerDesc&) -> std::unique_ptr<Kernel> { return std::make_unique<CudnnSdpaKernel>(); }};
+  return {supportsCudnnSdpa, [](const LayerDesc& l) -> std::unique_ptr<Kernel> { return std::make_unique<CudnnSdpaKernel>(l); }};
 }
 }  // namespace cuda
 

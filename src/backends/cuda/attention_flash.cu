@@ -3,7 +3,10 @@
 //    A block owns BM = 16 * NW query rows (16 per warp) of one (batch, head); K and V stream
 //    through shared memory in tiles of 64 keys (cp.async, the next K tile loads during the
 //    softmax and P V of the current one). Scores stay in registers: the accumulator layout of
-//    S = Q K^T is reused as the A operand of O += P V. Online softmax in the exp2 domain.
+//    S = Q K^T is reused as the A operand of O += P V. Online softmax in the exp2 domain. Head
+//    sizes up to 128 run in tiles of 32, 64, 96 or 128 columns, the columns past the head size
+//    zero in shared memory (they add nothing to Q K^T, and their outputs are not stored): Swin and
+//    SegFormer's 32, MobileViT's 36/48/60 and 80 need no SIMT fallback.
 //  - flashSimtKernel: any float type, head sizes up to 128, float32 CUDA-core math (the float32
 //    path and the fallback for head sizes the tensor-core kernel does not cover).
 // Both mask keys >= Skv (tail), keys >= maskLen (short ONNX masks), keys > query (causal), and
@@ -103,21 +106,22 @@ template <> __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-//! Copies `rows` rows of D elements (rows >= validRows are zero-filled) from global `g` (row
-//! stride `ld`) to shared `s` (row stride D + 8). `vec`: 16-byte cp.async, else plain element copies.
+//! Copies `rows` rows of D elements from global `g` (row stride `ld`) to shared `s` (row stride
+//! D + 8); rows >= validRows and columns >= cols (a head size below the tile's D) are zero-filled.
+//! `vec`: 16-byte cp.async (cols is then a multiple of 8), else plain element copies.
 template <typename T, int D>
-__device__ __forceinline__ void loadTile(T* s, const T* g, int64_t ld, int rows, int validRows, bool vec) {
+__device__ __forceinline__ void loadTile(T* s, const T* g, int64_t ld, int rows, int validRows, int cols, bool vec) {
   constexpr int LD = D + 8, CH = D * static_cast<int>(sizeof(T)) / 16;
   if (vec) {
     for (int c = threadIdx.x; c < rows * CH; c += blockDim.x) {
       const int r = c / CH, k = c % CH;
-      const bool ok = r < validRows;
+      const bool ok = r < validRows && k * 8 < cols;
       cpAsync16(s + r * LD + k * 8, ok ? g + r * ld + k * 8 : g, ok);
     }
   } else {
     for (int e = threadIdx.x; e < rows * D; e += blockDim.x) {
       const int r = e / D, d = e % D;
-      s[r * LD + d] = r < validRows ? g[r * ld + d] : fromF<T>(0.f);
+      s[r * LD + d] = r < validRows && d < cols ? g[r * ld + d] : fromF<T>(0.f);
     }
   }
 }
@@ -149,13 +153,13 @@ __global__ void __launch_bounds__(NW * 32) flashTcKernel(const FlashParams p) {
   uint32_t qf[KS][4];
 
   if (nTiles > 0) {
-    loadTile<T, D>(Qs, Q, p.qs.row, BM, p.sq - q0, p.vec);
-    loadTile<T, D>(Ks, K, p.ks.row, BN, min(BN, kvEnd), p.vec);
+    loadTile<T, D>(Qs, Q, p.qs.row, BM, p.sq - q0, p.d, p.vec);
+    loadTile<T, D>(Ks, K, p.ks.row, BN, min(BN, kvEnd), p.d, p.vec);
     cpAsyncCommit();
   }
   for (int t = 0; t < nTiles; ++t) {
     const int kv0 = t * BN;
-    loadTile<T, D>(Vs, V + kv0 * p.vs.row, p.vs.row, BN, min(BN, kvEnd - kv0), p.vec);
+    loadTile<T, D>(Vs, V + kv0 * p.vs.row, p.vs.row, BN, min(BN, kvEnd - kv0), p.dv, p.vec);
     cpAsyncCommit();
     cpAsyncWait<1>();  // Q and this K tile have landed; V may still be in flight
     __syncthreads();
@@ -184,7 +188,7 @@ __global__ void __launch_bounds__(NW * 32) flashTcKernel(const FlashParams p) {
     }
     __syncthreads();  // every warp is done with Ks
     if (t + 1 < nTiles) {
-      loadTile<T, D>(Ks, K + (kv0 + BN) * p.ks.row, p.ks.row, BN, min(BN, kvEnd - kv0 - BN), p.vec);
+      loadTile<T, D>(Ks, K + (kv0 + BN) * p.ks.row, p.ks.row, BN, min(BN, kvEnd - kv0 - BN), p.d, p.vec);
       cpAsyncCommit();
     }
     // Scale, mask, online softmax. This thread holds rows g and g + 8 of the warp's 16 rows.
@@ -269,13 +273,13 @@ __global__ void __launch_bounds__(NW * 32) flashTcKernel(const FlashParams p) {
   T* O = static_cast<T*>(p.o) + b * p.os.b + h * p.os.h + q0 * p.os.row;
   const int rows = min(BM, p.sq - q0);
   if (p.vec) {
-    constexpr int CH = D * static_cast<int>(sizeof(T)) / 16;
-    for (int c = threadIdx.x; c < rows * CH; c += blockDim.x) {
-      const int r = c / CH, k = c % CH;
+    const int ch = p.dv * static_cast<int>(sizeof(T)) / 16;  // the padded columns are not stored
+    for (int c = threadIdx.x; c < rows * ch; c += blockDim.x) {
+      const int r = c / ch, k = c % ch;
       *reinterpret_cast<uint4*>(O + r * p.os.row + k * 8) = *reinterpret_cast<const uint4*>(Qs + r * LD + k * 8);
     }
   } else {
-    for (int e = threadIdx.x; e < rows * D; e += blockDim.x) O[(e / D) * p.os.row + e % D] = Qs[(e / D) * LD + e % D];
+    for (int e = threadIdx.x; e < rows * p.dv; e += blockDim.x) O[(e / p.dv) * p.os.row + e % p.dv] = Qs[(e / p.dv) * LD + e % p.dv];
   }
 }
 
@@ -372,17 +376,26 @@ __global__ void __launch_bounds__(kSimtWarps * 32) flashSimtKernel(const FlashPa
 // ---- host dispatch ----
 template <typename T, int D, int NW> size_t tcSmemBytes() { return static_cast<size_t>(16 * NW + 2 * kTileN) * (D + 8) * sizeof(T); }
 
-//! Calls f.template operator()<T, D, NW>() for a supported tensor-core configuration.
+//! The tile width a head size runs in (0: none).
+int tcTileD(int d) { return d <= 0 || d > 128 ? 0 : (d + 31) / 32 * 32; }
+
+//! Calls f.template operator()<T, D, NW>() for head size d's tile width D and `warps`.
 template <typename F>
 void withTcConfig(DataType t, int d, int warps, F&& f) {
+  auto byWarps = [&]<typename T, int D>() {
+    if (warps == 2) f.template operator()<T, D, 2>();
+    else if (warps == 4) f.template operator()<T, D, 4>();
+    else if (warps == 8) f.template operator()<T, D, 8>();
+    else throw UnsupportedError("flash attention: no tensor-core kernel with " + std::to_string(warps) + " warps");
+  };
   auto byType = [&]<typename T>() {
-    if (d == 64 && warps == 2) f.template operator()<T, 64, 2>();
-    else if (d == 64 && warps == 4) f.template operator()<T, 64, 4>();
-    else if (d == 64 && warps == 8) f.template operator()<T, 64, 8>();
-    else if (d == 128 && warps == 2) f.template operator()<T, 128, 2>();
-    else if (d == 128 && warps == 4) f.template operator()<T, 128, 4>();
-    else if (d == 128 && warps == 8) f.template operator()<T, 128, 8>();
-    else throw UnsupportedError("flash attention: no tensor-core kernel for head size " + std::to_string(d));
+    switch (tcTileD(d)) {
+      case 32: byWarps.template operator()<T, 32>(); break;
+      case 64: byWarps.template operator()<T, 64>(); break;
+      case 96: byWarps.template operator()<T, 96>(); break;
+      case 128: byWarps.template operator()<T, 128>(); break;
+      default: throw UnsupportedError("flash attention: no tensor-core kernel for head size " + std::to_string(d));
+    }
   };
   dispatchCudaType<typeBit(DataType::kHALF) | typeBit(DataType::kBF16)>(
       t, [&](auto tag) { byType.template operator()<decltype(tag)>(); }, "flash attention's tensor-core kernel");
@@ -391,7 +404,7 @@ void withTcConfig(DataType t, int d, int warps, F&& f) {
 }  // namespace
 
 bool flashTcSupported(DataType t, int d, int dv, int warps) {
-  return isHalfType(t) && d == dv && (d == 64 || d == 128) && (warps == 2 || warps == 4 || warps == 8);
+  return isHalfType(t) && d == dv && tcTileD(d) > 0 && (warps == 2 || warps == 4 || warps == 8);
 }
 
 void prepareFlashTc(DataType t, int d, int warps) {

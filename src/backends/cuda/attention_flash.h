@@ -39,8 +39,9 @@ struct FlashParams {
   bool vec = false;     //!< 16-byte aligned rows, strides and pointers: cp.async 16-byte copies
 };
 
-//! Tensor-core kernel (float16/bfloat16, d == dv in {64, 128}); `warps` = 2, 4 or 8 (32, 64 or
-//! 128 query rows per block). prepare* sets the kernel's shared-memory limit (host call, no stream).
+//! Tensor-core kernel (float16/bfloat16, d == dv up to 128, run in tiles of 32/64/96/128 head
+//! columns); `warps` = 2, 4 or 8 (32, 64 or 128 query rows per block). prepare* sets the kernel's
+//! shared-memory limit (host call, no stream).
 bool flashTcSupported(DataType t, int d, int dv, int warps);
 void prepareFlashTc(DataType t, int d, int warps);
 void launchFlashTc(const FlashParams& p, DataType t, int warps, cudaStream_t s);

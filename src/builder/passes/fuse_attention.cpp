@@ -10,8 +10,9 @@
 // with every key masked by -inf become 0, which is what the fused kernels produce for them.
 // When Q, K and V are all head splits of 3-D projections (Reshape [B, S, H*D] -> [B, S, H, D],
 // Transpose to [B, H, S, D]) and Y is merged back the same way, the Attention layer takes and
-// returns the 3-D tensors (q_num_heads = kv_num_heads = H): the kernel reads the heads in place
-// through strides, so the four head transposes (a copy each) disappear.
+// returns the 3-D tensors (q_num_heads, kv_num_heads): the kernel reads the heads in place
+// through strides, so the four head transposes (a copy each) disappear. K and V written out as
+// transformers' repeat_kv (Expand of fewer heads) are read before it: GQA/MQA.
 // Steps: fuse_attention_match.cpp (matcher), fuse_attention_masks.cpp (mask canonicalizer), this
 // file (rewriter); fuse_attention_steps.h joins them.
 #include <array>
@@ -154,6 +155,7 @@ void findHeadForm(const Network& net, const AttentionMatch& am, AttentionForms& 
 //! Traces the view form (may move a Transpose below a packed projection first, so the views
 //! absorb it); views are taken only where they remove a copy the 3-D form would not.
 void findViewForm(Network& net, const AttentionMatch& am, AttentionForms& f) {
+  if (am.kDims[1] != am.q->dims[1]) return;  // GQA: the views have one head count
   auto traceAll = [&] {
     return traceView(am.q, f.qv) && traceView(am.kRoot, f.kv) && traceView(am.v, f.vv) && f.qv.base->type == am.type &&
            f.kv.base->type == am.type && f.vv.base->type == am.type;
@@ -219,7 +221,7 @@ Layer* addAttentionLayer(Network& net, const AttentionMatch& am, const Canonical
   std::vector<Tensor*> inputs{merged ? f.q3 : am.q, k, merged ? f.v3 : am.v};
   if (merged) {
     a.set("q_num_heads", am.q->dims[1]);
-    a.set("kv_num_heads", am.q->dims[1]);
+    a.set("kv_num_heads", am.kDims[1]);
   } else if (form == AttentionForm::kViews) {
     inputs = {f.qv.base, f.kv.base, f.vv.base};
     setQkvViews(a, viewsOf(am, f, outView));

@@ -1,10 +1,14 @@
 // Attention fusion, step 2: the mask canonicalizer (fuse_attention_steps.h). The additive masks
 // and the Where of the score chain become one additive mask and is_causal; constant masks that
-// mask nothing are dropped.
+// mask nothing are dropped. A mask that is a constant up to broadcasting (Expand of a constant,
+// and Where / Cast over one) counts as that smaller constant: above the builder's fold limit
+// transformers' causal masks stay such layers (GPT-2 at batch 32: Expand to [32, 1, 512, 512]).
 #include <algorithm>
+#include <cstring>
 
 #include "builder/passes/fuse_attention_steps.h"
 #include "builder/passes/passes.h"
+#include "core/type_dispatch.h"
 
 namespace kiln::attention_fusion {
 
@@ -24,40 +28,68 @@ bool broadcastsTo(const Dims& m, const Dims& target) {
   return true;
 }
 
-//! For a constant [.., Sq, Skv] tensor: whether pred(value, i, j) holds for every element of every
+//! For a [.., Sq, Skv] value: whether pred(value, i, j) holds for every element of every
 //! [Sq, Skv] slice. Leading dims may exceed 1: exporters expand a causal mask to the batch
 //! (transformers 5.17's GPT-2 at batch 8: [8, 1, S, S], folded to a constant).
 template <typename Pred>
-bool everyElement(const Tensor* t, Pred pred) {
-  const Dims& d = t->value.dims();
+bool everyElement(const HostTensor& v, Pred pred) {
+  const Dims& d = v.dims();
   if (d.size() < 2) return false;
   const int64_t rows = d[d.size() - 2], cols = d.back();
   const int64_t slice = rows * cols;
   if (slice <= 0) return false;
-  for (int64_t base = 0; base < t->value.count(); base += slice)
+  for (int64_t base = 0; base < v.count(); base += slice)
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j)
-        if (!pred(t->value.getDouble(base + i * cols + j), i, j)) return false;
+        if (!pred(v.getDouble(base + i * cols + j), i, j)) return false;
   return true;
 }
 
-//! A constant whose every element is zero (an additive mask that masks nothing).
-bool allZero(const Tensor* t) {
-  if (!t->isConstant()) return false;
-  for (int64_t i = 0; i < t->value.count(); ++i)
-    if (t->value.getDouble(i) != 0) return false;
+//! Every element is zero (an additive mask that masks nothing).
+bool allZero(const HostTensor& v) {
+  for (int64_t i = 0; i < v.count(); ++i)
+    if (v.getDouble(i) != 0) return false;
   return true;
 }
 
+//! `v` as a tensor of type `t` (a float type or bool; invalid for others).
 HostTensor typedTensor(DataType t, const Dims& d, const std::vector<double>& v) {
+  if (t != DataType::kBOOL && !isFloatType(t)) return HostTensor();
   HostTensor h(t, d);
   for (size_t i = 0; i < v.size(); ++i) {
     const float f = static_cast<float>(v[i]);
-    if (t == DataType::kFLOAT) h.as<float>()[i] = f;
+    if (t == DataType::kBOOL) h.as<uint8_t>()[i] = v[i] != 0;
+    else if (t == DataType::kFLOAT) h.as<float>()[i] = f;
     else if (t == DataType::kHALF) h.as<uint16_t>()[i] = floatToHalf(f);
     else h.as<uint16_t>()[i] = floatToBf16(f);
   }
   return h;
+}
+
+//! The value of `t` when it is a constant up to broadcasting, at that constant's own (smaller)
+//! dims; invalid otherwise. Followed: identity layers and Expand (they only repeat values along
+//! broadcast dims, which the attention broadcasts anyway), Cast, and Where(c, a, b) with scalar
+//! constants a and b. Masks are small graphs: the walk stops after a few layers.
+HostTensor broadcastSource(const Tensor* t, int depth = 0) {
+  if (!t) return HostTensor();
+  if (t->isConstant()) return t->value;
+  const Layer* l = t->producer;
+  if (!l || depth > 8 || l->inputs.empty() || !l->inputs[0] || l->outputs.size() != 1) return HostTensor();
+  if (isIdentityLayer(l) || (l->op == "Expand" && l->inputs.size() == 2)) return broadcastSource(l->inputs[0], depth + 1);
+  double a = 0, b = 0;
+  const bool where = l->op == "Where" && l->inputs.size() == 3 && scalarValue(l->inputs[1], &a) && scalarValue(l->inputs[2], &b);
+  if (!where && l->op != "Cast") return HostTensor();
+  const HostTensor x = broadcastSource(l->inputs[0], depth + 1);
+  if (!x.valid()) return HostTensor();
+  std::vector<double> v(static_cast<size_t>(x.count()));
+  for (int64_t i = 0; i < x.count(); ++i) v[static_cast<size_t>(i)] = where ? (x.getDouble(i) != 0 ? a : b) : x.getDouble(i);
+  return typedTensor(t->type, x.dims(), v);
+}
+
+//! `t`'s broadcast source (see broadcastSource) when it broadcasts to the scores too.
+HostTensor maskSource(const Tensor* t, const Dims& scores) {
+  HostTensor v = broadcastSource(t);
+  return v.valid() && broadcastsTo(v.dims(), scores) ? v : HostTensor();
 }
 
 Dims broadcastDims(const Dims& a, const Dims& b) {
@@ -70,41 +102,59 @@ Dims broadcastDims(const Dims& a, const Dims& b) {
   return r;
 }
 
-//! A constant whose last two dims are the scores' [Sq, Skv] (a candidate causal mask).
-bool causalShaped(const Tensor* t, const Dims& scores) {
+//! A value whose last two dims are the scores' [Sq, Skv] (a candidate causal mask).
+bool causalShaped(const HostTensor& v, const Dims& scores) {
   const int64_t sq = scores[2], skv = scores[3];
-  const Dims& d = t->value.dims();
-  return t->isConstant() && sq > 0 && skv > 0 && d.size() >= 2 && d[d.size() - 2] == sq && d.back() == skv;
+  const Dims& d = v.dims();
+  return sq > 0 && skv > 0 && d.size() >= 2 && d[d.size() - 2] == sq && d.back() == skv;
 }
 
-//! Additive masks of the scores' type: constant exact-causal ones become is_causal, and constant
-//! all-zero ones are dropped (PyTorch's dynamo export of BERT called without an attention_mask
-//! folds to Where(all true, 0, -FLT_MAX) = zeros [B, 1, S, S]: kept, it would cost a B*S*S read
-//! per attention and rule out cuDNN's SDPA, which runs only without a mask).
-bool keepAdditiveMasks(const AttentionMatch& am, CanonicalMask& cm, std::vector<Tensor*>& kept) {
+//! An additive mask the layer keeps, with its broadcast source when it has one (then the
+//! smaller constant replaces the mask's own layers).
+struct KeptMask {
+  Tensor* t;
+  HostTensor source;
+};
+
+//! Additive masks of the scores' type: (broadcast-)constant exact-causal ones become is_causal,
+//! and all-zero ones are dropped (PyTorch's dynamo export of BERT called without an
+//! attention_mask folds to Where(all true, 0, -FLT_MAX) = zeros [B, 1, S, S]: kept, it would cost
+//! a B*S*S read per attention and rule out cuDNN's SDPA without a mask).
+bool keepAdditiveMasks(const AttentionMatch& am, CanonicalMask& cm, std::vector<KeptMask>& kept) {
   for (Tensor* mk : am.chain.masks) {
     if (!mk || mk->type != am.type || !mk->dimsKnown || !broadcastsTo(mk->dims, am.scores)) return false;
-    if (allZero(mk)) continue;
-    if (!cm.causal && causalShaped(mk, am.scores) &&
-        everyElement(mk, [](double val, int64_t i, int64_t j) { return j <= i ? val == 0 : val <= kVeryNegative; })) {
+    HostTensor v = maskSource(mk, am.scores);
+    if (v.valid() && allZero(v)) continue;
+    if (v.valid() && !cm.causal && causalShaped(v, am.scores) &&
+        everyElement(v, [](double val, int64_t i, int64_t j) { return j <= i ? val == 0 : val <= kVeryNegative; })) {
       cm.causal = true;
       continue;
     }
-    kept.push_back(mk);
+    kept.push_back({mk, mk->isConstant() ? HostTensor() : v});
   }
   return true;
 }
 
+//! The constant `source` of runtime mask `t`, made once per network (the exporters compute one
+//! mask and add it in every layer): an earlier one of the same name and contents is reused.
+Tensor* sourceConstant(Network& net, const Tensor* t, const HostTensor& source) {
+  const std::string name = t->name + "_broadcast_source";
+  Tensor* c = net.findTensor(name);
+  if (c && c->isConstant() && c->type == source.type() && c->dims == source.dims() && c->value.bytes() == source.bytes() &&
+      std::memcmp(c->value.data(), source.data(), source.bytes()) == 0)
+    return c;
+  return net.addConstant(c ? net.uniqueName(name) : name, source);
+}
+
 bool keptBy(double cond, bool keepsTrue) { return (cond != 0) == keepsTrue; }
 
-//! A constant Where condition as a constant additive mask; false when a query row masks every
-//! key while the fill is finite and not absorbing (then the original softmax is uniform over the
-//! raw scores, which the kernels do not compute).
-bool constantWhereMask(Network& net, const AttentionMatch& am, Tensor** mask) {
+//! A constant Where condition `cv` as a constant additive mask; false when a query row masks
+//! every key while the fill is finite and not absorbing (then the original softmax is uniform
+//! over the raw scores, which the kernels do not compute).
+bool constantWhereMask(Network& net, const AttentionMatch& am, const HostTensor& cv, Tensor** mask) {
   const Layer* where = am.chain.where;
-  const HostTensor& cv = where->inputs[0]->value;
   const bool keep = am.chain.whereKeepsTrue;
-  const int64_t cols = cv.dims().back();
+  const int64_t cols = cv.dims().empty() ? 1 : cv.dims().back();
   bool fullRow = false;
   for (int64_t r = 0; cols > 0 && r < cv.count() / cols; ++r) {
     bool any = false;
@@ -119,22 +169,24 @@ bool constantWhereMask(Network& net, const AttentionMatch& am, Tensor** mask) {
 }
 
 //! The Where(cond, S, fill) of the score chain as an additive mask in *mask (left null when it
-//! masks nothing or is causal, which sets cm.causal); false when it cannot be taken.
+//! masks nothing or is causal, which sets cm.causal); false when it cannot be taken. A condition
+//! that is a constant up to broadcasting is read as that constant.
 bool whereAsMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, Tensor** mask) {
   const Layer* where = am.chain.where;
   if (!where) return true;
   Tensor* cond = where->inputs[0];
   if (!cond->dimsKnown || !broadcastsTo(cond->dims, am.scores)) return false;
   const bool keep = am.chain.whereKeepsTrue;
-  bool keepsAll = cond->isConstant();
-  for (int64_t i = 0; keepsAll && i < cond->value.count(); ++i) keepsAll = keptBy(cond->value.getDouble(i), keep);
+  const HostTensor cv = maskSource(cond, am.scores);
+  bool keepsAll = cv.valid();
+  for (int64_t i = 0; keepsAll && i < cv.count(); ++i) keepsAll = keptBy(cv.getDouble(i), keep);
   if (keepsAll) return true;  // masks nothing
-  if (!cm.causal && causalShaped(cond, am.scores) &&
-      everyElement(cond, [&](double c, int64_t i, int64_t j) { return keptBy(c, keep) == (j <= i); })) {
+  if (cv.valid() && !cm.causal && causalShaped(cv, am.scores) &&
+      everyElement(cv, [&](double c, int64_t i, int64_t j) { return keptBy(c, keep) == (j <= i); })) {
     cm.causal = true;
     return true;
   }
-  if (cond->isConstant()) return constantWhereMask(net, am, mask);
+  if (cv.valid()) return constantWhereMask(net, am, cv, mask);
   if (am.chain.whereFill > kAbsorbing) return false;  // a fully masked row cannot be ruled out
   Tensor* zero = net.addConstant(net.uniqueName(where->name + "_zero"), typedTensor(am.type, {}, {0.0}));
   Tensor* fillT = net.addConstant(net.uniqueName(where->name + "_fill"), typedTensor(am.type, {}, {am.chain.whereFill}));
@@ -146,10 +198,12 @@ bool whereAsMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, Tens
 }  // namespace
 
 bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, CanonicalMask& cm) {
-  std::vector<Tensor*> masks;
+  std::vector<KeptMask> kept;
   Tensor* whereMask = nullptr;
-  if (!keepAdditiveMasks(am, cm, masks) || !whereAsMask(net, am, cm, &whereMask)) return false;
-  if (whereMask) masks.insert(masks.begin(), whereMask);
+  if (!keepAdditiveMasks(am, cm, kept) || !whereAsMask(net, am, cm, &whereMask)) return false;
+  std::vector<Tensor*> masks;
+  if (whereMask) masks.push_back(whereMask);
+  for (const KeptMask& k : kept) masks.push_back(k.source.valid() ? sourceConstant(net, k.t, k.source) : k.t);
   cm.mask = masks.empty() ? nullptr : masks[0];
   for (size_t i = 1; i < masks.size(); ++i)
     cm.mask = addTypedLayer(net, "Add", {cm.mask, masks[i]}, {}, sm->name + "_mask_sum", am.type,

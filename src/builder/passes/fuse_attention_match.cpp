@@ -152,6 +152,41 @@ bool shapesAgree(const AttentionMatch& am) {
   return sameDim(qd[3], kd[3]) && sameDim(kd[2], vd[2]) && sameDim(sc[2], qd[2]) && sameDim(sc[3], kd[2]);
 }
 
+//! x when `t` ([B, H, S, D]) is transformers' repeat_kv of x ([B, H / n, S, D], n > 1): Reshape
+//! to [B, H, S, D] of Expand to [B, H / n, n, S, D] of x with a unit dim inserted at axis 2
+//! (Unsqueeze or Reshape); query head h then reads x's head h / n, as Attention's GQA does.
+Tensor* repeatedKvSource(Tensor* t, int64_t* n) {
+  const Layer* r = t ? t->producer : nullptr;
+  if (!r || r->op != "Reshape" || !t->dimsKnown || t->dims.size() != 4) return nullptr;
+  const Tensor* e = r->inputs[0];
+  const Layer* ex = e ? e->producer : nullptr;
+  if (!ex || ex->op != "Expand" || !e->dimsKnown || e->dims.size() != 5) return nullptr;
+  const Tensor* u = ex->inputs[0];
+  const Layer* un = u ? u->producer : nullptr;
+  if (!un || (un->op != "Unsqueeze" && un->op != "Reshape") || !u->dimsKnown || !un->inputs[0]) return nullptr;
+  Tensor* x = un->inputs[0];
+  const Dims &td = t->dims, &ed = e->dims, &ud = u->dims, &xd = x->dims;
+  if (!x->dimsKnown || xd.size() != 4 || !isStatic(xd) || !isStatic(ed) || x->type != t->type) return nullptr;
+  if (ud != Dims{xd[0], xd[1], 1, xd[2], xd[3]} || ed != Dims{xd[0], xd[1], ed[2], xd[2], xd[3]} || ed[2] < 2) return nullptr;
+  if (td != Dims{xd[0], xd[1] * ed[2], xd[2], xd[3]}) return nullptr;
+  *n = ed[2];
+  return x;
+}
+
+//! GQA/MQA written out: when K and V are both repeat_kv of tensors with fewer heads (LLaMA,
+//! Qwen2, Mistral exports), the attention reads those (no Expand copies; cuDNN and the flash
+//! kernels map query heads to K/V heads themselves).
+void takeRepeatedKv(AttentionMatch& am) {
+  if (am.kPerm != std::vector<int64_t>{0, 1, 2, 3}) return;
+  int64_t nk = 0, nv = 0;
+  Tensor* k = repeatedKvSource(am.kRoot, &nk);
+  Tensor* v = repeatedKvSource(am.v, &nv);
+  if (!k || !v || nk != nv || k->dims[1] != v->dims[1]) return;
+  am.kRoot = k;
+  am.kDims = k->dims;
+  am.v = v;
+}
+
 }  // namespace
 
 bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am) {
@@ -172,7 +207,9 @@ bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am) {
   am.kPerm = {perm[0], perm[1], perm[3], perm[2]};  // K dim i = K^T dim swap(i)
   am.kDims = Dims(4);
   for (int i = 0; i < 4; ++i) am.kDims[i] = am.kRoot->dims[static_cast<size_t>(am.kPerm[i])];
-  return shapesAgree(am);
+  if (!shapesAgree(am)) return false;
+  takeRepeatedKv(am);
+  return true;
 }
 
 }  // namespace kiln::attention_fusion
