@@ -1,5 +1,6 @@
 // Per-op cost model for the roofline (op_cost.h). FLOPs per family:
-//   Conv              2 * output elements * (input channels / group) * kernel window
+//   Conv              2 * output elements * (input channels / group) * kernel window (matrix math
+//                     unless each group has one output channel: depthwise is vector math)
 //   ConvTranspose     2 * input elements * (output channels / group) * kernel window
 //   MatMul, Gemm      2 * output elements * K
 //   Attention         2 * B * H * Sq * Skv * (D + Dv) (QK^T and PV), halved when causal
@@ -97,7 +98,10 @@ OpCost opCost(const LayerDesc& l) {
   try {
     if (op == "Conv" && l.inputs.size() >= 2) {
       c.flops = 2 * out * windowOf(l.inputs[1], 1);  // W [K, C/group, kernel...]
-      c.matrix = true;
+      // A group is the product [N*spatial, C/group*window] x [C/group*window, K/group]: with one
+      // output channel per group (depthwise) that is a matrix-vector product, vector math.
+      const Dims& w = l.inputs[1].dims;
+      c.matrix = w.empty() || w[0] < 0 || w[0] / std::max<int64_t>(1, l.attrs->getInt("group", 1)) > 1;
     } else if (op == "ConvTranspose" && l.inputs.size() >= 2) {
       c.flops = 2 * in0 * windowOf(l.inputs[1], 1);  // W [C, K/group, kernel...]
       c.matrix = true;

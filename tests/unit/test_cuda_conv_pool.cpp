@@ -1,4 +1,4 @@
-// CUDA conv_pool tactics (cuDNN conv/conv-transpose, conv_fp_depthwise, pooling) against the CPU
+// CUDA conv_pool tactics (cuDNN conv/conv-transpose, the depthwise kernels, pooling) against the CPU
 // reference kernels, for every tactic offered, in float32 (TF32 tolerance), float16 and bfloat16.
 #include <cmath>
 #include <random>
@@ -262,7 +262,7 @@ TEST(CudaConv, SupportsRefuses) {
   dbl.inputs[0] = test::convertTo(dbl.inputs[0], DataType::kDOUBLE);
   dbl.inputs[1] = test::convertTo(dbl.inputs[1], DataType::kDOUBLE);
   EXPECT_TRUE(test::tacticNames(*gpu, dbl).empty()) << "float64 conv must be refused";
-  // 5x5 depthwise: cuDNN only.
+  // 5x5 depthwise: not the 3x3 kernel (cuDNN and the tiled kernel, CudaConv.DepthwiseTiled*).
   auto names = test::tacticNames(*gpu, convCase({1, 8, 9, 9}, {8, 1, 5, 5}, attrs({{"group", {8}}}), false, false, 61));
   EXPECT_FALSE(offered(names, "conv_fp_depthwise"));
   EXPECT_TRUE(offered(names, "conv_fp_cudnn_0"));
@@ -408,15 +408,20 @@ HostTensor channelsLast(const HostTensor& t, bool toLast) {
 
 //! Runs every GPU tactic for `c` with X (and a residual R) stored per `inLast` / `outLast` and
 //! compares Y (brought back to NCHW) with the reference of the plain case, in `type`.
-void checkLayouts(const OpCase& plain, DataType type, bool inLast, bool outLast, Tol tol, const std::string& what) {
-  auto gpu = getBackend(DeviceType::kGPU, 0);
-  TypedCase t = typed(plain, type);
-  std::vector<HostTensor> ref = test::runReference(t.reference);
-  OpCase dev = t.device;
+//! The device case with X (and a residual R) stored per `inLast` / `outLast`, and the layout attributes saying so.
+OpCase withLayouts(OpCase dev, bool inLast, bool outLast) {
   dev.attrs.set("kiln_layout_in", std::string(inLast ? "nhwc" : "nchw"));
   dev.attrs.set("kiln_layout_out", std::string(outLast ? "nhwc" : "nchw"));
   if (inLast) dev.inputs[0] = channelsLast(dev.inputs[0], true);
   if (outLast && dev.op == "Conv" && dev.inputs.size() > 3 && dev.inputs[3].valid()) dev.inputs[3] = channelsLast(dev.inputs[3], true);
+  return dev;
+}
+
+void checkLayouts(const OpCase& plain, DataType type, bool inLast, bool outLast, Tol tol, const std::string& what) {
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  TypedCase t = typed(plain, type);
+  std::vector<HostTensor> ref = test::runReference(t.reference);
+  OpCase dev = withLayouts(t.device, inLast, outLast);
   std::vector<std::string> names = test::tacticNames(*gpu, dev);
   ASSERT_FALSE(names.empty()) << what << ": no tactic takes these layouts";
   for (const std::string& name : names) {
@@ -674,6 +679,115 @@ TEST(CudaLayout, ElementwiseChannelsLast) {
   bad.attrs.set("kiln_layout_in", std::string("nhwc"));
   bad.attrs.set("kiln_layout_out", std::string("nhwc"));
   EXPECT_TRUE(test::tacticNames(*getBackend(DeviceType::kGPU, 0), bad).empty());
+}
+
+}  // namespace
+}  // namespace kiln
+
+// ---- the tiled depthwise kernels (conv_fp_depthwise_nchw_tiled, conv_fp_depthwise_nhwc_tiled) ------------
+
+namespace kiln {
+namespace {
+
+//! A depthwise conv of X [N, C, H, W] with a KxK kernel, optionally bias, residual and a fused activation.
+OpCase depthwiseCase(Dims x, int64_t k, int64_t stride, std::vector<int64_t> pads, bool bias, bool residual,
+                     const std::string& act, uint32_t seed) {
+  Attributes a = attrs({{"group", {x[1]}}, {"pads", pads}, {"strides", {stride, stride}}});
+  if (!act.empty()) {
+    a.set("kiln_activation", act);
+    a.set("kiln_act_alpha", act == "Clip" ? 0.f : 0.1f);  // Clip: ReLU6 (scaled to the data); LeakyRelu's slope
+    a.set("kiln_act_beta", act == "Clip" ? 0.6f : 0.f);
+  }
+  return convCase(x, {x[1], 1, k, k}, a, bias, residual, seed);
+}
+
+//! Runs tactic `name` (which must be offered) on `plain` in `type` with X / Y stored per `inLast` /
+//! `outLast`, against the reference.
+void checkTactic(const OpCase& plain, DataType type, bool inLast, bool outLast, const std::string& name, const std::string& what) {
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  TypedCase t = typed(plain, type);
+  std::vector<HostTensor> ref = test::runReference(t.reference);
+  OpCase dev = withLayouts(t.device, inLast, outLast);
+  const std::string where = what + " " + name + " " + toString(type) + (inLast ? " in:nhwc" : " in:nchw") + (outLast ? " out:nhwc" : " out:nchw");
+  ASSERT_TRUE(offered(test::tacticNames(*gpu, dev), name)) << where << ": not offered";
+  std::vector<HostTensor> got = test::runTactic(*gpu, name, dev, &ref);
+  HostTensor y = outLast ? channelsLast(got[0], false) : got[0];
+  const Tol tol = convTol(type, reduction(plain));
+  test::expectClose(y, ref[0], tol.rtol, tol.atol, where);
+}
+
+//! MobileNet / EfficientNet / ConvNeXt depthwise geometries and the corners of the kernels' tiling.
+std::vector<std::pair<OpCase, std::string>> depthwiseCases() {
+  return {
+      {depthwiseCase({2, 16, 13, 14}, 3, 1, {1, 1, 1, 1}, true, true, "HardSwish", 400), "3x3 s1 + bias + residual + hardswish"},
+      {depthwiseCase({1, 24, 17, 15}, 3, 2, {1, 1, 1, 1}, true, false, "Relu", 401), "3x3 s2 batch 1"},
+      {depthwiseCase({3, 12, 11, 12}, 5, 1, {2, 2, 2, 2}, true, true, "Sigmoid", 402), "5x5 s1 C=12 + residual"},
+      {depthwiseCase({2, 40, 16, 16}, 5, 2, {2, 2, 2, 2}, true, false, "Clip", 403), "5x5 s2 (EfficientNet) + relu6"},
+      {depthwiseCase({2, 32, 14, 14}, 7, 1, {3, 3, 3, 3}, true, true, "Gelu", 404), "7x7 s1 (ConvNeXt) + residual + gelu"},
+      {depthwiseCase({1, 8, 15, 13}, 7, 2, {3, 3, 3, 3}, false, false, "", 405), "7x7 s2 no bias"},
+      {depthwiseCase({2, 16, 12, 12}, 3, 2, {0, 0, 1, 1}, false, true, "", 406), "3x3 s2 TF pads + residual"},
+      // Bands of rows (NCHW: a 64x70 plane needs more than one block) and a pad beyond K - 1.
+      {depthwiseCase({1, 4, 64, 70}, 3, 1, {1, 1, 1, 1}, true, false, "Tanh", 407), "3x3 s1 64x70 (row bands)"},
+      {depthwiseCase({1, 8, 6, 7}, 3, 2, {2, 2, 2, 2}, true, false, "", 408), "3x3 s2 pads 2"},
+      // NCHW: whole 7x7 planes, 36 per block, across images and a partial last block.
+      {depthwiseCase({3, 13, 7, 7}, 7, 1, {3, 3, 3, 3}, true, true, "LeakyRelu", 409), "7x7 on 7x7 maps, 39 planes"},
+      // Odd widths: the 16-byte copies start and end mid-row.
+      {depthwiseCase({2, 8, 9, 61}, 5, 1, {2, 2, 2, 2}, true, true, "", 410), "5x5 s1 9x61"},
+      {depthwiseCase({2, 16, 29, 27}, 7, 2, {3, 3, 3, 3}, true, false, "Relu", 411), "7x7 s2 29x27"},
+  };
+}
+
+TEST(CudaConv, DepthwiseTiledNchw) {
+  KILN_REQUIRE_GPU();
+  for (const auto& [c, what] : depthwiseCases())
+    for (DataType t : kAllFloat) checkTactic(c, t, false, false, "conv_fp_depthwise_nchw_tiled", what);
+  // Weights (and bias) that are not constants are read where they are.
+  OpCase dynamicW = depthwiseCases()[4].first;
+  dynamicW.constant[1] = dynamicW.constant[2] = false;
+  checkTactic(dynamicW, DataType::kHALF, false, false, "conv_fp_depthwise_nchw_tiled", "7x7 runtime weights");
+}
+
+TEST(CudaLayout, DepthwiseTiledNhwc) {
+  KILN_REQUIRE_GPU();
+  for (const auto& [c, what] : depthwiseCases())
+    for (DataType t : kAllFloat)
+      for (bool outLast : {true, false}) checkTactic(c, t, true, outLast, "conv_fp_depthwise_nhwc_tiled", what);
+}
+
+// Not offered: dilation, other kernel sizes, unequal or larger strides, regular or grouped convs, an
+// NCHW X for the channels-last kernel, runtime weights for it, a channels-last X for the NCHW kernel.
+TEST(CudaConv, DepthwiseTiledRefuses) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  auto names = [&](const OpCase& c, bool inLast, bool outLast) {
+    return test::tacticNames(*gpu, withLayouts(typed(c, DataType::kHALF).device, inLast, outLast));
+  };
+  auto neither = [&](const OpCase& c, const std::string& what) {
+    for (int combo = 0; combo < 4; ++combo) {
+      auto n = names(c, combo & 1, combo & 2);
+      EXPECT_FALSE(offered(n, "conv_fp_depthwise_nchw_tiled")) << what;
+      EXPECT_FALSE(offered(n, "conv_fp_depthwise_nhwc_tiled")) << what;
+    }
+  };
+  OpCase dilated = depthwiseCase({2, 16, 12, 12}, 3, 1, {2, 2, 2, 2}, true, false, "", 420);
+  dilated.attrs.set("dilations", std::vector<int64_t>{2, 2});
+  neither(dilated, "dilation 2");
+  neither(depthwiseCase({2, 16, 12, 12}, 9, 1, {4, 4, 4, 4}, true, false, "", 421), "9x9");
+  OpCase uneven = depthwiseCase({2, 16, 12, 12}, 3, 1, {1, 1, 1, 1}, true, false, "", 422);
+  uneven.attrs.set("strides", std::vector<int64_t>{1, 2});
+  neither(uneven, "strides 1, 2");
+  neither(depthwiseCase({2, 16, 12, 12}, 3, 3, {1, 1, 1, 1}, true, false, "", 423), "stride 3");
+  neither(convCase({2, 16, 12, 12}, {16, 16, 3, 3}, attrs({{"pads", {1, 1, 1, 1}}}), true, false, 424), "dense 3x3");
+  neither(convCase({2, 16, 12, 12}, {16, 2, 3, 3}, attrs({{"group", {8}}, {"pads", {1, 1, 1, 1}}}), true, false, 425), "groups of 2");
+  const OpCase dw = depthwiseCases()[0].first;
+  EXPECT_FALSE(offered(names(dw, false, false), "conv_fp_depthwise_nhwc_tiled"));
+  EXPECT_FALSE(offered(names(dw, false, true), "conv_fp_depthwise_nhwc_tiled"));
+  EXPECT_FALSE(offered(names(dw, true, true), "conv_fp_depthwise_nchw_tiled"));
+  EXPECT_FALSE(offered(names(dw, true, false), "conv_fp_depthwise_nchw_tiled"));
+  OpCase dynamicW = dw;
+  dynamicW.constant[1] = false;
+  EXPECT_FALSE(offered(names(dynamicW, true, true), "conv_fp_depthwise_nhwc_tiled"));
+  EXPECT_TRUE(offered(names(dynamicW, false, false), "conv_fp_depthwise_nchw_tiled"));
 }
 
 }  // namespace

@@ -164,3 +164,35 @@ TEST(GpuLayoutPass, ElementwiseLayersKeepTheRegionChannelsLast) {
     }
   }
 }
+
+// MobileNetV2's inverted residual (1x1 expand -> 3x3 depthwise -> 1x1 project) stays channels-last
+// through the depthwise conv, and ConvNeXt's 7x7 depthwise conv before a Transpose reads nhwc and
+// writes NCHW itself: no LayoutConvert anywhere (the CUDA depthwise tactics take both mixes).
+TEST(GpuLayoutPass, DepthwiseBlocksStayChannelsLast) {
+  FakeGpu gpu;
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kHALF, {8, 16, 16, 16});
+  Layer* expand = net.addConvolution(x, halfTensor({32, 16, 1, 1}, 1), halfTensor({32}, 2), {1, 1}, {0, 0, 0, 0});
+  Layer* dw = net.addConvolution(expand->outputs[0], halfTensor({32, 1, 3, 3}, 3), halfTensor({32}, 4), {1, 1}, {1, 1, 1, 1}, 32);
+  dw->attrs.set("kiln_activation", std::string("Clip"));
+  dw->attrs.set("kiln_act_alpha", 0.f);
+  dw->attrs.set("kiln_act_beta", 6.f);
+  Layer* project = net.addConvolution(dw->outputs[0], halfTensor({16, 32, 1, 1}, 5), halfTensor({16}, 6), {1, 1}, {0, 0, 0, 0});
+  Layer* dw7 = net.addConvolution(project->outputs[0], halfTensor({16, 1, 7, 7}, 7), halfTensor({16}, 8), {1, 1}, {3, 3, 3, 3}, 16);
+  Attributes perm;
+  perm.set("perm", std::vector<int64_t>{0, 2, 3, 1});
+  Layer* t = net.addLayer("Transpose", {dw7->outputs[0]}, 1, perm);
+  net.markOutput(t->outputs[0]);
+  net.topoSort();
+  propagateShapes(net, nullptr, true);
+  ASSERT_TRUE(assignGpuLayouts(net, gpu));
+  EXPECT_EQ(layout(dw, attr::kLayoutIn), "nhwc");
+  EXPECT_EQ(layout(dw, attr::kLayoutOut), "nhwc");
+  EXPECT_EQ(layout(dw7, attr::kLayoutIn), "nhwc");
+  EXPECT_EQ(layout(dw7, attr::kLayoutOut), "nchw");
+  EXPECT_EQ(dw->inputs[0], expand->outputs[0]);
+  EXPECT_EQ(t->inputs[0], dw7->outputs[0]);
+  int converts = 0;
+  for (auto& l : net.layers()) converts += l->op == "LayoutConvert";
+  EXPECT_EQ(converts, 0);
+}

@@ -46,6 +46,20 @@ TEST(OpCost, GroupedConvCountsEveryWindowMultiplyAdd) {
   EXPECT_TRUE(cost.matrix);
 }
 
+// Depthwise (ConvNeXt's 7x7): one input channel and one output channel per group, a window of
+// multiply-adds per output; vector math (no tensor-core product to run it), so the roofline takes the
+// vector peak.
+TEST(OpCost, DepthwiseConvIsVectorMath) {
+  Attributes a;
+  a.set("group", int64_t{96});
+  LayerDesc l = layer("Conv", a, {t(DataType::kHALF, {64, 96, 56, 56}), t(DataType::kHALF, {96, 1, 7, 7}), t(DataType::kHALF, {96})},
+                      {t(DataType::kHALF, {64, 96, 56, 56})});
+  const OpCost cost = opCost(l);
+  EXPECT_DOUBLE_EQ(cost.flops, 2.0 * 64 * 96 * 56 * 56 * 49);
+  EXPECT_DOUBLE_EQ(cost.bytes, 2.0 * (2 * 64 * 96 * 56 * 56 + 96 * 49 + 96));
+  EXPECT_FALSE(cost.matrix);
+}
+
 TEST(OpCost, BatchedMatMulAndTransposedGemm) {
   Attributes none;
   LayerDesc mm = layer("MatMul", none, {t(DataType::kFLOAT, {3, 4, 5}), t(DataType::kFLOAT, {5, 6})},

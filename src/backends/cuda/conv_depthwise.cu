@@ -8,9 +8,11 @@
 // for channels-last grouped convolutions with group == C are slow, and without this tactic a
 // depthwise conv inside an nhwc chain would need a transpose on each side.
 #include <string>
+#include <vector>
 
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/conv_act.cuh"
+#include "backends/cuda/conv_depthwise.h"
 #include "backends/cuda/cuda_util.h"
 #include "ops/conv_geometry.h"
 #include "ops/conv_layout.h"
@@ -109,18 +111,11 @@ struct DwState : KernelState {
   bool small = false;  //!< every element offset (and the grid-stride loop's reach) fits in 32 bits
 };
 
-//! [C][1][3][3] weights as [3][3][C] (the channels-last kernel's 16-byte weight loads).
-HostTensor tapsMajor(const HostTensor& w) {
-  const int64_t c = w.dims()[0];
-  HostTensor out(w.type(), w.dims());
-  transposeInner(w.data(), out.data(), 1, c, 9, elementSize(w.type()));
-  return out;
-}
-
 class DepthwiseKernel : public Kernel {
  public:
   DepthwiseKernel(const LayerDesc& l, bool nhwc)
-      : nhwc_(nhwc), weights_(nhwc ? DeviceConstant(l.inputs[1].value, "taps_major", tapsMajor) : DeviceConstant(l.inputs[1].value)),
+      : nhwc_(nhwc),
+        weights_(nhwc ? DeviceConstant(l.inputs[1].value, "taps_major", cuda::tapsMajor) : DeviceConstant(l.inputs[1].value)),
         bias_(l.present(2) ? l.inputs[2].value : HostTensor()), act_(cuda::toDevAct(fusedActivation(*l.attrs))) {}
 
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
@@ -169,19 +164,7 @@ class DepthwiseKernel : public Kernel {
 };
 
 //! 3x3 depthwise geometry both kernels handle (layouts checked by the callers).
-bool depthwiseShape(const LayerDesc& l) {
-  if (!cuda::convFloatTypes(l) || !cuda::knownActivation(l)) return false;
-  const Dims& x = l.inputs[0].dims;
-  const Dims& w = l.inputs[1].dims;
-  if (x.size() != 4 || w.size() != 4 || x[1] < 0) return false;
-  const int64_t group = l.attrs->getInt("group", 1);
-  if (group != x[1] || w[0] != x[1] || w[1] != 1 || w[2] != 3 || w[3] != 3) return false;
-  // Geometry held in ints by the kernel.
-  for (const char* a : {"strides", "dilations", "pads"})
-    for (int64_t v : l.attrs->getInts(a))
-      if (v < 0 || v > (int64_t(1) << 20)) return false;
-  return true;
-}
+bool depthwiseShape(const LayerDesc& l) { return cuda::depthwiseSide(l) == 3; }
 
 bool supportsDepthwise(const LayerDesc& l) { return hasPlainLayouts(l) && depthwiseShape(l); }  // NCHW
 
@@ -202,6 +185,38 @@ std::unique_ptr<Kernel> createDepthwiseNhwc(const LayerDesc& l) { return std::ma
 }  // namespace
 
 namespace cuda {
+
+int64_t depthwiseSide(const LayerDesc& l) {
+  if (l.inputs.size() < 2 || !convFloatTypes(l) || !knownActivation(l)) return 0;
+  const Dims& x = l.inputs[0].dims;
+  const Dims& w = l.inputs[1].dims;
+  if (x.size() != 4 || w.size() != 4 || x[1] < 0) return 0;
+  const int64_t group = l.attrs->getInt("group", 1);
+  if (group != x[1] || w[0] != x[1] || w[1] != 1 || w[2] != w[3] || w[2] < 1) return 0;
+  // Geometry held in ints by the kernels.
+  for (const char* a : {"strides", "dilations", "pads"})
+    for (int64_t v : l.attrs->getInts(a))
+      if (v < 0 || v > (int64_t(1) << 20)) return 0;
+  return w[2];
+}
+
+bool tiledDepthwise(const LayerDesc& l) {
+  const int64_t k = depthwiseSide(l);
+  if (k != 3 && k != 5 && k != 7) return false;
+  const std::vector<int64_t> s = l.attrs->getInts("strides", {1, 1});
+  if (s.size() != 2 || s[0] != s[1] || (s[0] != 1 && s[0] != 2)) return false;
+  for (int64_t d : l.attrs->getInts("dilations", {1, 1}))
+    if (d != 1) return false;
+  return true;
+}
+
+HostTensor tapsMajor(const HostTensor& w) {
+  const int64_t c = w.dims()[0];
+  HostTensor out(w.type(), w.dims());
+  transposeInner(w.data(), out.data(), 1, c, w.count() / c, elementSize(w.type()));
+  return out;
+}
+
 KernelFactory depthwiseConvCuda() { return {supportsDepthwise, createDepthwise}; }
 KernelFactory depthwiseConvNhwcCuda() { return {supportsDepthwiseNhwc, createDepthwiseNhwc}; }
 }  // namespace cuda

@@ -30,10 +30,12 @@ KernelFactory cudnnConvPad8(int engine);
 // attention_cudnn.cpp
 KernelFactory cudnnSdpa();
 #endif
-// conv_transpose_direct.cu, conv_depthwise.cu, conv_gemm.cpp (cuBLASLt algorithm `algo`)
+// conv_transpose_direct.cu, conv_depthwise{,_nhwc,_nchw}.cu, conv_gemm.cpp (cuBLASLt algorithm `algo`)
 KernelFactory convTransposeDirectCuda();
 KernelFactory depthwiseConvCuda();
 KernelFactory depthwiseConvNhwcCuda();
+KernelFactory depthwiseConvNhwcTiledCuda();
+KernelFactory depthwiseConvNchwTiledCuda();
 KernelFactory gemm1x1Conv(int algo);    // 0..2
 KernelFactory patchGemmConv(int algo);  // 0..1
 // pool_cuda.cu
