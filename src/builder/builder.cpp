@@ -95,10 +95,26 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
   // The attention fusion pays only with a fused kernel; the CUDA backend's attention_fp_general (one
   // block per query row, there for the ONNX op's rarer features) is slower than the unfused
   // cuBLASLt matmuls and softmax it would replace (e.g. head sizes above the flash kernels' 128).
-  auto hasFusedAttention = [&backend](const Layer& l) {
-    for (const Tactic& t : backend.tactics(describeLayer(l)))
-      if (t.name != "attention_fp_general") return true;
-    return false;
+  // Under --fp16/--bf16 the layer will compute in that type (assign_precision runs later), so the
+  // reduced-precision kernels count too (cuDNN SDPA takes head sizes up to 256, the flash kernels 128).
+  const bool reducedGpu = cfg.device() == DeviceType::kGPU && !cfg.getFlag(BuilderFlag::kSTRONGLY_TYPED) &&
+                          (cfg.getFlag(BuilderFlag::kFP16) || cfg.getFlag(BuilderFlag::kBF16));
+  const DataType reduced = cfg.getFlag(BuilderFlag::kFP16) ? DataType::kHALF : DataType::kBF16;
+  auto hasFusedAttention = [&backend, reducedGpu, reduced](const Layer& l) {
+    auto fused = [&](const LayerDesc& d) {
+      for (const Tactic& t : backend.tactics(d))
+        if (t.name != "attention_fp_general") return true;
+      return false;
+    };
+    const LayerDesc d = describeLayer(l);
+    if (fused(d)) return true;
+    if (!reducedGpu || (l.precision && *l.precision == DataType::kFLOAT)) return false;
+    LayerDesc r = d;
+    for (TensorDesc& t : r.inputs)
+      if (t.type == DataType::kFLOAT) t.type = reduced;
+    for (TensorDesc& t : r.outputs)
+      if (t.type == DataType::kFLOAT) t.type = reduced;
+    return fused(r);
   };
   auto repropagate = [&] { propagateShapes(net, nullptr, true); };
   removeFoldedLayers(net);
