@@ -27,6 +27,14 @@ Dims nhwcDims(const Dims& d) {
   return {p[0], p[2], p[3], p[1]};
 }
 
+Dims physicalDims(const Dims& d, int64_t block) {
+  if (block == 1) return d;
+  if (block == kNhwcBlock) return nhwcDims(d);
+  const Dims p = rank4(d);
+  if (p[1] % block != 0) return {p[0], 1, p[2], p[3], p[1]};  // C == 1 (a broadcast): {N, 1, H, W, 1}
+  return {p[0], p[1] / block, p[2], p[3], block};
+}
+
 int64_t layoutBlock(const std::string& layout) {
   if (layout == "nchw") return 1;
   if (layout == "nChw8c") return 8;

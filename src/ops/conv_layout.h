@@ -33,6 +33,11 @@ std::string layoutName(int64_t block);
 bool layoutInvariantDims(const Dims& d);
 //! d (rank <= 4, right-aligned to 4) as an NHWC tensor indexes it: {N, H, W, C}.
 Dims nhwcDims(const Dims& d);
+//! The dims an elementwise kernel indexes for a tensor of logical dims d (rank <= 4) stored in layout
+//! `block`: d itself (plain), nhwcDims (kNhwcBlock), or {N, C/b, H, W, b} for a blocked layout, where a
+//! C == 1 broadcast is {N, 1, H, W, 1}. For the tensors of Y's shape and the layout-invariant
+//! broadcasts (layoutInvariantDims) these index the bytes as they are stored.
+Dims physicalDims(const Dims& d, int64_t block);
 
 //! [n][a][b] -> [n][b][a] for elements of `elem` bytes: NCHW <-> NHWC (a, b = C, H*W or H*W, C),
 //! and KCRS -> KRSC weights (a, b = C, R*S).

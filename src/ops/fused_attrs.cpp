@@ -53,6 +53,14 @@ void setFusedActivation(Attributes& a, const Activation& act) {
 int64_t inLayoutBlock(const LayerDesc& l) { return layoutBlockOf(l, attr::kLayoutIn); }
 int64_t outLayoutBlock(const LayerDesc& l) { return layoutBlockOf(l, attr::kLayoutOut); }
 bool hasPlainLayouts(const LayerDesc& l) { return inLayoutBlock(l) == 1 && outLayoutBlock(l) == 1; }
+bool elementwiseInLayout(const LayerDesc& l) {
+  const int64_t b = outLayoutBlock(l);
+  if (b == 1 || inLayoutBlock(l) != b || l.outputs.size() != 1 || l.outputs[0].dims.size() != 4) return false;
+  for (size_t i = 0; i < l.inputs.size(); ++i)
+    if (l.present(i) && l.inputs[i].dims != l.outputs[0].dims && !layoutInvariantDims(l.inputs[i].dims)) return false;
+  return true;
+}
+
 bool hasLayouts(const Attributes& a) { return a.has(attr::kLayoutIn) || a.has(attr::kLayoutOut); }
 std::string inLayoutName(const Attributes& a) { return a.getString(attr::kLayoutIn, "nchw"); }
 std::string outLayoutName(const Attributes& a) { return a.getString(attr::kLayoutOut, "nchw"); }

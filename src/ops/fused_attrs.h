@@ -62,6 +62,10 @@ int64_t inLayoutBlock(const LayerDesc& l);
 int64_t outLayoutBlock(const LayerDesc& l);
 //! True when the layer reads and writes plain NCHW (no layout attributes, or "nchw").
 bool hasPlainLayouts(const LayerDesc& l);
+//! An elementwise layer that computes in a stored layout (layout_planner's transparent layers): X and
+//! Y in one non-plain layout, Y of rank 4, every input of Y's shape or layout-invariant
+//! (layoutInvariantDims). Kernels that take such layers index physicalDims.
+bool elementwiseInLayout(const LayerDesc& l);
 //! Whether either side's layout is set.
 bool hasLayouts(const Attributes& a);
 //! The stored layout names ("nchw" when absent), for dumps.

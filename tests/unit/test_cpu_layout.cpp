@@ -332,3 +332,50 @@ TEST(CpuLayout, PassLeavesNetworksWithoutBlockableChainsAlone) {
   EXPECT_FALSE(assignCpuLayouts(n));  // 12 channels: nothing can be blocked
   for (auto& l : n.layers()) EXPECT_FALSE(l->attrs.has(attr::kLayoutIn));
 }
+
+// A squeeze-excitation block with a residual (EfficientNet / MobileNetV3 / RegNetY): the gate Mul
+// (x * s[N, C, 1, 1]) and the residual Add (a PointwiseChain after fusion) run on the blocked bytes, so the block needs no
+// LayoutConvert, and the results equal the reference.
+TEST(CpuLayout, ElementwiseLayersKeepTheBlockedRegion) {
+  if (getBackend(DeviceType::kCPU, 1)->preferredChannelBlock() == 0) GTEST_SKIP() << "built without oneDNN";
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 3, 12, 12});
+    auto conv = [&](Tensor* in, int64_t cin, int64_t m, int64_t k, uint32_t seed) {
+      return n.addConvolution(in, randomTensor({m, cin, k, k}, seed), randomTensor({m}, seed + 1), {1, 1},
+                              {k / 2, k / 2, k / 2, k / 2})->outputs[0];
+    };
+    Tensor* a = n.addActivation(conv(x, 3, 32, 3, 11), "Relu")->outputs[0];
+    Tensor* c1 = n.addActivation(conv(a, 32, 32, 3, 13), "Relu")->outputs[0];
+    Tensor* g = n.addLayer("GlobalAveragePool", {c1}, 1)->outputs[0];
+    Tensor* s = n.addActivation(conv(g, 32, 32, 1, 15), "Sigmoid")->outputs[0];
+    Tensor* m = n.addElementWise(c1, s, "Mul")->outputs[0];
+    Tensor* r = n.addElementWise(m, a, "Add")->outputs[0];
+    Tensor* d = conv(r, 32, 16, 3, 17);
+    Tensor* y = n.addLayer("GlobalAveragePool", {d}, 1)->outputs[0];
+    n.renameTensor(y, "y");
+    n.markOutput(y);
+  };
+  const std::map<std::string, HostTensor> inputs{{"x", randomTensor({2, 3, 12, 12}, 5)}};
+  Network refNet;
+  make(refNet);
+  auto ref = kiln::test::evaluateReference(refNet, inputs);
+  Network net;
+  make(net);
+  BuilderConfig cfg;
+  cfg.setThreads(2);
+  auto engine = Builder().build(net, cfg);
+  int converts = 0, blockedElementwise = 0;
+  for (auto& l : net.layers()) {
+    converts += l->op == "LayoutConvert";
+    if ((l->op == "Mul" || l->op == "Add" || l->op == "PointwiseChain") && l->attrs.getString(attr::kLayoutOut, "nchw") != "nchw")
+      ++blockedElementwise;
+  }
+  EXPECT_EQ(converts, 0) << engine->getLayerInformation();
+  EXPECT_GE(blockedElementwise, 1) << engine->getLayerInformation();  // Mul + Add (one PointwiseChain once fused)
+  auto out = kiln::test::runEngine(*engine, inputs);
+  for (auto& [name, rv] : ref) {
+    HostTensor got(DataType::kFLOAT, rv.dims());
+    std::copy(out.at(name).begin(), out.at(name).end(), got.as<float>());
+    expectClose(got, rv, 1e-4, 1e-4, name);
+  }
+}

@@ -8,6 +8,8 @@
 #include "backends/cpu/cpu_tactics.h"
 #include "backends/cpu/elementwise_simd.h"
 #include "core/thread_pool.h"
+#include "ops/conv_layout.h"
+#include "ops/fused_attrs.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -137,7 +139,11 @@ bool allFloat32(const LayerDesc& l) {
   return !l.inputs.empty() && l.present(0);
 }
 
-bool unarySupports(const LayerDesc& l) { return unaryOps().count(l.op) && l.inputs.size() <= (l.op == "Clip" ? 3u : 1u) && allFloat32(l); }
+//! Unary kernels run over the element count: any stored layout, as long as X and Y share it.
+bool unarySupports(const LayerDesc& l) {
+  return unaryOps().count(l.op) && l.inputs.size() <= (l.op == "Clip" ? 3u : 1u) && allFloat32(l) &&
+         (hasPlainLayouts(l) || elementwiseInLayout(l));
+}
 
 std::unique_ptr<Kernel> unaryCreate(const LayerDesc& l) {
   UKind k = unaryOps().at(l.op);
@@ -270,7 +276,9 @@ class BinaryKernel : public Kernel {
   };
   size_t reshape(const LayerDesc& c, std::unique_ptr<KernelState>& state) const override {
     auto s = std::make_unique<State>();
-    s->layout = coalesce(c.outputs[0].dims, c.inputs[0].dims, c.inputs[1].dims);
+    // A layer inside a blocked region (cpu_layout's transparent layers) indexes the stored bytes.
+    const int64_t b = outLayoutBlock(c);
+    s->layout = coalesce(physicalDims(c.outputs[0].dims, b), physicalDims(c.inputs[0].dims, b), physicalDims(c.inputs[1].dims, b));
     s->fn = binarySpanFor(kind_, s->layout.contigA, s->layout.contigB);
     state = std::move(s);
     return 0;
@@ -314,7 +322,8 @@ const std::map<std::string, BKind>& binaryOps() {
 }
 
 bool binarySupports(const LayerDesc& l) {
-  return binaryOps().count(l.op) && l.inputs.size() == 2 && l.present(1) && allFloat32(l);
+  return binaryOps().count(l.op) && l.inputs.size() == 2 && l.present(1) && allFloat32(l) &&
+         (hasPlainLayouts(l) || (outLayoutBlock(l) > 1 && elementwiseInLayout(l)));
 }
 
 std::unique_ptr<Kernel> binaryCreate(const LayerDesc& l) { return std::make_unique<BinaryKernel>(binaryOps().at(l.op)); }

@@ -84,17 +84,10 @@ bool allPresent(const LayerDesc& l) {
 bool channelsLast(const LayerDesc& l) { return outLayoutBlock(l) == kNhwcBlock; }
 
 //! The dims the kernels index: logical, or {N, H, W, C} for a channels-last layer.
-Dims indexDims(const LayerDesc& l, const Dims& d) { return channelsLast(l) ? nhwcDims(d) : d; }
+Dims indexDims(const LayerDesc& l, const Dims& d) { return physicalDims(d, outLayoutBlock(l)); }
 
 //! Plain layouts, or the channels-last form above (anything else is refused).
-bool layoutsFit(const LayerDesc& l) {
-  if (hasPlainLayouts(l)) return true;
-  if (inLayoutBlock(l) != kNhwcBlock || !channelsLast(l) || l.outputs.size() != 1 || l.outputs[0].dims.size() != 4)
-    return false;
-  for (size_t i = 0; i < l.inputs.size(); ++i)
-    if (l.present(i) && l.inputs[i].dims != l.outputs[0].dims && !layoutInvariantDims(l.inputs[i].dims)) return false;
-  return true;
-}
+bool layoutsFit(const LayerDesc& l) { return hasPlainLayouts(l) || (channelsLast(l) && elementwiseInLayout(l)); }
 
 //! Whether a broadcast of the layer's inputs fits the kernels (known only for static dims).
 bool geomFits(const LayerDesc& l) {

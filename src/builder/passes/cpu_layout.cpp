@@ -8,6 +8,9 @@
 // Network inputs and outputs stay plain. A tensor is blocked only when its channel count is a
 // multiple of the block, so its buffer holds exactly N*C*H*W floats (no padding): the memory plan
 // and every buffer size are unchanged.
+#include <set>
+#include <string>
+
 #include "builder/passes/layout_planner.h"
 #include "builder/passes/passes.h"
 #include "ops/conv_layout.h"
@@ -32,6 +35,14 @@ bool assignCpuLayouts(Network& net) {
   p.eligible = [block](const Tensor* t) { return blockableTensor(t, block); };
   p.reads = [](const Layer& l) { return isLayoutConv(l) || isLayoutWindowPool(l) || isLayoutGlobalPool(l); };
   p.writes = [](const Layer& l) { return isLayoutConv(l) || isLayoutWindowPool(l); };  // global pools write plain [N,C,1,1]
+  // Residual adds and squeeze-excitation gates (x * s[N, C, 1, 1]) run on the blocked bytes, and
+  // activations are elementwise over any layout: EfficientNet/MobileNetV3-style blocks stay blocked
+  // instead of converting around every gate.
+  p.transparent = [](const Layer& l) {
+    static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Div", "Relu", "LeakyRelu", "Sigmoid", "Tanh",
+                                              "HardSigmoid", "HardSwish", "Elu", "Softplus", "Gelu", "Mish", "PointwiseChain"};
+    return ops.count(l.op) > 0;
+  };
   p.backend = cpu.get();
   return assignLayouts(net, p);
 }
