@@ -470,6 +470,39 @@ TEST(NormTactic, BatchNormalizationMatchesReference) {
     }
 }
 
+// group_normalization_f32_avx2 / instance_normalization_f32_avx2: groups short and long (past the
+// kernel's float-lane fold), per-channel and per-group affine, a fused activation, a large mean.
+TEST(NormTactic, GroupAndInstanceNormalizationMatchReference) {
+  std::mt19937 rng(9);
+  struct Case {
+    const char* op;
+    Dims dims;
+    int64_t groups;
+    bool perGroup;
+    const char* act;
+  };
+  const std::vector<Case> cases = {{"GroupNormalization", {2, 8, 5, 7}, 4, false, ""},
+                                   {"GroupNormalization", {1, 32, 40, 40}, 8, false, "Silu"},  // 6400 per group
+                                   {"GroupNormalization", {2, 6, 3}, 3, true, "Relu"},
+                                   {"GroupNormalization", {3, 4}, 2, false, "Mish"},
+                                   {"InstanceNormalization", {2, 3, 9, 11}, 0, false, ""},
+                                   {"InstanceNormalization", {1, 2, 5000}, 0, false, "Gelu"}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(std::string(k.op) + " " + toString(k.dims) + " " + k.act);
+    const Dims p = {k.perGroup ? k.groups : k.dims[1]};
+    HostTensor x = randomTensor(k.dims, rng, 2.f);
+    for (int64_t i = 0; i < x.count(); ++i) x.as<float>()[i] += 50.f;  // a large mean: the variance must not cancel
+    LayerCase c(k.op);
+    c.input(x).input(randomTensor(p, rng, 0.5f, 1.5f), true).input(randomTensor(p, rng), true).attr("epsilon", 1e-5f);
+    if (k.groups) c.attr("num_groups", k.groups);
+    if (k.perGroup) c.attr("kiln_per_group_affine", int64_t(1));
+    if (*k.act) c.attr("kiln_activation", std::string(k.act));
+    auto tactic = c.tactic(kiln::test::f32Avx2(c.desc.op));
+    ASSERT_TRUE(tactic.has_value());
+    expectSameAs(c.run(*tactic, 2)[0], c.runRef()[0], 2e-5);
+  }
+}
+
 TEST(NormTactic, BatchNormalizationTrainingModeUsesReference) {
   LayerCase c("BatchNormalization", 3);
   c.shape(DataType::kFLOAT, {2, 3, 4}).attr("training_mode", int64_t(1));

@@ -39,6 +39,8 @@ KernelFactory softmaxAvx2();
 KernelFactory logSoftmaxAvx2();
 KernelFactory layerNormAvx2();
 KernelFactory batchNormAvx2();
+// group_norm_cpu.cpp (GroupNormalization and InstanceNormalization)
+KernelFactory groupNormAvx2();
 // reduction_cpu.cpp
 KernelFactory reduceSumAvx2();
 KernelFactory reduceMeanAvx2();

@@ -34,6 +34,8 @@ const std::vector<TacticDef>& cpuTacticTable() {
       {"LogSoftmax", "log_softmax_f32_avx2", cpu::logSoftmaxAvx2()},
       {"LayerNormalization", "layer_normalization_f32_avx2", cpu::layerNormAvx2()},
       {"BatchNormalization", "batch_normalization_f32_avx2", cpu::batchNormAvx2()},
+      {"GroupNormalization", "group_normalization_f32_avx2", cpu::groupNormAvx2()},
+      {"InstanceNormalization", "instance_normalization_f32_avx2", cpu::groupNormAvx2()},
       {"ReduceSum", "reduce_sum_f32_avx2", cpu::reduceSumAvx2()},
       {"ReduceMean", "reduce_mean_f32_avx2", cpu::reduceMeanAvx2()},
       // Elementwise (float32): unary ops, then broadcasting binary ops (Sum/Max/Min of two inputs).
