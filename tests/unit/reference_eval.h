@@ -1,7 +1,9 @@
 // Test helper: evaluates a network layer by layer with the ops' naive reference kernels, with no
 // builder passes — the independent reference that optimized engines are compared with.
 #pragma once
+#include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -71,6 +73,25 @@ inline std::map<std::string, std::vector<float>> runEngine(Engine& e, const std:
   }
   ctx->enqueue();
   return outs;
+}
+
+//! The reference outputs of one copy of `make`'s network and a CPU engine (2 threads) built from
+//! `net`, a second copy that the builder optimizes in place (callers inspect what the passes made).
+struct EngineAndReference {
+  std::unique_ptr<Engine> engine;
+  std::map<std::string, HostTensor> reference;
+};
+inline EngineAndReference buildWithReference(const std::function<void(Network&)>& make, Network& net,
+                                             const std::map<std::string, HostTensor>& inputs) {
+  Network refNet;
+  make(refNet);
+  EngineAndReference r;
+  r.reference = evaluateReference(refNet, inputs);
+  make(net);
+  BuilderConfig cfg;
+  cfg.setThreads(2);
+  r.engine = Builder().build(net, cfg);
+  return r;
 }
 
 }  // namespace kiln::test

@@ -292,15 +292,8 @@ TEST(CpuLayout, PassBlocksConvChainsAndKeepsResults) {
   const int64_t block = getBackend(DeviceType::kCPU, 1)->preferredChannelBlock();
   if (block == 0) GTEST_SKIP() << "built without oneDNN: the layout pass does nothing";
   const std::map<std::string, HostTensor> inputs{{"x", randomTensor({1, 3, 20, 20}, 5)}};
-  Network refNet;
-  makeChain(refNet);
-  auto ref = kiln::test::evaluateReference(refNet, inputs);
-
   Network net;
-  makeChain(net);
-  BuilderConfig cfg;
-  cfg.setThreads(2);
-  auto engine = Builder().build(net, cfg);
+  auto [engine, ref] = kiln::test::buildWithReference(makeChain, net, inputs);
   // The pass ran on `net` (the builder optimizes the network in place).
   int converts = 0, blockedLayers = 0;
   for (auto& l : net.layers()) {
@@ -356,14 +349,8 @@ TEST(CpuLayout, ElementwiseLayersKeepTheBlockedRegion) {
     n.markOutput(y);
   };
   const std::map<std::string, HostTensor> inputs{{"x", randomTensor({2, 3, 12, 12}, 5)}};
-  Network refNet;
-  make(refNet);
-  auto ref = kiln::test::evaluateReference(refNet, inputs);
   Network net;
-  make(net);
-  BuilderConfig cfg;
-  cfg.setThreads(2);
-  auto engine = Builder().build(net, cfg);
+  auto [engine, ref] = kiln::test::buildWithReference(make, net, inputs);
   int converts = 0, blockedElementwise = 0;
   for (auto& l : net.layers()) {
     converts += l->op == "LayoutConvert";

@@ -22,14 +22,8 @@ HostTensor scalar(float v) {
 // Builds the same network twice (one for the reference, one for the builder) and compares.
 template <typename MakeNet>
 std::string checkFusion(MakeNet make, const std::map<std::string, HostTensor>& inputs, float tol = 1e-4f) {
-  Network refNet;
-  make(refNet);
-  auto ref = kiln::test::evaluateReference(refNet, inputs);
   Network net;
-  make(net);
-  BuilderConfig cfg;
-  cfg.setThreads(2);
-  auto engine = Builder().build(net, cfg);
+  auto [engine, ref] = kiln::test::buildWithReference(make, net, inputs);
   auto out = kiln::test::runEngine(*engine, inputs);
   for (auto& [name, r] : ref) {
     const auto& o = out.at(name);
