@@ -130,7 +130,8 @@ def bench_model(args, label: str, path: str, work: str) -> dict:
               f"ORT median {statistics.median(ort_times):.2f} ms", flush=True)
     kiln_ms, ort_ms = statistics.median(kiln_times), statistics.median(ort_times)
     return {"label": label, "ort": ort_ms, "kiln": kiln_ms, "ratio": kiln_ms / ort_ms, "build_s": build_s,
-            "n_kiln": len(kiln_times), "n_ort": len(ort_times)}
+            "n_kiln": len(kiln_times), "n_ort": len(ort_times), "engine": engine, "input_spec": input_spec,
+            "outputs": sess.run(None, feeds)}
 
 
 def machine_description() -> str:

@@ -23,7 +23,6 @@ import sys
 import tempfile
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,21 +45,15 @@ def export(torch, peers, name, spec, path):
     torch.onnx.export(model, inputs, path, dynamo=False, opset_version=17, input_names=names, output_names=["output"])
 
 
-def check(args, path, work):
-    """max |kiln - ORT| / range(ORT) on the first output, same inputs."""
-    model = onnx.load(path, load_external_data=False)
-    feeds = cpu_bench.model_zoo.make_inputs(model, None, seed=7)
-    spec = []
-    for n, a in feeds.items():
-        p = os.path.join(work, f"check.{n}.npy")
-        np.save(p, a)
-        spec.append(f"{n}:{p}")
+def check(args, timed, work):
+    """max |kiln - ORT| / range(ORT) on the first output: the engine and inputs bench_model timed."""
     out = os.path.join(work, "check.json")
-    cpu_bench.run([args.kiln, f"--onnx={path}", "--device=cpu", f"--threads={args.threads}", f"--loadInputs={','.join(spec)}",
-                   f"--exportOutput={out}", "--iterations=1", "--warmUp=0", "--duration=0"])
+    cpu_bench.run([args.kiln, f"--loadEngine={timed['engine']}", "--device=cpu", f"--threads={args.threads}",
+                   f"--loadInputs={','.join(timed['input_spec'])}", f"--exportOutput={out}", "--iterations=1", "--warmUp=0",
+                   "--duration=0"])
     with open(out) as f:
         got = np.array([float(v) for v in json.load(f)[0]["values"]], dtype=np.float64)
-    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0].astype(np.float64).ravel()
+    ref = timed["outputs"][0].astype(np.float64).ravel()
     if got.size != ref.size:
         return float("inf")
     return float(np.abs(got - ref).max() / ((ref.max() - ref.min()) or 1.0))
@@ -131,8 +124,9 @@ def main():
         row = {"model": name, "tags": table[name].tags}
         try:
             export(torch, peers, name, table[name], path)
-            row.update(cpu_bench.bench_model(args, name, path, work))
-            row["err"] = check(args, path, work)
+            timed = cpu_bench.bench_model(args, name, path, work)
+            row["err"] = check(args, timed, work)
+            row.update({k: v for k, v in timed.items() if k not in ("engine", "input_spec", "outputs")})
         except Exception as ex:  # one model's failure is a row, not the end of the run
             row["error"] = str(ex).strip().splitlines()[-1][:300] if str(ex).strip() else type(ex).__name__
         row["date"] = datetime.datetime.now().astimezone().isoformat(timespec="seconds")

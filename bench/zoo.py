@@ -112,6 +112,13 @@ def kiln_row(args, d, names, arrays, check_ref):
     return row
 
 
+def judge_error(row):
+    """The FP16 error bar: max(2x PyTorch FP16's own error, 1e-2) of the output's range."""
+    if "fp16_err" in row:
+        row["err_bar"] = max(2 * row.get("torch_fp16_err", 0), 1e-2)
+        row["err_ok"] = row["fp16_err"] <= row["err_bar"]
+
+
 def profile_summary(prof_path, info_path, groups=12, layers=10):
     """Where the engine's time goes: total ms per (op, tactic, precision) group and the slowest layers
     with their roofline (kiln's --exportProfile and --exportLayerInfo), compact enough to keep per row."""
@@ -180,8 +187,7 @@ def run_model(args, torch, peers, name, spec, write):
             if known and row.get("kiln_ms"):
                 row["peer_ms_stored"] = known[-1]["peer_ms"]
                 row["speedup_vs_stored_peer"] = round(known[-1]["peer_ms"] / row["kiln_ms"], 3)
-            if "fp16_err" in row:
-                row["err_ok"] = row["fp16_err"] <= max(2 * row.get("torch_fp16_err", 0), 1e-2)
+            judge_error(row)
             write(row)
             continue
         for attention in ("sdpa", "eager"):
@@ -201,9 +207,7 @@ def run_model(args, torch, peers, name, spec, write):
         row.update(kiln_row(args, d, names, [x.numpy() for x in inputs], ref))
         if row.get("kiln_ms") and row.get("peer_ms"):
             row["speedup"] = row["peer_ms"] / row["kiln_ms"]
-        if "fp16_err" in row:
-            row["err_bar"] = max(2 * row.get("torch_fp16_err", 0), 1e-2)
-            row["err_ok"] = row["fp16_err"] <= row["err_bar"]
+        judge_error(row)
         write(row)
 
 

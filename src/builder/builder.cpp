@@ -95,7 +95,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
   // The attention fusion pays only with a fused kernel; the CUDA backend's attention_fp_general (one
   // block per query row, there for the ONNX op's rarer features) is slower than the unfused
   // cuBLASLt matmuls and softmax it would replace (e.g. head sizes above the flash kernels' 128).
-  // Under --fp16/--bf16 the layer will compute in that type (assign_precision runs later), so the
+  // Under --fp16/--bf16 the layer will compute in that type (assignPrecision below), so the
   // reduced-precision kernels count too (cuDNN SDPA takes head sizes up to 256, the flash kernels 128).
   const bool reducedGpu = cfg.device() == DeviceType::kGPU && !cfg.getFlag(BuilderFlag::kSTRONGLY_TYPED) &&
                           (cfg.getFlag(BuilderFlag::kFP16) || cfg.getFlag(BuilderFlag::kBF16));
@@ -156,11 +156,9 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       removeFoldedLayers(net);
     }
   }
-  if (cfg.device() == DeviceType::kGPU && !cfg.getFlag(BuilderFlag::kSTRONGLY_TYPED) &&
-      (cfg.getFlag(BuilderFlag::kFP16) || cfg.getFlag(BuilderFlag::kBF16))) {
-    DataType target = cfg.getFlag(BuilderFlag::kFP16) ? DataType::kHALF : DataType::kBF16;
-    if (assignPrecision(net, target, cfg.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS))) {
-      log.log(Sev::kVERBOSE, std::string("pass: reduced precision (") + toString(target) + ")");
+  if (reducedGpu) {
+    if (assignPrecision(net, reduced, cfg.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS))) {
+      log.log(Sev::kVERBOSE, std::string("pass: reduced precision (") + toString(reduced) + ")");
       repropagate();
       removeFoldedLayers(net);
     }

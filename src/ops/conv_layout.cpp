@@ -22,15 +22,10 @@ bool layoutInvariantDims(const Dims& d) {
   return p[1] == 1 || (p[2] == 1 && p[3] == 1);
 }
 
-Dims nhwcDims(const Dims& d) {
-  const Dims p = rank4(d);
-  return {p[0], p[2], p[3], p[1]};
-}
-
 Dims physicalDims(const Dims& d, int64_t block) {
   if (block == 1) return d;
-  if (block == kNhwcBlock) return nhwcDims(d);
   const Dims p = rank4(d);
+  if (block == kNhwcBlock) return {p[0], p[2], p[3], p[1]};
   if (p[1] % block != 0) return {p[0], 1, p[2], p[3], p[1]};  // C == 1 (a broadcast): {N, 1, H, W, 1}
   return {p[0], p[1] / block, p[2], p[3], block};
 }

@@ -31,10 +31,8 @@ std::string layoutName(int64_t block);
 //! Whether a tensor of these dims (right-aligned to rank 4) has the same bytes in NCHW and NHWC
 //! order: C == 1 or H == W == 1 (a squeeze-excitation scale [N, C, 1, 1], a bias [C, 1, 1]).
 bool layoutInvariantDims(const Dims& d);
-//! d (rank <= 4, right-aligned to 4) as an NHWC tensor indexes it: {N, H, W, C}.
-Dims nhwcDims(const Dims& d);
 //! The dims an elementwise kernel indexes for a tensor of logical dims d (rank <= 4) stored in layout
-//! `block`: d itself (plain), nhwcDims (kNhwcBlock), or {N, C/b, H, W, b} for a blocked layout, where a
+//! `block`: d itself (plain), {N, H, W, C} (kNhwcBlock; d right-aligned to rank 4), or {N, C/b, H, W, b} for a blocked layout, where a
 //! C == 1 broadcast is {N, 1, H, W, 1}. For the tensors of Y's shape and the layout-invariant
 //! broadcasts (layoutInvariantDims) these index the bytes as they are stored.
 Dims physicalDims(const Dims& d, int64_t block);
