@@ -294,6 +294,31 @@ def test_pre_opset7_forms_match_numpy():
     np.testing.assert_array_equal(got, want)
 
 
+def test_legacy_prelu_per_channel_slope():
+    """PRelu-6 with a per-channel slope [C] on x [N, C, L] (numpy broadcasting fails): the slope
+    applies along the channel axis, as the ONNX reference evaluator computes it; after a Relu (a
+    computed X, inferred while importing) and on the graph input itself."""
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    slope = numpy_helper.from_array(np.array([0.5, -2.0, 3.0], np.float32), "slope")
+    nodes = [helper.make_node("PRelu", ["x", "slope"], ["p0"]),
+             helper.make_node("Neg", ["p0"], ["n"]),
+             helper.make_node("PRelu", ["n", "slope"], ["y"])]
+    vi = lambda n, sh: helper.make_tensor_value_info(n, TensorProto.FLOAT, sh)  # noqa: E731
+    g = helper.make_graph(nodes, "prelu6", [vi("x", [2, 3, 4]), vi("slope", [3])], [vi("y", [2, 3, 4])], [slope])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 6)])
+    m.ir_version = 3
+    model = path("prelu6.onnx")
+    onnx.save(m, model)
+    x = np.random.default_rng(5).standard_normal((2, 3, 4)).astype(np.float32)
+    npy = path("prelu6_x.npy")
+    np.save(npy, x)
+    run(["--onnx=" + model, "--loadInputs=x:" + npy, "--exportOutput=" + path("prelu6.json"), *FAST])
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    got = read_outputs(path("prelu6.json"))["y"][1]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 def test_layer_precisions():
     model = static_model()
     ok = run(["--onnx=" + model, "--precisionConstraints=obey", "--layerPrecisions=*:fp32", *FAST])
