@@ -133,7 +133,7 @@ def run_dynamic(kiln, onnx_path, spec, work, b, s, prof):
         loads.append(f"{n}:{f}")
     out = os.path.join(work, f"out_{b}x{s}.json")
     cmd = [kiln, f"--loadEngine={onnx_path}.plan", "--device=cpu", f"--shapes={shape_flag(spec, feeds)}",
-           f"--loadInputs={','.join(loads)}", f"--exportOutput={out}", "--iterations=1", "--warmUp=0", "--duration=0"]
+           f"--loadInputs={','.join(loads)}", f"--exportOutput={out}", "--iterations=3", "--warmUp=0", "--duration=0"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         return False, f"kiln exited {p.returncode}: {p.stderr.strip()[-500:]}"
