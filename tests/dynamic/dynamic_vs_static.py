@@ -117,15 +117,19 @@ def layer_ops(kiln, onnx_path, work, tag, extra):
     return collections.Counter(l["op"] for l in layers), layers
 
 
-def running_ops(kiln, engine_args, spec, work, tag, b, s):
-    """Op types of the layers that run at shape b x s (the profiler reports those only)."""
-    rng = np.random.default_rng(5)
-    feeds = spec["feeds"](b, s, rng)
+def save_feeds(feeds, work, tag):
+    """Writes each input as .npy; returns the name:file items of --loadInputs."""
     loads = []
     for n, v in feeds.items():
-        f = os.path.join(work, f"prof_{tag}_{n}.npy")
+        f = os.path.join(work, f"{tag}_{n}.npy")
         np.save(f, v)
         loads.append(f"{n}:{f}")
+    return loads
+
+
+def running_ops(kiln, engine_args, spec, work, tag, b, s):
+    """Op types of the layers that run at shape b x s (the profiler reports those only)."""
+    loads = save_feeds(spec["feeds"](b, s, np.random.default_rng(5)), work, f"prof_{tag}")
     prof = os.path.join(work, f"profile_{tag}.json")
     cmd = [kiln, *engine_args, "--device=cpu", f"--loadInputs={','.join(loads)}", f"--exportProfile={prof}",
            "--iterations=1", "--warmUp=0", "--duration=0"]
@@ -146,13 +150,8 @@ def profile_flags(spec, work):
 
 def run_dynamic(kiln, onnx_path, spec, work, b, s, prof):
     import onnxruntime as ort
-    rng = np.random.default_rng(100 + 7 * b + s)
-    feeds = spec["feeds"](b, s, rng)
-    loads = []
-    for n, v in feeds.items():
-        f = os.path.join(work, f"in_{n}_{b}x{s}.npy")
-        np.save(f, v)
-        loads.append(f"{n}:{f}")
+    feeds = spec["feeds"](b, s, np.random.default_rng(100 + 7 * b + s))
+    loads = save_feeds(feeds, work, f"in_{b}x{s}")
     out = os.path.join(work, f"out_{b}x{s}.json")
     cmd = [kiln, f"--loadEngine={onnx_path}.plan", "--device=cpu", f"--shapes={shape_flag(spec, feeds)}",
            f"--loadInputs={','.join(loads)}", f"--exportOutput={out}", "--iterations=3", "--warmUp=0", "--duration=0"]
