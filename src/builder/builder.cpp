@@ -1,5 +1,6 @@
 // Builder: network -> optimized, tactic-tuned engine.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -90,7 +91,55 @@ std::vector<std::map<std::string, ProfileRange>> collectProfiles(const Network& 
   return out;
 }
 
-void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& backend) {
+// The sample input shapes of symbolic_dims.h, for every profile: its opt, max and min shapes; for
+// each group of input dims with the same range (BERT's input_ids and attention_mask batch, their
+// sequence lengths), the group moved off opt, and two shapes drawn per group; then the same per
+// dim alone and drawn per dim, which keepRunnableSamples drops where the network cannot run
+// (dims that must be equal), and which keep apart dims that only share a range.
+InputSamples sampleInputShapes(const Network& net, const std::vector<std::map<std::string, ProfileRange>>& profiles) {
+  InputSamples out;
+  uint64_t state = 0x9E3779B97F4A7C15ull;  // xorshift: the same samples on every build
+  auto draw = [&](int64_t lo, int64_t hi) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return lo + static_cast<int64_t>(state % static_cast<uint64_t>(hi - lo + 1));
+  };
+  constexpr size_t kMaxMoved = 32;  // per profile; the drawn shapes cover the dims past it
+  for (const auto& p : profiles) {
+    if (p.empty()) continue;
+    std::map<std::string, Dims> opt, mx, mn;
+    // Dynamic dims (input, axis) grouped by their (min, opt, max).
+    std::map<std::array<int64_t, 3>, std::vector<std::pair<std::string, size_t>>> groups;
+    for (const auto& [name, r] : p) {
+      opt[name] = r.opt, mx[name] = r.max, mn[name] = r.min;
+      for (size_t k = 0; k < r.opt.size(); ++k)
+        if (r.min[k] != r.max[k]) groups[{r.min[k], r.opt[k], r.max[k]}].emplace_back(name, k);
+    }
+    out.push_back(opt), out.push_back(mx), out.push_back(mn);
+    std::vector<std::vector<std::pair<std::string, size_t>>> units;  // groups first, then single dims
+    for (const auto& [_, dims] : groups) units.push_back(dims);
+    for (const auto& [_, dims] : groups)
+      for (size_t i = 0; dims.size() > 1 && i < dims.size(); ++i) units.push_back({dims[i]});
+    for (size_t u = 0; u < units.size() && u < kMaxMoved; ++u) {
+      const ProfileRange& r = p.at(units[u][0].first);
+      const size_t k0 = units[u][0].second;
+      const int64_t moved = r.max[k0] != r.opt[k0] ? r.max[k0] : r.min[k0];
+      std::map<std::string, Dims> one = opt;
+      for (const auto& [name, k] : units[u]) one[name][k] = moved;
+      out.push_back(std::move(one));
+    }
+    for (int i = 0; i < 4; ++i) {  // two draws per group, then two per dim
+      std::map<std::string, Dims> drawn = opt;
+      for (const auto& [range, dims] : groups) {
+        const int64_t v = draw(range[0], range[2]);
+        for (const auto& [name, k] : dims) drawn[name][k] = i < 2 ? v : draw(range[0], range[2]);
+      }
+      out.push_back(std::move(drawn));
+    }
+  }
+  return keepRunnableSamples(net, std::move(out));
+}
+
+void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& backend, const InputSamples& samples) {
   auto hasKernel = [&backend](const Layer& l) { return !backend.tactics(describeLayer(l)).empty(); };
   // The attention fusion pays only with a fused kernel; the CUDA backend's attention_fp_general (one
   // block per query row, there for the ONNX op's rarer features) is slower than the unfused
@@ -124,6 +173,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
   const bool gpuFusions = cfg.device() == DeviceType::kGPU || cfg.gpuFusions();
   struct Pass { const char* name; std::function<bool(Network&)> fn; };
   const Pass passes[] = {
+      {"fold shape arithmetic (dynamic shapes)", [&](Network& n) { return foldShapeArithmetic(n, samples); }},
       {"elide Identity and same-type Cast", elideNoOps},
       {"lower Compress with a constant condition to Gather", lowerConstantCompress},
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
@@ -134,10 +184,10 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasFusedAttention); }},
       {"fuse MatMul + bias", fuseMatMulBias},
       {"fuse residual Add + LayerNorm (GPU)",
-       [&](Network& n) { return gpuFusions && fuseSkipLayerNorm(n, hasKernel); }},
-      {"fuse Conv + residual Add", fuseConvResidual},
+       [&](Network& n) { return gpuFusions && fuseSkipLayerNorm(n, hasKernel, samples); }},
+      {"fuse Conv + residual Add", [&](Network& n) { return fuseConvResidual(n, samples); }},
       {"fuse activation into producer", fuseActivation},
-      {"fuse pointwise chains", fusePointwiseChains},
+      {"fuse pointwise chains", [&](Network& n) { return fusePointwiseChains(n, samples); }},
       {"blocked layouts between conv/pool layers (CPU)", cfg.device() == DeviceType::kCPU ? assignCpuLayouts : +[](Network&) { return false; }},
   };
   // setSkippedPasses (debugging aid): passes whose name contains one of the words are skipped.
@@ -271,7 +321,7 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
   auto tPasses = std::chrono::steady_clock::now();
-  runPasses(net, cfg, logger_, *backend);
+  runPasses(net, cfg, logger_, *backend, sampleInputShapes(net, profiles));
   const double passSecs = since(tPasses);
   for (Tensor* o : net.outputs())
     if (!o->dimsKnown) throw Error("output '" + o->name + "' has no shape");
