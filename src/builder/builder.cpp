@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "builder/passes/lower_qdq.h"
 #include "builder/passes/passes.h"
 #include "builder/tactic_filter.h"
 #include "builder/tactic_timing.h"
@@ -117,6 +118,22 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
     return fused(r);
   };
   auto repropagate = [&] { propagateShapes(net, nullptr, true); };
+  const std::vector<std::string>& skip = cfg.skippedPasses();
+  auto skipped = [&skip](const char* name) {
+    for (const std::string& w : skip)
+      if (std::string(name).find(w) != std::string::npos) return true;
+    return false;
+  };
+  // Explicit quantization first: it reads the int8 weights behind DequantizeLinear layers whose
+  // outputs were folded to float constants, before removeFoldedLayers drops them.
+  const char* kLowerQdq = "lower Q/DQ to integer layers";
+  if (skipped(kLowerQdq)) {
+    log.log(Sev::kINFO, std::string("pass skipped (--skipPasses): ") + kLowerQdq);
+  } else if (lowerQdq(net, [&backend](const LayerDesc& d) { return !backend.tactics(d).empty(); })) {
+    log.log(Sev::kVERBOSE, std::string("pass: ") + kLowerQdq);
+    net.topoSort();
+    repropagate();
+  }
   removeFoldedLayers(net);
   // setGpuFusions (testing aid): the GPU-only fusions also run in CPU builds, where the fused
   // layers run on the reference kernels, so whole models check them against ONNX Runtime without
@@ -141,11 +158,8 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"blocked layouts between conv/pool layers (CPU)", cfg.device() == DeviceType::kCPU ? assignCpuLayouts : +[](Network&) { return false; }},
   };
   // setSkippedPasses (debugging aid): passes whose name contains one of the words are skipped.
-  const std::vector<std::string>& skip = cfg.skippedPasses();
   for (const Pass& p : passes) {
-    bool skipped = false;
-    for (const std::string& w : skip) skipped = skipped || std::string(p.name).find(w) != std::string::npos;
-    if (skipped) {
+    if (skipped(p.name)) {
       log.log(Sev::kINFO, std::string("pass skipped (--skipPasses): ") + p.name);
       continue;
     }
