@@ -151,6 +151,7 @@ def run(name, make, variant, tmp, steps):
     info = json.loads(engine.layer_information)
     ops = [l.get("op", "") for l in info["layers"]]
     lowered = sum(op in ("QLinearConv", "QLinearMatMul") for op in ops)
+    tactics = sorted({l.get("tactic", "") for l in info["layers"] if l.get("op") in ("QLinearConv", "QLinearMatMul")})
     check(lowered > 0, f"{name}/{variant}: no layer lowered to QLinearConv/QLinearMatMul: {sorted(set(ops))}")
     got = engine.create_execution_context().infer(feeds)
     scales = output_scales(dst)
@@ -162,7 +163,7 @@ def run(name, make, variant, tmp, steps):
         err, err_spec, ort_own = steps_between(got[out], ref, out), steps_between(got[out], ref_spec, out), steps_between(ref, ref_spec, out)
         print(f"  {name:12s} {variant:17s} {out}: {lowered:2d} integer layers; vs spec max {err_spec.max():.2f} steps "
               f"({100 * np.mean(err_spec > 0.5):.2f}% differ), vs ort max {err.max():.2f} ({100 * np.mean(err > 0.5):.2f}% differ; "
-              f"ort vs spec {ort_own.max():.2f})")
+              f"ort vs spec {ort_own.max():.2f}); tactics {','.join(tactics)}")
         check(err_spec.max() <= steps + 1e-3, f"{name}/{variant}/{out}: {err_spec.max():.2f} steps from ONNX Runtime without "
               f"graph optimizations (allowed {steps})")
         check(err.max() <= steps + ort_own.max() + 1e-3, f"{name}/{variant}/{out}: {err.max():.2f} steps from ONNX Runtime")
