@@ -220,6 +220,39 @@ void rejectDataDependentShapes(const EngineGraph& g, const ResolvedShapes& r) {
   }
 }
 
+bool isQdq(const Layer& l) { return l.op == "QuantizeLinear" || l.op == "DequantizeLinear"; }
+
+// INT8 / FP8 come only from the network's own Q/DQ layers (explicit quantization, lower_qdq.cpp):
+// kiln has no calibration yet, so the flags alone change nothing, and saying so is the point.
+void warnQuantizationFlags(const Network& net, const BuilderConfig& cfg, ILogger& log) {
+  bool qdq = false;
+  for (const auto& l : net.layers()) qdq = qdq || isQdq(*l);
+  for (auto [flag, name] : {std::pair{BuilderFlag::kINT8, "INT8 (kINT8, --int8)"}, std::pair{BuilderFlag::kFP8, "FP8 (kFP8, --fp8)"}}) {
+    if (!cfg.getFlag(flag)) continue;
+    if (!qdq)
+      log.log(Sev::kWARNING, std::string(name) + " has no effect: the network has no QuantizeLinear/DequantizeLinear layers and "
+                             "kiln has no calibration yet (implicit quantization); layers compute in float types");
+    else if (flag == BuilderFlag::kINT8)
+      log.log(Sev::kINFO, "INT8 layers come from the network's QuantizeLinear/DequantizeLinear layers (explicit quantization); "
+                          "the flag itself changes nothing");
+    else
+      log.log(Sev::kWARNING, std::string(name) + " has no effect: kiln lowers only int8/uint8 Q/DQ patterns yet");
+  }
+}
+
+//! After the passes: Q/DQ layers that still compute as float arithmetic, when no integer layer was
+//! made (the backend has no integer kernel for them, e.g. the GPU today), are worth a warning.
+void warnFloatQdq(const Network& net, ILogger& log) {
+  int qdq = 0, integer = 0;
+  for (const auto& l : net.layers()) {
+    qdq += isQdq(*l);
+    integer += l->op == "QLinearConv" || l->op == "QLinearMatMul";
+  }
+  if (qdq > 0 && integer == 0)
+    log.log(Sev::kWARNING, std::to_string(qdq) + " QuantizeLinear/DequantizeLinear layers run as float arithmetic: this backend "
+                           "has no integer kernel for the quantized layers around them (the results follow ONNX, the speed does not)");
+}
+
 EngineGraph lowerToGraph(const Network& net, const std::vector<std::map<std::string, ProfileRange>>& profiles) {
   EngineGraph g;
   std::map<const Tensor*, int> index;
@@ -270,10 +303,11 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
     if (!o->producer && !o->isConstant() && !o->isInput) throw Error("network output '" + o->name + "' is not produced by any layer");
   if (cfg.device() == DeviceType::kGPU && !gpuAvailable()) throw Error("no GPU backend is available in this build (use the CPU)");
   if (cfg.device() == DeviceType::kCPU) {
-    for (BuilderFlag f : {BuilderFlag::kFP16, BuilderFlag::kBF16, BuilderFlag::kINT8, BuilderFlag::kFP8})
+    for (BuilderFlag f : {BuilderFlag::kFP16, BuilderFlag::kBF16})
       if (cfg.getFlag(f))
         logger_.log(Sev::kWARNING, "the CPU backend computes in float32; the reduced-precision flag is ignored");
   }
+  warnQuantizationFlags(net, cfg, logger_);
   auto profiles = collectProfiles(net, cfg);
   net.topoSort();
   propagateShapes(net, nullptr, true);
@@ -286,6 +320,7 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
   };
   auto tPasses = std::chrono::steady_clock::now();
   runPasses(net, cfg, logger_, *backend);
+  warnFloatQdq(net, logger_);
   const double passSecs = since(tPasses);
   for (Tensor* o : net.outputs())
     if (!o->dimsKnown) throw Error("output '" + o->name + "' has no shape");
