@@ -76,17 +76,6 @@ void inferCommon(const LayerDesc& l, int64_t channels, int64_t rows) {
   fusedActivation(*l.attrs);  // throws on a malformed one
 }
 
-//! A desc with only X and W (Conv's slots 0 and 1), for the conv geometry helpers.
-LayerDesc convView(const LayerDesc& l) {
-  LayerDesc c;
-  c.name = l.name;
-  c.op = "Conv";
-  c.attrs = l.attrs;
-  c.inputs = {l.inputs[kQX], l.inputs[kQW]};
-  c.inputPresent = {true, true};
-  return c;
-}
-
 // ---- QLinearConv ----------------------------------------------------------------------------------
 
 void inferQLinearConv(LayerDesc& l) {
@@ -105,7 +94,7 @@ void inferQLinearConv(LayerDesc& l) {
   bool known = true;
   for (size_t i = 2; i < w.size(); ++i) known = known && w[i] >= 0;
   if (known) {
-    Window win = convWindow(convView(l), x, std::vector<int64_t>(w.begin() + 2, w.end()));
+    Window win = convWindow(qlinearConvView(l), x, std::vector<int64_t>(w.begin() + 2, w.end()));
     for (int64_t o : win.out) out.push_back(o);
   } else {
     for (size_t i = 2; i < x.size(); ++i) out.push_back(-1);
@@ -122,7 +111,7 @@ void writeOut(const TensorView& y, int64_t i, float v) {
 }
 
 void refQLinearConv(const LayerDesc& l, const KernelIO& io) {
-  const ConvProblem p = resolveConv(convView(l));
+  const ConvProblem p = resolveConv(qlinearConvView(l));
   const Window3& w = p.win;
   const QLinearParams q = readQLinearParams(l, io.in, p.outChannels, 1);
   const TensorView &x = io.in[kQX], &wt = io.in[kQW], &y = io.out[0];
@@ -249,6 +238,16 @@ QLinearParams readQLinearParams(const LayerDesc& l, const std::vector<TensorView
   }
   q.act = fusedActivation(*l.attrs);
   return q;
+}
+
+LayerDesc qlinearConvView(const LayerDesc& l) {
+  LayerDesc c;
+  c.name = l.name;
+  c.op = "Conv";
+  c.attrs = l.attrs;
+  c.inputs = {l.inputs[kQX], l.inputs[kQW]};
+  c.inputPresent = {true, true};
+  return c;
 }
 
 std::vector<TensorView> constantInputViews(const LayerDesc& l) {

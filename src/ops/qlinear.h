@@ -65,6 +65,8 @@ QLinearParams readQLinearParams(const LayerDesc& l, const std::vector<TensorView
 //! Views of the layer's constant input values (empty views where a value is unknown or absent),
 //! for tactics that read the scalars at create time.
 std::vector<TensorView> constantInputViews(const LayerDesc& l);
+//! QLinearConv as a Conv desc with only X and W (slots 0 and 1), for the conv geometry helpers.
+LayerDesc qlinearConvView(const LayerDesc& l);
 //! Whether every scalar input (scales, zero points, bias) is a known constant.
 bool qlinearScalarsConstant(const LayerDesc& l);
 

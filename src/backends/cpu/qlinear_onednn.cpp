@@ -170,16 +170,6 @@ memory::desc biasDesc(const QLinearParams& q, int64_t channels) {
 
 // ---- QLinearConv ----------------------------------------------------------------------------------
 
-LayerDesc convView(const LayerDesc& l) {  // X and W in Conv's slots, for the geometry helpers
-  LayerDesc c;
-  c.name = l.name;
-  c.op = "Conv";
-  c.attrs = l.attrs;
-  c.inputs = {l.inputs[kQX], l.inputs[kQW]};
-  c.inputPresent = {true, true};
-  return c;
-}
-
 class QConvKernel : public Kernel {
  public:
   explicit QConvKernel(const LayerDesc& l)
@@ -187,7 +177,7 @@ class QConvKernel : public Kernel {
         xType_(l.inputs[kQX].type), yType_(l.outputs[0].type) {}
 
   size_t reshape(const LayerDesc& c, std::unique_ptr<KernelState>& state) const override {
-    const ConvProblem p = resolveConv(convView(c));
+    const ConvProblem p = resolveConv(qlinearConvView(c));
     if (c.inputs[kQX].dims.size() != 4) throw UnsupportedError("q_linear_conv_int_onednn: 2-D convolutions only");
     const Window3& w = p.win;
     memory::dims src{p.batch, p.inChannels, w.in[1], w.in[2]}, dst{p.batch, p.outChannels, w.out[1], w.out[2]};
