@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "builder/passes/lower_qdq.h"
 #include "builder/passes/passes.h"
 #include "builder/tactic_filter.h"
 #include "builder/tactic_timing.h"
@@ -166,6 +167,22 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
     return fused(r);
   };
   auto repropagate = [&] { propagateShapes(net, nullptr, true); };
+  const std::vector<std::string>& skip = cfg.skippedPasses();
+  auto skipped = [&skip](const char* name) {
+    for (const std::string& w : skip)
+      if (std::string(name).find(w) != std::string::npos) return true;
+    return false;
+  };
+  // Explicit quantization first: it reads the int8 weights behind DequantizeLinear layers whose
+  // outputs were folded to float constants, before removeFoldedLayers drops them.
+  const char* kLowerQdq = "lower Q/DQ to integer layers";
+  if (skipped(kLowerQdq)) {
+    log.log(Sev::kINFO, std::string("pass skipped (--skipPasses): ") + kLowerQdq);
+  } else if (lowerQdq(net, [&backend](const LayerDesc& d) { return !backend.tactics(d).empty(); })) {
+    log.log(Sev::kVERBOSE, std::string("pass: ") + kLowerQdq);
+    net.topoSort();
+    repropagate();
+  }
   removeFoldedLayers(net);
   // setGpuFusions (testing aid): the GPU-only fusions also run in CPU builds, where the fused
   // layers run on the reference kernels, so whole models check them against ONNX Runtime without
@@ -191,11 +208,8 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"blocked layouts between conv/pool layers (CPU)", cfg.device() == DeviceType::kCPU ? assignCpuLayouts : +[](Network&) { return false; }},
   };
   // setSkippedPasses (debugging aid): passes whose name contains one of the words are skipped.
-  const std::vector<std::string>& skip = cfg.skippedPasses();
   for (const Pass& p : passes) {
-    bool skipped = false;
-    for (const std::string& w : skip) skipped = skipped || std::string(p.name).find(w) != std::string::npos;
-    if (skipped) {
+    if (skipped(p.name)) {
       log.log(Sev::kINFO, std::string("pass skipped (--skipPasses): ") + p.name);
       continue;
     }
@@ -256,6 +270,39 @@ void rejectDataDependentShapes(const EngineGraph& g, const ResolvedShapes& r) {
   }
 }
 
+bool isQdq(const Layer& l) { return l.op == "QuantizeLinear" || l.op == "DequantizeLinear"; }
+
+// INT8 / FP8 come only from the network's own Q/DQ layers (explicit quantization, lower_qdq.cpp):
+// kiln has no calibration yet, so the flags alone change nothing, and saying so is the point.
+void warnQuantizationFlags(const Network& net, const BuilderConfig& cfg, ILogger& log) {
+  bool qdq = false;
+  for (const auto& l : net.layers()) qdq = qdq || isQdq(*l);
+  for (auto [flag, name] : {std::pair{BuilderFlag::kINT8, "INT8 (kINT8, --int8)"}, std::pair{BuilderFlag::kFP8, "FP8 (kFP8, --fp8)"}}) {
+    if (!cfg.getFlag(flag)) continue;
+    if (!qdq)
+      log.log(Sev::kWARNING, std::string(name) + " has no effect: the network has no QuantizeLinear/DequantizeLinear layers and "
+                             "kiln has no calibration yet (implicit quantization); layers compute in float types");
+    else if (flag == BuilderFlag::kINT8)
+      log.log(Sev::kINFO, "INT8 layers come from the network's QuantizeLinear/DequantizeLinear layers (explicit quantization); "
+                          "the flag itself changes nothing");
+    else
+      log.log(Sev::kWARNING, std::string(name) + " has no effect: kiln lowers only int8/uint8 Q/DQ patterns yet");
+  }
+}
+
+//! After the passes: Q/DQ layers that still compute as float arithmetic, when no integer layer was
+//! made (the backend has no integer kernel for them, e.g. the GPU today), are worth a warning.
+void warnFloatQdq(const Network& net, ILogger& log) {
+  int qdq = 0, integer = 0;
+  for (const auto& l : net.layers()) {
+    qdq += isQdq(*l);
+    integer += l->op == "QLinearConv" || l->op == "QLinearMatMul";
+  }
+  if (qdq > 0 && integer == 0)
+    log.log(Sev::kWARNING, std::to_string(qdq) + " QuantizeLinear/DequantizeLinear layers run as float arithmetic: this backend "
+                           "has no integer kernel for the quantized layers around them (the results follow ONNX, the speed does not)");
+}
+
 EngineGraph lowerToGraph(const Network& net, const std::vector<std::map<std::string, ProfileRange>>& profiles) {
   EngineGraph g;
   std::map<const Tensor*, int> index;
@@ -306,10 +353,11 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
     if (!o->producer && !o->isConstant() && !o->isInput) throw Error("network output '" + o->name + "' is not produced by any layer");
   if (cfg.device() == DeviceType::kGPU && !gpuAvailable()) throw Error("no GPU backend is available in this build (use the CPU)");
   if (cfg.device() == DeviceType::kCPU) {
-    for (BuilderFlag f : {BuilderFlag::kFP16, BuilderFlag::kBF16, BuilderFlag::kINT8, BuilderFlag::kFP8})
+    for (BuilderFlag f : {BuilderFlag::kFP16, BuilderFlag::kBF16})
       if (cfg.getFlag(f))
         logger_.log(Sev::kWARNING, "the CPU backend computes in float32; the reduced-precision flag is ignored");
   }
+  warnQuantizationFlags(net, cfg, logger_);
   auto profiles = collectProfiles(net, cfg);
   net.topoSort();
   propagateShapes(net, nullptr, true);
@@ -322,6 +370,7 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
   };
   auto tPasses = std::chrono::steady_clock::now();
   runPasses(net, cfg, logger_, *backend, sampleInputShapes(net, profiles));
+  warnFloatQdq(net, logger_);
   const double passSecs = since(tPasses);
   for (Tensor* o : net.outputs())
     if (!o->dimsKnown) throw Error("output '" + o->name + "' has no shape");

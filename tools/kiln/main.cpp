@@ -132,7 +132,8 @@ BuilderConfig makeBuilderConfig(const Options& o, DeviceType device, ILogger& lo
   };
   precision(o.fp16, BuilderFlag::kFP16, "FP16 (--fp16)");
   precision(o.bf16, BuilderFlag::kBF16, "BF16 (--bf16)");
-  precision(o.int8, BuilderFlag::kINT8, "INT8 (--int8)");
+  // INT8 on either device: the builder says whether it has an effect (Q/DQ models) or not.
+  if (o.int8) cfg.setFlag(BuilderFlag::kINT8, true);
   if (o.noTF32) cfg.setFlag(BuilderFlag::kTF32, false);
   if (o.precisionConstraints != "none") cfg.setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS, true);
   if (o.stronglyTyped) cfg.setFlag(BuilderFlag::kSTRONGLY_TYPED, true);
