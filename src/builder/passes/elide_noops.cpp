@@ -24,8 +24,11 @@ bool constantAll(const Layer* l, size_t k, int64_t v) {
 bool movesNothing(const Layer* l) {
   const Tensor* in = l->inputs[0];
   const Tensor* out = l->outputs[0];
+  if (l->op == "Identity") return true;
+  if (l->op == "Cast") return in->dimsKnown && out->dimsKnown && in->type == out->type;
+  // Data movement: the same static dims (dynamic dims may differ at run time).
   if (!in->dimsKnown || !out->dimsKnown || !isStatic(in->dims) || in->dims != out->dims || in->type != out->type) return false;
-  if (l->op == "Identity" || l->op == "Cast" || l->op == "Expand" || l->op == "Tile") return true;
+  if (l->op == "Expand" || l->op == "Tile") return true;
   if (l->op == "Pad") {
     for (int64_t p : l->attrs.getInts("pads"))  // before opset 11
       if (p != 0) return false;
