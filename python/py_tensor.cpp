@@ -1,0 +1,262 @@
+// Importing Python arrays (py_tensor.h).
+#include "py_tensor.h"
+
+#include <cstring>
+
+#include "dlpack_abi.h"
+
+namespace kiln::python {
+
+namespace {
+
+std::string typeName(py::handle obj) { return py::str(py::type::of(obj).attr("__name__")); }
+
+DataType fromNumpyDtype(const py::dtype& d, const std::string& what) {
+  const char kind = d.kind();
+  const size_t size = d.itemsize();
+  if (d.byteorder() == '>') throw Error(what + " is big-endian (" + std::string(py::str(d)) + "); kiln takes native byte order");
+  switch (kind) {
+    case 'f':
+      if (size == 2) return DataType::kHALF;
+      if (size == 4) return DataType::kFLOAT;
+      if (size == 8) return DataType::kDOUBLE;
+      break;
+    case 'i':
+      if (size == 1) return DataType::kINT8;
+      if (size == 2) return DataType::kINT16;
+      if (size == 4) return DataType::kINT32;
+      if (size == 8) return DataType::kINT64;
+      break;
+    case 'u':
+      if (size == 1) return DataType::kUINT8;
+      if (size == 2) return DataType::kUINT16;
+      if (size == 4) return DataType::kUINT32;
+      if (size == 8) return DataType::kUINT64;
+      break;
+    case 'b': return DataType::kBOOL;
+    case 'V':  // ml_dtypes' bfloat16 is a NumPy "void" type named bfloat16
+      if (size == 2 && std::string(py::str(d.attr("name"))) == "bfloat16") return DataType::kBF16;
+      break;
+  }
+  throw Error(what + " has dtype " + std::string(py::str(d)) + ", which kiln has no type for");
+}
+
+DataType fromDlpackType(const dlpack::DataType& t, const std::string& what) {
+  if (t.lanes == 1) {
+    switch (t.code) {
+      case dlpack::kFloat:
+        if (t.bits == 16) return DataType::kHALF;
+        if (t.bits == 32) return DataType::kFLOAT;
+        if (t.bits == 64) return DataType::kDOUBLE;
+        break;
+      case dlpack::kBfloat:
+        if (t.bits == 16) return DataType::kBF16;
+        break;
+      case dlpack::kInt:
+        if (t.bits == 8) return DataType::kINT8;
+        if (t.bits == 16) return DataType::kINT16;
+        if (t.bits == 32) return DataType::kINT32;
+        if (t.bits == 64) return DataType::kINT64;
+        break;
+      case dlpack::kUInt:
+        if (t.bits == 8) return DataType::kUINT8;
+        if (t.bits == 16) return DataType::kUINT16;
+        if (t.bits == 32) return DataType::kUINT32;
+        if (t.bits == 64) return DataType::kUINT64;
+        break;
+      case dlpack::kBool:
+        if (t.bits == 8) return DataType::kBOOL;
+        break;
+    }
+  }
+  throw Error(what + " has DLPack type (code " + std::to_string(t.code) + ", " + std::to_string(t.bits) + " bits, " +
+              std::to_string(t.lanes) + " lanes), which kiln has no type for");
+}
+
+TensorArg fromNumpy(py::array a, const std::string& what) {
+  TensorArg t;
+  t.type = fromNumpyDtype(a.dtype(), what);
+  // A strided view is read as its values: NumPy makes the C-ordered copy.
+  if (!(a.flags() & py::array::c_style)) a = py::array::ensure(a, py::array::c_style);
+  for (py::ssize_t k = 0; k < a.ndim(); ++k) t.shape.push_back(a.shape(k));
+  t.readOnly = !a.writeable();
+  t.data = const_cast<void*>(a.data());
+  t.owner = std::move(a);
+  return t;
+}
+
+// Calls obj.__dlpack__, asking for the versioned capsule (DLPack 1.x: read-only flag) and, for a
+// CUDA consumer, for the producer's pending work to be made visible to `stream`. Producers that
+// predate max_version raise TypeError for it; host-only producers may refuse a stream.
+py::object callDlpack(py::handle obj, int64_t stream, bool* streamHonoured) {
+  py::object fn = obj.attr("__dlpack__");
+  bool versioned = true;
+  bool withStream = stream != kNoCudaConsumer;
+  for (;;) {
+    py::dict kw;
+    if (versioned) kw["max_version"] = py::make_tuple(1, 0);
+    if (withStream) kw["stream"] = stream;
+    try {
+      py::object capsule = fn(**kw);
+      *streamHonoured = withStream;
+      return capsule;
+    } catch (py::error_already_set& e) {
+      if (versioned && e.matches(PyExc_TypeError)) {
+        versioned = false;
+        continue;
+      }
+      if (withStream) {  // a host tensor's producer may refuse any stream: the caller checks where it is
+        withStream = false;
+        continue;
+      }
+      throw;
+    }
+  }
+}
+
+TensorArg fromDlpack(py::handle obj, const std::string& what, int64_t consumerStream) {
+  bool streamHonoured = false;
+  py::object capsule = callDlpack(obj, consumerStream, &streamHonoured);
+  TensorArg t;
+  const dlpack::Tensor* dl = nullptr;
+  if (PyCapsule_IsValid(capsule.ptr(), "dltensor_versioned")) {
+    auto* m = static_cast<dlpack::ManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor_versioned"));
+    if (m->major != 1) throw Error(what + ": DLPack version " + std::to_string(m->major) + " is not supported (1.x is)");
+    t.readOnly = (m->flags & dlpack::kReadOnly) != 0;
+    dl = &m->tensor;
+  } else if (PyCapsule_IsValid(capsule.ptr(), "dltensor")) {
+    dl = &static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"))->tensor;
+  } else {
+    throw Error(what + ": " + typeName(obj) + ".__dlpack__() returned no DLPack capsule");
+  }
+  switch (dl->device.kind) {
+    case dlpack::kCPU:
+    case dlpack::kCUDAHost: t.memory = Memory::kHost; break;
+    case dlpack::kCUDA:
+    case dlpack::kCUDAManaged:
+      t.memory = Memory::kCuda;
+      t.deviceId = dl->device.id;
+      if (consumerStream != kNoCudaConsumer && !streamHonoured)
+        throw Error(what + ": " + typeName(obj) + ".__dlpack__ did not accept the consumer's CUDA stream");
+      break;
+    default:
+      throw Error(what + " is in DLPack device memory of kind " + std::to_string(dl->device.kind) +
+                  ", which kiln cannot use (host and CUDA memory are)");
+  }
+  t.type = fromDlpackType(dl->dtype, what);
+  t.shape.assign(dl->shape, dl->shape + dl->ndim);
+  if (dl->strides) t.strides.assign(dl->strides, dl->strides + dl->ndim);
+  t.data = static_cast<char*>(dl->data) + dl->byte_offset;
+  t.owner = std::move(capsule);  // not renamed "used_dltensor": its destructor releases the producer's view
+  return t;
+}
+
+DataType fromTypestr(const std::string& s, const std::string& what) {
+  // e.g. "<f4", "|u1", "|b1"; one-byte types have no byte order
+  if (s.size() >= 3 && (s[0] == '<' || s[0] == '|' || (s[0] == '=' ))) {
+    py::dtype d(s);
+    return fromNumpyDtype(d, what);
+  }
+  throw Error(what + " has __cuda_array_interface__ typestr '" + s + "', which kiln has no type for");
+}
+
+TensorArg fromCudaArrayInterface(py::handle obj, const std::string& what) {
+  py::dict cai = obj.attr("__cuda_array_interface__");
+  TensorArg t;
+  t.memory = Memory::kCuda;
+  t.type = fromTypestr(py::str(cai["typestr"]), what);
+  for (py::handle d : py::tuple(cai["shape"])) t.shape.push_back(d.cast<int64_t>());
+  py::tuple data = cai["data"];
+  t.data = reinterpret_cast<void*>(data[0].cast<uintptr_t>());
+  t.readOnly = data[1].cast<bool>();
+  if (cai.contains("mask") && !cai["mask"].is_none()) throw Error(what + " has a mask (__cuda_array_interface__), which kiln cannot use");
+  if (cai.contains("strides") && !cai["strides"].is_none()) {
+    const int64_t size = static_cast<int64_t>(elementSize(t.type));
+    for (py::handle s : py::tuple(cai["strides"])) {
+      const int64_t bytes = s.cast<int64_t>();
+      if (bytes % size) throw Error(what + " has strides that are not a multiple of its element size");
+      t.strides.push_back(bytes / size);
+    }
+  }
+  if (cai.contains("stream") && !cai["stream"].is_none()) t.producerStream = cai["stream"].cast<uintptr_t>();
+  t.owner = py::reinterpret_borrow<py::object>(obj);
+  return t;
+}
+
+void gather(const char* src, char* dst, const Dims& shape, const std::vector<int64_t>& strides, size_t elem, size_t dim,
+            size_t& written) {
+  if (dim == shape.size()) {
+    std::memcpy(dst + written, src, elem);
+    written += elem;
+    return;
+  }
+  for (int64_t i = 0; i < shape[dim]; ++i)
+    gather(src + i * strides[dim] * static_cast<int64_t>(elem), dst, shape, strides, elem, dim + 1, written);
+}
+
+}  // namespace
+
+bool TensorArg::contiguous() const {
+  if (strides.empty()) return true;
+  int64_t expected = 1;
+  for (size_t k = shape.size(); k-- > 0;) {
+    if (shape[k] != 1 && strides[k] != expected) return false;
+    expected *= shape[k];
+  }
+  return true;
+}
+
+std::string TensorArg::describe() const {
+  std::string where = memory == Memory::kHost ? "host memory" : deviceId >= 0 ? "cuda:" + std::to_string(deviceId) : "CUDA memory";
+  return std::string(toString(type)) + " " + toString(shape) + " in " + where;
+}
+
+TensorArg importTensor(py::handle obj, const std::string& what, int64_t consumerStream) {
+  if (py::isinstance<py::array>(obj)) return fromNumpy(py::reinterpret_borrow<py::array>(obj), what);
+  if (py::hasattr(obj, "__dlpack__")) return fromDlpack(obj, what, consumerStream);
+  if (py::hasattr(obj, "__cuda_array_interface__")) return fromCudaArrayInterface(obj, what);
+  // Anything else NumPy reads without a copy (the buffer protocol, __array_interface__).
+  if (py::hasattr(obj, "__array_interface__") || PyObject_CheckBuffer(obj.ptr()))
+    return fromNumpy(py::array::ensure(obj), what);
+  throw Error(what + " is a " + typeName(obj) +
+              ", not an array: pass a NumPy array or an object with __dlpack__ or __cuda_array_interface__ "
+              "(torch, CuPy, JAX tensors)");
+}
+
+TensorArg contiguousHostCopy(const TensorArg& t) {
+  TensorArg c = t;
+  c.strides.clear();
+  c.readOnly = false;
+  py::array_t<uint8_t> buffer(static_cast<py::ssize_t>(t.bytes()));
+  c.data = buffer.mutable_data();
+  size_t written = 0;
+  if (t.bytes()) gather(static_cast<const char*>(t.data), static_cast<char*>(c.data), t.shape, t.strides, elementSize(t.type), 0, written);
+  c.owner = std::move(buffer);
+  return c;
+}
+
+py::dtype numpyDtype(DataType t) {
+  switch (t) {
+    case DataType::kBF16:
+      try {
+        return py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16"));
+      } catch (const py::error_already_set&) {
+        throw Error("bfloat16 tensors need the ml_dtypes package (pip install ml_dtypes)");
+      }
+    case DataType::kFLOAT: return py::dtype("float32");
+    case DataType::kHALF: return py::dtype("float16");
+    case DataType::kDOUBLE: return py::dtype("float64");
+    case DataType::kINT8: return py::dtype("int8");
+    case DataType::kUINT8: return py::dtype("uint8");
+    case DataType::kINT16: return py::dtype("int16");
+    case DataType::kUINT16: return py::dtype("uint16");
+    case DataType::kINT32: return py::dtype("int32");
+    case DataType::kUINT32: return py::dtype("uint32");
+    case DataType::kINT64: return py::dtype("int64");
+    case DataType::kUINT64: return py::dtype("uint64");
+    case DataType::kBOOL: return py::dtype("bool");
+    default: throw Error(std::string("tensors of type ") + toString(t) + " cannot be exchanged with NumPy");
+  }
+}
+
+}  // namespace kiln::python
