@@ -76,10 +76,16 @@ DataType fromDlpackType(const dlpack::DataType& t, const std::string& what) {
 TensorArg fromNumpy(py::array a, const std::string& what) {
   TensorArg t;
   t.type = fromNumpyDtype(a.dtype(), what);
-  // A strided view is read as its values: NumPy makes the C-ordered copy.
-  if (!(a.flags() & py::array::c_style)) a = py::array::ensure(a, py::array::c_style);
+  const auto size = static_cast<py::ssize_t>(elementSize(t.type));
+  bool elementStrides = true;
+  for (py::ssize_t k = 0; k < a.ndim(); ++k) elementStrides &= a.strides(k) % size == 0;
+  // Byte strides that are no multiple of the element size: NumPy makes a C-ordered copy, marked
+  // read-only below so that an output is never written into a copy the caller does not see.
+  if (!elementStrides) a = py::array::ensure(a, py::array::c_style);
   for (py::ssize_t k = 0; k < a.ndim(); ++k) t.shape.push_back(a.shape(k));
-  t.readOnly = !a.writeable();
+  if (!(a.flags() & py::array::c_style))
+    for (py::ssize_t k = 0; k < a.ndim(); ++k) t.strides.push_back(a.strides(k) / size);
+  t.readOnly = !a.writeable() || !elementStrides;
   t.data = const_cast<void*>(a.data());
   t.owner = std::move(a);
   return t;
