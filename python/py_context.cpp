@@ -12,7 +12,7 @@ namespace {
 
 void* toHandle(uintptr_t v) { return reinterpret_cast<void*>(v); }
 
-//! A tensor of `container`: by name from a dict, by position from a sequence; None when absent.
+//! A tensor of `container`: by name from a dict, by position from a list/tuple; None when absent.
 py::object lookup(py::handle container, const std::vector<std::string>& names, size_t i) {
   if (py::isinstance<py::dict>(container)) {
     py::dict d = py::reinterpret_borrow<py::dict>(container);
@@ -22,7 +22,7 @@ py::object lookup(py::handle container, const std::vector<std::string>& names, s
   return i < s.size() ? py::object(s[i]) : py::object(py::none());
 }
 
-//! A dict may only name the engine's tensors of that kind; a sequence must not be longer.
+//! A dict may only name the engine's tensors of that kind; a list or tuple must not be longer.
 void checkNames(py::handle container, const std::vector<std::string>& names, const char* kind) {
   if (py::isinstance<py::dict>(container)) {
     for (auto item : py::reinterpret_borrow<py::dict>(container)) {
@@ -30,12 +30,12 @@ void checkNames(py::handle container, const std::vector<std::string>& names, con
       if (std::find(names.begin(), names.end(), n) == names.end())
         throw Error("'" + n + "' is not an " + kind + " of the engine");
     }
-  } else if (py::isinstance<py::sequence>(container) && !py::isinstance<py::str>(container)) {
+  } else if (py::isinstance<py::list>(container) || py::isinstance<py::tuple>(container)) {
     const size_t n = py::len(container);
     if (n > names.size())
       throw Error(std::to_string(n) + " " + kind + "s given but the engine has " + std::to_string(names.size()));
   } else {
-    throw Error(std::string(kind) + "s must be a dict {name: tensor} or a sequence in the engine's order, not " +
+    throw Error(std::string(kind) + "s must be a dict {name: tensor} or a list/tuple in the engine's order, not " +
                 std::string(py::str(py::type::of(container).attr("__name__"))));
   }
 }
