@@ -222,6 +222,7 @@ class CompiledModule:
         self.plan_path = plan_path  # the cached plan (None with cache=False)
         self._n_inputs = n_inputs
         self._spec = spec
+        self._leaf = spec.num_leaves == 1 and pytree.tree_unflatten([0], spec) == 0  # the module returns one tensor
         self._local = threading.local()
         self._inputs, self._outputs = [], []
         for t in engine.io_tensors:
@@ -276,4 +277,4 @@ class CompiledModule:
             ctx.set_tensor_address(name, o.data_ptr())
             outputs.append(o)
         ctx.execute_async(self._stream())
-        return pytree.tree_unflatten(outputs, self._spec)
+        return outputs[0] if self._leaf else pytree.tree_unflatten(outputs, self._spec)
