@@ -2,6 +2,8 @@
 #include "py_tensor.h"
 
 #include <cstring>
+#include <map>
+#include <optional>
 
 #include "dlpack_abi.h"
 
@@ -11,64 +13,33 @@ namespace {
 
 std::string typeName(py::handle obj) { return py::str(py::type::of(obj).attr("__name__")); }
 
+//! The kiln type of an element kind ('f' float, 'B' bfloat16, 'i' signed, 'u' unsigned integer,
+//! 'b' bool) and size in bytes, as NumPy and DLPack describe types; nullopt when kiln has none.
+std::optional<DataType> typeOf(char kind, size_t bytes) {
+  static const std::map<std::pair<char, size_t>, DataType> types = {
+      {{'f', 2}, DataType::kHALF},  {{'f', 4}, DataType::kFLOAT},  {{'f', 8}, DataType::kDOUBLE},
+      {{'B', 2}, DataType::kBF16},  {{'b', 1}, DataType::kBOOL},   {{'i', 1}, DataType::kINT8},
+      {{'i', 2}, DataType::kINT16}, {{'i', 4}, DataType::kINT32},  {{'i', 8}, DataType::kINT64},
+      {{'u', 1}, DataType::kUINT8}, {{'u', 2}, DataType::kUINT16}, {{'u', 4}, DataType::kUINT32},
+      {{'u', 8}, DataType::kUINT64}};
+  auto it = types.find({kind, bytes});
+  return it == types.end() ? std::nullopt : std::optional<DataType>(it->second);
+}
+
 DataType fromNumpyDtype(const py::dtype& d, const std::string& what) {
-  const char kind = d.kind();
-  const size_t size = d.itemsize();
   if (d.byteorder() == '>') throw Error(what + " is big-endian (" + std::string(py::str(d)) + "); kiln takes native byte order");
-  switch (kind) {
-    case 'f':
-      if (size == 2) return DataType::kHALF;
-      if (size == 4) return DataType::kFLOAT;
-      if (size == 8) return DataType::kDOUBLE;
-      break;
-    case 'i':
-      if (size == 1) return DataType::kINT8;
-      if (size == 2) return DataType::kINT16;
-      if (size == 4) return DataType::kINT32;
-      if (size == 8) return DataType::kINT64;
-      break;
-    case 'u':
-      if (size == 1) return DataType::kUINT8;
-      if (size == 2) return DataType::kUINT16;
-      if (size == 4) return DataType::kUINT32;
-      if (size == 8) return DataType::kUINT64;
-      break;
-    case 'b': return DataType::kBOOL;
-    case 'V':  // ml_dtypes' bfloat16 is a NumPy "void" type named bfloat16
-      if (size == 2 && std::string(py::str(d.attr("name"))) == "bfloat16") return DataType::kBF16;
-      break;
-  }
+  char kind = d.kind();
+  if (kind == 'V' && std::string(py::str(d.attr("name"))) == "bfloat16") kind = 'B';  // ml_dtypes' bfloat16
+  if (auto t = typeOf(kind, d.itemsize())) return *t;
   throw Error(what + " has dtype " + std::string(py::str(d)) + ", which kiln has no type for");
 }
 
 DataType fromDlpackType(const dlpack::DataType& t, const std::string& what) {
-  if (t.lanes == 1) {
-    switch (t.code) {
-      case dlpack::kFloat:
-        if (t.bits == 16) return DataType::kHALF;
-        if (t.bits == 32) return DataType::kFLOAT;
-        if (t.bits == 64) return DataType::kDOUBLE;
-        break;
-      case dlpack::kBfloat:
-        if (t.bits == 16) return DataType::kBF16;
-        break;
-      case dlpack::kInt:
-        if (t.bits == 8) return DataType::kINT8;
-        if (t.bits == 16) return DataType::kINT16;
-        if (t.bits == 32) return DataType::kINT32;
-        if (t.bits == 64) return DataType::kINT64;
-        break;
-      case dlpack::kUInt:
-        if (t.bits == 8) return DataType::kUINT8;
-        if (t.bits == 16) return DataType::kUINT16;
-        if (t.bits == 32) return DataType::kUINT32;
-        if (t.bits == 64) return DataType::kUINT64;
-        break;
-      case dlpack::kBool:
-        if (t.bits == 8) return DataType::kBOOL;
-        break;
-    }
-  }
+  static const std::map<uint8_t, char> kinds = {
+      {dlpack::kFloat, 'f'}, {dlpack::kBfloat, 'B'}, {dlpack::kInt, 'i'}, {dlpack::kUInt, 'u'}, {dlpack::kBool, 'b'}};
+  auto kind = kinds.find(t.code);
+  if (t.lanes == 1 && t.bits % 8 == 0 && kind != kinds.end())
+    if (auto type = typeOf(kind->second, t.bits / 8)) return *type;
   throw Error(what + " has DLPack type (code " + std::to_string(t.code) + ", " + std::to_string(t.bits) + " bits, " +
               std::to_string(t.lanes) + " lanes), which kiln has no type for");
 }
