@@ -296,7 +296,8 @@ void ContextHandle::setProfile(int p) {
 
 void ContextHandle::setCudaGraph(bool on) {
   if (on && !device_) {
-    PyErr_WarnEx(PyExc_RuntimeWarning, "cuda_graph has no effect on the CPU (it has no CUDA graphs); runs are plain enqueues", 1);
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, "cuda_graph has no effect on the CPU (it has no CUDA graphs); runs are plain enqueues", 1))
+      throw py::error_already_set();  // warnings turned into errors
     on = false;
   }
   if (on != useGraph_) graphStale_ = true;

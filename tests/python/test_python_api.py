@@ -149,7 +149,10 @@ def test_output_shape_from_input_values():
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     path = os.path.join(TMP, "expand.onnx")
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
-    ctx = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device=DEVICE)).create_execution_context()
+    engine = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device=DEVICE))
+    check(engine.is_shape_inference_input("shape") and not engine.is_shape_inference_input("x"))
+    expect_error(lambda: engine.is_shape_inference_input("y"), "'y' is not an input")
+    ctx = engine.create_execution_context()
     x = np.array([[1, 2, 3]], np.float32)
     for rows in (2, 5, 1, 7):
         y = ctx.infer({"x": x, "shape": np.array([rows, 3], np.int64)})["y"]

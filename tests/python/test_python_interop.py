@@ -105,6 +105,21 @@ def test_strided_inputs_are_gathered():
     close(out["y"], expected(view.numpy())[0])
 
 
+def test_cuda_graph_option_on_the_cpu_warns():
+    if Env.device != "cpu":
+        raise Skip("a CPU engine's test")
+    eng = engine(batch=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ctx = eng.create_execution_context(cuda_graph=True)
+    check(not ctx.cuda_graph and any("no effect on the CPU" in str(w.message) for w in caught))
+    x = RNG.standard_normal((2, 4)).astype(np.float32)
+    close(ctx.infer({"x": x})["y"], expected(x)[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        expect_error(lambda: setattr(ctx, "cuda_graph", True), "no effect on the CPU", RuntimeWarning)
+
+
 def test_set_tensor_address_and_execute():
     """The TensorRT-style calls: shapes, resolved output shapes, raw addresses, execute."""
     if Env.device != "cpu":
