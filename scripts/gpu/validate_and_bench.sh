@@ -6,7 +6,8 @@
 #   models      model tests against ONNX Runtime on the GPU (FP32, no TF32)
 #   zoo         real exports of models outside the benchmark set (tests/models/zoo_check.py):
 #               kiln FP32 vs ONNX Runtime at 1e-3, FP16 and BF16 error, dynamic-batch profiles -> zoo_gpu.log
-#   python      the Python module built here and tests/python/test_python_api.py on the GPU
+#   python      the Python module built here (GIL checks on) and tests/python/test_python_api.py,
+#               test_python_interop.py, test_torch_compile.py on the GPU; bench/python_overhead.py
 #   fuzz        200 random graphs per generator, one per core at a time, on the GPU vs ONNX Runtime (tests/fuzz)
 #   conformance the ONNX node tests on the GPU
 #   bench       bench/gpu_bench.py side by side with peers.py --modes compile_half_frozen (--peer-mode)

@@ -139,7 +139,7 @@ def test_gpu_side_stream_and_cpu_tensors_refused():
     torch.manual_seed(1)
     model = torchvision.models.resnet18(weights=None).eval().cuda()
     x = torch.randn(4, 3, 96, 96, device="cuda")
-    fast = kiln.torch.compile(model, (x,), cache=False, tf32=False)
+    fast = kiln.torch.compile(model, (x,), cache=False, tf32=False, optimization_level=1)
     s = torch.cuda.Stream()
     with torch.no_grad(), torch.cuda.stream(s):  # everything ordered on s; no host waits in between
         y = fast(x * 1)
