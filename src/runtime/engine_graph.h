@@ -99,8 +99,8 @@ struct MemoryPlan {
   std::vector<std::vector<std::pair<size_t, size_t>>> freedAfter;
 };
 //! Plans the arena: exact lifetimes across streams (happens-before through events), in-place
-//! elementwise layers, greedy-by-size placement.
-MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r);
+//! layers where the op and the tactic chosen in `profile` allow it, greedy placement.
+MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r, size_t profile = 0);
 
 //! Places independent branches on up to `maxAux` auxiliary streams (GPU); sets layer.stream
 //! and g.auxStreams (which may be fewer than allowed when the graph has fewer branches).

@@ -6,9 +6,9 @@
 // (ContextImpl::createStreams), so lifetimes are exact across auxiliary streams (a tensor is free
 // once the layers ordered after its last reader start), not pinned for the whole run.
 //
-// In place: an elementwise layer whose input has the output's size and type, and which is that
-// input's last reader, writes its output over the input (each element is read before it is
-// written, at the same index, by every kernel of these ops).
+// In place: a layer whose op and tactic allow it (backends/in_place.h: elementwise ops over input
+// 0, convs over their residual) writes its output over that input when the input has the output's
+// dims and type and every other access of it happens before the layer.
 //
 // Placement is greedy (each block at the lowest offset, or the tightest gap, free of conflicting
 // blocks), tried in several orders (by size, by lifetime, by first use); the smallest arena wins.
@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <numeric>
 
+#include "backends/in_place.h"
 #include "runtime/engine_graph.h"
 
 namespace kiln {
@@ -26,18 +27,6 @@ namespace kiln {
 namespace {
 
 constexpr size_t kAlign = 64;
-
-//! Ops whose every kernel reads element i of input 0 before writing element i of the output, and
-//! nothing else of input 0 afterwards: they may run in place on input 0.
-bool runsInPlace(const std::string& op) {
-  static const char* kOps[] = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Gelu", "HardSwish", "HardSigmoid", "Elu",
-                               "Selu", "Celu", "Softplus", "Softsign", "Mish", "Erf", "Exp", "Log", "Sqrt", "Neg",
-                               "Abs", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Clip", "Add",
-                               "Sub", "Mul", "Div", "Pow", "Max", "Min", "PointwiseChain"};
-  for (const char* o : kOps)
-    if (op == o) return true;
-  return false;
-}
 
 //! Bit sets over layers: reach[i] holds the layers that start only after layer i completed.
 class HappensBefore {
@@ -88,12 +77,14 @@ struct Block {
 
 }  // namespace
 
-MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
+MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r, size_t profile) {
   const size_t n = g.tensors.size();
   MemoryPlan p;
   p.offsets.assign(n, -1);
   p.liveBytes.assign(g.layers.size(), 0);
   auto root = [&](int t) { return r.aliasOf[t] >= 0 ? r.aliasOf[t] : t; };
+  // The tactic of `profile` decides in-place execution; a graph without choices (tests) has none.
+  auto tacticOf = [&](const EngineLayer& l) { return profile < l.choices.size() ? l.choices[profile].tactic : std::string(); };
   auto inArena = [&](int t) {
     const EngineTensor& et = g.tensors[t];
     return !et.isInput && !et.isOutput && !et.value.valid() && r.aliasOf[t] < 0 && isStatic(r.tensors[t].dims);
@@ -144,12 +135,13 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
       const int t = l.outputs[k];
       if (!inArena(t)) continue;
       int b = -1;
-      if (k == 0 && runsInPlace(l.op) && !l.inputs.empty() && l.inputs[0] >= 0) {
-        const int x = root(l.inputs[0]);
+      const int over = k == 0 ? inPlaceInput(l.op, tacticOf(l), l.inputs.size()) : -1;
+      if (over >= 0 && static_cast<size_t>(over) < l.inputs.size() && l.inputs[over] >= 0) {
+        const int x = root(l.inputs[over]);
         bool lastReader = inArena(x) && blockOf[x] >= 0 && bytesOf(x) == bytesOf(t) &&
                           r.tensors[x].dims == r.tensors[t].dims && r.tensors[x].type == r.tensors[t].type;
-        for (size_t j = 1; lastReader && j < l.inputs.size(); ++j)  // x read again as another operand
-          lastReader = l.inputs[j] < 0 || root(l.inputs[j]) != x;
+        for (size_t j = 0; lastReader && j < l.inputs.size(); ++j)  // x read again as another operand
+          lastReader = static_cast<int>(j) == over || l.inputs[j] < 0 || root(l.inputs[j]) != x;
         // Every reader of x, and every access of the other tensors of x's block (earlier in-place
         // results), happens before this layer.
         if (lastReader)
