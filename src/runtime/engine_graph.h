@@ -92,7 +92,8 @@ LayerDesc buildTimeDesc(const EngineGraph& g, size_t i);
 struct MemoryPlan {
   std::vector<int64_t> offsets;  //!< per tensor; -1: not in the arena (I/O, constants, unknown dims)
   size_t arenaBytes = 0;
-  //! The peak over the layers (index order) of the bytes live there: no placement is smaller.
+  //! No placement is smaller: the peak over the layers (index order) of the bytes live there, or
+  //! with auxiliary streams a heavier set of blocks that concurrent branches may hold at once.
   size_t lowerBound = 0;
   std::vector<size_t> liveBytes;  //!< per layer: arena bytes live while it runs
   //! Per layer: the arena regions (offset, bytes) whose last access it is (poisoning freed memory).

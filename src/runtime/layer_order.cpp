@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
+
+#include "backends/in_place.h"
 
 namespace kiln {
 
@@ -42,24 +45,41 @@ std::vector<int> memoryAwareOrder(const EngineGraph& g, const ResolvedShapes& r)
       }
     }
   }
+  // Bytes live now, and the peak so far; a layer holds its inputs and outputs at once while it
+  // runs, except an in-place output (backends/in_place.h), which takes its input's bytes.
+  int64_t live = 0, peak = 0;
+  auto inPlaceSaving = [&](int i) -> int64_t {
+    const EngineLayer& l = g.layers[i];
+    const int k = inPlaceInput(l.op, l.choices.empty() ? std::string() : l.choices[0].tactic, l.inputs.size());
+    if (k < 0 || l.outputs.empty() || l.inputs[k] < 0) return 0;
+    const int s = root(l.inputs[k]);
+    return readersLeft[s] == 1 && bytes[s] == bytes[l.outputs[0]] ? bytes[s] : 0;
+  };
   std::vector<int> ready, order;
   order.reserve(nl);
   for (size_t i = 0; i < nl; ++i)
     if (waiting[i] == 0) ready.push_back(static_cast<int>(i));
   while (!ready.empty()) {
+    // The layer that raises the peak least; among equals the one that adds the fewest live bytes
+    // (frees the most); then the earlier in g's order.
     size_t best = 0;
-    int64_t bestDelta = INT64_MAX;
+    int64_t bestPeak = INT64_MAX, bestDelta = INT64_MAX, bestDuring = 0;
     for (size_t k = 0; k < ready.size(); ++k) {
       const int i = ready[k];
-      int64_t delta = 0;
-      for (int t : g.layers[i].outputs) delta += bytes[t];
+      int64_t out = 0, freed = 0;
+      for (int t : g.layers[i].outputs) out += bytes[t];
       for (int s : reads[i])
-        if (readersLeft[s] == 1) delta -= bytes[s];
-      if (delta < bestDelta || (delta == bestDelta && i < ready[best])) best = k, bestDelta = delta;
+        if (readersLeft[s] == 1) freed += bytes[s];
+      const int64_t during = live + out - inPlaceSaving(i), newPeak = std::max(peak, during), delta = out - freed;
+      if (newPeak < bestPeak || (newPeak == bestPeak && (delta < bestDelta || (delta == bestDelta && i < ready[best])))) {
+        best = k, bestPeak = newPeak, bestDelta = delta, bestDuring = during;
+      }
     }
     const int i = ready[best];
     ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
     order.push_back(i);
+    peak = std::max(peak, bestDuring);
+    live += bestDelta;
     for (int s : reads[i]) --readersLeft[s];
     for (int u : users[i])
       if (--waiting[u] == 0) ready.push_back(u);

@@ -7,9 +7,11 @@
 namespace kiln {
 
 //! A topological order of g's layers chosen greedily for memory (XLA's and TVM's list scheduling):
-//! among the layers whose inputs are ready, the one that adds the fewest live bytes (its arena
-//! outputs minus the tensors it is the last reader of), the earlier in g's order on ties. Sizes
-//! are r's (one set of shapes); layers computed on the host or aliasing their input cost nothing.
+//! among the layers whose inputs are ready, the one that raises the peak of live bytes least
+//! (while it runs it holds its inputs and its outputs, unless it runs in place), then the one that
+//! adds the fewest live bytes (its arena outputs minus the tensors it is the last reader of), then
+//! the earlier in g's order. Sizes are r's (one set of shapes); layers computed on the host or
+//! aliasing their input cost nothing; in place as profile 0's tactics allow.
 std::vector<int> memoryAwareOrder(const EngineGraph& g, const ResolvedShapes& r);
 
 //! Puts g's layers in `order` (a permutation of the layer indices that keeps every producer

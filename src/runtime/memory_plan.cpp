@@ -13,7 +13,8 @@
 // Placement is greedy (each block at the lowest offset, or the tightest gap, free of conflicting
 // blocks), tried in several orders (by size, by lifetime, by first use); the smallest arena wins.
 // It stays close to the lower bound reported beside it: the peak, over the layers in index order,
-// of the bytes of the tensors live there.
+// of the bytes of the tensors live there, or with auxiliary streams the heaviest set of tensors
+// found that may be live at once (concurrent branches).
 #include <algorithm>
 #include <cstdint>
 #include <cstddef>
@@ -230,6 +231,28 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r, size_t prof
   for (const Block& k : blocks)
     for (int i = std::max(k.first, 0); i <= k.last; ++i) p.liveBytes[i] += k.bytes;
   for (size_t b : p.liveBytes) p.lowerBound = std::max(p.lowerBound, b);
+  // With auxiliary streams, blocks of concurrent branches conflict although their index ranges do
+  // not overlap, so that peak can be out of reach. Any set of pairwise conflicting blocks needs
+  // disjoint bytes: the heaviest such set found (grown greedily from each block, largest first)
+  // bounds the arena as well. (On one stream the conflicts are the index overlaps: the same peak.)
+  if (g.auxStreams > 0) {
+    std::vector<std::vector<int>> sorted = conflicts;
+    for (auto& c : sorted) std::sort(c.begin(), c.end());
+    auto conflicting = [&](int a2, int b2) { return std::binary_search(sorted[a2].begin(), sorted[a2].end(), b2); };
+    std::vector<int> set, candidates;
+    for (size_t seed = 0; seed < nb; ++seed) {
+      candidates = conflicts[seed];
+      std::sort(candidates.begin(), candidates.end(), [&](int a2, int b2) { return blocks[a2].bytes > blocks[b2].bytes; });
+      set.assign(1, static_cast<int>(seed));
+      size_t bytes = blocks[seed].bytes;
+      for (int c : candidates)
+        if (std::all_of(set.begin(), set.end(), [&](int m) { return conflicting(c, m); })) {
+          set.push_back(c);
+          bytes += blocks[c].bytes;
+        }
+      p.lowerBound = std::max(p.lowerBound, bytes);
+    }
+  }
   p.freedAfter.assign(g.layers.size(), {});
   for (size_t b = 0; b < blocks.size(); ++b)
     if (blocks[b].last >= 0) p.freedAfter[blocks[b].last].emplace_back(offset[b], blocks[b].bytes);

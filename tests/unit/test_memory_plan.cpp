@@ -346,3 +346,40 @@ TEST(MemoryPlan, MemoryAwareOrderOnRandomDagsIsTopologicalAndNeverRaisesTheArena
   std::printf("[ info ] memory-aware order: %d of 60 random DAGs reordered, arena total %.0f -> %.0f bytes\n", reordered,
               before, after);
 }
+
+TEST(MemoryPlan, LowerBoundCountsTensorsOfConcurrentBranches) {
+  // x[16, 16] -> p = x @ W (4 KiB) -> q = p @ V (1 KiB) -> s = q @ W (4 KiB) on the main stream;
+  // r = p @ V (1 KiB) -> u = r @ W (4 KiB) on an auxiliary stream (r is p's second reader);
+  // y = s + u. In index order the peak is r + s + u = 9 KiB (layer 4). With the branch on its own
+  // stream, q and s may be live while r and u are (nothing orders L1/L3 against L2/L4), and p is
+  // read by both branches: p, q, r, s and u conflict pairwise, so no arena is below 14 KiB.
+  EngineGraph g;
+  g.device = DeviceType::kGPU;
+  const int x = addTensor(g, floatTensor("x", {16, 16}));
+  g.tensors[x].isInput = true;
+  g.inputs = {x};
+  const int w = addConstant(g, "w", {16, 64}), v = addConstant(g, "v", {64, 16});
+  const int p = addTensor(g, floatTensor("p", {16, 64})), q = addTensor(g, floatTensor("q", {16, 16}));
+  const int r = addTensor(g, floatTensor("r", {16, 16})), s = addTensor(g, floatTensor("s", {16, 64}));
+  const int u = addTensor(g, floatTensor("u", {16, 64})), y = addTensor(g, floatTensor("y", {16, 64}));
+  g.tensors[y].isOutput = true;
+  g.outputs = {y};
+  addLayer(g, "L0", "MatMul", {x, w}, {p});
+  addLayer(g, "L1", "MatMul", {p, v}, {q});
+  addLayer(g, "L2", "MatMul", {p, v}, {r});
+  addLayer(g, "L3", "MatMul", {q, w}, {s});
+  addLayer(g, "L4", "MatMul", {r, w}, {u});
+  addLayer(g, "L5", "Add", {s, u}, {y});
+  planStreams(g, 0);
+  ResolvedShapes rs = resolveShapes(g, {}, nullptr);
+  MemoryPlan plan = planMemory(g, rs);
+  EXPECT_EQ(plan.lowerBound, 9u * 1024);
+  EXPECT_EQ(plan.arenaBytes, 9u * 1024);
+  planStreams(g, 1);
+  ASSERT_EQ(g.auxStreams, 1);
+  const std::vector<int> streams = {0, 0, 1, 0, 1, 0};
+  for (size_t i = 0; i < g.layers.size(); ++i) ASSERT_EQ(g.layers[i].stream, streams[i]) << g.layers[i].name;
+  plan = planMemory(g, rs);
+  EXPECT_EQ(plan.lowerBound, 14u * 1024);
+  EXPECT_EQ(plan.arenaBytes, 14u * 1024);
+}
