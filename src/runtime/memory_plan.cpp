@@ -10,17 +10,17 @@
 // 0, convs over their residual) writes its output over that input when the input has the output's
 // dims and type and every other access of it happens before the layer.
 //
-// Placement is greedy (each block at the lowest offset, or the tightest gap, free of conflicting
-// blocks), tried in several orders (by size, by lifetime, by first use); the smallest arena wins.
+// Placement (arena_placement.cpp): greedy in several orders (each block at the lowest offset, or
+// the tightest gap, free of conflicting blocks), then a local search from the best.
 // It stays close to the lower bound reported beside it: the peak, over the layers in index order,
 // of the bytes of the tensors live there, or with auxiliary streams the heaviest set of tensors
 // found that may be live at once (concurrent branches).
 #include <algorithm>
 #include <cstdint>
 #include <cstddef>
-#include <numeric>
 
 #include "backends/in_place.h"
+#include "runtime/arena_placement.h"
 #include "runtime/engine_graph.h"
 
 namespace kiln {
@@ -169,90 +169,36 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r, size_t prof
     if (b.last < a.first) return !allBefore(b, a);
     return true;
   };
-  // Conflicts once (blocks that overlap in index range always conflict), then several placement
-  // orders; the smallest arena wins. Each is greedy: a block takes the lowest offset (or the
-  // tightest gap) where it conflicts with nothing placed.
+  // Conflicts once (blocks that overlap in index range always conflict); then the lower bound
+  // (arena_placement.h: the live peak, or with auxiliary streams the heaviest set of blocks found
+  // that may be live at once), then the placement, which stops searching once it reaches it.
   const size_t nb = blocks.size();
-  std::vector<std::vector<int>> conflicts(nb);
-  for (size_t a2 = 0; a2 < nb; ++a2)
+  ArenaBlocks ab;
+  ab.conflicts.resize(nb);
+  for (size_t a2 = 0; a2 < nb; ++a2) {
+    ab.bytes.push_back(blocks[a2].bytes);
+    ab.first.push_back(blocks[a2].first);
+    ab.last.push_back(blocks[a2].last);
     for (size_t b2 = a2 + 1; b2 < nb; ++b2)
       if (conflict(blocks[a2], blocks[b2])) {
-        conflicts[a2].push_back(static_cast<int>(b2));
-        conflicts[b2].push_back(static_cast<int>(a2));
+        ab.conflicts[a2].push_back(static_cast<int>(b2));
+        ab.conflicts[b2].push_back(static_cast<int>(a2));
       }
-  auto place = [&](const std::vector<int>& order, bool tightest, std::vector<size_t>& offset) {
-    offset.assign(nb, 0);
-    std::vector<char> isPlaced(nb, 0);
-    size_t arena = 0;
-    std::vector<std::pair<size_t, size_t>> busy;
-    for (int b2 : order) {
-      busy.clear();
-      for (int q : conflicts[b2])
-        if (isPlaced[q]) busy.emplace_back(offset[q], offset[q] + blocks[q].bytes);
-      std::sort(busy.begin(), busy.end());
-      const size_t need = blocks[b2].bytes;
-      size_t off = 0, best = SIZE_MAX, bestGap = SIZE_MAX;
-      for (auto& [lo, hi] : busy) {
-        if (off + need <= lo) {
-          if (!tightest) break;
-          if (lo - off < bestGap) bestGap = lo - off, best = off;
-        }
-        off = std::max(off, hi);
-      }
-      if (!tightest || best == SIZE_MAX) best = off;  // lowest fit, or above everything
-      offset[b2] = best;
-      isPlaced[b2] = 1;
-      arena = std::max(arena, best + need);
-    }
-    return arena;
-  };
-  std::vector<int> bySize(nb), byFirst(nb), byLength(nb);
-  std::iota(bySize.begin(), bySize.end(), 0);
-  byFirst = byLength = bySize;
-  std::stable_sort(bySize.begin(), bySize.end(), [&](int a2, int b2) { return blocks[a2].bytes > blocks[b2].bytes; });
-  std::stable_sort(byFirst.begin(), byFirst.end(), [&](int a2, int b2) { return blocks[a2].first < blocks[b2].first; });
-  std::stable_sort(byLength.begin(), byLength.end(), [&](int a2, int b2) {
-    const int la = blocks[a2].last - blocks[a2].first, lb = blocks[b2].last - blocks[b2].first;
-    return la != lb ? la > lb : blocks[a2].bytes > blocks[b2].bytes;
-  });
-  std::vector<size_t> offset, trial;
-  p.arenaBytes = SIZE_MAX;
-  for (const std::vector<int>* order : {&bySize, &byLength, &byFirst})
-    for (bool tightest : {false, true}) {
-      const size_t arena = place(*order, tightest, trial);
-      if (arena < p.arenaBytes) p.arenaBytes = arena, offset = trial;
-    }
-  if (nb == 0) p.arenaBytes = 0;
-  for (size_t t = 0; t < n; ++t)
-    if (blockOf[t] >= 0) p.offsets[t] = static_cast<int64_t>(offset[blockOf[t]]);
-  for (size_t t = 0; t < n; ++t)
-    if (r.aliasOf[t] >= 0) p.offsets[t] = p.offsets[r.aliasOf[t]];
+  }
   // The live curve in index order and its peak: no placement of these blocks can be smaller.
   for (const Block& k : blocks)
     for (int i = std::max(k.first, 0); i <= k.last; ++i) p.liveBytes[i] += k.bytes;
   for (size_t b : p.liveBytes) p.lowerBound = std::max(p.lowerBound, b);
   // With auxiliary streams, blocks of concurrent branches conflict although their index ranges do
-  // not overlap, so that peak can be out of reach. Any set of pairwise conflicting blocks needs
-  // disjoint bytes: the heaviest such set found (grown greedily from each block, largest first)
-  // bounds the arena as well. (On one stream the conflicts are the index overlaps: the same peak.)
-  if (g.auxStreams > 0) {
-    std::vector<std::vector<int>> sorted = conflicts;
-    for (auto& c : sorted) std::sort(c.begin(), c.end());
-    auto conflicting = [&](int a2, int b2) { return std::binary_search(sorted[a2].begin(), sorted[a2].end(), b2); };
-    std::vector<int> set, candidates;
-    for (size_t seed = 0; seed < nb; ++seed) {
-      candidates = conflicts[seed];
-      std::sort(candidates.begin(), candidates.end(), [&](int a2, int b2) { return blocks[a2].bytes > blocks[b2].bytes; });
-      set.assign(1, static_cast<int>(seed));
-      size_t bytes = blocks[seed].bytes;
-      for (int c : candidates)
-        if (std::all_of(set.begin(), set.end(), [&](int m) { return conflicting(c, m); })) {
-          set.push_back(c);
-          bytes += blocks[c].bytes;
-        }
-      p.lowerBound = std::max(p.lowerBound, bytes);
-    }
-  }
+  // not overlap, so that peak can be out of reach; sets of pairwise conflicting blocks bound it.
+  // (On one stream the conflicts are the index overlaps: the same peak.)
+  if (g.auxStreams > 0) p.lowerBound = std::max(p.lowerBound, conflictBound(ab));
+  std::vector<size_t> offset;
+  p.arenaBytes = placeBlocks(ab, p.lowerBound, offset);
+  for (size_t t = 0; t < n; ++t)
+    if (blockOf[t] >= 0) p.offsets[t] = static_cast<int64_t>(offset[blockOf[t]]);
+  for (size_t t = 0; t < n; ++t)
+    if (r.aliasOf[t] >= 0) p.offsets[t] = p.offsets[r.aliasOf[t]];
   p.freedAfter.assign(g.layers.size(), {});
   for (size_t b = 0; b < blocks.size(); ++b)
     if (blocks[b].last >= 0) p.freedAfter[blocks[b].last].emplace_back(offset[b], blocks[b].bytes);

@@ -157,11 +157,12 @@ TEST(MemoryPlan, RandomDagsNeverShareLiveBytesAndStayNearTheLowerBound) {
   }
   ASSERT_EQ(graphs, 60);
   EXPECT_GT(withAux, 5);
-  // Greedy by size on these DAGs: within 15% of the lower bound in total.
-  EXPECT_LE(arenaSum, 1.15 * boundSum) << "arena " << arenaSum << " vs lower bound " << boundSum;
-  // With auxiliary streams the index-order bound is not reachable (concurrent branches hold their
-  // tensors at once); the arena stays within 1.5x of it (1.3x when written).
-  EXPECT_LE(auxArena, 1.5 * auxBound) << "aux-stream arena " << auxArena << " vs index-order bound " << auxBound;
+  std::printf("[ info ] random DAGs: arena / lower bound %.4f on one stream, %.4f with aux streams\n", arenaSum / boundSum,
+              auxArena / auxBound);
+  // Within 2% of the lower bound in total (issue 19 asks 10%), with or without auxiliary streams
+  // (whose bound counts the tensors of concurrent branches).
+  EXPECT_LE(arenaSum, 1.02 * boundSum) << "arena " << arenaSum << " vs lower bound " << boundSum;
+  EXPECT_LE(auxArena, 1.02 * auxBound) << "aux-stream arena " << auxArena << " vs lower bound " << auxBound;
 }
 
 TEST(MemoryPlan, ElementwiseChainRunsInPlace) {
