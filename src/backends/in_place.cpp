@@ -1,5 +1,6 @@
 // Declarations of in-place execution (backends/in_place.h), by op for ops whose every kernel
-// qualifies and by tactic where only some do.
+// qualifies and by tactic where only some do. A kernel added for one of these ops must qualify
+// too (TacticTable.* run every table entry and reference kernel in place where declared).
 #include "backends/in_place.h"
 
 namespace kiln {
@@ -20,6 +21,12 @@ bool elementwiseOverInput0(const std::string& op) {
     if (op == o) return true;
   return false;
 }
+
+//! Ops whose every kernel (reference, softmax_f32_avx2 and log_softmax_f32_avx2, CUDA's row and
+//! column kernels) reads a whole line (the elements reduced together) of input 0 before it writes
+//! any element of that line, then reads element k of the line before writing element k, and
+//! touches no other line: the reductions finish before the output pass.
+bool lineWiseOverInput0(const std::string& op) { return op == "Softmax" || op == "LogSoftmax"; }
 
 //! Conv tactics that may write Y over the residual R (input 3, in Y's layout by the fusion
 //! contract). Each reads R into Y's place before it accumulates into it:
@@ -42,7 +49,7 @@ bool convOverResidual(const std::string& tactic) {
 
 int inPlaceInput(const std::string& op, const std::string& tactic, size_t inputs) {
   if (inputs == 0) return -1;
-  if (elementwiseOverInput0(op)) return 0;
+  if (elementwiseOverInput0(op) || lineWiseOverInput0(op)) return 0;
   if (op == "Conv" && inputs > 3 && convOverResidual(tactic)) return 3;
   return -1;
 }
