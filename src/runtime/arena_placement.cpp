@@ -91,17 +91,19 @@ size_t placeBlocks(const ArenaBlocks& b, size_t lowerBound, std::vector<size_t>&
       if (a < arena) arena = a, offsets = trial, order = *o, tightest = t;
     }
   // Local search: a block reaching the top of the arena moves to a random earlier place in the
-  // order; the move is kept when the arena does not grow (equal arenas let the search drift).
+  // order; the move is kept when the arena does not grow (equal arenas let the search drift), and
+  // one time in 20 when it does (DeiT-S's CPU graph at batch 8 reaches its bound only so: 18.47
+  // MiB without, 16.34 = the bound with).
   // Greedy orders miss packings where alternating blocks trade places (a transformer's residual
   // stream beside its MLP). Seeded, so the same graph and shapes always get the same plan; the
   // work (conflict visits) is bounded for big graphs.
   size_t work = nb;
   for (const auto& c : b.conflicts) work += c.size();
   std::mt19937 rng(12345);
-  size_t current = arena, budget = size_t(1) << 23;
+  size_t current = arena, budget = size_t(1) << 24;
   std::vector<size_t> currentOffsets = offsets;
   std::vector<int> tops;
-  for (size_t iter = 0; iter < 4 * nb + 200 && current > lowerBound && budget >= work; ++iter, budget -= work) {
+  for (size_t iter = 0; iter < 40 * nb + 2000 && current > lowerBound && budget >= work; ++iter, budget -= work) {
     tops.clear();
     for (size_t k = 0; k < nb; ++k)
       if (currentOffsets[k] + b.bytes[k] == current) tops.push_back(static_cast<int>(k));
@@ -111,7 +113,7 @@ size_t placeBlocks(const ArenaBlocks& b, size_t lowerBound, std::vector<size_t>&
     next.erase(next.begin() + at);
     next.insert(next.begin() + static_cast<std::ptrdiff_t>(rng() % static_cast<size_t>(at + 1)), top);
     const size_t a = placeInOrder(b, next, tightest, trial);
-    if (a > current) continue;
+    if (a > current && rng() % 20 != 0) continue;  // now and then a worse order, to leave a local optimum
     order = std::move(next), current = a, currentOffsets = trial;
     if (a < arena) arena = a, offsets = trial;
   }
