@@ -26,6 +26,14 @@ class Hidden(torch.nn.Module):
         return self.m(**{self.key: x}).last_hidden_state
 
 
+class Decoder(Hidden):
+    """A decoder called with ids and an all-ones attention mask, as generation code calls it: without a
+    mask, transformers derives packed-sequence boundaries from position ids (aten::diff, which the
+    ONNX exporter refuses); the ones mask folds to a constant at build time."""
+    def forward(self, x):
+        return self.m(input_ids=x, attention_mask=torch.ones_like(x)).last_hidden_state
+
+
 class PaddedEncoder(torch.nn.Module):
     """BERT-style encoder with a padding mask derived from the ids (token 0 is padding), as a
     tokenizer's attention_mask would be: the mask path (expand, where/add -inf) is in the graph."""
@@ -131,11 +139,11 @@ def zoo():
                                     num_decoder_layers=6, num_heads=8, vocab_size=1000),
                                 _ids(256), [1, 16], [NLP, "encoder-decoder", "rel-pos-bias"])),
         # decoders: GQA, RoPE, RMSNorm, SwiGLU, causal
-        ("llama_gqa_s1024", Spec(_hf("LlamaModel", "LlamaConfig", Hidden, hidden_size=1024, intermediate_size=2816,
+        ("llama_gqa_s1024", Spec(_hf("LlamaModel", "LlamaConfig", Decoder, hidden_size=1024, intermediate_size=2816,
                                      num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=4,
                                      vocab_size=1000, max_position_embeddings=2048),
                                  _ids(1024), [1, 8], [NLP, "decoder", "gqa", "rope", "rmsnorm", "swiglu", "head64"])),
-        ("qwen2_gqa_s512", Spec(_hf("Qwen2Model", "Qwen2Config", Hidden, hidden_size=896, intermediate_size=4864,
+        ("qwen2_gqa_s512", Spec(_hf("Qwen2Model", "Qwen2Config", Decoder, hidden_size=896, intermediate_size=4864,
                                     num_hidden_layers=6, num_attention_heads=14, num_key_value_heads=2,
                                     vocab_size=1000, max_position_embeddings=2048),
                                 _ids(512), [1, 16], [NLP, "decoder", "gqa", "rope", "rmsnorm", "swiglu", "head64"])),

@@ -22,19 +22,27 @@ if ((${#missing[@]})); then
 fi
 
 PYTHON=${PYTHON:-python3}
+# PEP 668 (stock Debian 12): pip refuses to install into the system interpreter. The Makefile
+# and ctest run `python3`, so the test packages must be importable by it: inside a virtual
+# environment (or pyenv/conda) pip installs normally; for an externally managed system Python
+# we decide explicitly for --break-system-packages (pip installs into /usr/local and does not
+# touch Debian's own files). To keep the system Python clean instead, create a venv, activate
+# it and run `make` from it (PYTHON=... also selects the interpreter).
+PIPFLAGS=(-q)
+if "$PYTHON" -c 'import sys, sysconfig, os; sys.exit(0 if sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_paths()["stdlib"], "EXTERNALLY-MANAGED")) else 1)'; then
+  PIPFLAGS+=(--break-system-packages)
+fi
 if ! "$PYTHON" -c "import onnx, onnxruntime, numpy, cudnn, pybind11; assert onnx.__version__ == '1.23.0'" 2>/dev/null; then
-  echo "[deps] installing Python packages: ${PY[*]}"
-  # PEP 668 (stock Debian 12): pip refuses to install into the system interpreter. The Makefile
-  # and ctest run `python3`, so the test packages must be importable by it: inside a virtual
-  # environment (or pyenv/conda) pip installs normally; for an externally managed system Python
-  # we decide explicitly for --break-system-packages (pip installs into /usr/local and does not
-  # touch Debian's own files). To keep the system Python clean instead, create a venv, activate
-  # it and run `make` from it (PYTHON=... also selects the interpreter).
-  PIPFLAGS=(-q)
-  if "$PYTHON" -c 'import sys, sysconfig, os; sys.exit(0 if sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_paths()["stdlib"], "EXTERNALLY-MANAGED")) else 1)'; then
-    echo "[deps] $PYTHON is externally managed (PEP 668): installing with --break-system-packages"
-    PIPFLAGS+=(--break-system-packages)
-  fi
+  echo "[deps] installing Python packages: ${PY[*]} (pip ${PIPFLAGS[*]})"
   "$PYTHON" -m pip install "${PIPFLAGS[@]}" "${PY[@]}"
+fi
+# kiln.torch's tests (tests/python/test_torch_compile.py) need PyTorch, torchvision and transformers:
+# PyTorch's CPU wheels from its own index (the default index's Linux wheels bring CUDA, ~3 GB).
+# Best effort: where they cannot be installed those tests skip and say so.
+if ! "$PYTHON" -c "import torch, torchvision, transformers" 2>/dev/null; then
+  echo "[deps] installing torch, torchvision (CPU) and transformers for the kiln.torch tests"
+  "$PYTHON" -m pip install "${PIPFLAGS[@]}" --index-url https://download.pytorch.org/whl/cpu torch torchvision &&
+    "$PYTHON" -m pip install "${PIPFLAGS[@]}" transformers ||
+    echo "[deps] warning: torch/torchvision/transformers not installed; the kiln.torch tests will be skipped"
 fi
 echo "[deps] ok"

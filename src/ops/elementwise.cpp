@@ -618,6 +618,17 @@ void whereRef(const LayerDesc&, const KernelIO& io) {
 //! Opset-1 ops carry the meaningless `consumed_inputs` attribute.
 void dropLegacyAttrs(Network&, Layer& layer, int) { layer.attrs.erase("consumed_inputs"); }
 
+void appendOnesToSecondInput(Network& net, Layer& layer, int64_t trailing);
+
+//! Whether a and b broadcast numpy-style.
+bool broadcastable(const Dims& a, const Dims& b) {
+  for (size_t k = 1; k <= std::min(a.size(), b.size()); ++k) {
+    const int64_t x = a[a.size() - k], y = b[b.size() - k];
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
+}
+
 //! Binary ops before opset 7 broadcast B onto A only with broadcast=1, aligned at `axis`
 //! (default: suffix, which numpy broadcasting already does). A non-suffix axis becomes a
 //! reshape of B with trailing 1s.
@@ -638,8 +649,33 @@ void normalizeLegacyBroadcast(Network& net, Layer& layer, int opset) {
   int64_t ra = static_cast<int64_t>(a->dims.size()), rb = static_cast<int64_t>(b->dims.size());
   if (axis < 0) axis += ra;
   if (axis < 0 || axis + rb > ra) throw Error(where + ": broadcast axis " + std::to_string(axis) + " out of range");
-  int64_t trailing = ra - axis - rb;
+  appendOnesToSecondInput(net, layer, ra - axis - rb);
+}
+
+//! PRelu whose 1-D slope of d elements does not broadcast with X numpy-style (legacy models:
+//! x [N, C, L] with a per-channel slope [C]): as the ONNX reference evaluator does, the slope
+//! applies along the one dimension of X of size d (needs the ranks known at import: pre-opset-7
+//! models are inferred while importing, graph inputs always are).
+void normalizePRelu(Network& net, Layer& layer, int opset) {
+  normalizeLegacyBroadcast(net, layer, opset);
+  if (layer.inputs.size() != 2 || !layer.inputs[0] || !layer.inputs[1]) return;
+  const Tensor* x = layer.inputs[0];
+  const Tensor* slope = layer.inputs[1];
+  if (!x->dimsKnown || !slope->dimsKnown || slope->dims.size() != 1 || !isStatic(x->dims) || !isStatic(slope->dims)) return;
+  if (broadcastable(x->dims, slope->dims)) return;
+  const int64_t d = slope->dims[0];
+  int64_t at = -1, found = 0;
+  for (size_t k = 0; k < x->dims.size(); ++k)
+    if (x->dims[k] == d) at = static_cast<int64_t>(k), ++found;
+  if (found != 1) return;  // shape inference reports the broadcast error
+  appendOnesToSecondInput(net, layer, static_cast<int64_t>(x->dims.size()) - 1 - at);
+}
+
+//! Input 1 of `layer` with `trailing` dims of 1 appended (a reshaped constant, or a Reshape layer).
+void appendOnesToSecondInput(Network& net, Layer& layer, int64_t trailing) {
   if (trailing == 0) return;
+  Tensor* b = layer.inputs[1];
+  const int64_t rb = static_cast<int64_t>(b->dims.size());
   Dims nd = b->dims;
   nd.insert(nd.end(), static_cast<size_t>(trailing), 1);
   if (b->isConstant()) {
@@ -744,7 +780,7 @@ void registerElementwiseOps(OpRegistry& r) {
   addBinary<SubOp>(r, "Sub");
   addBinary<MulOp>(r, "Mul");
   addBinary<DivOp>(r, "Div");
-  addBinary<PReluOp>(r, "PRelu");
+  add(r, "PRelu", binaryInfer<PReluOp>, promotedRef<binaryRef<PReluOp>>, 1, normalizePRelu);
   addBinary<ModOp>(r, "Mod", 10);
   addBinary<BitShiftOp>(r, "BitShift", 11);
   addBinary<EqualOp>(r, "Equal");

@@ -127,9 +127,14 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r, size_t prof
       if (t < 0) continue;
       const int s = root(t);
       if (!inArena(s)) continue;
-      // A host-computed value read by a runtime layer is materialized before the run: it is
-      // written "before layer 0".
-      if (blockOf[s] < 0) touch(blockFor(s), 0, true);
+      // A host-computed value read by a runtime layer is materialized once when shapes change,
+      // not before every run: it is written "before layer 0" and must survive every layer, or the
+      // next run reads what a later layer wrote over it (a dynamic BERT's mask indices, on its
+      // second enqueue). Accessed by the last layer too, it shares bytes with nothing.
+      if (blockOf[s] < 0) {
+        touch(blockFor(s), 0, true);
+        touch(blockOf[s], static_cast<int>(g.layers.size()) - 1, false);
+      }
       touch(blockOf[s], li, false);
     }
     for (size_t k = 0; k < l.outputs.size(); ++k) {

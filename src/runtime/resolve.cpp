@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <set>
 
+#include "ops/layout_transpose.h"
 #include "ops/op_registry.h"
 #include "runtime/engine_graph.h"
 
@@ -12,7 +13,8 @@ constexpr int64_t kMaxHostEvalElements = int64_t(1) << 16;  // shape-sized value
 }
 
 namespace {
-// View ops become aliases when both sides live in the arena (not user buffers or constants).
+// View ops become aliases when both sides live in the arena (not user buffers or constants); so do
+// Transposes that the GPU layout pass made byte copies (ops/layout_transpose.h).
 void markAliases(const EngineGraph& g, ResolvedShapes& r) {
   static const char* kViewOps[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
   r.aliased.assign(g.layers.size(), false);
@@ -22,8 +24,9 @@ void markAliases(const EngineGraph& g, ResolvedShapes& r) {
     if (r.hostEvaluated[i] || l.outputs.size() != 1 || l.inputs.empty() || l.inputs[0] < 0) continue;
     bool view = false;
     for (const char* op : kViewOps) view = view || l.op == op;
-    if (!view) continue;
     int src = l.inputs[0], dst = l.outputs[0];
+    view = view || (l.op == "Transpose" && isLayoutCopyTranspose(l.attrs, r.tensors[src].dims.size()));
+    if (!view) continue;
     const EngineTensor &s = g.tensors[src], &d = g.tensors[dst];
     if (s.isInput || s.isOutput || s.value.valid() || r.tensors[src].value.valid() || d.isOutput) continue;
     if (r.tensors[src].type != r.tensors[dst].type) continue;

@@ -294,6 +294,54 @@ def test_pre_opset7_forms_match_numpy():
     np.testing.assert_array_equal(got, want)
 
 
+def test_legacy_prelu_per_channel_slope():
+    """PRelu-6 with a per-channel slope [C] on x [N, C, L] (numpy broadcasting fails): the slope
+    applies along the channel axis, as the ONNX reference evaluator computes it; after a Relu (a
+    computed X, inferred while importing) and on the graph input itself."""
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    slope = numpy_helper.from_array(np.array([0.5, -2.0, 3.0], np.float32), "slope")
+    nodes = [helper.make_node("PRelu", ["x", "slope"], ["p0"]),
+             helper.make_node("Neg", ["p0"], ["n"]),
+             helper.make_node("PRelu", ["n", "slope"], ["y"])]
+    vi = lambda n, sh: helper.make_tensor_value_info(n, TensorProto.FLOAT, sh)  # noqa: E731
+    g = helper.make_graph(nodes, "prelu6", [vi("x", [2, 3, 4]), vi("slope", [3])], [vi("y", [2, 3, 4])], [slope])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 6)])
+    m.ir_version = 3
+    model = path("prelu6.onnx")
+    onnx.save(m, model)
+    x = np.random.default_rng(5).standard_normal((2, 3, 4)).astype(np.float32)
+    npy = path("prelu6_x.npy")
+    np.save(npy, x)
+    run(["--onnx=" + model, "--loadInputs=x:" + npy, "--exportOutput=" + path("prelu6.json"), *FAST])
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    got = read_outputs(path("prelu6.json"))["y"][1]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_shape_tensor_input_values():
+    """A graph input that is an Expand's target shape (a shape tensor): its values come from
+    --loadInputs or from --shapes=name:[v,...] (trtexec's shape-tensor values), and the output has
+    the shape they give; a float input given values is a usage error."""
+    g = helper.make_graph([helper.make_node("Expand", ["x", "shape"], ["y"])], "expand",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1]),
+                           helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])])
+    model = save_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), "expand.onnx")
+    x = np.arange(3, dtype=np.float32).reshape(3, 1)
+    np.save(path("expand_x.npy"), x)
+    np.save(path("expand_shape.npy"), np.array([2, 3, 4], np.int64)[1:])
+    want = np.broadcast_to(x, (3, 4))
+    run(["--onnx=" + model, "--loadInputs=x:" + path("expand_x.npy") + ",shape:" + path("expand_shape.npy"),
+         "--exportOutput=" + path("expand1.json"), *FAST])
+    np.testing.assert_array_equal(read_outputs(path("expand1.json"))["y"][1], want)
+    run(["--onnx=" + model, "--shapes=shape:[3,4]", "--loadInputs=x:" + path("expand_x.npy"),
+         "--exportOutput=" + path("expand2.json"), *FAST])
+    np.testing.assert_array_equal(read_outputs(path("expand2.json"))["y"][1], want)
+    expect_error(["--onnx=" + model, "--shapes=x:[3,4]", *FAST], "not an int32/int64 shape tensor", status=2)
+    expect_error(["--onnx=" + model, "--shapes=shape:[3,q]", *FAST], "bad value 'q'", status=2)
+
+
 def test_layer_precisions():
     model = static_model()
     ok = run(["--onnx=" + model, "--precisionConstraints=obey", "--layerPrecisions=*:fp32", *FAST])
@@ -344,8 +392,10 @@ def test_every_flag_parsed():
                 "--dumpOutput", "--threads=1", "--device=cpu", "--fp16", "--bf16", "--int8", "--noTF32",
                 "--builderOptimizationLevel=1", "--maxAuxStreams=0", "--streams=2", "--noDataTransfers",
                 "--verbose"])
-    for what in ("FP16", "BF16", "INT8"):
+    for what in ("FP16", "BF16"):
         check(re.search(rf"\[W\] {what}.*not supported on the CPU", proc.stderr), proc.stderr)
+    # INT8 without Q/DQ layers or calibration: never silent
+    check(re.search(r"\[W\] INT8 .*has no effect: the network has no QuantizeLinear/DequantizeLinear", proc.stderr), proc.stderr)
     check("=== Profile (3 iterations ) ===" in proc.stdout)
     check("Layer Information" in proc.stdout and "Output 'y'" in proc.stdout)
     check("percentile(50%)" in proc.stdout and "percentile(99.9%)" in proc.stdout)

@@ -119,6 +119,20 @@ def main():
     if not re.fullmatch(r"kiln \d+\.\d+\.\d+", v):
         failures.append(f"--version printed {v!r}")
 
+    # 5. A layer with an omitted optional input (Clip without min) in --exportLayerInfo: the omitted
+    # input is no tensor in trtexec's Inputs (it once made the export fail with a JSON type error).
+    mx = numpy_helper.from_array(np.array(0.5, np.float32), "mx")
+    g = helper.make_graph([helper.make_node("Clip", ["x", "", "mx"], ["y"], name="clip")], "clip",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [mx])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), p("clip.onnx"))
+    run(["--onnx=" + p("clip.onnx"), "--backend=cpu", "--exportLayerInfo=" + p("clip_layers.json"), *quick])
+    try:
+        clip = [l for l in json.load(open(p("clip_layers.json")))["Layers"] if l["LayerType"] == "Clip"]
+        assert clip and [t["Name"] for t in clip[0]["Inputs"]] == ["x", "mx"], clip
+    except Exception as e:  # noqa: BLE001
+        failures.append(f"layer info with an omitted input: {type(e).__name__}: {e}")
+
     for f in failures:
         print("FAIL", f)
     print(f"trtexec compatibility: {len(failures)} failure(s); {len(no_effect)} no-effect and {len(refused)} refused flags checked")

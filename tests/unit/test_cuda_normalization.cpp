@@ -110,8 +110,8 @@ OpCase softmaxCase(const std::string& op, const Dims& d, int64_t axis, uint32_t 
 TEST(CudaSoftmax, LastAxisCachedStreamedVectorizedAndScalar) {
   KILN_REQUIRE_GPU();
   // Odd rows (scalar), 768 (vectorized, cached), 3000 (wide row), 20001 (scalar, streamed),
-  // 65536 (vectorized, streamed), a single column.
-  const Dims shapes[] = {{3, 7}, {4, 768}, {2, 3000}, {2, 20001}, {1, 65536}, {5, 1}, {2, 3, 40}};
+  // 65536 (vectorized, streamed), a single column, many short rows (lane groups below a warp).
+  const Dims shapes[] = {{3, 7}, {4, 768}, {2, 3000}, {2, 20001}, {1, 65536}, {5, 1}, {2, 3, 40}, {515, 16}, {97, 40}};
   for (const char* op : {"Softmax", "LogSoftmax"})
     for (const auto& d : shapes)
       for (DataType t : kFloatTypes) check(softmaxCase(op, d, -1, 7), t, std::string(op) + " " + toString(d));
@@ -158,6 +158,9 @@ TEST(CudaLayerNorm, RowsOfManySizes) {
       {{2, 3, 7}, {7}, -1},            // tiny rows
       {{3, 5, 33}, {33}, 1},           // scale broadcast inside the block
       {{2, 4, 16}, {1, 16}, -1},       // leading 1 in the scale: still per element of the row
+      {{601, 32}, {32}, -1},           // short rows (SegFormer's 32 channels): lane groups below a warp,
+      {{300, 96}, {96}, -1},           // several rows per warp, a partial last block
+      {{257, 8}, {8}, -1},             // one vector (or thread) per row
   };
   for (const auto& s : shapes)
     for (DataType t : kFloatTypes) {
@@ -171,7 +174,7 @@ TEST(CudaLayerNorm, RowsOfManySizes) {
 TEST(CudaLayerNorm, SkipInput) {
   KILN_REQUIRE_GPU();
   uint32_t seed = 30;
-  for (const Dims& x : {Dims{4, 768}, Dims{2, 20000}, Dims{2, 3, 7}})
+  for (const Dims& x : {Dims{4, 768}, Dims{2, 20000}, Dims{2, 3, 7}, Dims{301, 32}})
     for (DataType t : kFloatTypes) {
       OpCase c = layerNormCase("LayerNormalization", x, {x.back()}, -1, true, seed += 10);
       c.attrs.set("kiln_skip", int64_t(1));
@@ -214,6 +217,7 @@ TEST(CudaGroupNorm, GroupsPerChannelAndPerGroupAffine) {
     check(groupNormCase({2, 6, 5, 7}, 3, true, 32), t, "GroupNorm per-group affine");
     check(groupNormCase({1, 32, 64, 64}, 8, false, 33), t, "GroupNorm large groups");
     check(groupNormCase({3, 4}, 2, false, 34), t, "GroupNorm rank 2");
+    check(groupNormCase({40, 16, 2, 3}, 8, false, 36), t, "GroupNorm 640 rows of 12 (lane groups)");
   }
   // A fused activation (fuse_groupnorm + fuse_activation: GroupNorm -> SiLU in ResNet-GN, UNets).
   for (const char* act : {"Silu", "Relu", "Gelu", "Mish"}) {

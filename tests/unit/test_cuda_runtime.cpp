@@ -250,6 +250,92 @@ TEST(CudaRuntime, Fp16ConvChainRunsChannelsLast) {
   kiln::test::expectClose(out, want, 3e-2, 3e-2, "fp16 conv chain, channels-last");
 }
 
+namespace {
+
+Layer* permute(Network& n, Tensor* x, std::vector<int64_t> perm) {
+  Attributes a;
+  a.set("perm", perm);
+  return n.addLayer("Transpose", {x}, 1, a);
+}
+
+Layer* reshapeTo(Network& n, Tensor* x, const std::vector<int64_t>& dims) {
+  HostTensor shape(DataType::kINT64, {static_cast<int64_t>(dims.size())});
+  for (size_t k = 0; k < dims.size(); ++k) shape.as<int64_t>()[k] = dims[k];
+  return n.addLayer("Reshape", {x, n.addConstant("", shape)}, 1);
+}
+
+Layer* layerNormLast(Network& n, Tensor* x, int64_t c, uint32_t seed) {
+  Attributes a;
+  a.set("axis", int64_t(-1));
+  return n.addLayer("LayerNormalization",
+                    {x, n.addConstant("", randomTensor({c}, seed, 0.5f, 1.5f)), n.addConstant("", randomTensor({c}, seed + 1))}, 1, a);
+}
+
+// A ConvNeXt block (dwconv 7x7 -> permute to channels last -> LayerNorm -> MLP -> permute back ->
+// residual) then a SegFormer token view (Reshape [N, C, H*W] -> Transpose -> LayerNorm -> back),
+// then a 1x1 conv, GAP and a classifier: in FP16 at batch 8 the permutes are byte copies between
+// channels-last convs (gpu_layout.cpp, ops/layout_transpose.h).
+void makeConvNextTokens(Network& n) {
+  Tensor* x = n.addInput("x", DataType::kFLOAT, {8, 16, 8, 8});
+  Layer* stem = n.addConvolution(x, randomTensor({32, 16, 3, 3}, 40, -0.15f, 0.15f), randomTensor({32}, 41), {1, 1}, {1, 1, 1, 1});
+  Layer* dw = n.addConvolution(stem->outputs[0], randomTensor({32, 1, 7, 7}, 42, -0.2f, 0.2f), randomTensor({32}, 43), {1, 1},
+                               {3, 3, 3, 3}, 32);
+  Layer* last = permute(n, dw->outputs[0], {0, 2, 3, 1});
+  Layer* ln = layerNormLast(n, last->outputs[0], 32, 44);
+  Layer* up = n.addMatMul(ln->outputs[0], n.addConstant("", randomTensor({32, 64}, 46, -0.2f, 0.2f)));
+  Layer* act = n.addActivation(up->outputs[0], "Relu");
+  Layer* down = n.addMatMul(act->outputs[0], n.addConstant("", randomTensor({64, 32}, 47, -0.2f, 0.2f)));
+  Layer* first = permute(n, down->outputs[0], {0, 3, 1, 2});
+  Layer* res = n.addElementWise(first->outputs[0], stem->outputs[0], "Add");
+  Layer* pw = n.addConvolution(res->outputs[0], randomTensor({32, 32, 1, 1}, 48, -0.2f, 0.2f), randomTensor({32}, 49), {1, 1},
+                               {0, 0, 0, 0});
+  Layer* flat = reshapeTo(n, pw->outputs[0], {8, 32, 64});
+  Layer* tokens = permute(n, flat->outputs[0], {0, 2, 1});
+  Layer* ln2 = layerNormLast(n, tokens->outputs[0], 32, 50);
+  Layer* untok = permute(n, ln2->outputs[0], {0, 2, 1});
+  Layer* unflat = reshapeTo(n, untok->outputs[0], {8, 32, 8, 8});
+  Layer* head = n.addConvolution(unflat->outputs[0], randomTensor({16, 32, 1, 1}, 51, -0.2f, 0.2f), randomTensor({16}, 52), {1, 1},
+                                 {0, 0, 0, 0});
+  Layer* gap = n.addLayer("GlobalAveragePool", {head->outputs[0]}, 1);
+  Attributes fa;
+  fa.set("axis", int64_t(1));
+  Layer* f = n.addLayer("Flatten", {gap->outputs[0]}, 1, fa);
+  Layer* mm = n.addMatMul(f->outputs[0], n.addConstant("fc", randomTensor({16, 10}, 53)));
+  n.renameTensor(mm->outputs[0], "y");
+  n.markOutput(mm->outputs[0]);
+}
+
+}  // namespace
+
+TEST(CudaRuntime, Fp16PermutesBetweenChannelsLastConvsAreCopies) {
+  KILN_REQUIRE_GPU();
+  Network net;
+  makeConvNextTokens(net);
+  BuilderConfig cfg;
+  cfg.setDevice(DeviceType::kGPU);
+  cfg.setFlag(BuilderFlag::kFP16);
+  auto engine = Builder().build(net, cfg);
+  const std::string info = engine->getLayerInformation();
+  EXPECT_EQ(info.find("LayoutConvert"), std::string::npos) << info;
+  size_t permutes = 0;
+  for (size_t at = info.find("\"op\":\"Transpose\""); at != std::string::npos; at = info.find("\"op\":\"Transpose\"", at + 1)) {
+    ++permutes;
+    const size_t end = info.find('\n', at);
+    EXPECT_NE(info.substr(at, end - at).find("nhwc"), std::string::npos) << "a permute without layouts: " << info.substr(at, end - at);
+  }
+  EXPECT_EQ(permutes, 4u) << info;
+  HostTensor in = randomTensor({8, 16, 8, 8}, 54);
+  Network ref;
+  makeConvNextTokens(ref);
+  HostTensor want = kiln::test::evaluateReference(ref, {{"x", in}}).at("y");
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  auto ctx = engine->createExecutionContext();
+  kiln::test::expectClose(runGpu(*ctx, in, s, false, {8, 10}), want, 3e-2, 3e-2, "fp16 ConvNeXt block + token view");
+  kiln::test::expectClose(runGpu(*ctx, in, s, true, {8, 10}), want, 3e-2, 3e-2, "the same as a CUDA graph");
+  cudaStreamDestroy(s);
+}
+
 // A view layer (a Reshape that aliases its input, so nothing runs) on an aux stream between a slow
 // producer and a reader on the main stream: the reader must still wait for the producer. (GPT-2's
 // FP16 engine read half-written attention inputs before view layers passed readiness on.)

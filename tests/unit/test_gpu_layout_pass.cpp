@@ -7,6 +7,7 @@
 #include "kiln/kiln.h"
 #include "ops/conv_layout.h"
 #include "ops/fused_attrs.h"
+#include "ops/layout_transpose.h"
 #include "ops/shape_propagation.h"
 #include "reference_eval.h"
 
@@ -21,7 +22,8 @@ class FakeGpu : public Backend {
   std::vector<Tactic> tactics(const LayerDesc& l) const override {
     const bool aware = l.op == "Conv" || l.op == "MaxPool" || l.op == "AveragePool" || l.op == "GlobalAveragePool" ||
                        (elementwiseAware && (l.op == "Mul" || l.op == "Add" || l.op == "PointwiseChain" || l.op == "Sigmoid"));
-    if (!aware && !hasPlainLayouts(l)) return {};
+    const bool permute = transposeAware && l.op == "Transpose" && isLayoutCopyTranspose(*l.attrs, l.inputs[0].dims.size());
+    if (!aware && !permute && !hasPlainLayouts(l)) return {};
     return {Tactic{"fake", nullptr}};
   }
   void* allocate(size_t) override { return nullptr; }
@@ -30,6 +32,7 @@ class FakeGpu : public Backend {
   void copyToHost(void*, const void*, size_t, void*) override {}
   void synchronize(void*) override {}
   bool elementwiseAware = false;  //!< whether Mul/Add/PointwiseChain/Sigmoid take channels-last layouts
+  bool transposeAware = false;    //!< whether the byte-copy permutes take layouts (as the CUDA tactic does)
 };
 
 HostTensor halfTensor(const Dims& d, uint32_t seed) {
@@ -195,4 +198,79 @@ TEST(GpuLayoutPass, DepthwiseBlocksStayChannelsLast) {
   int converts = 0;
   for (auto& l : net.layers()) converts += l->op == "LayoutConvert";
   EXPECT_EQ(converts, 0);
+}
+
+namespace {
+
+Layer* transpose(Network& net, Tensor* x, std::vector<int64_t> perm) {
+  Attributes a;
+  a.set("perm", perm);
+  return net.addLayer("Transpose", {x}, 1, a);
+}
+
+Layer* reshape(Network& net, Tensor* x, const std::vector<int64_t>& dims) {
+  HostTensor shape(DataType::kINT64, {static_cast<int64_t>(dims.size())});
+  for (size_t k = 0; k < dims.size(); ++k) shape.as<int64_t>()[k] = dims[k];
+  return net.addLayer("Reshape", {x, net.addConstant(net.uniqueName("shape"), shape)}, 1);
+}
+
+}  // namespace
+
+// ConvNeXt's block (dwconv -> permute to channels last -> a token op -> permute back -> layer
+// scale and residual) and SegFormer's token view (Reshape [N, C, H*W] -> Transpose [0, 2, 1] ->
+// a token op -> back): with permutes that take layouts, the dwconv writes nhwc, both permutes
+// become byte copies (no LayoutConvert), and the 3-D token views are rewritten as 4-D permutes.
+TEST(GpuLayoutPass, PermutesAtChannelsLastRegionsBecomeCopies) {
+  for (bool aware : {true, false}) {
+    FakeGpu gpu;
+    gpu.elementwiseAware = true;
+    gpu.transposeAware = aware;
+    Network net;
+    Tensor* x = net.addInput("x", DataType::kHALF, {8, 16, 8, 8});
+    Layer* c0 = net.addConvolution(x, halfTensor({32, 16, 3, 3}, 1), halfTensor({32}, 2), {1, 1}, {1, 1, 1, 1});
+    Layer* dw = net.addConvolution(c0->outputs[0], halfTensor({32, 1, 7, 7}, 3), halfTensor({32}, 4), {1, 1}, {3, 3, 3, 3}, 32);
+    Layer* toLast = transpose(net, dw->outputs[0], {0, 2, 3, 1});
+    Attributes ax;
+    ax.set("axis", int64_t(-1));
+    Layer* mix = net.addLayer("Softmax", {toLast->outputs[0]}, 1, ax);  // reads plain [N, H, W, C]
+    Layer* back = transpose(net, mix->outputs[0], {0, 3, 1, 2});
+    Layer* add = net.addElementWise(back->outputs[0], c0->outputs[0], "Add");
+    Layer* c1 = net.addConvolution(add->outputs[0], halfTensor({32, 32, 1, 1}, 5), halfTensor({32}, 6), {1, 1}, {0, 0, 0, 0});
+    Layer* flat = reshape(net, c1->outputs[0], {8, 32, 64});
+    Layer* tokens = transpose(net, flat->outputs[0], {0, 2, 1});
+    Layer* mix2 = net.addLayer("Softmax", {tokens->outputs[0]}, 1, ax);
+    Layer* untokens = transpose(net, mix2->outputs[0], {0, 2, 1});
+    Layer* unflat = reshape(net, untokens->outputs[0], {8, 32, 8, 8});
+    Layer* c2 = net.addConvolution(unflat->outputs[0], halfTensor({16, 32, 1, 1}, 7), halfTensor({16}, 8), {1, 1}, {0, 0, 0, 0});
+    net.markOutput(c2->outputs[0]);
+    net.topoSort();
+    propagateShapes(net, nullptr, true);
+    ASSERT_TRUE(assignGpuLayouts(net, gpu));
+    net.topoSort();  // as the builder does after the pass
+    propagateShapes(net, nullptr, true);
+    int converts = 0, copies = 0, tokenTransposes = 0;
+    for (auto& l : net.layers()) {
+      converts += l->op == "LayoutConvert";
+      if (l->op != "Transpose") continue;
+      copies += isLayoutCopyTranspose(l->attrs, l->inputs[0]->dims.size());
+      tokenTransposes += l->attrs.getInts("perm") == std::vector<int64_t>{0, 2, 1};
+    }
+    EXPECT_EQ(tokenTransposes, 0) << aware;  // the token views are 4-D permutes either way
+    EXPECT_EQ(c2->inputs[0]->dims, (Dims{8, 32, 8, 8}));
+    if (aware) {
+      EXPECT_EQ(layout(dw, attr::kLayoutOut), "nhwc");
+      EXPECT_EQ(layout(toLast, attr::kLayoutIn), "nhwc");
+      EXPECT_EQ(layout(toLast, attr::kLayoutOut), "nchw");
+      EXPECT_EQ(layout(back, attr::kLayoutIn), "nchw");
+      EXPECT_EQ(layout(back, attr::kLayoutOut), "nhwc");
+      EXPECT_EQ(layout(add, attr::kLayoutOut), "nhwc");
+      EXPECT_EQ(layout(c1, attr::kLayoutOut), "nhwc");
+      EXPECT_EQ(layout(c2, attr::kLayoutIn), "nhwc");
+      EXPECT_EQ(copies, 4);
+      EXPECT_EQ(converts, 0);
+    } else {
+      EXPECT_EQ(copies, 0);
+      EXPECT_GE(converts, 1);
+    }
+  }
 }

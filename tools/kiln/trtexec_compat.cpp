@@ -214,6 +214,7 @@ std::string addTrtexecLayerInfo(const std::string& kilnLayerInfo, const Engine& 
   auto tensors = [](const json& list) {
     json out = json::array();
     for (const json& t : list) {
+      if (!t.is_object()) continue;  // an omitted optional input (null in kiln's layer info)
       std::string format = t.value("dtype", "");
       out.push_back({{"Name", t.value("name", "")}, {"Dimensions", t.value("dims", json::array())},
                      {"Format/Datatype", format}});

@@ -1,6 +1,7 @@
 // Device helpers shared by the normalization / softmax / reduction / selection kernels:
 // float conversion of the element types, 16-byte vectors, and reductions over the threads of
-// one row (blockDim.x threads per row, blockDim.x a multiple of 32, blockDim.y rows per block).
+// one row (blockDim.x threads per row: a multiple of 32, or a power of two below 32 with
+// blockDim.x * blockDim.y a multiple of 32; blockDim.y rows per block).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -56,8 +57,14 @@ __device__ __forceinline__ float warpReduce(float v, Op op) {
 //! Reduces `v` over the blockDim.x threads of this row; every thread gets the result. Must be
 //! called by all threads of the block (it synchronizes when a row spans several warps).
 //! `smem` holds blockDim.y * 32 floats.
+//! Rows narrower than a warp (blockDim.x a power of two below 32) are aligned lane groups of one
+//! warp: the xor shuffles below blockDim.x stay inside the group.
 template <typename Op>
 __device__ __forceinline__ float rowReduce(float v, Op op, float identity, float* smem) {
+  if (blockDim.x < 32) {
+    for (unsigned o = blockDim.x >> 1; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+  }
   v = warpReduce(v, op);
   if (blockDim.x == 32) return v;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

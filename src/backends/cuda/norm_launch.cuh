@@ -29,12 +29,17 @@ struct RowGeometry {
 
 //! Chooses the geometry for rows of `cols` elements of `elemSize` bytes. `vectorize`: whether
 //! 16-byte vectors may be used (pointer alignment is checked again at launch).
-inline RowGeometry planRows(int64_t rows, int64_t cols, size_t elemSize, bool vectorize = true) {
+//! `subWarp`: rows shorter than 32 vectors get fewer threads (a power of two, one vector each), so
+//! that short rows (LayerNorm over 32-96 channels, softmax over a few keys) keep every lane busy;
+//! only for kernels that reduce through rowReduce (norm_common.cuh), which handles such groups.
+inline RowGeometry planRows(int64_t rows, int64_t cols, size_t elemSize, bool vectorize = true, bool subWarp = false) {
   RowGeometry g;
   const int64_t wide = static_cast<int64_t>(16 / elemSize);
   g.vec = (vectorize && wide > 1 && cols % wide == 0) ? static_cast<int>(wide) : 1;
   const int64_t nvec = cols / g.vec;
   int t = 32;
+  if (subWarp)
+    for (t = 1; t < 32 && t < nvec;) t *= 2;
   while (t < 1024 && static_cast<int64_t>(t) * kRowItems < nvec) t *= 2;
   // Few rows: spread a row over more threads (each keeps at least one vector).
   while (t < 1024 && rows * t < int64_t(cuda::smCount()) * 1024 && static_cast<int64_t>(t) * 2 <= nvec) t *= 2;

@@ -50,7 +50,7 @@ class SoftmaxKernel : public Kernel {
     p.outer = split.outer;
     p.length = split.length;
     p.inner = split.inner;
-    if (p.inner == 1) p.geo = planRows(p.outer, p.length, elementSize(p.type));
+    if (p.inner == 1) p.geo = planRows(p.outer, p.length, elementSize(p.type), true, /*subWarp=*/true);
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
@@ -111,7 +111,7 @@ class LayerNormKernel : public Kernel {
       const auto bs = hasBias ? broadcastStrides(l.inputs[2].dims, x) : std::vector<int64_t>(x.size(), 0);
       for (int64_t d = 0; d < rank; ++d) p.dims[d] = x[d], p.scaleStrides[d] = ss[d], p.biasStrides[d] = bs[d];
     }
-    p.geo = planRows(p.rows, p.cols, elementSize(p.type));
+    p.geo = planRows(p.rows, p.cols, elementSize(p.type), true, /*subWarp=*/true);
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
@@ -164,7 +164,7 @@ class GroupNormKernel : public Kernel {
     p.act = static_cast<int>(act.kind);
     p.actAlpha = act.alpha;
     p.actBeta = act.beta;
-    p.geo = planRows(p.rows, p.cols, elementSize(p.type));
+    p.geo = planRows(p.rows, p.cols, elementSize(p.type), true, /*subWarp=*/true);
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {

@@ -10,6 +10,8 @@
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/shape_cuda.cuh"
+#include "ops/fused_attrs.h"
+#include "ops/layout_transpose.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -266,7 +268,17 @@ std::unique_ptr<Kernel> createConstantOfShape(const LayerDesc& l) { return std::
 
 namespace cuda {
 KernelFactory copyCuda() { return {anyElementSize, createCopy}; }  // Reshape-like ops (none when aliased)
-KernelFactory transposeCuda() { return {anyElementSize, createMove<planTranspose>}; }
+// Plain layouts: a planned gather. Under the GPU layout pass only the two permutes that are byte
+// copies take layouts (ops/layout_transpose.h); the runtime aliases those unless an output or a
+// user buffer is involved, and copies otherwise.
+bool supportsTranspose(const LayerDesc& l) {
+  return anyElementSize(l) && (hasPlainLayouts(l) || isLayoutCopyTranspose(*l.attrs, l.inputs[0].dims.size()));
+}
+std::unique_ptr<Kernel> createTranspose(const LayerDesc& l) {
+  if (!hasPlainLayouts(l)) return createCopy(l);
+  return createMove<planTranspose>(l);
+}
+KernelFactory transposeCuda() { return {supportsTranspose, createTranspose}; }
 KernelFactory concatCuda() { return {anyElementSize, createMove<planConcat>}; }
 KernelFactory splitCuda() { return {anyElementSize, createMove<planSplit>}; }
 KernelFactory sliceCuda() { return {anyElementSize, createMove<planSlice>}; }

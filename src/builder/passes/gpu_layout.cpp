@@ -8,6 +8,13 @@
 // and outputs stay NCHW; a LayoutConvert sits where an nhwc tensor meets any other op
 // (layout_planner.h).
 //
+// Permutes between channels-last blocks and conv regions take part too: perm [0, 2, 3, 1] reads
+// an nhwc X and [0, 3, 1, 2] writes an nhwc Y as byte copies the runtime aliases away
+// (ops/layout_transpose.h), so ConvNeXt's dwconv -> permute -> LayerNorm/MLP -> permute -> add
+// needs no transpose at all. SegFormer/Swin-style token views (Reshape [N, C, H*W] then Transpose
+// [0, 2, 1], and back) are first rewritten as the 4-D permute plus a Reshape (the same work) so
+// that they qualify.
+//
 // Only for batches of 8 and more: at batch 1 the NCHW engines measured faster than torch.compile
 // already (bench/results/gpu-h200.md), and the conversions cost relatively more. Channel counts
 // must be multiples of 8 (tensor-core alignment).
@@ -17,6 +24,7 @@
 #include "builder/passes/layout_planner.h"
 #include "builder/passes/passes.h"
 #include "ops/conv_layout.h"
+#include "ops/layout_transpose.h"
 
 namespace kiln {
 
@@ -24,21 +32,106 @@ namespace {
 
 constexpr int64_t kMinBatch = 8;
 
-bool nhwcTensor(const Tensor* t) {
-  const Dims& d = t->dims;
-  return (t->type == DataType::kHALF || t->type == DataType::kBF16) && d.size() == 4 && d[0] >= kMinBatch && d[1] > 0 &&
+
+bool nhwcDims(DataType type, const Dims& d) {
+  return (type == DataType::kHALF || type == DataType::kBF16) && d.size() == 4 && d[0] >= kMinBatch && d[1] > 0 &&
          d[1] % 8 == 0 && d[2] > 0 && d[3] > 0;
 }
+
+//! A Transpose (one input, one output) with exactly this perm.
+bool isTranspose(const Layer* l, const std::vector<int64_t>& perm) {
+  return l && l->op == "Transpose" && l->outputs.size() == 1 && l->inputs.size() == 1 && l->inputs[0] &&
+         l->attrs.getInts("perm") == perm;
+}
+
+bool isPlainReshape(const Layer* l) {
+  return l && l->op == "Reshape" && l->outputs.size() == 1 && !l->inputs.empty() && l->inputs[0] && isStatic(l->outputs[0]->dims);
+}
+
+//! Replaces `dead` (the layers from `from` to `result`) by Transpose(perm) and Reshape(dims) in
+//! `transposeFirst` order.
+void rebuildView(Network& net, Tensor* from, bool transposeFirst, const std::vector<int64_t>& perm, const Dims& mid,
+                 const std::vector<Layer*>& dead, Tensor* result) {
+  const std::string base = dead.back()->name;
+  auto transpose = [&](Tensor* in) {
+    Attributes a;
+    a.set("perm", perm);
+    return net.addLayer("Transpose", {in}, 1, a, net.uniqueName(base + "_permute"));
+  };
+  auto reshape = [&](Tensor* in, const Dims& to) {
+    HostTensor shape(DataType::kINT64, {static_cast<int64_t>(to.size())});
+    for (size_t k = 0; k < to.size(); ++k) shape.as<int64_t>()[k] = to[k];
+    return net.addLayer("Reshape", {in, net.addConstant(net.uniqueName(base + "_shape"), shape)}, 1, {},
+                        net.uniqueName(base + "_view"));
+  };
+  Layer* first = transposeFirst ? transpose(from) : reshape(from, mid);
+  first->outputs[0]->type = from->type;
+  first->outputs[0]->dims = mid;
+  first->outputs[0]->dimsKnown = true;
+  Layer* second = transposeFirst ? reshape(first->outputs[0], result->dims) : transpose(first->outputs[0]);
+  second->outputs[0]->type = result->type;
+  second->outputs[0]->dims = result->dims;
+  second->outputs[0]->dimsKnown = true;
+  for (Layer* l : dead) net.removeLayer(l);
+  net.replaceUses(result, second->outputs[0]);
+}
+
+//! Token views around conv regions as 4-D permutes (see the top of the file):
+//!   Reshape(x [N, C, H, W] -> [N, C, H*W]) -> Transpose [0, 2, 1]  =>  Transpose [0, 2, 3, 1] -> Reshape [N, H*W, C]
+//!   Transpose(z [N, L, C], [0, 2, 1]) -> Reshape [N, C, H, W] (H*W = L)  =>  Reshape [N, H, W, C] -> Transpose [0, 3, 1, 2]
+bool permuteTokenViews(Network& net) {
+  static const std::vector<int64_t> swap12 = {0, 2, 1};
+  bool changed = false;
+  for (bool again = true; again;) {
+    again = false;
+    for (auto& lp : net.layers()) {
+      Layer* a = lp.get();
+      Layer* b = a->outputs.size() == 1 ? soleConsumer(net, a->outputs[0]) : nullptr;
+      if (!b || b->inputs.empty() || b->inputs[0] != a->outputs[0] || b->outputs.size() != 1 || b->outputs[0]->isOutput) continue;
+      Tensor* x = a->inputs.empty() ? nullptr : a->inputs[0];
+      Tensor* y = b->outputs[0];
+      if (!x || !isStatic(x->dims) || !isStatic(y->dims)) continue;
+      const Dims& xd = x->dims;
+      const Dims& yd = y->dims;
+      if (isPlainReshape(a) && isTranspose(b, swap12) && nhwcDims(x->type, xd) &&
+          a->outputs[0]->dims == Dims{xd[0], xd[1], xd[2] * xd[3]}) {
+        rebuildView(net, x, true, toChannelsLastPerm(), {xd[0], xd[2], xd[3], xd[1]}, {a, b}, y);
+      } else if (isTranspose(a, swap12) && isPlainReshape(b) && xd.size() == 3 && nhwcDims(y->type, yd) &&
+                 yd[0] == xd[0] && yd[1] == xd[2] && yd[2] * yd[3] == xd[1]) {
+        rebuildView(net, x, false, fromChannelsLastPerm(), {yd[0], yd[2], yd[3], yd[1]}, {a, b}, y);
+      } else {
+        continue;
+      }
+      changed = again = true;
+      break;  // the layer list changed
+    }
+  }
+  if (changed) net.topoSort();
+  return changed;
+}
+
+//! A permute the planner may place at a region's edge (ops/layout_transpose.h).
+bool readsChannelsLast(const Layer& l) {
+  return (isTranspose(&l, toChannelsLastPerm()) || isTranspose(&l, fromChannelsLastPerm())) && l.inputs[0]->dims.size() == 4;
+}
+bool writesChannelsLast(const Layer& l) { return isTranspose(&l, fromChannelsLastPerm()) && l.inputs[0]->dims.size() == 4; }
 
 }  // namespace
 
 bool assignGpuLayouts(Network& net, Backend& backend) {
   if (backend.device() != DeviceType::kGPU) return false;
+  for (auto& l : net.layers())
+    if (hasLayouts(l->attrs)) return false;  // already assigned
+  const bool viewsChanged = permuteTokenViews(net);
   LayoutPolicy p;
   p.block = kNhwcBlock;
-  p.eligible = nhwcTensor;
-  p.reads = [](const Layer& l) { return isLayoutConv(l) || isLayoutWindowPool(l) || isLayoutGlobalPool(l); };
-  p.writes = [](const Layer& l) { return isLayoutConv(l) || isLayoutWindowPool(l); };  // global pools write [N,C,1,1]
+  p.eligible = [](const Tensor* t) { return nhwcDims(t->type, t->dims); };
+  p.reads = [](const Layer& l) {
+    return isLayoutConv(l) || isLayoutWindowPool(l) || isLayoutGlobalPool(l) || readsChannelsLast(l);
+  };
+  // Global pools write [N,C,1,1]; a [0, 3, 1, 2] permute reads plain and writes nhwc (the
+  // planner gives it an nhwc X only if its producer writes one, and no tactic takes that).
+  p.writes = [](const Layer& l) { return isLayoutConv(l) || isLayoutWindowPool(l) || writesChannelsLast(l); };
   p.transparent = [](const Layer& l) {
     static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Div", "PRelu", "PointwiseChain", "Relu", "LeakyRelu",
                                               "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Softplus", "Gelu",
@@ -47,7 +140,7 @@ bool assignGpuLayouts(Network& net, Backend& backend) {
   };
   p.backend = &backend;
   p.verify = true;
-  return assignLayouts(net, p);
+  return assignLayouts(net, p) || viewsChanged;
 }
 
 }  // namespace kiln
