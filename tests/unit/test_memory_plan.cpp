@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "runtime/engine_graph.h"
 #include "runtime/layer_order.h"
@@ -244,6 +245,15 @@ void addLayer(EngineGraph& g, const std::string& name, const std::string& op, st
   g.layers.push_back(std::move(l));
 }
 
+//! The start of the MatMul graphs below: input x [16, 16] and constants W [16, 64], V [64, 16].
+std::tuple<int, int, int> matMulGraphStart(EngineGraph& g, DeviceType device) {
+  g.device = device;
+  const int x = addTensor(g, floatTensor("x", {16, 16}));
+  g.tensors[x].isInput = true;
+  g.inputs = {x};
+  return {x, addConstant(g, "w", {16, 64}), addConstant(g, "v", {64, 16})};
+}
+
 //! x -> 1x1 Conv a -> 1x1 Conv b -> Conv c(b, R = a) -> Relu -> y: [1, 8, 16, 16] float tensors of
 //! 8192 bytes. `tactic` runs the residual conv.
 EngineGraph residualConvGraph(const std::string& tactic) {
@@ -291,11 +301,7 @@ TEST(MemoryPlan, MemoryAwareOrderFinishesABranchBeforeStartingTheNext) {
   // 1 KiB: A1 and B1 are 4, A2 and B2 are 1. The network order A1 B1 A2 B2 Add holds A1 + B1 + A2
   // = 9 at A2; finishing branch A first (A1 A2 B1 B2 Add) peaks at A2 + B1 + B2 = 6.
   EngineGraph g;
-  g.device = DeviceType::kCPU;
-  const int x = addTensor(g, floatTensor("x", {16, 16}));
-  g.tensors[x].isInput = true;
-  g.inputs = {x};
-  const int w = addConstant(g, "w", {16, 64}), v = addConstant(g, "v", {64, 16});
+  const auto [x, w, v] = matMulGraphStart(g, DeviceType::kCPU);
   const int a1 = addTensor(g, floatTensor("a1", {16, 64})), b1 = addTensor(g, floatTensor("b1", {16, 64}));
   const int a2 = addTensor(g, floatTensor("a2", {16, 16})), b2 = addTensor(g, floatTensor("b2", {16, 16}));
   const int y = addTensor(g, floatTensor("y", {16, 16}));
@@ -355,11 +361,7 @@ TEST(MemoryPlan, LowerBoundCountsTensorsOfConcurrentBranches) {
   // stream, q and s may be live while r and u are (nothing orders L1/L3 against L2/L4), and p is
   // read by both branches: p, q, r, s and u conflict pairwise, so no arena is below 14 KiB.
   EngineGraph g;
-  g.device = DeviceType::kGPU;
-  const int x = addTensor(g, floatTensor("x", {16, 16}));
-  g.tensors[x].isInput = true;
-  g.inputs = {x};
-  const int w = addConstant(g, "w", {16, 64}), v = addConstant(g, "v", {64, 16});
+  const auto [x, w, v] = matMulGraphStart(g, DeviceType::kGPU);
   const int p = addTensor(g, floatTensor("p", {16, 64})), q = addTensor(g, floatTensor("q", {16, 16}));
   const int r = addTensor(g, floatTensor("r", {16, 16})), s = addTensor(g, floatTensor("s", {16, 64}));
   const int u = addTensor(g, floatTensor("u", {16, 64})), y = addTensor(g, floatTensor("y", {16, 64}));
