@@ -15,6 +15,7 @@
 #include "ops/op_registry.h"
 #include "ops/shape_propagation.h"
 #include "runtime/engine_impl.h"
+#include "runtime/layer_order.h"
 
 namespace kiln {
 
@@ -394,13 +395,17 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
       selectTactics(g, *backend, p, cfg, logger_);
   }
   const double selectSecs = since(tSelect);
-  // Aux streams (GPU only; the CPU runs one stream): -1 means "let kiln choose" (up to 2).
-  planStreams(g, cfg.maxAuxStreams() < 0 ? 2 : cfg.maxAuxStreams());
+  // Aux streams (GPU only; the CPU runs one stream): -1 means "let kiln choose" (up to 2). The
+  // execution order is the network's or a memory-aware one, whichever needs the smaller arena.
+  const LayerOrderChoice order = chooseLayerOrder(g, cfg.maxAuxStreams() < 0 ? 2 : cfg.maxAuxStreams());
+  if (order.reordered)
+    logger_.log(Sev::kINFO, "memory-aware layer order: arena " + std::to_string(order.networkArena) + " -> " +
+                                std::to_string(order.memoryAwareArena) + " bytes");
   g.arenaBytes = 0;
   for (size_t p = 0; p < g.profiles.size(); ++p) {
     ResolvedShapes shapes = resolveShapes(g, optDims(g, p), &g.profiles[p], nullptr, /*lenient=*/true);
     rejectDataDependentShapes(g, shapes);
-    g.arenaBytes = std::max(g.arenaBytes, planMemory(g, shapes).arenaBytes);
+    g.arenaBytes = std::max(g.arenaBytes, planMemory(g, shapes, p).arenaBytes);
   }
 
   auto tCreate = std::chrono::steady_clock::now();

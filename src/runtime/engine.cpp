@@ -163,7 +163,7 @@ size_t Engine::getDeviceMemorySizeForProfile(int profile) const {
     std::map<int, Dims> dims;
     for (const auto& [t, range] : g.profiles[profile]) dims[t] = range.*sel;
     ResolvedShapes r = resolveShapes(g, dims, &g.profiles[profile], nullptr, /*lenient=*/true);
-    bytes = std::max(bytes, planMemory(g, r).arenaBytes);
+    bytes = std::max(bytes, planMemory(g, r, static_cast<size_t>(profile)).arenaBytes);
   }
   return bytes;
 }

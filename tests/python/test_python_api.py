@@ -65,10 +65,11 @@ def test_static_build_and_plan_roundtrip():
     for loaded in (kiln.Engine.load(plan), kiln.Engine.deserialize(engine.serialize())):
         np.testing.assert_array_equal(loaded.create_execution_context().infer({"x": x})["y"], y)
     check('"layers"' in engine.layer_information)
-    # Memory: the arena covers the live curve's peak (the planner's lower bound), per layer.
+    # Memory: the arena covers the planner's lower bound, which is at least the live curve's peak
+    # (more where aux streams run branches at once), per layer.
     mem = engine.create_execution_context().memory_usage
     check(set(mem) == {"arena_bytes", "arena_lower_bound", "workspace_bytes", "live_bytes"}, mem)
-    check(mem["arena_bytes"] >= mem["arena_lower_bound"] == max(mem["live_bytes"], default=0), mem)
+    check(mem["arena_bytes"] >= mem["arena_lower_bound"] >= max(mem["live_bytes"], default=0), mem)
     check(len(mem["live_bytes"]) == engine.num_layers, mem)
     check(engine.weight_bytes >= 4 * 8 * 3 * 3 * 3, engine.weight_bytes)  # the conv's float32 weights at least
     # A non-contiguous view is read as its values (copied to C order first).
