@@ -300,7 +300,7 @@ def main():
         with open(args.results) as f:
             old = [json.loads(line) for line in f if line.strip()]
     args.old_rows = old
-    rows = [r for r in old if r["model"] not in wanted]
+    rows = list(old)  # a row is replaced when its (model, batch) runs again: a run cut short loses nothing
     gpu = sh(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]).stdout.strip()
     machine = f"{gpu}; {platform.node()}; torch {torch.__version__}"
     command = "python3 " + " ".join(sys.argv)
@@ -310,7 +310,7 @@ def main():
         if args.kiln_only:
             print(json.dumps(row), flush=True)
             return
-        rows.append(row)
+        rows[:] = [r for r in rows if (r["model"], r["batch"]) != (row["model"], row["batch"])] + [row]
         print(json.dumps(row), flush=True)
         with open(args.results, "w") as f:
             for r in rows:
