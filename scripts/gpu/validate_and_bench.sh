@@ -118,9 +118,15 @@ if has python; then
   # with the bundle.
   mkdir -p /tmp/kpy/kiln && cp python/kiln/*.py /tmp/kpy/kiln/
   # PYBIND11_ASSERT_GIL_HELD_INCREF_DECREF: a reference count touched without the GIL aborts (issue 16).
-  if [ -f "$PYINC/Python.h" ] && [ -f "$PBINC/pybind11/pybind11.h" ] &&
-     g++ -O2 -std=c++20 -shared -fPIC -fvisibility=hidden -DPYBIND11_ASSERT_GIL_HELD_INCREF_DECREF python/*.cpp -Ipython \
-       -I$K/include -Iinclude -I"$PYINC" -I"$PBINC" -L$K/lib -lkiln -Wl,-rpath,$K/lib -o /tmp/kpy/kiln/_kiln$EXT > $OUT/python_gpu.log 2>&1; then
+  # One compiler per source file in parallel (the machine has many cores), then one link.
+  pycompile() {
+    mkdir -p /tmp/kpy/obj &&
+    ls python/*.cpp | xargs -P "$(nproc)" -I{} sh -c 'g++ -O2 -std=c++20 -fPIC -fvisibility=hidden \
+        -DPYBIND11_ASSERT_GIL_HELD_INCREF_DECREF -Ipython -I'"$K"'/include -Iinclude -I"'"$PYINC"'" -I"'"$PBINC"'" \
+        -c {} -o /tmp/kpy/obj/$(basename {} .cpp).o' &&
+    g++ -shared /tmp/kpy/obj/*.o -L$K/lib -lkiln -Wl,-rpath,$K/lib -o /tmp/kpy/kiln/_kiln$EXT
+  }
+  if [ -f "$PYINC/Python.h" ] && [ -f "$PBINC/pybind11/pybind11.h" ] && pycompile > $OUT/python_gpu.log 2>&1; then
     rc=0
     # the API against ONNX Runtime; torch/CuPy-style tensors, streams, CUDA graphs; kiln.torch.compile vs PyTorch
     for t in test_python_api.py test_python_interop.py test_torch_compile.py; do
