@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "builder/passes/inline_constant_if.h"
 #include "builder/passes/lower_qdq.h"
 #include "builder/passes/passes.h"
 #include "builder/tactic_filter.h"
@@ -361,6 +362,7 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
   warnQuantizationFlags(net, cfg, logger_);
   auto profiles = collectProfiles(net, cfg);
   net.topoSort();
+  if (inlineConstantIfs(net)) logger_.log(Sev::kVERBOSE, "pass: If layers with a build-time condition replaced by their taken branch");
   propagateShapes(net, nullptr, true);
   auto backend = withoutTactics(getBackend(cfg.device(), cfg.threads(), cfg.deviceIndex()), cfg.disabledTactics());
   backend->makeCurrent();  // instantiateEngine below takes the calling thread's current device

@@ -1,7 +1,8 @@
 // ONNX importer: ModelProto -> Network. One generic path for every op: the node becomes a layer
 // with the same op name and attributes; the op's `normalize` brings older opsets to the newest
 // form. Ops without an OpDef are collected and reported together. Calls of model-local functions
-// (ModelProto.functions) are inlined first; a node with no importer may be a registered plugin.
+// (ModelProto.functions) are inlined first, If branches inlined and constant-count Loops unrolled
+// (node_expander.h); a node with no importer may be a registered plugin.
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include <tuple>
 
 #include "kiln/onnx_parser.h"
+#include "onnx/node_expander.h"
 #include "onnx/tensor_proto.h"
 #include "ops/op_registry.h"
 #include "ops/shape_propagation.h"
@@ -124,16 +126,23 @@ struct Importer {
     // may read a tensor produced later in the list (the graph is topologically sorted after).
     std::vector<std::string> unsupported;
     std::vector<std::pair<Layer*, const onnx::NodeProto*>> created;
+    NodeExpander expander;
+    expander.baseDir = baseDir;
+    expander.opset = opset;
+    expander.pluginReplaces = [this](const onnx::NodeProto& n) { return options.pluginOverride && findPlugin(n) != nullptr; };
+    expander.initializerValue = [this](const std::string& n) {
+      Tensor* t = net.findTensor(n);
+      return t && t->isConstant() ? t->value : HostTensor();
+    };
     for (const auto& f : model.functions()) {
       auto key = std::make_tuple(f.domain(), f.name(), f.overload());
-      if (!functions.emplace(key, &f).second)
+      if (!expander.functions.emplace(key, &f).second)
         throw Error("model-local function '" + f.domain() + "::" + f.name() + "' is defined twice");
     }
-    // The graph's nodes with model-local function calls replaced by their (renamed) bodies, which
-    // live in `inlined`; the graph's own nodes are not copied.
-    std::deque<onnx::NodeProto> inlined;
+    // The graph's nodes with function calls, If and Loop nodes expanded (node_expander.h); the
+    // graph's own nodes are not copied.
     std::vector<const onnx::NodeProto*> nodes;
-    for (const auto& node : g.node()) expandNode(node, nodes, inlined, 0);
+    for (const auto& node : g.node()) expander.expand(node, nullptr, nodes, 0);
     int index = 0;
     for (const onnx::NodeProto* np : nodes) {
       const onnx::NodeProto& node = *np;
@@ -230,69 +239,6 @@ struct Importer {
     net.topoSort();
   }
 
-  // ---- model-local functions (ModelProto.functions): inlined at import --------------------------
-
-  std::map<std::tuple<std::string, std::string, std::string>, const onnx::FunctionProto*> functions;
-
-  const onnx::FunctionProto* functionFor(const onnx::NodeProto& node) const {
-    if (functions.empty()) return nullptr;
-    auto it = functions.find(std::make_tuple(node.domain(), node.op_type(), node.overload()));
-    if (it == functions.end() && isDefaultDomain(node.domain()))
-      it = functions.find(std::make_tuple(std::string(node.domain().empty() ? "ai.onnx" : ""), node.op_type(), node.overload()));
-    if (it == functions.end()) return nullptr;
-    if (options.pluginOverride && findPlugin(node)) return nullptr;  // a registered plugin replaces the body
-    return it->second;
-  }
-
-  //! Appends `node` to `out`, or, when it calls a model-local function, the function's body with
-  //! its tensors renamed into the caller's scope and attribute references resolved (recursively).
-  void expandNode(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out, std::deque<onnx::NodeProto>& inlined,
-                  int depth) {
-    const onnx::FunctionProto* f = functionFor(node);
-    if (!f) {
-      out.push_back(&node);
-      return;
-    }
-    if (depth >= 32) throw Error("model-local function '" + f->name() + "' nests more than 32 calls deep (recursive?)");
-    const std::string scope = (node.name().empty() ? f->name() + "_" + std::to_string(out.size()) : node.name()) + "/";
-    std::map<std::string, std::string> rename;
-    for (int i = 0; i < f->input_size(); ++i) rename[f->input(i)] = i < node.input_size() ? node.input(i) : "";
-    for (int i = 0; i < f->output_size(); ++i)
-      rename[f->output(i)] = i < node.output_size() ? node.output(i) : scope + f->output(i);
-    auto mapped = [&](const std::string& name) {
-      if (name.empty()) return name;
-      auto it = rename.find(name);
-      return it != rename.end() ? it->second : scope + name;
-    };
-    std::map<std::string, const onnx::AttributeProto*> given, defaults;
-    for (const auto& a : node.attribute()) given[a.name()] = &a;
-    for (const auto& a : f->attribute_proto()) defaults[a.name()] = &a;
-    for (const auto& body : f->node()) {
-      onnx::NodeProto& n = inlined.emplace_back(body);
-      n.set_name(scope + (body.name().empty() ? body.op_type() : body.name()));
-      for (int i = 0; i < n.input_size(); ++i) n.set_input(i, mapped(body.input(i)));
-      for (int i = 0; i < n.output_size(); ++i) n.set_output(i, mapped(body.output(i)));
-      n.clear_attribute();
-      for (const auto& a : body.attribute()) {
-        if (a.ref_attr_name().empty()) {
-          *n.add_attribute() = a;
-          continue;
-        }
-        auto it = given.find(a.ref_attr_name());
-        const onnx::AttributeProto* src = it != given.end() ? it->second : nullptr;
-        if (!src) {
-          auto d = defaults.find(a.ref_attr_name());
-          src = d != defaults.end() ? d->second : nullptr;
-        }
-        if (!src) continue;  // an unset optional attribute of the function: the op's default
-        onnx::AttributeProto* dst = n.add_attribute();
-        *dst = *src;
-        dst->set_name(a.name());
-      }
-      expandNode(n, out, inlined, depth + 1);
-    }
-  }
-
   static std::string pluginVersion(const onnx::NodeProto& node) {
     for (const auto& a : node.attribute())
       if (a.name() == "plugin_version") {
@@ -310,23 +256,7 @@ struct Importer {
 
   void importConstant(const onnx::NodeProto& node, const std::string& name) {
     if (node.output_size() != 1) throw Error("Constant node '" + name + "' must have one output");
-    HostTensor v;
-    for (const auto& a : node.attribute()) {
-      const std::string& n = a.name();
-      if (n == "value") v = fromTensorProto(a.t(), baseDir);
-      else if (n == "value_float") { v = HostTensor(DataType::kFLOAT, {}); *v.as<float>() = a.f(); }
-      else if (n == "value_int") { v = HostTensor(DataType::kINT64, {}); *v.as<int64_t>() = a.i(); }
-      else if (n == "value_floats") {
-        v = HostTensor(DataType::kFLOAT, {a.floats_size()});
-        for (int i = 0; i < a.floats_size(); ++i) v.as<float>()[i] = a.floats(i);
-      } else if (n == "value_ints") {
-        v = HostTensor(DataType::kINT64, {a.ints_size()});
-        for (int i = 0; i < a.ints_size(); ++i) v.as<int64_t>()[i] = a.ints(i);
-      } else {
-        throw UnsupportedError("Constant node '" + name + "': attribute '" + n + "' is not supported");
-      }
-    }
-    if (!v.valid()) throw Error("Constant node '" + name + "' has no value");
+    HostTensor v = constantNodeValue(node, name, baseDir);
     Tensor* t = net.addConstant(node.output(0), v);
     if (t->name != node.output(0)) throw Error("tensor '" + node.output(0) + "' is produced twice");
   }
@@ -347,7 +277,7 @@ void parseModel(const void* data, size_t size, Network& network, const std::stri
   if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
     throw Error("malformed ONNX model: the file is not a valid ModelProto (truncated or corrupt protobuf)");
   if (!model.has_graph()) throw Error("malformed ONNX model: no graph");
-  Importer imp{network, baseDir, logger, options, 0, {}, {}};
+  Importer imp{network, baseDir, logger, options, 0, {}};
   imp.run(model);
 }
 

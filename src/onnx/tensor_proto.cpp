@@ -128,4 +128,25 @@ HostTensor fromTensorProto(const onnx::TensorProto& t, const std::string& baseDi
   return h;
 }
 
+HostTensor constantNodeValue(const onnx::NodeProto& node, const std::string& name, const std::string& baseDir) {
+  HostTensor v;
+  for (const auto& a : node.attribute()) {
+    const std::string& n = a.name();
+    if (n == "value") v = fromTensorProto(a.t(), baseDir);
+    else if (n == "value_float") { v = HostTensor(DataType::kFLOAT, {}); *v.as<float>() = a.f(); }
+    else if (n == "value_int") { v = HostTensor(DataType::kINT64, {}); *v.as<int64_t>() = a.i(); }
+    else if (n == "value_floats") {
+      v = HostTensor(DataType::kFLOAT, {a.floats_size()});
+      for (int i = 0; i < a.floats_size(); ++i) v.as<float>()[i] = a.floats(i);
+    } else if (n == "value_ints") {
+      v = HostTensor(DataType::kINT64, {a.ints_size()});
+      for (int i = 0; i < a.ints_size(); ++i) v.as<int64_t>()[i] = a.ints(i);
+    } else {
+      throw UnsupportedError("Constant node '" + name + "': attribute '" + n + "' is not supported");
+    }
+  }
+  if (!v.valid()) throw Error("Constant node '" + name + "' has no value");
+  return v;
+}
+
 }  // namespace kiln

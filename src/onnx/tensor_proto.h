@@ -12,5 +12,8 @@ DataType fromOnnxType(int onnxType, const std::string& what);
 //! Converts a tensor (raw or typed fields, or external data resolved against `baseDir`; empty
 //! `baseDir` refuses external data).
 HostTensor fromTensorProto(const onnx::TensorProto& t, const std::string& baseDir);
+//! The value of a Constant node (attribute value, value_float(s) or value_int(s)); `name` names
+//! the node in errors.
+HostTensor constantNodeValue(const onnx::NodeProto& node, const std::string& name, const std::string& baseDir);
 
 }  // namespace kiln

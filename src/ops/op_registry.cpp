@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/thread_pool.h"
+#include "ops/control_flow.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -23,6 +24,7 @@ OpRegistry::OpRegistry() {
   registerPluginOps(*this);
   registerQuantizeOps(*this);
   registerGridSampleOps(*this);
+  registerControlFlowOps(*this);
 }
 
 OpRegistry& OpRegistry::instance() {

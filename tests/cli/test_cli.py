@@ -535,14 +535,15 @@ def test_errors():
 
 # ---------------------------------------------------------------- runner
 
-def main():
+def run_suite(namespace, description, what):
+    """Runs the test_* functions of `namespace` (a module's globals) against the CLI given by --kiln."""
     global KILN, TMP
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--kiln", required=True, help="path of the kiln CLI")
     ap.add_argument("--filter", default="", help="run only tests whose name contains this")
     args = ap.parse_args()
     KILN = os.path.abspath(args.kiln)
-    tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and args.filter in n]
+    tests = [(n, f) for n, f in sorted(namespace.items()) if n.startswith("test_") and args.filter in n]
     failed = 0
     with tempfile.TemporaryDirectory(prefix="kiln_cli_") as tmp:
         TMP = tmp
@@ -553,8 +554,12 @@ def main():
             except Exception:  # report every failing test, not just the first
                 failed += 1
                 print(f"FAIL {name}\n{traceback.format_exc()}")
-    print(f"{len(tests) - failed}/{len(tests)} CLI tests passed")
+    print(f"{len(tests) - failed}/{len(tests)} {what} tests passed")
     return 1 if failed or not tests else 0
+
+
+def main():
+    return run_suite(globals(), __doc__, "CLI")
 
 
 if __name__ == "__main__":

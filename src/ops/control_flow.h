@@ -1,0 +1,10 @@
+// Control flow ops (ops/control_flow.cpp): `If`, in the form the ONNX importer gives it.
+#pragma once
+
+namespace kiln {
+
+class OpRegistry;
+//! Registers `If`: inputs [cond, then_0..then_{n-1}, else_0..else_{n-1}], n outputs.
+void registerControlFlowOps(OpRegistry& r);
+
+}  // namespace kiln

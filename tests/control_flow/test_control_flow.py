@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""ONNX control flow through the kiln CLI on the CPU: If (constant, shape-derived, run-time
+condition) and Loop (constant trip count, unrolled), against ONNX Runtime; plus the errors for
+what kiln refuses (mismatched branches, loops over the unroll limit, data-dependent shapes).
+The CLI helpers are test_cli.py's."""
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+import test_cli as cli  # noqa: E402
+
+FAST = cli.FAST
+F = TensorProto.FLOAT
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def vi(name, dims, t=F):
+    return helper.make_tensor_value_info(name, t, dims)
+
+
+def save_unchecked(m, name):
+    p = cli.path(name)
+    onnx.save(m, p)
+    return p
+
+
+def run_vs_ort(model_path, feeds, tag, no_if=False, extra=()):
+    """Runs the model with kiln (inputs from .npy) and compares every output with ONNX Runtime."""
+    args = ["--onnx=" + model_path, "--exportOutput=" + cli.path(tag + ".json"), "--dumpLayerInfo", *FAST, *extra]
+    for name, value in feeds.items():
+        np.save(cli.path(f"{tag}_{name}.npy"), value)
+        args.append(f"--loadInputs={name}:" + cli.path(f"{tag}_{name}.npy"))
+    proc = cli.run(args)
+    got = cli.read_outputs(cli.path(tag + ".json"))
+    want = cli.ort_outputs(model_path, feeds)
+    cli.check(set(got) == set(want), f"outputs {sorted(got)} != {sorted(want)}")
+    for name, ref in want.items():
+        cli.check(got[name][1].shape == ref.shape, f"{tag} {name}: shape {got[name][1].shape} != {ref.shape}")
+        np.testing.assert_allclose(got[name][1], ref, rtol=1e-5, atol=1e-6, err_msg=f"{tag} {name}")
+    if no_if:
+        cli.check(not re.search(r"\bIf\b", proc.stdout), f"{tag}: an If layer is left in the engine:\n{proc.stdout}")
+    return proc
+
+
+def branch(nodes, outputs, inits=()):
+    return helper.make_graph(nodes, "branch", [], outputs, list(inits))
+
+
+def if_node(cond, then_g, else_g, outs, name="if"):
+    return helper.make_node("If", [cond], outs, name=name, then_branch=then_g, else_branch=else_g)
+
+
+# ---------------------------------------------------------------- If
+
+def test_constant_if_inlines_taken_branch():
+    # then: x + c (c a branch initializer), else: x * y (outer-scope tensors); cond an initializer.
+    for flag in (True, False):
+        then_g = branch([helper.make_node("Add", ["x", "c"], ["t"])], [vi("t", [2, 3])],
+                        [numpy_helper.from_array(np.full((2, 3), 1.5, np.float32), "c")])
+        else_g = branch([helper.make_node("Mul", ["x", "y"], ["e"])], [vi("e", [2, 3])])
+        m = model([if_node("cond", then_g, else_g, ["o"]), helper.make_node("Relu", ["o"], ["z"])],
+                  [vi("x", [2, 3]), vi("y", [2, 3])], [vi("z", [2, 3])],
+                  [numpy_helper.from_array(np.array(flag), "cond")])
+        p = cli.save_model(m, f"const_if_{flag}.onnx")
+        rng = np.random.default_rng(1)
+        feeds = {"x": rng.uniform(-2, 2, (2, 3)).astype(np.float32), "y": rng.uniform(-2, 2, (2, 3)).astype(np.float32)}
+        run_vs_ort(p, feeds, f"const_if_{flag}", no_if=True)
+
+
+def shape_if_model():
+    """`if x.shape[1] > 4: x.reshape(3, 4) else: x.reshape(5, -1)`: the else-branch is invalid for
+    x [2, 6], so it must never be inferred; nested: the then-branch holds another If on x.shape[0]."""
+    shape_const = lambda name, v: helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(v, np.int64)))
+    inner_then = branch([helper.make_node("Neg", ["r"], ["n"])], [vi("n", ["r0", "r1"])])
+    inner_else = branch([helper.make_node("Abs", ["r"], ["a"])], [vi("a", ["r0", "r1"])])
+    then_g = branch([shape_const("s34", [3, 4]), helper.make_node("Reshape", ["x", "s34"], ["r"]),
+                     helper.make_node("Equal", ["d0", "two"], ["is2"]),
+                     if_node("is2", inner_then, inner_else, ["ri"], name="inner_if")], [vi("ri", ["r0", "r1"])])
+    else_g = branch([shape_const("s5", [5, -1]), helper.make_node("Reshape", ["x", "s5"], ["q"])], [vi("q", ["r0", "r1"])])
+    nodes = [helper.make_node("Shape", ["x"], ["shp"]),
+             helper.make_node("Gather", ["shp", "one"], ["d1"], axis=0),
+             helper.make_node("Gather", ["shp", "zero"], ["d0"], axis=0),
+             helper.make_node("Greater", ["d1", "four"], ["big"]),
+             if_node("big", then_g, else_g, ["o"])]
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in [("one", 1), ("zero", 0), ("four", 4), ("two", 2)]]
+    return model(nodes, [vi("x", [2, 6])], [vi("o", ["r0", "r1"])], inits)
+
+
+def test_shape_derived_if_never_infers_the_untaken_branch():
+    p = cli.save_model(shape_if_model(), "shape_if.onnx")
+    x = np.random.default_rng(2).uniform(-2, 2, (2, 6)).astype(np.float32)
+    # ONNX Runtime refuses this model at load (its static inference tries the invalid else-branch);
+    # the ONNX reference evaluator runs only the taken branch, as kiln must.
+    from onnx.reference import ReferenceEvaluator
+    np.save(cli.path("shape_if_x.npy"), x)
+    proc = cli.run(["--onnx=" + p, "--loadInputs=x:" + cli.path("shape_if_x.npy"), "--exportOutput=" + cli.path("shape_if.json"),
+                    "--dumpLayerInfo", *FAST])
+    want = ReferenceEvaluator(shape_if_model()).run(None, {"x": x})[0]
+    got = cli.read_outputs(cli.path("shape_if.json"))["o"][1]
+    cli.check(got.shape == want.shape, f"shape {got.shape} != {want.shape}")
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    cli.check(not re.search(r"\bIf\b", proc.stdout), f"an If layer is left in the engine:\n{proc.stdout}")
+
+
+def runtime_if_model():
+    then_g = branch([helper.make_node("Sigmoid", ["x"], ["t"])], [vi("t", [2, 3])])
+    else_g = branch([helper.make_node("Mul", ["x", "k"], ["e"])], [vi("e", [2, 3])],
+                    [numpy_helper.from_array(np.full((3,), -3.0, np.float32), "k")])
+    return model([if_node("cond", then_g, else_g, ["o"]), helper.make_node("Add", ["o", "x"], ["z"])],
+                 [vi("x", [2, 3]), vi("cond", [], TensorProto.BOOL)], [vi("z", [2, 3])])
+
+
+def test_runtime_if_selects_per_run():
+    p = cli.save_model(runtime_if_model(), "runtime_if.onnx")
+    x = np.random.default_rng(3).uniform(-2, 2, (2, 3)).astype(np.float32)
+    for flag in (True, False):
+        run_vs_ort(p, {"x": x, "cond": np.array(flag)}, f"runtime_if_{flag}")
+
+
+def test_runtime_if_with_differing_shapes_is_refused():
+    then_g = branch([helper.make_node("Identity", ["x"], ["t"])], [vi("t", [2, 3])])
+    else_g = branch([helper.make_node("ReduceSum", ["x"], ["e"], keepdims=1)], [vi("e", [1, 1])])
+    m = model([if_node("cond", then_g, else_g, ["o"])], [vi("x", [2, 3]), vi("cond", [], TensorProto.BOOL)], [vi("o", ["r0", "r1"])])
+    p = cli.save_model(m, "runtime_if_shapes.onnx")
+    cli.expect_error(["--onnx=" + p, *FAST], r"If.*data-dependent")
+
+
+def test_if_with_mismatched_branch_outputs_is_refused():
+    then_g = branch([helper.make_node("Identity", ["x"], ["t"]), helper.make_node("Neg", ["x"], ["t2"])],
+                    [vi("t", [2]), vi("t2", [2])])
+    else_g = branch([helper.make_node("Identity", ["x"], ["e"])], [vi("e", [2])])
+    m = model([if_node("cond", then_g, else_g, ["o"])], [vi("x", [2]), vi("cond", [], TensorProto.BOOL)], [vi("o", [2])])
+    p = save_unchecked(m, "if_mismatch.onnx")
+    cli.expect_error(["--onnx=" + p, *FAST], r"If node 'if' has 1 outputs but its then-branch has 2 and its else-branch 1")
+
+
+# ---------------------------------------------------------------- Loop
+
+def loop_model(trips, opset=17):
+    """acc_{i+1} = acc_i + x * i (loop-carried), scan outputs Relu(acc_{i+1}) and i*2 (int64)."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Cast", ["i"], ["fi"], to=F),
+         helper.make_node("Mul", ["x", "fi"], ["xi"]),
+         helper.make_node("Add", ["acc_in", "xi"], ["acc_out"]),
+         helper.make_node("Sub", ["acc_out", "bias"], ["shifted"]),
+         helper.make_node("Relu", ["shifted"], ["scan"]),
+         helper.make_node("Mul", ["i", "two"], ["i2"])],
+        "body", [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("acc_in", [2, 3])],
+        [vi("cond_out", [], TensorProto.BOOL), vi("acc_out", [2, 3]), vi("scan", [2, 3]), vi("i2", [], TensorProto.INT64)],
+        [numpy_helper.from_array(np.array(2, np.int64), "two"), numpy_helper.from_array(np.float32(1.0), "bias")])
+    nodes = [helper.make_node("Constant", [], ["M"], value=numpy_helper.from_array(np.array(trips, np.int64))),
+             helper.make_node("Loop", ["M", "", "acc0"], ["acc", "scans", "iters"], name="loop", body=body),
+             helper.make_node("Cast", ["iters"], ["iters_f"], to=F)]
+    return model(nodes, [vi("x", [2, 3]), vi("acc0", [2, 3])],
+                 [vi("acc", [2, 3]), vi("scans", [trips, 2, 3]), vi("iters_f", [trips])], opset=opset)
+
+
+def test_loop_with_constant_trip_count_is_unrolled():
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.uniform(-1, 1, (2, 3)).astype(np.float32), "acc0": rng.uniform(-1, 1, (2, 3)).astype(np.float32)}
+    for opset in (11, 17):  # Unsqueeze takes its axes as an attribute before opset 13
+        p = cli.save_model(loop_model(5, opset), f"loop_{opset}.onnx")
+        proc = run_vs_ort(p, feeds, f"loop_{opset}")
+        cli.check(not re.search(r"\bLoop\b", proc.stdout), f"a Loop layer is left:\n{proc.stdout}")
+
+
+def test_loop_over_the_unroll_limit_is_refused():
+    p = cli.save_model(loop_model(100), "loop_100.onnx")
+    cli.expect_error(["--onnx=" + p, *FAST], r"Loop node 'loop': 100 iterations exceed kiln's unroll limit of 64")
+
+
+def test_loop_with_data_dependent_condition_is_refused():
+    m = loop_model(3)
+    body = m.graph.node[1].attribute[0].g
+    body.node[0].CopyFrom(helper.make_node("ReduceMax", ["acc_in"], ["mx"], keepdims=0))
+    body.node.append(helper.make_node("Less", ["mx", "bias"], ["cond_out"]))
+    p = save_unchecked(m, "loop_cond.onnx")
+    cli.expect_error(["--onnx=" + p, *FAST], r"Loop node 'loop'.*computes the loop condition")
+
+
+# ---------------------------------------------------------------- runner
+
+def main():
+    return cli.run_suite(globals(), __doc__, "control-flow")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
