@@ -84,6 +84,7 @@ struct Block {
   std::vector<int> writers;   //!< layers writing it (the producer, in-place layers)
   std::vector<int> accesses;  //!< every layer reading or writing it
   int first = -1, last = -1;  //!< index range of the accesses
+  bool hostValue = false;     //!< holds a host-computed value: written once per shape change, read by every run
 };
 
 }  // namespace
@@ -105,6 +106,11 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
 
   // Blocks: one per arena tensor; in-place outputs join their input's block.
   std::vector<int> blockOf(n, -1);
+  // Host-computed values read by runtime layers: a context materializes them once per shape
+  // change (user-managed arenas: per enqueue), so their bytes must survive every run: no layer
+  // runs in place over one and no other tensor shares its bytes, or every enqueue after the
+  // first would read what a later layer of the previous run wrote there.
+  std::vector<bool> hostValue(n, false);
   std::vector<Block> blocks;
   auto blockFor = [&](int t) {
     if (blockOf[t] < 0) {
@@ -137,7 +143,11 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
       if (!inArena(s)) continue;
       // A host-computed value read by a runtime layer is materialized before the run: it is
       // written "before layer 0".
-      if (blockOf[s] < 0) touch(blockFor(s), 0, true);
+      if (blockOf[s] < 0) {
+        touch(blockFor(s), 0, true);
+        hostValue[s] = true;
+        blocks[blockOf[s]].hostValue = true;
+      }
       touch(blockOf[s], li, false);
     }
     for (size_t k = 0; k < l.outputs.size(); ++k) {
@@ -146,7 +156,7 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
       int b = -1;
       if (k == 0 && runsInPlace(l.op) && !l.inputs.empty() && l.inputs[0] >= 0) {
         const int x = root(l.inputs[0]);
-        bool lastReader = inArena(x) && blockOf[x] >= 0 && bytesOf(x) == bytesOf(t) &&
+        bool lastReader = inArena(x) && blockOf[x] >= 0 && !hostValue[x] && bytesOf(x) == bytesOf(t) &&
                           r.tensors[x].dims == r.tensors[t].dims && r.tensors[x].type == r.tensors[t].type;
         for (size_t j = 1; lastReader && j < l.inputs.size(); ++j)  // x read again as another operand
           lastReader = l.inputs[j] < 0 || root(l.inputs[j]) != x;
@@ -172,6 +182,7 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
     return true;
   };
   auto conflict = [&](const Block& a, const Block& b) {
+    if (a.hostValue || b.hostValue) return true;
     if (a.last < b.first) return !allBefore(a, b);  // index order: only a before b is possible
     if (b.last < a.first) return !allBefore(b, a);
     return true;
