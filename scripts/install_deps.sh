@@ -22,19 +22,32 @@ if ((${#missing[@]})); then
 fi
 
 PYTHON=${PYTHON:-python3}
+# PEP 668 (stock Debian 12): pip refuses to install into the system interpreter. The Makefile
+# and ctest run `python3`, so the test packages must be importable by it: inside a virtual
+# environment (or pyenv/conda) pip installs normally; for an externally managed system Python
+# we decide explicitly for --break-system-packages (pip installs into /usr/local and does not
+# touch Debian's own files). To keep the system Python clean instead, create a venv, activate
+# it and run `make` from it (PYTHON=... also selects the interpreter).
+PIPFLAGS=(-q)
+if "$PYTHON" -c 'import sys, sysconfig, os; sys.exit(0 if sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_paths()["stdlib"], "EXTERNALLY-MANAGED")) else 1)'; then
+  PIPFLAGS+=(--break-system-packages)
+fi
 if ! "$PYTHON" -c "import onnx, onnxruntime, numpy, cudnn, pybind11; assert onnx.__version__ == '1.23.0'" 2>/dev/null; then
   echo "[deps] installing Python packages: ${PY[*]}"
-  # PEP 668 (stock Debian 12): pip refuses to install into the system interpreter. The Makefile
-  # and ctest run `python3`, so the test packages must be importable by it: inside a virtual
-  # environment (or pyenv/conda) pip installs normally; for an externally managed system Python
-  # we decide explicitly for --break-system-packages (pip installs into /usr/local and does not
-  # touch Debian's own files). To keep the system Python clean instead, create a venv, activate
-  # it and run `make` from it (PYTHON=... also selects the interpreter).
-  PIPFLAGS=(-q)
-  if "$PYTHON" -c 'import sys, sysconfig, os; sys.exit(0 if sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_paths()["stdlib"], "EXTERNALLY-MANAGED")) else 1)'; then
-    echo "[deps] $PYTHON is externally managed (PEP 668): installing with --break-system-packages"
-    PIPFLAGS+=(--break-system-packages)
-  fi
   "$PYTHON" -m pip install "${PIPFLAGS[@]}" "${PY[@]}"
+fi
+
+# The Triton backend's test (tests/triton): the tritonserver binary that nvidia-pytriton ships
+# (Triton 2.51, backend API 1.19 = the vendored headers) and the tritonclient library. Both
+# --no-deps: pytriton pins numpy<2 for its own Python side and tritonclient pins ml-dtypes<=0.5.4
+# and protobuf<7 for bfloat16 and its gRPC stubs' version check, none of which the test uses;
+# what the clients need is listed in TRITON_PY (checked: HTTP and gRPC work with numpy 2,
+# ml-dtypes 0.7 and protobuf 7).
+TRITON_NODEPS=(nvidia-pytriton==0.7.0 tritonclient==2.73.0)
+TRITON_PY=(python-rapidjson geventhttpclient grpcio urllib3)
+if ! "$PYTHON" -c "import importlib.util as u, tritonclient.http, tritonclient.grpc; assert u.find_spec('pytriton')" 2>/dev/null; then
+  echo "[deps] installing the Triton test packages: ${TRITON_NODEPS[*]} ${TRITON_PY[*]}"
+  "$PYTHON" -m pip install "${PIPFLAGS[@]}" "${TRITON_PY[@]}"
+  "$PYTHON" -m pip install "${PIPFLAGS[@]}" --no-deps "${TRITON_NODEPS[@]}"
 fi
 echo "[deps] ok"
