@@ -51,7 +51,7 @@ std::map<std::string, Dims> readShapes(const std::string& key, const std::string
 
 BackendParameters readBackendParameters(const std::map<std::string, std::string>& params,
                                         std::vector<std::string>& warnings) {
-  static const std::set<std::string> kBuildOnly = {"precision", "min_shapes", "opt_shapes", "max_shapes",
+  static const std::set<std::string> kBuildOnly = {"precision", "tf32", "min_shapes", "opt_shapes", "max_shapes",
                                                    "builder_optimization_level", "timing_cache_file",
                                                    "max_aux_streams"};
   BackendParameters p;
@@ -60,6 +60,8 @@ BackendParameters readBackendParameters(const std::map<std::string, std::string>
     if (key == "precision") {
       if (value != "fp32" && value != "fp16" && value != "bf16") badParameter(key, value, "fp32, fp16 or bf16");
       p.precision = value;
+    } else if (key == "tf32") {
+      p.tf32 = readBool(key, value);
     } else if (key == "min_shapes") {
       p.minShapes = readShapes(key, value);
     } else if (key == "opt_shapes") {

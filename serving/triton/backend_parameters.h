@@ -12,6 +12,7 @@ namespace kiln::triton {
 
 struct BackendParameters {
   std::string precision = "fp32";  //!< fp32 | fp16 | bf16 (builds from ONNX only)
+  bool tf32 = true;                //!< GPU: TF32 for float32 matmul/conv (builds from ONNX only)
   std::map<std::string, Dims> minShapes, optShapes, maxShapes;  //!< "x:1x3x224x224,y:..." (ONNX only)
   int optimizationLevel = -1;      //!< 0..5; -1: kiln's default (ONNX only)
   std::string timingCacheFile;     //!< read before and written after a build; relative: to the model's folder

@@ -86,6 +86,7 @@ std::vector<uint8_t> buildPlanFromOnnx(const std::string& onnxPath, DeviceType d
   cfg.setDeviceIndex(device == DeviceType::kGPU ? deviceIndex : 0);
   if (params.precision == "fp16") cfg.setFlag(BuilderFlag::kFP16);
   if (params.precision == "bf16") cfg.setFlag(BuilderFlag::kBF16);
+  cfg.setFlag(BuilderFlag::kTF32, params.tf32);
   if (params.optimizationLevel >= 0) cfg.setBuilderOptimizationLevel(params.optimizationLevel);
   if (params.threads >= 0) cfg.setThreads(params.threads);
   if (params.maxAuxStreams >= 0) cfg.setMaxAuxStreams(params.maxAuxStreams);

@@ -18,12 +18,17 @@ ports, and checks through tritonclient (HTTP and gRPC), against ONNX Runtime:
   - unload / load, and a reload while a client keeps sending (no failed request);
   - statistics (success counts, batch statistics) and a clean shutdown.
 Usage: test_triton_server.py --backend-dir build/triton_backends --kiln build/bin/kiln
+  [--device gpu]  KIND_GPU instances on GPU 0 (CUDA graphs per shape for the plan model; FP32
+                  without TF32, compared at 1e-3); exit 77 (skipped) without a GPU
+  [--protocols grpc]  gRPC only (the GPU machine has grpcio but not the HTTP client's gevent)
+  [--tritonserver PATH]  the binary (default: the one nvidia-pytriton installed)
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -41,13 +46,15 @@ import model_zoo  # noqa: E402
 
 try:
     import tritonclient.grpc as grpcclient
-    import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
 except ImportError as e:  # a missing dependency is a failure, not a skip: install_deps.sh installs it
     print(f"FAIL: tritonclient is not installed ({e}); run scripts/install_deps.sh", file=sys.stderr)
     sys.exit(1)
+httpclient = None  # imported in main() unless --protocols leaves HTTP out
 
 RTOL = ATOL = 1e-4
+DEVICE = "cpu"
+KIND = "KIND_CPU"
 CNN_MAX_BATCH = 8
 ENC_MAX_BATCH, ENC_MAX_SEQ = 4, 32
 PASSED = []
@@ -72,6 +79,10 @@ def find_tritonserver() -> str:
     if not os.access(path, os.X_OK):
         raise SystemExit(f"FAIL: {path} is missing or not executable")
     return path
+
+
+def gpu_present() -> bool:
+    return shutil.which("nvidia-smi") is not None and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
 
 
 def free_ports(n: int) -> list[int]:
@@ -136,7 +147,8 @@ def make_repository(repo: str, kiln: str) -> dict[str, str]:
 backend: "kiln"
 max_batch_size: {CNN_MAX_BATCH}
 dynamic_batching {{ max_queue_delay_microseconds: 20000 }}
-instance_group [ {{ kind: KIND_CPU, count: 1 }} ]
+instance_group [ {{ kind: {KIND}, count: 1 }} ]
+parameters {{ key: "tf32" value {{ string_value: "false" }} }}
 parameters {{ key: "builder_optimization_level" value {{ string_value: "1" }} }}
 parameters {{ key: "timing_cache_file" value {{ string_value: "cnn.cache" }} }}
 parameters {{ key: "threads" value {{ string_value: "1" }} }}
@@ -146,17 +158,18 @@ parameters {{ key: "threads" value {{ string_value: "1" }} }}
     # (I/O and max_batch_size from the plan's profile) is auto-completed. Two instances with
     # per-shape contexts (cuda_graphs: on the CPU it warns and keeps one context per shape set).
     plan = os.path.join(onnx_dir, "cnn.plan")
-    subprocess.run([kiln, f"--onnx={paths['cnn']}", "--backend=cpu", "--threads=1", "--builderOptimizationLevel=1",
+    device_flags = ["--backend=gpu", "--noTF32"] if DEVICE == "gpu" else ["--backend=cpu", "--threads=1"]
+    subprocess.run([kiln, f"--onnx={paths['cnn']}", *device_flags, "--builderOptimizationLevel=1",
                     "--minShapes=input:1x3x32x32", f"--optShapes=input:{CNN_MAX_BATCH}x3x32x32",
                     f"--maxShapes=input:{CNN_MAX_BATCH}x3x32x32", f"--saveEngine={plan}", "--skipInference"],
                    check=True, stdout=subprocess.DEVNULL)
     with open(plan, "rb") as f:
         plan_bytes = f.read()
-    write_model(repo, "cnn_plan", """
+    write_model(repo, "cnn_plan", f"""
 backend: "kiln"
-dynamic_batching { max_queue_delay_microseconds: 5000 }
-instance_group [ { kind: KIND_CPU, count: 2 } ]
-parameters { key: "cuda_graphs" value { string_value: "true" } }
+dynamic_batching {{ max_queue_delay_microseconds: 5000 }}
+instance_group [ {{ kind: {KIND}, count: 2 }} ]
+parameters {{ key: "cuda_graphs" value {{ string_value: "true" }} }}
 """, {"model.plan": plan_bytes})
 
     # encoder: explicit I/O (checked against the engine), dynamic batch and sequence ranges.
@@ -175,7 +188,8 @@ output [
   {{ name: "pooler_output" data_type: TYPE_FP32 dims: [ 64 ] }}
 ]
 dynamic_batching {{ max_queue_delay_microseconds: 20000 }}
-instance_group [ {{ kind: KIND_CPU }} ]
+instance_group [ {{ kind: {KIND} }} ]
+parameters {{ key: "tf32" value {{ string_value: "false" }} }}
 parameters {{ key: "min_shapes" value {{ string_value: "{ranges['min']}" }} }}
 parameters {{ key: "opt_shapes" value {{ string_value: "{ranges['opt']}" }} }}
 parameters {{ key: "max_shapes" value {{ string_value: "{ranges['max']}" }} }}
@@ -187,7 +201,7 @@ parameters {{ key: "builder_optimization_level" value {{ string_value: "0" }} }}
 backend: "kiln"
 max_batch_size: {CNN_MAX_BATCH}
 input [ {{ name: "image" data_type: TYPE_FP32 dims: [ 3, 32, 32 ] }} ]
-instance_group [ {{ kind: KIND_CPU }} ]
+instance_group [ {{ kind: {KIND} }} ]
 """, {"model.plan": plan_bytes})
     return paths
 
@@ -208,13 +222,14 @@ class Server:
         self.grpc_url = f"127.0.0.1:{self.grpc_port}"
 
     def wait_ready(self, timeout_s: float) -> None:
-        client = httpclient.InferenceServerClient(self.http_url)
+        client = grpcclient.InferenceServerClient(self.grpc_url)
         deadline = time.time() + timeout_s
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"tritonserver exited with {self.proc.returncode} while starting:\n{self.tail()}")
             try:
                 if client.is_server_ready():
+                    client.close()
                     return
             except Exception:  # not listening yet
                 pass
@@ -222,7 +237,8 @@ class Server:
         raise AssertionError(f"tritonserver not ready after {timeout_s} s:\n{self.tail()}")
 
     def tail(self, lines: int = 60) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path, errors="replace") as f:
             return "".join(f.readlines()[-lines:])
 
@@ -270,9 +286,41 @@ def expect_error(fn, needles: list[str], what: str) -> str:
     raise AssertionError(f"{what}: the request succeeded")
 
 
-def run_checks(server: Server, onnx_paths: dict[str, str], load_clients: int, load_requests: int) -> None:
-    http = httpclient.InferenceServerClient(server.http_url, concurrency=4)
-    grpc = grpcclient.InferenceServerClient(server.grpc_url)
+class Api:
+    """One protocol: its tritonclient module and the server's address for it."""
+
+    made = []  # every client, closed before the server stops (open HTTP connections delay its exit)
+
+    def __init__(self, module, url: str):
+        self.module, self.url = module, url
+
+    def client(self):
+        c = self.module.InferenceServerClient(self.url)
+        Api.made.append(c)
+        return c
+
+    @staticmethod
+    def close_all():
+        for c in Api.made:
+            c.close()
+        Api.made.clear()
+
+    def model_config(self, client, model: str) -> dict:
+        if self.module is grpcclient:
+            return client.get_model_config(model, as_json=True)["config"]
+        return client.get_model_config(model)
+
+    def statistics(self, client, model: str) -> dict:
+        kw = {"as_json": True} if self.module is grpcclient else {}
+        return client.get_inference_statistics(model, **kw)["model_stats"][0]
+
+
+def run_checks(server: Server, onnx_paths: dict[str, str], protocols: list[str], load_clients: int,
+               load_requests: int) -> None:
+    apis = [Api(httpclient, server.http_url) if p == "http" else Api(grpcclient, server.grpc_url) for p in protocols]
+    main = apis[0]  # the protocol of the load, control and error checks
+    ctl = main.client()
+    clients = [(a.module, a.client()) for a in apis]
     # ONNX Runtime without graph optimizations, as tests/models does (its fused attention does not
     # compute this export's mask pattern as written)
     opts = ort.SessionOptions()
@@ -289,7 +337,7 @@ def run_checks(server: Server, onnx_paths: dict[str, str], load_clients: int, lo
 
     # auto-completed configurations
     for model in ("cnn", "cnn_plan"):
-        cfg = http.get_model_config(model)
+        cfg = main.model_config(ctl, model)
         check(cfg.get("max_batch_size") == CNN_MAX_BATCH, f"{model}: max_batch_size {cfg.get('max_batch_size')}, want {CNN_MAX_BATCH}")
         ins = {t["name"]: t for t in cfg["input"]}
         outs = {t["name"]: t for t in cfg["output"]}
@@ -303,33 +351,33 @@ def run_checks(server: Server, onnx_paths: dict[str, str], load_clients: int, lo
     for model in ("cnn", "cnn_plan"):
         for batch in range(1, CNN_MAX_BATCH + 1):
             feeds = cnn_input(batch)
-            for module, client in ((httpclient, http), (grpcclient, grpc)):
+            for module, client in clients:
                 expect_close(infer(module, client, model, feeds, ["logits"]), cnn_expected(feeds), f"{model} batch {batch}")
-    step(f"cnn and cnn_plan, batch 1..{CNN_MAX_BATCH}, HTTP and gRPC, against ONNX Runtime")
+    step(f"cnn and cnn_plan, batch 1..{CNN_MAX_BATCH}, {' and '.join(protocols)}, against ONNX Runtime")
 
     # encoder: two outputs, several sequence lengths, both protocols
     for batch, seq in ((1, 1), (2, 7), (ENC_MAX_BATCH, 16), (3, ENC_MAX_SEQ)):
         feeds = encoder_inputs(batch, seq, seed=batch * 100 + seq)
         names = ["last_hidden_state", "pooler_output"]
         ref = dict(zip(names, enc_ref.run(names, feeds)))
-        for module, client in ((httpclient, http), (grpcclient, grpc)):
+        for module, client in clients:
             expect_close(infer(module, client, "encoder", feeds, names), ref, f"encoder {batch}x{seq}")
     step("encoder (int64 inputs, two outputs, dynamic sequence) against ONNX Runtime")
 
     # bounded concurrent load with dynamic batching
-    before = http.get_inference_statistics("cnn")["model_stats"][0]
+    before = main.statistics(ctl, "cnn")
     latencies, failures = [], []
     lock = threading.Lock()
 
     def client_loop(cid: int):
-        c = httpclient.InferenceServerClient(server.http_url)
+        c = main.client()
         local_rng = np.random.default_rng(1000 + cid)
         for i in range(load_requests):
             batch = 1 + (cid + i) % 2
             feeds = {"input": local_rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)}
             t0 = time.perf_counter()
             try:
-                got = infer(httpclient, c, "cnn", feeds, ["logits"])
+                got = infer(main.module, c, "cnn", feeds, ["logits"])
                 dt = time.perf_counter() - t0
                 expect_close(got, cnn_expected(feeds), f"load client {cid} request {i}")
                 with lock:
@@ -351,7 +399,7 @@ def run_checks(server: Server, onnx_paths: dict[str, str], load_clients: int, lo
     lat = np.array(latencies) * 1000
     print(f"     load: {load_clients} clients x {load_requests} requests = {total} in {wall:.2f} s: "
           f"{total / wall:.1f} req/s, p50 {np.percentile(lat, 50):.2f} ms, p99 {np.percentile(lat, 99):.2f} ms, 0 failures")
-    after = http.get_inference_statistics("cnn")["model_stats"][0]
+    after = main.statistics(ctl, "cnn")
     requests_done = int(after["inference_stats"]["success"]["count"]) - int(before["inference_stats"]["success"]["count"])
     executions = int(after["execution_count"]) - int(before["execution_count"])
     check(requests_done == total, f"statistics count {requests_done} successful requests, {total} were sent")
@@ -369,7 +417,7 @@ def run_checks(server: Server, onnx_paths: dict[str, str], load_clients: int, lo
         try:
             feeds = encoder_inputs(batch, seq, seed=500 + i)
             names = ["last_hidden_state", "pooler_output"]
-            got = infer(httpclient, httpclient.InferenceServerClient(server.http_url), "encoder", feeds, names)
+            got = infer(main.module, main.client(), "encoder", feeds, names)
             expect_close(got, dict(zip(names, enc_ref.run(names, feeds))), f"encoder {batch}x{seq} (concurrent)")
         except Exception as e:  # noqa: BLE001
             errors.append(str(e))
@@ -384,39 +432,39 @@ def run_checks(server: Server, onnx_paths: dict[str, str], load_clients: int, lo
 
     # malformed requests: clear errors, the server keeps serving
     good = cnn_input(2)
-    expect_error(lambda: infer(httpclient, http, "cnn", {"input": np.zeros((1, 3, 31, 32), np.float32)}, ["logits"]),
+    expect_error(lambda: infer(main.module, ctl, "cnn", {"input": np.zeros((1, 3, 31, 32), np.float32)}, ["logits"]),
                  ["input"], "wrong shape")
-    expect_error(lambda: infer(httpclient, http, "cnn", {"input": np.zeros((1, 3, 32, 32), np.float64)}, ["logits"]),
+    expect_error(lambda: infer(main.module, ctl, "cnn", {"input": np.zeros((1, 3, 32, 32), np.float64)}, ["logits"]),
                  ["FP64"], "wrong dtype")
-    expect_error(lambda: infer(httpclient, http, "cnn", {"input": good["input"], "extra": good["input"]}, ["logits"]),
+    expect_error(lambda: infer(main.module, ctl, "cnn", {"input": good["input"], "extra": good["input"]}, ["logits"]),
                  ["extra"], "unknown input")
-    expect_error(lambda: infer(httpclient, http, "cnn", cnn_input(CNN_MAX_BATCH + 1), ["logits"]),
+    expect_error(lambda: infer(main.module, ctl, "cnn", cnn_input(CNN_MAX_BATCH + 1), ["logits"]),
                  ["batch"], "batch too large")
-    expect_error(lambda: infer(grpcclient, grpc, "cnn", good, ["nope"]), ["nope"], "unknown output")
-    msg = expect_error(lambda: infer(httpclient, http, "encoder", encoder_inputs(1, ENC_MAX_SEQ + 8, seed=1),
+    expect_error(lambda: infer(clients[-1][0], clients[-1][1], "cnn", good, ["nope"]), ["nope"], "unknown output")
+    msg = expect_error(lambda: infer(main.module, ctl, "encoder", encoder_inputs(1, ENC_MAX_SEQ + 8, seed=1),
                                      ["pooler_output"]),
                        ["input_ids", "dim 1 is 40", f"[1, {ENC_MAX_SEQ}]"], "sequence beyond the profile")
     print(f"     e.g. {msg}")
-    check(http.is_server_live() and http.is_model_ready("cnn"), "the server is not live after bad requests")
-    expect_close(infer(httpclient, http, "cnn", good, ["logits"]), cnn_expected(good), "a good request after bad ones")
+    check(ctl.is_server_live() and ctl.is_model_ready("cnn"), "the server is not live after bad requests")
+    expect_close(infer(main.module, ctl, "cnn", good, ["logits"]), cnn_expected(good), "a good request after bad ones")
     step("malformed requests answered with clear errors; the server serves on")
 
     # a config that does not match the engine is refused at load, with the reason
-    expect_error(lambda: http.load_model("bad_config"), ["image", "not an engine input"], "mismatched config")
-    check(http.is_server_live(), "the server died on a bad model")
+    expect_error(lambda: ctl.load_model("bad_config"), ["image", "not an engine input"], "mismatched config")
+    check(ctl.is_server_live(), "the server died on a bad model")
     step("mismatched config refused at load with a clear message")
 
     # unload / load
-    http.unload_model("encoder")
+    ctl.unload_model("encoder")
     deadline = time.time() + 30
-    while http.is_model_ready("encoder") and time.time() < deadline:
+    while ctl.is_model_ready("encoder") and time.time() < deadline:
         time.sleep(0.1)
-    check(not http.is_model_ready("encoder"), "encoder still ready after unload")
-    expect_error(lambda: infer(httpclient, http, "encoder", encoder_inputs(1, 4, seed=2), ["pooler_output"]),
+    check(not ctl.is_model_ready("encoder"), "encoder still ready after unload")
+    expect_error(lambda: infer(main.module, ctl, "encoder", encoder_inputs(1, 4, seed=2), ["pooler_output"]),
                  ["encoder"], "request to an unloaded model")
-    http.load_model("encoder")
+    ctl.load_model("encoder")
     feeds = encoder_inputs(2, 6, seed=3)
-    expect_close(infer(httpclient, http, "encoder", feeds, ["pooler_output"]),
+    expect_close(infer(main.module, ctl, "encoder", feeds, ["pooler_output"]),
                  {"pooler_output": enc_ref.run(["pooler_output"], feeds)[0]}, "encoder after reload")
     step("unload, request refused, load again, correct outputs")
 
@@ -425,11 +473,11 @@ def run_checks(server: Server, onnx_paths: dict[str, str], load_clients: int, lo
     reload_failures, sent = [], [0]
 
     def keep_sending():
-        c = httpclient.InferenceServerClient(server.http_url)
+        c = main.client()
         while not stop.is_set():
             f = cnn_input(1)
             try:
-                expect_close(infer(httpclient, c, "cnn", f, ["logits"]), cnn_expected(f), "during reload")
+                expect_close(infer(main.module, c, "cnn", f, ["logits"]), cnn_expected(f), "during reload")
                 sent[0] += 1
             except Exception as e:  # noqa: BLE001
                 reload_failures.append(str(e))
@@ -437,7 +485,7 @@ def run_checks(server: Server, onnx_paths: dict[str, str], load_clients: int, lo
     sender = threading.Thread(target=keep_sending)
     sender.start()
     time.sleep(0.3)
-    http.load_model("cnn")  # a reload of a loaded model: Triton swaps once the new one is ready
+    ctl.load_model("cnn")  # a reload of a loaded model: Triton swaps once the new one is ready
     time.sleep(0.3)
     stop.set()
     sender.join()
@@ -452,11 +500,29 @@ def main() -> int:
     parser.add_argument("--kiln", required=True, help="the kiln CLI (saves the plan model)")
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--requests", type=int, default=25, help="requests per client in the load step")
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--protocols", default="http,grpc", help="comma list of http, grpc (the first drives the load)")
+    parser.add_argument("--tritonserver", default="", help="the tritonserver binary (default: nvidia-pytriton's)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (repository, server log)")
     args = parser.parse_args()
+    global DEVICE, KIND, RTOL, ATOL, httpclient
+    protocols = [p for p in args.protocols.split(",") if p]
+    check(protocols and all(p in ("http", "grpc") for p in protocols), f"--protocols {args.protocols}: http and/or grpc")
+    if "http" in protocols:
+        try:
+            import tritonclient.http as httpclient
+        except ImportError as e:
+            print(f"FAIL: tritonclient.http cannot be imported ({e}); run scripts/install_deps.sh", file=sys.stderr)
+            return 1
+    if args.device == "gpu":
+        if not gpu_present():
+            print("SKIPPED: no GPU on this machine (the KIND_GPU run needs one)")
+            return 77
+        DEVICE, KIND = "gpu", "KIND_GPU"
+        RTOL = ATOL = 1e-3  # FP32 without TF32 on the GPU, as kiln's other GPU tests
     lib = os.path.join(args.backend_dir, "kiln", "libtriton_kiln.so")
     check(os.path.isfile(lib), f"{lib} does not exist (build the triton_kiln target)")
-    binary = find_tritonserver()
+    binary = args.tritonserver or find_tritonserver()
     tmp = tempfile.mkdtemp(prefix="kiln_triton_")
     repo = os.path.join(tmp, "models")
     t0 = time.time()
@@ -466,11 +532,12 @@ def main() -> int:
     try:
         server.wait_ready(timeout_s=240)
         step(f"tritonserver ready with cnn, cnn_plan, encoder loaded ({time.time() - t0:.1f} s)")
-        run_checks(server, paths, args.clients, args.requests)
+        run_checks(server, paths, protocols, args.clients, args.requests)
     except Exception as e:  # noqa: BLE001
         print(f"FAIL: {e}\n--- server log (tail) ---\n{server.tail()}", file=sys.stderr)
         status = 1
     finally:
+        Api.close_all()
         rc = server.stop()
     if status == 0:
         if rc != 0:
@@ -480,7 +547,6 @@ def main() -> int:
             step("server stopped cleanly")
     print(f"{len(PASSED)} passed, {status} failed ({time.time() - t0:.1f} s; log {server.log_path})")
     if not args.keep and status == 0:
-        import shutil
         shutil.rmtree(tmp, ignore_errors=True)
     return status
 
