@@ -9,6 +9,9 @@
 #   python      the Python module built here and tests/python/test_python_api.py on the GPU
 #   fuzz        200 random graphs per generator, one per core at a time, on the GPU vs ONNX Runtime (tests/fuzz)
 #   conformance the ONNX node tests on the GPU
+#   triton      the Triton backend (bundle's triton_backends/) in tritonserver with KIND_GPU instances,
+#               tests/triton/test_triton_server.py --device gpu over gRPC; needs .device_deps/triton/
+#               from scripts/gpu/pack_triton.sh (not in `tests`: it is carried separately)
 #   bench       bench/gpu_bench.py side by side with peers.py --modes compile_half_frozen (--peer-mode)
 #   perfzoo     bench/zoo.py: the GPU perf zoo (bench/zoo_models.py) against compile_half_frozen, the
 #               models in $PERFZOO_MODELS (default all; ~1 min per model), rows merged into
@@ -38,7 +41,7 @@ BATCHES=${3:-1,32}
 [ "$BATCHES" = default ] && BATCHES=""
 : "${OUT:?set OUT to the folder for the logs}"
 mkdir -p "$OUT"
-KNOWN=unit,plugins,models,zoo,python,fuzz,conformance,bench,perfzoo,profile,streams
+KNOWN=unit,plugins,models,zoo,python,fuzz,conformance,triton,bench,perfzoo,profile,streams
 for s in ${STEPS//,/ }; do
   [[ ",$KNOWN," == *",$s,"* ]] || { echo "step $s: FAIL (unknown step; known: $KNOWN)" | tee -a $OUT/steps.log; exit 1; }
 done
@@ -157,6 +160,25 @@ if has perfzoo; then
   grep -E '^\{' $OUT/perfzoo.log | cut -c1-300
   nrows=$(grep -c '"kiln_ms"' $OUT/perfzoo.log)
   finish perfzoo $(( rc != 0 || nrows == 0 )) "exit $rc, $nrows rows timed: $OUT/gpu-zoo-h200.md"
+fi
+if has triton; then
+  # tritonserver and the client wheels (scripts/gpu/pack_triton.sh); the backend from the bundle.
+  TS=/tmp/tritonserver
+  : > $OUT/triton_gpu.log
+  if [ -f .device_deps/triton/tritonserver.tar.xz ] && [ -f $K/triton_backends/kiln/libtriton_kiln.so ] &&
+     mkdir -p $TS && tar -C $TS -xJf .device_deps/triton/tritonserver.tar.xz &&
+     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/tsite \
+       .device_deps/triton/*.whl >> $OUT/triton_gpu.log 2>&1; then
+    PYTHONPATH=/tmp/tsite${PYTHONPATH:+:$PYTHONPATH} timeout 400 python3 tests/triton/test_triton_server.py \
+      --backend-dir $K/triton_backends --kiln $K/bin/kiln --tritonserver $TS/pytriton/tritonserver/bin/tritonserver \
+      --device gpu --protocols grpc >> $OUT/triton_gpu.log 2>&1
+    rc=$?  # 77: skipped for want of a GPU, a failure here
+  else
+    echo "triton: missing .device_deps/triton (scripts/gpu/pack_triton.sh) or the bundle's libtriton_kiln.so" >> $OUT/triton_gpu.log
+    rc=1
+  fi
+  grep -E "^ok|^FAIL|^     |passed" $OUT/triton_gpu.log | cut -c1-240
+  finish triton $rc "exit $rc: $(last $OUT/triton_gpu.log 'passed|missing|FAIL|SKIPPED')"
 fi
 if has profile; then
   missing=0; rows=0; : > $OUT/profile.txt
