@@ -203,9 +203,6 @@ InstanceState::GraphSlot* InstanceState::graphSlot(const std::vector<Dims>& shap
     }
     for (const TensorIO& t : io.outputs)
       slot->ctx->setTensorAddress(t.name, buffer(slot->buffers, t.name, tensorBytes(slot->ctx->getTensorShape(t.name), t.type)));
-    slot->ctx->enqueue(stream_);  // a warm-up run outside the capture (lazy library initialization)
-    device_->synchronize(stream_);
-    if (type_ == DeviceType::kGPU) slot->ctx->captureGraph(stream_);
   } catch (...) {
     releaseBuffers(slot->buffers);
     throw;
@@ -260,10 +257,17 @@ void InstanceState::runBatch(std::vector<PendingRequest>& batch, uint64_t execSt
     }
 
     computeStart = nowNs();
-    if (slot) ctx.launchGraph(stream_);
-    else ctx.enqueue(stream_);
+    if (slot && slot->captured) {
+      ctx.launchGraph(stream_);
+    } else {
+      ctx.enqueue(stream_);  // a new slot's first run is a plain one: lazy initialization stays out of the capture
+    }
     device_->synchronize(stream_);
     computeEnd = nowNs();
+    if (slot && !slot->captured) {  // capture records without running: the buffers keep this batch's results
+      if (type_ == DeviceType::kGPU) slot->ctx->captureGraph(stream_);
+      slot->captured = true;  // on the CPU (or when capture is not possible) launchGraph runs a plain enqueue
+    }
 
     int64_t row = 0;
     for (PendingRequest& r : batch) {

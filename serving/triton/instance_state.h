@@ -36,10 +36,11 @@ class InstanceState {
   struct GraphSlot {
     std::unique_ptr<ExecutionContext> ctx;
     std::map<std::string, Buffer> buffers;
+    bool captured = false;  //!< its first batch ran; later ones replay the graph
   };
 
   void runBatch(std::vector<PendingRequest>& batch, uint64_t execStart);
-  //! The slot for these input shapes (created and captured on first use); null when the
+  //! The slot for these input shapes (created on first use, captured after its first run); null when the
   //! instance already holds `cuda_graph_shapes` slots (the batch then runs without a graph).
   GraphSlot* graphSlot(const std::vector<Dims>& shapes);
   //! `bufs[name]`, grown to at least `bytes` of the engine's memory.

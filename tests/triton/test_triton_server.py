@@ -365,49 +365,61 @@ def run_checks(server: Server, onnx_paths: dict[str, str], protocols: list[str],
     step("encoder (int64 inputs, two outputs, dynamic sequence) against ONNX Runtime")
 
     # bounded concurrent load with dynamic batching
-    before = main.statistics(ctl, "cnn")
-    latencies, failures = [], []
-    lock = threading.Lock()
+    def load(model: str, n_clients: int, n_requests: int) -> None:
+        """n_clients threads send n_requests each (batch 1 or 2), every output checked; reports
+        throughput and latency, and checks Triton's statistics for the model."""
+        before = main.statistics(ctl, model)
+        latencies, failures = [], []
+        lock = threading.Lock()
 
-    def client_loop(cid: int):
-        c = main.client()
-        local_rng = np.random.default_rng(1000 + cid)
-        for i in range(load_requests):
-            batch = 1 + (cid + i) % 2
-            feeds = {"input": local_rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)}
-            t0 = time.perf_counter()
-            try:
-                got = infer(main.module, c, "cnn", feeds, ["logits"])
-                dt = time.perf_counter() - t0
-                expect_close(got, cnn_expected(feeds), f"load client {cid} request {i}")
-                with lock:
-                    latencies.append(dt)
-            except Exception as e:  # noqa: BLE001 (every failure is counted and reported)
-                with lock:
-                    failures.append(f"client {cid} request {i}: {e}")
+        def client_loop(cid: int):
+            c = main.client()
+            local_rng = np.random.default_rng(1000 + cid)
+            for i in range(n_requests):
+                batch = 1 + (cid + i) % 2
+                feeds = {"input": local_rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)}
+                t0 = time.perf_counter()
+                try:
+                    got = infer(main.module, c, model, feeds, ["logits"])
+                    dt = time.perf_counter() - t0
+                    expect_close(got, cnn_expected(feeds), f"{model} load client {cid} request {i}")
+                    with lock:
+                        latencies.append(dt)
+                except Exception as e:  # noqa: BLE001 (every failure is counted and reported)
+                    with lock:
+                        failures.append(f"client {cid} request {i}: {e}")
 
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=client_loop, args=(c,)) for c in range(load_clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
-    check(not failures, f"{len(failures)} failed requests under load, e.g. {failures[:3]}")
-    total = load_clients * load_requests
-    check(len(latencies) == total, f"{len(latencies)} of {total} requests answered")
-    lat = np.array(latencies) * 1000
-    print(f"     load: {load_clients} clients x {load_requests} requests = {total} in {wall:.2f} s: "
-          f"{total / wall:.1f} req/s, p50 {np.percentile(lat, 50):.2f} ms, p99 {np.percentile(lat, 99):.2f} ms, 0 failures")
-    after = main.statistics(ctl, "cnn")
-    requests_done = int(after["inference_stats"]["success"]["count"]) - int(before["inference_stats"]["success"]["count"])
-    executions = int(after["execution_count"]) - int(before["execution_count"])
-    check(requests_done == total, f"statistics count {requests_done} successful requests, {total} were sent")
-    check(executions < total, f"no dynamic batching: {executions} executions for {total} requests")
-    sizes = [int(b["batch_size"]) for b in after.get("batch_stats", [])]
-    check(any(s > 2 for s in sizes), f"batch statistics show no batch of more than 2 rows: {sizes}")
-    print(f"     statistics: {total} requests in {executions} executions; batch sizes seen: {sorted(sizes)}")
-    step("concurrent load with dynamic batching, 0 failures, statistics reported")
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=client_loop, args=(c,)) for c in range(n_clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+        check(not failures, f"{model}: {len(failures)} failed requests under load, e.g. {failures[:3]}")
+        total = n_clients * n_requests
+        check(len(latencies) == total, f"{model}: {len(latencies)} of {total} requests answered")
+        lat = np.array(latencies) * 1000
+        print(f"     {model} load: {n_clients} clients x {n_requests} requests = {total} in {wall:.2f} s: "
+              f"{total / wall:.1f} req/s, p50 {np.percentile(lat, 50):.2f} ms, p99 {np.percentile(lat, 99):.2f} ms, "
+              "0 failures")
+        after = main.statistics(ctl, model)
+        done = int(after["inference_stats"]["success"]["count"]) - int(before["inference_stats"]["success"]["count"])
+        executions = int(after["execution_count"]) - int(before["execution_count"])
+        check(done == total, f"{model}: statistics count {done} successful requests, {total} were sent")
+        check(executions < total, f"{model}: no dynamic batching: {executions} executions for {total} requests")
+        # batches run during the load, per size (the statistics are cumulative); requests have 1 or
+        # 2 rows, so a batch of more than 2 rows joined several requests
+        def runs(stats):
+            return {int(b["batch_size"]): int(b["compute_infer"]["count"]) for b in stats.get("batch_stats", [])}
+        r0, r1 = runs(before), runs(after)
+        sizes = {size: n - r0.get(size, 0) for size, n in sorted(r1.items()) if n > r0.get(size, 0)}
+        check(any(size > 2 for size in sizes), f"{model}: no batch of more than 2 rows during the load: {sizes}")
+        print(f"     {model} statistics: {total} requests in {executions} executions; batches per size: {sizes}")
+
+    load("cnn", load_clients, load_requests)
+    load("cnn_plan", 16, 10)  # two instances, per-shape contexts
+    step("concurrent load with dynamic batching (cnn; cnn_plan with two instances), 0 failures, statistics reported")
 
     # encoder requests of different shapes at once: separate batches per sequence length
     shapes = [(1, 5), (2, 5), (1, 9), (2, 9), (1, 5), (1, 17)]
