@@ -3,10 +3,10 @@
 
 Builds a model repository in a temporary folder: a small CNN as model.onnx (built on load, config
 auto-completed), the same CNN as a plan saved by the kiln CLI (two instances, per-shape contexts),
-a BERT-style encoder with dynamic batch and sequence (explicit config, int64 inputs, two outputs)
-and a model whose config names an input the engine does not have. Starts tritonserver with
---backend-directory holding kiln/libtriton_kiln.so, explicit model control, on 127.0.0.1 with free
-ports, and checks through tritonclient (HTTP and gRPC), against ONNX Runtime:
+a BERT-style encoder with dynamic batch and sequence (explicit config, int64 inputs, two outputs),
+a model whose config names an input the engine does not have, and one with a bad parameter. Starts
+tritonserver with --backend-directory holding kiln/libtriton_kiln.so, explicit model control, on
+127.0.0.1 with free ports, and checks through tritonclient (HTTP and gRPC), against ONNX Runtime:
   - the auto-completed configuration (names, types, dims, max_batch_size from the profile);
   - single requests, batch sizes 1..max, every output; both protocols;
   - a bounded concurrent load (dynamic batching: Triton's statistics must show batches of more
@@ -14,7 +14,8 @@ ports, and checks through tritonclient (HTTP and gRPC), against ONNX Runtime:
   - encoder requests of different sequence lengths at once (separate batches per shape);
   - malformed requests (wrong shape, dtype, unknown input, batch too large, a dim beyond the
     profile) answered with an error naming the problem, the server serving on afterwards;
-  - a model whose config does not match its engine refused at load with a clear message;
+  - a model whose config does not match its engine, and one with a bad parameter value, refused
+    at load with a clear message;
   - unload / load, and a reload while a client keeps sending (no failed request);
   - statistics (success counts, batch statistics) and a clean shutdown.
 Usage: test_triton_server.py --backend-dir build/triton_backends --kiln build/bin/kiln
@@ -203,6 +204,13 @@ max_batch_size: {CNN_MAX_BATCH}
 input [ {{ name: "image" data_type: TYPE_FP32 dims: [ 3, 32, 32 ] }} ]
 instance_group [ {{ kind: {KIND} }} ]
 """, {"model.plan": plan_bytes})
+    # bad_parameter: a build parameter with a value the backend refuses.
+    write_model(repo, "bad_parameter", f"""
+backend: "kiln"
+max_batch_size: {CNN_MAX_BATCH}
+instance_group [ {{ kind: {KIND} }} ]
+parameters {{ key: "precision" value {{ string_value: "int4" }} }}
+""", {"model.onnx": cnn.SerializeToString()})
     return paths
 
 
@@ -403,8 +411,15 @@ def run_checks(server: Server, onnx_paths: dict[str, str], protocols: list[str],
         print(f"     {model} load: {n_clients} clients x {n_requests} requests = {total} in {wall:.2f} s: "
               f"{total / wall:.1f} req/s, p50 {np.percentile(lat, 50):.2f} ms, p99 {np.percentile(lat, 99):.2f} ms, "
               "0 failures")
-        after = main.statistics(ctl, model)
-        done = int(after["inference_stats"]["success"]["count"]) - int(before["inference_stats"]["success"]["count"])
+        # Triton counts a request when it is released, just after its response went out: wait for
+        # the last ones.
+        deadline = time.time() + 10
+        while True:
+            after = main.statistics(ctl, model)
+            done = int(after["inference_stats"]["success"]["count"]) - int(before["inference_stats"]["success"]["count"])
+            if done >= total or time.time() > deadline:
+                break
+            time.sleep(0.05)
         executions = int(after["execution_count"]) - int(before["execution_count"])
         check(done == total, f"{model}: statistics count {done} successful requests, {total} were sent")
         check(executions < total, f"{model}: no dynamic batching: {executions} executions for {total} requests")
@@ -463,8 +478,9 @@ def run_checks(server: Server, onnx_paths: dict[str, str], protocols: list[str],
 
     # a config that does not match the engine is refused at load, with the reason
     expect_error(lambda: ctl.load_model("bad_config"), ["image", "not an engine input"], "mismatched config")
+    expect_error(lambda: ctl.load_model("bad_parameter"), ["precision", "int4", "fp32, fp16 or bf16"], "bad parameter")
     check(ctl.is_server_live(), "the server died on a bad model")
-    step("mismatched config refused at load with a clear message")
+    step("mismatched config and bad parameter refused at load with clear messages")
 
     # unload / load
     ctl.unload_model("encoder")
@@ -511,7 +527,7 @@ def main() -> int:
     parser.add_argument("--backend-dir", required=True, help="folder holding kiln/libtriton_kiln.so")
     parser.add_argument("--kiln", required=True, help="the kiln CLI (saves the plan model)")
     parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--requests", type=int, default=25, help="requests per client in the load step")
+    parser.add_argument("--requests", type=int, default=200, help="requests per client in the load step")
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--protocols", default="http,grpc", help="comma list of http, grpc (the first drives the load)")
     parser.add_argument("--tritonserver", default="", help="the tritonserver binary (default: nvidia-pytriton's)")
