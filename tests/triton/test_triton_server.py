@@ -422,6 +422,9 @@ def run_checks(server: Server, onnx_paths: dict[str, str], protocols: list[str],
             time.sleep(0.05)
         executions = int(after["execution_count"]) - int(before["execution_count"])
         check(done == total, f"{model}: statistics count {done} successful requests, {total} were sent")
+        for phase in ("compute_input", "compute_infer", "compute_output"):  # the backend's timestamps
+            ns = int(after["inference_stats"][phase]["ns"]) - int(before["inference_stats"][phase]["ns"])
+            check(ns > 0, f"{model}: no {phase} time reported")
         check(executions < total, f"{model}: no dynamic batching: {executions} executions for {total} requests")
         # batches run during the load, per size (the statistics are cumulative); requests have 1 or
         # 2 rows, so a batch of more than 2 rows joined several requests
