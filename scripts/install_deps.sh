@@ -33,10 +33,18 @@ if "$PYTHON" -c 'import sys, sysconfig, os; sys.exit(0 if sys.prefix == sys.base
   PIPFLAGS+=(--break-system-packages)
 fi
 if ! "$PYTHON" -c "import onnx, onnxruntime, numpy, cudnn, pybind11; assert onnx.__version__ == '1.23.0'" 2>/dev/null; then
-  echo "[deps] installing Python packages: ${PY[*]}"
+  echo "[deps] installing Python packages: ${PY[*]} (pip ${PIPFLAGS[*]})"
   "$PYTHON" -m pip install "${PIPFLAGS[@]}" "${PY[@]}"
 fi
-
+# kiln.torch's tests (tests/python/test_torch_compile.py) need PyTorch, torchvision and transformers:
+# PyTorch's CPU wheels from its own index (the default index's Linux wheels bring CUDA, ~3 GB).
+# Best effort: where they cannot be installed those tests skip and say so.
+if ! "$PYTHON" -c "import torch, torchvision, transformers" 2>/dev/null; then
+  echo "[deps] installing torch, torchvision (CPU) and transformers for the kiln.torch tests"
+  "$PYTHON" -m pip install "${PIPFLAGS[@]}" --index-url https://download.pytorch.org/whl/cpu torch torchvision &&
+    "$PYTHON" -m pip install "${PIPFLAGS[@]}" transformers ||
+    echo "[deps] warning: torch/torchvision/transformers not installed; the kiln.torch tests will be skipped"
+fi
 # The Triton backend's test (tests/triton): the tritonserver binary that nvidia-pytriton ships
 # (Triton 2.51, backend API 1.19 = the vendored headers) and the tritonclient library. Both
 # --no-deps: pytriton pins numpy<2 for its own Python side and tritonclient pins ml-dtypes<=0.5.4

@@ -43,6 +43,9 @@ class Device {
   void destroyEvent(void* event);
   //! Records `event` on `stream` (asynchronous).
   void recordEvent(void* event, void* stream);
+  //! Work enqueued on `stream` after this call waits for `event` (recorded on another stream, e.g.
+  //! the one that produced an input); the host does not wait. No-op on the CPU.
+  void streamWaitEvent(void* stream, void* event);
   //! Milliseconds between two completed events (0 on the CPU).
   float elapsedMs(void* start, void* end);
 

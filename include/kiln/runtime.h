@@ -17,7 +17,7 @@ struct EngineImpl;
 //! A context's device memory at its current shapes.
 struct MemoryUsage {
   size_t arenaBytes = 0;       //!< activation arena (intermediate tensors)
-  size_t arenaLowerBound = 0;  //!< the peak of live tensor bytes in execution order: no arena is smaller
+  size_t arenaLowerBound = 0;  //!< the most tensor bytes live at once in this execution (streams included): no arena is smaller
   size_t workspaceBytes = 0;   //!< scratch memory of the kernels (one region per stream)
   std::vector<size_t> liveBytes;  //!< per layer (engine order): arena bytes live while it runs
 };

@@ -6,7 +6,8 @@
 #   models      model tests against ONNX Runtime on the GPU (FP32, no TF32)
 #   zoo         real exports of models outside the benchmark set (tests/models/zoo_check.py):
 #               kiln FP32 vs ONNX Runtime at 1e-3, FP16 and BF16 error, dynamic-batch profiles -> zoo_gpu.log
-#   python      the Python module built here and tests/python/test_python_api.py on the GPU
+#   python      the Python module built here (GIL checks on) and tests/python/test_python_api.py,
+#               test_python_interop.py, test_torch_compile.py on the GPU; bench/python_overhead.py
 #   fuzz        200 random graphs per generator, one per core at a time, on the GPU vs ONNX Runtime (tests/fuzz)
 #   conformance the ONNX node tests on the GPU
 #   triton      the Triton backend (bundle's triton_backends/) in tritonserver with KIND_GPU instances,
@@ -119,17 +120,25 @@ if has python; then
   # The package kiln/ (python/kiln/*.py) around the extension kiln._kiln; version.h comes generated
   # with the bundle.
   mkdir -p /tmp/kpy/kiln && cp python/kiln/*.py /tmp/kpy/kiln/
+  # PYBIND11_ASSERT_GIL_HELD_INCREF_DECREF: a reference count touched without the GIL aborts (issue 16).
   if [ -f "$PYINC/Python.h" ] && [ -f "$PBINC/pybind11/pybind11.h" ] &&
-     g++ -O2 -std=c++20 -shared -fPIC python/kiln_module.cpp -I$K/include -Iinclude -I"$PYINC" -I"$PBINC" -L$K/lib -lkiln \
-       -Wl,-rpath,$K/lib -o /tmp/kpy/kiln/_kiln$EXT > $OUT/python_gpu.log 2>&1; then
-    timeout 120 python3 tests/python/test_python_api.py --module-dir /tmp/kpy --device gpu >> $OUT/python_gpu.log 2>&1
-    rc=$?  # 77: skipped for want of a GPU, a failure here
+     g++ -O2 -std=c++20 -shared -fPIC -fvisibility=hidden -DPYBIND11_ASSERT_GIL_HELD_INCREF_DECREF python/*.cpp -Ipython \
+       -I$K/include -Iinclude -I"$PYINC" -I"$PBINC" -L$K/lib -lkiln -Wl,-rpath,$K/lib -o /tmp/kpy/kiln/_kiln$EXT > $OUT/python_gpu.log 2>&1; then
+    rc=0
+    # the API against ONNX Runtime; torch/CuPy-style tensors, streams, CUDA graphs; kiln.torch.compile vs PyTorch
+    for t in test_python_api.py test_python_interop.py test_torch_compile.py; do
+      timeout 300 python3 tests/python/$t --module-dir /tmp/kpy --device gpu >> $OUT/python_gpu.log 2>&1
+      r=$?
+      [ $r -ne 0 ] && rc=$r  # 77: skipped for want of a GPU, a failure here
+    done
+    # per-call overhead of a tiny model (CUDA tensors on torch's stream); informational
+    timeout 120 python3 bench/python_overhead.py --module-dir /tmp/kpy --device gpu --calls 20000 >> $OUT/python_gpu.log 2>&1
   else
     echo "python: the module cannot be built here (Python.h in '$PYINC', pybind11 in '$PBINC')" >> $OUT/python_gpu.log
     rc=1
   fi
-  tail -8 $OUT/python_gpu.log
-  finish python $rc "exit $rc: $(last $OUT/python_gpu.log 'Python API tests|cannot be built|SKIPPED')"
+  grep -E "^(FAIL|skip)|tests passed|cannot be built|SKIPPED| us$" $OUT/python_gpu.log | cut -c1-240
+  finish python $rc "exit $rc: $(grep -E 'tests passed|cannot be built' $OUT/python_gpu.log | tr '\n' ';' | cut -c1-300)"
 fi
 if has fuzz; then
   timeout 240 python3 tests/fuzz/fuzz_graphs.py --kiln $K/bin/kiln --device gpu --count 200 --jobs $(nproc) > $OUT/fuzz_gpu.log 2>&1

@@ -34,6 +34,7 @@ void Device::destroyStream(void* stream) { impl_->backend->destroyStream(stream)
 void* Device::createEvent() { return impl_->backend->createEvent(true); }
 void Device::destroyEvent(void* event) { impl_->backend->destroyEvent(event); }
 void Device::recordEvent(void* event, void* stream) { impl_->backend->recordEvent(event, stream); }
+void Device::streamWaitEvent(void* stream, void* event) { impl_->backend->streamWaitEvent(stream, event); }
 float Device::elapsedMs(void* start, void* end) { return impl_->backend->timeBetween(start, end); }
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 // Builder: network -> optimized, tactic-tuned engine.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -7,12 +8,14 @@
 #include <functional>
 #include <string>
 
+#include "builder/passes/lower_qdq.h"
 #include "builder/passes/passes.h"
 #include "builder/tactic_filter.h"
 #include "builder/tactic_timing.h"
 #include "ops/op_registry.h"
 #include "ops/shape_propagation.h"
 #include "runtime/engine_impl.h"
+#include "runtime/layer_order.h"
 
 namespace kiln {
 
@@ -90,7 +93,55 @@ std::vector<std::map<std::string, ProfileRange>> collectProfiles(const Network& 
   return out;
 }
 
-void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& backend) {
+// The sample input shapes of symbolic_dims.h, for every profile: its opt, max and min shapes; for
+// each group of input dims with the same range (BERT's input_ids and attention_mask batch, their
+// sequence lengths), the group moved off opt, and two shapes drawn per group; then the same per
+// dim alone and drawn per dim, which keepRunnableSamples drops where the network cannot run
+// (dims that must be equal), and which keep apart dims that only share a range.
+InputSamples sampleInputShapes(const Network& net, const std::vector<std::map<std::string, ProfileRange>>& profiles) {
+  InputSamples out;
+  uint64_t state = 0x9E3779B97F4A7C15ull;  // xorshift: the same samples on every build
+  auto draw = [&](int64_t lo, int64_t hi) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return lo + static_cast<int64_t>(state % static_cast<uint64_t>(hi - lo + 1));
+  };
+  constexpr size_t kMaxMoved = 32;  // per profile; the drawn shapes cover the dims past it
+  for (const auto& p : profiles) {
+    if (p.empty()) continue;
+    std::map<std::string, Dims> opt, mx, mn;
+    // Dynamic dims (input, axis) grouped by their (min, opt, max).
+    std::map<std::array<int64_t, 3>, std::vector<std::pair<std::string, size_t>>> groups;
+    for (const auto& [name, r] : p) {
+      opt[name] = r.opt, mx[name] = r.max, mn[name] = r.min;
+      for (size_t k = 0; k < r.opt.size(); ++k)
+        if (r.min[k] != r.max[k]) groups[{r.min[k], r.opt[k], r.max[k]}].emplace_back(name, k);
+    }
+    out.push_back(opt), out.push_back(mx), out.push_back(mn);
+    std::vector<std::vector<std::pair<std::string, size_t>>> units;  // groups first, then single dims
+    for (const auto& [_, dims] : groups) units.push_back(dims);
+    for (const auto& [_, dims] : groups)
+      for (size_t i = 0; dims.size() > 1 && i < dims.size(); ++i) units.push_back({dims[i]});
+    for (size_t u = 0; u < units.size() && u < kMaxMoved; ++u) {
+      const ProfileRange& r = p.at(units[u][0].first);
+      const size_t k0 = units[u][0].second;
+      const int64_t moved = r.max[k0] != r.opt[k0] ? r.max[k0] : r.min[k0];
+      std::map<std::string, Dims> one = opt;
+      for (const auto& [name, k] : units[u]) one[name][k] = moved;
+      out.push_back(std::move(one));
+    }
+    for (int i = 0; i < 4; ++i) {  // two draws per group, then two per dim
+      std::map<std::string, Dims> drawn = opt;
+      for (const auto& [range, dims] : groups) {
+        const int64_t v = draw(range[0], range[2]);
+        for (const auto& [name, k] : dims) drawn[name][k] = i < 2 ? v : draw(range[0], range[2]);
+      }
+      out.push_back(std::move(drawn));
+    }
+  }
+  return keepRunnableSamples(net, std::move(out));
+}
+
+void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& backend, const InputSamples& samples) {
   auto hasKernel = [&backend](const Layer& l) { return !backend.tactics(describeLayer(l)).empty(); };
   // The attention fusion pays only with a fused kernel; the CUDA backend's attention_fp_general (one
   // block per query row, there for the ONNX op's rarer features) is slower than the unfused
@@ -117,6 +168,22 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
     return fused(r);
   };
   auto repropagate = [&] { propagateShapes(net, nullptr, true); };
+  const std::vector<std::string>& skip = cfg.skippedPasses();
+  auto skipped = [&skip](const char* name) {
+    for (const std::string& w : skip)
+      if (std::string(name).find(w) != std::string::npos) return true;
+    return false;
+  };
+  // Explicit quantization first: it reads the int8 weights behind DequantizeLinear layers whose
+  // outputs were folded to float constants, before removeFoldedLayers drops them.
+  const char* kLowerQdq = "lower Q/DQ to integer layers";
+  if (skipped(kLowerQdq)) {
+    log.log(Sev::kINFO, std::string("pass skipped (--skipPasses): ") + kLowerQdq);
+  } else if (lowerQdq(net, [&backend](const LayerDesc& d) { return !backend.tactics(d).empty(); })) {
+    log.log(Sev::kVERBOSE, std::string("pass: ") + kLowerQdq);
+    net.topoSort();
+    repropagate();
+  }
   removeFoldedLayers(net);
   // setGpuFusions (testing aid): the GPU-only fusions also run in CPU builds, where the fused
   // layers run on the reference kernels, so whole models check them against ONNX Runtime without
@@ -124,6 +191,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
   const bool gpuFusions = cfg.device() == DeviceType::kGPU || cfg.gpuFusions();
   struct Pass { const char* name; std::function<bool(Network&)> fn; };
   const Pass passes[] = {
+      {"fold shape arithmetic (dynamic shapes)", [&](Network& n) { return foldShapeArithmetic(n, samples); }},
       {"elide Identity and same-type Cast", elideNoOps},
       {"lower Compress with a constant condition to Gather", lowerConstantCompress},
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
@@ -134,18 +202,15 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasFusedAttention); }},
       {"fuse MatMul + bias", fuseMatMulBias},
       {"fuse residual Add + LayerNorm (GPU)",
-       [&](Network& n) { return gpuFusions && fuseSkipLayerNorm(n, hasKernel); }},
-      {"fuse Conv + residual Add", fuseConvResidual},
+       [&](Network& n) { return gpuFusions && fuseSkipLayerNorm(n, hasKernel, samples); }},
+      {"fuse Conv + residual Add", [&](Network& n) { return fuseConvResidual(n, samples); }},
       {"fuse activation into producer", fuseActivation},
-      {"fuse pointwise chains", fusePointwiseChains},
+      {"fuse pointwise chains", [&](Network& n) { return fusePointwiseChains(n, samples); }},
       {"blocked layouts between conv/pool layers (CPU)", cfg.device() == DeviceType::kCPU ? assignCpuLayouts : +[](Network&) { return false; }},
   };
   // setSkippedPasses (debugging aid): passes whose name contains one of the words are skipped.
-  const std::vector<std::string>& skip = cfg.skippedPasses();
   for (const Pass& p : passes) {
-    bool skipped = false;
-    for (const std::string& w : skip) skipped = skipped || std::string(p.name).find(w) != std::string::npos;
-    if (skipped) {
+    if (skipped(p.name)) {
       log.log(Sev::kINFO, std::string("pass skipped (--skipPasses): ") + p.name);
       continue;
     }
@@ -206,6 +271,39 @@ void rejectDataDependentShapes(const EngineGraph& g, const ResolvedShapes& r) {
   }
 }
 
+bool isQdq(const Layer& l) { return l.op == "QuantizeLinear" || l.op == "DequantizeLinear"; }
+
+// INT8 / FP8 come only from the network's own Q/DQ layers (explicit quantization, lower_qdq.cpp):
+// kiln has no calibration yet, so the flags alone change nothing, and saying so is the point.
+void warnQuantizationFlags(const Network& net, const BuilderConfig& cfg, ILogger& log) {
+  bool qdq = false;
+  for (const auto& l : net.layers()) qdq = qdq || isQdq(*l);
+  for (auto [flag, name] : {std::pair{BuilderFlag::kINT8, "INT8 (kINT8, --int8)"}, std::pair{BuilderFlag::kFP8, "FP8 (kFP8, --fp8)"}}) {
+    if (!cfg.getFlag(flag)) continue;
+    if (!qdq)
+      log.log(Sev::kWARNING, std::string(name) + " has no effect: the network has no QuantizeLinear/DequantizeLinear layers and "
+                             "kiln has no calibration yet (implicit quantization); layers compute in float types");
+    else if (flag == BuilderFlag::kINT8)
+      log.log(Sev::kINFO, "INT8 layers come from the network's QuantizeLinear/DequantizeLinear layers (explicit quantization); "
+                          "the flag itself changes nothing");
+    else
+      log.log(Sev::kWARNING, std::string(name) + " has no effect: kiln lowers only int8/uint8 Q/DQ patterns yet");
+  }
+}
+
+//! After the passes: Q/DQ layers that still compute as float arithmetic, when no integer layer was
+//! made (the backend has no integer kernel for them, e.g. the GPU today), are worth a warning.
+void warnFloatQdq(const Network& net, ILogger& log) {
+  int qdq = 0, integer = 0;
+  for (const auto& l : net.layers()) {
+    qdq += isQdq(*l);
+    integer += l->op == "QLinearConv" || l->op == "QLinearMatMul";
+  }
+  if (qdq > 0 && integer == 0)
+    log.log(Sev::kWARNING, std::to_string(qdq) + " QuantizeLinear/DequantizeLinear layers run as float arithmetic: this backend "
+                           "has no integer kernel for the quantized layers around them (the results follow ONNX, the speed does not)");
+}
+
 EngineGraph lowerToGraph(const Network& net, const std::vector<std::map<std::string, ProfileRange>>& profiles) {
   EngineGraph g;
   std::map<const Tensor*, int> index;
@@ -256,10 +354,11 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
     if (!o->producer && !o->isConstant() && !o->isInput) throw Error("network output '" + o->name + "' is not produced by any layer");
   if (cfg.device() == DeviceType::kGPU && !gpuAvailable()) throw Error("no GPU backend is available in this build (use the CPU)");
   if (cfg.device() == DeviceType::kCPU) {
-    for (BuilderFlag f : {BuilderFlag::kFP16, BuilderFlag::kBF16, BuilderFlag::kINT8, BuilderFlag::kFP8})
+    for (BuilderFlag f : {BuilderFlag::kFP16, BuilderFlag::kBF16})
       if (cfg.getFlag(f))
         logger_.log(Sev::kWARNING, "the CPU backend computes in float32; the reduced-precision flag is ignored");
   }
+  warnQuantizationFlags(net, cfg, logger_);
   auto profiles = collectProfiles(net, cfg);
   net.topoSort();
   propagateShapes(net, nullptr, true);
@@ -271,7 +370,8 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
   auto tPasses = std::chrono::steady_clock::now();
-  runPasses(net, cfg, logger_, *backend);
+  runPasses(net, cfg, logger_, *backend, sampleInputShapes(net, profiles));
+  warnFloatQdq(net, logger_);
   const double passSecs = since(tPasses);
   for (Tensor* o : net.outputs())
     if (!o->dimsKnown) throw Error("output '" + o->name + "' has no shape");
@@ -295,13 +395,17 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
       selectTactics(g, *backend, p, cfg, logger_);
   }
   const double selectSecs = since(tSelect);
-  // Aux streams (GPU only; the CPU runs one stream): -1 means "let kiln choose" (up to 2).
-  planStreams(g, cfg.maxAuxStreams() < 0 ? 2 : cfg.maxAuxStreams());
+  // Aux streams (GPU only; the CPU runs one stream): -1 means "let kiln choose" (up to 2). The
+  // execution order is the network's or a memory-aware one, whichever needs the smaller arena.
+  const LayerOrderChoice order = chooseLayerOrder(g, cfg.maxAuxStreams() < 0 ? 2 : cfg.maxAuxStreams());
+  if (order.reordered)
+    logger_.log(Sev::kINFO, "memory-aware layer order: arena " + std::to_string(order.networkArena) + " -> " +
+                                std::to_string(order.memoryAwareArena) + " bytes");
   g.arenaBytes = 0;
   for (size_t p = 0; p < g.profiles.size(); ++p) {
     ResolvedShapes shapes = resolveShapes(g, optDims(g, p), &g.profiles[p], nullptr, /*lenient=*/true);
     rejectDataDependentShapes(g, shapes);
-    g.arenaBytes = std::max(g.arenaBytes, planMemory(g, shapes).arenaBytes);
+    g.arenaBytes = std::max(g.arenaBytes, planMemory(g, shapes, p).arenaBytes);
   }
 
   auto tCreate = std::chrono::steady_clock::now();

@@ -14,6 +14,7 @@
 #include "core/type_dispatch.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
+#include "ops/qlinear.h"
 #include "ops/quantize.h"
 
 namespace kiln {
@@ -29,25 +30,6 @@ bool isQuantInt(DataType t) {
   throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): " + what + " of type " + toString(t) + " is not supported");
 }
 
-
-float readFloat(const TensorView& v, int64_t i) {
-  switch (v.type) {
-    case DataType::kHALF: return halfToFloat(v.as<const uint16_t>()[i]);
-    case DataType::kBF16: return bf16ToFloat(v.as<const uint16_t>()[i]);
-    default: return v.as<const float>()[i];
-  }
-}
-
-int64_t readInt(const TensorView& v, int64_t i) {
-  switch (v.type) {
-    case DataType::kINT8: return v.as<const int8_t>()[i];
-    case DataType::kUINT8: return v.as<const uint8_t>()[i];
-    case DataType::kINT16: return v.as<const int16_t>()[i];
-    case DataType::kUINT16: return v.as<const uint16_t>()[i];
-    case DataType::kINT32: return v.as<const int32_t>()[i];
-    default: return 0;
-  }
-}
 
 void writeInt(const TensorView& v, int64_t i, int64_t q) {
   switch (v.type) {
@@ -104,15 +86,15 @@ void refQuantize(const LayerDesc& l, const KernelIO& io) {
   for (int64_t i = 0; i < x.count; ++i) {
     double v;
     if (x.type == DataType::kINT32) {
-      v = static_cast<double>(x.as<const int32_t>()[i]) / static_cast<double>(readFloat(s, si(i)));
+      v = static_cast<double>(x.as<const int32_t>()[i]) / static_cast<double>(quantReadFloat(s, si(i)));
     } else {
-      float q = readFloat(x, i) / readFloat(s, si(i));
+      float q = quantReadFloat(x, i) / quantReadFloat(s, si(i));
       if (div == DataType::kHALF) q = halfToFloat(floatToHalf(q));
       else if (div == DataType::kBF16) q = bf16ToFloat(floatToBf16(q));
       v = q;
     }
     int64_t r = static_cast<int64_t>(std::nearbyint(std::clamp(v, -1e18, 1e18)));
-    if (hasZp) r += readInt(io.in[2], zi(i));
+    if (hasZp) r += quantReadInt(io.in[2], zi(i));
     writeInt(y, i, std::clamp(r, lo, hi));
   }
   std::fesetround(saved);
@@ -139,13 +121,32 @@ void refDequantize(const LayerDesc& l, const KernelIO& io) {
   const bool hasZp = io.in.size() > 2 && io.in[2].data;
   const QuantIndex zi = hasZp ? quantIndex(l, x.dims, io.in[2].dims, "x_zero_point") : QuantIndex{};
   for (int64_t i = 0; i < x.count; ++i) {
-    float d = static_cast<float>(readInt(x, i));
-    if (hasZp) d -= static_cast<float>(readInt(io.in[2], zi(i)));
-    writeFloat(y, i, d * readFloat(s, si(i)));
+    float d = static_cast<float>(quantReadInt(x, i));
+    if (hasZp) d -= static_cast<float>(quantReadInt(io.in[2], zi(i)));
+    writeFloat(y, i, d * quantReadFloat(s, si(i)));
   }
 }
 
 }  // namespace
+
+float quantReadFloat(const TensorView& v, int64_t i) {
+  switch (v.type) {
+    case DataType::kHALF: return halfToFloat(v.as<const uint16_t>()[i]);
+    case DataType::kBF16: return bf16ToFloat(v.as<const uint16_t>()[i]);
+    default: return v.as<const float>()[i];
+  }
+}
+
+int64_t quantReadInt(const TensorView& v, int64_t i) {
+  switch (v.type) {
+    case DataType::kINT8: return v.as<const int8_t>()[i];
+    case DataType::kUINT8: return v.as<const uint8_t>()[i];
+    case DataType::kINT16: return v.as<const int16_t>()[i];
+    case DataType::kUINT16: return v.as<const uint16_t>()[i];
+    case DataType::kINT32: return v.as<const int32_t>()[i];
+    default: return 0;
+  }
+}
 
 QuantIndex quantIndex(const LayerDesc& l, const Dims& x, const Dims& s, const char* what) {
   QuantIndex q;
@@ -211,6 +212,7 @@ void registerQuantizeOps(OpRegistry& r) {
   dq.anyType = true;
   dq.minOpset = 10;
   r.add(dq);
+  registerQLinearOps(r);
 }
 
 }  // namespace kiln

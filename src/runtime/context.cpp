@@ -129,7 +129,7 @@ struct ContextImpl {
                     ": call setInputShape first");
     refreshInputValues();
     shapes = resolveShapes(g, inputDims, &g.profiles[profile], &inputValues);
-    mem = planMemory(g, shapes);
+    mem = planMemory(g, shapes, static_cast<size_t>(profile));
     if (userManaged) {
       if (mem.arenaBytes > 0 && !userArena)
         throw Error("user-managed context: call setDeviceMemory before running or querying it (" +

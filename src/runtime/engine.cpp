@@ -1,3 +1,4 @@
+#include <cmath>
 #include <sstream>
 
 #include "ops/fused_attrs.h"
@@ -111,6 +112,14 @@ int ioIndex(const EngineImpl& e, const std::string& name) {
   if (it == e.ioByName.end()) throw Error("'" + name + "' is not an input or output of the engine");
   return it->second;
 }
+//! A JSON number, or null for NaN/inf (which JSON cannot hold).
+std::string jsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
 std::string jsonEscape(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -154,7 +163,7 @@ size_t Engine::getDeviceMemorySizeForProfile(int profile) const {
     std::map<int, Dims> dims;
     for (const auto& [t, range] : g.profiles[profile]) dims[t] = range.*sel;
     ResolvedShapes r = resolveShapes(g, dims, &g.profiles[profile], nullptr, /*lenient=*/true);
-    bytes = std::max(bytes, planMemory(g, r).arenaBytes);
+    bytes = std::max(bytes, planMemory(g, r, static_cast<size_t>(profile)).arenaBytes);
   }
   return bytes;
 }
@@ -205,12 +214,12 @@ std::string Engine::getLayerInformation() const {
     // when there are several.
     const TacticChoice& c0 = l.choices.at(0);
     s << ",\"precision\":\"" << toString(l.precision) << "\",\"tactic\":\"" << jsonEscape(c0.tactic)
-      << "\",\"tacticsConsidered\":" << c0.considered << ",\"tacticTimeMs\":" << c0.timeMs;
+      << "\",\"tacticsConsidered\":" << c0.considered << ",\"tacticTimeMs\":" << jsonNumber(c0.timeMs);
     if (l.choices.size() > 1) {
       s << ",\"profiles\":[";
       for (size_t p = 0; p < l.choices.size(); ++p)
         s << (p ? "," : "") << "{\"tactic\":\"" << jsonEscape(l.choices[p].tactic) << "\",\"tacticsConsidered\":"
-          << l.choices[p].considered << ",\"tacticTimeMs\":" << l.choices[p].timeMs << "}";
+          << l.choices[p].considered << ",\"tacticTimeMs\":" << jsonNumber(l.choices[p].timeMs) << "}";
       s << "]";
     }
     s << "}";

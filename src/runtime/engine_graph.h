@@ -92,15 +92,16 @@ LayerDesc buildTimeDesc(const EngineGraph& g, size_t i);
 struct MemoryPlan {
   std::vector<int64_t> offsets;  //!< per tensor; -1: not in the arena (I/O, constants, unknown dims)
   size_t arenaBytes = 0;
-  //! The peak over the layers (index order) of the bytes live there: no placement is smaller.
+  //! No placement is smaller: the peak over the layers (index order) of the bytes live there, or
+  //! with auxiliary streams a heavier set of blocks that concurrent branches may hold at once.
   size_t lowerBound = 0;
   std::vector<size_t> liveBytes;  //!< per layer: arena bytes live while it runs
   //! Per layer: the arena regions (offset, bytes) whose last access it is (poisoning freed memory).
   std::vector<std::vector<std::pair<size_t, size_t>>> freedAfter;
 };
 //! Plans the arena: exact lifetimes across streams (happens-before through events), in-place
-//! elementwise layers, greedy-by-size placement.
-MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r);
+//! layers where the op and the tactic chosen in `profile` allow it, greedy placement.
+MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r, size_t profile = 0);
 
 //! Places independent branches on up to `maxAux` auxiliary streams (GPU); sets layer.stream
 //! and g.auxStreams (which may be fewer than allowed when the graph has fewer branches).

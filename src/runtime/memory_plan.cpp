@@ -6,19 +6,21 @@
 // (ContextImpl::createStreams), so lifetimes are exact across auxiliary streams (a tensor is free
 // once the layers ordered after its last reader start), not pinned for the whole run.
 //
-// In place: an elementwise layer whose input has the output's size and type, and which is that
-// input's last reader, writes its output over the input (each element is read before it is
-// written, at the same index, by every kernel of these ops).
+// In place: a layer whose op and tactic allow it (backends/in_place.h: elementwise ops over input
+// 0, convs over their residual) writes its output over that input when the input has the output's
+// dims and type and every other access of it happens before the layer.
 //
-// Placement is greedy (each block at the lowest offset, or the tightest gap, free of conflicting
-// blocks), tried in several orders (by size, by lifetime, by first use); the smallest arena wins.
+// Placement (arena_placement.cpp): greedy in several orders (each block at the lowest offset, or
+// the tightest gap, free of conflicting blocks), then a local search from the best.
 // It stays close to the lower bound reported beside it: the peak, over the layers in index order,
-// of the bytes of the tensors live there.
+// of the bytes of the tensors live there, or with auxiliary streams the heaviest set of tensors
+// found that may be live at once (concurrent branches).
 #include <algorithm>
 #include <cstdint>
 #include <cstddef>
-#include <numeric>
 
+#include "backends/in_place.h"
+#include "runtime/arena_placement.h"
 #include "runtime/engine_graph.h"
 
 namespace kiln {
@@ -26,18 +28,6 @@ namespace kiln {
 namespace {
 
 constexpr size_t kAlign = 64;
-
-//! Ops whose every kernel reads element i of input 0 before writing element i of the output, and
-//! nothing else of input 0 afterwards: they may run in place on input 0.
-bool runsInPlace(const std::string& op) {
-  static const char* kOps[] = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Gelu", "HardSwish", "HardSigmoid", "Elu",
-                               "Selu", "Celu", "Softplus", "Softsign", "Mish", "Erf", "Exp", "Log", "Sqrt", "Neg",
-                               "Abs", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Clip", "Add",
-                               "Sub", "Mul", "Div", "Pow", "Max", "Min", "PointwiseChain"};
-  for (const char* o : kOps)
-    if (op == o) return true;
-  return false;
-}
 
 //! Bit sets over layers: reach[i] holds the layers that start only after layer i completed.
 class HappensBefore {
@@ -84,17 +74,18 @@ struct Block {
   std::vector<int> writers;   //!< layers writing it (the producer, in-place layers)
   std::vector<int> accesses;  //!< every layer reading or writing it
   int first = -1, last = -1;  //!< index range of the accesses
-  bool hostValue = false;     //!< holds a host-computed value: written once per shape change, read by every run
 };
 
 }  // namespace
 
-MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
+MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r, size_t profile) {
   const size_t n = g.tensors.size();
   MemoryPlan p;
   p.offsets.assign(n, -1);
   p.liveBytes.assign(g.layers.size(), 0);
   auto root = [&](int t) { return r.aliasOf[t] >= 0 ? r.aliasOf[t] : t; };
+  // The tactic of `profile` decides in-place execution; a graph without choices (tests) has none.
+  auto tacticOf = [&](const EngineLayer& l) { return profile < l.choices.size() ? l.choices[profile].tactic : std::string(); };
   auto inArena = [&](int t) {
     const EngineTensor& et = g.tensors[t];
     return !et.isInput && !et.isOutput && !et.value.valid() && r.aliasOf[t] < 0 && isStatic(r.tensors[t].dims);
@@ -106,11 +97,6 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
 
   // Blocks: one per arena tensor; in-place outputs join their input's block.
   std::vector<int> blockOf(n, -1);
-  // Host-computed values read by runtime layers: a context materializes them once per shape
-  // change (user-managed arenas: per enqueue), so their bytes must survive every run: no layer
-  // runs in place over one and no other tensor shares its bytes, or every enqueue after the
-  // first would read what a later layer of the previous run wrote there.
-  std::vector<bool> hostValue(n, false);
   std::vector<Block> blocks;
   auto blockFor = [&](int t) {
     if (blockOf[t] < 0) {
@@ -141,12 +127,13 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
       if (t < 0) continue;
       const int s = root(t);
       if (!inArena(s)) continue;
-      // A host-computed value read by a runtime layer is materialized before the run: it is
-      // written "before layer 0".
+      // A host-computed value read by a runtime layer is materialized once when shapes change,
+      // not before every run: it is written "before layer 0" and must survive every layer, or the
+      // next run reads what a later layer wrote over it (a dynamic BERT's mask indices, on its
+      // second enqueue). Accessed by the last layer too, it shares bytes with nothing.
       if (blockOf[s] < 0) {
         touch(blockFor(s), 0, true);
-        hostValue[s] = true;
-        blocks[blockOf[s]].hostValue = true;
+        touch(blockOf[s], static_cast<int>(g.layers.size()) - 1, false);
       }
       touch(blockOf[s], li, false);
     }
@@ -154,12 +141,13 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
       const int t = l.outputs[k];
       if (!inArena(t)) continue;
       int b = -1;
-      if (k == 0 && runsInPlace(l.op) && !l.inputs.empty() && l.inputs[0] >= 0) {
-        const int x = root(l.inputs[0]);
-        bool lastReader = inArena(x) && blockOf[x] >= 0 && !hostValue[x] && bytesOf(x) == bytesOf(t) &&
+      const int over = k == 0 ? inPlaceInput(l.op, tacticOf(l), l.inputs.size()) : -1;
+      if (over >= 0 && static_cast<size_t>(over) < l.inputs.size() && l.inputs[over] >= 0) {
+        const int x = root(l.inputs[over]);
+        bool lastReader = inArena(x) && blockOf[x] >= 0 && bytesOf(x) == bytesOf(t) &&
                           r.tensors[x].dims == r.tensors[t].dims && r.tensors[x].type == r.tensors[t].type;
-        for (size_t j = 1; lastReader && j < l.inputs.size(); ++j)  // x read again as another operand
-          lastReader = l.inputs[j] < 0 || root(l.inputs[j]) != x;
+        for (size_t j = 0; lastReader && j < l.inputs.size(); ++j)  // x read again as another operand
+          lastReader = static_cast<int>(j) == over || l.inputs[j] < 0 || root(l.inputs[j]) != x;
         // Every reader of x, and every access of the other tensors of x's block (earlier in-place
         // results), happens before this layer.
         if (lastReader)
@@ -182,73 +170,40 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r) {
     return true;
   };
   auto conflict = [&](const Block& a, const Block& b) {
-    if (a.hostValue || b.hostValue) return true;
     if (a.last < b.first) return !allBefore(a, b);  // index order: only a before b is possible
     if (b.last < a.first) return !allBefore(b, a);
     return true;
   };
-  // Conflicts once (blocks that overlap in index range always conflict), then several placement
-  // orders; the smallest arena wins. Each is greedy: a block takes the lowest offset (or the
-  // tightest gap) where it conflicts with nothing placed.
+  // Conflicts once (blocks that overlap in index range always conflict); then the lower bound
+  // (arena_placement.h: the live peak, or with auxiliary streams the heaviest set of blocks found
+  // that may be live at once), then the placement, which stops searching once it reaches it.
   const size_t nb = blocks.size();
-  std::vector<std::vector<int>> conflicts(nb);
-  for (size_t a2 = 0; a2 < nb; ++a2)
+  ArenaBlocks ab;
+  ab.conflicts.resize(nb);
+  for (size_t a2 = 0; a2 < nb; ++a2) {
+    ab.bytes.push_back(blocks[a2].bytes);
+    ab.first.push_back(blocks[a2].first);
+    ab.last.push_back(blocks[a2].last);
     for (size_t b2 = a2 + 1; b2 < nb; ++b2)
       if (conflict(blocks[a2], blocks[b2])) {
-        conflicts[a2].push_back(static_cast<int>(b2));
-        conflicts[b2].push_back(static_cast<int>(a2));
+        ab.conflicts[a2].push_back(static_cast<int>(b2));
+        ab.conflicts[b2].push_back(static_cast<int>(a2));
       }
-  auto place = [&](const std::vector<int>& order, bool tightest, std::vector<size_t>& offset) {
-    offset.assign(nb, 0);
-    std::vector<char> isPlaced(nb, 0);
-    size_t arena = 0;
-    std::vector<std::pair<size_t, size_t>> busy;
-    for (int b2 : order) {
-      busy.clear();
-      for (int q : conflicts[b2])
-        if (isPlaced[q]) busy.emplace_back(offset[q], offset[q] + blocks[q].bytes);
-      std::sort(busy.begin(), busy.end());
-      const size_t need = blocks[b2].bytes;
-      size_t off = 0, best = SIZE_MAX, bestGap = SIZE_MAX;
-      for (auto& [lo, hi] : busy) {
-        if (off + need <= lo) {
-          if (!tightest) break;
-          if (lo - off < bestGap) bestGap = lo - off, best = off;
-        }
-        off = std::max(off, hi);
-      }
-      if (!tightest || best == SIZE_MAX) best = off;  // lowest fit, or above everything
-      offset[b2] = best;
-      isPlaced[b2] = 1;
-      arena = std::max(arena, best + need);
-    }
-    return arena;
-  };
-  std::vector<int> bySize(nb), byFirst(nb), byLength(nb);
-  std::iota(bySize.begin(), bySize.end(), 0);
-  byFirst = byLength = bySize;
-  std::stable_sort(bySize.begin(), bySize.end(), [&](int a2, int b2) { return blocks[a2].bytes > blocks[b2].bytes; });
-  std::stable_sort(byFirst.begin(), byFirst.end(), [&](int a2, int b2) { return blocks[a2].first < blocks[b2].first; });
-  std::stable_sort(byLength.begin(), byLength.end(), [&](int a2, int b2) {
-    const int la = blocks[a2].last - blocks[a2].first, lb = blocks[b2].last - blocks[b2].first;
-    return la != lb ? la > lb : blocks[a2].bytes > blocks[b2].bytes;
-  });
-  std::vector<size_t> offset, trial;
-  p.arenaBytes = SIZE_MAX;
-  for (const std::vector<int>* order : {&bySize, &byLength, &byFirst})
-    for (bool tightest : {false, true}) {
-      const size_t arena = place(*order, tightest, trial);
-      if (arena < p.arenaBytes) p.arenaBytes = arena, offset = trial;
-    }
-  if (nb == 0) p.arenaBytes = 0;
-  for (size_t t = 0; t < n; ++t)
-    if (blockOf[t] >= 0) p.offsets[t] = static_cast<int64_t>(offset[blockOf[t]]);
-  for (size_t t = 0; t < n; ++t)
-    if (r.aliasOf[t] >= 0) p.offsets[t] = p.offsets[r.aliasOf[t]];
+  }
   // The live curve in index order and its peak: no placement of these blocks can be smaller.
   for (const Block& k : blocks)
     for (int i = std::max(k.first, 0); i <= k.last; ++i) p.liveBytes[i] += k.bytes;
   for (size_t b : p.liveBytes) p.lowerBound = std::max(p.lowerBound, b);
+  // With auxiliary streams, blocks of concurrent branches conflict although their index ranges do
+  // not overlap, so that peak can be out of reach; sets of pairwise conflicting blocks bound it.
+  // (On one stream the conflicts are the index overlaps: the same peak.)
+  if (g.auxStreams > 0) p.lowerBound = std::max(p.lowerBound, conflictBound(ab));
+  std::vector<size_t> offset;
+  p.arenaBytes = placeBlocks(ab, p.lowerBound, offset);
+  for (size_t t = 0; t < n; ++t)
+    if (blockOf[t] >= 0) p.offsets[t] = static_cast<int64_t>(offset[blockOf[t]]);
+  for (size_t t = 0; t < n; ++t)
+    if (r.aliasOf[t] >= 0) p.offsets[t] = p.offsets[r.aliasOf[t]];
   p.freedAfter.assign(g.layers.size(), {});
   for (size_t b = 0; b < blocks.size(); ++b)
     if (blocks[b].last >= 0) p.freedAfter[blocks[b].last].emplace_back(offset[b], blocks[b].bytes);

@@ -319,6 +319,29 @@ def test_legacy_prelu_per_channel_slope():
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
+def test_shape_tensor_input_values():
+    """A graph input that is an Expand's target shape (a shape tensor): its values come from
+    --loadInputs or from --shapes=name:[v,...] (trtexec's shape-tensor values), and the output has
+    the shape they give; a float input given values is a usage error."""
+    g = helper.make_graph([helper.make_node("Expand", ["x", "shape"], ["y"])], "expand",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1]),
+                           helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])])
+    model = save_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), "expand.onnx")
+    x = np.arange(3, dtype=np.float32).reshape(3, 1)
+    np.save(path("expand_x.npy"), x)
+    np.save(path("expand_shape.npy"), np.array([2, 3, 4], np.int64)[1:])
+    want = np.broadcast_to(x, (3, 4))
+    run(["--onnx=" + model, "--loadInputs=x:" + path("expand_x.npy") + ",shape:" + path("expand_shape.npy"),
+         "--exportOutput=" + path("expand1.json"), *FAST])
+    np.testing.assert_array_equal(read_outputs(path("expand1.json"))["y"][1], want)
+    run(["--onnx=" + model, "--shapes=shape:[3,4]", "--loadInputs=x:" + path("expand_x.npy"),
+         "--exportOutput=" + path("expand2.json"), *FAST])
+    np.testing.assert_array_equal(read_outputs(path("expand2.json"))["y"][1], want)
+    expect_error(["--onnx=" + model, "--shapes=x:[3,4]", *FAST], "not an int32/int64 shape tensor", status=2)
+    expect_error(["--onnx=" + model, "--shapes=shape:[3,q]", *FAST], "bad value 'q'", status=2)
+
+
 def test_layer_precisions():
     model = static_model()
     ok = run(["--onnx=" + model, "--precisionConstraints=obey", "--layerPrecisions=*:fp32", *FAST])
@@ -369,8 +392,10 @@ def test_every_flag_parsed():
                 "--dumpOutput", "--threads=1", "--device=cpu", "--fp16", "--bf16", "--int8", "--noTF32",
                 "--builderOptimizationLevel=1", "--maxAuxStreams=0", "--streams=2", "--noDataTransfers",
                 "--verbose"])
-    for what in ("FP16", "BF16", "INT8"):
+    for what in ("FP16", "BF16"):
         check(re.search(rf"\[W\] {what}.*not supported on the CPU", proc.stderr), proc.stderr)
+    # INT8 without Q/DQ layers or calibration: never silent
+    check(re.search(r"\[W\] INT8 .*has no effect: the network has no QuantizeLinear/DequantizeLinear", proc.stderr), proc.stderr)
     check("=== Profile (3 iterations ) ===" in proc.stdout)
     check("Layer Information" in proc.stdout and "Output 'y'" in proc.stdout)
     check("percentile(50%)" in proc.stdout and "percentile(99.9%)" in proc.stdout)

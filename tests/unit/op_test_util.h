@@ -142,14 +142,21 @@ inline std::vector<std::string> tacticNames(Backend& backend, const OpCase& c) {
 
 //! Runs the case with tactic `name` on `backend` (inputs uploaded, outputs downloaded). The output
 //! buffers are poisoned before the run (poison.h), avoiding the values of `expected` when given.
+//! `overInput` >= 0: output 0 is written over that input's buffer (in-place execution, which the
+//! memory planner arranges where backends/in_place.h allows it). "ref" is the op's reference
+//! kernel even where the backend offers table entries instead.
 inline std::vector<HostTensor> runTactic(Backend& backend, const std::string& name, const OpCase& c,
-                                         const std::vector<HostTensor>* expected = nullptr) {
+                                         const std::vector<HostTensor>* expected = nullptr, int overInput = -1) {
   LayerDesc build = describe(c, false);
   LayerDesc concrete = describe(c, true);
   std::unique_ptr<Kernel> k;
   for (auto& t : backend.tactics(build))
     if (t.name == name) k = t.create(build);
+  if (!k && name == "ref") k = referenceTactic(c.op).create(build);
   if (!k) throw Error("tactic '" + name + "' not offered for " + c.op);
+  if (overInput >= 0 && (static_cast<size_t>(overInput) >= c.inputs.size() || !c.inputs[overInput].valid() ||
+                         c.inputs[overInput].bytes() != volume(concrete.outputs[0].dims) * elementSize(concrete.outputs[0].type)))
+    throw Error("runTactic: input " + std::to_string(overInput) + " cannot hold output 0");
   std::unique_ptr<KernelState> state;
   size_t ws = k->reshape(concrete, state);
   std::vector<void*> owned;
@@ -174,6 +181,10 @@ inline std::vector<HostTensor> runTactic(Backend& backend, const std::string& na
   for (auto& o : concrete.outputs) {
     const size_t k = out.size();
     out.push_back(poisoned(o.type, o.dims, expected && k < expected->size() ? &(*expected)[k] : nullptr));
+    if (k == 0 && overInput >= 0) {  // the input's bytes, not poisoned
+      io.out.push_back(TensorView{io.in[overInput].data, o.type, o.dims, out.back().count()});
+      continue;
+    }
     TensorView v{alloc(out.back().bytes()), o.type, o.dims, out.back().count()};
     backend.copyToDevice(v.data, out.back().data(), out.back().bytes(), nullptr);
     io.out.push_back(v);

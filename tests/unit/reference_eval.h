@@ -29,6 +29,20 @@ inline HostTensor randomTensor(Dims d, uint32_t seed, float lo = -1.f, float hi 
   return t;
 }
 
+//! A Transpose of x by perm.
+inline Layer* addPermute(Network& n, Tensor* x, const std::vector<int64_t>& perm) {
+  Attributes a;
+  a.set("perm", perm);
+  return n.addLayer("Transpose", {x}, 1, a);
+}
+
+//! A Reshape of x to the constant dims.
+inline Layer* addReshape(Network& n, Tensor* x, const std::vector<int64_t>& dims) {
+  HostTensor shape(DataType::kINT64, {static_cast<int64_t>(dims.size())});
+  for (size_t k = 0; k < dims.size(); ++k) shape.as<int64_t>()[k] = dims[k];
+  return n.addLayer("Reshape", {x, n.addConstant(n.uniqueName("shape"), shape)}, 1);
+}
+
 //! Values of every network output, by name.
 inline std::map<std::string, HostTensor> evaluateReference(Network& net, const std::map<std::string, HostTensor>& inputs) {
   net.topoSort();

@@ -244,6 +244,10 @@ inline std::vector<OpCase> computeCases(const std::string& op, DataType t) {
       conv({2, 8, 9, 11}, {16, 8, 3, 3}, convAttrs({1, 1, 1, 1}, {1, 1}, 1), 80);
       conv({2, 16, 10, 10}, {16, 1, 3, 3}, convAttrs({1, 1, 1, 1}, {2, 2}, 16), 83);  // depthwise
       conv({8, 16, 6, 6}, {24, 16, 1, 1}, convAttrs({0, 0, 0, 0}, {1, 1}, 1), 86);   // 1x1
+      // 3x3 with a residual (fuse_residual's form): tactics that declare it run in place over R.
+      conv({2, 8, 9, 11}, {16, 8, 3, 3}, convAttrs({1, 1, 1, 1}, {1, 1}, 1), 95);
+      v.back().inputs.push_back(uniformOfType({2, 16, 9, 11}, t, 98, -1, 1));
+      v.back().constant.push_back(false);
     } else {
       conv({2, 8, 5, 6}, {8, 4, 3, 3}, convAttrs({1, 1, 1, 1}, {2, 2}, 1), 89);
     }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <random>
 
+#include "backends/in_place.h"
 #include "op_test_util.h"
 #include "ops/conv_layout.h"
 
@@ -425,10 +426,17 @@ void checkLayouts(const OpCase& plain, DataType type, bool inLast, bool outLast,
   std::vector<std::string> names = test::tacticNames(*gpu, dev);
   ASSERT_FALSE(names.empty()) << what << ": no tactic takes these layouts";
   for (const std::string& name : names) {
+    const std::string desc = what + " tactic " + name + " " + toString(type) + (inLast ? " in:nhwc" : " in:nchw") +
+                             (outLast ? " out:nhwc" : " out:nchw");
     std::vector<HostTensor> got = test::runTactic(*gpu, name, dev);
     HostTensor y = outLast && got[0].dims().size() == 4 ? channelsLast(got[0], false) : got[0];
-    test::expectClose(y, ref[0], tol.rtol, tol.atol, what + " tactic " + name + " " + toString(type) +
-                                                        (inLast ? " in:nhwc" : " in:nchw") + (outLast ? " out:nhwc" : " out:nchw"));
+    test::expectClose(y, ref[0], tol.rtol, tol.atol, desc);
+    // Y written over R (in Y's layout) where the tactic declares it (backends/in_place.h).
+    const int over = inPlaceInput(dev.op, name, dev.inputs.size());
+    if (over < 0 || static_cast<size_t>(over) >= dev.inputs.size() || !dev.inputs[over].valid()) continue;
+    got = test::runTactic(*gpu, name, dev, nullptr, over);
+    y = outLast && got[0].dims().size() == 4 ? channelsLast(got[0], false) : got[0];
+    test::expectClose(y, ref[0], tol.rtol, tol.atol, desc + " in place over input " + std::to_string(over));
   }
 }
 

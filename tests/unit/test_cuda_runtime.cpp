@@ -252,17 +252,8 @@ TEST(CudaRuntime, Fp16ConvChainRunsChannelsLast) {
 
 namespace {
 
-Layer* permute(Network& n, Tensor* x, std::vector<int64_t> perm) {
-  Attributes a;
-  a.set("perm", perm);
-  return n.addLayer("Transpose", {x}, 1, a);
-}
-
-Layer* reshapeTo(Network& n, Tensor* x, const std::vector<int64_t>& dims) {
-  HostTensor shape(DataType::kINT64, {static_cast<int64_t>(dims.size())});
-  for (size_t k = 0; k < dims.size(); ++k) shape.as<int64_t>()[k] = dims[k];
-  return n.addLayer("Reshape", {x, n.addConstant("", shape)}, 1);
-}
+using kiln::test::addPermute;
+using kiln::test::addReshape;
 
 Layer* layerNormLast(Network& n, Tensor* x, int64_t c, uint32_t seed) {
   Attributes a;
@@ -280,20 +271,20 @@ void makeConvNextTokens(Network& n) {
   Layer* stem = n.addConvolution(x, randomTensor({32, 16, 3, 3}, 40, -0.15f, 0.15f), randomTensor({32}, 41), {1, 1}, {1, 1, 1, 1});
   Layer* dw = n.addConvolution(stem->outputs[0], randomTensor({32, 1, 7, 7}, 42, -0.2f, 0.2f), randomTensor({32}, 43), {1, 1},
                                {3, 3, 3, 3}, 32);
-  Layer* last = permute(n, dw->outputs[0], {0, 2, 3, 1});
+  Layer* last = addPermute(n, dw->outputs[0], {0, 2, 3, 1});
   Layer* ln = layerNormLast(n, last->outputs[0], 32, 44);
   Layer* up = n.addMatMul(ln->outputs[0], n.addConstant("", randomTensor({32, 64}, 46, -0.2f, 0.2f)));
   Layer* act = n.addActivation(up->outputs[0], "Relu");
   Layer* down = n.addMatMul(act->outputs[0], n.addConstant("", randomTensor({64, 32}, 47, -0.2f, 0.2f)));
-  Layer* first = permute(n, down->outputs[0], {0, 3, 1, 2});
+  Layer* first = addPermute(n, down->outputs[0], {0, 3, 1, 2});
   Layer* res = n.addElementWise(first->outputs[0], stem->outputs[0], "Add");
   Layer* pw = n.addConvolution(res->outputs[0], randomTensor({32, 32, 1, 1}, 48, -0.2f, 0.2f), randomTensor({32}, 49), {1, 1},
                                {0, 0, 0, 0});
-  Layer* flat = reshapeTo(n, pw->outputs[0], {8, 32, 64});
-  Layer* tokens = permute(n, flat->outputs[0], {0, 2, 1});
+  Layer* flat = addReshape(n, pw->outputs[0], {8, 32, 64});
+  Layer* tokens = addPermute(n, flat->outputs[0], {0, 2, 1});
   Layer* ln2 = layerNormLast(n, tokens->outputs[0], 32, 50);
-  Layer* untok = permute(n, ln2->outputs[0], {0, 2, 1});
-  Layer* unflat = reshapeTo(n, untok->outputs[0], {8, 32, 8, 8});
+  Layer* untok = addPermute(n, ln2->outputs[0], {0, 2, 1});
+  Layer* unflat = addReshape(n, untok->outputs[0], {8, 32, 8, 8});
   Layer* head = n.addConvolution(unflat->outputs[0], randomTensor({16, 32, 1, 1}, 51, -0.2f, 0.2f), randomTensor({16}, 52), {1, 1},
                                  {0, 0, 0, 0});
   Layer* gap = n.addLayer("GlobalAveragePool", {head->outputs[0]}, 1);

@@ -200,21 +200,8 @@ TEST(GpuLayoutPass, DepthwiseBlocksStayChannelsLast) {
   EXPECT_EQ(converts, 0);
 }
 
-namespace {
-
-Layer* transpose(Network& net, Tensor* x, std::vector<int64_t> perm) {
-  Attributes a;
-  a.set("perm", perm);
-  return net.addLayer("Transpose", {x}, 1, a);
-}
-
-Layer* reshape(Network& net, Tensor* x, const std::vector<int64_t>& dims) {
-  HostTensor shape(DataType::kINT64, {static_cast<int64_t>(dims.size())});
-  for (size_t k = 0; k < dims.size(); ++k) shape.as<int64_t>()[k] = dims[k];
-  return net.addLayer("Reshape", {x, net.addConstant(net.uniqueName("shape"), shape)}, 1);
-}
-
-}  // namespace
+using kiln::test::addPermute;
+using kiln::test::addReshape;
 
 // ConvNeXt's block (dwconv -> permute to channels last -> a token op -> permute back -> layer
 // scale and residual) and SegFormer's token view (Reshape [N, C, H*W] -> Transpose [0, 2, 1] ->
@@ -229,18 +216,18 @@ TEST(GpuLayoutPass, PermutesAtChannelsLastRegionsBecomeCopies) {
     Tensor* x = net.addInput("x", DataType::kHALF, {8, 16, 8, 8});
     Layer* c0 = net.addConvolution(x, halfTensor({32, 16, 3, 3}, 1), halfTensor({32}, 2), {1, 1}, {1, 1, 1, 1});
     Layer* dw = net.addConvolution(c0->outputs[0], halfTensor({32, 1, 7, 7}, 3), halfTensor({32}, 4), {1, 1}, {3, 3, 3, 3}, 32);
-    Layer* toLast = transpose(net, dw->outputs[0], {0, 2, 3, 1});
+    Layer* toLast = addPermute(net, dw->outputs[0], {0, 2, 3, 1});
     Attributes ax;
     ax.set("axis", int64_t(-1));
     Layer* mix = net.addLayer("Softmax", {toLast->outputs[0]}, 1, ax);  // reads plain [N, H, W, C]
-    Layer* back = transpose(net, mix->outputs[0], {0, 3, 1, 2});
+    Layer* back = addPermute(net, mix->outputs[0], {0, 3, 1, 2});
     Layer* add = net.addElementWise(back->outputs[0], c0->outputs[0], "Add");
     Layer* c1 = net.addConvolution(add->outputs[0], halfTensor({32, 32, 1, 1}, 5), halfTensor({32}, 6), {1, 1}, {0, 0, 0, 0});
-    Layer* flat = reshape(net, c1->outputs[0], {8, 32, 64});
-    Layer* tokens = transpose(net, flat->outputs[0], {0, 2, 1});
+    Layer* flat = addReshape(net, c1->outputs[0], {8, 32, 64});
+    Layer* tokens = addPermute(net, flat->outputs[0], {0, 2, 1});
     Layer* mix2 = net.addLayer("Softmax", {tokens->outputs[0]}, 1, ax);
-    Layer* untokens = transpose(net, mix2->outputs[0], {0, 2, 1});
-    Layer* unflat = reshape(net, untokens->outputs[0], {8, 32, 8, 8});
+    Layer* untokens = addPermute(net, mix2->outputs[0], {0, 2, 1});
+    Layer* unflat = addReshape(net, untokens->outputs[0], {8, 32, 8, 8});
     Layer* c2 = net.addConvolution(unflat->outputs[0], halfTensor({16, 32, 1, 1}, 7), halfTensor({16}, 8), {1, 1}, {0, 0, 0, 0});
     net.markOutput(c2->outputs[0]);
     net.topoSort();

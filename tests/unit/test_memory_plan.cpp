@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "runtime/engine_graph.h"
+#include "runtime/layer_order.h"
 
 using namespace kiln;
 
@@ -103,6 +106,38 @@ struct Uses {
   std::vector<int> all, writes;
 };
 
+//! No two tensors whose uses are not ordered (by simulation, `ordered`) share arena bytes.
+void expectNoLiveSharing(const EngineGraph& g, const ResolvedShapes& r, const MemoryPlan& p, int trial) {
+  // Who uses each arena offset range, and is every pair that overlaps ordered?
+  std::vector<Uses> uses(g.tensors.size());
+  for (size_t i = 0; i < g.layers.size(); ++i) {
+    if (r.skipped(i)) continue;
+    for (int t : g.layers[i].inputs)
+      if (t >= 0) uses[r.aliasOf[t] >= 0 ? r.aliasOf[t] : t].all.push_back(static_cast<int>(i));
+    for (int t : g.layers[i].outputs) {
+      uses[t].all.push_back(static_cast<int>(i));
+      uses[t].writes.push_back(static_cast<int>(i));
+    }
+  }
+  for (size_t a = 0; a < g.tensors.size(); ++a)
+    for (size_t b = a + 1; b < g.tensors.size(); ++b) {
+      if (p.offsets[a] < 0 || p.offsets[b] < 0 || r.aliasOf[a] >= 0 || r.aliasOf[b] >= 0) continue;
+      const int64_t sa = volume(r.tensors[a].dims) * 4, sb = volume(r.tensors[b].dims) * 4;
+      const bool overlap = p.offsets[a] < p.offsets[b] + sb && p.offsets[b] < p.offsets[a] + sa;
+      if (!overlap) continue;
+      // Shared bytes: every use of one before every write of the other, or an in-place pair (the
+      // second's producer is the first's last reader).
+      auto allBefore = [&](const Uses& x, const Uses& y) {
+        for (int u : x.all)
+          for (int w : y.writes)
+            if (u != w && !ordered(g, u, w)) return false;
+        return true;
+      };
+      const bool ok = allBefore(uses[a], uses[b]) || allBefore(uses[b], uses[a]);
+      EXPECT_TRUE(ok) << "trial " << trial << ": tensors " << a << " and " << b << " share bytes while both live";
+    }
+}
+
 }  // namespace
 
 TEST(MemoryPlan, RandomDagsNeverShareLiveBytesAndStayNearTheLowerBound) {
@@ -119,42 +154,16 @@ TEST(MemoryPlan, RandomDagsNeverShareLiveBytesAndStayNearTheLowerBound) {
     EXPECT_GE(p.arenaBytes, p.lowerBound);
     (g.auxStreams ? auxArena : arenaSum) += static_cast<double>(p.arenaBytes);
     (g.auxStreams ? auxBound : boundSum) += static_cast<double>(p.lowerBound);
-    // Who uses each arena offset range, and is every pair that overlaps ordered?
-    std::vector<Uses> uses(g.tensors.size());
-    for (size_t i = 0; i < g.layers.size(); ++i) {
-      if (r.skipped(i)) continue;
-      for (int t : g.layers[i].inputs)
-        if (t >= 0) uses[r.aliasOf[t] >= 0 ? r.aliasOf[t] : t].all.push_back(static_cast<int>(i));
-      for (int t : g.layers[i].outputs) {
-        uses[t].all.push_back(static_cast<int>(i));
-        uses[t].writes.push_back(static_cast<int>(i));
-      }
-    }
-    for (size_t a = 0; a < g.tensors.size(); ++a)
-      for (size_t b = a + 1; b < g.tensors.size(); ++b) {
-        if (p.offsets[a] < 0 || p.offsets[b] < 0 || r.aliasOf[a] >= 0 || r.aliasOf[b] >= 0) continue;
-        const int64_t sa = volume(r.tensors[a].dims) * 4, sb = volume(r.tensors[b].dims) * 4;
-        const bool overlap = p.offsets[a] < p.offsets[b] + sb && p.offsets[b] < p.offsets[a] + sa;
-        if (!overlap) continue;
-        // Shared bytes: every use of one before every write of the other, or an in-place pair (the
-        // second's producer is the first's last reader and reads it as input 0).
-        auto allBefore = [&](const Uses& x, const Uses& y) {
-          for (int u : x.all)
-            for (int w : y.writes)
-              if (u != w && !ordered(g, u, w)) return false;
-          return true;
-        };
-        const bool ok = allBefore(uses[a], uses[b]) || allBefore(uses[b], uses[a]);
-        EXPECT_TRUE(ok) << "trial " << trial << ": tensors " << a << " and " << b << " share bytes while both live";
-      }
+    expectNoLiveSharing(g, r, p, trial);
   }
   ASSERT_EQ(graphs, 60);
   EXPECT_GT(withAux, 5);
-  // Greedy by size on these DAGs: within 15% of the lower bound in total.
-  EXPECT_LE(arenaSum, 1.15 * boundSum) << "arena " << arenaSum << " vs lower bound " << boundSum;
-  // With auxiliary streams the index-order bound is not reachable (concurrent branches hold their
-  // tensors at once); the arena stays within 1.5x of it (1.3x when written).
-  EXPECT_LE(auxArena, 1.5 * auxBound) << "aux-stream arena " << auxArena << " vs index-order bound " << auxBound;
+  std::printf("[ info ] random DAGs: arena / lower bound %.4f on one stream, %.4f with aux streams\n", arenaSum / boundSum,
+              auxArena / auxBound);
+  // Within 2% of the lower bound in total (issue 19 asks 10%), with or without auxiliary streams
+  // (whose bound counts the tensors of concurrent branches).
+  EXPECT_LE(arenaSum, 1.02 * boundSum) << "arena " << arenaSum << " vs lower bound " << boundSum;
+  EXPECT_LE(auxArena, 1.02 * auxBound) << "aux-stream arena " << auxArena << " vs lower bound " << auxBound;
 }
 
 TEST(MemoryPlan, ElementwiseChainRunsInPlace) {
@@ -249,4 +258,177 @@ TEST(MemoryPlan, HostComputedValuesKeepTheirBytesAcrossRuns) {
     EXPECT_TRUE(p.offsets[other] + bytes <= p.offsets[h] || p.offsets[h] + bytes <= p.offsets[other])
         << g.tensors[other].name << " shares bytes with the host-computed value h";
   }
+}
+
+namespace {
+
+EngineTensor floatTensor(const std::string& name, Dims d) {
+  EngineTensor t;
+  t.name = name;
+  t.dims = std::move(d);
+  return t;
+}
+
+int addTensor(EngineGraph& g, EngineTensor t) {
+  g.tensors.push_back(std::move(t));
+  return static_cast<int>(g.tensors.size()) - 1;
+}
+
+int addConstant(EngineGraph& g, const std::string& name, Dims d) {
+  EngineTensor t = floatTensor(name, d);
+  t.value = HostTensor(DataType::kFLOAT, d);
+  return addTensor(g, t);
+}
+
+void addLayer(EngineGraph& g, const std::string& name, const std::string& op, std::vector<int> in, std::vector<int> out,
+              const std::string& tactic = "") {
+  EngineLayer l;
+  l.name = name;
+  l.op = op;
+  l.inputs = std::move(in);
+  l.outputs = std::move(out);
+  l.choices.push_back(TacticChoice{tactic});
+  g.layers.push_back(std::move(l));
+}
+
+//! The start of the MatMul graphs below: input x [16, 16] and constants W [16, 64], V [64, 16].
+std::tuple<int, int, int> matMulGraphStart(EngineGraph& g, DeviceType device) {
+  g.device = device;
+  const int x = addTensor(g, floatTensor("x", {16, 16}));
+  g.tensors[x].isInput = true;
+  g.inputs = {x};
+  return {x, addConstant(g, "w", {16, 64}), addConstant(g, "v", {64, 16})};
+}
+
+//! x -> 1x1 Conv a -> 1x1 Conv b -> Conv c(b, R = a) -> Relu -> y: [1, 8, 16, 16] float tensors of
+//! 8192 bytes. `tactic` runs the residual conv.
+EngineGraph residualConvGraph(const std::string& tactic) {
+  EngineGraph g;
+  g.device = DeviceType::kCPU;
+  const Dims d = {1, 8, 16, 16};
+  const int x = addTensor(g, floatTensor("x", d));
+  g.tensors[x].isInput = true;
+  g.inputs = {x};
+  const int w = addConstant(g, "w", {8, 8, 1, 1}), bias = addConstant(g, "bias", {8});
+  const int a = addTensor(g, floatTensor("a", d)), b = addTensor(g, floatTensor("b", d)), c = addTensor(g, floatTensor("c", d));
+  const int y = addTensor(g, floatTensor("y", d));
+  g.tensors[y].isOutput = true;
+  g.outputs = {y};
+  addLayer(g, "conv_a", "Conv", {x, w, bias}, {a}, "conv_f32_onednn");
+  addLayer(g, "conv_b", "Conv", {a, w, bias}, {b}, "conv_f32_onednn");
+  addLayer(g, "conv_c", "Conv", {b, w, bias, a}, {c}, tactic);
+  addLayer(g, "relu", "Relu", {c}, {y});
+  return g;
+}
+
+}  // namespace
+
+TEST(MemoryPlan, ConvWritesOverItsResidualWhereTheTacticAllowsIt) {
+  constexpr size_t kTensor = 8 * 16 * 16 * 4;
+  // oneDNN accumulates into Y, which first holds R: c takes a's bytes; a and b live at conv_c.
+  EngineGraph g = residualConvGraph("conv_f32_onednn");
+  ResolvedShapes r = resolveShapes(g, {}, nullptr);
+  MemoryPlan p = planMemory(g, r);
+  EXPECT_EQ(p.offsets[3], p.offsets[5]) << "c over its residual a";
+  EXPECT_EQ(p.arenaBytes, 2 * kTensor);
+  EXPECT_EQ(p.lowerBound, 2 * kTensor);
+  // The reference kernel (and cuDNN's, which adds R after writing Y) declares nothing: a, b and
+  // c are live at once.
+  g = residualConvGraph("ref");
+  r = resolveShapes(g, {}, nullptr);
+  p = planMemory(g, r);
+  EXPECT_NE(p.offsets[3], p.offsets[5]);
+  EXPECT_EQ(p.arenaBytes, 3 * kTensor);
+  EXPECT_EQ(p.lowerBound, 3 * kTensor);
+}
+
+TEST(MemoryPlan, MemoryAwareOrderFinishesABranchBeforeStartingTheNext) {
+  // x[16, 16] -> A1 = x @ W[16, 64] -> A2 = A1 @ V[64, 16]; the same for B; y = A2 + B2. Units of
+  // 1 KiB: A1 and B1 are 4, A2 and B2 are 1. The network order A1 B1 A2 B2 Add holds A1 + B1 + A2
+  // = 9 at A2; finishing branch A first (A1 A2 B1 B2 Add) peaks at A2 + B1 + B2 = 6.
+  EngineGraph g;
+  const auto [x, w, v] = matMulGraphStart(g, DeviceType::kCPU);
+  const int a1 = addTensor(g, floatTensor("a1", {16, 64})), b1 = addTensor(g, floatTensor("b1", {16, 64}));
+  const int a2 = addTensor(g, floatTensor("a2", {16, 16})), b2 = addTensor(g, floatTensor("b2", {16, 16}));
+  const int y = addTensor(g, floatTensor("y", {16, 16}));
+  g.tensors[y].isOutput = true;
+  g.outputs = {y};
+  addLayer(g, "A1", "MatMul", {x, w}, {a1});
+  addLayer(g, "B1", "MatMul", {x, w}, {b1});
+  addLayer(g, "A2", "MatMul", {a1, v}, {a2});
+  addLayer(g, "B2", "MatMul", {b1, v}, {b2});
+  addLayer(g, "add", "Add", {a2, b2}, {y});
+  ResolvedShapes r = resolveShapes(g, {}, nullptr);
+  EXPECT_EQ(planMemory(g, r).lowerBound, 9u * 1024);
+  EXPECT_EQ(memoryAwareOrder(g, r), (std::vector<int>{0, 2, 1, 3, 4}));
+  const LayerOrderChoice c = chooseLayerOrder(g, 0);
+  EXPECT_TRUE(c.reordered);
+  EXPECT_EQ(c.networkArena, 9u * 1024);
+  EXPECT_EQ(c.memoryAwareArena, 6u * 1024);
+  std::vector<std::string> names;
+  for (const EngineLayer& l : g.layers) names.push_back(l.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"A1", "A2", "B1", "B2", "add"}));
+  r = resolveShapes(g, {}, nullptr);
+  EXPECT_EQ(planMemory(g, r).arenaBytes, 6u * 1024);
+  // An order that runs a reader before its producer is refused.
+  EXPECT_THROW(reorderLayers(g, {1, 0, 2, 3, 4}), Error);
+  EXPECT_THROW(reorderLayers(g, {0, 0, 2, 3, 4}), Error);
+}
+
+TEST(MemoryPlan, MemoryAwareOrderOnRandomDagsIsTopologicalAndNeverRaisesTheArena) {
+  std::mt19937 rng(7);
+  double before = 0, after = 0;
+  int reordered = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    EngineGraph g = randomGraph(rng, 8 + trial % 40);
+    const int aux = trial % 3;
+    // chooseLayerOrder throws (reorderLayers) if the order is not topological.
+    const LayerOrderChoice c = chooseLayerOrder(g, aux);
+    reordered += c.reordered;
+    before += static_cast<double>(c.networkArena);
+    const ResolvedShapes r = resolveShapes(g, {}, nullptr);
+    const MemoryPlan p = planMemory(g, r);
+    // The greedy order alone can be worse; the kept one never is.
+    EXPECT_EQ(p.arenaBytes, c.reordered ? c.memoryAwareArena : c.networkArena);
+    EXPECT_LE(p.arenaBytes, c.networkArena) << "trial " << trial;
+    after += static_cast<double>(p.arenaBytes);
+    expectNoLiveSharing(g, r, p, trial);
+  }
+  EXPECT_GT(reordered, 5);
+  EXPECT_LT(after, before);
+  std::printf("[ info ] memory-aware order: %d of 60 random DAGs reordered, arena total %.0f -> %.0f bytes\n", reordered,
+              before, after);
+}
+
+TEST(MemoryPlan, LowerBoundCountsTensorsOfConcurrentBranches) {
+  // x[16, 16] -> p = x @ W (4 KiB) -> q = p @ V (1 KiB) -> s = q @ W (4 KiB) on the main stream;
+  // r = p @ V (1 KiB) -> u = r @ W (4 KiB) on an auxiliary stream (r is p's second reader);
+  // y = s + u. In index order the peak is r + s + u = 9 KiB (layer 4). With the branch on its own
+  // stream, q and s may be live while r and u are (nothing orders L1/L3 against L2/L4), and p is
+  // read by both branches: p, q, r, s and u conflict pairwise, so no arena is below 14 KiB.
+  EngineGraph g;
+  const auto [x, w, v] = matMulGraphStart(g, DeviceType::kGPU);
+  const int p = addTensor(g, floatTensor("p", {16, 64})), q = addTensor(g, floatTensor("q", {16, 16}));
+  const int r = addTensor(g, floatTensor("r", {16, 16})), s = addTensor(g, floatTensor("s", {16, 64}));
+  const int u = addTensor(g, floatTensor("u", {16, 64})), y = addTensor(g, floatTensor("y", {16, 64}));
+  g.tensors[y].isOutput = true;
+  g.outputs = {y};
+  addLayer(g, "L0", "MatMul", {x, w}, {p});
+  addLayer(g, "L1", "MatMul", {p, v}, {q});
+  addLayer(g, "L2", "MatMul", {p, v}, {r});
+  addLayer(g, "L3", "MatMul", {q, w}, {s});
+  addLayer(g, "L4", "MatMul", {r, w}, {u});
+  addLayer(g, "L5", "Add", {s, u}, {y});
+  planStreams(g, 0);
+  ResolvedShapes rs = resolveShapes(g, {}, nullptr);
+  MemoryPlan plan = planMemory(g, rs);
+  EXPECT_EQ(plan.lowerBound, 9u * 1024);
+  EXPECT_EQ(plan.arenaBytes, 9u * 1024);
+  planStreams(g, 1);
+  ASSERT_EQ(g.auxStreams, 1);
+  const std::vector<int> streams = {0, 0, 1, 0, 1, 0};
+  for (size_t i = 0; i < g.layers.size(); ++i) ASSERT_EQ(g.layers[i].stream, streams[i]) << g.layers[i].name;
+  plan = planMemory(g, rs);
+  EXPECT_EQ(plan.lowerBound, 14u * 1024);
+  EXPECT_EQ(plan.arenaBytes, 14u * 1024);
 }

@@ -20,10 +20,12 @@ int count(const Network& n, const std::string& op) {
 }
 
 //! y = LN(x @ W + x) (post-LN); with `sumOut`, the sum is a second network output (pre-LN style).
-void makeBlock(Network& n, bool sumOut) {
-  Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 5, 16});
+//! `xDims` may be dynamic; with `secondInput` the residual is an input "r" of x's printed dims.
+void makeBlock(Network& n, bool sumOut, const Dims& xDims = {2, 5, 16}, bool secondInput = false) {
+  Tensor* x = n.addInput("x", DataType::kFLOAT, xDims);
+  Tensor* r = secondInput ? n.addInput("r", DataType::kFLOAT, xDims) : x;
   Tensor* h = n.addMatMul(x, n.addConstant("w", randomTensor({16, 16}, 1, -0.3f, 0.3f)))->outputs[0];
-  Tensor* s = n.addElementWise(h, x, "Add")->outputs[0];
+  Tensor* s = n.addElementWise(h, r, "Add")->outputs[0];
   Attributes a;
   a.set("epsilon", 1e-5f);
   Layer* ln = n.addLayer("LayerNormalization", {s, n.addConstant("g", randomTensor({16}, 2, 0.5f, 1.5f)), n.addConstant("b", randomTensor({16}, 3))},
@@ -95,4 +97,27 @@ TEST(PassSkipLayerNorm, SkipInputMustMatchX) {
   net.markOutput(ln->outputs[0]);
   net.topoSort();
   EXPECT_THROW(net.inferShapes(), Error);
+}
+
+// Dynamic dims (issue 23): the same symbolic dims fuse, dims that only print alike do not.
+TEST(PassSkipLayerNorm, DynamicDimsFuseWhenSymbolicallyEqual) {
+  Network net;
+  makeBlock(net, false, {-1, -1, 16});
+  net.topoSort();
+  net.inferShapes();
+  const InputSamples samples{{{"x", {2, 5, 16}}}, {{"x", {4, 5, 16}}}, {{"x", {2, 7, 16}}}};
+  ASSERT_FALSE(fuseSkipLayerNorm(net));  // no samples: -1 dims are not known to agree
+  ASSERT_TRUE(fuseSkipLayerNorm(net, {}, samples));
+  EXPECT_EQ(count(net, "Add"), 0);
+}
+
+TEST(PassSkipLayerNorm, DynamicDimsThatBroadcastAtSomeShapeDoNotFuse) {
+  Network net;
+  makeBlock(net, false, {-1, -1, 16}, true);
+  net.topoSort();
+  net.inferShapes();
+  // r's batch is 1 at the second sample: the Add broadcasts there, which the fused kernel cannot.
+  const InputSamples samples{{{"x", {2, 5, 16}}, {"r", {2, 5, 16}}}, {{"x", {4, 5, 16}}, {"r", {1, 5, 16}}}};
+  EXPECT_FALSE(fuseSkipLayerNorm(net, {}, samples));
+  EXPECT_EQ(count(net, "Add"), 1);
 }

@@ -456,3 +456,44 @@ TEST(Passes, RmsNormPatternFuses) {
       EXPECT_EQ(info.find(gone), std::string::npos) << "form " << form << ": " << gone;
   }
 }
+
+// Data movement that moves nothing (Swin's Pad to a multiple of the window at 224x224, a full
+// Slice, an Expand/Tile to the same dims, an identity Transpose) is elided; a Pad by real pads, a
+// reversing Slice (same dims, step -1) and a square Transpose by another perm stay and compute.
+TEST(Passes, DataMovementThatMovesNothingIsElided) {
+  auto ints = [](Network& n, std::vector<int64_t> v) {
+    HostTensor t(DataType::kINT64, {static_cast<int64_t>(v.size())});
+    for (size_t k = 0; k < v.size(); ++k) t.as<int64_t>()[k] = v[k];
+    return n.addConstant("", t);
+  };
+  auto make = [&](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 3, 4, 4});
+    Layer* pad0 = n.addLayer("Pad", {x, ints(n, {0, 0, 0, 0, 0, 0, 0, 0})}, 1);
+    Layer* full = n.addLayer("Slice", {pad0->outputs[0], ints(n, {0, 0}), ints(n, {4, 100}), ints(n, {2, 3}), ints(n, {1, 1})}, 1);
+    Layer* ex = n.addLayer("Expand", {full->outputs[0], ints(n, {1, 3, 1, 4})}, 1);
+    Layer* tile = n.addLayer("Tile", {ex->outputs[0], ints(n, {1, 1, 1, 1})}, 1);
+    Attributes id;
+    id.set("perm", std::vector<int64_t>{0, 1, 2, 3});
+    Layer* t0 = n.addLayer("Transpose", {tile->outputs[0]}, 1, id);
+    Layer* r = n.addActivation(t0->outputs[0], "Relu");
+    // These stay: they move data although the dims are unchanged.
+    Layer* rev = n.addLayer("Slice", {r->outputs[0], ints(n, {-1}), ints(n, {-100}), ints(n, {3}), ints(n, {-1})}, 1);
+    Attributes sw;
+    sw.set("perm", std::vector<int64_t>{0, 1, 3, 2});
+    Layer* t1 = n.addLayer("Transpose", {rev->outputs[0]}, 1, sw);
+    Layer* pad1 = n.addLayer("Pad", {t1->outputs[0], ints(n, {0, 0, 1, 0, 0, 0, 0, 0})}, 1);
+    n.renameTensor(pad1->outputs[0], "y");
+    n.markOutput(pad1->outputs[0]);
+  };
+  const std::string info = checkFusion(make, {{"x", randomTensor({2, 3, 4, 4}, 11)}});
+  size_t pads = 0, slices = 0, transposes = 0;
+  for (size_t at = info.find("\"op\":\"Pad\""); at != std::string::npos; at = info.find("\"op\":\"Pad\"", at + 1)) ++pads;
+  for (size_t at = info.find("\"op\":\"Slice\""); at != std::string::npos; at = info.find("\"op\":\"Slice\"", at + 1)) ++slices;
+  for (size_t at = info.find("\"op\":\"Transpose\""); at != std::string::npos; at = info.find("\"op\":\"Transpose\"", at + 1))
+    ++transposes;
+  EXPECT_EQ(pads, 1u) << info;
+  EXPECT_EQ(slices, 1u) << info;
+  EXPECT_EQ(transposes, 1u) << info;
+  EXPECT_EQ(info.find("\"op\":\"Expand\""), std::string::npos) << info;
+  EXPECT_EQ(info.find("\"op\":\"Tile\""), std::string::npos) << info;
+}

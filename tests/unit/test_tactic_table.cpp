@@ -9,6 +9,7 @@
 #include <set>
 
 #include "backends/cpu/cpu_tactics.h"
+#include "backends/in_place.h"
 #include "builder/tactic_filter.h"
 #include "op_test_util.h"
 #include "ops/fused_attrs.h"
@@ -44,6 +45,7 @@ const std::map<std::string, std::string>& coveredElsewhere() {
       {"dequantize_linear_", "test_cuda_misc_ops.cpp"},
       {"grid_sample_", "test_cuda_misc_ops.cpp"},
       {"matmul_integer_", "test_cuda_matmul.cpp"},
+      {"q_linear_", "test_qlinear.cpp"},
   };
   return m;
 }
@@ -81,8 +83,16 @@ bool hasNarrowFloat(const test::OpCase& c) {
   return false;
 }
 
-//! Runs every entry of `table` on its cases through `backend`; returns the number of cases run.
-int runTable(Backend& backend, const std::vector<TacticDef>& table) {
+//! Whether output 0 of case c may be written over input k as the memory planner would: a runtime
+//! input (not a constant) of the output's dims and type, read through no other operand.
+bool canRunInPlace(const test::OpCase& c, int k, const std::vector<HostTensor>& ref) {
+  if (static_cast<size_t>(k) >= c.inputs.size() || !c.inputs[k].valid() || c.constant[k] || ref.empty()) return false;
+  return c.inputs[k].dims() == ref[0].dims() && c.inputs[k].type() == ref[0].type();
+}
+
+//! Runs every entry of `table` on its cases through `backend` (and in place where declared,
+//! counted in `inPlace`); returns the number of cases run.
+int runTable(Backend& backend, const std::vector<TacticDef>& table, int& inPlace) {
   int total = 0;
   for (const TacticDef& d : table) {
     if (elsewhere(d.name)) continue;
@@ -106,6 +116,14 @@ int runTable(Backend& backend, const std::vector<TacticDef>& table) {
         EXPECT_EQ(got.size(), ref.size());
         const double tol = tolerance(t, d.op);
         for (size_t i = 0; i < std::min(got.size(), ref.size()); ++i) test::expectClose(got[i], ref[i], tol, tol, d.name);
+        // Where the entry declares in-place execution (backends/in_place.h) and the case allows it,
+        // output 0 written over that input must be the same.
+        const int over = inPlaceInput(d.op, d.name, c.inputs.size());
+        if (over >= 0 && canRunInPlace(c, over, ref)) {
+          got = test::runTactic(backend, d.name, c, &ref, over);
+          test::expectClose(got[0], ref[0], tol, tol, d.name + " in place over input " + std::to_string(over));
+          ++inPlace;
+        }
         ++ran;
       }
     EXPECT_GT(ran, 0) << d.name << ": no case of tactic_cases.h is supported (add one, or name the suite in coveredElsewhere())";
@@ -147,7 +165,28 @@ TEST(TacticTable, CpuNamesAreUniqueAndFollowTheRule) { checkNames(cpuTacticTable
 
 TEST(TacticTable, CpuEntriesMatchTheReference) {
   auto cpu = getBackend(DeviceType::kCPU, 2);
-  EXPECT_GT(runTable(*cpu, cpuTacticTable()), 0);
+  int inPlace = 0;
+  EXPECT_GT(runTable(*cpu, cpuTacticTable(), inPlace), 0);
+  EXPECT_GT(inPlace, 10) << "elementwise entries and the residual convs run in place too";
+}
+
+// The planner runs a layer in place by its op alone where every kernel of the op qualifies, the
+// reference kernels included (they run where no table entry supports a layer).
+TEST(TacticTable, ReferenceKernelsRunInPlaceWhereDeclared) {
+  auto cpu = getBackend(DeviceType::kCPU, 2);
+  int ran = 0;
+  for (const std::string& op : OpRegistry::instance().names())
+    for (const test::OpCase& c : test::casesFor(op, DataType::kFLOAT)) {
+      const int over = inPlaceInput(op, "ref", c.inputs.size());
+      if (over < 0) continue;
+      const std::vector<HostTensor> ref = test::runReference(c);
+      if (!canRunInPlace(c, over, ref)) continue;
+      SCOPED_TRACE(op);
+      std::vector<HostTensor> got = test::runTactic(*cpu, "ref", c, &ref, over);
+      test::expectClose(got[0], ref[0], 0, 0, op + " reference in place");
+      ++ran;
+    }
+  EXPECT_GT(ran, 20);
 }
 
 #ifdef KILN_HAVE_CUDA
@@ -157,7 +196,9 @@ TEST(TacticTable, CudaNamesAreUniqueAndFollowTheRule) { checkNames(cudaTacticTab
 TEST(TacticTable, CudaEntriesMatchTheReference) {
   KILN_REQUIRE_GPU();
   auto gpu = getBackend(DeviceType::kGPU, 1);
-  EXPECT_GT(runTable(*gpu, cudaTacticTable()), 0);
+  int inPlace = 0;
+  EXPECT_GT(runTable(*gpu, cudaTacticTable(), inPlace), 0);
+  EXPECT_GT(inPlace, 10) << "elementwise entries run in place too";
 }
 
 // Every coveredElsewhere() prefix names entries that exist (no stale exemptions).

@@ -107,6 +107,7 @@ std::map<std::string, HostTensor> prepareInputs(const Engine& engine, const Opti
     if (engine.getTensorIOMode(n) == TensorIOMode::kINPUT) names.push_back(n);
   }
   checkNames("--shapes", opts.shapes, names);
+  checkNames("--shapes", opts.shapeValues, names);
   checkNames("--loadInputs", opts.loadInputs, names);
 
   std::map<std::string, HostTensor> data;
@@ -118,7 +119,21 @@ std::map<std::string, HostTensor> prepareInputs(const Engine& engine, const Opti
     if (requested) checkCompatible("--shapes", name, declared, *requested);
     HostTensor t;
     auto file = opts.loadInputs.find(name);
-    if (file != opts.loadInputs.end()) {
+    auto values = opts.shapeValues.find(name);
+    if (values != opts.shapeValues.end()) {
+      if (file != opts.loadInputs.end())
+        throw UsageError("input '" + name + "' has values from both --shapes and --loadInputs");
+      if (type != DataType::kINT64 && type != DataType::kINT32)
+        throw UsageError("--shapes: '" + name + "' is " + toString(type) + ", not an int32/int64 shape tensor");
+      const int64_t n = static_cast<int64_t>(values->second.size());
+      t = HostTensor(type, declared.empty() && n == 1 ? Dims{} : Dims{n});
+      for (int64_t k = 0; k < n; ++k) {
+        if (type == DataType::kINT64) t.as<int64_t>()[k] = values->second[k];
+        else t.as<int32_t>()[k] = static_cast<int32_t>(values->second[k]);
+      }
+      checkCompatible("--shapes", name, declared, t.dims());
+      logger.log(Severity::kINFO, "Input '" + name + "': shape tensor values from --shapes");
+    } else if (file != opts.loadInputs.end()) {
       t = loadInputFile(file->second, type, requested ? *requested : declared);
       if (t.type() != type)
         throw Error("--loadInputs: '" + file->second + "' holds " + toString(t.type()) + " data but input '" + name +

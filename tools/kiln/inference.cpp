@@ -47,7 +47,22 @@ InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, H
     for (void*& e : events_) e = gpu_->createEvent();
   }
   int n = engine.getNbIOTensors();
-  // Inputs first: output shapes depend on the input shapes.
+  auto bind = [&](Binding& b) {
+    if (gpu_) {
+      size_t bytes = std::max<size_t>(b.host.bytes(), 64);
+      b.device = gpu_->allocate(bytes);
+      b.pinned = gpu_->allocateHost(bytes);  // page-locked: copies are truly asynchronous
+      std::memcpy(b.pinned, b.host.data(), b.host.bytes());
+      // An input's data (inputs whose values determine shapes are read when output shapes are
+      // queried below), an output's poison.
+      gpu_->copyToDevice(b.device, b.pinned, b.host.bytes(), stream_);
+    } else {
+      b.device = b.host.data();
+    }
+    context_->setTensorAddress(b.name, b.device);
+  };
+  // Inputs first, bound with their data: output shapes depend on the input shapes and, for shape
+  // tensors (an Expand's shape as a graph input), on their values.
   for (int i = 0; i < n; ++i) {
     std::string name = engine.getIOTensorName(i);
     if (engine.getTensorIOMode(name) != TensorIOMode::kINPUT) continue;
@@ -56,6 +71,9 @@ InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, H
     if (!isStatic(engine.getTensorShape(name))) context_->setInputShape(name, it->second.dims());
     bindings_.push_back(Binding{name, true, it->second, nullptr, nullptr});
   }
+  for (Binding& b : bindings_) bind(b);
+  if (gpu_) gpu_->synchronize(stream_);
+  const size_t nbInputs = bindings_.size();
   for (int i = 0; i < n; ++i) {
     std::string name = engine.getIOTensorName(i);
     if (engine.getTensorIOMode(name) != TensorIOMode::kOUTPUT) continue;
@@ -67,18 +85,7 @@ InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, H
     poisonOutput(host);
     bindings_.push_back(Binding{name, false, host, nullptr, nullptr});
   }
-  for (Binding& b : bindings_) {
-    if (gpu_) {
-      size_t bytes = std::max<size_t>(b.host.bytes(), 64);
-      b.device = gpu_->allocate(bytes);
-      b.pinned = gpu_->allocateHost(bytes);  // page-locked: copies are truly asynchronous
-      std::memcpy(b.pinned, b.host.data(), b.host.bytes());
-      if (!b.isInput) gpu_->copyToDevice(b.device, b.pinned, b.host.bytes(), stream_);  // the poison
-    } else {
-      b.device = b.host.data();
-    }
-    context_->setTensorAddress(b.name, b.device);
-  }
+  for (size_t k = nbInputs; k < bindings_.size(); ++k) bind(bindings_[k]);
   copyInputs();  // so that runs without transfers still read the real inputs
   if (gpu_) {
     gpu_->synchronize(stream_);

@@ -16,6 +16,7 @@
 #include "engine_io.h"
 #include "inference.h"
 #include "kiln/kiln.h"
+#include "kiln/layer_precisions.h"
 #include "options.h"
 #include "reporting.h"
 #include "trtexec_compat.h"
@@ -132,7 +133,8 @@ BuilderConfig makeBuilderConfig(const Options& o, DeviceType device, ILogger& lo
   };
   precision(o.fp16, BuilderFlag::kFP16, "FP16 (--fp16)");
   precision(o.bf16, BuilderFlag::kBF16, "BF16 (--bf16)");
-  precision(o.int8, BuilderFlag::kINT8, "INT8 (--int8)");
+  // INT8 on either device: the builder says whether it has an effect (Q/DQ models) or not.
+  if (o.int8) cfg.setFlag(BuilderFlag::kINT8, true);
   if (o.noTF32) cfg.setFlag(BuilderFlag::kTF32, false);
   if (o.precisionConstraints != "none") cfg.setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS, true);
   if (o.stronglyTyped) cfg.setFlag(BuilderFlag::kSTRONGLY_TYPED, true);
@@ -153,26 +155,16 @@ BuilderConfig makeBuilderConfig(const Options& o, DeviceType device, ILogger& lo
   return cfg;
 }
 
-//! --layerPrecisions: sets each named layer's precision constraint ("*": every layer; a later,
-//! named entry overrides it). A name no layer has is an error that lists a few that exist.
+//! --layerPrecisions: each named layer's precision constraint ("*": every layer); a name no layer
+//! has is a command-line error.
 void applyLayerPrecisions(Network& net, const Options& o, DeviceType device, ILogger& logger) {
   if (o.layerPrecisions.empty()) return;
   if (device == DeviceType::kCPU)
     logger.log(Severity::kWARNING, "--layerPrecisions: the CPU computes every layer in float32; the constraints are kept in the plan only");
-  if (auto all = o.layerPrecisions.find("*"); all != o.layerPrecisions.end())
-    for (auto& l : net.layers()) l->precision = all->second;
-  for (const auto& [name, type] : o.layerPrecisions) {
-    if (name == "*") continue;
-    Layer* found = nullptr;
-    for (auto& l : net.layers())
-      if (l->name == name) found = l.get();
-    if (!found) {
-      std::string some;
-      for (int i = 0; i < net.nbLayers() && i < 5; ++i) some += (i ? ", " : "") + std::string("'") + net.layer(i)->name + "'";
-      throw UsageError("--layerPrecisions: the model has no layer named '" + name + "' (layers are named after the ONNX nodes, e.g. " +
-                       some + ")");
-    }
-    found->precision = type;
+  try {
+    setLayerPrecisions(net, o.layerPrecisions);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--layerPrecisions: ") + e.what());
   }
 }
 

@@ -28,9 +28,11 @@ std::string trim(const std::string& s) {
 std::vector<std::string> splitUnquoted(const std::string& s, char sep) {
   std::vector<std::string> parts(1);
   bool quoted = false;
+  int brackets = 0;  // a shape tensor's values: name:[3,4]
   for (char c : s) {
     if (c == '\'') quoted = !quoted;
-    if (c == sep && !quoted)
+    if (!quoted && (c == '[' || c == ']')) brackets += c == '[' ? 1 : -1;
+    if (c == sep && !quoted && brackets == 0)
       parts.emplace_back();
     else
       parts.back() += c;
@@ -72,6 +74,40 @@ Dims parseDims(const std::string& flag, const std::string& name, const std::stri
 }
 
 }  // namespace
+
+//! Moves the "name:[v1,v2,...]" entries of --shapes (a shape tensor's values) into `values`;
+//! returns the specs without them.
+std::vector<std::string> takeShapeValues(const std::vector<std::string>& specs,
+                                         std::map<std::string, std::vector<int64_t>>& values) {
+  std::vector<std::string> rest;
+  for (const std::string& spec : specs) {
+    std::string kept;
+    for (const std::string& item : splitUnquoted(spec, ',')) {
+      const std::string t = trim(item);
+      if (t.empty() || t.back() != ']') {
+        kept += (kept.empty() ? "" : ",") + item;
+        continue;
+      }
+      auto [name, text] = splitNameValue("--shapes", t);
+      if (text.size() < 2 || text.front() != '[')
+        throw UsageError("--shapes: '" + t + "': values of a shape tensor are written name:[v1,v2,...]");
+      std::vector<int64_t> v;
+      const std::string inner = text.substr(1, text.size() - 2);
+      for (const std::string& raw : inner.empty() ? std::vector<std::string>{} : splitUnquoted(inner, ',')) {
+        const std::string part = trim(raw);
+        int64_t x = 0;
+        const char* end = part.data() + part.size();
+        auto [ptr, ec] = std::from_chars(part.data(), end, x);
+        if (part.empty() || ec != std::errc() || ptr != end || x < -kMaxDim || x > kMaxDim)
+          throw UsageError("--shapes: bad value '" + part + "' for shape tensor '" + name + "' (integers of magnitude at most 2^40)");
+        v.push_back(x);
+      }
+      if (!values.emplace(name, v).second) throw UsageError("--shapes: input '" + name + "' is given twice");
+    }
+    if (!kept.empty()) rest.push_back(kept);
+  }
+  return rest;
+}
 
 ShapeMap parseShapeSpec(const std::string& flag, const std::string& spec) {
   ShapeMap out;
@@ -338,7 +374,9 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
     throw UsageError(std::string(e.what()) + " (run with --help for the list of flags)");
   }
 
-  o.shapes = mergeShapeFlags("--shapes", shapes);
+  o.shapes = mergeShapeFlags("--shapes", takeShapeValues(shapes, o.shapeValues));
+  for (const auto& [name, v] : o.shapeValues)
+    if (o.shapes.count(name)) throw UsageError("--shapes: input '" + name + "' is given twice");
   o.minShapes = groupProfileFlags("--minShapes", minShapes);
   o.optShapes = groupProfileFlags("--optShapes", optShapes);
   o.maxShapes = groupProfileFlags("--maxShapes", maxShapes);

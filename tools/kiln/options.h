@@ -20,6 +20,9 @@ struct Options {
 
   // Shapes.
   ShapeMap shapes;  //!< runtime shapes
+  //! --shapes=name:[v1,v2,...]: the values of an input that determines shapes (a "shape tensor",
+  //! e.g. an Expand's target shape as a graph input), used when --loadInputs gives none.
+  std::map<std::string, std::vector<int64_t>> shapeValues;
   //! One map per optimization profile (empty: no flag given); all given flags have the same count.
   std::vector<ShapeMap> minShapes, optShapes, maxShapes;
   int useProfile = 0;  //!< the profile inference contexts run with

@@ -36,6 +36,7 @@
 #include <unordered_map>
 
 #include "backends/cpu/conv_parallel.h"
+#include "backends/cpu/onednn_common.h"
 #include "backends/cpu/gemm.h"
 #include "core/thread_pool.h"
 #include "ops/fused_attrs.h"
@@ -47,45 +48,6 @@ namespace {
 
 using dnnl::memory;
 using Tag = dnnl::memory::format_tag;
-
-dnnl::engine& cpuEngine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-//! omp_set_num_threads from the OpenMP runtime oneDNN is linked with (found at run time, so
-//! kiln itself does not link OpenMP).
-void setOmpThreads(int n) {
-  using Fn = void (*)(int);
-  static Fn fn = [] {
-    void* s = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
-    if (!s)
-      if (void* h = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD)) s = dlsym(h, "omp_set_num_threads");
-    return reinterpret_cast<Fn>(s);
-  }();
-  if (fn) fn(n);
-}
-
-//! oneDNN's eltwise equivalent of a fused activation; false when it has none.
-bool toEltwise(const Activation& a, dnnl::algorithm& alg, float& alpha, float& beta) {
-  alpha = 0.f;
-  beta = 0.f;
-  switch (a.kind) {
-    case ActKind::kRelu: alg = dnnl::algorithm::eltwise_relu; return true;
-    case ActKind::kLeakyRelu: alg = dnnl::algorithm::eltwise_relu; alpha = a.alpha; return true;
-    case ActKind::kClip: alg = dnnl::algorithm::eltwise_clip; alpha = a.alpha; beta = a.beta; return true;
-    case ActKind::kSigmoid: alg = dnnl::algorithm::eltwise_logistic; return true;
-    case ActKind::kTanh: alg = dnnl::algorithm::eltwise_tanh; return true;
-    case ActKind::kHardSwish: alg = dnnl::algorithm::eltwise_hardswish; return true;
-    case ActKind::kGelu: alg = dnnl::algorithm::eltwise_gelu_erf; return true;
-    case ActKind::kGeluTanh: alg = dnnl::algorithm::eltwise_gelu_tanh; return true;
-    case ActKind::kElu: alg = dnnl::algorithm::eltwise_elu; alpha = a.alpha; return true;
-    case ActKind::kSoftplus: alg = dnnl::algorithm::eltwise_soft_relu; return true;
-    case ActKind::kSilu: alg = dnnl::algorithm::eltwise_swish; alpha = 1.f; return true;
-    case ActKind::kMish: alg = dnnl::algorithm::eltwise_mish; return true;
-    default: return false;
-  }
-}
 
 Tag plainDataTag(size_t rank) { return rank == 3 ? Tag::ncw : rank == 4 ? Tag::nchw : Tag::ncdhw; }
 //! The tag of a 4-D tensor exchanged in layout block `block` (conv_layout.h), or of a plain one.
@@ -176,7 +138,7 @@ class OneDnnConvKernel : public Kernel {
     else
       s->prep = std::make_shared<Prepared>(prepare(p));
     const auto& pp = *s->prep;
-    auto& eng = cpuEngine();
+    auto& eng = oneDnnEngine();
     s->stream = dnnl::stream(eng);
     s->conv = dnnl::convolution_forward(pp.pd);
     s->scratchBytes = alignUp(pp.pd.scratchpad_desc().get_size());
@@ -216,7 +178,7 @@ class OneDnnConvKernel : public Kernel {
 
   void execute(const KernelIO& io, KernelState* state) const override {
     auto& s = *static_cast<State*>(state);
-    setOmpThreads(io.pool->size());
+    setOneDnnThreads(io.pool->size());
     auto* ws = static_cast<uint8_t*>(io.workspace);
     const float* res = residualOf(io);
     float* y = io.out[0].as<float>();
@@ -275,7 +237,7 @@ class OneDnnConvKernel : public Kernel {
     if (residual_) po.append_sum(1.f);  // Y holds the residual before the primitive runs
     dnnl::algorithm alg;
     float alpha, beta;
-    if (toEltwise(k_.act, alg, alpha, beta)) po.append_eltwise(1.f, alg, alpha, beta);
+    if (toOneDnnEltwise(k_.act, alg, alpha, beta)) po.append_eltwise(1.f, alg, alpha, beta);
     dnnl::primitive_attr attr;
     attr.set_post_ops(po);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -284,9 +246,9 @@ class OneDnnConvKernel : public Kernel {
     try {
       if (k_.bias.valid()) {
         memory::desc bias(sh.bias, f32, Tag::x);
-        return {{prop, alg0, src, wei, bias, dst, sh.strides, sh.dilates, sh.padL, sh.padR}, attr, cpuEngine()};
+        return {{prop, alg0, src, wei, bias, dst, sh.strides, sh.dilates, sh.padL, sh.padR}, attr, oneDnnEngine()};
       }
-      return {{prop, alg0, src, wei, dst, sh.strides, sh.dilates, sh.padL, sh.padR}, attr, cpuEngine()};
+      return {{prop, alg0, src, wei, dst, sh.strides, sh.dilates, sh.padL, sh.padR}, attr, oneDnnEngine()};
     } catch (const dnnl::error& e) {
       throw Error(std::string("oneDNN cannot create this convolution: ") + e.what());
     }
@@ -304,8 +266,8 @@ class OneDnnConvKernel : public Kernel {
     Prepared r{makePd(p), {}, {}, false};
     dnnl::algorithm alg;
     float alpha, beta;
-    r.eltwiseInPrimitive = toEltwise(k_.act, alg, alpha, beta);
-    auto& eng = cpuEngine();
+    r.eltwiseInPrimitive = toOneDnnEltwise(k_.act, alg, alpha, beta);
+    auto& eng = oneDnnEngine();
     DnnlConvShapes sh = dnnlShapes(p, rank_);
     memory::desc userWei(sh.weights, memory::data_type::f32, plainWeightsTag(rank_, p.group > 1));
     memory user(userWei, eng, const_cast<void*>(k_.weights.data()));
@@ -358,7 +320,7 @@ int64_t preferredChannelBlock() {
         dnnl::convolution_forward::primitive_desc pd(
             {dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, wei, dst, {1, 1}, {0, 0},
              {1, 1}, {1, 1}},
-            cpuEngine());
+            oneDnnEngine());
         if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) return b;
       } catch (const dnnl::error&) {
       }

@@ -34,6 +34,11 @@ KernelFactory gemmAvx2();
 KernelFactory oneDnnMatMul();
 KernelFactory oneDnnGemm();
 #endif
+#ifdef KILN_HAVE_ONEDNN
+// qlinear_onednn.cpp: QLinearConv / QLinearMatMul through oneDNN's int8 primitives
+KernelFactory oneDnnQLinearConv();
+KernelFactory oneDnnQLinearMatMul();
+#endif
 // normalization_cpu.cpp
 KernelFactory softmaxAvx2();
 KernelFactory logSoftmaxAvx2();

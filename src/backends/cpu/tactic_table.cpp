@@ -24,6 +24,11 @@ const std::vector<TacticDef>& cpuTacticTable() {
       {"MatMul", "matmul_f32_onednn", cpu::oneDnnMatMul()},
       {"Gemm", "gemm_f32_onednn", cpu::oneDnnGemm()},
 #endif
+#ifdef KILN_HAVE_ONEDNN
+      // Integer layers of Q/DQ models (lower_qdq.cpp): oneDNN's int8 primitives (VNNI CPUs).
+      {"QLinearConv", "q_linear_conv_int_onednn", cpu::oneDnnQLinearConv()},
+      {"QLinearMatMul", "q_linear_matmul_int_onednn", cpu::oneDnnQLinearMatMul()},
+#endif
       // Pooling (window pools also exchange blocked layouts; global pools read them).
       {"MaxPool", "max_pool_f32_direct", cpu::windowPool()},
       {"AveragePool", "average_pool_f32_direct", cpu::windowPool()},

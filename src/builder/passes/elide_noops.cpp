@@ -1,21 +1,59 @@
-// Layers that compute nothing: Identity, and Cast to the type its input already has (T5's
-// RMSNorm casts float32 to float32). Their readers read the input instead, so neither a copy per
-// inference nor a break in the fusion patterns is left. A network output keeps its layer (the
-// output tensor must keep its name and its own buffer).
+// Layers that compute nothing: Identity, Cast to the type its input already has (T5's RMSNorm
+// casts float32 to float32), and data movement that moves nothing: Pad by all-zero pads
+// (torchvision's Swin pads every stage to a multiple of the window, zero at 224x224), Slice/Expand/
+// Tile whose output has the input's dims (with unit steps), Transpose by the identity perm. Their
+// readers read the input instead, so neither a copy per inference nor a break in the fusion
+// patterns is left. A network output keeps its layer (the output tensor must keep its name and
+// its own buffer).
 #include "builder/passes/passes.h"
 
 namespace kiln {
+
+namespace {
+
+//! Input k is absent, or a constant whose integers all equal `v`.
+bool constantAll(const Layer* l, size_t k, int64_t v) {
+  if (k >= l->inputs.size() || !l->inputs[k]) return true;
+  const Tensor* t = l->inputs[k];
+  if (!t->isConstant()) return false;
+  for (int64_t i = 0; i < t->value.count(); ++i)
+    if (t->value.getInt(i) != v) return false;
+  return true;
+}
+
+bool movesNothing(const Layer* l) {
+  const Tensor* in = l->inputs[0];
+  const Tensor* out = l->outputs[0];
+  if (l->op == "Identity") return true;
+  if (l->op == "Cast") return in->dimsKnown && out->dimsKnown && in->type == out->type;
+  // Data movement: the same static dims (dynamic dims may differ at run time).
+  if (!in->dimsKnown || !out->dimsKnown || !isStatic(in->dims) || in->dims != out->dims || in->type != out->type) return false;
+  if (l->op == "Expand" || l->op == "Tile") return true;
+  if (l->op == "Pad") {
+    for (int64_t p : l->attrs.getInts("pads"))  // before opset 11
+      if (p != 0) return false;
+    return constantAll(l, 1, 0);
+  }
+  if (l->op == "Slice") return l->inputs.size() > 1 ? constantAll(l, 4, 1) : true;  // unit steps: same dims means all of it
+  if (l->op == "Transpose") {
+    const std::vector<int64_t> perm = l->attrs.getInts("perm");
+    if (perm.empty()) return in->dims.size() <= 1;
+    for (size_t k = 0; k < perm.size(); ++k)
+      if (perm[k] != static_cast<int64_t>(k)) return false;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 bool elideNoOps(Network& net) {
   std::vector<Layer*> dead;
   for (auto& lp : net.layers()) {
     Layer* l = lp.get();
-    if (!l->domain.empty() || l->inputs.size() != 1 || l->outputs.size() != 1 || !l->inputs[0]) continue;
-    Tensor *in = l->inputs[0], *out = l->outputs[0];
-    const bool identity = l->op == "Identity";
-    const bool sameTypeCast = l->op == "Cast" && in->dimsKnown && out->dimsKnown && in->type == out->type;
-    if (!(identity || sameTypeCast) || out->isOutput) continue;
-    net.replaceUses(out, in);
+    if (!l->domain.empty() || l->inputs.empty() || l->outputs.size() != 1 || !l->inputs[0] || l->outputs[0]->isOutput) continue;
+    if (!movesNothing(l)) continue;
+    net.replaceUses(l->outputs[0], l->inputs[0]);
     dead.push_back(l);
   }
   for (Layer* l : dead) net.removeLayer(l);

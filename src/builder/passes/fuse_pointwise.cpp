@@ -15,14 +15,14 @@ bool scalarConstant(const Tensor* t, float* v) {
   return true;
 }
 
-// Whether `operand` broadcasts into `dims` without changing them (dims known where it matters).
-bool broadcastsInto(const Dims& operand, const Dims& dims) {
-  if (operand.size() > dims.size()) return false;
-  size_t off = dims.size() - operand.size();
-  for (size_t i = 0; i < operand.size(); ++i) {
-    if (operand[i] == 1) continue;
-    if (operand[i] < 0 || operand[i] != dims[off + i]) return false;
-  }
+// Whether `operand` broadcasts into `out` without changing its dims: each of its dims is 1 or the
+// same symbolic dim as out's (symbolic_dims.h; in a static network, the same number).
+bool broadcastsInto(SymbolicDims& sym, const Tensor* operand, const Tensor* out) {
+  const Dims &od = sym.at(operand, 0).dims, &dims = sym.at(out, 0).dims;
+  if (od.size() > dims.size()) return false;
+  size_t off = dims.size() - od.size();
+  for (size_t i = 0; i < od.size(); ++i)
+    if (sym.constantDim(operand, i) != 1 && !sym.sameDim(operand, i, out, off + i)) return false;
   return true;
 }
 
@@ -34,7 +34,7 @@ struct Step {
 };
 
 // Describes layer l as a step applied to `value`; false if it cannot join a chain on `value`.
-bool asStep(const Layer* l, const Tensor* value, Step* s) {
+bool asStep(SymbolicDims& sym, const Layer* l, const Tensor* value, Step* s) {
   if (!isChainableOp(l->op) || l->outputs.size() != 1 || l->outputs[0]->type != DataType::kFLOAT || l->inputs.empty()) return false;
   const Dims& dims = l->outputs[0]->dims;
   if (value->dims != dims || value->type != DataType::kFLOAT) return false;
@@ -45,7 +45,10 @@ bool asStep(const Layer* l, const Tensor* value, Step* s) {
     if (l->inputs[0] == value && l->inputs[1] != value) s->operand = l->inputs[1];
     else if (l->inputs[1] == value && l->inputs[0] != value) { s->operand = l->inputs[0]; s->swapped = true; }
     else return false;
-    if (s->operand->type != DataType::kFLOAT || !broadcastsInto(s->operand->dims, dims)) return false;
+    // The chain's value keeps the output's dims: it must not be the operand that broadcasts.
+    if (s->operand->type != DataType::kFLOAT || !sym.sameDims(value, l->outputs[0]) ||
+        !broadcastsInto(sym, s->operand, l->outputs[0]))
+      return false;
     return true;
   }
   if (l->inputs[0] != value) return false;
@@ -70,8 +73,9 @@ bool asStep(const Layer* l, const Tensor* value, Step* s) {
 
 }  // namespace
 
-bool fusePointwiseChains(Network& net) {
+bool fusePointwiseChains(Network& net, const InputSamples& samples) {
   bool changed = false;
+  SymbolicDims sym(samples);
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* first = net.layer(static_cast<int>(i));
     if (first->op == "PointwiseChain" || first->inputs.empty() || !first->inputs[0]) continue;
@@ -79,7 +83,7 @@ bool fusePointwiseChains(Network& net) {
     Tensor* x = nullptr;
     Step s0;
     for (Tensor* cand : first->inputs)
-      if (cand && asStep(first, cand, &s0)) { x = cand; break; }
+      if (cand && asStep(sym, first, cand, &s0)) { x = cand; break; }
     if (!x) continue;
     std::vector<Layer*> chain{first};
     std::vector<Step> steps{s0};
@@ -87,7 +91,7 @@ bool fusePointwiseChains(Network& net) {
     for (;;) {
       Layer* next = soleConsumer(net, value);
       Step s;
-      if (!next || !asStep(next, value, &s)) break;
+      if (!next || !asStep(sym, next, value, &s)) break;
       chain.push_back(next);
       steps.push_back(s);
       value = next->outputs[0];

@@ -22,16 +22,18 @@ bool statsUsed(const Network& net, const Layer* l) {
   return false;
 }
 
-//! Static dims only: two symbolic dims that print the same may still differ at run time (an Add
-//! that broadcasts), and the fused kernel reads both operands row by row.
-bool activationLike(const Tensor* t, const Tensor* x) {
-  return t && !t->isConstant() && t->dimsKnown && isStatic(t->dims) && t->dims == x->dims && t->type == x->type;
+//! A non-constant operand of the sum with the sum's dims: the fused kernel reads both operands row
+//! by row, so no broadcasting. Compared symbolically (symbolic_dims.h): two dims that print as -1
+//! may still differ at run time (an Add that broadcasts), the same symbolic dim may not.
+bool activationLike(SymbolicDims& sym, const Tensor* t, const Tensor* x) {
+  return t && !t->isConstant() && t->dimsKnown && t->type == x->type && sym.sameDims(t, x);
 }
 
 }  // namespace
 
-bool fuseSkipLayerNorm(Network& net, const std::function<bool(const Layer&)>& supported) {
+bool fuseSkipLayerNorm(Network& net, const std::function<bool(const Layer&)>& supported, const InputSamples& samples) {
   bool changed = false;
+  SymbolicDims sym(samples);  // memoized per tensor: rewrites keep the tensors' meanings
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* ln = net.layer(static_cast<int>(i));
     if (ln->op != "LayerNormalization" || ln->inputs.size() != 3 || !ln->inputs[2] || hasSkipInput(ln->attrs))
@@ -41,7 +43,7 @@ bool fuseSkipLayerNorm(Network& net, const std::function<bool(const Layer&)>& su
     if (!add || add->op != "Add" || add->inputs.size() != 2 || statsUsed(net, ln)) continue;
     if (std::count(ln->inputs.begin(), ln->inputs.end(), x) != 1) continue;
     const bool shared = soleConsumer(net, x) != ln;  // the sum is read elsewhere too: a second output
-    if (!x->dimsKnown || !activationLike(add->inputs[0], x) || !activationLike(add->inputs[1], x)) continue;
+    if (!x->dimsKnown || !activationLike(sym, add->inputs[0], x) || !activationLike(sym, add->inputs[1], x)) continue;
     Attributes a = ln->attrs;
     setSkipInput(a);
     Layer* fused = net.addLayer("LayerNormalization", {add->inputs[0], ln->inputs[1], ln->inputs[2], add->inputs[1]}, shared ? 2 : 1, a,

@@ -5,12 +5,16 @@
 #include <functional>
 
 #include "backends/backend.h"
+#include "builder/passes/symbolic_dims.h"
 #include "ops/fused_attrs.h"
 #include "kiln/builder.h"
 #include "kiln/network.h"
 
 namespace kiln {
 
+//! Dynamic networks: shape arithmetic (Shape -> Gather -> Concat -> Reshape/Expand targets) folded
+//! into constant targets with 0 / -1 / 1, no-op views removed (fold_shape_arithmetic.cpp).
+bool foldShapeArithmetic(Network& net, const InputSamples& samples);
 //! Removes layers whose outputs were all folded to constants, then unreachable layers.
 bool removeFoldedLayers(Network& net);
 //! Identity and same-type Cast layers (not network outputs) -> their readers read the input (elide_noops.cpp).
@@ -31,15 +35,17 @@ bool fuseLayerNormPattern(Network& net);
 //! `supported` (optional) vetoes a fused Attention layer no kernel of the target backend runs.
 bool fuseAttention(Network& net, const std::function<bool(const Layer&)>& supported = {});
 //! Residual Add + LayerNormalization -> LayerNormalization with a skip input (kiln_skip; GPU).
-bool fuseSkipLayerNorm(Network& net, const std::function<bool(const Layer&)>& supported = {});
+//! `samples` (symbolic_dims.h): the sample input shapes of a dynamic network, so that dims equal
+//! symbolically count as equal (also for fuseConvResidual and fusePointwiseChains).
+bool fuseSkipLayerNorm(Network& net, const std::function<bool(const Layer&)>& supported = {}, const InputSamples& samples = {});
 //! MatMul(A, constant W) -> Add(constant bias over the last dim) -> MatMul with a bias input.
 bool fuseMatMulBias(Network& net);
 //! Conv -> Add(other tensor of the same shape) -> Conv with a residual input.
-bool fuseConvResidual(Network& net);
+bool fuseConvResidual(Network& net, const InputSamples& samples = {});
 //! Conv/ConvTranspose/Gemm/MatMul -> activation -> one layer with kiln_activation.
 bool fuseActivation(Network& net);
 //! Chains of float32 elementwise layers -> one PointwiseChain layer.
-bool fusePointwiseChains(Network& net);
+bool fusePointwiseChains(Network& net, const InputSamples& samples = {});
 //! CPU: conv/pool chains exchange tensors in oneDNN's blocked layout, with LayoutConvert layers at the edges.
 bool assignCpuLayouts(Network& net);
 //! GPU: channels-last (nhwc) float16/bfloat16 tensors between conv / pooling layers (gpu_layout.cpp).
