@@ -41,9 +41,14 @@ NP_TYPES = {"TYPE_FP32": np.float32, "TYPE_FP16": np.float16, "TYPE_INT64": np.i
             "TYPE_INT8": np.int8, "TYPE_UINT8": np.uint8, "TYPE_BOOL": np.bool_, "TYPE_FP64": np.float64}
 
 
-def cli_throughput(args) -> float:
+def cli_throughput(args, inputs: list, work: str) -> float:
+    loads = []
+    for name, dtype, dims in inputs:
+        path = os.path.join(work, f"in{len(loads)}.npy")
+        np.save(path, input_data(dtype, dims))
+        loads.append(f"{name}:{path}")
     cmd = [args.kiln, f"--loadEngine={args.plan}", f"--backend={args.device}", f"--duration={args.seconds}",
-           "--warmUp=500"]
+           "--warmUp=500", f"--loadInputs={','.join(loads)}"]
     if args.device == "gpu":
         cmd.append("--useCudaGraph")
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -77,7 +82,17 @@ def start_server(args, repo: str, log_path: str):
     return proc, log, url, client
 
 
-def serve_throughput(args, instances: int, work: str) -> tuple[float, float, float]:
+def input_data(dtype: str, dims: list[int]) -> np.ndarray:
+    """The same inputs for the CLI and the clients: N(0,1) floats, zeros for integers and bools
+    (token ids and masks any embedding accepts)."""
+    t = NP_TYPES[dtype]
+    if np.issubdtype(t, np.floating):
+        return np.random.default_rng(0).standard_normal(dims).astype(t)
+    return np.zeros(dims, t)
+
+
+def serve_throughput(args, instances: int, work: str) -> tuple[float, float, float, list]:
+    """Requests/s, p50 and p99 ms through tritonserver; also the model's inputs (name, type, dims)."""
     repo = os.path.join(work, f"repo_{instances}")
     os.makedirs(os.path.join(repo, "m", "1"))
     shutil.copy(args.plan, os.path.join(repo, "m", "1", "model.plan"))
@@ -86,68 +101,69 @@ def serve_throughput(args, instances: int, work: str) -> tuple[float, float, flo
         f.write(f'backend: "kiln"\nmax_batch_size: 0\ninstance_group [ {{ kind: {kind}, count: {instances} }} ]\n'
                 f'parameters {{ key: "cuda_graphs" value {{ string_value: "{str(args.device == "gpu").lower()}" }} }}\n')
     proc, log, url, ctl = start_server(args, repo, os.path.join(work, f"server_{instances}.log"))
+    regions, errors, lat = [], [], []
+    lock = threading.Lock()
+    warmed = threading.Barrier(args.clients + 1)
+    measuring, stop = threading.Event(), threading.Event()
     try:
         cfg = ctl.get_model_config("m", as_json=True)["config"]
         inputs = [(t["name"], t["data_type"], [int(d) for d in t["dims"]]) for t in cfg["input"]]
         outputs = [(t["name"], t["data_type"], [int(d) for d in t["dims"]]) for t in cfg["output"]]
         if any(d < 0 for _, _, dims in inputs + outputs for d in dims):
             raise SystemExit("the plan has dynamic dims: build it with static shapes (the batch to measure)")
-        lat, count, stop = [], [0], threading.Event()
-        lock = threading.Lock()
-        regions = []
 
-        errors = []
-
-        def client_loop(cid: int):
-            try:
-                run_client(cid)
-            except Exception as e:  # noqa: BLE001 (reported after the run)
-                errors.append(f"client {cid}: {e}")
-                started.wait()
+        def shared(c, region: str, nbytes: int):
+            h = shm.create_shared_memory_region(region, "/" + region, nbytes)
+            with lock:
+                regions.append((c, region, h))
+            c.register_system_shared_memory(region, "/" + region, nbytes)
+            return h
 
         def run_client(cid: int):
             c = grpcclient.InferenceServerClient(url)
             reqs, outs = [], []
             for k, (name, dtype, dims) in enumerate(inputs):
-                data = np.random.default_rng(cid).standard_normal(dims).astype(NP_TYPES[dtype])
+                data = input_data(dtype, dims)
                 region = f"kiln_bench_{os.getpid()}_{instances}_{cid}_in{k}"
-                h = shm.create_shared_memory_region(region, "/" + region, data.nbytes)
-                shm.set_shared_memory_region(h, [data])
-                c.register_system_shared_memory(region, "/" + region, data.nbytes)
-                regions.append((c, region, h))
+                shm.set_shared_memory_region(shared(c, region, data.nbytes), [data])
                 inp = grpcclient.InferInput(name, dims, dtype[len("TYPE_"):])
                 inp.set_shared_memory(region, data.nbytes)
                 reqs.append(inp)
             for k, (name, dtype, dims) in enumerate(outputs):
                 nbytes = int(np.prod(dims)) * np.dtype(NP_TYPES[dtype]).itemsize
                 region = f"kiln_bench_{os.getpid()}_{instances}_{cid}_out{k}"
-                h = shm.create_shared_memory_region(region, "/" + region, nbytes)
-                c.register_system_shared_memory(region, "/" + region, nbytes)
-                regions.append((c, region, h))
+                shared(c, region, nbytes)
                 out = grpcclient.InferRequestedOutput(name)
                 out.set_shared_memory(region, nbytes)
                 outs.append(out)
             for _ in range(args.warmup):
                 c.infer("m", reqs, outputs=outs)
-            started.wait()
+            warmed.wait()
             while not stop.is_set():
                 t0 = time.perf_counter()
                 c.infer("m", reqs, outputs=outs)
                 dt = time.perf_counter() - t0
-                with lock:
-                    if measuring.is_set():
+                if measuring.is_set():
+                    with lock:
                         lat.append(dt)
-                        count[0] += 1
 
-        started, measuring = threading.Event(), threading.Event()
+        def client_loop(cid: int):
+            try:
+                run_client(cid)
+            except Exception as e:  # noqa: BLE001 (reported after the run)
+                errors.append(f"client {cid}: {e}")
+                warmed.abort()
+
         threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(args.clients)]
         for t in threads:
             t.start()
-        started.set()
-        time.sleep(1.0)
+        try:
+            warmed.wait()  # every client warmed up: the measurement starts with all of them sending
+        except threading.BrokenBarrierError:
+            pass
         measuring.set()
         t0 = time.perf_counter()
-        time.sleep(args.seconds)
+        time.sleep(args.seconds if not errors else 0)
         measuring.clear()
         wall = time.perf_counter() - t0
         stop.set()
@@ -155,14 +171,17 @@ def serve_throughput(args, instances: int, work: str) -> tuple[float, float, flo
             t.join()
         if errors or not lat:
             raise SystemExit(f"{len(errors)} clients failed, {len(lat)} requests timed: {errors[:3]}")
+        ms = np.array(lat) * 1000
+        return len(lat) / wall, float(np.percentile(ms, 50)), float(np.percentile(ms, 99)), inputs
+    finally:
         for c, region, h in regions:
-            c.unregister_system_shared_memory(region)
+            try:
+                c.unregister_system_shared_memory(region)
+            except Exception:  # noqa: BLE001 (the server may be gone: the region is removed below anyway)
+                pass
             shm.destroy_shared_memory_region(h)
         for c in {id(c): c for c, _, _ in regions}.values():
             c.close()
-        ms = np.array(lat) * 1000
-        return count[0] / wall, float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
-    finally:
         ctl.close()
         proc.send_signal(signal.SIGINT)
         try:
@@ -183,21 +202,24 @@ def main() -> int:
     parser.add_argument("--instances", default="1,2")
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients, one request in flight each")
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--warmup", type=int, default=20, help="requests per client before the timing")
+    parser.add_argument("--warmup", type=int, default=5, help="requests per client before the timing")
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     args.tritonserver = args.tritonserver or find_tritonserver()
     args.backend_dir = os.path.abspath(args.backend_dir)
     name = args.name or os.path.splitext(os.path.basename(args.plan))[0]
     work = tempfile.mkdtemp(prefix="kiln_triton_bench_")
-    cli = cli_throughput(args)
-    rows = [f"| {name} | kiln CLI ({'CUDA graph, with transfers' if args.device == 'gpu' else 'with transfers'}) | - | {cli:.1f} | - | - | - |"]
-    print(rows[-1], flush=True)
+    served = []
     for n in [int(x) for x in args.instances.split(",") if x]:
-        qps, p50, p99 = serve_throughput(args, n, work)
+        qps, p50, p99, inputs = serve_throughput(args, n, work)
+        served.append((n, qps, p50, p99))
+        print(f"Triton, {n} instance(s): {qps:.1f} requests/s, p50 {p50:.2f} ms, p99 {p99:.2f} ms", flush=True)
+    cli = cli_throughput(args, inputs, work)
+    rows = [f"| {name} | kiln CLI ({'CUDA graph, with transfers' if args.device == 'gpu' else 'with transfers'}) | - | "
+            f"{cli:.1f} | - | - | - |"]
+    for n, qps, p50, p99 in served:
         rows.append(f"| {name} | Triton, {n} instance{'s' if n > 1 else ''}, {args.clients} clients | {n} | {qps:.1f} | "
                     f"{100 * (1 - qps / cli):+.1f}% | {p50:.2f} | {p99:.2f} |")
-        print(rows[-1], flush=True)
     table = "\n".join([f"Triton serving overhead ({args.device}, {datetime.date.today()}, plan {args.plan}; requests per "
                        f"second, each one batch of the plan's shape; overhead = 1 - Triton / CLI)", "",
                        "| model | run | instances | requests/s | overhead | p50 ms | p99 ms |", "|---|---|---:|---:|---:|---:|---:|",
