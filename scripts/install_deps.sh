@@ -45,4 +45,17 @@ if ! "$PYTHON" -c "import torch, torchvision, transformers" 2>/dev/null; then
     "$PYTHON" -m pip install "${PIPFLAGS[@]}" transformers ||
     echo "[deps] warning: torch/torchvision/transformers not installed; the kiln.torch tests will be skipped"
 fi
+# The Triton backend's test (tests/triton): the tritonserver binary that nvidia-pytriton ships
+# (Triton 2.51, backend API 1.19 = the vendored headers) and the tritonclient library. Both
+# --no-deps: pytriton pins numpy<2 for its own Python side and tritonclient pins ml-dtypes<=0.5.4
+# and protobuf<7 for bfloat16 and its gRPC stubs' version check, none of which the test uses;
+# what the clients need is listed in TRITON_PY (checked: HTTP and gRPC work with numpy 2,
+# ml-dtypes 0.7 and protobuf 7).
+TRITON_NODEPS=(nvidia-pytriton==0.7.0 tritonclient==2.73.0)
+TRITON_PY=(python-rapidjson geventhttpclient grpcio urllib3)
+if ! "$PYTHON" -c "import importlib.util as u, tritonclient.http, tritonclient.grpc; assert u.find_spec('pytriton')" 2>/dev/null; then
+  echo "[deps] installing the Triton test packages: ${TRITON_NODEPS[*]} ${TRITON_PY[*]}"
+  "$PYTHON" -m pip install "${PIPFLAGS[@]}" "${TRITON_PY[@]}"
+  "$PYTHON" -m pip install "${PIPFLAGS[@]}" --no-deps "${TRITON_NODEPS[@]}"
+fi
 echo "[deps] ok"

@@ -10,6 +10,12 @@
 #               test_python_interop.py, test_torch_compile.py on the GPU; bench/python_overhead.py
 #   fuzz        200 random graphs per generator, one per core at a time, on the GPU vs ONNX Runtime (tests/fuzz)
 #   conformance the ONNX node tests on the GPU
+#   triton      the Triton backend (bundle's triton_backends/) in tritonserver with KIND_GPU instances,
+#               tests/triton/test_triton_server.py --device gpu over gRPC; needs .device_deps/triton/
+#               from scripts/gpu/pack_triton.sh (not in `tests`: it is carried separately)
+#   tritonbench bench/triton_bench.py: ResNet-50 and BERT-base FP16 plans at batch $TRITON_BATCH (32)
+#               through tritonserver (1 and 2 instances) against the CLI -> triton_bench.md
+#               (TRITON_BENCH_SECONDS per run, default 10; TRITON_BENCH_DEVICE=cpu tries it without a GPU)
 #   bench       bench/gpu_bench.py side by side with peers.py --modes compile_half_frozen (--peer-mode)
 #   perfzoo     bench/zoo.py: the GPU perf zoo (bench/zoo_models.py) against compile_half_frozen, the
 #               models in $PERFZOO_MODELS (default all; ~1 min per model), rows merged into
@@ -39,7 +45,7 @@ BATCHES=${3:-1,32}
 [ "$BATCHES" = default ] && BATCHES=""
 : "${OUT:?set OUT to the folder for the logs}"
 mkdir -p "$OUT"
-KNOWN=unit,plugins,models,zoo,python,fuzz,conformance,bench,perfzoo,profile,streams
+KNOWN=unit,plugins,models,zoo,python,fuzz,conformance,triton,tritonbench,bench,perfzoo,profile,streams
 for s in ${STEPS//,/ }; do
   [[ ",$KNOWN," == *",$s,"* ]] || { echo "step $s: FAIL (unknown step; known: $KNOWN)" | tee -a $OUT/steps.log; exit 1; }
 done
@@ -172,6 +178,52 @@ if has perfzoo; then
   grep -E '^\{' $OUT/perfzoo.log | cut -c1-300
   nrows=$(grep -c '"kiln_ms"' $OUT/perfzoo.log)
   finish perfzoo $(( rc != 0 || nrows == 0 )) "exit $rc, $nrows rows timed: $OUT/gpu-zoo-h200.md"
+fi
+# tritonserver and the client wheels (scripts/gpu/pack_triton.sh) unpacked once; the backend comes
+# from the bundle. Status 0 when all is there.
+TS=/tmp/tritonserver
+triton_setup() {
+  [ -f .device_deps/triton/tritonserver.tar.xz ] && [ -f $K/triton_backends/kiln/libtriton_kiln.so ] || {
+    echo "triton: missing .device_deps/triton (scripts/gpu/pack_triton.sh) or the bundle's libtriton_kiln.so"; return 1; }
+  [ -x $TS/pytriton/tritonserver/bin/tritonserver ] ||
+    { mkdir -p $TS && tar -C $TS -xJf .device_deps/triton/tritonserver.tar.xz; } || return 1
+  [ -d /tmp/tsite/tritonclient ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/tsite .device_deps/triton/*.whl
+}
+if has triton; then
+  : > $OUT/triton_gpu.log
+  if triton_setup >> $OUT/triton_gpu.log 2>&1; then
+    PYTHONPATH=/tmp/tsite${PYTHONPATH:+:$PYTHONPATH} timeout 400 python3 tests/triton/test_triton_server.py \
+      --backend-dir $K/triton_backends --kiln $K/bin/kiln --tritonserver $TS/pytriton/tritonserver/bin/tritonserver \
+      --device gpu --protocols grpc >> $OUT/triton_gpu.log 2>&1
+    rc=$?  # 77: skipped for want of a GPU, a failure here
+  else
+    rc=1
+  fi
+  grep -E "^ok|^FAIL|^     |passed" $OUT/triton_gpu.log | cut -c1-240
+  finish triton $rc "exit $rc: $(last $OUT/triton_gpu.log 'passed|missing|FAIL|SKIPPED')"
+fi
+if has tritonbench; then
+  # Serving overhead (bench/triton_bench.py): FP16 plans of ResNet-50 and BERT-base s128 at batch
+  # $TRITON_BATCH (default 32; random weights from tests/models/model_zoo.py), the CLI against
+  # tritonserver with 1 and 2 instances on GPU 0 -> $OUT/triton_bench.md
+  : > $OUT/triton_bench.log; : > $OUT/triton_bench.md; rc=0
+  if triton_setup >> $OUT/triton_bench.log 2>&1; then
+    B=${TRITON_BATCH:-32}
+    for m in resnet50 bert_base; do
+      python3 -c "import sys, onnx; sys.path.insert(0, 'tests/models'); import model_zoo as z; \
+onnx.save(z.make_resnet50(batch=$B) if '$m' == 'resnet50' else z.bert_base(seq=128, batch=$B), '/tmp/tb_$m.onnx')" &&
+        $K/bin/kiln --onnx=/tmp/tb_$m.onnx --fp16 --saveEngine=/tmp/tb_$m.plan --skipInference >> $OUT/triton_bench.log 2>&1 &&
+        PYTHONPATH=/tmp/tsite${PYTHONPATH:+:$PYTHONPATH} timeout 300 python3 bench/triton_bench.py --kiln $K/bin/kiln \
+          --backend-dir $K/triton_backends --tritonserver $TS/pytriton/tritonserver/bin/tritonserver --plan /tmp/tb_$m.plan \
+          --name ${m}_b$B --device ${TRITON_BENCH_DEVICE:-gpu} --seconds ${TRITON_BENCH_SECONDS:-10} --out /tmp/tb_$m.md >> $OUT/triton_bench.log 2>&1 &&
+        cat /tmp/tb_$m.md >> $OUT/triton_bench.md || rc=1
+    done
+  else
+    rc=1
+  fi
+  cat $OUT/triton_bench.md
+  finish tritonbench $rc "exit $rc: $(grep -c 'Triton,' $OUT/triton_bench.md) Triton rows"
 fi
 if has profile; then
   missing=0; rows=0; : > $OUT/profile.txt

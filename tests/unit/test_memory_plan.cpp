@@ -214,6 +214,52 @@ TEST(MemoryPlan, ElementwiseChainRunsInPlace) {
   EXPECT_NE(p.offsets[1], p.offsets[2]);
 }
 
+TEST(MemoryPlan, HostComputedValuesKeepTheirBytesAcrossRuns) {
+  // h = Relu(constant) is computed on the host when shapes are resolved and materialized in the
+  // arena once per shape change; Add(h, Relu(x)) is h's last reader. Neither an in-place Add nor a
+  // later tensor may take h's bytes: the next run reads h again without re-materializing it
+  // (BERT's position embeddings with a dynamic sequence gave wrong outputs from the second run on).
+  EngineGraph g;
+  g.device = DeviceType::kCPU;
+  auto tensor = [&](const char* name) {
+    EngineTensor t;
+    t.name = name;
+    t.dims = {32, 32};
+    g.tensors.push_back(t);
+    return static_cast<int>(g.tensors.size()) - 1;
+  };
+  const int x = tensor("x"), c = tensor("c"), h = tensor("h"), a = tensor("a"), s = tensor("s"), t = tensor("t"),
+            y = tensor("y");
+  g.tensors[x].isInput = true;
+  g.inputs = {x};
+  g.tensors[c].value = HostTensor(DataType::kFLOAT, {32, 32});
+  g.tensors[y].isOutput = true;
+  g.outputs = {y};
+  auto layer = [&](const char* op, std::vector<int> in, int out) {
+    EngineLayer l;
+    l.name = std::string(op) + std::to_string(g.layers.size());
+    l.op = op;
+    l.inputs = std::move(in);
+    l.outputs = {out};
+    g.layers.push_back(l);
+  };
+  layer("Relu", {c}, h);
+  layer("Relu", {x}, a);
+  layer("Add", {h, a}, s);
+  layer("Sigmoid", {s}, t);
+  layer("Relu", {t}, y);
+  const ResolvedShapes r = resolveShapes(g, {}, nullptr);
+  ASSERT_TRUE(r.tensors[h].value.valid()) << "h is not host-computed: the test does not test anything";
+  const MemoryPlan p = planMemory(g, r);
+  ASSERT_GE(p.offsets[h], 0);
+  const int64_t bytes = 32 * 32 * 4;
+  for (int other : {a, s, t}) {
+    ASSERT_GE(p.offsets[other], 0);
+    EXPECT_TRUE(p.offsets[other] + bytes <= p.offsets[h] || p.offsets[h] + bytes <= p.offsets[other])
+        << g.tensors[other].name << " shares bytes with the host-computed value h";
+  }
+}
+
 namespace {
 
 EngineTensor floatTensor(const std::string& name, Dims d) {
