@@ -113,6 +113,36 @@ def test_shape_derived_if_never_infers_the_untaken_branch():
     cli.check(not re.search(r"\bIf\b", proc.stdout), f"an If layer is left in the engine:\n{proc.stdout}")
 
 
+def dynamic_batch_shape_if_model():
+    """x [N, 6] with a dynamic batch: `if x.shape[1] > 4: x.reshape(-1, 3) else: x.reshape(5, -1)`.
+    Shape(x) has no value (N is dynamic) but the gathered dim 1 is static, so the If is settled at
+    build time; the branches' shapes differ, which a run-time If could not take."""
+    shape_const = lambda name, v: helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(v, np.int64)))
+    then_g = branch([shape_const("s3", [-1, 3]), helper.make_node("Reshape", ["x", "s3"], ["r"])], [vi("r", ["r0", "r1"])])
+    else_g = branch([shape_const("s5", [5, -1]), helper.make_node("Reshape", ["x", "s5"], ["q"])], [vi("q", ["r0", "r1"])])
+    nodes = [helper.make_node("Shape", ["x"], ["shp"]),
+             helper.make_node("Gather", ["shp", "one"], ["d1"], axis=0),
+             helper.make_node("Greater", ["d1", "four"], ["big"]),
+             if_node("big", then_g, else_g, ["o"])]
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in [("one", 1), ("four", 4)]]
+    return model(nodes, [vi("x", ["N", 6])], [vi("o", ["r0", "r1"])], inits)
+
+
+def test_shape_derived_if_under_a_dynamic_batch():
+    from onnx.reference import ReferenceEvaluator
+    p = cli.save_model(dynamic_batch_shape_if_model(), "dyn_shape_if.onnx")
+    x = np.random.default_rng(4).uniform(-2, 2, (3, 6)).astype(np.float32)
+    np.save(cli.path("dyn_shape_if_x.npy"), x)
+    proc = cli.run(["--onnx=" + p, "--minShapes=x:1x6", "--optShapes=x:2x6", "--maxShapes=x:4x6", "--shapes=x:3x6",
+                    "--loadInputs=x:" + cli.path("dyn_shape_if_x.npy"), "--exportOutput=" + cli.path("dyn_shape_if.json"),
+                    "--dumpLayerInfo", *FAST])
+    want = ReferenceEvaluator(dynamic_batch_shape_if_model()).run(None, {"x": x})[0]
+    got = cli.read_outputs(cli.path("dyn_shape_if.json"))["o"][1]
+    cli.check(got.shape == want.shape, f"shape {got.shape} != {want.shape}")
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    cli.check(not re.search(r"\bIf\b", proc.stdout), f"an If layer is left in the engine:\n{proc.stdout}")
+
+
 def runtime_if_model():
     then_g = branch([helper.make_node("Sigmoid", ["x"], ["t"])], [vi("t", [2, 3])])
     else_g = branch([helper.make_node("Mul", ["x", "k"], ["e"])], [vi("e", [2, 3])],
