@@ -65,6 +65,11 @@ int64_t rankLength(const LayerDesc& l, size_t i, const char* what) {
   return len;
 }
 
+//! Squeeze/Unsqueeze axes: 1-D, or a scalar taken as one axis (ONNX functions such as AffineGrid's
+//! expansion write `Unsqueeze(x, Constant(value_int=-1))`; ONNX Runtime and the reference evaluator
+//! accept it).
+int64_t axesLength(const LayerDesc& l, size_t i) { return l.inputs[i].dims.empty() ? 1 : rankLength(l, i, "axes"); }
+
 //! Reads a kernel input as int64 values (small inputs: shapes, axes, starts...).
 std::vector<int64_t> viewInts(const TensorView& v) {
   std::vector<int64_t> out(static_cast<size_t>(v.count));
@@ -270,7 +275,7 @@ void inferSqueeze(LayerDesc& l) {
     return;
   }
   requireIntegerInput(l, 1, "axes");
-  int64_t len = rankLength(l, 1, "axes");
+  int64_t len = axesLength(l, 1);
   const HostTensor* axesValue = valueOf(l, 1);
   if (!axesValue) {
     if (len < 0 || len > rank) opError(l, "cannot infer the output rank: axes of unknown value and length " + std::to_string(len));
@@ -292,7 +297,7 @@ void inferUnsqueeze(LayerDesc& l) {
   requireInputs(l, 2, 2);
   requireIntegerInput(l, 1, "axes");
   const Dims& in = l.inputs[0].dims;
-  int64_t len = rankLength(l, 1, "axes");
+  int64_t len = axesLength(l, 1);
   const HostTensor* axesValue = valueOf(l, 1);
   if (!axesValue) {
     if (len < 0) throw UnsupportedError("layer '" + l.name + "' (Unsqueeze): output rank is unknown (axes of unknown length)");

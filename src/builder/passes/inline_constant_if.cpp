@@ -104,8 +104,8 @@ bool inlineConstantIfs(Network& net) {
     changed = true;
   }
   if (changed) {
-    net.removeDeadLayers();
-    net.topoSort();
+    net.topoSort();  // first: removeDeadLayers walks the layers backwards in order, and the Identity
+    net.removeDeadLayers();  // layers of a multi-output If's other outputs were appended last
   }
   return changed;
 }
