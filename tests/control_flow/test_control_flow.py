@@ -143,6 +143,27 @@ def test_shape_derived_if_under_a_dynamic_batch():
     cli.check(not re.search(r"\bIf\b", proc.stdout), f"an If layer is left in the engine:\n{proc.stdout}")
 
 
+def test_constant_if_with_two_outputs():
+    """A build-time If with two outputs read by one Concat (AffineGrid's expansion splits `size`
+    this way): every output of the taken branch survives the inlining."""
+    from onnx.reference import ReferenceEvaluator
+    I64 = TensorProto.INT64
+    then_g = branch([helper.make_node("Split", ["size"], ["a_t", "b_t"], num_outputs=2)], [vi("a_t", [1], I64), vi("b_t", [1], I64)])
+    else_g = branch([helper.make_node("Identity", ["size"], ["a_e"]), helper.make_node("Neg", ["size"], ["b_e"])],
+                    [vi("a_e", [2], I64), vi("b_e", [2], I64)])
+    m = model([helper.make_node("Size", ["size"], ["n"]), helper.make_node("Equal", ["n", "two"], ["c"]),
+               if_node("c", then_g, else_g, ["A", "B"]), helper.make_node("Concat", ["A", "B"], ["y"], axis=0)],
+              [vi("size", [2], I64)], [vi("y", ["k"], I64)], [numpy_helper.from_array(np.array(2, np.int64), "two")], opset=18)
+    p = cli.save_model(m, "if_two_outputs.onnx")
+    size = np.array([3, 5], np.int64)
+    np.save(cli.path("if_two_size.npy"), size)
+    proc = cli.run(["--onnx=" + p, "--loadInputs=size:" + cli.path("if_two_size.npy"), "--exportOutput=" + cli.path("if_two.json"),
+                    "--dumpLayerInfo", *FAST])
+    want = ReferenceEvaluator(m).run(None, {"size": size})[0]
+    np.testing.assert_array_equal(cli.read_outputs(cli.path("if_two.json"))["y"][1], want)
+    cli.check(not re.search(r"\bIf\b", proc.stdout), f"an If layer is left in the engine:\n{proc.stdout}")
+
+
 def runtime_if_model():
     then_g = branch([helper.make_node("Sigmoid", ["x"], ["t"])], [vi("t", [2, 3])])
     else_g = branch([helper.make_node("Mul", ["x", "k"], ["e"])], [vi("e", [2, 3])],
