@@ -53,6 +53,23 @@ def run_vs_ort(model_path, feeds, tag, no_if=False, extra=()):
     return proc
 
 
+def run_vs_reference(m, feeds, tag, extra=()):
+    """Runs model m with kiln and compares its first output with the ONNX reference evaluator (which,
+    unlike ONNX Runtime, runs only the taken branch); no If layer may be left in the engine."""
+    from onnx.reference import ReferenceEvaluator
+    p = cli.save_model(m, tag + ".onnx")
+    args = ["--onnx=" + p, "--exportOutput=" + cli.path(tag + ".json"), "--dumpLayerInfo", *FAST, *extra]
+    for name, value in feeds.items():
+        np.save(cli.path(f"{tag}_{name}.npy"), value)
+        args.append(f"--loadInputs={name}:" + cli.path(f"{tag}_{name}.npy"))
+    proc = cli.run(args)
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    got = next(iter(cli.read_outputs(cli.path(tag + ".json")).values()))[1]
+    cli.check(got.shape == want.shape, f"{tag}: shape {got.shape} != {want.shape}")
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    cli.check(not re.search(r"\bIf\b", proc.stdout), f"{tag}: an If layer is left in the engine:\n{proc.stdout}")
+
+
 def branch(nodes, outputs, inits=()):
     return helper.make_graph(nodes, "branch", [], outputs, list(inits))
 
@@ -98,19 +115,9 @@ def shape_if_model():
 
 
 def test_shape_derived_if_never_infers_the_untaken_branch():
-    p = cli.save_model(shape_if_model(), "shape_if.onnx")
+    # ONNX Runtime refuses this model at load (its static inference tries the invalid else-branch).
     x = np.random.default_rng(2).uniform(-2, 2, (2, 6)).astype(np.float32)
-    # ONNX Runtime refuses this model at load (its static inference tries the invalid else-branch);
-    # the ONNX reference evaluator runs only the taken branch, as kiln must.
-    from onnx.reference import ReferenceEvaluator
-    np.save(cli.path("shape_if_x.npy"), x)
-    proc = cli.run(["--onnx=" + p, "--loadInputs=x:" + cli.path("shape_if_x.npy"), "--exportOutput=" + cli.path("shape_if.json"),
-                    "--dumpLayerInfo", *FAST])
-    want = ReferenceEvaluator(shape_if_model()).run(None, {"x": x})[0]
-    got = cli.read_outputs(cli.path("shape_if.json"))["o"][1]
-    cli.check(got.shape == want.shape, f"shape {got.shape} != {want.shape}")
-    np.testing.assert_allclose(got, want, rtol=1e-6)
-    cli.check(not re.search(r"\bIf\b", proc.stdout), f"an If layer is left in the engine:\n{proc.stdout}")
+    run_vs_reference(shape_if_model(), {"x": x}, "shape_if")
 
 
 def dynamic_batch_shape_if_model():
@@ -129,24 +136,14 @@ def dynamic_batch_shape_if_model():
 
 
 def test_shape_derived_if_under_a_dynamic_batch():
-    from onnx.reference import ReferenceEvaluator
-    p = cli.save_model(dynamic_batch_shape_if_model(), "dyn_shape_if.onnx")
     x = np.random.default_rng(4).uniform(-2, 2, (3, 6)).astype(np.float32)
-    np.save(cli.path("dyn_shape_if_x.npy"), x)
-    proc = cli.run(["--onnx=" + p, "--minShapes=x:1x6", "--optShapes=x:2x6", "--maxShapes=x:4x6", "--shapes=x:3x6",
-                    "--loadInputs=x:" + cli.path("dyn_shape_if_x.npy"), "--exportOutput=" + cli.path("dyn_shape_if.json"),
-                    "--dumpLayerInfo", *FAST])
-    want = ReferenceEvaluator(dynamic_batch_shape_if_model()).run(None, {"x": x})[0]
-    got = cli.read_outputs(cli.path("dyn_shape_if.json"))["o"][1]
-    cli.check(got.shape == want.shape, f"shape {got.shape} != {want.shape}")
-    np.testing.assert_allclose(got, want, rtol=1e-6)
-    cli.check(not re.search(r"\bIf\b", proc.stdout), f"an If layer is left in the engine:\n{proc.stdout}")
+    run_vs_reference(dynamic_batch_shape_if_model(), {"x": x}, "dyn_shape_if",
+                     ["--minShapes=x:1x6", "--optShapes=x:2x6", "--maxShapes=x:4x6", "--shapes=x:3x6"])
 
 
 def test_constant_if_with_two_outputs():
     """A build-time If with two outputs read by one Concat (AffineGrid's expansion splits `size`
     this way): every output of the taken branch survives the inlining."""
-    from onnx.reference import ReferenceEvaluator
     I64 = TensorProto.INT64
     then_g = branch([helper.make_node("Split", ["size"], ["a_t", "b_t"], num_outputs=2)], [vi("a_t", [1], I64), vi("b_t", [1], I64)])
     else_g = branch([helper.make_node("Identity", ["size"], ["a_e"]), helper.make_node("Neg", ["size"], ["b_e"])],
@@ -154,14 +151,7 @@ def test_constant_if_with_two_outputs():
     m = model([helper.make_node("Size", ["size"], ["n"]), helper.make_node("Equal", ["n", "two"], ["c"]),
                if_node("c", then_g, else_g, ["A", "B"]), helper.make_node("Concat", ["A", "B"], ["y"], axis=0)],
               [vi("size", [2], I64)], [vi("y", ["k"], I64)], [numpy_helper.from_array(np.array(2, np.int64), "two")], opset=18)
-    p = cli.save_model(m, "if_two_outputs.onnx")
-    size = np.array([3, 5], np.int64)
-    np.save(cli.path("if_two_size.npy"), size)
-    proc = cli.run(["--onnx=" + p, "--loadInputs=size:" + cli.path("if_two_size.npy"), "--exportOutput=" + cli.path("if_two.json"),
-                    "--dumpLayerInfo", *FAST])
-    want = ReferenceEvaluator(m).run(None, {"size": size})[0]
-    np.testing.assert_array_equal(cli.read_outputs(cli.path("if_two.json"))["y"][1], want)
-    cli.check(not re.search(r"\bIf\b", proc.stdout), f"an If layer is left in the engine:\n{proc.stdout}")
+    run_vs_reference(m, {"size": np.array([3, 5], np.int64)}, "if_two_outputs")
 
 
 def runtime_if_model():
