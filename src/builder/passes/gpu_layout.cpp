@@ -120,8 +120,7 @@ bool writesChannelsLast(const Layer& l) { return isTranspose(&l, fromChannelsLas
 
 bool assignGpuLayouts(Network& net, Backend& backend) {
   if (backend.device() != DeviceType::kGPU) return false;
-  for (auto& l : net.layers())
-    if (hasLayouts(l->attrs)) return false;  // already assigned
+  if (layoutsAssigned(net)) return false;
   const bool viewsChanged = permuteTokenViews(net);
   LayoutPolicy p;
   p.block = kNhwcBlock;

@@ -199,9 +199,14 @@ class LayoutPlanner {
 
 }  // namespace
 
-bool assignLayouts(Network& net, const LayoutPolicy& policy) {
+bool layoutsAssigned(const Network& net) {
   for (auto& l : net.layers())
-    if (hasLayouts(l->attrs)) return false;  // already assigned
+    if (hasLayouts(l->attrs)) return true;
+  return false;
+}
+
+bool assignLayouts(Network& net, const LayoutPolicy& policy) {
+  if (layoutsAssigned(net)) return false;
   LayoutPlanner planner(net, policy);
   planner.plan();
   return planner.rewrite();

@@ -34,6 +34,9 @@ struct LayoutPolicy {
   bool verify = false;
 };
 
+//! Whether some layer already carries layout attributes (the layout passes run once).
+bool layoutsAssigned(const Network& net);
+
 //! Chooses the tensors, sets the layout attributes and inserts LayoutConvert layers. Returns
 //! whether anything changed (false also when layouts were assigned before).
 bool assignLayouts(Network& net, const LayoutPolicy& policy);
