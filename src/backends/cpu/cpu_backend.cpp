@@ -67,8 +67,13 @@ class CpuBackend : public Backend {
     return p;
   }
   void release(void* p) override { std::free(p); }
-  void copyToDevice(void* dst, const void* src, size_t bytes, void*) override { std::memcpy(dst, src, bytes); }
-  void copyToHost(void* dst, const void* src, size_t bytes, void*) override { std::memcpy(dst, src, bytes); }
+  // Zero bytes may come with null pointers (empty tensors): memcpy must not see those.
+  void copyToDevice(void* dst, const void* src, size_t bytes, void*) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void copyToHost(void* dst, const void* src, size_t bytes, void*) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
   void synchronize(void*) override {}
   ThreadPool* pool() override { return &pool_; }
   int64_t preferredChannelBlock() const override { return cpu::preferredChannelBlock(); }
