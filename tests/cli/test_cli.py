@@ -564,6 +564,18 @@ def test_errors():
     with open(path("garbage.plan"), "wb") as f:
         f.write(os.urandom(1000))
     expect_error(["--loadEngine=" + path("garbage.plan"), *FAST], r".")
+    # --loadEngine maps the file: an empty file, a directory and a truncated plan are clear errors
+    open(path("empty.plan"), "wb").close()
+    expect_error(["--loadEngine=" + path("empty.plan"), *FAST], r"not a kiln plan", status=1)
+    os.makedirs(path("plan_dir"), exist_ok=True)
+    expect_error(["--loadEngine=" + path("plan_dir"), *FAST], r"plan_dir.*not a regular file", status=1)
+    good = path("errors_good.plan")
+    run(["--onnx=" + model, "--saveEngine=" + good, "--skipInference", "--device=cpu"])
+    with open(good, "rb") as f:
+        data = f.read()
+    with open(path("truncated.plan"), "wb") as f:
+        f.write(data[: len(data) // 2])
+    expect_error(["--loadEngine=" + path("truncated.plan"), *FAST], r"truncated", status=1)
     expect_error(["--onnx=" + model, "--exportOutput=" + path("no_such_dir/out.json"), *FAST], r"no_such_dir")
 
 
