@@ -1,7 +1,8 @@
 # kiln: two commands for a newcomer.
 #   make demo  - install deps, build, build an engine for a small ResNet-style CNN, save it, run it
 #   make test  - install deps, build, run every test (unit, conformance, models, CLI, bad input,
-#                and the plan fuzz + runtime tests under AddressSanitizer/UBSan)
+#                the unit, CLI, random-graph and plan-fuzz suites under AddressSanitizer/UBSan, the
+#                multi-threaded paths under ThreadSanitizer)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 PYTHON ?= python3
@@ -86,8 +87,17 @@ TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON -DKILN_WITH_CUDA=OFF -DKILN_WITH_PYTHON=OFF \
 	  -DKILN_WITH_ONEDNN=OFF >/dev/null
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kiln_tsan_tests
-	$(TSAN_ENV) $(TSAN_BUILD)/bin/kiln_tsan_tests --gtest_brief=1
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kiln_tsan_tests kiln_cli
+	@status=0; \
+	echo "== TSan: thread pool, two contexts on two threads, plugin clones"; \
+	$(TSAN_ENV) $(TSAN_BUILD)/bin/kiln_tsan_tests --gtest_brief=1 || status=1; \
+	echo "== TSan: the CLI, a small CNN built and loaded, 4 streams (contexts) on a 3-thread pool"; \
+	mkdir -p $(TSAN_BUILD)/cli && $(PYTHON) scripts/make_demo_model.py --out $(TSAN_BUILD)/cli/cnn.onnx >/dev/null && \
+	$(TSAN_ENV) $(TSAN_BUILD)/bin/kiln --onnx=$(TSAN_BUILD)/cli/cnn.onnx --saveEngine=$(TSAN_BUILD)/cli/cnn.plan --device=cpu \
+	  --threads=2 --streams=2 --iterations=10 --warmUp=0 --duration=0 >/dev/null && \
+	$(TSAN_ENV) $(TSAN_BUILD)/bin/kiln --loadEngine=$(TSAN_BUILD)/cli/cnn.plan --device=cpu --threads=3 --streams=4 \
+	  --iterations=20 --warmUp=0 --duration=0 --dumpProfile >/dev/null || status=1; \
+	exit $$status
 
 # libFuzzer targets (clang): plan and timing-cache files, seeded with kiln_plan_fuzz's seed plans.
 fuzz:
@@ -108,6 +118,7 @@ test: build
 	$(MAKE) --no-print-directory conformance || status=1; \
 	$(MAKE) --no-print-directory models || status=1; \
 	$(MAKE) --no-print-directory sanitize || status=1; \
+	$(MAKE) --no-print-directory tsan || status=1; \
 	exit $$status
 
 clean:
