@@ -60,7 +60,7 @@ models: build
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only, its own build folder, -O1): the
 # whole CPU unit suite, the CLI suites (bad input, flags and exports, trtexec compatibility, control
-# flow), random graphs against ONNX Runtime and a seeded kiln_plan_fuzz run (about 4 minutes on
+# flow, plugin examples), random graphs against ONNX Runtime and a seeded kiln_plan_fuzz run (2-3.5 minutes on
 # CI's two cores once built). Every step runs even if one fails; the target fails if any failed.
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:abort_on_error=1
 SAN_GRAPHS ?= 100
@@ -74,6 +74,8 @@ sanitize: deps
 	  echo "== ASan+UBSan: tests/$$suite"; \
 	  $(SAN_ENV) $(PYTHON) tests/$$suite --kiln $(SAN_BUILD)/bin/kiln || status=1; \
 	done; \
+	echo "== ASan+UBSan: tests/plugins/test_plugin_examples.py (plugin libraries loaded into the instrumented CLI)"; \
+	$(SAN_ENV) $(PYTHON) tests/plugins/test_plugin_examples.py --kiln $(SAN_BUILD)/bin/kiln --libdir $(SAN_BUILD)/lib --device cpu || status=1; \
 	echo "== ASan+UBSan: $(SAN_GRAPHS) random graphs vs ONNX Runtime (CLI)"; \
 	$(SAN_ENV) $(PYTHON) tests/fuzz/fuzz_graphs.py --kiln $(SAN_BUILD)/bin/kiln --count $(SAN_GRAPHS) --jobs $(JOBS) || status=1; \
 	echo "== ASan+UBSan: plan and timing-cache mutants"; \
