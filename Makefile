@@ -1,19 +1,20 @@
 # kiln: two commands for a newcomer.
 #   make demo  - install deps, build, build an engine for a small ResNet-style CNN, save it, run it
 #   make test  - install deps, build, run every test (unit, conformance, models, CLI, bad input,
-#                and the plan fuzz + runtime tests under AddressSanitizer/UBSan)
+#                the unit, CLI, random-graph and plan-fuzz suites under AddressSanitizer/UBSan, the
+#                multi-threaded paths under ThreadSanitizer)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 PYTHON ?= python3
 
 SAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
-# Plan-fuzz seed and size for `make sanitize` (CI: a few hundred; more by hand).
+# Plan-fuzz seed and size for `make sanitize` (CI: 20,000 mutants, about 5 s; more by hand).
 FUZZ_SEED ?= 1
-FUZZ_MUTANTS ?= 600
+FUZZ_MUTANTS ?= 20000
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build demo test unit conformance conformance-baseline models sanitize fuzz clean
+.PHONY: all deps build demo test unit conformance conformance-baseline models sanitize tsan fuzz clean
 
 all: build
 
@@ -57,14 +58,48 @@ models: build
 	@echo "transformers again with the GPU-only fusions (attention, skip LayerNorm) on the CPU's reference kernels:"
 	$(PYTHON) tests/models/run_model_tests.py --kiln $(BUILD)/bin/kiln --models $(BUILD)/models --only bert,bert_dynamic,gpt2 --build-flag=--gpuFusions
 
-# AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only, its own build folder): the plan
-# and timing-cache fuzz, the plan-field and runtime unit tests, and a seeded kiln_plan_fuzz run.
-SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only, its own build folder, -O1): the
+# whole CPU unit suite, the CLI suites (bad input, flags and exports, trtexec compatibility, control
+# flow, plugin examples), random graphs against ONNX Runtime and a seeded kiln_plan_fuzz run (2-3.5 minutes on
+# CI's two cores once built). Every step runs even if one fails; the target fails if any failed.
+SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:abort_on_error=1
+SAN_GRAPHS ?= 100
 sanitize: deps
 	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON -DKILN_WITH_CUDA=OFF -DKILN_WITH_PYTHON=OFF >/dev/null
-	cmake --build $(SAN_BUILD) -j $(JOBS) --target kiln_unit_tests kiln_plan_fuzz
-	$(SAN_ENV) $(SAN_BUILD)/bin/kiln_unit_tests --gtest_brief=1 --gtest_filter='PlanFields.*:PlanFuzz.*:Runtime.*:TimingCache.*'
-	$(SAN_ENV) $(SAN_BUILD)/bin/kiln_plan_fuzz --seed $(FUZZ_SEED) --mutants $(FUZZ_MUTANTS)
+	cmake --build $(SAN_BUILD) -j $(JOBS) --target kiln_unit_tests kiln_cli kiln_plan_fuzz
+	@status=0; \
+	echo "== ASan+UBSan: CPU unit tests"; \
+	$(SAN_ENV) $(SAN_BUILD)/bin/kiln_unit_tests --gtest_brief=1 || status=1; \
+	for suite in bad_input/test_bad_input.py cli/test_cli.py cli/test_trtexec_compat.py control_flow/test_control_flow.py; do \
+	  echo "== ASan+UBSan: tests/$$suite"; \
+	  $(SAN_ENV) $(PYTHON) tests/$$suite --kiln $(SAN_BUILD)/bin/kiln || status=1; \
+	done; \
+	echo "== ASan+UBSan: tests/plugins/test_plugin_examples.py (plugin libraries loaded into the instrumented CLI)"; \
+	$(SAN_ENV) $(PYTHON) tests/plugins/test_plugin_examples.py --kiln $(SAN_BUILD)/bin/kiln --libdir $(SAN_BUILD)/lib --device cpu || status=1; \
+	echo "== ASan+UBSan: $(SAN_GRAPHS) random graphs vs ONNX Runtime (CLI)"; \
+	$(SAN_ENV) $(PYTHON) tests/fuzz/fuzz_graphs.py --kiln $(SAN_BUILD)/bin/kiln --count $(SAN_GRAPHS) --jobs $(JOBS) || status=1; \
+	echo "== ASan+UBSan: plan and timing-cache mutants"; \
+	$(SAN_ENV) $(SAN_BUILD)/bin/kiln_plan_fuzz --seed $(FUZZ_SEED) --mutants $(FUZZ_MUTANTS) || status=1; \
+	exit $$status
+
+# ThreadSanitizer build (CPU only, without oneDNN, whose own threads TSan cannot see into): the thread
+# pool, two execution contexts of one engine on two threads, plugin clones per context.
+TSAN_BUILD ?= build-tsan
+TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON -DKILN_WITH_CUDA=OFF -DKILN_WITH_PYTHON=OFF \
+	  -DKILN_WITH_ONEDNN=OFF >/dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kiln_tsan_tests kiln_cli
+	@status=0; \
+	echo "== TSan: thread pool, two contexts on two threads, plugin clones"; \
+	$(TSAN_ENV) $(TSAN_BUILD)/bin/kiln_tsan_tests --gtest_brief=1 || status=1; \
+	echo "== TSan: the CLI, a small CNN built and loaded, 4 streams (contexts) on a 3-thread pool"; \
+	mkdir -p $(TSAN_BUILD)/cli && $(PYTHON) scripts/make_demo_model.py --out $(TSAN_BUILD)/cli/cnn.onnx >/dev/null && \
+	$(TSAN_ENV) $(TSAN_BUILD)/bin/kiln --onnx=$(TSAN_BUILD)/cli/cnn.onnx --saveEngine=$(TSAN_BUILD)/cli/cnn.plan --device=cpu \
+	  --threads=2 --streams=2 --iterations=10 --warmUp=0 --duration=0 >/dev/null && \
+	$(TSAN_ENV) $(TSAN_BUILD)/bin/kiln --loadEngine=$(TSAN_BUILD)/cli/cnn.plan --device=cpu --threads=3 --streams=4 \
+	  --iterations=20 --warmUp=0 --duration=0 --dumpProfile >/dev/null || status=1; \
+	exit $$status
 
 # libFuzzer targets (clang): plan and timing-cache files, seeded with kiln_plan_fuzz's seed plans.
 fuzz:
@@ -85,7 +120,8 @@ test: build
 	$(MAKE) --no-print-directory conformance || status=1; \
 	$(MAKE) --no-print-directory models || status=1; \
 	$(MAKE) --no-print-directory sanitize || status=1; \
+	$(MAKE) --no-print-directory tsan || status=1; \
 	exit $$status
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD) demo
+	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) demo

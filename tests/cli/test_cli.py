@@ -423,6 +423,40 @@ def test_every_flag_parsed():
     expect_error(["--onnx=" + model, "--fp16", "--stronglyTyped", *FAST], r"stronglyTyped")
 
 
+def strict_json(file):
+    """json.load that refuses NaN/Infinity (Python's json accepts them; JSON does not)."""
+    def refuse(name):
+        raise AssertionError(f"{file}: {name} is not valid JSON")
+    with open(file) as f:
+        return json.load(f, parse_constant=refuse)
+
+
+def test_json_exports_valid_with_nonfinite_values():
+    """Outputs that hold NaN and +-inf: every export is strict JSON, the outputs' non-finite values
+    are the strings "nan"/"inf"/"-inf" and read back equal to NumPy's log and reciprocal."""
+    nodes = [helper.make_node("Log", ["x"], ["log"], name="log"),
+             helper.make_node("Reciprocal", ["x"], ["rcp"], name="rcp")]
+    graph = helper.make_graph(nodes, "nonfinite", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])],
+                              [helper.make_tensor_value_info("log", TensorProto.FLOAT, [6]),
+                               helper.make_tensor_value_info("rcp", TensorProto.FLOAT, [6])])
+    model = save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), "nonfinite.onnx")
+    x = np.array([0.0, -1.0, 1.0, np.e, -0.0, np.inf], dtype=np.float32)
+    np.save(path("nonfinite_x.npy"), x)
+    files = {k: path(f"nonfinite_{k}.json") for k in ("out", "times", "profile", "layers")}
+    run(["--onnx=" + model, "--loadInputs=x:" + path("nonfinite_x.npy"), "--exportOutput=" + files["out"],
+         "--exportTimes=" + files["times"], "--exportProfile=" + files["profile"], "--exportLayerInfo=" + files["layers"],
+         *FAST])
+    docs = {k: strict_json(f) for k, f in files.items()}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = {"log": np.log(x), "rcp": np.reciprocal(x)}
+    got = {o["name"]: o["values"] for o in docs["out"]}
+    check(set(got) == set(want), got.keys())
+    for name, ref in want.items():
+        check(all(isinstance(v, str) for v, r in zip(got[name], ref) if not np.isfinite(r)), f"{name}: {got[name]}")
+        values = np.array([float(v) for v in got[name]], dtype=np.float32)  # float() reads "nan"/"inf"/"-inf"
+        np.testing.assert_allclose(values, ref, rtol=1e-6, err_msg=name)  # NaN equals NaN here
+
+
 def test_profile_roofline():
     """--dumpProfile / --exportProfile carry the per-layer roofline: each layer's FLOPs and bytes at
     the run's shapes, counted here from the model's definition (a multiply-add is 2 FLOPs; every
@@ -530,6 +564,18 @@ def test_errors():
     with open(path("garbage.plan"), "wb") as f:
         f.write(os.urandom(1000))
     expect_error(["--loadEngine=" + path("garbage.plan"), *FAST], r".")
+    # --loadEngine maps the file: an empty file, a directory and a truncated plan are clear errors
+    open(path("empty.plan"), "wb").close()
+    expect_error(["--loadEngine=" + path("empty.plan"), *FAST], r"not a kiln plan", status=1)
+    os.makedirs(path("plan_dir"), exist_ok=True)
+    expect_error(["--loadEngine=" + path("plan_dir"), *FAST], r"plan_dir.*not a regular file", status=1)
+    good = path("errors_good.plan")
+    run(["--onnx=" + model, "--saveEngine=" + good, "--skipInference", "--device=cpu"])
+    with open(good, "rb") as f:
+        data = f.read()
+    with open(path("truncated.plan"), "wb") as f:
+        f.write(data[: len(data) // 2])
+    expect_error(["--loadEngine=" + path("truncated.plan"), *FAST], r"truncated", status=1)
     expect_error(["--onnx=" + model, "--exportOutput=" + path("no_such_dir/out.json"), *FAST], r"no_such_dir")
 
 

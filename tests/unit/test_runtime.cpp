@@ -298,6 +298,9 @@ TEST(Runtime, ProfilesWithDifferentTacticsSwitchCleanly) {
     g.layers[i].choices[1].tactic = tactics[1].name;
     ++forced;
   }
+#ifdef KILN_TEST_WITHOUT_ONEDNN
+  if (forced == 0) GTEST_SKIP() << "built without oneDNN: the CPU backend has one conv tactic here";
+#endif
   ASSERT_EQ(forced, 1);
   plan = serializePlan(g);
   auto engine = Engine::deserialize(plan.data(), plan.size());

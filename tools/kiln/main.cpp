@@ -17,6 +17,7 @@
 #include "inference.h"
 #include "kiln/kiln.h"
 #include "kiln/layer_precisions.h"
+#include "mapped_file.h"
 #include "options.h"
 #include "reporting.h"
 #include "trtexec_compat.h"
@@ -86,18 +87,6 @@ class ProgressReporter {
   bool tty_;
   std::string lastPhase_;
 };
-
-std::vector<uint8_t> readFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) throw Error("cannot open engine file '" + path + "': " + std::strerror(errno));
-  std::streamoff size = f.tellg();
-  if (size < 0) throw Error("cannot read engine file '" + path + "'");
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  f.seekg(0);
-  if (size > 0 && !f.read(reinterpret_cast<char*>(bytes.data()), size))
-    throw Error("cannot read engine file '" + path + "'");
-  return bytes;
-}
 
 DeviceType chooseDevice(const Options& o) {
   // --device=N (N > 0) names a GPU: without it there is nothing to fall back to.
@@ -213,7 +202,7 @@ std::unique_ptr<Engine> loadEngine(const Options& o, ILogger& logger) {
                "--maxAuxStreams, --timingCacheFile, --disableTactics, --skipPasses, --noChannelsLast, --gpuFusions, --memPoolSize) "
                "apply when building; they are ignored with --loadEngine");
   double t0 = nowMs();
-  std::vector<uint8_t> plan = readFile(o.loadEngine);
+  MappedFile plan(o.loadEngine, "engine file");  // mapped, not copied: one copy of the weights
   // --device=N / --gpu=N: the CUDA device the engine loads on (a CPU plan ignores it).
   std::unique_ptr<Engine> engine = Engine::deserialize(plan.data(), plan.size(), o.gpu, logger, o.threads.value_or(-1));
   if (!engine) throw Error("'" + o.loadEngine + "' could not be loaded");
