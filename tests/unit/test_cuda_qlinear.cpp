@@ -70,7 +70,7 @@ TEST(CudaQLinear, MatMulZeroPointsScalesAndClip) {
   }
   {  // per-row a_scale (QLinearMatMul allows M values)
     OpCase c = qlinearCase("QLinearMatMul", {3, 5, 40}, {40, 12}, 12, u8, {});
-    c.inputs[1] = uniformOfType({5, 1}, DataType::kFLOAT, 9, 0.01, 0.03);
+    c.inputs[1] = uniformOfType({5}, DataType::kFLOAT, 9, 0.01, 0.03);
     checkBothTactics(*gpu, c, "per-row a_scale");
   }
   for (DataType y : {DataType::kUINT8, DataType::kFLOAT}) {  // Clip(0, 6) before the Q, and on a float output
@@ -128,6 +128,14 @@ std::unique_ptr<Engine> buildQdq(DeviceType device) {
 }
 
 }  // namespace
+
+// The GPU test's network and CPU engine, checked where no GPU exists: the CPU lowers it too.
+TEST(QLinear, GpuLoweringCaseLowersOnTheCpu) {
+  auto engine = buildQdq(DeviceType::kCPU);
+  const std::string info = engine->getLayerInformation();
+  EXPECT_NE(info.find("QLinearMatMul"), std::string::npos) << info;
+  EXPECT_EQ(info.find("\"MatMul\""), std::string::npos) << info;
+}
 
 TEST(CudaQLinear, LowerQdqLowersMatMulOnTheGpu) {
   KILN_REQUIRE_GPU();
