@@ -293,7 +293,7 @@ void warnQuantizationFlags(const Network& net, const BuilderConfig& cfg, ILogger
 }
 
 //! After the passes: Q/DQ layers that still compute as float arithmetic, when no integer layer was
-//! made (the backend has no integer kernel for them, e.g. the GPU today), are worth a warning.
+//! made (the backend has no integer kernel for them, e.g. QLinearConv on the GPU), are worth a warning.
 void warnFloatQdq(const Network& net, ILogger& log) {
   int qdq = 0, integer = 0;
   for (const auto& l : net.layers()) {

@@ -92,6 +92,9 @@ KernelFactory recurrentCuda();  // RNN, GRU, LSTM
 KernelFactory rotaryEmbeddingCuda();
 KernelFactory quantizeCuda();  // QuantizeLinear, DequantizeLinear
 KernelFactory gridSampleCuda();
+// qlinear_matmul_cuda.cpp: QLinearMatMul with constant weights (int32 product by cuBLASLt / dp4a)
+KernelFactory qlinearMatMulCublasLt();
+KernelFactory qlinearMatMulDp4a();
 }  // namespace cuda
 
 }  // namespace kiln

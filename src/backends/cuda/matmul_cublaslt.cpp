@@ -22,6 +22,7 @@ cudaDataType_t cudaTypeOf(DataType t) {
     case DataType::kFLOAT: return CUDA_R_32F;
     case DataType::kHALF: return CUDA_R_16F;
     case DataType::kBF16: return CUDA_R_16BF;
+    case DataType::kINT8: return CUDA_R_8I;
     default: throw UnsupportedError(std::string("cuBLASLt matmul: unsupported data type ") + toString(t));
   }
 }
@@ -72,10 +73,15 @@ LtPlan::LtPlan(const GemmProblem& p, int algoIndex, unsigned alignBytes, size_t 
   checkInt32(p.batch, "batch count");
   const cudaDataType_t dt = cudaTypeOf(p.type);
   const int64_t es = static_cast<int64_t>(elementSize(p.type));
-  const cublasComputeType_t compute =
-      p.type == DataType::kFLOAT && p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const bool int8 = p.type == DataType::kINT8;
+  if (int8 && (!p.transB || p.transA || p.batch > 1 || p.useC || p.bias || p.act != LtAct::kNone))
+    throw UnsupportedError("cuBLASLt int8 matmul: only a single [M,K] x [N,K]^T product without epilogue");
+  const cudaDataType_t outType = int8 ? CUDA_R_32I : dt;
+  const cublasComputeType_t compute = int8                                 ? CUBLAS_COMPUTE_32I
+                                      : p.type == DataType::kFLOAT && p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                             : CUBLAS_COMPUTE_32F;
   try {
-    checkLt(cublasLtMatmulDescCreate(&op_, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    checkLt(cublasLtMatmulDescCreate(&op_, compute, int8 ? CUDA_R_32I : CUDA_R_32F), "cublasLtMatmulDescCreate");
     // cuBLASLt's A = our B: stored [K,N] row-major = col-major N x K (op N), or [N,K] = K x N (op T).
     int32_t opA = p.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     // cuBLASLt's B = our A: stored [M,K] row-major = col-major K x M (op N), or [K,M] = M x K (op T).
@@ -90,8 +96,8 @@ LtPlan::LtPlan(const GemmProblem& p, int algoIndex, unsigned alignBytes, size_t 
 
     la_ = p.transB ? makeLayout(dt, p.K, p.N, p.K, p.batch, p.strideB) : makeLayout(dt, p.N, p.K, p.N, p.batch, p.strideB);
     lb_ = p.transA ? makeLayout(dt, p.M, p.K, p.M, p.batch, p.strideA) : makeLayout(dt, p.K, p.M, p.K, p.batch, p.strideA);
-    lc_ = makeLayout(dt, p.N, p.M, p.N, p.batch, p.strideD);
-    ld_ = makeLayout(dt, p.N, p.M, p.N, p.batch, p.strideD);
+    lc_ = makeLayout(outType, p.N, p.M, p.N, p.batch, p.strideD);
+    ld_ = makeLayout(outType, p.N, p.M, p.N, p.batch, p.strideD);
 
     // Later matrices of a strided batch are only as aligned as the stride.
     auto operandAlign = [&](int64_t stride) {
@@ -140,7 +146,11 @@ void LtPlan::destroy() {
 void LtPlan::run(const void* a, const void* b, const void* c, void* d, const void* bias, void* ws, cudaStream_t s) {
   if (p_.bias) checkLt(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), "set BIAS_POINTER");
   const float beta = p_.useC ? p_.beta : 0.f;
-  checkLt(cublasLtMatmul(ltHandle(), op_, &p_.alpha, b, la_, a, lb_, &beta, p_.useC ? c : d, lc_, d, ld_, &algo_,
+  static const int32_t kOne = 1, kZero = 0;  // the int8 path's int32 scale type
+  const bool int8 = p_.type == DataType::kINT8;
+  const void* alpha = int8 ? static_cast<const void*>(&kOne) : &p_.alpha;
+  const void* betaPtr = int8 ? static_cast<const void*>(&kZero) : &beta;
+  checkLt(cublasLtMatmul(ltHandle(), op_, alpha, b, la_, a, lb_, betaPtr, p_.useC ? c : d, lc_, d, ld_, &algo_,
                          workspace_ ? ws : nullptr, workspace_, s),
           "cublasLtMatmul");
 }

@@ -20,7 +20,10 @@ enum class LtAct { kNone, kRelu, kGeluTanh };
 //! [0, batch), with op(A) [M,K] and op(B) [K,N]. A is stored [M,K] (or [K,M] when transA), B is
 //! stored [K,N] (or [N,K] when transB), C and D are [M,N]; all contiguous row-major matrices.
 struct GemmProblem {
-  DataType type = DataType::kFLOAT;  //!< of A, B, C, D and bias (float, half or bf16)
+  //! Of A, B, C, D and bias (float, half or bf16), or kINT8: int8 A and B, int32 D, int32
+  //! accumulation (cuBLASLt's IMMA path: transB only, one matrix, no C, bias or activation;
+  //! M, N, K and the pointers should be multiples of 16 for the tensor-core kernels).
+  DataType type = DataType::kFLOAT;
   bool tf32 = true;                  //!< float32 only: TF32 tensor cores allowed
   int64_t M = 0, N = 0, K = 0;
   bool transA = false, transB = false;
