@@ -196,6 +196,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"elide Identity and same-type Cast", elideNoOps},
       {"lower Compress with a constant condition to Gather", lowerConstantCompress},
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
+      {"lower BatchNormalization to scale and shift", lowerBatchNormToScaleShift},
       {"fuse GELU pattern", fuseGeluPattern},
       {"fuse LayerNorm pattern", fuseLayerNormPattern},
       {"fuse RMSNorm pattern", fuseRmsNormPattern},

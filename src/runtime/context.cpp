@@ -1,5 +1,8 @@
 // ExecutionContext: per-caller state. Shape work (resolution, memory plan, kernel reshape)
-// happens once per shape change; enqueue only patches I/O pointers and runs kernels.
+// happens once per shape change; enqueue only patches I/O pointers and runs kernels. The plans of
+// the last kMaxCachedPlans shapes are kept with their kernel states and CUDA graphs, so a server
+// that alternates between request shapes re-plans nothing and keeps replaying graphs.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -44,10 +47,33 @@ struct ContextImpl {
   std::vector<void*> layerEvents;                 // per layer with consumers on other streams
   std::vector<std::vector<int>> waits;            // per layer: producer layers on other streams
   void* graphExec = nullptr;                      // captured CUDA graph of one enqueue
+  std::vector<void*> graphAddr;                   // the I/O addresses it was captured with
+
+  // The plan of one set of input shapes (and shape-deciding input values, and profile): what
+  // reshape() computes, kept while other shapes run. Plans point into the arena and workspace, so
+  // reallocating either drops them all.
+  struct Plan {
+    std::vector<int64_t> key;
+    ResolvedShapes shapes;
+    MemoryPlan mem;
+    std::vector<std::unique_ptr<KernelState>> states;
+    std::vector<KernelIO> ios;
+    std::vector<Patch> patches;
+    std::vector<int> hostOutputs, arenaValues;
+    void* graphExec = nullptr;
+    std::vector<void*> graphAddr;
+    uint64_t lastUse = 0;
+  };
+  static constexpr size_t kMaxCachedPlans = 8;
+  std::vector<int64_t> planKey;  // the current plan's key (empty: none)
+  std::vector<Plan> planCache;   // other shapes' plans, least recently used evicted
+  uint64_t useClock = 0;
 
   ~ContextImpl() {
     Backend& b = *e->backend;
     if (graphExec) b.destroyGraph(graphExec);
+    for (Plan& p : planCache)
+      if (p.graphExec) b.destroyGraph(p.graphExec);
     for (void* ev : layerEvents) b.destroyEvent(ev);
     for (void* ev : profileEvents) b.destroyEvent(ev);
     for (void* ev : auxDoneEvents) b.destroyEvent(ev);
@@ -114,6 +140,74 @@ struct ContextImpl {
     }
   }
 
+  // What a plan depends on: the profile, every input's dims, the shape-deciding inputs' values.
+  std::vector<int64_t> shapeKey() const {
+    std::vector<int64_t> k{profile};
+    for (int in : e->graph.inputs) {
+      const Dims d = inputDimsOf(in);
+      k.push_back(static_cast<int64_t>(d.size()));
+      k.insert(k.end(), d.begin(), d.end());
+    }
+    for (const auto& [t, v] : inputValues) {
+      const auto* bytes = static_cast<const unsigned char*>(v.data());
+      k.push_back(-1 - t);
+      for (size_t i = 0; i < v.bytes(); ++i) k.push_back(bytes[i]);
+    }
+    return k;
+  }
+
+  void swapPlan(Plan& p) {
+    std::swap(planKey, p.key);
+    std::swap(shapes, p.shapes);
+    std::swap(mem, p.mem);
+    std::swap(states, p.states);
+    std::swap(ios, p.ios);
+    std::swap(patches, p.patches);
+    std::swap(hostOutputs, p.hostOutputs);
+    std::swap(arenaValues, p.arenaValues);
+    std::swap(graphExec, p.graphExec);
+    std::swap(graphAddr, p.graphAddr);
+  }
+
+  // Moves the current plan into the cache (evicting the least recently used beyond the bound).
+  void stashPlan() {
+    if (planKey.empty()) return;
+    Plan p;
+    swapPlan(p);
+    p.lastUse = ++useClock;
+    planCache.push_back(std::move(p));
+    if (planCache.size() > kMaxCachedPlans) {
+      auto lru = std::min_element(planCache.begin(), planCache.end(),
+                                  [](const Plan& a, const Plan& b) { return a.lastUse < b.lastUse; });
+      if (lru->graphExec) e->backend->destroyGraph(lru->graphExec);
+      planCache.erase(lru);
+    }
+  }
+
+  // Makes the cached plan of `key` current; false when there is none.
+  bool restorePlan(const std::vector<int64_t>& key) {
+    for (auto it = planCache.begin(); it != planCache.end(); ++it)
+      if (it->key == key) {
+        swapPlan(*it);
+        planCache.erase(it);
+        return true;
+      }
+    return false;
+  }
+
+  void dropCachedPlans() {
+    for (Plan& p : planCache)
+      if (p.graphExec) e->backend->destroyGraph(p.graphExec);
+    planCache.clear();
+  }
+
+  std::vector<void*> ioAddresses() const {
+    std::vector<void*> a;
+    for (int t : e->graph.inputs) a.push_back(addr[t]);
+    for (int t : e->graph.outputs) a.push_back(addr[t]);
+    return a;
+  }
+
   // Before a run or a query: re-reads the inputs that shapes depend on and re-plans if anything
   // changed since the last time.
   void ensureShapes() {
@@ -128,6 +222,16 @@ struct ContextImpl {
         throw Error("input '" + g.tensors[in].name + "' has dynamic dims " + toString(g.tensors[in].dims) +
                     ": call setInputShape first");
     refreshInputValues();
+    std::vector<int64_t> key = shapeKey();
+    if (planKey != key) {
+      stashPlan();
+      if (restorePlan(key)) {  // planned before: its kernel states, memory plan and CUDA graph
+        // Other shapes' runs reused the arena: host-computed values are written again.
+        if (!userManaged) materializeValues(nullptr);
+        dirty = false;
+        return;
+      }
+    }
     shapes = resolveShapes(g, inputDims, &g.profiles[profile], &inputValues);
     mem = planMemory(g, shapes, static_cast<size_t>(profile));
     if (userManaged) {
@@ -140,6 +244,7 @@ struct ContextImpl {
       arena = userArena;
       arenaCap = userArenaBytes;
     } else if (mem.arenaBytes > arenaCap) {
+      dropCachedPlans();  // their views point into the old arena
       if (arena) e->backend->release(arena);
       arena = e->backend->allocate(mem.arenaBytes);
       arenaCap = mem.arenaBytes;
@@ -181,6 +286,7 @@ struct ContextImpl {
     const size_t perStream = (ws + 255) / 256 * 256;
     const size_t total = perStream * (1 + auxStreams.size());
     if (total > workspaceCap) {
+      dropCachedPlans();  // their kernels' workspace pointers are the old ones
       if (workspace) e->backend->release(workspace);
       workspace = e->backend->allocate(total);
       workspaceCap = total;
@@ -196,6 +302,7 @@ struct ContextImpl {
     hostOutputs.clear();
     for (int o : g.outputs)
       if (shapes.tensors[o].value.valid()) hostOutputs.push_back(o);
+    planKey = std::move(key);
     dirty = false;
   }
 };
@@ -256,12 +363,8 @@ Dims ExecutionContext::getTensorShape(const std::string& name) {
 }
 
 void ExecutionContext::setTensorAddress(const std::string& name, void* data) {
-  void*& a = impl->addr[ioTensor(*impl, name)];
-  if (a != data && impl->graphExec) {  // a captured graph holds the old address
-    impl->e->backend->destroyGraph(impl->graphExec);
-    impl->graphExec = nullptr;
-  }
-  a = data;
+  // A captured graph holds the addresses it was captured with: launchGraph compares them.
+  impl->addr[ioTensor(*impl, name)] = data;
 }
 
 void ExecutionContext::setProfiler(IProfiler* p) { impl->profiler = p; }
@@ -274,6 +377,8 @@ void ExecutionContext::setDeviceMemory(void* memory, size_t bytes) {
   if (memory == c.userArena && bytes == c.userArenaBytes) return;
   c.userArena = memory;
   c.userArenaBytes = bytes;
+  c.dropCachedPlans();  // every plan's views point into the old arena
+  c.planKey.clear();
   c.dirty = true;  // kernels' views point into the arena: re-planned (and a captured graph dropped) on the next run
 }
 
@@ -395,6 +500,7 @@ bool ExecutionContext::captureGraph(void* stream) {
     c.graphExec = nullptr;
   }
   std::string why;
+  c.graphAddr = c.ioAddresses();
   c.graphExec = c.e->backend->captureGraph(stream, [&] { enqueue(stream); }, &why);
   if (!c.graphExec)
     c.e->logger->log(ILogger::Severity::kWARNING, "CUDA graph capture is not possible (" + why + "); enqueue runs without a graph");
@@ -403,9 +509,13 @@ bool ExecutionContext::captureGraph(void* stream) {
 
 void ExecutionContext::launchGraph(void* stream) {
   ContextImpl& c = *impl;
-  if (!c.valueInputs.empty()) c.refreshInputValues();
-  if (c.dirty || !c.graphExec) {
-    enqueue(stream);  // shapes changed (or no graph): plain enqueue; the caller may capture again
+  c.ensureShapes();  // new shapes: their cached plan, with the graph captured for them, if any
+  if (c.graphExec && c.graphAddr != c.ioAddresses()) {  // captured with other buffers
+    c.e->backend->destroyGraph(c.graphExec);
+    c.graphExec = nullptr;
+  }
+  if (!c.graphExec) {
+    enqueue(stream);  // no graph for these shapes and buffers: plain enqueue; the caller may capture again
     return;
   }
   c.e->backend->launchGraph(c.graphExec, stream);

@@ -129,6 +129,42 @@ TEST(CudaShape, ConcatSplit) {
   }
 }
 
+// DenseNet-style concatenations: more pieces than one segment launch takes (kMaxSegments = 32),
+// channel counts that allow 16-byte units and ones that do not, an empty piece, and the
+// channels-last case (inner size 1: each piece a short run of every row).
+TEST(CudaShape, ConcatSplitManyPieces) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  for (DataType t : {DataType::kHALF, DataType::kFLOAT, DataType::kINT8}) {
+    for (int64_t axis : {1, 3}) {
+      OpCase c;
+      c.op = "Concat";
+      c.attrs.set("axis", axis);
+      Dims base = axis == 1 ? Dims{2, 0, 3, 5} : Dims{2, 3, 5, 0};
+      for (int i = 0; i < 41; ++i) {
+        Dims d = base;
+        d[axis] = i == 7 ? 0 : (i % 3 == 0 ? 32 : (i % 3 == 1 ? 8 : 3));
+        c.inputs.push_back(randomTensor(d, t, 100 + i));
+      }
+      checkCase(*gpu, c, "Concat of 41 axis " + std::to_string(axis) + " " + tn(t));
+      OpCase s;
+      s.op = "Split";
+      s.attrs.set("axis", axis);
+      std::vector<int64_t> sizes;
+      int64_t total = 0;
+      for (int i = 0; i < 37; ++i) {
+        sizes.push_back(i % 4 == 0 ? 16 : (i % 4 == 1 ? 5 : (i == 2 ? 0 : 8)));
+        total += sizes.back();
+      }
+      Dims d = base;
+      d[axis] = total;
+      s.inputs = {randomTensor(d, t, 9), ints(sizes)};
+      s.nbOutputs = static_cast<int>(sizes.size());
+      checkCase(*gpu, s, "Split into 37 axis " + std::to_string(axis) + " " + tn(t));
+    }
+  }
+}
+
 TEST(CudaShape, Slice) {
   KILN_REQUIRE_GPU();
   auto gpu = getBackend(DeviceType::kGPU, 0);

@@ -57,6 +57,40 @@ TEST(Passes, BatchNormFoldsIntoConvAndReluFuses) {
   EXPECT_NE(info.find("Relu:"), std::string::npos) << info;
 }
 
+// DenseNet's pre-activation: Concat -> BN -> ReLU -> Conv. The BN has no conv to fold into; it
+// becomes a per-channel Mul and Add that chain with the ReLU into one PointwiseChain layer. A BN
+// that is a network output keeps its name.
+TEST(Passes, BatchNormWithoutConvBecomesPointwiseChain) {
+  auto bn = [](Network& n, Tensor* x, int64_t c, uint32_t seed) {
+    Attributes a;
+    a.set("epsilon", 1e-3f);
+    return n.addLayer("BatchNormalization",
+                      {x, n.addConstant("s" + std::to_string(seed), randomTensor({c}, seed, 0.5f, 1.5f)),
+                       n.addConstant("b" + std::to_string(seed), randomTensor({c}, seed + 1)),
+                       n.addConstant("m" + std::to_string(seed), randomTensor({c}, seed + 2)),
+                       n.addConstant("v" + std::to_string(seed), randomTensor({c}, seed + 3, 0.5f, 2.f))},
+                      1, a);
+  };
+  auto make = [&](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 3, 6, 6});
+    Tensor* z = n.addInput("z", DataType::kFLOAT, {2, 2, 6, 6});
+    Attributes ca;
+    ca.set("axis", int64_t(1));
+    Layer* cat = n.addLayer("Concat", {x, z}, 1, ca);
+    Layer* b1 = bn(n, cat->outputs[0], 5, 10);
+    Layer* r = n.addActivation(b1->outputs[0], "Relu");
+    Layer* c = n.addConvolution(r->outputs[0], randomTensor({4, 5, 1, 1}, 1), randomTensor({4}, 2), {1, 1}, {0, 0, 0, 0});
+    n.renameTensor(c->outputs[0], "y");
+    n.markOutput(c->outputs[0]);
+    Layer* b2 = bn(n, z, 2, 20);  // [N, C, H, W] output of a BN alone
+    n.renameTensor(b2->outputs[0], "w");
+    n.markOutput(b2->outputs[0]);
+  };
+  std::string info = checkFusion(make, {{"x", randomTensor({2, 3, 6, 6}, 9)}, {"z", randomTensor({2, 2, 6, 6}, 8)}});
+  EXPECT_EQ(info.find("\"op\":\"BatchNormalization\""), std::string::npos) << info;
+  EXPECT_NE(info.find("PointwiseChain"), std::string::npos) << info;
+}
+
 TEST(Passes, ResidualAddFusesIntoConv) {
   auto make = [](Network& n) {
     Tensor* x = n.addInput("x", DataType::kFLOAT, {1, 4, 5, 5});

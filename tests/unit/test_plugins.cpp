@@ -254,8 +254,9 @@ TEST(Plugins, FieldsThePluginReportsAreCheckedAtBuildTime) {
   EXPECT_NE(e.find("reports for serialization"), std::string::npos) << e;
 }
 
-// The runtime does shape work only when shapes change: a fixed-shape engine calls the plugin's
-// shape hook once per context however often it runs; a dynamic one once per change of shape.
+// The runtime does shape work only for shapes it has not planned: a fixed-shape engine calls the
+// plugin's shape hook once per context however often it runs; a dynamic one once per new shape
+// (a context keeps the plans of its recent shapes, so returning to one costs nothing).
 TEST(Plugins, ShapeWorkHappensOncePerShapeNotPerEnqueue) {
   auto fixed = buildAffine(affineFields(2.f, 1.f));
   int before = gShapeChanges.load();
@@ -288,13 +289,13 @@ TEST(Plugins, ShapeWorkHappensOncePerShapeNotPerEnqueue) {
   ctx->setTensorAddress("x", in.data());
   ctx->setTensorAddress("y", out.data());
   before = gShapeChanges.load();
-  const int64_t batches[] = {2, 2, 2, 5, 5, 2, 8, 8};  // 4 changes of shape
+  const int64_t batches[] = {2, 2, 2, 5, 5, 2, 8, 8};  // 3 shapes (this engine has no arena to outgrow)
   for (int64_t b : batches) {
     ctx->setInputShape("x", {b, 3});
     ctx->enqueue();
     for (int64_t i = 0; i < b * 3; ++i) ASSERT_FLOAT_EQ(out[i], 3.f);
   }
-  EXPECT_EQ(gShapeChanges.load() - before, 4);
+  EXPECT_EQ(gShapeChanges.load() - before, 3);
 }
 
 TEST(Plugins, FailingEnqueueIsAClearError) {

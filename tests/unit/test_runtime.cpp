@@ -214,6 +214,58 @@ TEST(Runtime, DynamicBatchWithProfile) {
   EXPECT_THROW(ctx->enqueue(), Error);  // outside the profile
 }
 
+// A server alternates request shapes: each shape's plan (memory plan, kernel states, graph) is
+// kept (up to 8) and taken again when the shape returns. More distinct shapes than the cache
+// holds, revisited in an order that evicts and restores, must always give the right outputs.
+TEST(Runtime, AlternatingShapesReuseCachedPlans) {
+  auto net = dynamicMlp();
+  BuilderConfig cfg;
+  cfg.addOptimizationProfile(kiln::test::profileFor("x", {1, 4}, {4, 4}, {16, 4}));
+  auto engine = Builder().build(*net, cfg);
+  auto ctx = engine->createExecutionContext();
+  runDynamicMlp(*ctx, 16);  // the largest arena first: later shapes keep it, and their plans stay cached
+  for (int64_t batch : {3, 1, 3, 16, 1, 2, 4, 5, 6, 7, 8, 9, 10, 3, 1, 10, 2, 16, 3}) runDynamicMlp(*ctx, batch);
+}
+
+// The same with host-computed values in the arena (positions = Range(0, S) read by a Gather on
+// the device, as BERT's position ids): a restored plan writes them again, since other shapes'
+// runs reused that memory.
+TEST(Runtime, CachedPlansRewriteHostComputedValues) {
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {2, -1, 4});
+  HostTensor table = randomTensor({16, 4}, 21);
+  Layer* shape = net.addLayer("Shape", {x}, 1);
+  HostTensor one(DataType::kINT64, {}), zero(DataType::kINT64, {});
+  one.as<int64_t>()[0] = 1;
+  zero.as<int64_t>()[0] = 0;
+  Attributes ga;
+  ga.set("axis", int64_t(0));
+  Layer* seq = net.addLayer("Gather", {shape->outputs[0], net.addConstant("one", one)}, 1, ga);
+  Layer* range = net.addLayer("Range", {net.addConstant("zero", zero), seq->outputs[0], net.addConstant("step", one)}, 1);
+  Layer* pos = net.addLayer("Gather", {net.addConstant("table", table), range->outputs[0]}, 1, ga);
+  Layer* add = net.addElementWise(x, pos->outputs[0], "Add");
+  net.renameTensor(add->outputs[0], "y");
+  net.markOutput(add->outputs[0]);
+  BuilderConfig cfg;
+  cfg.addOptimizationProfile(kiln::test::profileFor("x", {2, 1, 4}, {2, 8, 4}, {2, 16, 4}));
+  auto engine = Builder().build(net, cfg);
+  auto ctx = engine->createExecutionContext();
+  for (int64_t s : {16, 3, 7, 3, 16, 7, 1, 3}) {
+    HostTensor in = randomTensor({2, s, 4}, static_cast<uint32_t>(100 + s));
+    std::vector<float> out(static_cast<size_t>(2 * s * 4), std::nanf(""));
+    ctx->setInputShape("x", {2, s, 4});
+    ctx->setTensorAddress("x", in.data());
+    ctx->setTensorAddress("y", out.data());
+    ctx->enqueue();
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t i = 0; i < s; ++i)
+        for (int64_t k = 0; k < 4; ++k) {
+          const size_t at = static_cast<size_t>((b * s + i) * 4 + k);
+          EXPECT_FLOAT_EQ(out[at], in.as<float>()[at] + table.as<float>()[i * 4 + k]) << "S " << s;
+        }
+  }
+}
+
 // Two optimization profiles (e.g. decode and prefill sizes): each is timed at its own opt shape,
 // survives the plan, and a context runs whichever it selects, checking shapes against it alone.
 TEST(Runtime, MultipleOptimizationProfiles) {

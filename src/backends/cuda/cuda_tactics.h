@@ -56,6 +56,8 @@ KernelFactory copyCuda();
 KernelFactory transposeCuda();
 KernelFactory concatCuda();
 KernelFactory splitCuda();
+KernelFactory concatSegmentsCuda();  // one launch for every piece
+KernelFactory splitSegmentsCuda();
 KernelFactory sliceCuda();
 KernelFactory expandCuda();
 KernelFactory tileCuda();

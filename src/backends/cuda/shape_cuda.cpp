@@ -144,6 +144,59 @@ std::vector<Move> planSplit(const LayerDesc& l) {
   return moves;
 }
 
+// ---------------------------------------------------------------- Concat/Split in one launch
+
+struct SegmentsState : KernelState {
+  cuda::SegmentPlan plan;
+  std::vector<size_t> pieces;  // input (Concat) or output (Split) index of each plan piece
+};
+
+//! Concat (gather = true: inputs are the pieces) or Split (outputs are the pieces) as one
+//! segment copy (segment_copy.cu) instead of one strided copy per piece.
+class SegmentKernel : public Kernel {
+ public:
+  explicit SegmentKernel(bool gather) : gather_(gather) {}
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const std::vector<TensorDesc>& pieces = gather_ ? l.inputs : l.outputs;
+    const Dims& whole = gather_ ? l.outputs[0].dims : l.inputs[0].dims;
+    const int64_t axis = normalizeAxis(l, l.attrs->getInt("axis", 0), static_cast<int64_t>(whole.size()));
+    const int64_t es = static_cast<int64_t>(elementSize(l.inputs[0].type));
+    int64_t inner = es;
+    for (size_t k = static_cast<size_t>(axis) + 1; k < whole.size(); ++k) inner *= whole[k];
+    auto s = std::make_unique<SegmentsState>();
+    s->plan.outer = 1;
+    for (int64_t k = 0; k < axis; ++k) s->plan.outer *= whole[k];
+    s->plan.rowBytes = whole[axis] * inner;
+    int64_t offset = 0;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const int64_t bytes = pieces[i].dims[axis] * inner;
+      if (bytes > 0 && s->plan.outer > 0) {
+        s->plan.pieceRowBytes.push_back(bytes);
+        s->plan.offsetBytes.push_back(offset);
+        s->pieces.push_back(i);
+      }
+      offset += bytes;
+    }
+    state = std::move(s);
+    return 0;
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    const auto* s = static_cast<const SegmentsState*>(state);
+    if (s->pieces.empty()) return;
+    std::vector<void*> ptrs;
+    ptrs.reserve(s->pieces.size());
+    for (size_t i : s->pieces) ptrs.push_back(gather_ ? const_cast<void*>(io.in[i].data) : io.out[i].data);
+    void* whole = gather_ ? io.out[0].data : const_cast<void*>(io.in[0].data);
+    cuda::launchSegmentCopy(s->plan, ptrs.data(), whole, gather_, cuda::streamOf(io));
+  }
+
+ private:
+  bool gather_;
+};
+
+std::unique_ptr<Kernel> createConcatSegments(const LayerDesc&) { return std::make_unique<SegmentKernel>(true); }
+std::unique_ptr<Kernel> createSplitSegments(const LayerDesc&) { return std::make_unique<SegmentKernel>(false); }
+
 std::vector<int64_t> valueInts(const LayerDesc& l, size_t i) { return knownValue(l, i).toInts(); }
 
 //! ONNX Slice resolved against concrete dims: per axis (start, step); sizes come from the
@@ -281,6 +334,8 @@ std::unique_ptr<Kernel> createTranspose(const LayerDesc& l) {
 KernelFactory transposeCuda() { return {supportsTranspose, createTranspose}; }
 KernelFactory concatCuda() { return {anyElementSize, createMove<planConcat>}; }
 KernelFactory splitCuda() { return {anyElementSize, createMove<planSplit>}; }
+KernelFactory concatSegmentsCuda() { return {anyElementSize, createConcatSegments}; }
+KernelFactory splitSegmentsCuda() { return {anyElementSize, createSplitSegments}; }
 KernelFactory sliceCuda() { return {anyElementSize, createMove<planSlice>}; }
 KernelFactory expandCuda() { return {anyElementSize, createMove<planExpand>}; }
 KernelFactory tileCuda() { return {anyElementSize, createMove<planTile>}; }

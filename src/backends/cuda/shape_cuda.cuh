@@ -40,6 +40,19 @@ std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& dims);
 //! bytes) the strides, sizes and pointers allow.
 void launchCopy(const CopyPlan& plan, size_t es, const void* src, void* dst, cudaStream_t stream);
 
+//! Concat/Split along one axis as [outer, row] bytes of the whole tensor and, per piece, a
+//! [outer, pieceRow] block at a byte offset of each whole row; pieces of zero size are dropped.
+struct SegmentPlan {
+  int64_t outer = 0, rowBytes = 0;
+  std::vector<int64_t> pieceRowBytes, offsetBytes;
+};
+//! Pieces per launch (a launch's parameters hold their pointers).
+constexpr int kMaxSegments = 32;
+
+//! gather: pieces -> whole (Concat); otherwise whole -> pieces (Split). One launch per
+//! kMaxSegments pieces, 16-byte units where sizes, offsets and pointers allow.
+void launchSegmentCopy(const SegmentPlan& plan, void* const* pieces, void* whole, bool gather, cudaStream_t stream);
+
 //! Fills `count` elements of `es` bytes with the pattern `value` (es bytes, little endian).
 void launchFill(void* dst, int64_t count, size_t es, uint64_t value, cudaStream_t stream);
 

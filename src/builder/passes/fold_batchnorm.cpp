@@ -1,5 +1,8 @@
 // Conv -> BatchNormalization with constant parameters: scale the conv's filters and shift its
-// bias so that one convolution computes both (exact up to float rounding).
+// bias so that one convolution computes both (exact up to float rounding). Any other inference
+// BatchNormalization (DenseNet's and pre-activation ResNets' BN -> ReLU -> Conv after a Concat or an
+// Add) becomes x * a[c] + b[c]: a Mul and an Add that the pointwise fusion chains with the ReLU
+// that follows (one pass instead of two), and that the layout passes see through.
 #include <cmath>
 
 #include "builder/passes/passes.h"
@@ -48,6 +51,48 @@ bool foldBatchNormIntoConv(Network& net) {
     net.replaceUses(bnOut, conv->outputs[0]);
     changed = true;
   }
+  return changed;
+}
+
+bool lowerBatchNormToScaleShift(Network& net) {
+  bool changed = false;
+  std::vector<Layer*> bns;
+  for (size_t i = 0; i < net.layers().size(); ++i)
+    if (net.layer(static_cast<int>(i))->op == "BatchNormalization") bns.push_back(net.layer(static_cast<int>(i)));
+  for (Layer* bn : bns) {
+    if (bn->op != "BatchNormalization" || bn->inputs.size() != 5 || bn->outputs.size() != 1 ||
+        bn->attrs.getInt("training_mode", 0) != 0)
+      continue;
+    Tensor* x = bn->inputs[0];
+    if (!x || x->type != DataType::kFLOAT || x->dims.size() < 2 || x->dims[1] <= 0) continue;
+    const int64_t c = x->dims[1];
+    bool ok = true;
+    for (int k = 1; k < 5; ++k)
+      ok = ok && bn->inputs[k] && bn->inputs[k]->isConstant() && bn->inputs[k]->type == DataType::kFLOAT &&
+           bn->inputs[k]->value.count() == c;
+    if (!ok) continue;
+    const float eps = bn->attrs.getFloat("epsilon", 1e-5f);
+    Dims pd(x->dims.size() - 1, 1);  // [C, 1, ...]: broadcasts over N and the spatial dims
+    pd[0] = c;
+    HostTensor a(DataType::kFLOAT, pd), b(DataType::kFLOAT, pd);
+    for (int64_t k = 0; k < c; ++k) {
+      const float s = bn->inputs[1]->value.as<float>()[k] / std::sqrt(bn->inputs[4]->value.as<float>()[k] + eps);
+      a.as<float>()[k] = s;
+      b.as<float>()[k] = bn->inputs[2]->value.as<float>()[k] - bn->inputs[3]->value.as<float>()[k] * s;
+    }
+    Tensor* out = bn->outputs[0];
+    Layer* mul = net.addLayer("Mul", {x, net.addConstant(net.uniqueName(bn->name + "_scale"), a)}, 1, {},
+                              net.uniqueName(bn->name + "_mul"));
+    Layer* add = net.addLayer("Add", {mul->outputs[0], net.addConstant(net.uniqueName(bn->name + "_shift"), b)}, 1, {},
+                              net.uniqueName(bn->name + "_add"));
+    mul->outputs[0]->type = add->outputs[0]->type = DataType::kFLOAT;
+    mul->outputs[0]->dims = add->outputs[0]->dims = out->dims;
+    recordFusion(add, bn);
+    net.removeLayer(bn);
+    net.replaceUses(out, add->outputs[0]);  // a network output keeps its name
+    changed = true;
+  }
+  if (changed) net.topoSort();
   return changed;
 }
 

@@ -27,6 +27,9 @@ bool fuseGroupNormPattern(Network& net);
 bool lowerConstantCompress(Network& net);
 //! Conv -> BatchNormalization (constant parameters): folds the BN into the conv's weights/bias.
 bool foldBatchNormIntoConv(Network& net);
+//! Other inference BatchNormalization (constant parameters) -> Mul(a[c]) -> Add(b[c]), for the
+//! pointwise fusion and the layout passes (fold_batchnorm.cpp).
+bool lowerBatchNormToScaleShift(Network& net);
 //! The Erf form of GELU (x * 0.5 * (1 + erf(x / sqrt 2))) -> one Gelu layer.
 bool fuseGeluPattern(Network& net);
 //! ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add -> LayerNormalization.
