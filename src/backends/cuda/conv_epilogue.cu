@@ -26,7 +26,11 @@ struct Div64 {
   __device__ __forceinline__ uint64_t d() const { return v; }
 };
 
-//! y = act(y + bias[channel] + res) over `total` elements, channel of element e = (e / size) %
+//! How a vector's bias values are read: per element walking the channels, one value (the plane
+//! size a multiple of V), or one 16-byte vector (channels last, C a multiple of V, bias aligned).
+enum BiasMode : int { kBiasWalk, kBiasOne, kBiasVector };
+
+//! y = act(y + res + bias[channel]) over `total` elements, channel of element e = (e / size) %
 //! channels (NCHW: size = H*W; channels last: size 1, so the channel runs fastest). Each thread
 //! step takes V consecutive elements as one 16-byte access of Y and R (V = 1: unaligned
 //! pointers) and walks their channels from one division pair, so neither layout nor any size
@@ -34,10 +38,6 @@ struct Div64 {
 //! The kernel before had 16-byte accesses only for NCHW planes of a multiple of 8 and made
 //! channels-last outputs (every cuDNN conv of an NHWC region whose activation cuDNN cannot fuse:
 //! Mish, HardSwish, LeakyRelu) 2-byte accesses with two 64-bit divisions per element.
-//! How a vector's bias values are read: per element walking the channels, one value (the plane
-//! size a multiple of V), or one 16-byte vector (channels last, C a multiple of V, bias aligned).
-enum BiasMode : int { kBiasWalk, kBiasOne, kBiasVector };
-
 template <typename T, int V, typename Index, typename Div>
 __global__ void __launch_bounds__(256) convEpilogueKernel(T* __restrict__ y, const T* __restrict__ bias, const T* __restrict__ res,
                                                          Index total, Div bySize, Div byChannels, int biasMode, DevAct act) {
