@@ -388,6 +388,18 @@ TEST(CudaPool, GlobalPoolRowGroups) {
     ints.inputs[0] = test::convertTo(randomTensor({3, 5, 7, 7}, 113, 100.f), t);
     checkAllTactics(ints, t, kExact, std::string("global max ") + toString(t));
   }
+  // Rows of whole 16-byte vectors take vector loads: 1, 2, 8 and 98 vectors per row (1, 1, 8 and
+  // 32 lanes in float16), a block per row for 256x256 planes; int8 rows of 16 and 32 elements.
+  for (Dims x : {Dims{4, 3, 2, 4}, Dims{2, 3, 4, 4}, Dims{2, 6, 8, 8}, Dims{3, 5, 28, 28}, Dims{1, 2, 256, 256}})
+    for (DataType t : kAllFloat) {
+      checkAllTactics(poolCase("GlobalAveragePool", x, {}, 114), t, avgTol(t), "global average vectors " + toString(x));
+      checkAllTactics(withNaNs(poolCase("GlobalMaxPool", x, {}, 115), 3, 37), t, kExact, "global max vectors NaN " + toString(x));
+    }
+  for (Dims x : {Dims{3, 5, 4, 4}, Dims{2, 3, 4, 8}}) {
+    OpCase i8 = poolCase("GlobalMaxPool", x, {}, 116);
+    i8.inputs[0] = test::convertTo(randomTensor(x, 116, 100.f), DataType::kINT8);
+    checkAllTactics(i8, DataType::kINT8, kExact, "global max int8 vectors " + toString(x));
+  }
 }
 
 }  // namespace
@@ -796,6 +808,129 @@ TEST(CudaConv, DepthwiseTiledRefuses) {
   dynamicW.constant[1] = false;
   EXPECT_FALSE(offered(names(dynamicW, true, true), "conv_fp_depthwise_nhwc_tiled"));
   EXPECT_TRUE(offered(names(dynamicW, false, false), "conv_fp_depthwise_nchw_tiled"));
+}
+
+}  // namespace
+}  // namespace kiln
+
+// ---- the conv epilogue kernel (conv_epilogue.cu) on its own ------------------------------------------
+
+#include <cuda_runtime.h>
+
+#include "backends/cuda/conv_cuda_common.h"
+#include "ops/activation.h"
+
+namespace kiln {
+namespace {
+
+//! Device copy of a host tensor's bytes, `offset` elements into a fresh allocation (offset 1
+//! leaves a 2- or 4-byte type off the 16-byte alignment: the kernel's one-element path).
+struct DeviceBuffer {
+  void* base = nullptr;
+  void* at = nullptr;
+  DeviceBuffer(const HostTensor& t, int64_t offset) {
+    const size_t es = elementSize(t.type());
+    EXPECT_EQ(cudaMalloc(&base, t.bytes() + 16), cudaSuccess);
+    at = static_cast<char*>(base) + offset * es;
+    EXPECT_EQ(cudaMemcpy(at, t.data(), t.bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~DeviceBuffer() { cudaFree(base); }
+  HostTensor read(DataType type, const Dims& d) const {
+    HostTensor h(type, d);
+    EXPECT_EQ(cudaMemcpy(h.data(), at, h.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+};
+
+//! launchConvEpilogue over Y [n, c, hw] (NCHW) or [n, hw, c] (channels last: the "planes" of one
+//! element the cuDNN tactics pass), with and without bias and residual, in every activation,
+//! against Activation::operator() on the same rounded values. Channel counts and plane sizes
+//! that are not multiples of the 16-byte vector, tails shorter than a vector, batch > 1, and
+//! unaligned pointers (the one-element path).
+TEST(CudaConv, EpilogueKernelGeometry) {
+  KILN_REQUIRE_GPU();
+  struct Geo {
+    int64_t n, c, hw;
+  };
+  const Geo geos[] = {{3, 12, 49}, {2, 24, 64}, {1, 3, 5}, {2, 5, 1}, {4, 40, 15}, {1, 8, 1}};
+  std::vector<Activation> acts = {Activation{}, Activation{ActKind::kClip, -0.4f, 0.6f}, Activation{ActKind::kLeakyRelu, 0.1f, 0.f},
+                                  Activation{ActKind::kHardSigmoid, 0.2f, 0.5f}, Activation{ActKind::kElu, 0.7f, 0.f}};
+  for (const ActivationInfo& a : kActivations)
+    if (a.kind != ActKind::kClip && a.kind != ActKind::kLeakyRelu && a.kind != ActKind::kHardSigmoid && a.kind != ActKind::kElu)
+      acts.push_back(Activation{a.kind, 0.f, 0.f});
+  uint32_t seed = 900;
+  for (DataType type : {DataType::kFLOAT, DataType::kHALF, DataType::kBF16}) {
+    const double rtol = type == DataType::kFLOAT ? 2e-6 : type == DataType::kHALF ? 1e-3 : 8e-3;
+    const double atol = type == DataType::kFLOAT ? 2e-6 : 1e-3;
+    for (const Geo& g : geos) {
+      for (bool last : {false, true}) {
+        for (int form = 0; form < 4; ++form) {  // bit 0: bias, bit 1: residual; the unaligned run with both
+          const bool hasBias = form & 1, hasRes = form & 2;
+          const Dims yd = last ? Dims{g.n, g.hw, g.c} : Dims{g.n, g.c, g.hw};
+          // Values spread over [-6, 6] so that every activation's regions (clips, Mish's and
+          // Softplus's large-x branch at 20 once the residual and bias add up) are crossed.
+          const HostTensor y = test::convertTo(randomTensor(yd, seed++, 6.f), type);
+          const HostTensor bias = test::convertTo(randomTensor({g.c}, seed++, 2.f), type);
+          HostTensor res32 = randomTensor(yd, seed++, 3.f);
+          res32.as<float>()[0] = 19.f;  // near Mish's / Softplus's threshold at 20
+          const HostTensor res = test::convertTo(res32, type);
+          for (const Activation& act : acts) {
+            for (int64_t offset : {int64_t(0), int64_t(1)}) {
+              if (offset == 1 && form != 3) continue;
+              DeviceBuffer dy(y, offset), db(bias, 0), dr(res, offset);
+              const int64_t planes = last ? g.n * g.hw * g.c : g.n * g.c, size = last ? 1 : g.hw;
+              cuda::launchConvEpilogue(type, dy.at, hasBias ? db.at : nullptr, hasRes ? dr.at : nullptr, planes, g.c, size,
+                                       cuda::toDevAct(act), nullptr);
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+              const HostTensor got = dy.read(type, yd);
+              HostTensor want(DataType::kFLOAT, yd);
+              for (int64_t i = 0; i < y.count(); ++i) {
+                const int64_t ch = last ? i % g.c : (i / g.hw) % g.c;
+                float v = static_cast<float>(y.getDouble(i));  // the kernel's order: (y + r) + b
+                if (hasRes) v += static_cast<float>(res.getDouble(i));
+                if (hasBias) v += static_cast<float>(bias.getDouble(ch));
+                want.as<float>()[i] = act(v);
+              }
+              test::expectClose(test::convertTo(got, DataType::kFLOAT), test::convertTo(test::convertTo(want, type), DataType::kFLOAT),
+                                rtol, atol,
+                                std::string("epilogue ") + toString(type) + (last ? " nhwc " : " nchw ") + toString(yd) +
+                                    (hasBias ? " bias" : "") + (hasRes ? " res" : "") + " act " + std::to_string(int(act.kind)) +
+                                    (offset ? " unaligned" : ""));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+//! The cuDNN and 1x1 tactics with the activations cuDNN's graph cannot apply (Mish, HardSwish,
+//! LeakyRelu, Elu, HardSigmoid): the epilogue kernel finishes channels-last and NCHW outputs, with
+//! bias and residual, plane sizes that are not multiples of 8 (7x7, 5x3) and batch > 1.
+TEST(CudaLayout, ConvEpilogueActivations) {
+  KILN_REQUIRE_GPU();
+  const std::vector<std::pair<const char*, std::pair<float, float>>> acts = {
+      {"Mish", {0.f, 0.f}}, {"HardSwish", {0.f, 0.f}}, {"LeakyRelu", {0.1f, 0.f}}, {"Elu", {0.5f, 0.f}}, {"HardSigmoid", {0.2f, 0.5f}},
+      {"Silu", {0.f, 0.f}}};
+  uint32_t seed = 960;
+  for (auto& [name, ab] : acts) {
+    Attributes k3 = attrs({{"pads", {1, 1, 1, 1}}});
+    Attributes k1;
+    for (Attributes* a : {&k3, &k1}) {
+      a->set("kiln_activation", std::string(name));
+      a->set("kiln_act_alpha", ab.first);
+      a->set("kiln_act_beta", ab.second);
+    }
+    const std::vector<std::pair<OpCase, std::string>> cases = {
+        {convCase({8, 16, 7, 7}, {24, 16, 3, 3}, k3, true, true, seed++), "3x3 7x7 bias residual"},
+        {convCase({8, 24, 5, 3}, {16, 24, 1, 1}, k1, true, false, seed++), "1x1 5x3 bias"},
+        {convCase({8, 16, 6, 6}, {40, 16, 1, 1}, k1, true, true, seed++), "1x1 6x6 bias residual"},
+    };
+    for (DataType t : {DataType::kHALF, DataType::kBF16})
+      for (const auto& [c, what] : cases)
+        for (bool last : {false, true})  // Y's layout decides the epilogue's indexing
+          checkLayouts(c, t, last, last, convTol(t, reduction(c)), std::string("epilogue ") + name + " " + what);
+  }
 }
 
 }  // namespace

@@ -5,7 +5,11 @@
 #include <limits>
 #include <random>
 
+#include <cuda_runtime.h>
+
+#include "backends/cuda/elementwise_launch.cuh"
 #include "op_test_util.h"
+#include "ops/activation.h"
 #include "reference_eval.h"
 
 using namespace kiln;
@@ -534,6 +538,88 @@ TEST(CudaElementwise, PointwiseChain) {
       }
     }
   }
+}
+
+//! The chain kernel's paths: whole 16-byte vectors with one operand offset (inner dim a multiple
+//! of the vector), offsets stepped along rows that end inside a vector (NCHW 7x7 planes times a
+//! per-channel scale), tails shorter than a vector, totals below one vector; float32 / float16 /
+//! bfloat16; Softplus, Tanh, HardSwish, Sigmoid and Clip steps between a per-channel scale, a
+//! swapped Sub by it, and full-shape (residual-like) Add / Mul operands.
+TEST(CudaElementwise, PointwiseChainVectorsRowsAndTails) {
+  KILN_REQUIRE_GPU();
+  auto gpu = gpuBackend();
+  Attributes a;  // clip(sigmoid(s - hardswish(tanh(softplus(x * s + r)) * z)) * z)
+  a.set("steps", std::vector<std::string>{"Mul", "Add", "Softplus", "Tanh", "Mul", "HardSwish", "Sub", "Sigmoid", "Mul", "Clip"});
+  a.set("operand", std::vector<int64_t>{1, 2, -1, -1, 3, -1, 1, -1, 3, -1});
+  a.set("swapped", std::vector<int64_t>{0, 0, 0, 0, 0, 0, 1, 0, 0, 0});
+  a.set("alpha", std::vector<float>{0, 0, 0, 0, 0, 0, 0, 0, 0, -0.3f});
+  a.set("beta", std::vector<float>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0.7f});
+  struct S {
+    Dims x, scale;
+  };
+  const S shapes[] = {{{3, 24, 7, 7}, {1, 24, 1, 1}},  // rows of 49: stepped offsets
+                      {{2, 16, 8, 8}, {16, 1, 1}},     // rows of 64: whole vectors
+                      {{4, 12, 5, 3}, {4, 12, 1, 1}},  // per-sample, per-channel, rows of 15
+                      {{5, 13}, {13}},                 // 65 elements: a tail
+                      {{1, 3}, {1}},                   // fewer than one vector
+                      {{1, 8003}, {8003}}};            // many vectors and a tail of 3
+  uint32_t seed = 1100;
+  for (const S& s : shapes) {
+    const test::OpCase c = makeCase("PointwiseChain",
+                                    {test::randomTensor(s.x, seed, -4, 4), test::randomTensor(s.scale, seed + 1, 0.5f, 1.5f),
+                                     test::randomTensor(s.x, seed + 2, -1, 1), test::randomTensor(s.x, seed + 3, -2, 2)},
+                                    a);
+    seed += 4;
+    checkCase(*gpu, c, {2e-4, 2e-5}, "chain " + toString(s.x));
+    for (DataType t : {DataType::kHALF, DataType::kBF16}) {
+      test::OpCase reduced = c, widened = c;
+      for (size_t i = 0; i < c.inputs.size(); ++i) {
+        reduced.inputs[i] = test::convertTo(c.inputs[i], t);
+        widened.inputs[i] = test::convertTo(reduced.inputs[i], DataType::kFLOAT);
+      }
+      const auto names = test::tacticNames(*gpu, reduced);
+      ASSERT_EQ(names.size(), 1u);
+      const auto ref = test::runReference(widened);
+      const auto got = test::runTactic(*gpu, names[0], reduced);
+      const Tol tol = tolFor(t);
+      test::expectClose(test::convertTo(got[0], DataType::kFLOAT), test::convertTo(test::convertTo(ref[0], t), DataType::kFLOAT),
+                        tol.rtol, tol.atol, std::string("chain ") + toString(t) + " " + toString(s.x));
+    }
+  }
+}
+
+//! The one-element path: x and y off the 16-byte alignment (launchChain directly), float16.
+TEST(CudaElementwise, PointwiseChainUnaligned) {
+  KILN_REQUIRE_GPU();
+  const Dims x{2, 8, 4, 4}, scale{1, 8, 1, 1};
+  const HostTensor hx = test::convertTo(test::randomTensor(x, 1200, -3, 3), DataType::kHALF);
+  const HostTensor hs = test::convertTo(test::randomTensor(scale, 1201, 0.5f, 1.5f), DataType::kHALF);
+  cuda::ew::ChainProgram prog;
+  prog.nSteps = 2;
+  prog.steps[0].op = static_cast<int>(cuda::ew::ChainOp::kMul);
+  prog.steps[0].operand = 1;
+  prog.steps[1].op = static_cast<int>(cuda::ew::ChainOp::kMish);
+  const cuda::ew::Geom g = cuda::ew::makeGeom(x, {x, scale});
+  char *dx = nullptr, *ds = nullptr, *dy = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, hx.bytes() + 16), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&ds, hs.bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, hx.bytes() + 16), cudaSuccess);
+  cudaMemcpy(dx + 2, hx.data(), hx.bytes(), cudaMemcpyHostToDevice);
+  cudaMemcpy(ds, hs.data(), hs.bytes(), cudaMemcpyHostToDevice);
+  const void* in[2] = {dx + 2, ds};
+  cuda::ew::launchChain(prog, g, in, dy + 2, DataType::kHALF, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  HostTensor got(DataType::kHALF, x);
+  cudaMemcpy(got.data(), dy + 2, got.bytes(), cudaMemcpyDeviceToHost);
+  cudaFree(dx);
+  cudaFree(ds);
+  cudaFree(dy);
+  HostTensor want(DataType::kFLOAT, x);
+  const Activation mish{ActKind::kMish, 0.f, 0.f};
+  for (int64_t i = 0; i < want.count(); ++i)
+    want.as<float>()[i] = mish(static_cast<float>(hx.getDouble(i)) * static_cast<float>(hs.getDouble((i / 16) % 8)));
+  test::expectClose(test::convertTo(got, DataType::kFLOAT), test::convertTo(test::convertTo(want, DataType::kHALF), DataType::kFLOAT),
+                    1e-3, 1e-3, "unaligned chain");
 }
 
 TEST(CudaElementwise, SupportsRefusesWhatItCannotRun) {

@@ -4,7 +4,8 @@
 // NaN wins a max (as the reference).
 // Plain X: each (n, c) plane is one contiguous row; a warp per row, 8 lanes per row for short
 // rows (a whole warp on a 7x7 plane left most lanes idle), one for rows of a few elements, or a
-// block per row for long rows when too few rows would fill the GPU.
+// block per row for long rows when too few rows would fill the GPU; 16-byte loads where the rows
+// are whole vectors (56x56 and 28x28 planes in float16).
 // Channels-last X ([N][S][C]): threads across C (16-byte vectors of channels where C and the
 // pointer allow), blocks across N, channel tiles and chunks of S; with more than one chunk the
 // chunks' partial results go to the workspace and a second kernel combines them. One thread per
@@ -37,8 +38,11 @@ template <bool kMax, typename A> __device__ __forceinline__ A shuffleCombine(A v
 }
 
 //! Plain X: `rows` rows of `size` elements, kLanes lanes per row (a group never straddles a
-//! warp). Every lane of a warp runs the same iterations, since the shuffles need the whole warp.
-template <bool kMax, int kLanes, typename T>
+//! warp), each lane reading V consecutive elements per access (V > 1: 16 bytes, the rows a whole
+//! number of vectors and X aligned; one 2-byte load per element left the pools of 56x56 and 28x28
+//! planes issue-bound). Every lane of a warp runs the same iterations, since the shuffles need the
+//! whole warp.
+template <bool kMax, int kLanes, int V, typename T>
 __global__ void __launch_bounds__(256) globalPoolRowsKernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
                                                             int64_t size) {
   using A = Acc<T>;
@@ -50,7 +54,20 @@ __global__ void __launch_bounds__(256) globalPoolRowsKernel(const T* __restrict_
     A acc = neutral<kMax, A>();
     if (r < rows) {
       const T* row = x + r * size;
-      for (int64_t j = sub; j < size; j += kLanes) acc = combine<kMax>(acc, load(row + j));
+      if constexpr (V == 1) {
+        for (int64_t j = sub; j < size; j += kLanes) acc = combine<kMax>(acc, load(row + j));
+      } else {
+        A part[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) part[k] = neutral<kMax, A>();
+        for (int64_t j = int64_t(sub) * V; j < size; j += int64_t(kLanes) * V) {
+          const Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(row + j);
+#pragma unroll
+          for (int k = 0; k < V; ++k) part[k] = combine<kMax>(part[k], widen(v.v[k]));
+        }
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc = combine<kMax>(acc, part[k]);
+      }
     }
 #pragma unroll
     for (int o = kLanes / 2; o > 0; o /= 2) acc = shuffleCombine<kMax>(acc, o);
@@ -58,8 +75,8 @@ __global__ void __launch_bounds__(256) globalPoolRowsKernel(const T* __restrict_
   }
 }
 
-//! Plain X, one block (256 threads) per row (long rows, few of them).
-template <bool kMax, typename T>
+//! Plain X, one block (256 threads) per row (long rows, few of them); V as globalPoolRowsKernel.
+template <bool kMax, int V, typename T>
 __global__ void __launch_bounds__(256) globalPoolBlockKernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
                                                              int64_t size) {
   using A = Acc<T>;
@@ -67,8 +84,16 @@ __global__ void __launch_bounds__(256) globalPoolBlockKernel(const T* __restrict
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = x + r * size;
     A acc = neutral<kMax, A>();
+    if constexpr (V == 1) {
 #pragma unroll 4
-    for (int64_t j = threadIdx.x; j < size; j += blockDim.x) acc = combine<kMax>(acc, load(row + j));
+      for (int64_t j = threadIdx.x; j < size; j += blockDim.x) acc = combine<kMax>(acc, load(row + j));
+    } else {
+      for (int64_t j = int64_t(threadIdx.x) * V; j < size; j += int64_t(blockDim.x) * V) {
+        const Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(row + j);
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc = combine<kMax>(acc, widen(v.v[k]));
+      }
+    }
     for (int o = 16; o > 0; o >>= 1) acc = shuffleCombine<kMax>(acc, o);
     if ((threadIdx.x & 31) == 0) warpAcc[threadIdx.x / 32] = acc;
     __syncthreads();
@@ -188,7 +213,9 @@ ChannelsLastPlan planChannelsLast(int64_t batch, int64_t size, int64_t channels,
 struct GlobalPoolState : KernelState {
   int64_t planes = 0, size = 0;
   bool channelsLast = false;
-  int lanes = 32;      // plain X: lanes per row (32, 8 or 1)
+  int lanes = 32;      // plain X: lanes per row (32, 8 or 1) reading one element at a time
+  int lanesVec = 32;   // the same for 16-byte vectors (rows a multiple of 16 bytes, X aligned)
+  bool rowsVec = false;
   bool perBlock = false;
   int vec = 1;         // channels-last X: channels per thread of `wide` (1 in `narrow`)
   ChannelsLastPlan wide, narrow;  // narrow: for pointers not aligned to 16 bytes
@@ -207,7 +234,11 @@ class GlobalPoolKernel : public Kernel {
     s->channelsLast = inLayoutBlock(l) == kNhwcBlock;
     // Plain: a warp per row, 8 lanes for short rows, 1 for rows of a few elements; a block per row
     // for long rows too few for warps to fill the GPU.
-    s->lanes = s->size >= 64 ? 32 : s->size >= 8 ? 8 : 1;
+    auto lanesFor = [](int64_t units) { return units >= 64 ? 32 : units >= 8 ? 8 : 1; };
+    const int64_t vecElems = 16 / static_cast<int64_t>(elementSize(l.inputs[0].type));
+    s->lanes = lanesFor(s->size);
+    s->rowsVec = vecElems > 1 && s->size % vecElems == 0;
+    s->lanesVec = lanesFor(s->size / vecElems);
     s->perBlock = s->size >= 2048 && s->planes < int64_t(cuda::smCount()) * 64;
     size_t ws = 0;
     if (s->channelsLast && s->planes > 0 && s->size > 0) {
@@ -249,20 +280,29 @@ class GlobalPoolKernel : public Kernel {
   }
 
  private:
+  //! Plain X: a block per row (long rows, few of them) or `lanes` lanes per row, V elements per access.
+  template <bool kMax, int V, typename T>
+  static void launchRows(const T* x, T* y, const GlobalPoolState& s, int lanes, cudaStream_t stream) {
+    if (s.perBlock) {
+      const auto blocks = static_cast<unsigned>(std::min<int64_t>(s.planes, int64_t(cuda::smCount()) * 64));
+      globalPoolBlockKernel<kMax, V, T><<<blocks, 256, 0, stream>>>(x, y, s.planes, s.size);
+    } else if (lanes == 32) {
+      globalPoolRowsKernel<kMax, 32, V, T><<<cuda::gridFor(s.planes * 32), 256, 0, stream>>>(x, y, s.planes, s.size);
+    } else if (lanes == 8) {
+      globalPoolRowsKernel<kMax, 8, V, T><<<cuda::gridFor(s.planes * 8), 256, 0, stream>>>(x, y, s.planes, s.size);
+    } else {
+      globalPoolRowsKernel<kMax, 1, V, T><<<cuda::gridFor(s.planes), 256, 0, stream>>>(x, y, s.planes, s.size);
+    }
+  }
+
   template <bool kMax, typename T>
   void launch(const KernelIO& io, const GlobalPoolState& s, cudaStream_t stream) const {
     const T* x = io.in[0].as<T>();
     T* y = io.out[0].as<T>();
     if (!s.channelsLast) {
-      if (s.perBlock)
-        globalPoolBlockKernel<kMax, T><<<static_cast<unsigned>(std::min<int64_t>(s.planes, int64_t(cuda::smCount()) * 64)), 256, 0,
-                                         stream>>>(x, y, s.planes, s.size);
-      else if (s.lanes == 32)
-        globalPoolRowsKernel<kMax, 32, T><<<cuda::gridFor(s.planes * 32), 256, 0, stream>>>(x, y, s.planes, s.size);
-      else if (s.lanes == 8)
-        globalPoolRowsKernel<kMax, 8, T><<<cuda::gridFor(s.planes * 8), 256, 0, stream>>>(x, y, s.planes, s.size);
-      else
-        globalPoolRowsKernel<kMax, 1, T><<<cuda::gridFor(s.planes), 256, 0, stream>>>(x, y, s.planes, s.size);
+      constexpr int kV = static_cast<int>(16 / sizeof(T));
+      if (s.rowsVec && reinterpret_cast<uintptr_t>(x) % 16 == 0) launchRows<kMax, kV, T>(x, y, s, s.lanesVec, stream);
+      else launchRows<kMax, 1, T>(x, y, s, s.lanes, stream);
       KILN_CUDA_CHECK_LAUNCH();
       return;
     }
