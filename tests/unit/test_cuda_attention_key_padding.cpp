@@ -94,7 +94,7 @@ TEST(CudaAttentionKeyPadding, EveryTacticMatchesTheReference) {
               EXPECT_TRUE(has(names, "attention_half_flash_m64")) << toString(t) << " D" << k.d;
               EXPECT_TRUE(has(names, "attention_half_flash_m128")) << toString(t) << " D" << k.d;
             }
-            const std::string what = toString(t) + " B" + std::to_string(k.b) + " Hq" + std::to_string(k.hq) + " Hkv" +
+            const std::string what = std::string(toString(t)) + " B" + std::to_string(k.b) + " Hq" + std::to_string(k.hq) + " Hkv" +
                                      std::to_string(k.hkv) + " S" + std::to_string(k.s) + " D" + std::to_string(k.d) + " flags" +
                                      std::to_string(static_cast<int>(f)) + (causal ? " causal" : "") + (fill ? " fill" : "");
             const Tol tol = tolerance(t);
@@ -125,7 +125,7 @@ TEST(CudaAttentionKeyPadding, FullyMaskedRows) {
         const HostTensor got = test::convertTo(test::runTactic(*gpu, name, c)[0], DataType::kFLOAT);
         HostTensor row1(DataType::kFLOAT, want.dims());
         std::copy(got.as<float>() + want.count(), got.as<float>() + 2 * want.count(), row1.as<float>());
-        test::expectClose(row1, want, tolerance(t).rtol, tolerance(t).atol, name + " " + toString(t) + (fill ? " fill" : " -inf"));
+        test::expectClose(row1, want, tolerance(t).rtol, tolerance(t).atol, name + " " + std::string(toString(t)) + (fill ? " fill" : " -inf"));
       }
     }
 }
