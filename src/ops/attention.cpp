@@ -92,6 +92,11 @@ AttentionConfig parseAttentionConfig(const LayerDesc& l) {
   c.leftWindow = a.getInt("left_window_size", -1);
   c.rightWindow = a.getInt("right_window_size", -1);
   if (c.leftWindow < -1 || c.rightWindow < -1) opError(l, "left_window_size and right_window_size must be >= -1");
+  if (a.has(kAttentionMaskFillAttr)) {
+    c.maskFill = a.getFloat(kAttentionMaskFillAttr, 0.f);
+    if (!std::isfinite(c.maskFill) || c.maskFill > kAttentionMaskFillMax)
+      opError(l, std::string(kAttentionMaskFillAttr) + " must be finite and <= -1e30, got " + std::to_string(c.maskFill));
+  }
   return c;
 }
 
@@ -250,7 +255,7 @@ class AttentionBias {
       if (cfg_.leftWindow >= 0 && p - j > cfg_.leftWindow) v += kNegInf;
       if (cfg_.rightWindow >= 0 && j - p > cfg_.rightWindow) v += kNegInf;
       if (!nonpad_.empty() && j >= nonpad_[b]) v += kNegInf;
-      bias[j] = v;
+      bias[j] = v == kNegInf ? cfg_.maskFill : v;  // masked: -inf, or kiln_mask_fill once
     }
   }
 

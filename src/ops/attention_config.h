@@ -3,6 +3,7 @@
 // every implementation agrees on GQA head groups, the past/present KV cache and the masks.
 #pragma once
 #include <cstdint>
+#include <limits>
 
 #include "ir/layer_desc.h"
 
@@ -12,6 +13,14 @@ namespace kiln {
 constexpr size_t kAttentionQ = 0, kAttentionK = 1, kAttentionV = 2, kAttentionMask = 3, kAttentionPastKey = 4,
                  kAttentionPastValue = 5, kAttentionNonpad = 6;
 
+//! kiln-internal attribute (the attention fusion's key-padding analysis): a finite value <= -1e30
+//! that keys masked by a bool attn_mask, is_causal, a window or nonpad_kv_seqlen take as their
+//! logit's addend instead of -inf (added once however many rules mask the key). It reproduces the
+//! exporters' finfo.min masks exactly: a row with every key masked is uniform over all keys
+//! instead of zero. The value absorbs any realistic score (s + c == c), so kernels may use c.
+constexpr const char* kAttentionMaskFillAttr = "kiln_mask_fill";
+constexpr double kAttentionMaskFillMax = -1e30;
+
 struct AttentionConfig {
   double scale = 0;  //!< 0: 1/sqrt(head_size)
   double softcap = 0;
@@ -19,6 +28,7 @@ struct AttentionConfig {
   int64_t qkMode = 0;            //!< qk_matmul_output_mode
   bool causal = false;
   int64_t leftWindow = -1, rightWindow = -1;
+  double maskFill = -std::numeric_limits<double>::infinity();  //!< kiln_mask_fill; -inf when absent
 };
 //! Throws kiln::Error on invalid attribute values.
 AttentionConfig parseAttentionConfig(const LayerDesc& l);

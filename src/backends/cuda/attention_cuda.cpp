@@ -2,7 +2,9 @@
 // for 4-D Q/K/V [B, H, S, D] or 3-D ones [B, S, H*D] (read in place through strides: the
 // attention fusion hands the projections' outputs over without head transposes) with query heads a
 // multiple of the K/V heads, an optional additive or bool mask
-// (any broadcast to [B, H, Sq, Skv], possibly short in the key dim), is_causal and scale:
+// (any broadcast to [B, H, Sq, Skv], possibly short in the key dim; bool key flags [B, 1, 1, Skv],
+// as the fusion's key-padding analysis makes them, take the kernels' shared-memory path), is_causal,
+// kiln_mask_fill (with key flags or no mask) and scale:
 //  - "attention_half_flash_m64" / "_m128" / "_m32": tensor-core flash attention, float16/bfloat16,
 //    head sizes up to 128 (equal for K and V), 64 / 128 / 32 query rows per block (small batches
 //    need small blocks to fill the H200's 132 SMs).
@@ -10,6 +12,7 @@
 // GQA/MQA: query head h reads K/V head h / (query heads / K/V heads).
 // Not handled (supports() is false; attention_general.cu runs them): KV cache (past_key/past_value),
 // nonpad_kv_seqlen, softcap, sliding windows, softmax_precision other than float, extra outputs.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -17,6 +20,7 @@
 #include "backends/cuda/attention_geometry.h"
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
+#include "ops/attention_config.h"
 
 namespace kiln {
 
@@ -49,6 +53,9 @@ bool supportsCommon(const LayerDesc& l) {
   if (l.present(kMask)) {
     if (cuda::flashMaskOf(l.inputs[kMask].type) == FlashMask::kNone) return false;
     if (l.inputs[kMask].dims.empty() || l.inputs[kMask].dims.size() > 4) return false;
+    // kiln_mask_fill: the kernels' fully-masked-row rule is written for key flags only.
+    const Dims m4 = cuda::maskLayout(l.inputs[kMask].dims).dims4;
+    if (a.has(kAttentionMaskFillAttr) && (l.inputs[kMask].type != DataType::kBOOL || m4[1] != 1 || m4[2] != 1)) return false;
   }
   return true;
 }
@@ -107,6 +114,8 @@ class FlashKernel : public Kernel {
     const double scale = a.has("scale") ? a.getFloat("scale", 0.f) : 1.0 / std::sqrt(static_cast<double>(p.d));
     p.scaleLog2 = static_cast<float>(scale * 1.4426950408889634);
     p.causal = a.getInt("is_causal", 0) != 0;
+    if (a.has(kAttentionMaskFillAttr))  // finite: the exp2-domain logit of a masked key (absorbs any score)
+      p.maskedLog2 = static_cast<float>(std::max(a.getFloat(kAttentionMaskFillAttr, 0.f) * 1.4426950408889634, -3.4028234663852886e38));
     if (l.present(kMask)) {
       const Dims& md = l.inputs[kMask].dims;
       const cuda::MaskLayout m = cuda::maskLayout(md);
@@ -118,6 +127,8 @@ class FlashKernel : public Kernel {
       p.maskType = cuda::flashMaskOf(l.inputs[kMask].type);
       p.maskLen = static_cast<int>(m.len);
       p.maskStrideQ = m.strideQ, p.maskStrideH = m.strideH, p.maskStrideB = m.strideB;
+      p.keyPad = p.maskType == FlashMask::kBool && m.strideH == 0 && m.strideQ == 0 && m.len == target[3];
+      if (a.has(kAttentionMaskFillAttr) && !p.keyPad) fail("kiln_mask_fill needs bool key flags [B, 1, 1, Skv], got attn_mask " + toString(md));
     }
     state = std::move(st);
     return 0;

@@ -21,6 +21,7 @@
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/cudnn_handle.h"
 #include "backends/cuda/device_copy.h"
+#include "ops/attention_config.h"
 #endif
 
 namespace kiln {
@@ -184,6 +185,7 @@ bool supportsCudnnSdpa(const LayerDesc& l) {
   const int64_t prec = a.getInt("softmax_precision", 0);
   if (prec != 0 && prec != 1) return false;
   if (a.getInt("left_window_size", -1) != -1 || a.getInt("right_window_size", -1) != -1) return false;
+  if (a.has(kAttentionMaskFillAttr) && l.present(cuda::kAttnMask)) return false;  // fully masked rows: uniform, not cuDNN's
   int major = 0, dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
     return false;

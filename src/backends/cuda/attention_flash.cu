@@ -10,7 +10,13 @@
 //  - flashSimtKernel: any float type, head sizes up to 128, float32 CUDA-core math (the float32
 //    path and the fallback for head sizes the tensor-core kernel does not cover).
 // Both mask keys >= Skv (tail), keys >= maskLen (short ONNX masks), keys > query (causal), and
-// write zeros for a query row whose keys are all masked (as the reference kernel).
+// write zeros for a query row whose keys are all masked with -inf (as the reference kernel). With
+// kiln_mask_fill (maskedLog2 finite) such a row is uniform over every key instead, as the
+// exporters' finfo.min masks make it: a causal block holding one reads all keys (fullyMaskedEnd).
+// The tensor-core kernel is templated on the mask kind (none, key flags, dense), so the unmasked
+// and key-padding paths carry no per-element mask code; key flags are read once per K tile into
+// shared memory, and the causal / tail compares run only on tiles that cross the diagonal or the
+// end (the tiles past a causal block's diagonal are never visited).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -56,7 +62,7 @@ __device__ __forceinline__ float maskLog2(const FlashParams& p, int b, int h, in
     case FlashMask::kFloat: return static_cast<const float*>(p.mask)[idx] * kLog2e;
     case FlashMask::kHalf: return __half2float(static_cast<const __half*>(p.mask)[idx]) * kLog2e;
     case FlashMask::kBf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p.mask)[idx]) * kLog2e;
-    case FlashMask::kBool: return static_cast<const unsigned char*>(p.mask)[idx] ? 0.f : -INFINITY;
+    case FlashMask::kBool: return static_cast<const unsigned char*>(p.mask)[idx] ? 0.f : p.maskedLog2;
     default: return 0.f;
   }
 }
@@ -67,6 +73,18 @@ __device__ __forceinline__ int keyEnd(const FlashParams& p, int lastQueryExclusi
   if (p.maskType != FlashMask::kNone) e = min(e, p.maskLen);
   if (p.causal) e = min(e, lastQueryExclusive);
   return e;
+}
+
+//! kvEnd, or every key when a causal block holds a row whose keys are all masked by the key flags
+//! and masked keys take the finite kiln_mask_fill (that row is then uniform over every key): row
+//! q0 has no kept key in [0, q0]. (Rows after q0 see the keys q0 sees.) Block-uniform; every
+//! thread of the block must call it.
+__device__ __forceinline__ int fullyMaskedEnd(const FlashParams& p, int b, int q0, int kvEnd) {
+  if (!p.keyPad || !p.causal || p.maskedLog2 == -INFINITY || kvEnd >= p.maskLen) return kvEnd;
+  const unsigned char* flags = static_cast<const unsigned char*>(p.mask) + b * p.maskStrideB;
+  int kept = 0;
+  for (int j = threadIdx.x; j <= min(q0, p.maskLen - 1); j += blockDim.x) kept |= flags[j];
+  return __syncthreads_or(kept) ? kvEnd : p.maskLen;
 }
 
 // ---- PTX wrappers (sm_80+) ----
@@ -126,7 +144,10 @@ __device__ __forceinline__ void loadTile(T* s, const T* g, int64_t ld, int rows,
   }
 }
 
-template <typename T, int D, int NW>
+//! The tensor-core kernel's mask kinds (a template parameter).
+enum class TcMask { kNone, kKeys, kDense };
+
+template <typename T, int D, int NW, TcMask MK>
 __global__ void __launch_bounds__(NW * 32) flashTcKernel(const FlashParams p) {
   constexpr int BM = 16 * NW, BN = kTileN, LD = D + 8;
   constexpr int DT = D / 8;    // 8-wide output column tiles per warp
@@ -136,6 +157,7 @@ __global__ void __launch_bounds__(NW * 32) flashTcKernel(const FlashParams p) {
   T* Qs = reinterpret_cast<T*>(smemRaw);
   T* Ks = Qs + BM * LD;
   T* Vs = Ks + BN * LD;
+  float* keyBias = reinterpret_cast<float*>(Vs + BN * LD);  // MK == kKeys: 0 or maskedLog2 per key of the tile
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tig = lane & 3;
   const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
@@ -143,8 +165,9 @@ __global__ void __launch_bounds__(NW * 32) flashTcKernel(const FlashParams p) {
   const T* Q = static_cast<const T*>(p.q) + b * p.qs.b + h * p.qs.h + q0 * p.qs.row;
   const T* K = static_cast<const T*>(p.k) + b * p.ks.b + (h / p.group) * p.ks.h;
   const T* V = static_cast<const T*>(p.v) + b * p.vs.b + (h / p.group) * p.vs.h;
-  const int kvEnd = keyEnd(p, q0 + BM);
+  const int kvEnd = fullyMaskedEnd(p, b, q0, keyEnd(p, q0 + BM));
   const int nTiles = kvEnd > 0 ? (kvEnd + BN - 1) / BN : 0;
+  const unsigned char* flags = static_cast<const unsigned char*>(p.mask) + b * p.maskStrideB;
 
   float o[DT][4];
 #pragma unroll
@@ -161,6 +184,8 @@ __global__ void __launch_bounds__(NW * 32) flashTcKernel(const FlashParams p) {
     const int kv0 = t * BN;
     loadTile<T, D>(Vs, V + kv0 * p.vs.row, p.vs.row, BN, min(BN, kvEnd - kv0), p.dv, p.vec);
     cpAsyncCommit();
+    if constexpr (MK == TcMask::kKeys)  // the previous tile's readers passed the loop's last barrier
+      for (int c = threadIdx.x; c < BN; c += blockDim.x) keyBias[c] = kv0 + c < kvEnd && flags[kv0 + c] ? 0.f : p.maskedLog2;
     cpAsyncWait<1>();  // Q and this K tile have landed; V may still be in flight
     __syncthreads();
     if (t == 0) {
@@ -192,6 +217,8 @@ __global__ void __launch_bounds__(NW * 32) flashTcKernel(const FlashParams p) {
       cpAsyncCommit();
     }
     // Scale, mask, online softmax. This thread holds rows g and g + 8 of the warp's 16 rows.
+    // Only a tile crossing the end of the keys or this warp's diagonal compares per element.
+    const bool edge = kv0 + BN > kvEnd || (p.causal && kv0 + BN - 1 > q0 + warp * 16);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = q0 + warp * 16 + g + half * 8;
@@ -202,8 +229,16 @@ __global__ void __launch_bounds__(NW * 32) flashTcKernel(const FlashParams p) {
         for (int e = 0; e < 2; ++e) {
           const int j = kv0 + nt * 8 + 2 * tig + e;
           float x = s[nt][2 * half + e] * p.scaleLog2;
-          if (j >= kvEnd || (p.causal && j > i)) x = -INFINITY;
-          else if (p.maskType != FlashMask::kNone && i < p.sq) x += maskLog2(p, b, h, i, j);
+          if constexpr (MK == TcMask::kKeys) {
+            const float kb = keyBias[nt * 8 + 2 * tig + e];
+            if (kb < 0.f) x = kb;  // masked: the fill (absorbs any score) or -inf
+          }
+          if constexpr (MK == TcMask::kDense)
+            if (j < kvEnd && i < p.sq) x += maskLog2(p, b, h, i, j);
+          if (edge) {
+            if (j >= kvEnd) x = -INFINITY;
+            else if (p.causal && j > i) x = p.maskedLog2;
+          }
           s[nt][2 * half + e] = x;
           mx = fmaxf(mx, x);
         }
@@ -299,7 +334,7 @@ __global__ void __launch_bounds__(kSimtWarps * 32) flashSimtKernel(const FlashPa
   const T* Q = static_cast<const T*>(p.q) + b * p.qs.b + h * p.qs.h + q0 * p.qs.row;
   const T* K = static_cast<const T*>(p.k) + b * p.ks.b + (h / p.group) * p.ks.h;
   const T* V = static_cast<const T*>(p.v) + b * p.vs.b + (h / p.group) * p.vs.h;
-  const int kvEnd = keyEnd(p, q0 + kSimtBM);
+  const int kvEnd = fullyMaskedEnd(p, b, q0, keyEnd(p, q0 + kSimtBM));
 
   for (int e = threadIdx.x; e < kSimtBM * D; e += blockDim.x) {
     const int r = e / D, d = e % D;
@@ -332,7 +367,8 @@ __global__ void __launch_bounds__(kSimtWarps * 32) flashSimtKernel(const FlashPa
       const int row = warp * kSimtRows + r, i = q0 + row;
       float x = 0.f;
       for (int d = 0; d < D; ++d) x += Qs[row][d] * Ks[lane][d];
-      if (j >= kvEnd || (p.causal && j > i)) x = -INFINITY;
+      if (j >= kvEnd) x = -INFINITY;
+      else if (p.causal && j > i) x = p.maskedLog2;
       else if (p.maskType != FlashMask::kNone && i < p.sq) x += maskLog2(p, b, h, i, j);
       float mx = x;
 #pragma unroll
@@ -374,7 +410,14 @@ __global__ void __launch_bounds__(kSimtWarps * 32) flashSimtKernel(const FlashPa
 }
 
 // ---- host dispatch ----
-template <typename T, int D, int NW> size_t tcSmemBytes() { return static_cast<size_t>(16 * NW + 2 * kTileN) * (D + 8) * sizeof(T); }
+template <typename T, int D, int NW> size_t tcSmemBytes() {
+  return static_cast<size_t>(16 * NW + 2 * kTileN) * (D + 8) * sizeof(T) + kTileN * sizeof(float);
+}
+
+TcMask tcMaskOf(const FlashParams& p) {
+  if (p.maskType == FlashMask::kNone) return TcMask::kNone;
+  return p.keyPad ? TcMask::kKeys : TcMask::kDense;
+}
 
 //! The tile width a head size runs in (0: none).
 int tcTileD(int d) { return d <= 0 || d > 128 ? 0 : (d + 31) / 32 * 32; }
@@ -409,15 +452,21 @@ bool flashTcSupported(DataType t, int d, int dv, int warps) {
 
 void prepareFlashTc(DataType t, int d, int warps) {
   withTcConfig(t, d, warps, [&]<typename T, int D, int NW>() {
-    KILN_CUDA_CHECK(cudaFuncSetAttribute(flashTcKernel<T, D, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(tcSmemBytes<T, D, NW>())));
+    const int bytes = static_cast<int>(tcSmemBytes<T, D, NW>());
+    for (auto* k : {flashTcKernel<T, D, NW, TcMask::kNone>, flashTcKernel<T, D, NW, TcMask::kKeys>, flashTcKernel<T, D, NW, TcMask::kDense>})
+      KILN_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   });
 }
 
 void launchFlashTc(const FlashParams& p, DataType t, int warps, cudaStream_t s) {
   withTcConfig(t, p.d, warps, [&]<typename T, int D, int NW>() {
     const dim3 grid(static_cast<unsigned>(p.batch * p.heads), static_cast<unsigned>((p.sq + 16 * NW - 1) / (16 * NW)));
-    flashTcKernel<T, D, NW><<<grid, NW * 32, tcSmemBytes<T, D, NW>(), s>>>(p);
+    const size_t smem = tcSmemBytes<T, D, NW>();
+    switch (tcMaskOf(p)) {
+      case TcMask::kNone: flashTcKernel<T, D, NW, TcMask::kNone><<<grid, NW * 32, smem, s>>>(p); break;
+      case TcMask::kKeys: flashTcKernel<T, D, NW, TcMask::kKeys><<<grid, NW * 32, smem, s>>>(p); break;
+      case TcMask::kDense: flashTcKernel<T, D, NW, TcMask::kDense><<<grid, NW * 32, smem, s>>>(p); break;
+    }
   });
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "kiln/types.h"
@@ -36,6 +37,12 @@ struct FlashParams {
   int group = 1;  //!< query heads per K/V head (GQA/MQA): query head h reads K/V head h / group
   float scaleLog2 = 0;  //!< scale * log2(e): scores are kept in the exp2 domain
   bool causal = false;  //!< key j is masked for query i when j > i
+  //! The exp2-domain logit of a key masked by causal or a bool mask: -inf, or kiln_mask_fill *
+  //! log2(e) (ops/attention_config.h): then a row with every key masked is uniform over all keys.
+  float maskedLog2 = -INFINITY;
+  //! The mask is bool key flags [B|1, 1, 1, Skv] (maskStrideH = maskStrideQ = 0, maskLen = Skv):
+  //! the tensor-core kernel reads them once per K tile into shared memory.
+  bool keyPad = false;
   bool vec = false;     //!< 16-byte aligned rows, strides and pointers: cp.async 16-byte copies
 };
 

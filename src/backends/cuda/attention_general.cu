@@ -175,6 +175,7 @@ size_t smemBytes(int64_t e, int64_t total) { return static_cast<size_t>(32 + e +
 
 bool supportsGeneral(const LayerDesc& l) {
   if (hasQkvViews(*l.attrs)) return false;  // strided views come from the fusion: the flash tactics run those
+  if (l.attrs->has(kAttentionMaskFillAttr)) return false;  // from the fusion too: the flash tactics run it
   if (l.inputs.size() < 3 || l.inputs.size() > 7 || l.outputs.size() > 4) return false;
   const DataType t = l.inputs[kAttentionQ].type;
   if (t != DataType::kFLOAT && t != DataType::kHALF && t != DataType::kBF16) return false;

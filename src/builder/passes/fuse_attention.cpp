@@ -16,12 +16,14 @@
 // Steps: fuse_attention_match.cpp (matcher), fuse_attention_masks.cpp (mask canonicalizer), this
 // file (rewriter); fuse_attention_steps.h joins them.
 #include <array>
+#include <cmath>
 #include <functional>
 #include <tuple>
 
 #include "builder/passes/fuse_attention_steps.h"
 #include "builder/passes/passes.h"
 #include "builder/passes/view_trace.h"
+#include "ops/attention_config.h"
 
 namespace kiln {
 
@@ -212,6 +214,7 @@ Layer* addAttentionLayer(Network& net, const AttentionMatch& am, const Canonical
   Attributes a;
   a.set("scale", static_cast<float>(am.scale));
   if (cm.causal) a.set("is_causal", int64_t(1));
+  if (std::isfinite(cm.maskFill)) a.set(kAttentionMaskFillAttr, static_cast<float>(cm.maskFill));
   Tensor* k = merged ? f.k3 : am.kRoot;
   if (form == AttentionForm::kPlain && am.kPerm != std::vector<int64_t>{0, 1, 2, 3}) {
     Attributes ta;
@@ -278,6 +281,7 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
   AttentionMatch am;
   CanonicalMask cm;
   if (!matchAttention(net, sm, am) || !canonicalizeMasks(net, am, sm, cm)) return false;
+  compactKeyPaddingMask(net, am, cm);  // dense runtime mask -> is_causal + key flags, when provable
   AttentionForms forms;
   findHeadForm(net, am, forms);  // the 3-D form first (no head transposes), then the views
   findViewForm(net, am, forms);

@@ -2,6 +2,7 @@
 // (fuse_attention_match.cpp), the mask canonicalizer (fuse_attention_masks.cpp) and the rewriter
 // (fuse_attention.cpp). Internal to the pass.
 #pragma once
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,8 @@ struct AttentionMatch {
 //! The masks as the Attention layer takes them.
 struct CanonicalMask {
   bool causal = false;
-  Tensor* mask = nullptr;  // additive, broadcastable to the scores; null when none
+  Tensor* mask = nullptr;  // additive (or, after compactKeyPaddingMask, bool key flags), broadcastable to the scores; null when none
+  double maskFill = -std::numeric_limits<double>::infinity();  // finite: kiln_mask_fill (ops/attention.cpp)
 };
 
 //! True for a layer that passes its single input on unchanged: Identity, a one-input Concat, or
@@ -55,6 +57,11 @@ bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am);
 //! Canonicalizer: one additive mask and is_causal. Every refusal comes before the first change to
 //! the network.
 bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, CanonicalMask& cm);
+
+//! Key-padding analysis (fuse_attention_key_padding.cpp): when the runtime mask provably is
+//! "key flags k[b, j] ? (0 or causal) : masked", cm becomes is_causal + k as a bool
+//! [B|1, 1, 1, Skv] mask (+ maskFill); false (cm unchanged) when that cannot be proven.
+bool compactKeyPaddingMask(Network& net, const AttentionMatch& am, CanonicalMask& cm);
 
 //! A new one-output layer whose output has the given type and dims.
 Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name,
