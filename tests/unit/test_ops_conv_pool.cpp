@@ -4,7 +4,9 @@
 // fused activations, residual input).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -671,12 +673,69 @@ TEST(ConvPoolTactics, PoolingMatchesReference) {
     SCOPED_TRACE(c.op + " " + toString(c.x));
     EXPECT_TRUE(contains(expectTacticsMatchReference(c.op, a, in, 1e-5f), kiln::test::snakeCase(c.op) + "_f32_direct"));
   }
+  // The row-buffered window pools (pool_window.cpp): output widths around the 8-lane vectors,
+  // strides 1, 2 (even-lane loads) and 3 (one output at a time), dilation, pads beyond the kernel's
+  // reach, every kind; rows too wide for the row buffer take the scalar path.
+  uint32_t variant = 0;
+  for (int64_t width : {1, 2, 7, 8, 9, 15, 16, 17, 31, 56, 113})
+    for (int64_t stride : {1, 2, 3})
+      for (const char* op : {"MaxPool", "AveragePool"}) {
+        ++variant;
+        Attributes a;
+        const int64_t k = 1 + variant % 4, dil = variant % 5 == 0 ? 2 : 1, pad = std::min<int64_t>(k - 1, variant % 3);
+        if ((width + 2 * pad) < (k - 1) * dil + 1) continue;
+        a.set("kernel_shape", std::vector<int64_t>{3, k});
+        a.set("strides", std::vector<int64_t>{stride, stride});
+        a.set("pads", std::vector<int64_t>{1, pad, 1, pad});
+        a.set("dilations", std::vector<int64_t>{1, dil});
+        a.set("ceil_mode", int64_t(variant % 2));
+        if (std::string(op) == "AveragePool") a.set("count_include_pad", int64_t(variant / 2 % 2));
+        std::vector<Input> in{data(randomTensor({2, 3, 5, width}, rng))};
+        SCOPED_TRACE(std::string(op) + " width " + std::to_string(width) + " stride " + std::to_string(stride) + " k " +
+                     std::to_string(k) + " dil " + std::to_string(dil) + " pad " + std::to_string(pad));
+        EXPECT_TRUE(contains(expectTacticsMatchReference(op, a, in, 1e-5f), kiln::test::snakeCase(op) + "_f32_direct"));
+      }
+  for (const char* op : {"MaxPool", "AveragePool"}) {
+    Attributes a;
+    a.set("kernel_shape", std::vector<int64_t>{2, 3});
+    a.set("strides", std::vector<int64_t>{1, 2});
+    a.set("pads", std::vector<int64_t>{0, 1, 0, 1});
+    std::vector<Input> in{data(randomTensor({1, 1, 3, 20000}, rng))};  // wider than the row buffer
+    EXPECT_TRUE(contains(expectTacticsMatchReference(op, a, in, 1e-5f), kiln::test::snakeCase(op) + "_f32_direct"));
+  }
   for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"})
     for (Dims x : std::vector<Dims>{{1, 2048, 7, 7}, {2, 5, 3, 5}, {1, 3, 1, 1}, {1, 4, 9}, {1, 2, 3, 4, 5}}) {
       std::vector<Input> in{data(randomTensor(x, rng))};
       SCOPED_TRACE(std::string(op) + " " + toString(x));
       EXPECT_TRUE(contains(expectTacticsMatchReference(op, Attributes(), in, 1e-5f), kiln::test::f32Avx2(op)));
     }
+}
+
+TEST(ConvPoolTactics, MaxPoolPropagatesNaN) {
+  // A window that holds a NaN yields NaN wherever the NaN sits among its taps (first, middle, last
+  // row and column), as in the reference; the other windows are unaffected.
+  std::mt19937 rng(310);
+  for (int64_t at : {0, 1, 8, 9, 17, 40}) {
+    HostTensor x = randomTensor({1, 2, 6, 41}, rng);
+    x.as<float>()[at * 7 % 6 * 41 + at] = std::numeric_limits<float>::quiet_NaN();
+    Attributes a;
+    a.set("kernel_shape", std::vector<int64_t>{3, 3});
+    a.set("strides", std::vector<int64_t>{at % 2 + 1, at % 2 + 1});
+    a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    std::vector<Input> in{data(x)};
+    LayerDesc desc = describe("MaxPool", a, in);
+    HostTensor want = runReference(desc, in)[0];
+    int nans = 0;
+    for (const Tactic& t : getBackend(DeviceType::kCPU, 2)->tactics(desc)) {
+      HostTensor got = run(t, desc, in)[0];
+      for (int64_t i = 0; i < want.count(); ++i) {
+        const float w = want.as<float>()[i], g = got.as<float>()[i];
+        nans += std::isnan(w);
+        EXPECT_TRUE(std::isnan(w) ? std::isnan(g) : g == w) << t.name << " at " << at << " [" << i << "] " << g << " vs " << w;
+      }
+    }
+    EXPECT_GT(nans, 0);
+  }
 }
 
 TEST(ConvPoolTactics, ResNetAndMobileNetLayers) {

@@ -23,7 +23,7 @@ KernelFactory oneDnnConv();
 KernelFactory oneDnnConvBlocked();
 #endif
 KernelFactory im2colConv();
-// pool_direct.cpp
+// pool_window.cpp, pool_direct.cpp
 KernelFactory windowPool();  // MaxPool / AveragePool, plain or blocked layouts
 KernelFactory globalAveragePoolAvx2();
 KernelFactory globalMaxPoolAvx2();

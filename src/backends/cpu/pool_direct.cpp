@@ -1,12 +1,7 @@
-// Optimized pooling tactics (float32, NCHW):
-// - "direct" for MaxPool (without the Indices output) and AveragePool: (n, c) planes in parallel;
-//   each window's in-bounds tap ranges are computed once per axis, so the inner loops carry no
-//   bounds checks.
-// - "avx2" for GlobalAveragePool / GlobalMaxPool: vectorized plane reductions.
-// Both also read X in a blocked layout (nChw8c / nChw16c, conv_layout.h) when the layer's
-// kiln_layout_in says so: the window pools then write Y in the same layout, the global pools
-// write plain [N, C, 1, 1]. Each (n, channel block) slab is then reduced one channel block (a
-// vector) at a time.
+// GlobalAveragePool / GlobalMaxPool ("avx2", float32): vectorized plane reductions. X may also be
+// in a blocked layout (nChw8c / nChw16c, conv_layout.h) when the layer's kiln_layout_in says so;
+// each (n, channel block) slab is then reduced one channel block (a vector) at a time, and Y is
+// written plain [N, C, 1, 1]. (The window pools are in pool_window.cpp.)
 #include <immintrin.h>
 
 #include <algorithm>
@@ -22,150 +17,6 @@
 namespace kiln::cpu {
 
 namespace {
-
-struct PoolState : KernelState {
-  Window3 win;
-  int64_t planes = 0;  // (n, c) planes, or (n, channel block) slabs in a blocked layout
-};
-
-//! Taps [lo, hi) of one axis whose input index start + k*d is inside [0, in), and the number of
-//! taps inside the explicitly padded range [-padBegin, in + padEnd) (count_include_pad).
-struct TapRange {
-  int64_t lo, hi, padded, start;
-};
-
-inline TapRange taps(const Window3& w, int a, int64_t o) {
-  const int64_t start = o * w.stride[a] - w.padBegin[a], d = w.dilation[a], k = w.kernel[a];
-  auto firstAtLeast = [&](int64_t bound) {  // first tap with start + k*d >= bound
-    return start >= bound ? 0 : std::min(k, (bound - start + d - 1) / d);
-  };
-  auto endBelow = [&](int64_t bound) {  // one past the last tap with start + k*d < bound
-    return start >= bound ? 0 : std::min(k, (bound - 1 - start) / d + 1);
-  };
-  TapRange t;
-  t.start = start;
-  t.lo = firstAtLeast(0);
-  t.hi = std::max(t.lo, endBelow(w.in[a]));
-  int64_t plo = firstAtLeast(-w.padBegin[a]), phi = endBelow(w.in[a] + w.padEnd[a]);
-  t.padded = std::max<int64_t>(0, phi - plo);
-  return t;
-}
-
-enum class PoolKind { kMax, kAverage, kAverageIncludePad };
-
-template <PoolKind kKind>
-void poolPlane(const float* x, float* y, const Window3& w) {
-  for (int64_t od = 0; od < w.out[0]; ++od) {
-    const TapRange td = taps(w, 0, od);
-    for (int64_t oh = 0; oh < w.out[1]; ++oh) {
-      const TapRange th = taps(w, 1, oh);
-      for (int64_t ow = 0; ow < w.out[2]; ++ow, ++y) {
-        const TapRange tw = taps(w, 2, ow);
-        float acc = kKind == PoolKind::kMax ? -std::numeric_limits<float>::infinity() : 0.f;
-        for (int64_t kd = td.lo; kd < td.hi; ++kd) {
-          const float* xd = x + (td.start + kd * w.dilation[0]) * w.in[1] * w.in[2];
-          for (int64_t kh = th.lo; kh < th.hi; ++kh) {
-            const float* xr = xd + (th.start + kh * w.dilation[1]) * w.in[2] + tw.start;
-            for (int64_t kw = tw.lo; kw < tw.hi; ++kw) {
-              float v = xr[kw * w.dilation[2]];
-              if constexpr (kKind == PoolKind::kMax) acc = v > acc || std::isnan(v) ? v : acc;
-              else acc += v;
-            }
-          }
-        }
-        const int64_t inside = (td.hi - td.lo) * (th.hi - th.lo) * (tw.hi - tw.lo);
-        if constexpr (kKind == PoolKind::kMax) {
-          *y = inside > 0 ? acc : 0.f;
-        } else {
-          int64_t count = kKind == PoolKind::kAverageIncludePad ? td.padded * th.padded * tw.padded : inside;
-          *y = count > 0 ? acc / static_cast<float>(count) : 0.f;
-        }
-      }
-    }
-  }
-}
-
-//! poolPlane for one (n, channel block) slab of a blocked layout: [D][H][W][kBlock] floats, the
-//! kBlock channels of a position reduced side by side.
-template <PoolKind kKind, int kBlock>
-void poolBlockedSlab(const float* x, float* y, const Window3& w) {
-  for (int64_t od = 0; od < w.out[0]; ++od) {
-    const TapRange td = taps(w, 0, od);
-    for (int64_t oh = 0; oh < w.out[1]; ++oh) {
-      const TapRange th = taps(w, 1, oh);
-      for (int64_t ow = 0; ow < w.out[2]; ++ow, y += kBlock) {
-        const TapRange tw = taps(w, 2, ow);
-        float acc[kBlock];
-        for (int j = 0; j < kBlock; ++j) acc[j] = kKind == PoolKind::kMax ? -std::numeric_limits<float>::infinity() : 0.f;
-        for (int64_t kd = td.lo; kd < td.hi; ++kd) {
-          const float* xd = x + (td.start + kd * w.dilation[0]) * w.in[1] * w.in[2] * kBlock;
-          for (int64_t kh = th.lo; kh < th.hi; ++kh) {
-            const float* xr = xd + ((th.start + kh * w.dilation[1]) * w.in[2] + tw.start) * kBlock;
-            for (int64_t kw = tw.lo; kw < tw.hi; ++kw) {
-              const float* v = xr + kw * w.dilation[2] * kBlock;
-              for (int j = 0; j < kBlock; ++j) {
-                if constexpr (kKind == PoolKind::kMax) acc[j] = v[j] > acc[j] || std::isnan(v[j]) ? v[j] : acc[j];
-                else acc[j] += v[j];
-              }
-            }
-          }
-        }
-        const int64_t inside = (td.hi - td.lo) * (th.hi - th.lo) * (tw.hi - tw.lo);
-        int64_t count = kKind == PoolKind::kAverageIncludePad ? td.padded * th.padded * tw.padded : inside;
-        for (int j = 0; j < kBlock; ++j) {
-          if constexpr (kKind == PoolKind::kMax) y[j] = inside > 0 ? acc[j] : 0.f;
-          else y[j] = count > 0 ? acc[j] / static_cast<float>(count) : 0.f;
-        }
-      }
-    }
-  }
-}
-
-template <PoolKind kKind>
-void poolSlab(int64_t block, const float* x, float* y, const Window3& w) {
-  if (block == 8) poolBlockedSlab<kKind, 8>(x, y, w);
-  else if (block == 16) poolBlockedSlab<kKind, 16>(x, y, w);
-  else poolPlane<kKind>(x, y, w);
-}
-
-class WindowPoolKernel : public Kernel {
- public:
-  explicit WindowPoolKernel(const LayerDesc& l) : block_(inLayoutBlock(l)) {
-    if (block_ < 1) throw Error("layer '" + l.name + "': unknown " + attr::kLayoutIn + " layout");
-    if (l.op == "MaxPool") kind_ = PoolKind::kMax;
-    else kind_ = l.attrs->getInt("count_include_pad", 0) ? PoolKind::kAverageIncludePad : PoolKind::kAverage;
-  }
-  size_t reshape(const LayerDesc& concrete, std::unique_ptr<KernelState>& state) const override {
-    auto s = std::make_unique<PoolState>();
-    const Dims& x = concrete.inputs[0].dims;
-    s->win = toWindow3(poolWindow(concrete, x, concrete.attrs->getInts("kernel_shape")));
-    s->planes = x[0] * (x[1] / block_);
-    state = std::move(s);
-    return 0;
-  }
-  void execute(const KernelIO& io, KernelState* state) const override {
-    const auto& s = *static_cast<PoolState*>(state);
-    const float* x = io.in[0].as<const float>();
-    float* y = io.out[0].as<float>();
-    // A plane is one channel, a slab block_ channels: the same strides times block_.
-    const int64_t inSize = s.win.inSize() * block_, outSize = s.win.outSize() * block_;
-    convParallelFor(io.pool, s.planes, 1, [&](int64_t b, int64_t e) {
-      for (int64_t p = b; p < e; ++p) {
-        switch (kind_) {
-          case PoolKind::kMax: poolSlab<PoolKind::kMax>(block_, x + p * inSize, y + p * outSize, s.win); break;
-          case PoolKind::kAverage: poolSlab<PoolKind::kAverage>(block_, x + p * inSize, y + p * outSize, s.win); break;
-          case PoolKind::kAverageIncludePad:
-            poolSlab<PoolKind::kAverageIncludePad>(block_, x + p * inSize, y + p * outSize, s.win);
-            break;
-        }
-      }
-    });
-  }
-
- private:
-  PoolKind kind_;
-  int64_t block_;  // channel block of X and Y (1: plain NCHW)
-};
 
 float horizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -289,25 +140,16 @@ bool blockable(const LayerDesc& l, int64_t block) {
   return (block == 8 || block == 16) && x.size() == 4 && x[1] > 0 && x[1] % block == 0;
 }
 
-bool supportsWindowPool(const LayerDesc& l) {
-  if (!isFloatNchw(l) || l.inputs[0].dims.size() > 5 || l.outputs.size() != 1 || !l.attrs->has("kernel_shape"))
-    return false;
-  if (hasPlainLayouts(l)) return true;
-  const int64_t in = inLayoutBlock(l);
-  return in == outLayoutBlock(l) && blockable(l, in);
-}
 bool supportsGlobalPool(const LayerDesc& l) {
   if (!isFloatNchw(l)) return false;
   return hasPlainLayouts(l) || (outLayoutBlock(l) == 1 && blockable(l, inLayoutBlock(l)));
 }
 
-std::unique_ptr<Kernel> createWindowPool(const LayerDesc& l) { return std::make_unique<WindowPoolKernel>(l); }
 std::unique_ptr<Kernel> createGlobalAverage(const LayerDesc& l) { return std::make_unique<GlobalPoolKernel>(l, false); }
 std::unique_ptr<Kernel> createGlobalMax(const LayerDesc& l) { return std::make_unique<GlobalPoolKernel>(l, true); }
 
 }  // namespace
 
-KernelFactory windowPool() { return {supportsWindowPool, createWindowPool}; }
 KernelFactory globalAveragePoolAvx2() { return {supportsGlobalPool, createGlobalAverage}; }
 KernelFactory globalMaxPoolAvx2() { return {supportsGlobalPool, createGlobalMax}; }
 
