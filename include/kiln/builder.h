@@ -73,7 +73,7 @@ class BuilderConfig {
   const std::vector<OptimizationProfile>& profiles() const { return profiles_; }
   void setProgressCallback(ProgressCallback cb) { progress_ = std::move(cb); }
   const ProgressCallback& progressCallback() const { return progress_; }
-  //! Number of timed runs per tactic (median is used).
+  //! Number of timed runs per tactic (the fastest run is kept: other work only adds time).
   void setAvgTiming(int n) { avgTiming_ = n; }
   int avgTiming() const { return avgTiming_; }
   //! A timing cache the builder reads (skipping tactics it has timings for) and adds to.

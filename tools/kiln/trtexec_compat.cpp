@@ -150,7 +150,7 @@ void addTrtexecFlags(CLI::App& app, TrtexecFlags& t, Options& o) {
   app.add_option("--backend", t.backend, "cpu or gpu (default: gpu when available, else cpu); --device=cpu|gpu still works")
       ->check(CLI::IsMember({"cpu", "gpu"}));
   app.add_option("--infStreams", t.infStreams, "trtexec's name for --streams")->check(CLI::Range(1, 64))->group(kGroup);
-  app.add_option("--avgTiming", t.avgTiming, "Timed runs per tactic during the build (the median is kept)")
+  app.add_option("--avgTiming", t.avgTiming, "Timed runs per tactic during the build (the fastest is kept)")
       ->check(CLI::Range(1, 1000))->group(kGroup);
   app.add_flag("--best", t.best, "Allow every reduced precision kiln has (FP16; kiln has no INT8 calibration)")->group(kGroup);
   app.add_flag("--separateProfileRun", t.separateProfileRun, "Per-layer profiles always come from a separate run (the default)")
