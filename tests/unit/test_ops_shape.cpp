@@ -375,6 +375,11 @@ TEST(ShapeTactics, TransposeMatchesReference) {
       {{5, 1, 7, 1, 3}, {4, 3, 2, 1, 0}},
       {{4, 6, 5, 3}, {1, 3, 0, 2}},
       {{70, 3}, {1, 0}},
+      // 4-byte elements go through 8x8 register blocks: whole tiles, blocks at a tile's edge, and
+      // leftover rows / columns shorter than a block on either side.
+      {{2, 45, 71}, {0, 2, 1}},
+      {{1, 128, 256}, {0, 2, 1}},  // SegFormer's token <-> channel transpose, power-of-two stride
+      {{3, 8, 9, 16}, {0, 3, 1, 2}},
       {{0, 3}, {1, 0}},
       {{}, {}},
   };
