@@ -8,7 +8,8 @@
 //   pass), a reorder is only done where that layout differs from the one oneDNN chose, so chains
 //   of convolutions in oneDNN's own layout run without any reorder.
 // Bias, the residual (sum post-op) and the fused activation (eltwise post-op) run inside the
-// primitive; an activation oneDNN 2.6 lacks (HardSigmoid) runs afterwards, on the OpenMP team.
+// primitive (HardSigmoid as linear + clip post-ops); an activation with no oneDNN equivalent would
+// run afterwards, on the OpenMP team.
 //
 // Threads: oneDNN (Debian build) runs on its own OpenMP runtime, not on kiln's ThreadPool.
 // execute() sets the OpenMP thread count of the calling thread to io.pool->size(), so a layer
@@ -235,9 +236,7 @@ class OneDnnConvKernel : public Kernel {
     memory::desc src(sh.src, f32, srcTag), dst(sh.dst, f32, dstTag), wei(sh.weights, f32, Tag::any);
     dnnl::post_ops po;
     if (residual_) po.append_sum(1.f);  // Y holds the residual before the primitive runs
-    dnnl::algorithm alg;
-    float alpha, beta;
-    if (toOneDnnEltwise(k_.act, alg, alpha, beta)) po.append_eltwise(1.f, alg, alpha, beta);
+    appendOneDnnActivation(po, k_.act);
     dnnl::primitive_attr attr;
     attr.set_post_ops(po);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -264,9 +263,8 @@ class OneDnnConvKernel : public Kernel {
 
   Prepared prepareOrThrow(const ConvProblem& p) const {
     Prepared r{makePd(p), {}, {}, false};
-    dnnl::algorithm alg;
-    float alpha, beta;
-    r.eltwiseInPrimitive = toOneDnnEltwise(k_.act, alg, alpha, beta);
+    dnnl::post_ops probe;
+    r.eltwiseInPrimitive = appendOneDnnActivation(probe, k_.act);
     auto& eng = oneDnnEngine();
     DnnlConvShapes sh = dnnlShapes(p, rank_);
     memory::desc userWei(sh.weights, memory::data_type::f32, plainWeightsTag(rank_, p.group > 1));

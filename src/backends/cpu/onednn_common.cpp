@@ -45,6 +45,21 @@ bool toOneDnnEltwise(const Activation& a, dnnl::algorithm& alg, float& alpha, fl
   }
 }
 
+bool appendOneDnnActivation(dnnl::post_ops& po, const Activation& a) {
+  dnnl::algorithm alg;
+  float alpha, beta;
+  if (toOneDnnEltwise(a, alg, alpha, beta)) {
+    po.append_eltwise(1.f, alg, alpha, beta);
+    return true;
+  }
+  if (a.kind == ActKind::kHardSigmoid) {  // max(0, min(1, alpha * x + beta))
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, a.alpha, a.beta);
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, 0.f, 1.f);
+    return true;
+  }
+  return false;
+}
+
 }  // namespace kiln::cpu
 
 #endif  // KILN_HAVE_ONEDNN

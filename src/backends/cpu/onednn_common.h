@@ -14,6 +14,10 @@ dnnl::engine& oneDnnEngine();
 void setOneDnnThreads(int n);
 //! oneDNN's eltwise equivalent of a fused activation; false when it has none.
 bool toOneDnnEltwise(const Activation& a, dnnl::algorithm& alg, float& alpha, float& beta);
+//! Appends the fused activation to `po` as eltwise post-ops: one (toOneDnnEltwise), or for
+//! HardSigmoid, which oneDNN 2.6 lacks, linear(alpha, beta) then clip(0, 1). False when it has no
+//! equivalent (nothing appended).
+bool appendOneDnnActivation(dnnl::post_ops& po, const Activation& a);
 
 }  // namespace kiln::cpu
 
