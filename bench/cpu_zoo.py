@@ -78,6 +78,10 @@ def write_report(args, rows, path):
                      + (f"{r['ort']:.2f} | {r['kiln']:.2f} | {r['ratio']:.2f} | {r['err']:.1e} | {r['build_s']:.1f} | |"
                         if r.get("ratio") else f"- | - | - | - | - | {r.get('error', '')[:150]} |"))
     worst = max(rows, key=lambda r: r.get("ratio", 0), default=None)
+    loads = [r["load"] for r in rows if "load" in r]
+    if loads:  # other work on the machine slows both sides, ORT's spinning threads far more than kiln
+        lines += ["", f"Machine load (1-minute load average when each model started): {min(loads)} to {max(loads)} "
+                  f"on {os.cpu_count()} CPUs."]
     lines += ["", f"Geometric mean of kiln / ORT over {len(ratios)} models: **{geo:.2f}**"
               + (f" (worst: {worst['model']} {worst['ratio']:.2f})" if worst and worst.get("ratio") else ""), ""]
     with open(path, "w") as f:
@@ -121,7 +125,7 @@ def main():
         work = os.path.join(args.work, name)
         os.makedirs(work, exist_ok=True)
         path = os.path.join(work, "model.onnx")
-        row = {"model": name, "tags": table[name].tags}
+        row = {"model": name, "tags": table[name].tags, "load": round(os.getloadavg()[0], 1)}
         try:
             export(torch, peers, name, table[name], path)
             timed = cpu_bench.bench_model(args, name, path, work)
