@@ -15,6 +15,7 @@
 
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
+#include "ops/roi_align.h"
 
 namespace kiln {
 
@@ -144,31 +145,6 @@ void normalizeRoiAlign(Network&, Layer& layer, int opset) {
     layer.attrs.set("coordinate_transformation_mode", std::string("output_half_pixel"));
 }
 
-struct RoiAlignParams {
-  bool max = false, halfPixel = true;
-  int64_t oh = 1, ow = 1, sampling = 0;
-  float scale = 1.f;
-};
-
-RoiAlignParams roiAlignParams(const LayerDesc& l) {
-  RoiAlignParams p;
-  const std::string mode = l.attrs->getString("mode", "avg");
-  if (mode != "avg" && mode != "max") opError(l, "mode must be 'avg' or 'max', got '" + mode + "'");
-  p.max = mode == "max";
-  const std::string ct = l.attrs->getString("coordinate_transformation_mode", "half_pixel");
-  if (ct != "half_pixel" && ct != "output_half_pixel")
-    opError(l, "coordinate_transformation_mode must be 'half_pixel' or 'output_half_pixel', got '" + ct + "'");
-  p.halfPixel = ct == "half_pixel";
-  p.oh = l.attrs->getInt("output_height", 1);
-  p.ow = l.attrs->getInt("output_width", 1);
-  p.sampling = l.attrs->getInt("sampling_ratio", 0);
-  p.scale = l.attrs->getFloat("spatial_scale", 1.f);
-  if (p.oh <= 0 || p.ow <= 0) opError(l, "output_height and output_width must be positive");
-  if (p.sampling < 0) opError(l, "sampling_ratio must not be negative");
-  if (!std::isfinite(p.scale)) opError(l, "spatial_scale must be finite");
-  return p;
-}
-
 void inferRoiAlign(LayerDesc& l) {
   requireInputs(l, 3, 3);
   const Dims &x = l.inputs[0].dims, &rois = l.inputs[1].dims, &idx = l.inputs[2].dims;
@@ -179,109 +155,38 @@ void inferRoiAlign(LayerDesc& l) {
     opError(l, "rois " + toString(rois) + " and batch_indices " + toString(idx) + " disagree on the roi count");
   if (l.inputs[2].type != DataType::kINT64 && l.inputs[2].type != DataType::kINT32)
     opError(l, "batch_indices must be int64");
-  const RoiAlignParams p = roiAlignParams(l);
-  setOutput(l, 0, l.inputs[0].type, {rois[0] >= 0 ? rois[0] : idx[0], x[1], p.oh, p.ow});
-}
-
-//! One sampling point: 4 positions (plane offsets) and bilinear weights; all 0 outside the map.
-struct Sample {
-  int64_t pos[4] = {0, 0, 0, 0};
-  double w[4] = {0, 0, 0, 0};
-};
-
-Sample bilinear(double y, double x, int64_t h, int64_t w) {
-  Sample s;
-  if (y < -1.0 || y > static_cast<double>(h) || x < -1.0 || x > static_cast<double>(w)) return s;
-  y = std::max(y, 0.0);
-  x = std::max(x, 0.0);
-  int64_t y0 = static_cast<int64_t>(y), x0 = static_cast<int64_t>(x), y1, x1;
-  if (y0 >= h - 1) {
-    y0 = y1 = h - 1;
-    y = static_cast<double>(y0);
-  } else {
-    y1 = y0 + 1;
-  }
-  if (x0 >= w - 1) {
-    x0 = x1 = w - 1;
-    x = static_cast<double>(x0);
-  } else {
-    x1 = x0 + 1;
-  }
-  const double ly = y - y0, lx = x - x0, hy = 1 - ly, hx = 1 - lx;
-  s.pos[0] = y0 * w + x0;
-  s.pos[1] = y0 * w + x1;
-  s.pos[2] = y1 * w + x0;
-  s.pos[3] = y1 * w + x1;
-  s.w[0] = hy * hx;
-  s.w[1] = hy * lx;
-  s.w[2] = ly * hx;
-  s.w[3] = ly * lx;
-  return s;
+  const RoiAlignGeom g = roiAlignGeom(l, x.data());
+  setOutput(l, 0, l.inputs[0].type, {rois[0] >= 0 ? rois[0] : idx[0], x[1], g.oh, g.ow});
 }
 
 template <typename T>
 void roiAlign(const LayerDesc& l, const KernelIO& io) {
-  const RoiAlignParams p = roiAlignParams(l);
   const Dims& xd = io.in[0].dims;
-  const int64_t n = xd[0], c = xd[1], h = xd[2], w = xd[3], rois = io.in[1].dims[0];
+  const RoiAlignGeom g = roiAlignGeom(l, xd.data());
+  const int64_t n = xd[0], c = xd[1], rois = io.in[1].dims[0];
   const T* x = io.in[0].as<const T>();
   const T* r = io.in[1].as<const T>();
   T* y = io.out[0].as<T>();
-  const double offset = p.halfPixel ? 0.5 : 0.0;
   auto batchOf = [&](int64_t k) {
     return io.in[2].type == DataType::kINT32 ? io.in[2].as<const int32_t>()[k] : io.in[2].as<const int64_t>()[k];
   };
   for (int64_t k = 0; k < rois; ++k)
     if (batchOf(k) < 0 || batchOf(k) >= n)
       opError(l, "batch index " + std::to_string(batchOf(k)) + " is out of range for " + std::to_string(n) + " images");
-  auto one = [&](int64_t k) {
-    const int64_t b = batchOf(k);
-    const double x0 = static_cast<double>(r[k * 4]) * p.scale - offset, y0 = static_cast<double>(r[k * 4 + 1]) * p.scale - offset;
-    const double x1 = static_cast<double>(r[k * 4 + 2]) * p.scale - offset, y1 = static_cast<double>(r[k * 4 + 3]) * p.scale - offset;
-    double rw = x1 - x0, rh = y1 - y0;
-    if (!p.halfPixel) {  // the old behaviour: rois at least one pixel
-      rw = std::max(rw, 1.0);
-      rh = std::max(rh, 1.0);
-    }
-    const double bh = rh / static_cast<double>(p.oh), bw = rw / static_cast<double>(p.ow);
-    const int64_t gh = p.sampling > 0 ? p.sampling : static_cast<int64_t>(std::ceil(rh / static_cast<double>(p.oh)));
-    const int64_t gw = p.sampling > 0 ? p.sampling : static_cast<int64_t>(std::ceil(rw / static_cast<double>(p.ow)));
-    const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
-    std::vector<Sample> samples;
-    samples.reserve(static_cast<size_t>(std::max<int64_t>(gh, 0) * std::max<int64_t>(gw, 0) * p.oh * p.ow));
-    for (int64_t ph = 0; ph < p.oh; ++ph)
-      for (int64_t pw = 0; pw < p.ow; ++pw)
-        for (int64_t iy = 0; iy < gh; ++iy)
-          for (int64_t ix = 0; ix < gw; ++ix)
-            samples.push_back(bilinear(y0 + ph * bh + (iy + 0.5) * bh / static_cast<double>(gh),
-                                       x0 + pw * bw + (ix + 0.5) * bw / static_cast<double>(gw), h, w));
-    const size_t per = static_cast<size_t>(std::max<int64_t>(gh, 0) * std::max<int64_t>(gw, 0));
-    for (int64_t ch = 0; ch < c; ++ch) {
-      const T* plane = x + (b * c + ch) * h * w;
-      T* out = y + (k * c + ch) * p.oh * p.ow;
-      for (int64_t o = 0; o < p.oh * p.ow; ++o) {
-        double acc = 0;
-        bool first = true;
-        for (size_t s = 0; s < per; ++s) {
-          const Sample& sm = samples[o * per + s];
-          if (p.max) {
-            double v = sm.w[0] * plane[sm.pos[0]];
-            for (int q = 1; q < 4; ++q) v = std::max(v, sm.w[q] * plane[sm.pos[q]]);
-            acc = first ? v : std::max(acc, v);
-            first = false;
-          } else {
-            for (int q = 0; q < 4; ++q) acc += sm.w[q] * plane[sm.pos[q]];
-          }
-        }
-        out[o] = static_cast<T>(p.max ? acc : acc / count);
-      }
+  auto range = [&](int64_t begin, int64_t end) {  // over (roi, channel) planes
+    for (int64_t kc = begin; kc < end; ++kc) {
+      const int64_t k = kc / c, ch = kc % c;
+      const double roi[4] = {static_cast<double>(r[k * 4]), static_cast<double>(r[k * 4 + 1]), static_cast<double>(r[k * 4 + 2]),
+                             static_cast<double>(r[k * 4 + 3])};
+      const T* plane = x + (batchOf(k) * c + ch) * g.h * g.w;
+      T* out = y + kc * g.oh * g.ow;
+      for (int64_t ph = 0; ph < g.oh; ++ph)
+        for (int64_t pw = 0; pw < g.ow; ++pw)
+          out[ph * g.ow + pw] = static_cast<T>(roiAlignOne(g, roi, ph, pw, [plane](int64_t j) { return static_cast<double>(plane[j]); }));
     }
   };
-  auto range = [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) one(k);
-  };
-  if (io.pool) io.pool->parallelFor(rois, 1, range);  // host evaluation has no pool
-  else range(0, rois);
+  if (io.pool) io.pool->parallelFor(rois * c, 1, range);  // host evaluation has no pool
+  else range(0, rois * c);
 }
 
 void refRoiAlign(const LayerDesc& l, const KernelIO& io) {
@@ -291,6 +196,27 @@ void refRoiAlign(const LayerDesc& l, const KernelIO& io) {
 }
 
 }  // namespace
+
+RoiAlignGeom roiAlignGeom(const LayerDesc& l, const int64_t* x) {
+  RoiAlignGeom g;
+  const std::string mode = l.attrs->getString("mode", "avg");
+  if (mode != "avg" && mode != "max") opError(l, "mode must be 'avg' or 'max', got '" + mode + "'");
+  g.max = mode == "max";
+  const std::string ct = l.attrs->getString("coordinate_transformation_mode", "half_pixel");
+  if (ct != "half_pixel" && ct != "output_half_pixel")
+    opError(l, "coordinate_transformation_mode must be 'half_pixel' or 'output_half_pixel', got '" + ct + "'");
+  g.halfPixel = ct == "half_pixel";
+  g.oh = l.attrs->getInt("output_height", 1);
+  g.ow = l.attrs->getInt("output_width", 1);
+  g.sampling = l.attrs->getInt("sampling_ratio", 0);
+  g.scale = l.attrs->getFloat("spatial_scale", 1.f);
+  if (g.oh <= 0 || g.ow <= 0) opError(l, "output_height and output_width must be positive");
+  if (g.sampling < 0) opError(l, "sampling_ratio must not be negative");
+  if (!std::isfinite(g.scale)) opError(l, "spatial_scale must be finite");
+  g.h = x[2];
+  g.w = x[3];
+  return g;
+}
 
 void registerDetectionOps(OpRegistry& r) {
   OpDef nms;

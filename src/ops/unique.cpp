@@ -1,6 +1,6 @@
 // Unique (opset 11): the distinct elements of X (or distinct slices along `axis`), sorted or in
 // order of first occurrence, with first-occurrence indices, inverse indices and counts.
-// Registered from registerSelectionOps. The output size depends on the data: shape inference
+// Registered from registerUniqueOps. The output size depends on the data: shape inference
 // computes every output once X is known (OpDef::inferComputesValues), so at run time the context
 // reads X back and the layer is evaluated on the host on every backend.
 #include <algorithm>

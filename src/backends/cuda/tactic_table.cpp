@@ -199,6 +199,7 @@ const std::vector<TacticDef>& cudaTacticTable() {
       {"QuantizeLinear", "quantize_linear_any_cuda", cuda::quantizeCuda()},
       {"DequantizeLinear", "dequantize_linear_any_cuda", cuda::quantizeCuda()},
       {"GridSample", "grid_sample_fp_cuda", cuda::gridSampleCuda()},
+      {"RoiAlign", "roi_align_fp_cuda", cuda::roiAlignCuda()},
       // Integer layers of Q/DQ models (builder/passes/lower_qdq.cpp): int8 tensor cores, then the
       // dp4a kernel for what cuBLASLt refuses.
       {"QLinearMatMul", "q_linear_matmul_int_cublaslt", cuda::qlinearMatMulCublasLt()},
