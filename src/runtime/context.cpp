@@ -504,9 +504,10 @@ void ContextImpl::runDataDependent(void* stream, bool gpuProfile) {
     }
     for (int t : fresh)  // views of tensors of earlier rounds
       if (!ptr[t] && next.aliasOf[t] >= 0) ptr[t] = ptr[next.aliasOf[t]];
-    // Values computed on the host (NonZero's indices, ...) go where runtime layers and outputs read them.
-    for (int t : fresh)
-      if (next.tensors[t].value.valid() && !g.tensors[t].value.valid() && ptr[t])
+    // Values computed on the host (NonZero's indices, ...) go where runtime layers and outputs read
+    // them; that includes tensors whose dims were known before their value (Unique's inverse indices).
+    for (size_t t = 0; t < g.tensors.size(); ++t)
+      if (next.tensors[t].value.valid() && !cur.tensors[t].value.valid() && !g.tensors[t].value.valid() && ptr[t])
         b.copyToDevice(ptr[t], next.tensors[t].value.data(), next.tensors[t].value.bytes(), stream);
     size_t ws = 0;
     for (size_t i = j; i < n; ++i) {

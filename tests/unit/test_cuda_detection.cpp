@@ -1,6 +1,7 @@
 // CUDA RoiAlign (backends/cuda/roi_align_cuda.cu) against the CPU reference kernel (ops/detection.cpp),
 // whose semantics the ONNX node tests check: both coordinate modes, avg and max, fixed and adaptive
-// sampling grids, rois partly off the map, float32 and float16. Runs on a GPU machine only.
+// sampling grids, rois partly off the map, float32 and float16; and the CUDA If (if_cuda.cu) that
+// data-dependent detectors' post-processing needs. Runs on a GPU machine only.
 #include "tactic_cases.h"
 
 namespace kiln {
@@ -31,6 +32,24 @@ TEST(CudaDetection, RoiAlignMatchesTheReference) {
           const double tol = t == DataType::kFLOAT ? 1e-5 : 4e-3;
           test::checkAllTactics(*gpu, c, std::string("RoiAlign ") + mode + " " + ct + " sampling " + std::to_string(sampling), tol, tol);
         }
+}
+
+// A run-time If: the condition on the device (branches of equal dims: a select kernel) or read back
+// (branches of different dims, as the context does for a data-dependent If: a copy of the taken one).
+TEST(CudaDetection, IfPassesTheTakenBranchOn) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  for (bool flag : {true, false}) {
+    HostTensor cond(DataType::kBOOL, {});
+    cond.as<uint8_t>()[0] = flag;
+    const HostTensor a = test::uniformOfType({3, 5}, DataType::kFLOAT, 1, -1.0, 1.0);
+    const HostTensor b = test::uniformOfType({3, 5}, DataType::kFLOAT, 2, -1.0, 1.0);
+    test::checkAllTactics(*gpu, test::makeOpCase("If", {cond, a, b}, {}, 3), std::string("If on the device ") + (flag ? "then" : "else"));
+    const HostTensor small = test::i64Values({2}, {7, -7});
+    const HostTensor big = test::i64Values({4}, {1, 2, 3, 4});
+    test::OpCase c = test::makeOpCase("If", {cond, small, big}, {}, 1);  // the condition's value is known
+    test::checkAllTactics(*gpu, c, std::string("If read back ") + (flag ? "then" : "else"));
+  }
 }
 
 }  // namespace

@@ -289,13 +289,16 @@ TEST(DataDependent, TopKWithComputedKThenUnique) {
   Layer* uniq = net.addLayer("Unique", {parity}, 4, {}, "unique");
   net.renameTensor(topk->outputs[0], "top");
   net.renameTensor(uniq->outputs[0], "parities");
+  net.renameTensor(uniq->outputs[2], "inverse");  // dims known before the run ([k]), values only during it
   net.renameTensor(uniq->outputs[3], "counts");
   net.markOutput(topk->outputs[0]);
   net.markOutput(uniq->outputs[0]);
+  net.markOutput(uniq->outputs[2]);
   net.markOutput(uniq->outputs[3]);
   auto engine = Builder().build(net, BuilderConfig{});
   auto ctx = engine->createExecutionContext();
-  RecordingAllocator top, par, cnt;
+  RecordingAllocator top, par, cnt, inv;
+  ctx->setOutputAllocator("inverse", &inv);
   ctx->setOutputAllocator("top", &top);
   ctx->setOutputAllocator("parities", &par);
   ctx->setOutputAllocator("counts", &cnt);
@@ -316,10 +319,13 @@ TEST(DataDependent, TopKWithComputedKThenUnique) {
     }
     ASSERT_EQ(par.shapes.at("parities"), (Dims{static_cast<int64_t>(counts.size())}));
     size_t j = 0;
+    std::map<int64_t, int64_t> position;
     for (auto [p, c] : counts) {
       EXPECT_EQ(par.data<int64_t>()[j], p);
       EXPECT_EQ(cnt.data<int64_t>()[j], c);
-      ++j;
+      position[p] = static_cast<int64_t>(j++);
     }
+    ASSERT_EQ(inv.shapes.at("inverse"), (Dims{n}));
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(inv.data<int64_t>()[i], position[v[static_cast<size_t>(i)].second % 2]) << i;
   }
 }

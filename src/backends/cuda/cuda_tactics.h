@@ -92,7 +92,6 @@ KernelFactory recurrentCuda();  // RNN, GRU, LSTM
 KernelFactory rotaryEmbeddingCuda();
 KernelFactory quantizeCuda();  // QuantizeLinear, DequantizeLinear
 KernelFactory gridSampleCuda();
-KernelFactory roiAlignCuda();  // roi_align_cuda.cu
 // qlinear_matmul_cuda.cpp: QLinearMatMul with constant weights (int32 product by cuBLASLt / dp4a)
 KernelFactory qlinearMatMulCublasLt();
 KernelFactory qlinearMatMulDp4a();

@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "backends/cuda/cuda_tactics.h"
+#include "backends/cuda/conv_act.cuh"
+#include "backends/cuda/detection_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "ops/roi_align.h"
 
