@@ -43,6 +43,29 @@ void PyProfiler::reportLayerTime(const std::string& layer, float ms) noexcept {
   }
 }
 
+void* PyOutputAllocator::reallocateOutput(const std::string& name, void* currentMemory, uint64_t size, uint64_t alignment) {
+  py::gil_scoped_acquire gil;
+  try {
+    py::object r = obj_->fn().attr("reallocate_output")(name, reinterpret_cast<uintptr_t>(currentMemory), size, alignment);
+    return r.is_none() ? nullptr : reinterpret_cast<void*>(r.cast<uintptr_t>());
+  } catch (py::error_already_set& e) {
+    throw Error("output '" + name + "': the output allocator's reallocate_output raised " + e.what());
+  } catch (const py::cast_error&) {
+    throw Error("output '" + name + "': the output allocator's reallocate_output must return an int address or None");
+  }
+}
+
+void PyOutputAllocator::notifyShape(const std::string& name, const Dims& dims) {
+  py::gil_scoped_acquire gil;
+  try {
+    py::tuple shape(dims.size());
+    for (size_t i = 0; i < dims.size(); ++i) shape[i] = dims[i];
+    obj_->fn().attr("notify_shape")(name, shape);
+  } catch (py::error_already_set& e) {
+    throw Error("output '" + name + "': the output allocator's notify_shape raised " + e.what());
+  }
+}
+
 ProgressCallback progressCallback(std::shared_ptr<PyCallable> fn) {
   return [fn](const std::string& phase, int step, int total) {
     py::gil_scoped_acquire gil;

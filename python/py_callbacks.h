@@ -51,6 +51,20 @@ class PyProfiler : public IProfiler {
   std::shared_ptr<PyCallable> fn_;
 };
 
+//! An output allocator written in Python: obj.reallocate_output(name, current: int, size: int,
+//! alignment: int) -> int (an address; 0 or None: none) and obj.notify_shape(name, shape: tuple).
+//! A Python exception in either fails the run with a kiln error carrying its message.
+class PyOutputAllocator : public IOutputAllocator {
+ public:
+  explicit PyOutputAllocator(py::object obj) : obj_(std::make_shared<PyCallable>(std::move(obj))) {}
+  void* reallocateOutput(const std::string& name, void* currentMemory, uint64_t size, uint64_t alignment) override;
+  void notifyShape(const std::string& name, const Dims& dims) override;
+  const py::object& object() const { return obj_->fn(); }
+
+ private:
+  std::shared_ptr<PyCallable> obj_;
+};
+
 //! Build progress to fn(phase: str, step: int, total: int); an exception in fn stops the build
 //! and propagates from build_engine.
 ProgressCallback progressCallback(std::shared_ptr<PyCallable> fn);

@@ -3,6 +3,9 @@
 
 #include <pybind11/numpy.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "kiln/shape_inputs.h"
 #include "py_tensor.h"
 
@@ -48,6 +51,31 @@ void checkType(const TensorArg& t, DataType expected, const std::string& what) {
 
 }  // namespace
 
+// infer()'s memory for outputs whose shape is known only during the run: the context's staging
+// buffers (device memory on the GPU, host memory on the CPU), grown as needed; remembers the dims.
+class ContextHandle::InferAllocator : public IOutputAllocator {
+ public:
+  explicit InferAllocator(ContextHandle& c) : c_(c) {}
+  void* reallocateOutput(const std::string& name, void*, uint64_t size, uint64_t) override {
+    if (c_.device_) return c_.staging(name, static_cast<size_t>(size));
+    Staging& s = c_.hostStaging_[name];
+    const size_t bytes = std::max<size_t>(static_cast<size_t>(size), 256);
+    if (bytes > s.bytes) {
+      std::free(s.ptr);
+      s.bytes = 0;
+      s.ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+      if (!s.ptr) throw Error("out of host memory for output '" + name + "'");
+      s.bytes = bytes;
+    }
+    return s.ptr;
+  }
+  void notifyShape(const std::string& name, const Dims& dims) override { dims_[name] = dims; }
+  std::map<std::string, Dims> dims_;
+
+ private:
+  ContextHandle& c_;
+};
+
 StreamArg parseStream(py::handle o) {
   if (o.is_none()) return {};
   if (py::isinstance<py::int_>(o)) return {toHandle(o.cast<uintptr_t>()), true};
@@ -90,6 +118,7 @@ ContextHandle::~ContextHandle() {
     }
   }
   ctx_.reset();
+  for (auto& [name, s] : hostStaging_) std::free(s.ptr);
   if (device_) {
     for (auto& [name, s] : staging_)
       if (s.ptr) device_->release(s.ptr);
@@ -211,14 +240,34 @@ py::dict ContextHandle::infer(py::handle inputs, py::handle outputs, py::handle 
   }
 
   py::dict result;
+  // infer() gives every output its memory itself: data-dependent ones through its own allocator,
+  // the others by address; allocators set with set_output_allocator are back after the call.
+  InferAllocator dynamicOutputs(*this);
+  struct Restore {
+    ContextHandle& c;
+    ~Restore() {
+      for (const std::string& n : c.outputs_) {
+        auto it = c.allocators_.find(n);
+        c.ctx_->setOutputAllocator(n, it == c.allocators_.end() ? nullptr : it->second.get());
+      }
+    }
+  } restore{*this};
+  std::vector<std::string> dynamic;
   for (size_t j = 0; j < outputs_.size(); ++j) {
     const std::string& n = outputs_[j];
     const std::string what = "output '" + n + "'";
     const Dims dims = ctx_->getTensorShape(n);
-    if (!isStatic(dims))
-      throw UnsupportedError(what + " has a data-dependent shape " + toString(dims) + ", which kiln does not support yet");
     const DataType type = e.getTensorDataType(n);
     py::object obj = outputs.is_none() ? py::object(py::none()) : lookup(outputs, outputs_, j);
+    if (!isStatic(dims)) {  // known only during the run: returned as a new NumPy array
+      if (!obj.is_none())
+        throw Error(what + " has a data-dependent shape " + toString(dims) +
+                    ": it cannot be given; leave it out and infer returns it as a new array");
+      ctx_->setOutputAllocator(n, &dynamicOutputs);
+      dynamic.push_back(n);
+      continue;
+    }
+    ctx_->setOutputAllocator(n, nullptr);
     if (obj.is_none()) {  // a new NumPy array
       py::array a(numpyDtype(type), std::vector<py::ssize_t>(dims.begin(), dims.end()));
       if (device_) {
@@ -254,12 +303,25 @@ py::dict ContextHandle::infer(py::handle inputs, py::handle outputs, py::handle 
   }
   // Host memory (NumPy arrays, host tensors) must be complete before the call returns; so must
   // everything when no stream was given (the call is then synchronous).
-  const bool wait = device_ && (!sa.given || !uploads.empty() || !downloads.empty());
+  const bool wait = device_ && (!sa.given || !uploads.empty() || !downloads.empty() || !dynamic.empty());
   {
     py::gil_scoped_release release;
     launch(s);
     for (const Copy& c : downloads) device_->copyToHost(c.dst, c.src, c.bytes, s);
     if (wait) device_->synchronize(s);
+  }
+  for (const std::string& n : dynamic) {
+    const Dims& dims = dynamicOutputs.dims_.at(n);
+    py::array a(numpyDtype(e.getTensorDataType(n)), std::vector<py::ssize_t>(dims.begin(), dims.end()));
+    const size_t bytes = static_cast<size_t>(a.nbytes());
+    if (bytes && device_) {
+      py::gil_scoped_release release;
+      device_->copyToHost(a.mutable_data(), staging_.at(n).ptr, bytes, s);
+      device_->synchronize(s);
+    } else if (bytes) {
+      std::memcpy(a.mutable_data(), hostStaging_.at(n).ptr, bytes);
+    }
+    result[n.c_str()] = a;
   }
   return result;
 }
@@ -286,6 +348,30 @@ void ContextHandle::executeAsync(py::handle streamObj, bool wait) {
   py::gil_scoped_release release;
   launch(s);
   if (wait && device_) device_->synchronize(s);
+}
+
+void ContextHandle::setOutputAllocator(const std::string& name, py::object allocator) {
+  auto lock = claim();
+  if (std::find(outputs_.begin(), outputs_.end(), name) == outputs_.end())
+    throw Error("'" + name + "' is not an output of the engine");
+  if (allocator.is_none()) {
+    ctx_->setOutputAllocator(name, nullptr);
+    allocators_.erase(name);
+    return;
+  }
+  for (const char* m : {"reallocate_output", "notify_shape"})
+    if (!py::hasattr(allocator, m))
+      throw Error(std::string("an output allocator needs the methods reallocate_output(name, current, size, alignment) "
+                              "and notify_shape(name, shape); this one has no ") + m);
+  auto a = std::make_unique<PyOutputAllocator>(std::move(allocator));
+  ctx_->setOutputAllocator(name, a.get());
+  allocators_[name] = std::move(a);
+  graphStale_ = true;
+}
+
+py::object ContextHandle::outputAllocator(const std::string& name) const {
+  auto it = allocators_.find(name);
+  return it == allocators_.end() ? py::object(py::none()) : it->second->object();
 }
 
 void ContextHandle::setProfile(int p) {

@@ -41,6 +41,9 @@ class ContextHandle {
   void setTensorAddress(const std::string& name, uintptr_t address);
   //! Runs with the addresses and shapes set; on the GPU asynchronous on `stream`.
   void executeAsync(py::handle stream, bool wait);
+  //! An output's allocator (PyOutputAllocator; None: the address set with set_tensor_address).
+  void setOutputAllocator(const std::string& name, py::object allocator);
+  py::object outputAllocator(const std::string& name) const;
 
   int profile() const { return ctx_->getOptimizationProfile(); }
   void setProfile(int p);
@@ -71,6 +74,9 @@ class ContextHandle {
   void* stream_ = nullptr;          // the context's own stream (GPU)
   void* event_ = nullptr;           // orders a producer's stream before ours (GPU)
   std::map<std::string, Staging> staging_;
+  std::map<std::string, Staging> hostStaging_;  // CPU: data-dependent outputs of infer()
+  std::map<std::string, std::unique_ptr<PyOutputAllocator>> allocators_;  // set_output_allocator
+  class InferAllocator;
   std::vector<std::string> inputs_, outputs_;
   std::vector<bool> shapeInputs_;  // per input: its values decide shapes
   std::map<std::string, void*> bound_;

@@ -147,6 +147,13 @@ void bindEngine(py::module_& m) {
            "{name: output}: the tensors given, new NumPy arrays for the others. stream (GPU): None runs on the "
            "context's stream and returns when done; a stream (int, torch.cuda.Stream, __cuda_stream__) runs "
            "asynchronously on it unless host memory is involved")
+      .def("set_output_allocator", &ContextHandle::setOutputAllocator, py::arg("name"), py::arg("allocator"),
+           "Gives output `name` its memory on every run from allocator.reallocate_output(name, current, size, "
+           "alignment) -> int address (device memory on the GPU, host memory on the CPU; 0/None fails the run) and "
+           "tells its shape through allocator.notify_shape(name, shape). Required with execute/execute_async for outputs "
+           "whose shape depends on the data (get_tensor_shape reports -1 there); infer handles those itself. None: "
+           "back to set_tensor_address")
+      .def("get_output_allocator", &ContextHandle::outputAllocator, py::arg("name"))
       .def("set_input_shape", &ContextHandle::setInputShape, py::arg("name"), py::arg("shape"))
       .def(
           "get_tensor_shape", [](ContextHandle& c, const std::string& n) { return fromDims(c.tensorShape(n)); }, py::arg("name"),

@@ -25,6 +25,24 @@ struct ContextImpl;
 
 enum class TensorIOMode : int { kNONE = 0, kINPUT = 1, kOUTPUT = 2 };
 
+//! Memory for outputs whose size is known only during execution (TensorRT's IOutputAllocator):
+//! NonZero, NonMaxSuppression, Unique, Compress of a computed condition, and everything sized
+//! from them. Set one per output with ExecutionContext::setOutputAllocator; the context calls it
+//! from inside enqueue, on the enqueuing thread, once the output's size is known.
+class IOutputAllocator {
+ public:
+  virtual ~IOutputAllocator() = default;
+  //! Returns memory of at least `size` bytes aligned to `alignment` (device memory on the GPU, host
+  //! memory on the CPU) for output `name`; `currentMemory` is what this output was given last time
+  //! (null the first time), which may be returned again when it is large enough. Returning null for
+  //! a non-zero size fails the enqueue with an error naming the output. The memory must stay valid
+  //! until the enqueue's work has completed.
+  virtual void* reallocateOutput(const std::string& name, void* currentMemory, uint64_t size, uint64_t alignment) = 0;
+  //! The output's dims in this execution; called after reallocateOutput, before enqueue returns.
+  //! The data is there once the enqueue's work has completed (on the GPU: synchronize the stream).
+  virtual void notifyShape(const std::string& name, const Dims& dims) = 0;
+};
+
 //! Who provides a context's activation arena (TensorRT's ExecutionContextAllocationStrategy).
 enum class ExecutionContextAllocationStrategy : int {
   kSTATIC = 0,        //!< the context allocates (and grows) its own arena
@@ -97,6 +115,12 @@ class ExecutionContext {
   //! Resolved shape of any I/O tensor (resolves shapes if needed).
   Dims getTensorShape(const std::string& name);
   void setTensorAddress(const std::string& name, void* data);
+  //! Gives output `name` its memory through `allocator` on every enqueue (null: back to the
+  //! address set with setTensorAddress). Required for outputs whose shape depends on the data
+  //! (getTensorShape reports -1 for their data-dependent dims); allowed for any output. The
+  //! allocator is not owned and must outlive its use.
+  void setOutputAllocator(const std::string& name, IOutputAllocator* allocator);
+  IOutputAllocator* getOutputAllocator(const std::string& name) const;
   //! Runs inference. For the CPU, `stream` is ignored and the call returns when done; for the
   //! GPU it is a cudaStream_t and the call is asynchronous. Throws kiln::Error.
   void enqueue(void* stream = nullptr);

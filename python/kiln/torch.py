@@ -271,10 +271,43 @@ class CompiledModule:
                 raise ValueError(f"input {pos} has shape {list(t.shape)}; the engine was built for {static} "
                                  "(dynamic_axes makes axes dynamic)")
             ctx.set_tensor_address(name, t.data_ptr())
-        outputs = []
+        outputs, dynamic = [], None
         for name, dtype, static in self._outputs:
-            o = torch.empty(static if static is not None else ctx.get_tensor_shape(name), dtype=dtype, device=self.device)
+            shape = static if static is not None else ctx.get_tensor_shape(name)
+            if -1 in shape:  # data-dependent (torch.unique, nonzero, ...): memory and shape come during the run
+                dynamic = dynamic or _TorchOutputs(torch, self.device)
+                ctx.set_output_allocator(name, dynamic)
+                outputs.append((name, dtype))
+                continue
+            ctx.set_output_allocator(name, None)
+            o = torch.empty(shape, dtype=dtype, device=self.device)
             ctx.set_tensor_address(name, o.data_ptr())
             outputs.append(o)
         ctx.execute_async(self._stream())
+        if dynamic is not None:
+            outputs = [dynamic.tensor(*o) if isinstance(o, tuple) else o for o in outputs]
         return outputs[0] if self._leaf else pytree.tree_unflatten(outputs, self._spec)
+
+
+class _TorchOutputs:
+    """An output allocator (ExecutionContext.set_output_allocator) whose memory is torch tensors on the
+    engine's device, for outputs whose shape the engine knows only while it runs."""
+
+    def __init__(self, torch, device):
+        self._torch, self._device, self._bytes, self._shapes = torch, device, {}, {}
+
+    def reallocate_output(self, name, current, size, alignment):
+        buf = self._torch.empty(max(int(size), 1), dtype=self._torch.uint8, device=self._device)
+        self._bytes[name] = buf
+        return buf.data_ptr()  # torch's allocations are aligned to 512 bytes at least
+
+    def notify_shape(self, name, shape):
+        self._shapes[name] = list(shape)
+
+    def tensor(self, name, dtype):
+        shape = self._shapes[name]
+        count = 1
+        for d in shape:
+            count *= d
+        item = self._torch.empty((), dtype=dtype).element_size()
+        return self._bytes[name][:count * item].view(dtype).reshape(shape)

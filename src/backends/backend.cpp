@@ -8,7 +8,21 @@
 #include <map>
 #include <mutex>
 
+#include "ops/op_registry.h"
+
 namespace kiln {
+
+namespace {
+// The tactic "host" of ops whose outputs shape inference computes once their inputs are read back
+// (OpDef::inferComputesValues: NonZero, NonMaxSuppression, Unique): the context evaluates such a
+// layer while resolving its shapes, so its kernel never runs.
+class HostComputedKernel : public Kernel {
+ public:
+  void execute(const KernelIO&, KernelState*) const override {
+    throw Error("internal: a layer computed on the host (tactic 'host') was run as a kernel");
+  }
+};
+}  // namespace
 
 std::vector<Tactic> tacticsFromTable(const std::vector<TacticDef>& table, const LayerDesc& layer) {
   std::vector<Tactic> out;
@@ -17,6 +31,9 @@ std::vector<Tactic> tacticsFromTable(const std::vector<TacticDef>& table, const 
     auto create = d.kernel.create;
     out.push_back(Tactic{d.name, [create](const LayerDesc& l) { return create(l); }});
   }
+  const OpDef* def = out.empty() ? OpRegistry::instance().find(layer.op) : nullptr;
+  if (def && def->inferComputesValues)
+    out.push_back(Tactic{"host", [](const LayerDesc&) { return std::make_unique<HostComputedKernel>(); }});
   return out;
 }
 

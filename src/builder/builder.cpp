@@ -195,6 +195,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fold shape arithmetic (dynamic shapes)", [&](Network& n) { return foldShapeArithmetic(n, samples); }},
       {"elide Identity and same-type Cast", elideNoOps},
       {"lower Compress with a constant condition to Gather", lowerConstantCompress},
+      {"lower Compress with a computed condition to NonZero + Gather", lowerComputedCompress},
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
       {"lower BatchNormalization to scale and shift", lowerBatchNormToScaleShift},
       {"fuse GELU pattern", fuseGeluPattern},
@@ -252,25 +253,6 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
     repropagate();
   }
   removeFoldedLayers(net);  // casts of constants folded above: no layer may produce a constant
-}
-
-// A layer whose output dims stay unknown although its input dims and shape-determining values
-// are known has a data-dependent output shape (NonZero, Compress of a computed mask, ...).
-void rejectDataDependentShapes(const EngineGraph& g, const ResolvedShapes& r) {
-  for (size_t i = 0; i < g.layers.size(); ++i) {
-    const LayerDesc& d = r.layers[i];
-    bool outputsKnown = true, inputsKnown = true;
-    for (auto& o : d.outputs) outputsKnown = outputsKnown && isStatic(o.dims);
-    if (outputsKnown) continue;
-    for (size_t k = 0; k < d.inputs.size(); ++k)
-      inputsKnown = inputsKnown && (!d.present(k) || isStatic(d.inputs[k].dims));
-    const OpDef* def = OpRegistry::instance().find(d.op);
-    for (int k : def->valueInputs)
-      inputsKnown = inputsKnown && (!d.present(k) || d.inputs[k].value.valid());
-    if (inputsKnown)
-      throw UnsupportedError("layer '" + d.name + "' (" + d.op + ") has an output shape that depends on its input data; "
-                             "kiln does not support data-dependent shapes yet");
-  }
 }
 
 bool isQdq(const Layer& l) { return l.op == "QuantizeLinear" || l.op == "DequantizeLinear"; }
@@ -406,8 +388,8 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
                                 std::to_string(order.memoryAwareArena) + " bytes");
   g.arenaBytes = 0;
   for (size_t p = 0; p < g.profiles.size(); ++p) {
+    // Tensors whose shapes depend on run-time data are planned by the context when it runs.
     ResolvedShapes shapes = resolveShapes(g, optDims(g, p), &g.profiles[p], nullptr, /*lenient=*/true);
-    rejectDataDependentShapes(g, shapes);
     g.arenaBytes = std::max(g.arenaBytes, planMemory(g, shapes, p).arenaBytes);
   }
 

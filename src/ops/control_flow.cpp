@@ -2,8 +2,8 @@
 // the If layer reads [cond, then outputs..., else outputs...] and passes the taken branch's
 // tensors on. When the condition is known at build time the builder replaces the layer by the
 // taken branch (builder/passes/inline_constant_if.cpp); otherwise both branches run and the
-// layer selects at run time, which needs both branches to give the same dims (a shape chosen by
-// the data would be a data-dependent shape, which kiln does not support yet).
+// layer selects at run time; where the branches' dims differ, the output's dims are data-dependent
+// (the execution context reads the condition back and resolves them, runtime/context.cpp).
 #include "ops/control_flow.h"
 
 #include <cstring>
@@ -55,15 +55,11 @@ void inferIf(LayerDesc& l) {
     if (a.dims.size() != b.dims.size())
       throw UnsupportedError("layer '" + l.name + "' (If): the branches give output " + std::to_string(k) + " ranks " +
                              std::to_string(a.dims.size()) + " and " + std::to_string(b.dims.size()) +
-                             " and the condition is known only at run time (a data-dependent shape, not supported yet)");
+                             " and the condition is known only at run time (outputs of different ranks are not supported)");
+    // A dim the branches may disagree on is data-dependent: the execution context reads the
+    // condition back once it is computed and infers again (OpDef::dataDependentShape).
     Dims d(a.dims.size());
-    for (size_t i = 0; i < d.size(); ++i) {
-      if (a.dims[i] >= 0 && b.dims[i] >= 0 && a.dims[i] != b.dims[i])
-        throw UnsupportedError("layer '" + l.name + "' (If): the branches give output " + std::to_string(k) + " dims " +
-                               toString(a.dims) + " and " + toString(b.dims) +
-                               " and the condition is known only at run time (a data-dependent shape, not supported yet)");
-      d[i] = a.dims[i] >= 0 ? a.dims[i] : b.dims[i];
-    }
+    for (size_t i = 0; i < d.size(); ++i) d[i] = a.dims[i] == b.dims[i] ? a.dims[i] : -1;
     setOutput(l, k, a.type, d);
   }
 }
@@ -88,6 +84,9 @@ void registerControlFlowOps(OpRegistry& r) {
   d.infer = inferIf;
   d.ref = refIf;
   d.anyType = true;
+  // Branches of different dims: the condition decides the output's shape at run time.
+  d.valueInputs = {0};
+  d.dataDependentShape = true;
   r.add(d);
 }
 

@@ -24,6 +24,8 @@ OpRegistry::OpRegistry() {
   registerPluginOps(*this);
   registerQuantizeOps(*this);
   registerGridSampleOps(*this);
+  registerDetectionOps(*this);
+  registerUniqueOps(*this);
   registerControlFlowOps(*this);
 }
 

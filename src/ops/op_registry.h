@@ -22,6 +22,15 @@ struct OpDef {
   RefFn ref = nullptr;
   //! Inputs whose *values* shape inference needs (Reshape's shape, Slice's starts, ...).
   std::vector<int> valueInputs;
+  //! The output shape depends on the *data* behind `valueInputs` (NonZero, NonMaxSuppression,
+  //! Unique, Compress's condition), not on shape values: when that data is computed at run time
+  //! the execution context reads it to the host once it is computed and infers the layer there
+  //! (runtime/context.cpp, data-dependent rounds); hostValueInputs does not follow these inputs
+  //! back to the network's inputs (they are no shape tensors).
+  bool dataDependentShape = false;
+  //! With dataDependentShape: `infer` computes the outputs' values once the value inputs are
+  //! known, so the layer never runs a kernel (every backend offers it the tactic "host").
+  bool inferComputesValues = false;
   //! Whether the builder may evaluate the op on the host when all inputs are known (false
   //! for random or side-effecting ops).
   bool foldable = true;
@@ -70,6 +79,10 @@ void registerPluginOps(OpRegistry& r);
 void registerQuantizeOps(OpRegistry& r);
 //! GridSample (ops/grid_sample.cpp).
 void registerGridSampleOps(OpRegistry& r);
+//! NonMaxSuppression, RoiAlign (ops/detection.cpp).
+void registerDetectionOps(OpRegistry& r);
+//! Unique (ops/unique.cpp).
+void registerUniqueOps(OpRegistry& r);
 
 //! Runs the op's inference on `layer`; throws kiln::Error prefixed with the layer's name.
 void inferLayer(LayerDesc& layer);

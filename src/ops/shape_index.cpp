@@ -3,8 +3,8 @@
 //
 // NonZero and Compress have data-dependent output shapes: when the data (condition) value is
 // known at build time the output shape (and value) is static; otherwise the data-dependent dim
-// is -1 and stays unknown after shape resolution, so the reference kernel refuses to run unless
-// the runtime hands it an output of exactly the right size.
+// is -1 until the execution context reads the data back at run time (runtime/context.cpp) and
+// infers the layer again with it; the reference kernel refuses an output of any other size.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -485,8 +485,14 @@ void registerShapeIndexOps(OpRegistry& r) {
   r.add(indexOp("Scatter", inferScatterElements, refScatterElements, 9));
   r.add(indexOp("ScatterND", inferScatterND, refScatterND, 11));
   r.add(indexOp("OneHot", inferOneHot, refOneHot, 9, {1}));
-  r.add(indexOp("NonZero", inferNonZero, refNonZero, 9, {0}));
-  r.add(indexOp("Compress", inferCompress, refCompress, 9, {1}));
+  // Data-dependent shapes: NonZero is computed by its shape inference once its input is known;
+  // Compress's condition decides its shape (the builder lowers Compress to Gather, lower_compress.cpp).
+  OpDef nonZero = indexOp("NonZero", inferNonZero, refNonZero, 9, {0});
+  nonZero.dataDependentShape = nonZero.inferComputesValues = true;
+  r.add(nonZero);
+  OpDef compress = indexOp("Compress", inferCompress, refCompress, 9, {1});
+  compress.dataDependentShape = true;
+  r.add(compress);
 }
 
 CompressPlan compressPlan(const LayerDesc& l) {

@@ -1,9 +1,21 @@
 // ExecutionContext: per-caller state. Shape work (resolution, memory plan, kernel reshape)
 // happens once per shape change; enqueue only patches I/O pointers and runs kernels. The plans of
 // the last kMaxCachedPlans shapes are kept with their kernel states and CUDA graphs, so a server
-// that alternates between request shapes re-plans nothing and keeps replaying graphs.
+// that alternates between request shapes re-plans nothing and keeps replaying graphs (engines
+// whose shapes resolve from the input shapes alone; data-dependent ones re-plan every run anyway).
+//
+// Data-dependent shapes (NonZero, NonMaxSuppression, Unique, Compress of a computed condition, a
+// Reshape or TopK whose shape or k is computed from data): shapes resolved from the input shapes
+// ("round 0") leave such a layer and what depends on it unresolved. enqueue runs the layers in
+// engine order up to the first unresolved one, waits for the streams, reads the data that layer's
+// shape depends on back to the host (missingValueInputs), resolves again with it (the layer is
+// inferred, and for NonZero/NMS/Unique computed, on the host), plans the arena of the newly
+// resolved tensors (a separate arena per round, so earlier tensors keep their bytes), reshapes
+// their kernels, and goes on. Outputs resolved that way get their memory from the output's
+// IOutputAllocator. Layers keep their engine order, so every round's memory plan holds.
 #include <algorithm>
 #include <chrono>
+#include <utility>
 #include <cstring>
 
 #include "core/thread_pool.h"
@@ -36,6 +48,11 @@ struct ContextImpl {
   struct Patch { int layer; bool output; int slot; int tensor; };
   std::vector<Patch> patches;
   std::vector<int> hostOutputs;  // outputs whose values are known on the host after resolution
+  std::vector<IOutputAllocator*> allocators;  // per tensor (outputs only): set by setOutputAllocator
+  std::vector<void*> allocated;               // per tensor: the allocator's memory of the last run
+  std::vector<void*> bound;                   // per tensor (I/O): this run's address
+  size_t firstUnresolved = 0;  // round 0: the first layer whose shape depends on run-time data (== #layers: none)
+  std::vector<std::pair<void*, size_t>> roundArenas;  // data-dependent rounds' arenas (grown, kept)
   IProfiler* profiler = nullptr;
   std::vector<void*> profileEvents;  // GPU profiling: a start and an end timing event per layer
   bool poisonFreed = false;  // debugging aid: arena regions are overwritten after their last access
@@ -80,6 +97,8 @@ struct ContextImpl {
     b.destroyEvent(startEvent);
     for (void* s : auxStreams) b.destroyStream(s);
     if (arena && !userManaged) b.release(arena);
+    for (auto& [p, bytes] : roundArenas)
+      if (p) b.release(p);
     if (workspace) b.release(workspace);
   }
 
@@ -224,7 +243,9 @@ struct ContextImpl {
     refreshInputValues();
     std::vector<int64_t> key = shapeKey();
     if (planKey != key) {
-      stashPlan();
+      // Only plans resolved from the input shapes alone are kept (data-dependent rounds change
+      // the plan during each run).
+      if (firstUnresolved == g.layers.size()) stashPlan();
       if (restorePlan(key)) {  // planned before: its kernel states, memory plan and CUDA graph
         // Other shapes' runs reused the arena: host-computed values are written again.
         if (!userManaged) materializeValues(nullptr);
@@ -232,7 +253,19 @@ struct ContextImpl {
         return;
       }
     }
-    shapes = resolveShapes(g, inputDims, &g.profiles[profile], &inputValues);
+    // Lenient: layers whose shapes depend on run-time data stay unresolved until enqueue reads it.
+    shapes = resolveShapes(g, inputDims, &g.profiles[profile], &inputValues, /*lenient=*/true);
+    firstUnresolved = g.layers.size();
+    for (size_t i = 0; i < g.layers.size(); ++i) {
+      if (layerResolved(shapes, i)) continue;
+      if (firstUnresolved == g.layers.size()) firstUnresolved = i;
+      bool inputsKnown = true;
+      for (size_t k = 0; k < shapes.layers[i].inputs.size(); ++k)
+        inputsKnown = inputsKnown && (!shapes.layers[i].present(k) || isStatic(shapes.layers[i].inputs[k].dims));
+      if (inputsKnown && missingValueInputs(g, shapes, i).empty())
+        throw Error("layer '" + g.layers[i].name + "' (" + g.layers[i].op + "): output shape " +
+                    toString(shapes.layers[i].outputs[0].dims) + " is unresolved");
+    }
     mem = planMemory(g, shapes, static_cast<size_t>(profile));
     if (userManaged) {
       if (mem.arenaBytes > 0 && !userArena)
@@ -273,7 +306,7 @@ struct ContextImpl {
       return v;
     };
     for (size_t i = 0; i < g.layers.size(); ++i) {
-      if (shapes.skipped(i)) continue;
+      if (shapes.skipped(i) || !layerResolved(shapes, i)) continue;
       const EngineLayer& l = g.layers[i];
       size_t w = e->kernels[profile][i]->reshape(shapes.layers[i], states[i]);
       ws = std::max(ws, w);
@@ -305,6 +338,36 @@ struct ContextImpl {
     planKey = std::move(key);
     dirty = false;
   }
+
+  bool dataDependent() const { return firstUnresolved < e->graph.layers.size(); }
+
+  //! Output t's memory for this run from its allocator (dims known now); tells it the shape.
+  void allocateOutput(int t, const Dims& dims) {
+    const EngineTensor& et = e->graph.tensors[t];
+    const uint64_t bytes = static_cast<uint64_t>(volume(dims)) * elementSize(et.type);
+    void* p = allocators[t]->reallocateOutput(et.name, allocated[t], bytes, 256);
+    if (!p && bytes > 0)
+      throw Error("output '" + et.name + "': the output allocator returned null for " + std::to_string(bytes) + " bytes");
+    if (reinterpret_cast<uintptr_t>(p) % elementSize(et.type) != 0)
+      throw Error("output '" + et.name + "': the output allocator returned memory not aligned to its " +
+                  std::to_string(elementSize(et.type)) + "-byte elements");
+    allocated[t] = p;
+    bound[t] = p;
+    allocators[t]->notifyShape(et.name, dims);
+  }
+
+  //! Runs layers [from, to) in engine order with the shapes `r`.
+  void runLayers(size_t from, size_t to, const ResolvedShapes& r, void* stream, bool gpuProfile,
+                 const std::vector<std::pair<char*, const MemoryPlan*>>& plans);
+
+  //! Data-dependent execution after round 0 (see the file's comment).
+  void runDataDependent(void* stream, bool gpuProfile);
+
+  //! Waits for the enqueue stream and every auxiliary stream (the host reads data back).
+  void synchronizeAll(void* stream) {
+    for (void* s : auxStreams) e->backend->synchronize(s);
+    e->backend->synchronize(stream);
+  }
 };
 
 ExecutionContext::ExecutionContext(std::unique_ptr<ContextImpl> i) : impl(std::move(i)) {}
@@ -316,6 +379,9 @@ std::unique_ptr<ExecutionContext> Engine::createExecutionContext(ExecutionContex
   c->engine = this;
   c->e = impl.get();
   c->addr.assign(impl->graph.tensors.size(), nullptr);
+  c->allocators.assign(impl->graph.tensors.size(), nullptr);
+  c->allocated.assign(impl->graph.tensors.size(), nullptr);
+  c->bound.assign(impl->graph.tensors.size(), nullptr);
   c->valueInputs = hostValueInputs(impl->graph);
   c->createStreams();
   return std::make_unique<ExecutionContext>(std::move(c));
@@ -367,6 +433,25 @@ void ExecutionContext::setTensorAddress(const std::string& name, void* data) {
   impl->addr[ioTensor(*impl, name)] = data;
 }
 
+void ExecutionContext::setOutputAllocator(const std::string& name, IOutputAllocator* allocator) {
+  const int t = ioTensor(*impl, name);
+  if (!impl->e->graph.tensors[t].isOutput) throw Error("setOutputAllocator: '" + name + "' is not an output");
+  if (impl->allocators[t] != allocator) {  // captured graphs hold the old addresses
+    if (impl->graphExec) impl->e->backend->destroyGraph(impl->graphExec);
+    impl->graphExec = nullptr;
+    for (auto& p : impl->planCache)
+      if (p.graphExec) impl->e->backend->destroyGraph(std::exchange(p.graphExec, nullptr));
+  }
+  impl->allocators[t] = allocator;
+  impl->allocated[t] = nullptr;
+}
+
+IOutputAllocator* ExecutionContext::getOutputAllocator(const std::string& name) const {
+  const int t = ioTensor(*impl, name);
+  if (!impl->e->graph.tensors[t].isOutput) throw Error("getOutputAllocator: '" + name + "' is not an output");
+  return impl->allocators[t];
+}
+
 void ExecutionContext::setProfiler(IProfiler* p) { impl->profiler = p; }
 
 void ExecutionContext::setDeviceMemory(void* memory, size_t bytes) {
@@ -412,7 +497,7 @@ std::vector<LayerCost> ExecutionContext::getLayerCosts() {
     lc.name = l.name;
     lc.op = l.op;
     lc.type = l.precision;
-    lc.runs = !c.shapes.skipped(i);
+    lc.runs = !c.shapes.skipped(i) && layerResolved(c.shapes, i);  // data-dependent: unknown before the run
     if (lc.runs) {
       const OpCost oc = opCost(c.shapes.layers[i]);
       lc.flops = oc.flops;
@@ -424,61 +509,207 @@ std::vector<LayerCost> ExecutionContext::getLayerCosts() {
   return costs;
 }
 
+void ContextImpl::runLayers(size_t from, size_t to, const ResolvedShapes& r, void* stream, bool gpuProfile,
+                            const std::vector<std::pair<char*, const MemoryPlan*>>& plans) {
+  const EngineGraph& g = e->graph;
+  Backend& b = *e->backend;
+  // Poisoning needs one order of the layers: with auxiliary streams, two readers of a region may
+  // run at once (setPoisonFreedMemory warns).
+  const bool poison = poisonFreed && auxStreams.empty();
+  for (size_t i = from; i < to; ++i) {
+    void* s = streamOf(g.layers[i].stream, stream);
+    for (int p : waits[i]) b.streamWaitEvent(s, layerEvents[p]);
+    if (r.skipped(i)) {
+      // A layer with nothing to run (a view aliasing its input, a host-computed value) still
+      // passes its inputs' readiness on: its readers on other streams wait on its event.
+      if (layerEvents[i]) b.recordEvent(layerEvents[i], s);
+      continue;
+    }
+    KernelIO& io = ios[i];
+    io.stream = s;
+    const Kernel* k = e->kernels[profile][i];
+    if (gpuProfile) {
+      b.recordEvent(profileEvents[2 * i], s);
+      k->execute(io, states[i].get());
+      b.recordEvent(profileEvents[2 * i + 1], s);
+    } else if (profiler) {
+      auto t0 = std::chrono::steady_clock::now();
+      k->execute(io, states[i].get());
+      auto t1 = std::chrono::steady_clock::now();
+      profiler->reportLayerTime(g.layers[i].name, std::chrono::duration<float, std::milli>(t1 - t0).count());
+    } else {
+      k->execute(io, states[i].get());
+    }
+    if (poison)
+      for (const auto& [base, plan] : plans)
+        for (const auto& [off, bytes] : plan->freedAfter[i]) b.fill(base + off, 0xFF, bytes, s);
+    if (layerEvents[i]) b.recordEvent(layerEvents[i], s);
+  }
+}
+
+void ContextImpl::runDataDependent(void* stream, bool gpuProfile) {
+  const EngineGraph& g = e->graph;
+  Backend& b = *e->backend;
+  const size_t n = g.layers.size();
+  // Where every tensor lives in this run (round 0's arena, then each round's own).
+  std::vector<void*> ptr(g.tensors.size(), nullptr);
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    if (e->constantData[t]) ptr[t] = const_cast<void*>(e->constantData[t]);
+    else if (g.tensors[t].isInput || g.tensors[t].isOutput) ptr[t] = bound[t];
+    else if (mem.offsets[t] >= 0) ptr[t] = static_cast<char*>(arena) + mem.offsets[t];
+  }
+  std::vector<MemoryPlan> roundPlans;
+  roundPlans.reserve(n);  // plans are referenced by pointer below
+  std::vector<std::pair<char*, const MemoryPlan*>> plans{{static_cast<char*>(arena), &mem}};
+  std::vector<bool> ready(n, false);
+  for (size_t i = 0; i < n; ++i) ready[i] = shapes.skipped(i) || layerResolved(shapes, i);
+  ResolvedShapes cur = shapes;
+  std::map<int, HostTensor> fetched;
+  size_t j = firstUnresolved;
+  while (j < n) {
+    const std::vector<int> missing = missingValueInputs(g, cur, j);
+    if (missing.empty())
+      throw Error("layer '" + g.layers[j].name + "' (" + g.layers[j].op + "): output shape " +
+                  toString(cur.layers[j].outputs[0].dims) + " is unresolved");
+    synchronizeAll(stream);
+    for (int t : missing) {
+      HostTensor v(cur.tensors[t].type, cur.tensors[t].dims);
+      if (v.bytes() && !ptr[t]) throw Error("internal: tensor '" + g.tensors[t].name + "' has no memory to read back");
+      b.copyToHost(v.data(), ptr[t], v.bytes(), nullptr);
+      fetched[t] = std::move(v);
+    }
+    ResolvedShapes next = resolveShapes(g, inputDims, &g.profiles[profile], &inputValues, /*lenient=*/true, &fetched);
+    if (!layerResolved(next, j))
+      throw Error("layer '" + g.layers[j].name + "' (" + g.layers[j].op + "): output shape " +
+                  toString(next.layers[j].outputs[0].dims) + " is unresolved although its inputs were read");
+    // The tensors resolved in this round get an arena of their own: earlier ones are hidden from
+    // the planner (their bytes are taken), their readers still extend the new tensors' lifetimes.
+    std::vector<int> fresh;
+    ResolvedShapes masked = next;
+    for (size_t t = 0; t < g.tensors.size(); ++t) {
+      if (isStatic(cur.tensors[t].dims)) masked.tensors[t].dims = Dims{-1};
+      else if (isStatic(next.tensors[t].dims)) fresh.push_back(static_cast<int>(t));
+    }
+    roundPlans.push_back(planMemory(g, masked, static_cast<size_t>(profile)));
+    const MemoryPlan& rp = roundPlans.back();
+    const size_t round = roundPlans.size() - 1;
+    if (roundArenas.size() <= round) roundArenas.resize(round + 1, {nullptr, 0});
+    auto& [ra, raBytes] = roundArenas[round];
+    if (rp.arenaBytes > raBytes) {
+      if (ra) b.release(ra);
+      ra = nullptr;
+      ra = b.allocate(rp.arenaBytes);
+      raBytes = rp.arenaBytes;
+    }
+    plans.emplace_back(static_cast<char*>(ra), &rp);
+    for (int t : fresh) {
+      const EngineTensor& et = g.tensors[t];
+      if (et.isOutput) {
+        if (!allocators[t])
+          throw Error("output '" + et.name + "' has a data-dependent shape: set an output allocator (setOutputAllocator)");
+        allocateOutput(t, next.tensors[t].dims);
+        ptr[t] = bound[t];
+      } else if (rp.offsets[t] >= 0) {
+        ptr[t] = static_cast<char*>(ra) + rp.offsets[t];
+      }
+    }
+    for (int t : fresh)  // views of tensors of earlier rounds
+      if (!ptr[t] && next.aliasOf[t] >= 0) ptr[t] = ptr[next.aliasOf[t]];
+    // Values computed on the host (NonZero's indices, ...) go where runtime layers and outputs read
+    // them; that includes tensors whose dims were known before their value (Unique's inverse indices).
+    for (size_t t = 0; t < g.tensors.size(); ++t)
+      if (next.tensors[t].value.valid() && !cur.tensors[t].value.valid() && !g.tensors[t].value.valid() && ptr[t])
+        b.copyToDevice(ptr[t], next.tensors[t].value.data(), next.tensors[t].value.bytes(), stream);
+    size_t ws = 0;
+    for (size_t i = j; i < n; ++i) {
+      if (ready[i] || !layerResolved(next, i)) continue;
+      ready[i] = true;
+      if (next.skipped(i)) continue;
+      const EngineLayer& l = g.layers[i];
+      ws = std::max(ws, e->kernels[profile][i]->reshape(next.layers[i], states[i]));
+      KernelIO& io = ios[i];
+      io = KernelIO{};
+      auto view = [&](int t) {
+        TensorView v;
+        if (t < 0) return v;
+        v.type = next.tensors[t].type;
+        v.dims = next.tensors[t].dims;
+        v.count = volume(v.dims);
+        v.data = ptr[t];
+        return v;
+      };
+      for (int t : l.inputs) io.in.push_back(view(t));
+      for (int t : l.outputs) io.out.push_back(view(t));
+      io.pool = b.pool();
+    }
+    const size_t streams = 1 + auxStreams.size(), perStream = (ws + 255) / 256 * 256;
+    if (perStream * streams > workspaceCap) {  // grown: every layer's view moves (earlier ones have finished)
+      synchronizeAll(stream);
+      if (workspace) b.release(workspace);
+      workspace = nullptr;
+      workspace = b.allocate(perStream * streams);
+      workspaceCap = perStream * streams;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      ios[i].workspace = static_cast<char*>(workspace) + workspaceCap / streams * static_cast<size_t>(g.layers[i].stream);
+      ios[i].workspaceSize = workspaceCap / streams;
+    }
+    cur = std::move(next);
+    size_t to = j + 1;
+    while (to < n && layerResolved(cur, to)) ++to;
+    runLayers(j, to, cur, stream, gpuProfile, plans);
+    j = to;
+  }
+  for (size_t k = 0; k < auxStreams.size(); ++k) {  // the enqueue stream ends after every aux stream
+    b.recordEvent(auxDoneEvents[k], auxStreams[k]);
+    b.streamWaitEvent(stream, auxDoneEvents[k]);
+  }
+  if (gpuProfile) {
+    b.synchronize(stream);
+    for (size_t i = 0; i < n; ++i)
+      if (!cur.skipped(i)) profiler->reportLayerTime(g.layers[i].name, b.timeBetween(profileEvents[2 * i], profileEvents[2 * i + 1]));
+  }
+}
+
 void ExecutionContext::enqueue(void* stream) {
   ContextImpl& c = *impl;
   c.ensureShapes();
   const EngineGraph& g = c.e->graph;
-  for (int t : g.inputs)
+  for (int t : g.inputs) {
     if (!c.addr[t] && volume(c.shapes.tensors[t].dims) > 0) throw Error("input '" + g.tensors[t].name + "' has no address (setTensorAddress)");
-  for (int t : g.outputs)
-    if (!c.addr[t] && volume(c.shapes.tensors[t].dims) > 0) throw Error("output '" + g.tensors[t].name + "' has no address (setTensorAddress)");
+    c.bound[t] = c.addr[t];
+  }
+  for (int t : g.outputs) {
+    const Dims& d = c.shapes.tensors[t].dims;
+    if (!isStatic(d) && !c.allocators[t])
+      throw Error("output '" + g.tensors[t].name + "' has a data-dependent shape " + toString(d) +
+                  ": set an output allocator (setOutputAllocator) to receive it");
+    if (c.allocators[t] && isStatic(d)) c.allocateOutput(t, d);
+    else if (!c.allocators[t]) c.bound[t] = c.addr[t];
+    if (!c.allocators[t] && !c.addr[t] && volume(d) > 0) throw Error("output '" + g.tensors[t].name + "' has no address (setTensorAddress)");
+  }
   for (const auto& p : c.patches) {
     KernelIO& io = c.ios[p.layer];
-    (p.output ? io.out : io.in)[p.slot].data = c.addr[p.tensor];
+    (p.output ? io.out : io.in)[p.slot].data = c.bound[p.tensor];
   }
   for (int o : c.hostOutputs) {
     const HostTensor& v = c.shapes.tensors[o].value;
-    c.e->backend->copyToDevice(c.addr[o], v.data(), v.bytes(), stream);
+    c.e->backend->copyToDevice(c.bound[o], v.data(), v.bytes(), stream);
   }
   if (c.userManaged) c.materializeValues(stream);
   Backend& b = *c.e->backend;
   // Profiling on the GPU times each layer between two events; on the CPU, work is synchronous.
   const bool gpuProfile = c.profiler && b.device() == DeviceType::kGPU;
-  // Poisoning needs one order of the layers: with auxiliary streams, two readers of a region may
-  // run at once (setPoisonFreedMemory warns).
-  const bool poison = c.poisonFreed && c.auxStreams.empty();
   if (gpuProfile && c.profileEvents.empty())
     for (size_t i = 0; i < 2 * g.layers.size(); ++i) c.profileEvents.push_back(b.createEvent(true));
   if (!c.auxStreams.empty()) {  // every aux stream starts after the work already on `stream`
     b.recordEvent(c.startEvent, stream);
     for (void* s : c.auxStreams) b.streamWaitEvent(s, c.startEvent);
   }
-  for (size_t i = 0; i < g.layers.size(); ++i) {
-    void* s = c.streamOf(g.layers[i].stream, stream);
-    for (int p : c.waits[i]) b.streamWaitEvent(s, c.layerEvents[p]);
-    if (c.shapes.skipped(i)) {
-      // A layer with nothing to run (a view aliasing its input, a host-computed value) still
-      // passes its inputs' readiness on: its readers on other streams wait on its event.
-      if (c.layerEvents[i]) b.recordEvent(c.layerEvents[i], s);
-      continue;
-    }
-    KernelIO& io = c.ios[i];
-    io.stream = s;
-    if (gpuProfile) {
-      b.recordEvent(c.profileEvents[2 * i], s);
-      c.e->kernels[c.profile][i]->execute(io, c.states[i].get());
-      b.recordEvent(c.profileEvents[2 * i + 1], s);
-    } else if (c.profiler) {
-      auto t0 = std::chrono::steady_clock::now();
-      c.e->kernels[c.profile][i]->execute(io, c.states[i].get());
-      auto t1 = std::chrono::steady_clock::now();
-      c.profiler->reportLayerTime(g.layers[i].name, std::chrono::duration<float, std::milli>(t1 - t0).count());
-    } else {
-      c.e->kernels[c.profile][i]->execute(io, c.states[i].get());
-    }
-    if (poison)
-      for (const auto& [off, bytes] : c.mem.freedAfter[i]) b.fill(static_cast<char*>(c.arena) + off, 0xFF, bytes, s);
-    if (c.layerEvents[i]) b.recordEvent(c.layerEvents[i], s);
+  c.runLayers(0, c.firstUnresolved, c.shapes, stream, gpuProfile, {{static_cast<char*>(c.arena), &c.mem}});
+  if (c.dataDependent()) {
+    c.runDataDependent(stream, gpuProfile);
+    return;
   }
   for (size_t k = 0; k < c.auxStreams.size(); ++k) {  // the enqueue stream ends after every aux stream
     b.recordEvent(c.auxDoneEvents[k], c.auxStreams[k]);
@@ -495,6 +726,15 @@ void ExecutionContext::enqueue(void* stream) {
 bool ExecutionContext::captureGraph(void* stream) {
   ContextImpl& c = *impl;
   c.ensureShapes();
+  bool allocators = false;
+  for (IOutputAllocator* a : c.allocators) allocators = allocators || a;
+  if (c.dataDependent() || allocators) {
+    c.e->logger->log(ILogger::Severity::kWARNING, std::string("CUDA graph capture is not possible: ") +
+                                                      (c.dataDependent() ? "the engine has data-dependent shapes (the host reads values back during the run)"
+                                                                         : "outputs get their memory from output allocators at every enqueue") +
+                                                      "; enqueue runs without a graph");
+    return false;
+  }
   if (c.graphExec) {
     c.e->backend->destroyGraph(c.graphExec);
     c.graphExec = nullptr;

@@ -77,8 +77,17 @@ struct ResolvedShapes {
 //! Resolves every tensor's dims for concrete input dims (and the values of inputs that shapes
 //! depend on); validates them against `profile` (when given). `lenient` (build time) leaves dims
 //! that depend on unknown input values at -1 instead of failing.
+//! `fetched` (data-dependent execution, runtime/context.cpp): host copies of intermediate tensors
+//! computed at run time; a layer left unresolved without them is inferred again with them as the
+//! values of its value inputs (NonZero's data, NonMaxSuppression's boxes, ...).
 ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& inputDims, const ProfileRanges* profile,
-                             const std::map<int, HostTensor>* inputValues = nullptr, bool lenient = false);
+                             const std::map<int, HostTensor>* inputValues = nullptr, bool lenient = false,
+                             const std::map<int, HostTensor>* fetched = nullptr);
+//! Layer i's value inputs that are computed at run time and whose values it lacks in `r`: what the
+//! context must read back before layer i can be resolved (empty when i is resolved).
+std::vector<int> missingValueInputs(const EngineGraph& g, const ResolvedShapes& r, size_t i);
+//! Whether every input and output of layer i has static dims in `r` (the layer can be set up).
+bool layerResolved(const ResolvedShapes& r, size_t i);
 //! The opt dims of every dynamic input in profile `p`.
 std::map<int, Dims> optDims(const EngineGraph& g, size_t p);
 //! Network inputs whose values (not only dims) shapes depend on — e.g. Resize's scales fed as an

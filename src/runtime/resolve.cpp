@@ -66,7 +66,7 @@ std::vector<int> hostValueInputs(const EngineGraph& g) {
   std::vector<int> stack;
   for (const EngineLayer& l : g.layers) {
     const OpDef* def = OpRegistry::instance().find(l.op);
-    if (!def) continue;
+    if (!def || def->dataDependentShape) continue;  // data, read back when computed (context.cpp)
     for (int k : def->valueInputs)
       if (k < static_cast<int>(l.inputs.size()) && l.inputs[k] >= 0) stack.push_back(l.inputs[k]);
   }
@@ -106,7 +106,8 @@ std::map<int, Dims> optDims(const EngineGraph& g, size_t p) {
 }
 
 ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& inputDims, const ProfileRanges* profile,
-                             const std::map<int, HostTensor>* inputValues, bool lenient) {
+                             const std::map<int, HostTensor>* inputValues, bool lenient,
+                             const std::map<int, HostTensor>* fetched) {
   ResolvedShapes r;
   r.tensors.resize(g.tensors.size());
   for (size_t i = 0; i < g.tensors.size(); ++i) {
@@ -159,6 +160,24 @@ ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& in
     inferLayer(d);
     if (d.outputs.size() != l.outputs.size()) throw Error("layer '" + l.name + "': output count changed");
     const OpDef* def = OpRegistry::instance().find(l.op);
+    if (fetched && def) {
+      // Data-dependent: values read back at run time complete what the layer lacks. Only layers
+      // unresolved without them, so a layer resolves the same way in every round.
+      bool unresolved = false;
+      for (auto& o : d.outputs) unresolved = unresolved || !isStatic(o.dims);
+      bool added = false;
+      for (int k : def->valueInputs) {
+        if (!unresolved || k >= static_cast<int>(l.inputs.size()) || l.inputs[k] < 0 || d.inputs[k].value.valid()) continue;
+        auto f = fetched->find(l.inputs[k]);
+        if (f == fetched->end() || f->second.dims() != d.inputs[k].dims) continue;
+        d.inputs[k].value = f->second;
+        added = true;
+      }
+      if (added) {
+        for (auto& o : d.outputs) o = TensorDesc{};
+        inferLayer(d);
+      }
+    }
     bool known = true;
     bool resolved = true;
     for (auto& o : d.outputs) {
@@ -190,6 +209,28 @@ ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& in
   }
   markAliases(g, r);
   return r;
+}
+
+bool layerResolved(const ResolvedShapes& r, size_t i) {
+  const LayerDesc& d = r.layers[i];
+  for (const auto& o : d.outputs)
+    if (!isStatic(o.dims)) return false;
+  for (size_t k = 0; k < d.inputs.size(); ++k)  // Shape of a data-dependent tensor has static dims, not its value
+    if (d.present(k) && !isStatic(d.inputs[k].dims)) return false;
+  return true;
+}
+
+std::vector<int> missingValueInputs(const EngineGraph& g, const ResolvedShapes& r, size_t i) {
+  std::vector<int> out;
+  if (layerResolved(r, i)) return out;
+  const EngineLayer& l = g.layers[i];
+  const OpDef* def = OpRegistry::instance().find(l.op);
+  if (!def) return out;
+  for (int k : def->valueInputs)
+    if (k < static_cast<int>(l.inputs.size()) && l.inputs[k] >= 0 && !r.tensors[l.inputs[k]].value.valid() &&
+        isStatic(r.tensors[l.inputs[k]].dims))
+      out.push_back(l.inputs[k]);
+  return out;
 }
 
 void checkPlanShapes(const EngineGraph& g) {

@@ -122,13 +122,29 @@ def test_unsupported_op_is_named():
     import kiln
     import kiln.torch
 
+    class Coin(torch.nn.Module):  # ONNX Bernoulli: a random op kiln has no kernel for
+        def forward(self, x):
+            return torch.bernoulli(torch.sigmoid(x)) * 2
+
+    expect_error(lambda: kiln.torch.compile(Coin(), (torch.randn(8, device=device()),), cache=False),
+                 "Bernoulli", kiln.UnsupportedError)
+    expect_error(lambda: kiln.torch.compile(Coin(), torch.randn(8), cache=False, fp17=True), "unknown options", TypeError)
+
+
+def test_data_dependent_output():
+    """torch.unique's size depends on the values: the engine returns it with its real shape."""
+    torch = need("torch")
+    import kiln.torch
+
     class Uniques(torch.nn.Module):
         def forward(self, x):
             return torch.unique(x) * 2
 
-    expect_error(lambda: kiln.torch.compile(Uniques(), (torch.randn(8, device=device()),), cache=False),
-                 "Unique", kiln.UnsupportedError)
-    expect_error(lambda: kiln.torch.compile(Uniques(), torch.randn(8), cache=False, fp17=True), "unknown options", TypeError)
+    x = torch.tensor([3.0, 1.0, 3.0, -2.0, 1.0, 7.0], device=device())
+    fast = kiln.torch.compile(Uniques(), (x,), cache=False)
+    for v in (x, torch.tensor([5.0, 5.0, 5.0, 5.0, 5.0, 5.0], device=device())):
+        got, want = fast(v), Uniques()(v)
+        check(tuple(got.shape) == tuple(want.shape) and torch.equal(got.cpu(), want.cpu()), (got, want))
 
 
 def test_gpu_side_stream_and_cpu_tensors_refused():

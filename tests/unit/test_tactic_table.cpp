@@ -44,6 +44,8 @@ const std::map<std::string, std::string>& coveredElsewhere() {
       {"quantize_linear_", "test_cuda_misc_ops.cpp"},
       {"dequantize_linear_", "test_cuda_misc_ops.cpp"},
       {"grid_sample_", "test_cuda_misc_ops.cpp"},
+      {"roi_align_", "test_cuda_detection.cpp"},
+      {"if_any_select", "test_cuda_detection.cpp"},
       {"matmul_integer_", "test_cuda_matmul.cpp"},
       {"q_linear_", "test_qlinear.cpp, test_cuda_qlinear.cpp"},
   };

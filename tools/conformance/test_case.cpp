@@ -111,6 +111,26 @@ void addProfileForDynamicInputs(const Network& net, const std::vector<DataSet>& 
   if (any) config.addOptimizationProfile(profile);
 }
 
+// Memory for outputs whose shape is known only during the run (IOutputAllocator): a fresh
+// buffer from IoMemory whenever a larger one is asked for; remembers each output's dims.
+class GrowingOutputs : public IOutputAllocator {
+ public:
+  explicit GrowingOutputs(IoMemory& memory) : memory_(memory) {}
+  void* reallocateOutput(const std::string& name, void* current, uint64_t size, uint64_t) override {
+    size_t& cap = capacity_[name];
+    if (current && size <= cap) return current;
+    cap = std::max<size_t>(static_cast<size_t>(size), 1);
+    return buffers_[name] = memory_.allocate(cap);
+  }
+  void notifyShape(const std::string& name, const Dims& dims) override { dims_[name] = dims; }
+  std::map<std::string, Dims> dims_;
+  std::map<std::string, void*> buffers_;
+
+ private:
+  IoMemory& memory_;
+  std::map<std::string, size_t> capacity_;
+};
+
 // Binds inputs and outputs, runs, and compares. Returns "" on success, else the failure reason.
 std::string runDataSet(const Engine& engine, ExecutionContext& ctx, const DataSet& ds, const Tolerance& tol,
                        DeviceType device) {
@@ -134,11 +154,14 @@ std::string runDataSet(const Engine& engine, ExecutionContext& ctx, const DataSe
   }
 
   std::map<std::string, std::pair<HostTensor, void*>> actual;  // host copy, device buffer
+  GrowingOutputs dynamic(*memory);
   for (const std::string& name : outputNames) {
     Dims dims = ctx.getTensorShape(name);
-    if (!isStatic(dims))
-      return "output '" + name + "' has shape " + toString(dims) +
-             " after all input shapes were set (a data-dependent shape cannot be pre-allocated)";
+    if (!isStatic(dims)) {  // data-dependent: memory and shape come during the run
+      ctx.setOutputAllocator(name, &dynamic);
+      continue;
+    }
+    ctx.setOutputAllocator(name, nullptr);
     // Poisoned, so that an output (or part of one) the engine never writes fails the comparison.
     const HostTensor* want = nullptr;
     for (const auto& [n, t] : ds.outputs)
@@ -150,6 +173,13 @@ std::string runDataSet(const Engine& engine, ExecutionContext& ctx, const DataSe
   }
   ctx.enqueue();
   memory->synchronize();
+  for (const std::string& name : outputNames) {
+    if (ctx.getOutputAllocator(name) != &dynamic) continue;
+    auto d = dynamic.dims_.find(name);
+    if (d == dynamic.dims_.end()) return "output '" + name + "': the engine never reported its shape (notifyShape)";
+    if (!isStatic(d->second)) return "output '" + name + "': the engine reported the unresolved shape " + toString(d->second);
+    actual[name] = {HostTensor(engine.getTensorDataType(name), d->second), dynamic.buffers_[name]};
+  }
 
   for (const auto& [name, expected] : ds.outputs) {
     auto it = actual.find(name);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -30,6 +31,42 @@ void poisonOutput(HostTensor& t) {
 }
 
 }  // namespace
+
+// Grows a data-dependent output's buffers (device and page-locked staging on the GPU, host memory
+// on the CPU) to the size the engine asks for; keeps them when they are large enough.
+class InferenceSlot::OutputAllocator : public IOutputAllocator {
+ public:
+  explicit OutputAllocator(InferenceSlot& slot) : slot_(slot) {}
+  void* reallocateOutput(const std::string& name, void*, uint64_t size, uint64_t) override {
+    Binding& b = find(name);
+    if (size <= b.capacity && b.device) return b.device;
+    const size_t bytes = std::max<size_t>(static_cast<size_t>(size), 64);
+    if (slot_.gpu_) {
+      slot_.gpu_->synchronize(slot_.stream_);  // the previous run's copies may still read the old buffers
+      if (b.device) slot_.gpu_->release(b.device);
+      if (b.pinned) slot_.gpu_->releaseHost(b.pinned);
+      b.device = nullptr;
+      b.pinned = nullptr;
+      b.device = slot_.gpu_->allocate(bytes);
+      b.pinned = slot_.gpu_->allocateHost(bytes);
+    } else {
+      std::free(b.device);
+      b.device = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+      if (!b.device) throw Error("out of host memory for output '" + name + "' (" + std::to_string(bytes) + " bytes)");
+    }
+    b.capacity = bytes;
+    return b.device;
+  }
+  void notifyShape(const std::string& name, const Dims& dims) override { find(name).dims = dims; }
+
+ private:
+  Binding& find(const std::string& name) {
+    for (Binding& b : slot_.bindings_)
+      if (b.name == name && b.dataDependent) return b;
+    throw Error("internal: no data-dependent output '" + name + "'");
+  }
+  InferenceSlot& slot_;
+};
 
 double nowMs() {
   using namespace std::chrono;
@@ -78,14 +115,25 @@ InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, H
     std::string name = engine.getIOTensorName(i);
     if (engine.getTensorIOMode(name) != TensorIOMode::kOUTPUT) continue;
     Dims dims = context_->getTensorShape(name);
-    if (!isStatic(dims))
-      throw UnsupportedError("output '" + name + "' has a data-dependent shape " + toString(dims) +
-                             " that is only known after inference; the CLI cannot allocate it");
+    if (!isStatic(dims)) {  // known only during the run: memory from the output allocator
+      Binding b{name, false, HostTensor(engine.getTensorDataType(name), Dims{0}), nullptr, nullptr};
+      b.dataDependent = true;
+      b.dims = dims;
+      bindings_.push_back(b);
+      continue;
+    }
     HostTensor host(engine.getTensorDataType(name), dims);
     poisonOutput(host);
     bindings_.push_back(Binding{name, false, host, nullptr, nullptr});
   }
-  for (size_t k = nbInputs; k < bindings_.size(); ++k) bind(bindings_[k]);
+  for (size_t k = nbInputs; k < bindings_.size(); ++k) {
+    if (!bindings_[k].dataDependent) {
+      bind(bindings_[k]);
+      continue;
+    }
+    if (!allocator_) allocator_ = std::make_unique<OutputAllocator>(*this);
+    context_->setOutputAllocator(bindings_[k].name, allocator_.get());
+  }
   copyInputs();  // so that runs without transfers still read the real inputs
   if (gpu_) {
     gpu_->synchronize(stream_);
@@ -94,7 +142,11 @@ InferenceSlot::InferenceSlot(const Engine& engine, const std::map<std::string, H
 }
 
 InferenceSlot::~InferenceSlot() {
-  if (!gpu_) return;
+  if (!gpu_) {
+    for (Binding& b : bindings_)
+      if (b.dataDependent) std::free(b.device);
+    return;
+  }
   gpu_->synchronize(stream_);
   for (Binding& b : bindings_) {
     if (b.device) gpu_->release(b.device);
@@ -113,7 +165,7 @@ void InferenceSlot::copyInputs() {
 void InferenceSlot::copyOutputs() {
   if (!gpu_) return;
   for (Binding& b : bindings_)
-    if (!b.isInput) gpu_->copyToHost(b.pinned, b.device, b.host.bytes(), stream_);
+    if (!b.isInput && b.bytes()) gpu_->copyToHost(b.pinned, b.device, b.bytes(), stream_);
 }
 
 float InferenceSlot::elapsed(void* a, void* b) const {
@@ -159,15 +211,26 @@ IterationTimes InferenceSlot::run(bool transfers, double epochMs) {
 }
 
 std::vector<NamedTensor> InferenceSlot::outputs() {
+  for (const Binding& b : bindings_)
+    if (b.dataDependent && !isStatic(b.dims)) throw Error("output '" + b.name + "' has no data yet: the engine has not run");
   if (gpu_) {
     copyOutputs();
     gpu_->synchronize(stream_);
-    for (Binding& b : bindings_)
-      if (!b.isInput) std::memcpy(b.host.data(), b.pinned, b.host.bytes());
+    for (Binding& b : bindings_) {
+      if (b.isInput) continue;
+      if (b.dataDependent) b.host = HostTensor(b.host.type(), b.dims);
+      if (b.bytes()) std::memcpy(b.host.data(), b.pinned, b.bytes());
+    }
   }
   std::vector<NamedTensor> out;
-  for (const Binding& b : bindings_)
-    if (!b.isInput) out.emplace_back(b.name, b.host);
+  for (Binding& b : bindings_) {
+    if (b.isInput) continue;
+    if (b.dataDependent && !gpu_) {  // with the shape of the last run
+      b.host = HostTensor(b.host.type(), b.dims);
+      if (b.bytes()) std::memcpy(b.host.data(), b.device, b.bytes());
+    }
+    out.emplace_back(b.name, b.host);
+  }
   return out;
 }
 

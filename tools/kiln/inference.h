@@ -47,15 +47,24 @@ class InferenceSlot {
     std::string name;
     bool isInput = false;
     HostTensor host;
-    void* device = nullptr;  //!< == host.data() on the CPU
+    void* device = nullptr;  //!< == host.data() on the CPU (data-dependent outputs: their own buffer)
     void* pinned = nullptr;  //!< page-locked staging buffer (GPU)
+    //! An output whose shape is known only during the run: its buffers grow through the slot's
+    //! output allocator, and `dims` is the shape the engine reported for the last run.
+    bool dataDependent = false;
+    size_t capacity = 0;
+    Dims dims;
+    size_t bytes() const { return dataDependent ? static_cast<size_t>(volume(dims)) * elementSize(host.type()) : host.bytes(); }
   };
+  class OutputAllocator;
+  friend class OutputAllocator;
   void copyInputs();
   void copyOutputs();
   float elapsed(void* a, void* b) const;
   std::unique_ptr<ExecutionContext> context_;
   std::unique_ptr<Device> gpu_;  //!< null on the CPU (the context reads the host buffers)
   std::vector<Binding> bindings_;
+  std::unique_ptr<IOutputAllocator> allocator_;  //!< for data-dependent outputs
   void* stream_ = nullptr;                   //!< GPU: this slot's stream
   void* events_[4] = {nullptr, nullptr, nullptr, nullptr};  //!< start, after H2D, after compute, end
   bool graph_ = false;                       //!< a CUDA graph was captured

@@ -5,6 +5,7 @@
 // (the order across ops does not matter). Names: <op>_<type>_<variant> (docs/internals.md, "Tactic
 // tables"); they are stored in plans and timing caches, so renaming one bumps both formats.
 #include "backends/cuda/cuda_tactics.h"
+#include "backends/cuda/detection_tactics.h"
 
 namespace kiln {
 
@@ -201,6 +202,8 @@ const std::vector<TacticDef>& cudaTacticTable() {
       {"QuantizeLinear", "quantize_linear_any_cuda", cuda::quantizeCuda()},
       {"DequantizeLinear", "dequantize_linear_any_cuda", cuda::quantizeCuda()},
       {"GridSample", "grid_sample_fp_cuda", cuda::gridSampleCuda()},
+      {"RoiAlign", "roi_align_fp_cuda", cuda::roiAlignCuda()},
+      {"If", "if_any_select", cuda::ifCuda()},
       // Integer layers of Q/DQ models (builder/passes/lower_qdq.cpp): int8 tensor cores, then the
       // dp4a kernel for what cuBLASLt refuses.
       {"QLinearMatMul", "q_linear_matmul_int_cublaslt", cuda::qlinearMatMulCublasLt()},

@@ -25,6 +25,8 @@ bool fuseRmsNormPattern(Network& net);
 bool fuseGroupNormPattern(Network& net);
 //! Compress with a constant condition -> Gather with the kept indices (lower_compress.cpp).
 bool lowerConstantCompress(Network& net);
+//! Compress with a computed condition -> Gather(x, Reshape(NonZero(condition), [-1])).
+bool lowerComputedCompress(Network& net);
 //! Conv -> BatchNormalization (constant parameters): folds the BN into the conv's weights/bias.
 bool foldBatchNormIntoConv(Network& net);
 //! Other inference BatchNormalization (constant parameters) -> Mul(a[c]) -> Add(b[c]), for the
