@@ -195,6 +195,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fold shape arithmetic (dynamic shapes)", [&](Network& n) { return foldShapeArithmetic(n, samples); }},
       {"elide Identity and same-type Cast", elideNoOps},
       {"lower Compress with a constant condition to Gather", lowerConstantCompress},
+      {"lower Concat of Slices (torch.roll) to Gather", lowerSliceConcat},
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
       {"fuse GELU pattern", fuseGeluPattern},
       {"fuse LayerNorm pattern", fuseLayerNormPattern},

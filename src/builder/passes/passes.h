@@ -25,6 +25,9 @@ bool fuseRmsNormPattern(Network& net);
 bool fuseGroupNormPattern(Network& net);
 //! Compress with a constant condition -> Gather with the kept indices (lower_compress.cpp).
 bool lowerConstantCompress(Network& net);
+//! Concat of constant step-1 Slices of one tensor along the Concat's axis (torch.roll as exported)
+//! -> one Gather with the concatenated index ranges (lower_slice_concat.cpp).
+bool lowerSliceConcat(Network& net);
 //! Conv -> BatchNormalization (constant parameters): folds the BN into the conv's weights/bias.
 bool foldBatchNormIntoConv(Network& net);
 //! The Erf form of GELU (x * 0.5 * (1 + erf(x / sqrt 2))) -> one Gelu layer.
