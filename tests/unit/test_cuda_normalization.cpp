@@ -37,8 +37,6 @@ HostTensor ints64(const std::vector<int64_t>& v) {
   return t;
 }
 
-bool isHalfType(DataType t) { return t == DataType::kHALF || t == DataType::kBF16; }
-
 //! The case with its float inputs converted to `type` (integer inputs unchanged).
 OpCase withType(const OpCase& c, DataType type) {
   OpCase o = c;

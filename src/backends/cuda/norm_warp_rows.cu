@@ -9,6 +9,8 @@
 // count / mean / M2, exact like a two-pass variance; RMSNorm: the sum of squares), no shared memory
 // and no block barrier, 256 threads a block. The register count is a template parameter (items per
 // thread, kWarpRowItems), so BERT's 768, 384, 1024 and LLMs' 4096 rows are held without idle slots.
+#include <string>
+
 #include "core/type_dispatch.h"
 #include "backends/cuda/activation_math.cuh"
 #include "backends/cuda/cuda_util.h"
@@ -50,9 +52,10 @@ __global__ void __launch_bounds__(kWarpRowThreads) rowNormWarpKernel(const RowNo
   if constexpr (kPrefetch) {
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) s[i] = loadVec<T, VEC>(scale + at(i));
-    if (bias)
+    if (bias) {
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i) b[i] = loadVec<T, VEC>(bias + at(i));
+    }
   }
   if (p.skip) {  // X + skip rounded to T (what the separate Add wrote before the fusion)
     const T* skip = static_cast<const T*>(p.skip) + base;
@@ -60,40 +63,47 @@ __global__ void __launch_bounds__(kWarpRowThreads) rowNormWarpKernel(const RowNo
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) r[i] = loadVec<T, VEC>(skip + at(i));
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
+    for (int i = 0; i < ITEMS; ++i) {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) v[i].v[e] = fromFloat<T>(toFloat(v[i].v[e]) + toFloat(r[i].v[e]));
+    }
   }
 
   float mean = 0.f, var = 0.f;
   if (p.rms) {
     float sq = 0.f;
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-      if (i < mine)
+    for (int i = 0; i < ITEMS; ++i) {
+      if (i < mine) {
 #pragma unroll
         for (int e = 0; e < VEC; ++e) sq += toFloat(v[i].v[e]) * toFloat(v[i].v[e]);
+      }
+    }
     for (int o = lanes >> 1; o > 0; o >>= 1) sq += __shfl_xor_sync(kFullMask, sq, o);  // same sum in every lane
     var = sq / static_cast<float>(p.cols);
   } else {
     // This thread's count, mean and M2 (two passes over its registers), then Chan's merge.
     float sum = 0.f;
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-      if (i < mine)
+    for (int i = 0; i < ITEMS; ++i) {
+      if (i < mine) {
 #pragma unroll
         for (int e = 0; e < VEC; ++e) sum += toFloat(v[i].v[e]);
+      }
+    }
     float n = static_cast<float>(max(mine, 0) * VEC);
     mean = n > 0.f ? sum / n : 0.f;
     float m2 = 0.f;
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-      if (i < mine)
+    for (int i = 0; i < ITEMS; ++i) {
+      if (i < mine) {
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
           const float d = toFloat(v[i].v[e]) - mean;
           m2 += d * d;
         }
+      }
+    }
     for (int o = lanes >> 1; o > 0; o >>= 1) {
       const float nB = __shfl_xor_sync(kFullMask, n, o), meanB = __shfl_xor_sync(kFullMask, mean, o);
       const float m2B = __shfl_xor_sync(kFullMask, m2, o);
