@@ -196,6 +196,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"elide Identity and same-type Cast", elideNoOps},
       {"lower Compress with a constant condition to Gather", lowerConstantCompress},
       {"lower Compress with a computed condition to NonZero + Gather", lowerComputedCompress},
+      {"lower Concat of Slices (torch.roll) to Gather", lowerSliceConcat},
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
       {"lower BatchNormalization to scale and shift", lowerBatchNormToScaleShift},
       {"fuse GELU pattern", fuseGeluPattern},

@@ -221,6 +221,59 @@ def test_timing_cache_file():
         check(f.read() == written, "the second build changed the timing cache")
 
 
+def roll_model_onnx_helper(path, shape, shifts, axes):
+    """torch.roll as the TorchScript exporter writes it: per axis Concat(Slice(x, -s..end), Slice(x, 0..-s))."""
+    nodes, inits, cur = [], [], "x"
+    big = np.iinfo(np.int64).max
+    for i, (s, a) in enumerate(zip(shifts, axes)):
+        for name, v in ((f"s{i}", -s), (f"e{i}", big), (f"z{i}", 0), (f"m{i}", -s), (f"a{i}", a)):
+            inits.append(numpy_helper.from_array(np.array([v], np.int64), name))
+        nodes += [helper.make_node("Slice", [cur, f"s{i}", f"e{i}", f"a{i}"], [f"hi{i}"]),
+                  helper.make_node("Slice", [cur, f"z{i}", f"m{i}", f"a{i}"], [f"lo{i}"]),
+                  helper.make_node("Concat", [f"hi{i}", f"lo{i}"], ["y" if i == len(shifts) - 1 else f"r{i}"], axis=a)]
+        cur = f"r{i}"
+    graph = helper.make_graph(nodes, "roll", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+
+
+def test_torch_roll_becomes_gathers():
+    """torch.roll (Swin's shifted windows: two axes of [B, H, W, C]; one axis, negative shift) runs
+    as one Gather per rolled axis, no Slice or Concat left, equal to np.roll and ONNX Runtime."""
+    import json
+    shape = [2, 7, 9, 4]
+    x = np.random.default_rng(11).standard_normal(shape).astype(np.float32)
+    models = []
+    for shifts, axes in (((3, -2), (1, 2)), ((-5,), (2,)), ((1,), (-1,))):
+        path = os.path.join(TMP, f"roll_helper_{len(models)}.onnx")
+        roll_model_onnx_helper(path, shape, shifts, axes)
+        models.append((path, shifts, axes))
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:  # the exporter's own form, where torch is installed
+        import io
+
+        class Roll(torch.nn.Module):
+            def forward(self, t):
+                return torch.roll(t, shifts=(3, -2), dims=(1, 2))
+        buf = io.BytesIO()
+        torch.onnx.export(Roll(), (torch.from_numpy(x),), buf, dynamo=False, opset_version=17,
+                          input_names=["x"], output_names=["y"])
+        path = os.path.join(TMP, "roll_torch.onnx")
+        with open(path, "wb") as f:
+            f.write(buf.getvalue())
+        models.append((path, (3, -2), (1, 2)))
+    for path, shifts, axes in models:
+        engine = kiln.build_engine(path, kiln.BuilderConfig(device=DEVICE))
+        y = engine.create_execution_context().infer({"x": x})["y"]
+        np.testing.assert_array_equal(y, np.roll(x, shifts, axes))
+        np.testing.assert_array_equal(y, reference(path, x))
+        ops = [layer.get("type", layer.get("op")) for layer in json.loads(engine.layer_information)["layers"]]
+        check(ops.count("Gather") == len(shifts) and "Slice" not in ops and "Concat" not in ops, (path, ops))
+
+
 def setup():
     """The names this file's tests use, from the harness."""
     g = globals()

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <random>
 
+#include "backends/cuda/conv_depthwise.h"
 #include "backends/in_place.h"
 #include "op_test_util.h"
 #include "ops/conv_layout.h"
@@ -774,6 +775,67 @@ TEST(CudaLayout, DepthwiseTiledNhwc) {
       for (bool outLast : {true, false}) checkTactic(c, t, true, outLast, "conv_fp_depthwise_nhwc_tiled", what);
 }
 
+// conv_fp_depthwise_nhwc_smem: the tiling corners above, then what its tiles and 32-channel slices
+// add: ConvNeXt's maps (7x7, 14x14, 56x56: one tile, several, edge tiles), odd maps (13x17), every
+// K and stride, channel counts that are not a multiple of the 16-byte copy (12, 20: element copies),
+// odd (13, 33: unpaired stores), or leave the last slice partial (40, 72), batches, epilogues.
+std::vector<std::pair<OpCase, std::string>> depthwiseSmemCases() {
+  std::vector<std::pair<OpCase, std::string>> v = depthwiseCases();
+  const std::vector<std::string> acts = {"Gelu", "Relu", "", "HardSwish", "Clip", "Sigmoid"};
+  uint32_t seed = 430;
+  int i = 0;
+  for (int64_t k : {3, 5, 7})
+    for (int64_t s : {1, 2}) {
+      const int64_t p = k / 2;
+      const std::string g = std::to_string(k) + "x" + std::to_string(k) + " s" + std::to_string(s);
+      const std::string& act = acts[i++ % acts.size()];
+      v.push_back({depthwiseCase({2, 40, 13, 17}, k, s, {p, p, p, p}, true, s == 1, act, seed++), g + " 13x17 C=40 " + act});
+      v.push_back({depthwiseCase({3, 13, 7, 7}, k, s, {p, p, p, p}, true, s == 1, act, seed++), g + " 7x7 C=13"});
+      v.push_back({depthwiseCase({2, 20, 14, 14}, k, s, {p, p, p, p}, k != 5, true, act, seed++), g + " 14x14 C=20 + residual"});
+    }
+  v.push_back({depthwiseCase({2, 96, 56, 56}, 7, 1, {3, 3, 3, 3}, true, true, "", seed++), "ConvNeXt stage 1 7x7 56x56 C=96"});
+  v.push_back({depthwiseCase({4, 72, 7, 7}, 7, 1, {3, 3, 3, 3}, true, false, "Gelu", seed++), "7x7 on 7x7 C=72 batch 4"});
+  v.push_back({depthwiseCase({2, 33, 28, 28}, 3, 2, {1, 1, 1, 1}, true, false, "Relu", seed++), "3x3 s2 28x28 C=33"});
+  v.push_back({depthwiseCase({1, 12, 30, 45}, 5, 1, {2, 2, 2, 2}, false, true, "LeakyRelu", seed++), "5x5 s1 30x45 C=12"});
+  return v;
+}
+
+TEST(CudaLayout, DepthwiseSmemNhwc) {
+  KILN_REQUIRE_GPU();
+  for (const auto& [c, what] : depthwiseSmemCases())
+    for (DataType t : kAllFloat)
+      for (bool outLast : {true, false}) checkTactic(c, t, true, outLast, "conv_fp_depthwise_nhwc_smem", what);
+}
+
+// The tile plan (host code, no GPU): every candidate fits the 48 KiB it is launched with, its input
+// tile is the output tile plus the halo, the pitch is padded as the bank rule says, and small maps
+// are not drowned in one oversized tile.
+TEST(CudaConv, DepthwiseSmemTilePlan) {
+  for (int k : {3, 5, 7})
+    for (int s : {1, 2})
+      for (int elem : {2, 4})
+        for (int side : {1, 7, 13, 14, 28, 56, 112, 200}) {
+          const cuda::DepthwiseSmemTile t = cuda::planDepthwiseSmemTile(k, s, side, side + 3, elem, 64 * 4, 132);
+          const std::string what = std::to_string(k) + " s" + std::to_string(s) + " " + std::to_string(elem) + "B " + std::to_string(side);
+          ASSERT_GT(t.smemBytes, 0) << what;
+          EXPECT_LE(t.smemBytes, 48 * 1024) << what;
+          EXPECT_TRUE(t.p == 4 || t.p == 8) << what;
+          EXPECT_EQ(t.tileW % t.p, 0) << what;
+          EXPECT_EQ(t.inTileH, (t.tileH - 1) * s + k) << what;
+          EXPECT_EQ(t.inTileW, (t.tileW - 1) * s + k) << what;
+          EXPECT_GE(t.pitch, t.inTileW * cuda::kSliceChannels) << what;
+          EXPECT_EQ(t.pitch * elem % 16, 0) << what;  // 16-byte copies into every row
+          if (elem == 2) EXPECT_EQ(s * t.pitch / 2 % 32, 16) << what;  // neighbouring rows' reads: other banks
+          EXPECT_LE(t.tileH, side) << what;
+          EXPECT_LT(t.tileW, side + 3 + t.p) << what;
+        }
+  // ConvNeXt's last stage (7x7 maps, 768 channels at batch 64): one tile covers the map, no
+  // halo is copied twice.
+  const cuda::DepthwiseSmemTile last = cuda::planDepthwiseSmemTile(7, 1, 7, 7, 2, 64 * 24, 132);
+  EXPECT_EQ(last.tileH, 7);
+  EXPECT_EQ(last.tileW, 8);
+}
+
 // Not offered: dilation, other kernel sizes, unequal or larger strides, regular or grouped convs, an
 // NCHW X for the channels-last kernel, runtime weights for it, a channels-last X for the NCHW kernel.
 TEST(CudaConv, DepthwiseTiledRefuses) {
@@ -787,6 +849,7 @@ TEST(CudaConv, DepthwiseTiledRefuses) {
       auto n = names(c, combo & 1, combo & 2);
       EXPECT_FALSE(offered(n, "conv_fp_depthwise_nchw_tiled")) << what;
       EXPECT_FALSE(offered(n, "conv_fp_depthwise_nhwc_tiled")) << what;
+      EXPECT_FALSE(offered(n, "conv_fp_depthwise_nhwc_smem")) << what;
     }
   };
   OpCase dilated = depthwiseCase({2, 16, 12, 12}, 3, 1, {2, 2, 2, 2}, true, false, "", 420);
@@ -802,11 +865,16 @@ TEST(CudaConv, DepthwiseTiledRefuses) {
   const OpCase dw = depthwiseCases()[0].first;
   EXPECT_FALSE(offered(names(dw, false, false), "conv_fp_depthwise_nhwc_tiled"));
   EXPECT_FALSE(offered(names(dw, false, true), "conv_fp_depthwise_nhwc_tiled"));
+  EXPECT_FALSE(offered(names(dw, false, false), "conv_fp_depthwise_nhwc_smem"));
+  EXPECT_FALSE(offered(names(dw, false, true), "conv_fp_depthwise_nhwc_smem"));
+  EXPECT_TRUE(offered(names(dw, true, true), "conv_fp_depthwise_nhwc_smem"));
+  EXPECT_TRUE(offered(names(dw, true, false), "conv_fp_depthwise_nhwc_smem"));
   EXPECT_FALSE(offered(names(dw, true, true), "conv_fp_depthwise_nchw_tiled"));
   EXPECT_FALSE(offered(names(dw, true, false), "conv_fp_depthwise_nchw_tiled"));
   OpCase dynamicW = dw;
   dynamicW.constant[1] = false;
   EXPECT_FALSE(offered(names(dynamicW, true, true), "conv_fp_depthwise_nhwc_tiled"));
+  EXPECT_FALSE(offered(names(dynamicW, true, true), "conv_fp_depthwise_nhwc_smem"));
   EXPECT_TRUE(offered(names(dynamicW, false, false), "conv_fp_depthwise_nchw_tiled"));
 }
 

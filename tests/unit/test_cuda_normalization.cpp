@@ -3,8 +3,10 @@
 // Odd sizes, rows cached in registers and streamed, vectorized and scalar paths, broadcast
 // parameters, every reduction form, float32/float16/bfloat16 (references from the same rounded
 // inputs) and integer types; supports() refusals.
+#include <algorithm>
 #include <random>
 
+#include "backends/cuda/norm_launch.cuh"
 #include "op_test_util.h"
 
 using namespace kiln;
@@ -34,8 +36,6 @@ HostTensor ints64(const std::vector<int64_t>& v) {
   for (size_t i = 0; i < v.size(); ++i) t.as<int64_t>()[i] = v[i];
   return t;
 }
-
-bool isHalfType(DataType t) { return t == DataType::kHALF || t == DataType::kBF16; }
 
 //! The case with its float inputs converted to `type` (integer inputs unchanged).
 OpCase withType(const OpCase& c, DataType type) {
@@ -161,6 +161,16 @@ TEST(CudaLayerNorm, RowsOfManySizes) {
       {{601, 32}, {32}, -1},           // short rows (SegFormer's 32 channels): lane groups below a warp,
       {{300, 96}, {96}, -1},           // several rows per warp, a partial last block
       {{257, 8}, {8}, -1},             // one vector (or thread) per row
+      // The warp-row kernels' register counts: 384 (16 lanes x 3), 1024, 4096 (16 or 32 vectors a
+      // thread), widths that are no multiple of the 16-byte vector (single elements: 770, 1023;
+      // 1100 in halves does not fit and stays with the generic kernel), a padded last item (1000).
+      {{5, 384}, {384}, -1},
+      {{3, 4096}, {4096}, -1},
+      {{2, 770}, {770}, -1},
+      {{9, 1023}, {1023}, -1},
+      {{2, 1100}, {1100}, -1},
+      {{7, 1000}, {1000}, -1},
+      {{2, 3, 256}, {3, 256}, 1},      // the normalized block spans two axes
   };
   for (const auto& s : shapes)
     for (DataType t : kFloatTypes) {
@@ -174,7 +184,7 @@ TEST(CudaLayerNorm, RowsOfManySizes) {
 TEST(CudaLayerNorm, SkipInput) {
   KILN_REQUIRE_GPU();
   uint32_t seed = 30;
-  for (const Dims& x : {Dims{4, 768}, Dims{2, 20000}, Dims{2, 3, 7}, Dims{301, 32}})
+  for (const Dims& x : {Dims{4, 768}, Dims{2, 20000}, Dims{2, 3, 7}, Dims{301, 32}, Dims{6, 384}, Dims{3, 4096}, Dims{5, 1023}})
     for (DataType t : kFloatTypes) {
       OpCase c = layerNormCase("LayerNormalization", x, {x.back()}, -1, true, seed += 10);
       c.attrs.set("kiln_skip", int64_t(1));
@@ -184,6 +194,57 @@ TEST(CudaLayerNorm, SkipInput) {
       c.nbOutputs = 2;  // pre-LN blocks: the sum as the second output
       check(c, t, "skip LayerNorm with the sum " + toString(x));
     }
+}
+
+// The warp-row tactics take the widths the BERT / LLM rows have, in every float type.
+TEST(CudaLayerNorm, WarpRowsOfferedForCommonWidths) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  for (int64_t w : {32, 96, 384, 768, 1024, 4096})
+    for (DataType t : kFloatTypes) {
+      const OpCase ln = withType(layerNormCase("LayerNormalization", {4, w}, {w}, -1, true, 3), t);
+      const OpCase rms = withType(layerNormCase("RMSNormalization", {4, w}, {w}, -1, false, 4), t);
+      const auto has = [&](const OpCase& c, const std::string& name) {
+        const auto n = test::tacticNames(*gpu, c);
+        return std::find(n.begin(), n.end(), name) != n.end();
+      };
+      EXPECT_TRUE(has(ln, "layer_normalization_fp_warp_rows")) << w << " " << toString(t);
+      EXPECT_TRUE(has(rms, "rms_normalization_fp_warp_rows")) << w << " " << toString(t);
+    }
+}
+
+// Rows far from zero (mean 100, spread 1): a one-pass E[x^2] - E[x]^2 in float32 loses ~1e-3 of the
+// variance there; the per-thread mean / M2 merge keeps the float32 tolerance (1e-4).
+TEST(CudaLayerNorm, OffsetRowsKeepFloat32Accuracy) {
+  KILN_REQUIRE_GPU();
+  for (const Dims& x : {Dims{8, 768}, Dims{4, 4096}, Dims{16, 96}, Dims{3, 1023}}) {
+    OpCase c = layerNormCase("LayerNormalization", x, {x.back()}, -1, true, 77, 3);
+    c.inputs[0] = uniform(x, 78, 99.f, 101.f);
+    const Tol f32 = tolFor(DataType::kFLOAT);
+    check(c, DataType::kFLOAT, "LayerNorm offset rows " + toString(x), &f32);
+  }
+}
+
+// The warp-row plan (host code): no idle vector slot for the common widths, 16-byte vectors where
+// the width allows them, nothing for rows beyond 32 vectors a thread.
+TEST(CudaLayerNorm, WarpRowPlan) {
+  struct Want {
+    int64_t cols;
+    size_t elem;
+    int lanes, items, vec;
+  };
+  for (const Want& w : {Want{768, 2, 32, 3, 8}, Want{768, 4, 32, 6, 4}, Want{384, 2, 16, 3, 8}, Want{1024, 2, 32, 4, 8},
+                        Want{4096, 2, 32, 16, 8}, Want{4096, 4, 32, 32, 4}, Want{96, 2, 4, 3, 8}, Want{8, 2, 1, 1, 8},
+                        Want{1023, 4, 32, 32, 1}, Want{770, 2, 32, 32, 1}}) {
+    const cuda::WarpRowPlan p = cuda::planWarpRows(w.cols, w.elem, true);
+    EXPECT_EQ(p.lanes, w.lanes) << w.cols << " x " << w.elem << "B";
+    EXPECT_EQ(p.items, w.items) << w.cols << " x " << w.elem << "B";
+    EXPECT_EQ(p.vec, w.vec) << w.cols << " x " << w.elem << "B";
+  }
+  EXPECT_EQ(cuda::planWarpRows(1100, 2, true).lanes, 0);      // 1100 halves: no 16-byte vectors, > 1024
+  EXPECT_EQ(cuda::planWarpRows(4096, 4, true, 16).lanes, 0);  // skip input: 16 vectors a thread at most
+  EXPECT_EQ(cuda::planWarpRows(768, 2, false).vec, 1);
+  EXPECT_EQ(cuda::planWarpRows(0, 2, true).lanes, 0);
 }
 
 TEST(CudaLayerNorm, MeanAndInvStdDevOutputs) {

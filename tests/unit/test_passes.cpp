@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <map>
 #include <optional>
 
 #include "reference_eval.h"
@@ -393,6 +395,102 @@ TEST(Passes, ConstantCompressLowersToGather) {
   a.set("axis", int64_t(0));
   computed.markOutput(computed.addLayer("Compress", {x, cond}, 1, a)->outputs[0]);
   EXPECT_FALSE(lowerConstantCompress(computed));
+}
+
+// Concat of Slices of one tensor along the Concat's axis (torch.roll as exported) becomes one
+// Gather: a roll with a negative start and an INT64_MAX end, a roll on a negative axis, three pieces
+// in another order; the values equal an independent roll (np.roll's definition) and the reference
+// evaluation of the original graph. Left alone: a step of 2, pieces of two tensors, a Slice over
+// another axis than the Concat's.
+TEST(Passes, SliceConcatLowersToGather) {
+  const Dims shape = {2, 5, 6, 3};
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  struct Piece {
+    int64_t start, end, axis, step;
+  };
+  auto ints = [](Network& n, int64_t v) {
+    HostTensor t(DataType::kINT64, {1});
+    t.as<int64_t>()[0] = v;
+    return n.addConstant(n.uniqueName("c"), t);
+  };
+  auto build = [&](Network& n, int64_t catAxis, const std::vector<Piece>& pieces, bool twoTensors) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, shape);
+    Tensor* a = n.addActivation(x, "Relu")->outputs[0];
+    Tensor* b = n.addActivation(x, "Sigmoid")->outputs[0];
+    std::vector<Tensor*> parts;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const Piece& p = pieces[i];
+      std::vector<Tensor*> in = {twoTensors && i == 1 ? b : a, ints(n, p.start), ints(n, p.end), ints(n, p.axis)};
+      if (p.step != 1) in.push_back(ints(n, p.step));
+      parts.push_back(n.addLayer("Slice", in, 1)->outputs[0]);
+    }
+    Attributes at;
+    at.set("axis", catAxis);
+    Layer* cat = n.addLayer("Concat", parts, 1, at, "cat");
+    n.renameTensor(cat->outputs[0], "y");
+    n.markOutput(cat->outputs[0]);
+  };
+  const HostTensor xin = randomTensor(shape, 21);
+  const std::map<std::string, HostTensor> in = {{"x", xin}};
+  //! Relu(x) rolled by `shift` along `axis`: out[i] = in[(i - shift) mod dim].
+  auto rolled = [&](int64_t axis, int64_t shift) {
+    HostTensor r(DataType::kFLOAT, shape);
+    const int64_t dim = shape[axis];
+    int64_t inner = 1;
+    for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+    for (int64_t e = 0; e < r.count(); ++e) {
+      const int64_t i = e / inner % dim;
+      const int64_t src = e + ((((i - shift) % dim) + dim) % dim - i) * inner;
+      r.as<float>()[e] = std::max(0.f, xin.as<float>()[src]);
+    }
+    return r;
+  };
+  struct Case {
+    int64_t catAxis;
+    std::vector<Piece> pieces;
+    std::optional<std::pair<int64_t, int64_t>> roll;  // axis, shift
+  };
+  const std::vector<Case> lowered = {
+      {1, {{-2, kMax, 1, 1}, {0, -2, 1, 1}}, std::make_pair(int64_t(1), int64_t(2))},
+      {-1, {{1, kMax, -1, 1}, {0, 1, -1, 1}}, std::make_pair(int64_t(3), int64_t(-1))},
+      {2, {{4, 6, 2, 1}, {0, 1, 2, 1}, {1, 4, 2, 1}}, std::nullopt},
+  };
+  for (const Case& c : lowered) {
+    Network ref;
+    build(ref, c.catAxis, c.pieces, false);
+    auto want = kiln::test::evaluateReference(ref, in);
+    Network net;
+    build(net, c.catAxis, c.pieces, false);
+    net.topoSort();
+    net.inferShapes();
+    ASSERT_TRUE(lowerSliceConcat(net));
+    removeFoldedLayers(net);  // the Slices, now unread
+    net.topoSort();
+    net.inferShapes();
+    int slices = 0, gathers = 0, concats = 0;
+    for (auto& l : net.layers()) slices += l->op == "Slice", gathers += l->op == "Gather", concats += l->op == "Concat";
+    EXPECT_EQ(gathers, 1);
+    EXPECT_EQ(concats, 0);
+    EXPECT_EQ(slices, 0);
+    auto got = kiln::test::evaluateReference(net, in);
+    const HostTensor &g = got.at("y"), &w = want.at("y");
+    ASSERT_EQ(g.dims(), w.dims());
+    for (int64_t i = 0; i < w.count(); ++i) EXPECT_EQ(g.getDouble(i), w.getDouble(i)) << i;
+    if (c.roll) {
+      const HostTensor r = rolled(c.roll->first, c.roll->second);
+      for (int64_t i = 0; i < r.count(); ++i) EXPECT_EQ(g.getDouble(i), r.getDouble(i)) << "roll " << i;
+    }
+  }
+  auto untouched = [&](int64_t catAxis, const std::vector<Piece>& pieces, bool twoTensors, const char* what) {
+    Network net;
+    build(net, catAxis, pieces, twoTensors);
+    net.topoSort();
+    net.inferShapes();
+    EXPECT_FALSE(lowerSliceConcat(net)) << what;
+  };
+  untouched(1, {{0, 5, 1, 2}, {1, 5, 1, 2}}, false, "step 2");
+  untouched(1, {{-2, kMax, 1, 1}, {0, -2, 1, 1}}, true, "pieces of two tensors");
+  untouched(1, {{-2, kMax, 1, 1}, {0, kMax, 2, 1}}, false, "a Slice over another axis");
 }
 
 // A constant too large for host evaluation still folds through view ops (Identity, Reshape,

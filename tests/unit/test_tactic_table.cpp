@@ -33,6 +33,7 @@ const std::map<std::string, std::string>& coveredElsewhere() {
       {"conv_half_cudnn_pad8_", "test_cuda_conv_pool.cpp"},
       {"conv_half_depthwise_nhwc", "test_cuda_conv_pool.cpp"},
       {"conv_fp_depthwise_nhwc_tiled", "test_cuda_conv_pool.cpp"},
+      {"conv_fp_depthwise_nhwc_smem", "test_cuda_conv_pool.cpp"},
       {"conv_half_cublaslt_", "test_cuda_conv_pool.cpp"},
       {"attention_", "test_cuda_attention.cpp"},
       {"layout_convert_", "test_cuda_conv_pool.cpp"},

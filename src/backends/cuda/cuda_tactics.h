@@ -30,11 +30,12 @@ KernelFactory cudnnConvPad8(int engine);
 // attention_cudnn.cpp
 KernelFactory cudnnSdpa();
 #endif
-// conv_transpose_direct.cu, conv_depthwise{,_nhwc,_nchw}.cu, conv_gemm.cpp (cuBLASLt algorithm `algo`)
+// conv_transpose_direct.cu, conv_depthwise{,_nhwc,_nhwc_smem,_nchw}.cu, conv_gemm.cpp (cuBLASLt algorithm `algo`)
 KernelFactory convTransposeDirectCuda();
 KernelFactory depthwiseConvCuda();
 KernelFactory depthwiseConvNhwcCuda();
 KernelFactory depthwiseConvNhwcTiledCuda();
+KernelFactory depthwiseConvNhwcSmemCuda();
 KernelFactory depthwiseConvNchwTiledCuda();
 KernelFactory gemm1x1Conv(int algo);    // 0..2
 KernelFactory patchGemmConv(int algo);  // 0..1
@@ -45,6 +46,7 @@ KernelFactory lrnCuda();
 // normalization_cuda.cpp
 KernelFactory softmaxCuda();  // Softmax, LogSoftmax
 KernelFactory layerNormCuda();  // LayerNormalization, RMSNormalization
+KernelFactory layerNormWarpRowsCuda();  // the same, rows in registers, a row per lane group (norm_warp_rows.cu)
 KernelFactory groupNormCuda();  // GroupNormalization, InstanceNormalization
 KernelFactory batchNormCuda();
 KernelFactory reduceCuda();  // every Reduce* op

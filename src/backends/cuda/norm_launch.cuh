@@ -52,6 +52,37 @@ inline RowGeometry planRows(int64_t rows, int64_t cols, size_t elemSize, bool ve
   return g;
 }
 
+//! Geometry of the warp-row kernels (norm_warp_rows.cu): `lanes` threads per row (a power of two
+//! up to 32, so a row never spans warps), `items` vectors of `vec` elements per thread, all loaded
+//! before any arithmetic. lanes == 0: the row does not fit in registers.
+struct WarpRowPlan {
+  int lanes = 0, items = 0, vec = 1;
+};
+
+//! Register counts the warp-row kernels are compiled for (vectors per thread).
+constexpr int kWarpRowItems[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
+
+//! The plan for rows of `cols` elements of `elemSize` bytes: 16-byte vectors when `vectorize`
+//! and cols allows them, else single elements; the fewest idle vector slots (lanes * items - vectors),
+//! then the most lanes. `maxItems`: the register budget (the skip input doubles the loads held).
+inline WarpRowPlan planWarpRows(int64_t cols, size_t elemSize, bool vectorize, int maxItems = 32) {
+  WarpRowPlan best;
+  const int64_t wide = static_cast<int64_t>(16 / elemSize);
+  const int vec = (vectorize && wide > 1 && cols % wide == 0) ? static_cast<int>(wide) : 1;
+  const int64_t nvec = cols / vec;
+  if (cols <= 0 || nvec > int64_t(32) * maxItems) return best;
+  int64_t bestWaste = -1;
+  for (int lanes = 32; lanes >= 1; lanes /= 2)
+    for (int items : kWarpRowItems) {
+      if (items > maxItems) break;
+      if (int64_t(lanes) * items < nvec) continue;
+      const int64_t waste = int64_t(lanes) * items - nvec;
+      if (bestWaste < 0 || waste < bestWaste) bestWaste = waste, best = {lanes, items, vec};
+      break;  // more items only add waste
+    }
+  return best;
+}
+
 // ---- LayerNormalization, RMSNormalization, GroupNormalization, InstanceNormalization ---------
 
 //! Rows of `cols` contiguous elements normalized by their mean/variance (or mean square), then
@@ -76,6 +107,7 @@ struct RowNormParams {
   int64_t scaleStrides[kMaxReduceDims] = {};
   int64_t biasStrides[kMaxReduceDims] = {};
   RowGeometry geo;
+  WarpRowPlan warp;  //!< launchRowNormWarp's geometry (kDirect rows only)
   // Set at execute.
   const void* x = nullptr;
   void* y = nullptr;
@@ -87,6 +119,9 @@ struct RowNormParams {
   float* invStd = nullptr;
 };
 void launchRowNorm(const RowNormParams& p, cudaStream_t stream);
+//! kDirect rows with one row per lane group (p.warp); where the buffers' alignment does not allow
+//! p.warp's vectors and single elements do not fit in registers, launchRowNorm runs instead.
+void launchRowNormWarp(const RowNormParams& p, cudaStream_t stream);
 
 //! BatchNormalization (inference): y = (x - mean) / sqrt(var + eps) * scale + bias, per channel
 //! (or per activation: the parameters have X's shape without the batch dim).

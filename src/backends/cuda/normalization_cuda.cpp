@@ -86,9 +86,34 @@ bool directParam(const Dims& p, const Dims& x, int64_t axis) {
   return true;
 }
 
+//! The normalized block's element count when it is known, else -1.
+int64_t knownRowWidth(const LayerDesc& l) {
+  const Dims& x = l.inputs[0].dims;
+  const int64_t axis = normalizeAxis(l, l.attrs->getInt("axis", -1), static_cast<int64_t>(x.size()));
+  int64_t cols = 1;
+  for (size_t d = static_cast<size_t>(axis); d < x.size(); ++d) {
+    if (x[d] < 0) return -1;
+    cols *= x[d];
+  }
+  return cols;
+}
+
+//! The warp-row tactics (norm_warp_rows.cu): per-element scale / bias over rows whose width is
+//! known at build time and fits in registers (16-byte vectors or single elements).
+bool supportsLayerNormWarpRows(const LayerDesc& l) {
+  if (!supportsLayerNorm(l)) return false;
+  const Dims& x = l.inputs[0].dims;
+  const int64_t axis = normalizeAxis(l, l.attrs->getInt("axis", -1), static_cast<int64_t>(x.size()));
+  for (size_t i = 1; i < 3 && i < l.inputs.size(); ++i)
+    if (l.present(i) && !directParam(l.inputs[i].dims, x, axis)) return false;
+  const int64_t cols = knownRowWidth(l);
+  const int maxItems = l.inputs.size() > 3 ? 16 : 32;
+  return cols > 0 && planWarpRows(cols, elementSize(l.inputs[0].type), true, maxItems).lanes > 0;
+}
+
 class LayerNormKernel : public Kernel {
  public:
-  explicit LayerNormKernel(const LayerDesc& l) : rms_(l.op == "RMSNormalization") {}
+  LayerNormKernel(const LayerDesc& l, bool warpRows) : rms_(l.op == "RMSNormalization"), warpRows_(warpRows) {}
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const Dims& x = l.inputs[0].dims;
     const int64_t rank = static_cast<int64_t>(x.size());
@@ -112,6 +137,7 @@ class LayerNormKernel : public Kernel {
       for (int64_t d = 0; d < rank; ++d) p.dims[d] = x[d], p.scaleStrides[d] = ss[d], p.biasStrides[d] = bs[d];
     }
     p.geo = planRows(p.rows, p.cols, elementSize(p.type), true, /*subWarp=*/true);
+    if (warpRows_) p.warp = planWarpRows(p.cols, elementSize(p.type), true, l.inputs.size() > 3 ? 16 : 32);
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
@@ -127,11 +153,12 @@ class LayerNormKernel : public Kernel {
       if (io.out.size() > 1) p.mean = static_cast<float*>(io.out[1].data);
       if (io.out.size() > 2) p.invStd = static_cast<float*>(io.out[2].data);
     }
-    launchRowNorm(p, streamOf(io));
+    if (warpRows_) launchRowNormWarp(p, streamOf(io));
+    else launchRowNorm(p, streamOf(io));
   }
 
  private:
-  bool rms_;
+  bool rms_, warpRows_;
 };
 
 // ---- GroupNormalization / InstanceNormalization ----------------------------------------------
@@ -402,12 +429,15 @@ template <typename K>
 std::unique_ptr<Kernel> createWithLayer(const LayerDesc& l) {
   return std::make_unique<K>(l);
 }
+std::unique_ptr<Kernel> createLayerNorm(const LayerDesc& l) { return std::make_unique<LayerNormKernel>(l, false); }
+std::unique_ptr<Kernel> createLayerNormWarpRows(const LayerDesc& l) { return std::make_unique<LayerNormKernel>(l, true); }
 
 }  // namespace
 
 namespace cuda {
 KernelFactory softmaxCuda() { return {supportsSoftmax, createWithLayer<SoftmaxKernel>}; }  // Softmax, LogSoftmax
-KernelFactory layerNormCuda() { return {supportsLayerNorm, createWithLayer<LayerNormKernel>}; }  // and RMSNormalization
+KernelFactory layerNormCuda() { return {supportsLayerNorm, createLayerNorm}; }  // and RMSNormalization
+KernelFactory layerNormWarpRowsCuda() { return {supportsLayerNormWarpRows, createLayerNormWarpRows}; }  // and RMSNormalization
 KernelFactory groupNormCuda() { return {supportsGroupNorm, createPlain<GroupNormKernel>}; }  // and InstanceNormalization
 KernelFactory batchNormCuda() { return {supportsBatchNorm, createPlain<BatchNormKernel>}; }
 KernelFactory reduceCuda() { return {supportsReduce, createWithLayer<ReduceKernel>}; }  // every Reduce* op

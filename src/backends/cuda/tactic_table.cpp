@@ -93,7 +93,10 @@ const std::vector<TacticDef>& cudaTacticTable() {
       {"Gemm", "gemm_fp_cublaslt_3", cuda::cublasLtGemm(3)},
       // Conv / ConvTranspose: the tiled depthwise kernels first (they take only KxK depthwise
       // convs, where cuDNN's grouped engines measured 44-136 GB/s on the H200), then cuDNN engine
-      // configs, then our kernels for the rest of what cuDNN does badly.
+      // configs, then our kernels for the rest of what cuDNN does badly. A channels-last 3x3 fp16
+      // depthwise conv is offered 7 tactics (smem, tiled, 4 cuDNN, conv_half_depthwise_nhwc): all
+      // timed at the default level 3.
+      {"Conv", "conv_fp_depthwise_nhwc_smem", cuda::depthwiseConvNhwcSmemCuda()},
       {"Conv", "conv_fp_depthwise_nhwc_tiled", cuda::depthwiseConvNhwcTiledCuda()},
       {"Conv", "conv_fp_depthwise_nchw_tiled", cuda::depthwiseConvNchwTiledCuda()},
 #ifdef KILN_HAVE_CUDNN_FRONTEND
@@ -126,7 +129,9 @@ const std::vector<TacticDef>& cudaTacticTable() {
       // Normalization, reductions, selection.
       {"Softmax", "softmax_fp_cuda", cuda::softmaxCuda()},
       {"LogSoftmax", "log_softmax_fp_cuda", cuda::softmaxCuda()},
+      {"LayerNormalization", "layer_normalization_fp_warp_rows", cuda::layerNormWarpRowsCuda()},
       {"LayerNormalization", "layer_normalization_fp_cuda", cuda::layerNormCuda()},
+      {"RMSNormalization", "rms_normalization_fp_warp_rows", cuda::layerNormWarpRowsCuda()},
       {"RMSNormalization", "rms_normalization_fp_cuda", cuda::layerNormCuda()},
       {"GroupNormalization", "group_normalization_fp_cuda", cuda::groupNormCuda()},
       {"InstanceNormalization", "instance_normalization_fp_cuda", cuda::groupNormCuda()},

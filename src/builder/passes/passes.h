@@ -27,6 +27,9 @@ bool fuseGroupNormPattern(Network& net);
 bool lowerConstantCompress(Network& net);
 //! Compress with a computed condition -> Gather(x, Reshape(NonZero(condition), [-1])).
 bool lowerComputedCompress(Network& net);
+//! Concat of constant step-1 Slices of one tensor along the Concat's axis (torch.roll as exported)
+//! -> one Gather with the concatenated index ranges (lower_slice_concat.cpp).
+bool lowerSliceConcat(Network& net);
 //! Conv -> BatchNormalization (constant parameters): folds the BN into the conv's weights/bias.
 bool foldBatchNormIntoConv(Network& net);
 //! Other inference BatchNormalization (constant parameters) -> Mul(a[c]) -> Add(b[c]), for the
