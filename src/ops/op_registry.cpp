@@ -24,6 +24,7 @@ OpRegistry::OpRegistry() {
   registerPluginOps(*this);
   registerQuantizeOps(*this);
   registerGridSampleOps(*this);
+  registerLossOps(*this);
   registerControlFlowOps(*this);
 }
 

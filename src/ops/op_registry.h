@@ -70,6 +70,8 @@ void registerPluginOps(OpRegistry& r);
 void registerQuantizeOps(OpRegistry& r);
 //! GridSample (ops/grid_sample.cpp).
 void registerGridSampleOps(OpRegistry& r);
+//! NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (ops/loss.cpp).
+void registerLossOps(OpRegistry& r);
 
 //! Runs the op's inference on `layer`; throws kiln::Error prefixed with the layer's name.
 void inferLayer(LayerDesc& layer);
