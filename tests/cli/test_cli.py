@@ -165,6 +165,19 @@ def test_load_inputs_pb():
     assert_matches_ort(path("pb.json"), model, {"x": data})
 
 
+def test_load_inputs_claiming_huge_shapes_are_refused_before_allocating():
+    """A .npy header (or --shapes for a raw file) claiming 40 GB with a few bytes behind it: a clear
+    error from the size check, never a 40 GB zero-filled allocation first (found by reading the
+    loaders for the libFuzzer target kiln_libfuzzer_input_files; fixed in tools/kiln/inputs.cpp)."""
+    model = static_model()
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 100000), }"
+    header += " " * (118 - len(header)) + "\n"
+    with open(path("huge.npy"), "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + bytes(8))
+    expect_error(["--onnx=" + model, "--loadInputs=x:" + path("huge.npy"), *FAST],
+                 r"\.npy data holds 8 bytes; shape \[100000,100000\] of <f4 needs 40000000000", status=1)
+
+
 def test_random_inputs_are_seeded():
     model = static_model()
     run(["--onnx=" + model, "--exportOutput=" + path("r1.json"), *FAST])
