@@ -3,6 +3,9 @@
 // SequenceConstruct, SequenceInsert and SequenceErase only edit the list). Positions must be
 // known at import, except SequenceAt's, which may be a run-time index into elements of one shape
 // (stacked, then gathered). SequenceMap unrolls its body once per element.
+#include <algorithm>
+#include <iterator>
+
 #include "kiln/onnx_parser.h"
 #include "onnx/node_expander.h"
 #include "onnx/node_expander_util.h"
@@ -23,6 +26,11 @@ int64_t checkedPosition(int64_t pos, int64_t size, bool allowEnd, const std::str
 bool NodeExpander::expandSequenceOp(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out,
                                     int depth) {
   const std::string& op = node.op_type();
+  static const char* kSequenceOps[] = {"SequenceEmpty", "SequenceConstruct", "SequenceLength", "SequenceInsert", "SequenceErase",
+                                       "SequenceAt", "ConcatFromSequence", "SplitToSequence", "SequenceMap"};
+  bool sequenceOp = std::find(std::begin(kSequenceOps), std::end(kSequenceOps), op) != std::end(kSequenceOps);
+  for (int i = 0; !sequenceOp && i < node.input_size(); ++i) sequenceOp = sequences.count(node.input(i)) != 0;
+  if (!sequenceOp) return false;  // the common case: a tensor op on tensors
   const std::string name = nodeName(node, out.size());
   const std::string what = op + " node '" + name + "'";
   auto sequenceInput = [&](int i) -> const std::vector<std::string>& {
