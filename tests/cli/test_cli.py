@@ -178,6 +178,20 @@ def test_load_inputs_claiming_huge_shapes_are_refused_before_allocating():
                  r"\.npy data holds 8 bytes; shape \[100000,100000\] of <f4 needs 40000000000", status=1)
 
 
+def test_load_inputs_pb_claiming_huge_dims_is_refused_before_allocating():
+    """A 16-byte TensorProto claiming [805306368, 2] floats (6 GiB): refused by the size check, not
+    allocated first (found by kiln_libfuzzer_input_files; fixed in src/onnx/tensor_proto.cpp; the
+    finding is also in its seed corpus, tests/fuzz/corpus/input_files/regress_pb_dims_over_tiny_data)."""
+    model = static_model()
+    t = numpy_helper.from_array(np.ones(4, np.float32), "x")
+    del t.dims[:]
+    t.dims.extend([805306368, 2])
+    with open(path("huge.pb"), "wb") as f:
+        f.write(t.SerializeToString())
+    expect_error(["--onnx=" + model, "--loadInputs=x:" + path("huge.pb"), *FAST],
+                 r"raw_data holds 16 bytes, dims \[805306368,2\] need 6442450944", status=1)
+
+
 def test_random_inputs_are_seeded():
     model = static_model()
     run(["--onnx=" + model, "--exportOutput=" + path("r1.json"), *FAST])
