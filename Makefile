@@ -101,17 +101,27 @@ tsan: deps
 	  --iterations=20 --warmUp=0 --duration=0 --dumpProfile >/dev/null || status=1; \
 	exit $$status
 
-# libFuzzer targets (clang): plan and timing-cache files, seeded with kiln_plan_fuzz's seed plans.
+# libFuzzer targets (clang): plan and timing-cache files, seeded with kiln_plan_fuzz's seed plans;
+# ONNX import (+ CPU build and run), the CLI's --loadInputs readers and its flag parsers, seeded
+# from tests/fuzz/corpus (copied: libFuzzer adds what it finds to the working copy, not the repo).
+# Each runs FUZZ_SECONDS; recorded runs are in docs/internals.md ("Fuzzing").
+FUZZ_NEW = onnx_import input_files cli_specs
 fuzz:
 	@bash scripts/install_deps.sh --fuzz
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZERS=ON -DKILN_WITH_CUDA=OFF \
 	  -DKILN_WITH_PYTHON=OFF -DKILN_WITH_ONEDNN=OFF -DKILN_BUILD_TESTS=OFF >/dev/null
-	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target kiln_libfuzzer_plan kiln_libfuzzer_timing_cache kiln_plan_fuzz
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target kiln_libfuzzer_plan kiln_libfuzzer_timing_cache kiln_plan_fuzz \
+	  $(addprefix kiln_libfuzzer_,$(FUZZ_NEW))
 	mkdir -p $(FUZZ_BUILD)/corpus/plan $(FUZZ_BUILD)/corpus/cache
 	$(FUZZ_BUILD)/bin/kiln_plan_fuzz --write-seeds $(FUZZ_BUILD)/corpus/plan
 	mv $(FUZZ_BUILD)/corpus/plan/cache.timing $(FUZZ_BUILD)/corpus/cache/
 	$(SAN_ENV) $(FUZZ_BUILD)/bin/kiln_libfuzzer_plan -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -timeout=20 $(FUZZ_BUILD)/corpus/plan
 	$(SAN_ENV) $(FUZZ_BUILD)/bin/kiln_libfuzzer_timing_cache -max_total_time=$(FUZZ_SECONDS) -timeout=20 $(FUZZ_BUILD)/corpus/cache
+	@for f in $(FUZZ_NEW); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$f && cp -n tests/fuzz/corpus/$$f/* $(FUZZ_BUILD)/corpus/$$f/ && \
+	  $(SAN_ENV) $(FUZZ_BUILD)/bin/kiln_libfuzzer_$$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -timeout=20 \
+	    $(FUZZ_BUILD)/corpus/$$f || exit 1; \
+	done
 
 # Every suite runs even if an earlier one fails; the target fails if any failed.
 test: build

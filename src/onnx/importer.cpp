@@ -1,8 +1,10 @@
 // ONNX importer: ModelProto -> Network. One generic path for every op: the node becomes a layer
 // with the same op name and attributes; the op's `normalize` brings older opsets to the newest
 // form. Ops without an OpDef are collected and reported together. Calls of model-local functions
-// (ModelProto.functions) are inlined first, If branches inlined and constant-count Loops unrolled
-// (node_expander.h); a node with no importer may be a registered plugin.
+// (ModelProto.functions) are inlined first, If branches inlined, Loops and Scans unrolled and
+// sequence ops lowered to ops on the sequences' elements (node_expander.h); a node with no
+// importer may be a registered plugin. Where an expansion needs a shape (a Scan's length), the
+// nodes expanded so far are imported into a scratch network and their shapes inferred.
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <sys/stat.h>
@@ -29,6 +31,12 @@ constexpr int kNewestOpset = 28;
 constexpr size_t kMaxModelBytes = size_t(1) << 31;  // protobuf's hard limit
 
 bool isDefaultDomain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+//! For the scratch networks of import-time shape inference: their problems are not the model's.
+class SilentLogger : public ILogger {
+ public:
+  void log(Severity, const std::string&) noexcept override {}
+};
 
 AttrValue convertAttribute(const onnx::AttributeProto& a, const std::string& node, const std::string& baseDir) {
   using AP = onnx::AttributeProto;
@@ -71,9 +79,37 @@ struct Importer {
     return t;
   }
 
+  // A sequence input becomes one network input per element (OnnxParserOptions::sequenceInputs).
+  void importSequenceInput(const onnx::ValueInfoProto& vi, NodeExpander& expander) {
+    const std::string what = "graph input '" + vi.name() + "'";
+    auto given = options.sequenceInputs.find(vi.name());
+    if (given == options.sequenceInputs.end())
+      throw UnsupportedError(what + " is a sequence: kiln needs its elements' dims at import (OnnxParserOptions::sequenceInputs)");
+    const auto& elem = vi.type().sequence_type().elem_type();
+    if (!elem.has_tensor_type()) throw UnsupportedError(what + " is a sequence of non-tensors");
+    const DataType type = fromOnnxType(elem.tensor_type().elem_type(), what);
+    std::vector<std::string> names;
+    for (size_t i = 0; i < given->second.size(); ++i) {
+      const Dims& dims = given->second[i];
+      if (elem.tensor_type().has_shape()) {
+        const auto& shape = elem.tensor_type().shape();
+        bool fits = shape.dim_size() == static_cast<int>(dims.size());
+        for (int k = 0; fits && k < shape.dim_size(); ++k)
+          fits = !shape.dim(k).has_dim_value() || shape.dim(k).dim_value() == dims[static_cast<size_t>(k)];
+        if (!fits) throw Error(what + ": element " + std::to_string(i) + " dims " + toString(dims) + " do not fit the model's element shape");
+      }
+      for (int64_t d : dims)
+        if (d < -1 || d > (int64_t(1) << 40)) throw Error(what + ": element " + std::to_string(i) + " has an invalid dimension");
+      names.push_back(sequenceElementName(vi.name(), i));
+      if (net.findTensor(names.back())) throw Error("duplicate tensor name '" + names.back() + "'");
+      net.addInput(names.back(), type, dims);
+    }
+    expander.sequences[vi.name()] = names;
+  }
+
   void importValueInfoInput(const onnx::ValueInfoProto& vi) {
     if (!vi.type().has_tensor_type())
-      throw UnsupportedError("graph input '" + vi.name() + "' is not a tensor (sequences/maps are not supported)");
+      throw UnsupportedError("graph input '" + vi.name() + "' is not a tensor (maps and optionals are not supported)");
     const auto& tt = vi.type().tensor_type();
     DataType type = fromOnnxType(tt.elem_type(), "graph input '" + vi.name() + "'");
     Dims dims;
@@ -93,56 +129,11 @@ struct Importer {
     net.addInput(vi.name(), type, dims);
   }
 
-  void run(const onnx::ModelProto& model) {
-    for (const auto& os : model.opset_import()) domainOpsets[os.domain()] = static_cast<int>(os.version());
-    if (domainOpsets.count("ai.onnx")) domainOpsets[""] = domainOpsets["ai.onnx"];
-    if (!domainOpsets.count("")) {
-      // IR v1/v2 models carry no opset at all: the oldest. A model importing only other domains
-      // has no default-domain nodes; give it the newest so that its real problem is reported.
-      domainOpsets[""] = model.opset_import_size() == 0 ? 1 : kNewestOpset;
-    }
-    opset = domainOpsets[""];
-    if (opset > kNewestOpset)
-      logger.log(ILogger::Severity::kWARNING, "model opset " + std::to_string(opset) + " is newer than kiln knows (" +
-                                                  std::to_string(kNewestOpset) + "); importing with the newest semantics");
-    if (opset < 7)
-      logger.log(ILogger::Severity::kWARNING, "model opset " + std::to_string(opset) + " is older than 7; old forms are normalized where kiln knows them");
-
-    const auto& g = model.graph();
-    std::set<std::string> initNames;
-    for (const auto& init : g.initializer()) {
-      if (init.name().empty()) throw Error("an initializer has no name");
-      if (!initNames.insert(init.name()).second) throw Error("duplicate initializer '" + init.name() + "'");
-      net.addConstant(init.name(), fromTensorProto(init, baseDir));
-      if (net.findTensor(init.name())->name != init.name()) throw Error("duplicate tensor name '" + init.name() + "'");
-    }
-    if (g.sparse_initializer_size()) throw UnsupportedError("sparse initializers are not supported");
-    for (const auto& in : g.input()) {
-      if (initNames.count(in.name())) continue;  // IR < 4 lists initializers as inputs
-      importValueInfoInput(in);
-    }
-
-    // Layers first (outputs named as in the model), then wire inputs by name, so that a node
-    // may read a tensor produced later in the list (the graph is topologically sorted after).
+  // Layers first (outputs named as in the model), then wire inputs by name, so that a node may
+  // read a tensor produced later in the list (the graph is topologically sorted after).
+  void importNodes(const std::vector<const onnx::NodeProto*>& nodes) {
     std::vector<std::string> unsupported;
     std::vector<std::pair<Layer*, const onnx::NodeProto*>> created;
-    NodeExpander expander;
-    expander.baseDir = baseDir;
-    expander.opset = opset;
-    expander.pluginReplaces = [this](const onnx::NodeProto& n) { return options.pluginOverride && findPlugin(n) != nullptr; };
-    expander.initializerValue = [this](const std::string& n) {
-      Tensor* t = net.findTensor(n);
-      return t && t->isConstant() ? t->value : HostTensor();
-    };
-    for (const auto& f : model.functions()) {
-      auto key = std::make_tuple(f.domain(), f.name(), f.overload());
-      if (!expander.functions.emplace(key, &f).second)
-        throw Error("model-local function '" + f.domain() + "::" + f.name() + "' is defined twice");
-    }
-    // The graph's nodes with function calls, If and Loop nodes expanded (node_expander.h); the
-    // graph's own nodes are not copied.
-    std::vector<const onnx::NodeProto*> nodes;
-    for (const auto& node : g.node()) expander.expand(node, nullptr, nodes, 0);
     int index = 0;
     for (const onnx::NodeProto* np : nodes) {
       const onnx::NodeProto& node = *np;
@@ -221,7 +212,100 @@ struct Importer {
         }
       }
     }
+  }
+
+  // Import-time shape inference for the node expander: the nodes expanded so far, imported into
+  // a scratch network over the same inputs and initializers, their shapes inferred and small
+  // values folded. Any problem means "not known at import".
+  bool inferAtImport(const std::string& name, const std::vector<const onnx::NodeProto*>& sofar, Dims& dims, HostTensor& value) {
+    Network scratch;
+    SilentLogger quiet;
+    Importer sub{scratch, baseDir, quiet, options, opset, domainOpsets};
+    try {
+      for (const auto& t : net.tensors()) {
+        if (t->isInput) scratch.addInput(t->name, t->type, t->dims);
+        else if (t->isConstant() && !t->producer) scratch.addConstant(t->name, t->value);
+      }
+      sub.importNodes(sofar);
+      scratch.topoSort();
+    } catch (const std::exception&) {
+      return false;
+    }
+    for (const auto& l : scratch.layers()) {
+      try {
+        inferLayerInPlace(*l, /*fold=*/true);
+      } catch (const std::exception&) {
+        // its outputs stay unknown, and so do those that depend on them
+      }
+    }
+    Tensor* t = scratch.findTensor(name);
+    if (!t || !t->dimsKnown) return false;
+    dims = t->dims;
+    value = t->value;
+    return true;
+  }
+
+  void run(const onnx::ModelProto& model) {
+    for (const auto& os : model.opset_import()) domainOpsets[os.domain()] = static_cast<int>(os.version());
+    if (domainOpsets.count("ai.onnx")) domainOpsets[""] = domainOpsets["ai.onnx"];
+    if (!domainOpsets.count("")) {
+      // IR v1/v2 models carry no opset at all: the oldest. A model importing only other domains
+      // has no default-domain nodes; give it the newest so that its real problem is reported.
+      domainOpsets[""] = model.opset_import_size() == 0 ? 1 : kNewestOpset;
+    }
+    opset = domainOpsets[""];
+    if (opset > kNewestOpset)
+      logger.log(ILogger::Severity::kWARNING, "model opset " + std::to_string(opset) + " is newer than kiln knows (" +
+                                                  std::to_string(kNewestOpset) + "); importing with the newest semantics");
+    if (opset < 7)
+      logger.log(ILogger::Severity::kWARNING, "model opset " + std::to_string(opset) + " is older than 7; old forms are normalized where kiln knows them");
+
+    const auto& g = model.graph();
+    std::set<std::string> initNames;
+    for (const auto& init : g.initializer()) {
+      if (init.name().empty()) throw Error("an initializer has no name");
+      if (!initNames.insert(init.name()).second) throw Error("duplicate initializer '" + init.name() + "'");
+      net.addConstant(init.name(), fromTensorProto(init, baseDir));
+      if (net.findTensor(init.name())->name != init.name()) throw Error("duplicate tensor name '" + init.name() + "'");
+    }
+    if (g.sparse_initializer_size()) throw UnsupportedError("sparse initializers are not supported");
+    NodeExpander expander;
+    for (const auto& in : g.input()) {
+      if (initNames.count(in.name())) continue;  // IR < 4 lists initializers as inputs
+      if (in.type().has_sequence_type()) importSequenceInput(in, expander);
+      else importValueInfoInput(in);
+    }
+
+    expander.baseDir = baseDir;
+    expander.opset = opset;
+    expander.pluginReplaces = [this](const onnx::NodeProto& n) { return options.pluginOverride && findPlugin(n) != nullptr; };
+    expander.initializerValue = [this](const std::string& n) {
+      Tensor* t = net.findTensor(n);
+      return t && t->isConstant() ? t->value : HostTensor();
+    };
+    expander.inferTensor = [this](const std::string& n, const std::vector<const onnx::NodeProto*>& sofar, Dims& dims, HostTensor& value) {
+      return inferAtImport(n, sofar, dims, value);
+    };
+    for (const auto& f : model.functions()) {
+      auto key = std::make_tuple(f.domain(), f.name(), f.overload());
+      if (!expander.functions.emplace(key, &f).second)
+        throw Error("model-local function '" + f.domain() + "::" + f.name() + "' is defined twice");
+    }
+    // The graph's nodes with function calls, If, Loop, Scan and sequence nodes expanded
+    // (node_expander.h); the graph's own nodes are not copied.
+    std::vector<const onnx::NodeProto*> nodes;
+    for (const auto& node : g.node()) expander.expand(node, nullptr, nodes, 0);
+    // Sequence outputs: one network output per element.
+    std::map<std::string, std::vector<std::string>> sequenceOutputs;
+    for (const auto& out : g.output())
+      if (expander.sequences.count(out.name())) sequenceOutputs[out.name()] = expander.expandSequenceOutput(out.name(), nodes);
+    importNodes(nodes);
     for (const auto& out : g.output()) {
+      auto seq = sequenceOutputs.find(out.name());
+      if (seq != sequenceOutputs.end()) {
+        for (const std::string& e : seq->second) net.markOutput(net.findTensor(e));
+        continue;
+      }
       Tensor* t = net.findTensor(out.name());
       if (!t) throw Error("graph output '" + out.name() + "' is not produced by any node");
       if (t->isInput || t->isConstant() || t->isOutput) {
@@ -308,6 +392,40 @@ HostTensor readTensorProtoFile(const std::string& path, std::string* name) {
   if (!t.ParseFromString(buf)) throw Error("'" + path + "' is not a valid ONNX TensorProto");
   if (name) *name = t.name();
   return fromTensorProto(t, dirOf(path));
+}
+
+std::vector<HostTensor> readSequenceProtoFile(const std::string& path, std::string* name) {
+  // SequenceProto (onnx-data.proto: name = 1, elem_type = 2, tensor_values = 3, other element
+  // kinds 4-7) is read field by field: kiln's vendored onnx.proto holds only the model messages.
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot open sequence file '" + path + "'");
+  std::string buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(buf.data()), static_cast<int>(buf.size()));
+  std::vector<HostTensor> out;
+  const std::string bad = "'" + path + "' is not a valid ONNX SequenceProto";
+  while (uint32_t tag = in.ReadTag()) {
+    const uint32_t field = tag >> 3, wire = tag & 7;
+    if (wire == 0) {
+      uint64_t v;
+      if (!in.ReadVarint64(&v)) throw Error(bad);
+      if (field == 2 && v != 1) throw UnsupportedError("'" + path + "': sequences of non-tensors are not supported");
+      continue;
+    }
+    if (wire != 2) throw Error(bad);
+    uint32_t len;
+    std::string bytes;
+    if (!in.ReadVarint32(&len) || !in.ReadString(&bytes, static_cast<int>(len))) throw Error(bad);
+    if (field == 1 && name) *name = bytes;
+    if (field == 3) {
+      onnx::TensorProto t;
+      if (!t.ParseFromString(bytes)) throw Error(bad);
+      out.push_back(fromTensorProto(t, dirOf(path)));
+    } else if (field >= 4) {
+      throw UnsupportedError("'" + path + "': sequences of non-tensors are not supported");
+    }
+  }
+  if (!in.ConsumedEntireMessage()) throw Error(bad);
+  return out;
 }
 
 }  // namespace kiln

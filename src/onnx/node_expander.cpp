@@ -2,13 +2,11 @@
 
 #include <algorithm>
 
+#include "onnx/node_expander_util.h"
+
 #include "onnx/tensor_proto.h"
 
 namespace kiln {
-
-namespace {
-
-bool isDefaultDomain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
 const onnx::GraphProto* graphAttribute(const onnx::NodeProto& node, const std::string& attr, const std::string& name) {
   for (const auto& a : node.attribute())
@@ -27,7 +25,21 @@ onnx::TensorProto scalarProto(int dataType, int64_t v) {
   return t;
 }
 
-}  // namespace
+const onnx::AttributeProto* findAttribute(const onnx::NodeProto& node, const std::string& attr) {
+  for (const auto& a : node.attribute())
+    if (a.name() == attr) return &a;
+  return nullptr;
+}
+
+int64_t intAttribute(const onnx::NodeProto& node, const std::string& attr, int64_t fallback) {
+  const onnx::AttributeProto* a = findAttribute(node, attr);
+  return a ? a->i() : fallback;
+}
+
+std::vector<int64_t> intsAttribute(const onnx::NodeProto& node, const std::string& attr) {
+  const onnx::AttributeProto* a = findAttribute(node, attr);
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
+}
 
 std::string NameScope::resolve(const std::string& name) const {
   if (name.empty()) return name;
@@ -46,6 +58,8 @@ void NodeExpander::expand(const onnx::NodeProto& node, const NameScope* scope, s
   if (const onnx::FunctionProto* f = functionFor(node)) return expandFunction(node, *f, out, depth);
   if (isDefaultDomain(node.domain()) && node.op_type() == "If") return expandIf(node, scope, out, depth);
   if (isDefaultDomain(node.domain()) && node.op_type() == "Loop") return expandLoop(node, scope, out, depth);
+  if (isDefaultDomain(node.domain()) && node.op_type() == "Scan") return expandScan(node, scope, out, depth);
+  if (isDefaultDomain(node.domain()) && expandSequenceOp(node, scope, out, depth)) return;
   if (isDefaultDomain(node.domain()) && node.op_type() == "Constant" && node.output_size() == 1)
     constantNodes[node.output(0)] = &node;
   out.push_back(&node);
@@ -139,140 +153,29 @@ void NodeExpander::expandIf(const onnx::NodeProto& node, const NameScope* scope,
   select.set_op_type("If");
   select.set_name(name);
   select.add_input(node.input(0));
+  bool sequenceOutputs = false;
   for (int b = 0; b < 2; ++b) {
     NameScope s;
     s.prefix = name + (b == 0 ? "/then/" : "/else/");
     s.parent = scope;
     inlineGraph(*branches[b], s, out, depth);
-    for (const auto& o : branches[b]->output()) select.add_input(s.resolve(o.name()));
+    for (const auto& o : branches[b]->output()) {
+      select.add_input(s.resolve(o.name()));
+      sequenceOutputs = sequenceOutputs || sequences.count(s.resolve(o.name()));
+    }
+  }
+  if (sequenceOutputs) {
+    // Sequences exist only at import: the condition must be known here to pick a branch.
+    const HostTensor c = inferredValue(node.input(0), out);
+    if (!c.valid() || c.count() != 1)
+      throw UnsupportedError("If node '" + name + "' gives sequences and its condition is known only at run time");
+    const int taken = c.getInt(0) != 0 ? 0 : 1;
+    for (int k = 0; k < n; ++k)
+      if (!node.output(k).empty()) emitAlias(select.input(1 + taken * n + k), node.output(k), name + "/out_" + std::to_string(k), out);
+    return;
   }
   for (const auto& o : node.output()) select.add_output(o);
   out.push_back(&inlined.emplace_back(std::move(select)));
-}
-
-// A Loop with a trip count known at import and a condition that stays true is unrolled: each
-// iteration's body is inlined with iter_num and cond as constants and the loop-carried values
-// threaded through; scan outputs are the iterations' values stacked along a new axis 0.
-void NodeExpander::expandLoop(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out,
-                              int depth) {
-  const std::string name = nodeName(node, out.size());
-  const onnx::GraphProto& body = *graphAttribute(node, "body", name);
-  const std::string what = "Loop node '" + name + "'";
-  if (node.input_size() < 2) throw Error(what + " must have the inputs M and cond (either may be empty)");
-  const int nCarried = node.input_size() - 2;
-  const int nScan = body.output_size() - 1 - nCarried;
-  if (body.input_size() != 2 + nCarried)
-    throw Error(what + ": its body has " + std::to_string(body.input_size()) + " inputs, expected 2 + " + std::to_string(nCarried) +
-                " loop-carried values");
-  if (nScan < 0 || node.output_size() != nCarried + nScan)
-    throw Error(what + ": its body has " + std::to_string(body.output_size()) + " outputs and the node " +
-                std::to_string(node.output_size()) + " for " + std::to_string(nCarried) +
-                " loop-carried values (expected 1 + carried + scan outputs in the body, carried + scan outputs on the node)");
-  if (node.input(0).empty())
-    throw UnsupportedError(what + " has no trip count (a while loop): kiln unrolls only loops with a constant trip count");
-  const HostTensor trip = importTimeValue(node.input(0));
-  if (!trip.valid())
-    throw UnsupportedError(what + ": its trip count '" + node.input(0) +
-                           "' is computed at run time; kiln unrolls only loops whose trip count is an initializer or Constant");
-  if (trip.count() != 1) throw Error(what + ": the trip count must hold one value");
-  int64_t trips = std::max<int64_t>(trip.getInt(0), 0);
-  if (!node.input(1).empty()) {
-    const HostTensor c = importTimeValue(node.input(1));
-    if (!c.valid() || c.count() != 1)
-      throw UnsupportedError(what + ": its condition '" + node.input(1) + "' is computed at run time (only constant conditions are supported)");
-    if (c.getInt(0) == 0) trips = 0;
-  }
-  // The body's condition output must stay true: the incoming cond passed on (through Identity
-  // nodes) or a constant true. Anything else ends the loop at a data-dependent iteration.
-  {
-    std::map<std::string, const onnx::NodeProto*> producer;
-    for (const auto& bn : body.node())
-      for (const auto& o : bn.output()) producer[o] = &bn;
-    std::string c = body.output(0).name();
-    bool alwaysTrue = false;
-    for (int hops = 0; hops <= body.node_size(); ++hops) {
-      if (c == body.input(1).name()) { alwaysTrue = true; break; }
-      HostTensor v;
-      for (const auto& init : body.initializer())
-        if (init.name() == c) v = fromTensorProto(init, baseDir);
-      auto it = producer.find(c);
-      if (!v.valid() && it != producer.end() && it->second->op_type() == "Identity" && it->second->input_size() == 1) {
-        c = it->second->input(0);
-        continue;
-      }
-      if (!v.valid() && it != producer.end() && it->second->op_type() == "Constant") v = constantNodeValue(*it->second, name, baseDir);
-      alwaysTrue = v.valid() && v.count() == 1 && v.getInt(0) != 0;
-      break;
-    }
-    if (!alwaysTrue)
-      throw UnsupportedError(what + ": its body computes the loop condition (the loop may stop at a data-dependent iteration); kiln "
-                             "unrolls only loops with a constant trip count whose condition stays true");
-  }
-  if (trips > kMaxLoopIterations)
-    throw UnsupportedError(what + ": " + std::to_string(trips) + " iterations exceed kiln's unroll limit of " +
-                           std::to_string(kMaxLoopIterations) + " (loops are unrolled at build time)");
-  if (trips * body.node_size() > kMaxUnrolledNodes)
-    throw UnsupportedError(what + ": unrolled it would have " + std::to_string(trips * body.node_size()) + " nodes (limit " +
-                           std::to_string(kMaxUnrolledNodes) + ")");
-  if (trips == 0 && nScan > 0)
-    throw UnsupportedError(what + " runs no iteration and has scan outputs (empty tensors of unknown shape are not supported)");
-
-  std::vector<std::string> carried(node.input().begin() + 2, node.input().end());
-  std::vector<std::vector<std::string>> scans(static_cast<size_t>(nScan));
-  NameScope shared;  // the body's initializers, placed once for all iterations
-  shared.prefix = name + "/";
-  for (const auto& init : body.initializer()) {
-    shared.rename[init.name()] = shared.prefix + init.name();
-    emitConstant(shared.prefix + init.name(), init, out);
-  }
-  for (int64_t i = 0; i < trips; ++i) {
-    NameScope s;
-    s.prefix = name + "/" + std::to_string(i) + "/";
-    s.parent = scope;
-    s.rename = shared.rename;
-    const std::string iterName = s.prefix + body.input(0).name(), condName = s.prefix + body.input(1).name();
-    emitConstant(iterName, scalarProto(onnx::TensorProto::INT64, i), out);
-    emitConstant(condName, scalarProto(onnx::TensorProto::BOOL, 1), out);
-    s.rename[body.input(0).name()] = iterName;
-    s.rename[body.input(1).name()] = condName;
-    for (int k = 0; k < nCarried; ++k) s.rename[body.input(2 + k).name()] = carried[static_cast<size_t>(k)];
-    inlineGraph(body, s, out, depth);
-    for (int k = 0; k < nCarried; ++k) carried[static_cast<size_t>(k)] = s.resolve(body.output(1 + k).name());
-    for (int j = 0; j < nScan; ++j) scans[static_cast<size_t>(j)].push_back(s.resolve(body.output(1 + nCarried + j).name()));
-  }
-  for (int k = 0; k < nCarried; ++k)
-    if (!node.output(k).empty())
-      emit("Identity", {carried[static_cast<size_t>(k)]}, node.output(k), name + "/final_" + std::to_string(k), out);
-  std::string axes;
-  if (nScan > 0 && opset >= 13) {
-    axes = name + "/scan_axes";
-    onnx::TensorProto zero = scalarProto(onnx::TensorProto::INT64, 0);
-    zero.add_dims(1);
-    emitConstant(axes, zero, out);
-  }
-  for (int j = 0; j < nScan; ++j) {
-    const std::string& target = node.output(nCarried + j);
-    if (target.empty()) continue;
-    std::vector<std::string> items;
-    for (size_t i = 0; i < scans[static_cast<size_t>(j)].size(); ++i) {
-      const std::string item = name + "/scan_" + std::to_string(j) + "_" + std::to_string(i);
-      std::vector<std::string> ins{scans[static_cast<size_t>(j)][i]};
-      if (!axes.empty()) ins.push_back(axes);
-      onnx::NodeProto& u = emit("Unsqueeze", ins, item, item, out);
-      if (axes.empty()) {
-        onnx::AttributeProto* a = u.add_attribute();
-        a->set_name("axes");
-        a->set_type(onnx::AttributeProto::INTS);
-        a->add_ints(0);
-      }
-      items.push_back(item);
-    }
-    onnx::NodeProto& cat = emit("Concat", items, target, name + "/scan_" + std::to_string(j), out);
-    onnx::AttributeProto* a = cat.add_attribute();
-    a->set_name("axis");
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(0);
-  }
 }
 
 // ---- helpers ------------------------------------------------------------------------------------
@@ -298,6 +201,102 @@ onnx::NodeProto& NodeExpander::emitConstant(const std::string& output, const onn
   a->mutable_t()->set_name(output);
   constantNodes[output] = &n;
   return n;
+}
+
+NameScope NodeExpander::sharedInitializers(const onnx::GraphProto& body, const std::string& prefix,
+                                           std::vector<const onnx::NodeProto*>& out) {
+  if (body.sparse_initializer_size()) throw UnsupportedError("subgraph '" + body.name() + "': sparse initializers are not supported");
+  NameScope shared;
+  shared.prefix = prefix;
+  for (const auto& init : body.initializer()) {
+    shared.rename[init.name()] = prefix + init.name();
+    emitConstant(prefix + init.name(), init, out);
+  }
+  return shared;
+}
+
+NameScope NodeExpander::iterationScope(const std::string& prefix, const NameScope* parent, const NameScope& shared) const {
+  NameScope s;
+  s.prefix = prefix;
+  s.parent = parent;
+  s.rename = shared.rename;
+  return s;
+}
+
+void NodeExpander::emitGather(const std::string& x, int64_t index, int64_t axis, const std::string& output,
+                              std::vector<const onnx::NodeProto*>& out) {
+  const std::string idx = output + "/index";
+  emitConstant(idx, scalarProto(onnx::TensorProto::INT64, index), out);
+  onnx::NodeProto& g = emit("Gather", {x, idx}, output, output, out);
+  onnx::AttributeProto* a = g.add_attribute();
+  a->set_name("axis");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(axis);
+}
+
+void NodeExpander::emitUnsqueeze(const std::string& x, int64_t axis, const std::string& output, std::vector<const onnx::NodeProto*>& out) {
+  if (opset >= 13) {
+    onnx::TensorProto axes = scalarProto(onnx::TensorProto::INT64, axis);
+    axes.add_dims(1);
+    emitConstant(output + "/axes", axes, out);
+    emit("Unsqueeze", {x, output + "/axes"}, output, output, out);
+    return;
+  }
+  onnx::NodeProto& u = emit("Unsqueeze", {x}, output, output, out);
+  onnx::AttributeProto* a = u.add_attribute();
+  a->set_name("axes");
+  a->set_type(onnx::AttributeProto::INTS);
+  a->add_ints(axis);
+}
+
+void NodeExpander::emitConcat(const std::vector<std::string>& items, int64_t axis, const std::string& output,
+                              std::vector<const onnx::NodeProto*>& out) {
+  onnx::NodeProto& cat = emit("Concat", items, output, output, out);
+  onnx::AttributeProto* a = cat.add_attribute();
+  a->set_name("axis");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(axis);
+}
+
+void NodeExpander::emitStack(const std::vector<std::string>& items, int64_t axis, const std::string& output,
+                             std::vector<const onnx::NodeProto*>& out) {
+  std::vector<std::string> unsqueezed;
+  for (size_t i = 0; i < items.size(); ++i) {
+    unsqueezed.push_back(output + "/item_" + std::to_string(i));
+    emitUnsqueeze(items[i], axis, unsqueezed.back(), out);
+  }
+  emitConcat(unsqueezed, axis, output, out);
+}
+
+void NodeExpander::emitAlias(const std::string& input, const std::string& output, const std::string& name,
+                             std::vector<const onnx::NodeProto*>& out) {
+  auto seq = sequences.find(input);
+  if (seq != sequences.end()) {
+    sequences[output] = std::vector<std::string>(seq->second);
+    return;
+  }
+  emit("Identity", {input}, output, name, out);
+}
+
+HostTensor NodeExpander::inferredValue(const std::string& name, const std::vector<const onnx::NodeProto*>& out) const {
+  HostTensor v = importTimeValue(name);
+  if (v.valid() || !inferTensor || name.empty()) return v;
+  Dims dims;
+  HostTensor value;
+  return inferTensor(name, out, dims, value) ? value : HostTensor();
+}
+
+bool NodeExpander::inferredDims(const std::string& name, const std::vector<const onnx::NodeProto*>& out, Dims& dims) const {
+  HostTensor v = importTimeValue(name);
+  if (v.valid()) {
+    dims = v.dims();
+    return true;
+  }
+  HostTensor value;
+  if (!inferTensor || !inferTensor(name, out, dims, value)) return false;
+  for (int64_t d : dims)
+    if (d < 0) return false;
+  return true;
 }
 
 HostTensor NodeExpander::importTimeValue(const std::string& name) const {

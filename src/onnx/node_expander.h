@@ -1,7 +1,9 @@
 // Expansion of ONNX nodes that are not one layer each: calls of model-local functions (their
-// bodies inlined), If (both branches inlined, then one If layer selecting between their outputs)
-// and Loop with a constant trip count (unrolled). Each inlined node is a copy whose tensor names
-// are renamed into the enclosing scope (node_expander.cpp).
+// bodies inlined), If (both branches inlined, then one If layer selecting between their outputs),
+// Loop with a trip count known at import and Scan over a length known at import (unrolled,
+// node_expander_loops.cpp), and the sequence ops (node_expander_sequences.cpp): a sequence is a
+// list of tensors known at import, and each op on it becomes ops on its elements. Each inlined
+// node is a copy whose tensor names are renamed into the enclosing scope (node_expander.cpp).
 #pragma once
 #include <deque>
 #include <functional>
@@ -33,15 +35,27 @@ struct NodeExpander {
   std::function<bool(const onnx::NodeProto&)> pluginReplaces;
   //! The value of a network tensor known at import (an initializer), invalid otherwise.
   std::function<HostTensor(const std::string&)> initializerValue;
+  //! Dims (and the value, when computable at import) of a tensor produced by the nodes expanded
+  //! so far (`sofar`), by shape inference over them; false when not known at import. Used only
+  //! where an expansion needs a shape: a Scan's length, SplitToSequence without split sizes.
+  std::function<bool(const std::string& name, const std::vector<const onnx::NodeProto*>& sofar, Dims& dims, HostTensor& value)>
+      inferTensor;
+  //! Sequence values by (network) tensor name: their elements' tensor names, in order. Graph
+  //! inputs of sequence type are entered by the importer; sequence ops add the others.
+  std::map<std::string, std::vector<std::string>> sequences;
   std::string baseDir;
   int opset = 0;
-  //! Loops with more iterations than this, or more unrolled nodes than kMaxUnrolledNodes, are refused.
+  //! Loops and Scans with more iterations than this, or more unrolled nodes than kMaxUnrolledNodes,
+  //! are refused.
   static constexpr int64_t kMaxLoopIterations = 64;
   static constexpr int64_t kMaxUnrolledNodes = 8192;
 
   //! Appends `node` (its own names already in the network's namespace; its subgraphs' outer
   //! references resolve through `scope`, nullptr at the top level) to `out`, expanded.
   void expand(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
+  //! A sequence graph output: one Identity per element into sequenceElementName(name, i);
+  //! returns those names.
+  std::vector<std::string> expandSequenceOutput(const std::string& name, std::vector<const onnx::NodeProto*>& out);
 
  private:
   std::deque<onnx::NodeProto> inlined;  // the nodes made here (stable addresses)
@@ -51,6 +65,16 @@ struct NodeExpander {
   void expandFunction(const onnx::NodeProto& node, const onnx::FunctionProto& f, std::vector<const onnx::NodeProto*>& out, int depth);
   void expandIf(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
   void expandLoop(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
+  void expandScan(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
+  //! Sequence ops (and Identity/If on sequences); false when `node` is not one.
+  bool expandSequenceOp(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
+  void expandSplitToSequence(const onnx::NodeProto& node, const std::string& name, std::vector<const onnx::NodeProto*>& out);
+  void expandSequenceMap(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
+  //! The scope of one unrolled iteration of `body`: its initializers (placed once, in `shared`)
+  //! and the names in `bind` (body input -> tensor) already mapped.
+  NameScope iterationScope(const std::string& prefix, const NameScope* parent, const NameScope& shared) const;
+  //! Places a body's initializers once for all iterations (as Constant nodes under `prefix`).
+  NameScope sharedInitializers(const onnx::GraphProto& body, const std::string& prefix, std::vector<const onnx::NodeProto*>& out);
   //! Inlines a subgraph's initializers (as Constant nodes) and nodes into `scope`, which already
   //! maps the graph's inputs.
   void inlineGraph(const onnx::GraphProto& g, NameScope& scope, std::vector<const onnx::NodeProto*>& out, int depth);
@@ -60,6 +84,19 @@ struct NodeExpander {
   onnx::NodeProto& emitConstant(const std::string& output, const onnx::TensorProto& value, std::vector<const onnx::NodeProto*>& out);
   //! The value of a tensor known at import (initializer or Constant node output); invalid otherwise.
   HostTensor importTimeValue(const std::string& name) const;
+  //! importTimeValue, else the value computed by shape inference over the nodes so far (shapes
+  //! folded: `Shape(x)`, sizes derived from them); invalid when known only at run time.
+  HostTensor inferredValue(const std::string& name, const std::vector<const onnx::NodeProto*>& out) const;
+  //! The dims of a tensor by shape inference over the nodes so far; false when not static.
+  bool inferredDims(const std::string& name, const std::vector<const onnx::NodeProto*>& out, Dims& dims) const;
+  //! Small node builders for expansions (in the form the model's opset expects).
+  void emitGather(const std::string& x, int64_t index, int64_t axis, const std::string& output, std::vector<const onnx::NodeProto*>& out);
+  void emitUnsqueeze(const std::string& x, int64_t axis, const std::string& output, std::vector<const onnx::NodeProto*>& out);
+  void emitConcat(const std::vector<std::string>& items, int64_t axis, const std::string& output, std::vector<const onnx::NodeProto*>& out);
+  //! Stacks tensors along a new axis `axis` (Unsqueeze each, then Concat).
+  void emitStack(const std::vector<std::string>& items, int64_t axis, const std::string& output, std::vector<const onnx::NodeProto*>& out);
+  //! `output` as another name of `input`: a sequence is aliased, a tensor gets an Identity node.
+  void emitAlias(const std::string& input, const std::string& output, const std::string& name, std::vector<const onnx::NodeProto*>& out);
   static std::string nodeName(const onnx::NodeProto& node, size_t index);
 };
 

@@ -86,6 +86,17 @@ void copyTyped(HostTensor& h, const Field& f, const std::string& what) {
   for (int i = 0; i < f.size(); ++i) d[i] = static_cast<Dst>(f.Get(i));
 }
 
+//! How many values the typed field that holds `type` carries.
+int64_t typedValueCount(const onnx::TensorProto& t, DataType type) {
+  switch (type) {
+    case DataType::kFLOAT: return t.float_data_size();
+    case DataType::kDOUBLE: return t.double_data_size();
+    case DataType::kINT64: return t.int64_data_size();
+    case DataType::kUINT32: case DataType::kUINT64: return t.uint64_data_size();
+    default: return t.int32_data_size();
+  }
+}
+
 }  // namespace
 
 HostTensor fromTensorProto(const onnx::TensorProto& t, const std::string& baseDir) {
@@ -99,10 +110,13 @@ HostTensor fromTensorProto(const onnx::TensorProto& t, const std::string& baseDi
   }
   int64_t n = volume(dims);
   if (n > (int64_t(1) << 36)) throw Error(what + ": absurd size " + toString(dims));
-  HostTensor h(type, dims);
-  size_t bytes = h.bytes();
+  // The data is checked against the dims before the tensor is allocated: dims claiming gigabytes
+  // over a few bytes of data are refused without zero-filling them first (found by
+  // kiln_libfuzzer_input_files: a 16-byte .pb claiming 6 GiB).
+  const size_t bytes = static_cast<size_t>(n) * elementSize(type);
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string buf = readExternal(t, baseDir, bytes);
+    HostTensor h(type, dims);
     if (bytes) std::memcpy(h.data(), buf.data(), bytes);
     return h;
   }
@@ -110,9 +124,13 @@ HostTensor fromTensorProto(const onnx::TensorProto& t, const std::string& baseDi
     if (t.raw_data().size() != bytes)
       throw Error(what + ": raw_data holds " + std::to_string(t.raw_data().size()) + " bytes, dims " + toString(dims) +
                   " need " + std::to_string(bytes));
+    HostTensor h(type, dims);
     if (bytes) std::memcpy(h.data(), t.raw_data().data(), bytes);
     return h;
   }
+  const int64_t values = typedValueCount(t, type);
+  if (values != n) throw Error(what + ": holds " + std::to_string(values) + " values, dims need " + std::to_string(n));
+  HostTensor h(type, dims);
   switch (type) {
     case DataType::kFLOAT: copyTyped<float>(h, t.float_data(), what); break;
     case DataType::kDOUBLE: copyTyped<double>(h, t.double_data(), what); break;

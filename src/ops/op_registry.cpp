@@ -26,6 +26,7 @@ OpRegistry::OpRegistry() {
   registerGridSampleOps(*this);
   registerDetectionOps(*this);
   registerUniqueOps(*this);
+  registerLossOps(*this);
   registerControlFlowOps(*this);
 }
 

@@ -83,6 +83,8 @@ void registerGridSampleOps(OpRegistry& r);
 void registerDetectionOps(OpRegistry& r);
 //! Unique (ops/unique.cpp).
 void registerUniqueOps(OpRegistry& r);
+//! NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (ops/loss.cpp).
+void registerLossOps(OpRegistry& r);
 
 //! Runs the op's inference on `layer`; throws kiln::Error prefixed with the layer's name.
 void inferLayer(LayerDesc& layer);

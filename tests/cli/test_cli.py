@@ -165,6 +165,33 @@ def test_load_inputs_pb():
     assert_matches_ort(path("pb.json"), model, {"x": data})
 
 
+def test_load_inputs_claiming_huge_shapes_are_refused_before_allocating():
+    """A .npy header (or --shapes for a raw file) claiming 40 GB with a few bytes behind it: a clear
+    error from the size check, never a 40 GB zero-filled allocation first (found by reading the
+    loaders for the libFuzzer target kiln_libfuzzer_input_files; fixed in tools/kiln/inputs.cpp)."""
+    model = static_model()
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 100000), }"
+    header += " " * (118 - len(header)) + "\n"
+    with open(path("huge.npy"), "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + bytes(8))
+    expect_error(["--onnx=" + model, "--loadInputs=x:" + path("huge.npy"), *FAST],
+                 r"\.npy data holds 8 bytes; shape \[100000,100000\] of <f4 needs 40000000000", status=1)
+
+
+def test_load_inputs_pb_claiming_huge_dims_is_refused_before_allocating():
+    """A 16-byte TensorProto claiming [805306368, 2] floats (6 GiB): refused by the size check, not
+    allocated first (found by kiln_libfuzzer_input_files; fixed in src/onnx/tensor_proto.cpp; the
+    finding is also in its seed corpus, tests/fuzz/corpus/input_files/regress_pb_dims_over_tiny_data)."""
+    model = static_model()
+    t = numpy_helper.from_array(np.ones(4, np.float32), "x")
+    del t.dims[:]
+    t.dims.extend([805306368, 2])
+    with open(path("huge.pb"), "wb") as f:
+        f.write(t.SerializeToString())
+    expect_error(["--onnx=" + model, "--loadInputs=x:" + path("huge.pb"), *FAST],
+                 r"raw_data holds 16 bytes, dims \[805306368,2\] need 6442450944", status=1)
+
+
 def test_random_inputs_are_seeded():
     model = static_model()
     run(["--onnx=" + model, "--exportOutput=" + path("r1.json"), *FAST])

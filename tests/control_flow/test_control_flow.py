@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """ONNX control flow through the kiln CLI on the CPU: If (constant, shape-derived, run-time
-condition) and Loop (constant trip count, unrolled), against ONNX Runtime; plus the errors for
-what kiln refuses (mismatched branches, loops over the unroll limit).
+condition, branches of different shapes as data-dependent shapes), Loop (constant or shape-derived
+trip count, unrolled), Scan (unrolled over a static length: axes, directions, state) and the sequence
+ops (lowered at import), against ONNX Runtime; plus the errors for what kiln refuses (loops over the
+unroll limit, lengths known only at run time).
 The CLI helpers are test_cli.py's."""
 from __future__ import annotations
 
@@ -233,6 +235,104 @@ def test_loop_with_data_dependent_condition_is_refused():
     body.node.append(helper.make_node("Less", ["mx", "bias"], ["cond_out"]))
     p = save_unchecked(m, "loop_cond.onnx")
     cli.expect_error(["--onnx=" + p, *FAST], r"Loop node 'loop'.*computes the loop condition")
+
+
+def test_loop_with_shape_derived_trip_count_is_unrolled():
+    """M = x.shape[0], known only by shape inference at import (Shape -> Gather)."""
+    m = loop_model(4)
+    m.graph.node[0].CopyFrom(helper.make_node("Shape", ["x4"], ["shp"]))
+    m.graph.node.insert(1, helper.make_node("Gather", ["shp", "zero"], ["M"]))
+    m.graph.initializer.append(numpy_helper.from_array(np.array(0, np.int64), "zero"))
+    m.graph.input.append(vi("x4", [4, 1]))
+    rng = np.random.default_rng(5)
+    feeds = {"x": rng.uniform(-1, 1, (2, 3)).astype(np.float32), "acc0": rng.uniform(-1, 1, (2, 3)).astype(np.float32),
+             "x4": np.zeros((4, 1), np.float32)}
+    proc = run_vs_ort(cli.save_model(m, "loop_shape.onnx"), feeds, "loop_shape")
+    cli.check(not re.search(r"\bLoop\b", proc.stdout), f"a Loop layer is left:\n{proc.stdout}")
+
+
+# ---------------------------------------------------------------- Scan
+
+def scan_model(opset=17, length=4, dynamic=False):
+    """Two states (a running sum and a running max) over two scan inputs: xs read along axis 1 in
+    reverse, ys along axis 0 forward; outputs stacked along axis -1 (reversed) and axis 0. The
+    scan input xs comes through a Transpose, so its length is known only by shape inference."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["sum_in", "x_t"], ["sum_out"]),
+         helper.make_node("Max", ["max_in", "y_t"], ["max_out"]),
+         helper.make_node("Mul", ["sum_out", "max_out"], ["prod"]),
+         helper.make_node("Sub", ["x_t", "y_t"], ["diff"])],
+        "body", [vi("sum_in", [3]), vi("max_in", [3]), vi("x_t", [3]), vi("y_t", [3])],
+        [vi("sum_out", [3]), vi("max_out", [3]), vi("prod", [3]), vi("diff", [3])])
+    n = "n" if dynamic else length
+    nodes = [helper.make_node("Transpose", ["x"], ["xs"], perm=[1, 0]),
+             helper.make_node("Scan", ["s0", "m0", "xs", "ys"], ["s", "m", "prods", "diffs"], name="scan", body=body,
+                              num_scan_inputs=2, scan_input_axes=[1, 0], scan_input_directions=[1, 0],
+                              scan_output_axes=[-1, 0], scan_output_directions=[1, 0])]
+    return model(nodes, [vi("s0", [3]), vi("m0", [3]), vi("x", [n, 3]), vi("ys", [n, 3])],
+                 [vi("s", [3]), vi("m", [3]), vi("prods", [3, n]), vi("diffs", [n, 3])], opset=opset)
+
+
+def scan_feeds(length=4):
+    rng = np.random.default_rng(6)
+    return {k: rng.uniform(-1, 1, shape).astype(np.float32)
+            for k, shape in (("s0", (3,)), ("m0", (3,)), ("x", (length, 3)), ("ys", (length, 3)))}
+
+
+def test_scan_with_axes_directions_and_state_is_unrolled():
+    for opset in (11, 17):  # Unsqueeze takes its axes as an attribute before opset 13
+        proc = run_vs_ort(cli.save_model(scan_model(opset), f"scan_{opset}.onnx"), scan_feeds(), f"scan_{opset}")
+        cli.check(not re.search(r"\bScan\b", proc.stdout), f"a Scan layer is left:\n{proc.stdout}")
+
+
+def test_scan_of_unknown_length_is_refused():
+    p = cli.save_model(scan_model(dynamic=True), "scan_dynamic.onnx")
+    cli.expect_error(["--onnx=" + p, *FAST], r"Scan node 'scan': the length of scan input 'xs' is not known at import")
+
+
+def test_scan_over_the_unroll_limit_is_refused():
+    p = cli.save_model(scan_model(length=65), "scan_65.onnx")
+    cli.expect_error(["--onnx=" + p, *FAST], r"Scan node 'scan': 65 iterations exceed kiln's unroll limit of 64")
+
+
+# ---------------------------------------------------------------- sequences
+
+def test_sequence_ops_are_lowered_at_import():
+    """SplitToSequence (sizes, and one element per index), SequenceInsert/Erase/At with constant
+    positions (negative too), SequenceLength, SequenceAt with a run-time position,
+    ConcatFromSequence with and without a new axis, SequenceMap over a sequence and a tensor."""
+    I = TensorProto.INT64
+    c = lambda name, v: helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(v, np.int64)))
+    map_body = helper.make_graph([helper.make_node("Mul", ["e", "k"], ["o"])], "map", [vi("e", None), vi("k", None)],
+                                 [vi("o", None)])
+    nodes = [c("sizes", [1, 3]), c("minus1", -1), c("one", 1),
+             helper.make_node("SplitToSequence", ["x", "sizes"], ["parts"], axis=1),           # [2,1], [2,3]
+             helper.make_node("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),         # [4], [4]
+             helper.make_node("SequenceAt", ["parts", "minus1"], ["last"]),                    # [2,3]
+             helper.make_node("SequenceInsert", ["rows", "w", "one"], ["rows3"]),               # r0, w, r1
+             helper.make_node("SequenceErase", ["rows3", "minus1"], ["rows2"]),                # r0, w
+             helper.make_node("SequenceLength", ["rows3"], ["n"]),
+             helper.make_node("ConcatFromSequence", ["rows3"], ["stacked"], axis=-1, new_axis=1),  # [4,3]
+             helper.make_node("ConcatFromSequence", ["rows2"], ["joined"], axis=0),              # [8]
+             helper.make_node("SequenceAt", ["rows3", "pos"], ["picked"]),                      # run-time position
+             helper.make_node("SequenceMap", ["rows2", "w"], ["scaled"], body=map_body),
+             helper.make_node("ConcatFromSequence", ["scaled"], ["scaled_cat"], axis=0)]
+    m = model(nodes, [vi("x", [2, 4]), vi("w", [4]), vi("pos", [], I)],
+              [vi("last", [2, 3]), vi("n", [], I), vi("stacked", [4, 3]), vi("joined", [8]), vi("picked", [4]),
+               vi("scaled_cat", [8])])
+    rng = np.random.default_rng(7)
+    feeds = {"x": rng.uniform(-1, 1, (2, 4)).astype(np.float32), "w": rng.uniform(-1, 1, (4,)).astype(np.float32),
+             "pos": np.array(-2, np.int64)}
+    run_vs_ort(cli.save_model(m, "sequences.onnx"), feeds, "sequences")
+
+
+def test_sequence_position_known_only_at_run_time_is_refused():
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),
+             helper.make_node("SequenceErase", ["rows", "pos"], ["rest"]),
+             helper.make_node("ConcatFromSequence", ["rest"], ["y"], axis=0)]
+    m = model(nodes, [vi("x", [2, 4]), vi("pos", [], TensorProto.INT64)], [vi("y", [4])])
+    p = cli.save_model(m, "sequence_runtime_pos.onnx")
+    cli.expect_error(["--onnx=" + p, *FAST], r"SequenceErase node .*the position 'pos' is known only at run time")
 
 
 # ---------------------------------------------------------------- runner

@@ -14,6 +14,7 @@ namespace {
 
 constexpr int64_t kMaxElements = int64_t(1) << 20;  // larger mutant shapes are loaded, not run
 constexpr int kMaxProfilesRun = 2;
+constexpr int kMaxLayersBuilt = 256;  // larger fuzzed ONNX graphs are imported, not built
 
 class SilentLogger : public ILogger {
  public:
@@ -126,6 +127,36 @@ CacheOutcome loadAndUseTimingCache(const uint8_t* data, size_t size) {
     cfg.setTimingCache(&cache);
     Builder(gSilent).build(net, cfg);
     cache.serialize();
+  });
+  return o;
+}
+
+ImportOutcome importBuildAndRunOnnx(const uint8_t* data, size_t size) {
+  ImportOutcome o;
+  guarded(o, [&] {
+    Network net;
+    parseOnnxBuffer(data, size, net, "", gSilent);
+    o.imported = true;
+    // Large graphs and dynamic inputs are imported only: a build per input must stay fast.
+    if (net.nbLayers() > kMaxLayersBuilt) return;
+    OptimizationProfile profile;
+    bool dynamic = false;
+    for (const Tensor* in : net.inputs()) {
+      if (!small(in->dims) && isStatic(in->dims)) return;
+      if (isStatic(in->dims)) continue;
+      Dims d = in->dims;
+      for (int64_t& x : d) x = x < 0 ? 1 : x;  // dynamic dims run at 1
+      if (!small(d)) return;
+      for (auto sel : {OptProfileSelector::kMIN, OptProfileSelector::kOPT, OptProfileSelector::kMAX}) profile.setDimensions(in->name, sel, d);
+      dynamic = true;
+    }
+    BuilderConfig cfg;
+    cfg.setThreads(1);
+    cfg.setBuilderOptimizationLevel(0);
+    if (dynamic) cfg.addOptimizationProfile(profile);
+    std::unique_ptr<Engine> engine = Builder(gSilent).build(net, cfg);
+    o.built = true;
+    o.ran = runProfile(*engine, 0);
   });
   return o;
 }

@@ -44,10 +44,13 @@ class QuietLogger : public ILogger {
   bool verbose_;
 };
 
-//! One test_data_set_N directory: named input and expected output tensors, in graph order.
+//! One test_data_set_N directory: named input and expected output tensors, in graph order. A
+//! sequence value is lowered as kiln's importer lowers it: one tensor per element, named
+//! sequenceElementName(name, i); `sequences` gives each sequence's element count.
 struct DataSet {
   std::string dirName;
   std::vector<std::pair<std::string, HostTensor>> inputs, outputs;
+  std::map<std::string, size_t> sequences;
 };
 
 // test_data_set_N directories in numeric order.
@@ -66,12 +69,19 @@ std::vector<fs::path> dataSetDirs(const fs::path& testDir) {
 
 // Reads <kind>_0.pb, <kind>_1.pb, ... naming each tensor from meta (else from the file itself).
 std::vector<std::pair<std::string, HostTensor>> readTensors(const fs::path& dir, const std::string& kind,
-                                                            const std::vector<ValueSpec>& specs) {
+                                                            const std::vector<ValueSpec>& specs, std::map<std::string, size_t>& sequences) {
   std::vector<std::pair<std::string, HostTensor>> out;
   for (size_t k = 0;; ++k) {
     fs::path p = dir / (kind + "_" + std::to_string(k) + ".pb");
     if (!fs::exists(p)) break;
     std::string nameInFile;
+    if (k < specs.size() && specs[k].kind == "sequence") {
+      std::vector<HostTensor> elements = readSequenceProtoFile(p.string(), &nameInFile);
+      const std::string name = specs[k].name.empty() ? nameInFile : specs[k].name;
+      sequences[name] = elements.size();
+      for (size_t i = 0; i < elements.size(); ++i) out.emplace_back(sequenceElementName(name, i), elements[i]);
+      continue;
+    }
     HostTensor t = readTensorProtoFile(p.string(), &nameInFile);
     std::string name = k < specs.size() && !specs[k].name.empty() ? specs[k].name : nameInFile;
     out.emplace_back(name, t);
@@ -79,12 +89,37 @@ std::vector<std::pair<std::string, HostTensor>> readTensors(const fs::path& dir,
   return out;
 }
 
-// A non-tensor value (sequence, optional, map) cannot be fed to or read from a kiln engine.
+// A value other than a tensor or a sequence of tensors (optional, map) cannot be fed to or read
+// from a kiln engine.
 std::string nonTensorValue(const TestMeta& meta) {
   for (const ValueSpec& v : meta.inputs)
-    if (v.kind != "tensor") return v.kind + " input '" + v.name + "'";
+    if (v.kind != "tensor" && v.kind != "sequence") return v.kind + " input '" + v.name + "'";
   for (const ValueSpec& v : meta.outputs)
-    if (v.kind != "tensor") return v.kind + " output '" + v.name + "'";
+    if (v.kind != "tensor" && v.kind != "sequence") return v.kind + " output '" + v.name + "'";
+  return "";
+}
+
+// The elements' dims of each sequence input for the importer (OnnxParserOptions::sequenceInputs):
+// those of the first data set, a dim that differs in another set dynamic. "" or why not.
+std::string sequenceInputDims(const TestMeta& meta, const std::vector<DataSet>& sets, OnnxParserOptions& options) {
+  for (const ValueSpec& v : meta.inputs) {
+    if (v.kind != "sequence") continue;
+    std::vector<Dims>& dims = options.sequenceInputs[v.name];
+    for (const DataSet& ds : sets) {
+      auto n = ds.sequences.find(v.name);
+      if (n == ds.sequences.end()) return "sequence input '" + v.name + "' has no data in " + ds.dirName;
+      if (&ds != &sets.front() && n->second != dims.size()) return "the data sets give sequence input '" + v.name + "' different lengths";
+      for (size_t i = 0; i < n->second; ++i) {
+        Dims d;
+        for (const auto& [name, t] : ds.inputs)
+          if (name == sequenceElementName(v.name, i)) d = t.dims();
+        if (&ds == &sets.front()) { dims.push_back(d); continue; }
+        if (d.size() != dims[i].size()) return "the data sets give sequence input '" + v.name + "' elements of different ranks";
+        for (size_t k = 0; k < d.size(); ++k)
+          if (d[k] != dims[i][k]) dims[i][k] = -1;
+      }
+    }
+  }
   return "";
 }
 
@@ -181,6 +216,10 @@ std::string runDataSet(const Engine& engine, ExecutionContext& ctx, const DataSe
     actual[name] = {HostTensor(engine.getTensorDataType(name), d->second), dynamic.buffers_[name]};
   }
 
+  // A sequence output longer than expected shows as an extra element output.
+  for (const auto& [name, count] : ds.sequences)
+    if (actual.count(sequenceElementName(name, count)))
+      return ds.dirName + ": sequence '" + name + "' has more elements than the expected " + std::to_string(count);
   for (const auto& [name, expected] : ds.outputs) {
     auto it = actual.find(name);
     if (it == actual.end()) return "the engine has no output '" + name + "'";
@@ -222,8 +261,8 @@ Outcome runTestCase(const std::string& testDir, const TestMeta& meta, const RunO
     for (const fs::path& dir : dataSetDirs(testDir)) {
       DataSet ds;
       ds.dirName = dir.filename().string();
-      ds.inputs = readTensors(dir, "input", meta.inputs);
-      ds.outputs = readTensors(dir, "output", meta.outputs);
+      ds.inputs = readTensors(dir, "input", meta.inputs, ds.sequences);
+      ds.outputs = readTensors(dir, "output", meta.outputs, ds.sequences);
       sets.push_back(std::move(ds));
     }
   } catch (const UnsupportedError& e) {
@@ -236,8 +275,11 @@ Outcome runTestCase(const std::string& testDir, const TestMeta& meta, const RunO
   QuietLogger logger(options.verbose);
   std::unique_ptr<Engine> engine;
   try {
+    OnnxParserOptions parserOptions;
+    std::string problem = sequenceInputDims(meta, sets, parserOptions);
+    if (!problem.empty()) return skip(problem);
     Network net;
-    parseOnnxFile((fs::path(testDir) / "model.onnx").string(), net, logger);
+    parseOnnxFile((fs::path(testDir) / "model.onnx").string(), net, logger, parserOptions);
     BuilderConfig config;
     config.setDevice(options.device);
     config.setThreads(options.threads);

@@ -81,14 +81,30 @@ Dims parseNpyShape(const std::string& text, const std::string& path) {
   return dims;
 }
 
+//! The bytes a tensor of `type` and `dims` holds, overflow-checked, without allocating it: a file
+//! is checked against this before its tensor is allocated (a .npy header or --shapes claiming
+//! terabytes must not make the CLI zero-fill them first).
+uint64_t tensorBytes(DataType type, const Dims& dims, const std::string& path) {
+  const uint64_t es = elementSize(type);
+  uint64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) throw Error("'" + path + "': negative dimension in " + toString(dims));
+    if (d != 0 && n > (uint64_t(1) << 62) / static_cast<uint64_t>(d) / es)
+      throw Error("'" + path + "': shape " + toString(dims) + " is too large");
+    n *= static_cast<uint64_t>(d);
+  }
+  return n * es;
+}
+
 HostTensor readRawFile(const std::string& path, DataType type, const Dims& dims) {
   if (!isStatic(dims)) throw Error("raw input file '" + path + "' needs the input's shape: give it with --shapes");
   uint64_t size = 0;
   std::ifstream f = openBinary(path, size);
-  HostTensor t(type, dims);
-  if (size != t.bytes())
+  const uint64_t need = tensorBytes(type, dims, path);
+  if (size != need)
     throw Error("raw input file '" + path + "' has " + std::to_string(size) + " bytes; the input " + toString(type) +
-                " " + toString(dims) + " needs " + std::to_string(t.bytes()));
+                " " + toString(dims) + " needs " + std::to_string(need));
+  HostTensor t(type, dims);
   readExactly(f, t.data(), size, path);
   return t;
 }
@@ -130,10 +146,11 @@ HostTensor readNpyFile(const std::string& path) {
   DataType type = npyType(descr, path);
   Dims dims = parseNpyShape(headerField(header, "shape", path), path);
 
-  HostTensor t(type, dims);  // volume() rejects overflowing shapes
-  if (size - prefix - headerLen != t.bytes())
+  const uint64_t need = tensorBytes(type, dims, path);
+  if (size - prefix - headerLen != need)
     throw Error("'" + path + "': .npy data holds " + std::to_string(size - prefix - headerLen) + " bytes; shape " +
-                toString(dims) + " of " + descr + " needs " + std::to_string(t.bytes()));
+                toString(dims) + " of " + descr + " needs " + std::to_string(need));
+  HostTensor t(type, dims);
   readExactly(f, t.data(), t.bytes(), path);
   return t;
 }

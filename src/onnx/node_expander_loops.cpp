@@ -1,0 +1,231 @@
+// Loop and Scan, unrolled at import: each iteration's body is inlined with its inputs bound to the
+// previous iteration's values (node_expander.h). Both need their iteration count at import: a
+// Loop's trip count as a constant (or a value shape inference folds, such as a dim of a static
+// input), a Scan's length as a static dim of its scan inputs.
+#include <algorithm>
+
+#include "onnx/node_expander.h"
+#include "onnx/node_expander_util.h"
+#include "onnx/tensor_proto.h"
+
+namespace kiln {
+
+// A Loop with a trip count known at import and a condition that stays true is unrolled: each
+// iteration's body is inlined with iter_num and cond as constants and the loop-carried values
+// threaded through; scan outputs are the iterations' values stacked along a new axis 0.
+void NodeExpander::expandLoop(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out,
+                              int depth) {
+  const std::string name = nodeName(node, out.size());
+  const onnx::GraphProto& body = *graphAttribute(node, "body", name);
+  const std::string what = "Loop node '" + name + "'";
+  if (node.input_size() < 2) throw Error(what + " must have the inputs M and cond (either may be empty)");
+  const int nCarried = node.input_size() - 2;
+  const int nScan = body.output_size() - 1 - nCarried;
+  if (body.input_size() != 2 + nCarried)
+    throw Error(what + ": its body has " + std::to_string(body.input_size()) + " inputs, expected 2 + " + std::to_string(nCarried) +
+                " loop-carried values");
+  if (nScan < 0 || node.output_size() != nCarried + nScan)
+    throw Error(what + ": its body has " + std::to_string(body.output_size()) + " outputs and the node " +
+                std::to_string(node.output_size()) + " for " + std::to_string(nCarried) +
+                " loop-carried values (expected 1 + carried + scan outputs in the body, carried + scan outputs on the node)");
+  if (node.input(0).empty())
+    throw UnsupportedError(what + " has no trip count (a while loop): kiln unrolls only loops with a constant trip count");
+  const HostTensor trip = inferredValue(node.input(0), out);
+  if (!trip.valid())
+    throw UnsupportedError(what + ": its trip count '" + node.input(0) +
+                           "' is computed at run time; kiln unrolls only loops whose trip count is known at import (a constant, "
+                           "or computed from static shapes)");
+  if (trip.count() != 1) throw Error(what + ": the trip count must hold one value");
+  int64_t trips = std::max<int64_t>(trip.getInt(0), 0);
+  if (!node.input(1).empty()) {
+    const HostTensor c = inferredValue(node.input(1), out);
+    if (!c.valid() || c.count() != 1)
+      throw UnsupportedError(what + ": its condition '" + node.input(1) + "' is computed at run time (only constant conditions are supported)");
+    if (c.getInt(0) == 0) trips = 0;
+  }
+  // The body's condition output must stay true: the incoming cond passed on (through Identity
+  // nodes) or a constant true. Anything else ends the loop at a data-dependent iteration.
+  {
+    std::map<std::string, const onnx::NodeProto*> producer;
+    for (const auto& bn : body.node())
+      for (const auto& o : bn.output()) producer[o] = &bn;
+    std::string c = body.output(0).name();
+    bool alwaysTrue = false;
+    for (int hops = 0; hops <= body.node_size(); ++hops) {
+      if (c == body.input(1).name()) { alwaysTrue = true; break; }
+      HostTensor v;
+      for (const auto& init : body.initializer())
+        if (init.name() == c) v = fromTensorProto(init, baseDir);
+      auto it = producer.find(c);
+      if (!v.valid() && it != producer.end() && it->second->op_type() == "Identity" && it->second->input_size() == 1) {
+        c = it->second->input(0);
+        continue;
+      }
+      if (!v.valid() && it != producer.end() && it->second->op_type() == "Constant") v = constantNodeValue(*it->second, name, baseDir);
+      alwaysTrue = v.valid() && v.count() == 1 && v.getInt(0) != 0;
+      break;
+    }
+    if (!alwaysTrue)
+      throw UnsupportedError(what + ": its body computes the loop condition (the loop may stop at a data-dependent iteration); kiln "
+                             "unrolls only loops with a constant trip count whose condition stays true");
+  }
+  if (trips > kMaxLoopIterations)
+    throw UnsupportedError(what + ": " + std::to_string(trips) + " iterations exceed kiln's unroll limit of " +
+                           std::to_string(kMaxLoopIterations) + " (loops are unrolled at build time)");
+  if (trips * body.node_size() > kMaxUnrolledNodes)
+    throw UnsupportedError(what + ": unrolled it would have " + std::to_string(trips * body.node_size()) + " nodes (limit " +
+                           std::to_string(kMaxUnrolledNodes) + ")");
+  if (trips == 0 && nScan > 0)
+    throw UnsupportedError(what + " runs no iteration and has scan outputs (empty tensors of unknown shape are not supported)");
+
+  std::vector<std::string> carried(node.input().begin() + 2, node.input().end());
+  std::vector<std::vector<std::string>> scans(static_cast<size_t>(nScan));
+  const NameScope shared = sharedInitializers(body, name + "/init/", out);
+  for (int64_t i = 0; i < trips; ++i) {
+    NameScope s = iterationScope(name + "/" + std::to_string(i) + "/", scope, shared);
+    const std::string iterName = s.prefix + body.input(0).name(), condName = s.prefix + body.input(1).name();
+    emitConstant(iterName, scalarProto(onnx::TensorProto::INT64, i), out);
+    emitConstant(condName, scalarProto(onnx::TensorProto::BOOL, 1), out);
+    s.rename[body.input(0).name()] = iterName;
+    s.rename[body.input(1).name()] = condName;
+    for (int k = 0; k < nCarried; ++k) s.rename[body.input(2 + k).name()] = carried[static_cast<size_t>(k)];
+    inlineGraph(body, s, out, depth);
+    for (int k = 0; k < nCarried; ++k) carried[static_cast<size_t>(k)] = s.resolve(body.output(1 + k).name());
+    for (int j = 0; j < nScan; ++j) scans[static_cast<size_t>(j)].push_back(s.resolve(body.output(1 + nCarried + j).name()));
+  }
+  for (int k = 0; k < nCarried; ++k)
+    if (!node.output(k).empty())
+      emitAlias(carried[static_cast<size_t>(k)], node.output(k), name + "/final_" + std::to_string(k), out);
+  for (int j = 0; j < nScan; ++j) {
+    const std::string& target = node.output(nCarried + j);
+    if (!target.empty()) emitStack(scans[static_cast<size_t>(j)], 0, target, out);
+  }
+}
+
+// Scan (opset 9+): inputs [initial states (N)..., scan inputs (M)...]; the body maps [states,
+// one slice of each scan input] to [new states, one slice of each scan output]. Unrolled: the
+// slice t of a scan input is Gather(x, t, axis) (t counted from the end for a reverse direction),
+// and a scan output stacks the iterations' slices along its axis (in reverse order for a
+// reverse direction). Opset 8's form has a leading batch axis on every input and output and an
+// optional sequence_lens input first: each batch entry is unrolled on its own, then restacked.
+void NodeExpander::expandScan(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out,
+                              int depth) {
+  const std::string name = nodeName(node, out.size());
+  const onnx::GraphProto& body = *graphAttribute(node, "body", name);
+  const std::string what = "Scan node '" + name + "'";
+  const bool batched = opset < 9;  // opset 8: batch axis 0 and sequence_lens
+  const int first = batched ? 1 : 0;
+  const int64_t nScanIn = intAttribute(node, "num_scan_inputs", -1);
+  const int nIn = node.input_size() - first;
+  if (nScanIn < 1 || nScanIn > nIn) throw Error(what + ": num_scan_inputs must be in [1, " + std::to_string(nIn) + "]");
+  const int nState = nIn - static_cast<int>(nScanIn);
+  const int nScanOut = node.output_size() - nState;
+  if (body.input_size() != nIn) throw Error(what + ": its body has " + std::to_string(body.input_size()) + " inputs, the node " + std::to_string(nIn));
+  if (nScanOut < 0 || body.output_size() != node.output_size())
+    throw Error(what + ": its body has " + std::to_string(body.output_size()) + " outputs and the node " + std::to_string(node.output_size()));
+  std::vector<int64_t> inAxes = intsAttribute(node, "scan_input_axes"), outAxes = intsAttribute(node, "scan_output_axes");
+  std::vector<int64_t> inDirs = intsAttribute(node, batched ? "directions" : "scan_input_directions");
+  std::vector<int64_t> outDirs = intsAttribute(node, "scan_output_directions");
+  if (inAxes.empty()) inAxes.assign(static_cast<size_t>(nScanIn), 0);
+  if (outAxes.empty()) outAxes.assign(static_cast<size_t>(nScanOut), 0);
+  if (inDirs.empty()) inDirs.assign(static_cast<size_t>(nScanIn), 0);
+  if (outDirs.empty()) outDirs.assign(static_cast<size_t>(nScanOut), 0);
+  if (inAxes.size() != static_cast<size_t>(nScanIn) || inDirs.size() != static_cast<size_t>(nScanIn) ||
+      outAxes.size() != static_cast<size_t>(nScanOut) || outDirs.size() != static_cast<size_t>(nScanOut))
+    throw Error(what + ": its axes/directions attributes must have one entry per scan input or output");
+  for (int64_t d : inDirs) if (d != 0 && d != 1) throw Error(what + ": directions must be 0 or 1");
+  for (int64_t d : outDirs) if (d != 0 && d != 1) throw Error(what + ": directions must be 0 or 1");
+
+  // The length: a static dim of the scan inputs, the same in all.
+  const int64_t seqAxisOffset = batched ? 1 : 0;
+  int64_t length = -1, batch = 1;
+  for (int j = 0; j < nScanIn; ++j) {
+    const std::string& x = node.input(first + nState + j);
+    Dims d;
+    if (!inferredDims(x, out, d))
+      throw UnsupportedError(what + ": the length of scan input '" + x +
+                             "' is not known at import (kiln unrolls a Scan over a static length; give the input static dims)");
+    const int64_t rank = static_cast<int64_t>(d.size());
+    int64_t axis = batched ? 1 : inAxes[static_cast<size_t>(j)];
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) throw Error(what + ": scan input axis " + std::to_string(inAxes[static_cast<size_t>(j)]) +
+                                              " is out of range for rank " + std::to_string(rank));
+    inAxes[static_cast<size_t>(j)] = axis - seqAxisOffset;
+    if (length >= 0 && d[static_cast<size_t>(axis)] != length)
+      throw Error(what + ": its scan inputs have different lengths (" + std::to_string(length) + " and " +
+                  std::to_string(d[static_cast<size_t>(axis)]) + ")");
+    length = d[static_cast<size_t>(axis)];
+    if (batched) batch = d[0];
+  }
+  if (batched && !node.input(0).empty()) {
+    const HostTensor lens = inferredValue(node.input(0), out);
+    bool full = lens.valid();
+    for (int64_t i = 0; full && i < lens.count(); ++i) full = lens.getInt(i) == length;
+    if (!full)
+      throw UnsupportedError(what + ": sequence_lens shorter than the scan inputs' length (or known only at run time) are not supported");
+  }
+  if (length == 0 && nScanOut > 0)
+    throw UnsupportedError(what + " runs no iteration and has scan outputs (empty tensors of unknown shape are not supported)");
+  if (length > kMaxLoopIterations)
+    throw UnsupportedError(what + ": " + std::to_string(length) + " iterations exceed kiln's unroll limit of " +
+                           std::to_string(kMaxLoopIterations) + " (scans are unrolled at build time)");
+  if (length * batch * body.node_size() > kMaxUnrolledNodes)
+    throw UnsupportedError(what + ": unrolled it would have " + std::to_string(length * batch * body.node_size()) + " nodes (limit " +
+                           std::to_string(kMaxUnrolledNodes) + ")");
+
+  const NameScope shared = sharedInitializers(body, name + "/init/", out);
+  // Per batch entry (one entry without opset 8's batch axis): final states and stacked scan outputs.
+  std::vector<std::vector<std::string>> finalStates(static_cast<size_t>(nState)), scanOuts(static_cast<size_t>(nScanOut));
+  for (int64_t b = 0; b < batch; ++b) {
+    const std::string bp = name + (batched ? "/b" + std::to_string(b) : "");
+    std::vector<std::string> state, scanIn;
+    for (int k = 0; k < nState; ++k) {
+      const std::string& init = node.input(first + k);
+      if (!batched) { state.push_back(init); continue; }
+      state.push_back(bp + "/state_" + std::to_string(k));
+      emitGather(init, b, 0, state.back(), out);
+    }
+    for (int j = 0; j < nScanIn; ++j) {
+      const std::string& x = node.input(first + nState + j);
+      if (!batched) { scanIn.push_back(x); continue; }
+      scanIn.push_back(bp + "/scan_in_" + std::to_string(j));
+      emitGather(x, b, 0, scanIn.back(), out);
+    }
+    std::vector<std::vector<std::string>> slices(static_cast<size_t>(nScanOut));
+    for (int64_t t = 0; t < length; ++t) {
+      NameScope s = iterationScope(bp + "/" + std::to_string(t) + "/", scope, shared);
+      for (int k = 0; k < nState; ++k) s.rename[body.input(k).name()] = state[static_cast<size_t>(k)];
+      for (int j = 0; j < nScanIn; ++j) {
+        const std::string slice = bp + "/slice/" + std::to_string(t) + "/" + std::to_string(j);
+        const int64_t index = inDirs[static_cast<size_t>(j)] ? length - 1 - t : t;
+        emitGather(scanIn[static_cast<size_t>(j)], index, inAxes[static_cast<size_t>(j)], slice, out);
+        s.rename[body.input(nState + j).name()] = slice;
+      }
+      inlineGraph(body, s, out, depth);
+      for (int k = 0; k < nState; ++k) state[static_cast<size_t>(k)] = s.resolve(body.output(k).name());
+      for (int j = 0; j < nScanOut; ++j) slices[static_cast<size_t>(j)].push_back(s.resolve(body.output(nState + j).name()));
+    }
+    for (int k = 0; k < nState; ++k) finalStates[static_cast<size_t>(k)].push_back(state[static_cast<size_t>(k)]);
+    for (int j = 0; j < nScanOut; ++j) {
+      std::vector<std::string>& items = slices[static_cast<size_t>(j)];
+      if (outDirs[static_cast<size_t>(j)]) std::reverse(items.begin(), items.end());
+      if (!batched) { scanOuts[static_cast<size_t>(j)] = items; continue; }
+      const std::string stacked = bp + "/scan_out_" + std::to_string(j);
+      emitStack(items, 0, stacked, out);
+      scanOuts[static_cast<size_t>(j)].push_back(stacked);
+    }
+  }
+  // Opset 8 restacks the batch entries along axis 0; opset 9+ stacks the slices along the output axis.
+  for (int k = 0; k < nState; ++k) {
+    const std::string& target = node.output(k);
+    if (target.empty()) continue;
+    if (batched) emitStack(finalStates[static_cast<size_t>(k)], 0, target, out);
+    else emitAlias(finalStates[static_cast<size_t>(k)][0], target, name + "/final_" + std::to_string(k), out);
+  }
+  for (int j = 0; j < nScanOut; ++j) {
+    const std::string& target = node.output(nState + j);
+    if (!target.empty()) emitStack(scanOuts[static_cast<size_t>(j)], batched ? 0 : outAxes[static_cast<size_t>(j)], target, out);
+  }
+}
+
+}  // namespace kiln
