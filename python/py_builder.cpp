@@ -26,6 +26,7 @@ struct PyBuilderConfig {
   std::string precisionConstraints = "none";
   std::map<std::string, std::string> layerPrecisions;
   int optimizationLevel = 3;
+  int tacticShapePoints = 3;
   std::optional<int> avgTiming;
   int maxAuxStreams = -1;
   int threads = 0;
@@ -64,6 +65,8 @@ BuildPlan plan(const PyBuilderConfig& c, bool warnings) {
   if (c.device != "auto" && c.device != "cpu" && c.device != "gpu")
     throw Error("device must be 'auto', 'cpu' or 'gpu', not '" + c.device + "'");
   if (c.optimizationLevel < 0 || c.optimizationLevel > 5) throw Error("optimization_level must be 0..5");
+  if (c.tacticShapePoints != 1 && c.tacticShapePoints != 3 && c.tacticShapePoints != 5)
+    throw Error("tactic_shape_points must be 1, 3 or 5");
   if (c.precisionConstraints != "none" && c.precisionConstraints != "prefer" && c.precisionConstraints != "obey")
     throw Error("precision_constraints must be 'none', 'prefer' or 'obey', not '" + c.precisionConstraints + "'");
   if (c.stronglyTyped && (c.fp16 || c.bf16 || c.int8)) throw Error("fp16/bf16/int8 conflict with strongly_typed (types come from the network)");
@@ -92,6 +95,7 @@ BuildPlan plan(const PyBuilderConfig& c, bool warnings) {
   if (cpu && !p.layerPrecisions.empty())
     warn("layer_precisions: the CPU computes every layer in float32; the constraints are kept in the plan only");
   cfg.setBuilderOptimizationLevel(c.optimizationLevel);
+  cfg.setTacticShapePoints(c.tacticShapePoints);
   if (c.avgTiming) cfg.setAvgTiming(*c.avgTiming);
   if (c.maxAuxStreams != -1) {
     if (cpu) warn("max_aux_streams has no effect on the CPU (it has no streams)");
@@ -207,6 +211,8 @@ void bindBuilder(py::module_& m) {
       .def_readwrite("layer_precisions", &PyBuilderConfig::layerPrecisions,
                      "{layer name or '*': 'fp32' | 'fp16' | 'bf16'} (--layerPrecisions; needs precision_constraints)")
       .def_readwrite("optimization_level", &PyBuilderConfig::optimizationLevel, "0..5: level L times 2^L tactics per layer")
+      .def_readwrite("tactic_shape_points", &PyBuilderConfig::tacticShapePoints,
+                     "dynamic profiles: shapes tactics are timed at (1: opt, 3: min/opt/max, 5); size buckets where they differ")
       .def_readwrite("avg_timing", &PyBuilderConfig::avgTiming, "timed runs per tactic (None: kiln's default)")
       .def_readwrite("max_aux_streams", &PyBuilderConfig::maxAuxStreams, "auxiliary streams (GPU; -1: the builder decides)")
       .def_readwrite("threads", &PyBuilderConfig::threads, "CPU worker threads (0: all hardware threads)")

@@ -65,6 +65,12 @@ class BuilderConfig {
   //! 2^L candidates (1: two, 3 (default): eight, 5: all).
   void setBuilderOptimizationLevel(int level) { optLevel_ = level; }
   int builderOptimizationLevel() const { return optLevel_; }
+  //! Shapes of a dynamic profile that tactics are timed at: 1 = its opt shapes only (TensorRT's
+  //! way), 3 (default) = min, opt and max, 5 = also halfway (geometrically) between them. Where
+  //! another tactic beats the opt shapes' one by more than 5% at a shape, the layer gets size
+  //! buckets, each with its own kernel, chosen when a context plans a set of shapes.
+  void setTacticShapePoints(int n) { shapePoints_ = n; }
+  int tacticShapePoints() const { return shapePoints_; }
   void setMaxAuxStreams(int n) { maxAuxStreams_ = n; }
   int maxAuxStreams() const { return maxAuxStreams_; }
   //! Adds an optimization profile; every profile must cover every dynamic input. Profile k gets
@@ -112,6 +118,7 @@ class BuilderConfig {
   DeviceType device_ = DeviceType::kCPU;
   int threads_ = 0;
   int optLevel_ = 3;
+  int shapePoints_ = 3;
   int maxAuxStreams_ = -1;
   int avgTiming_ = 3;
   std::vector<OptimizationProfile> profiles_;

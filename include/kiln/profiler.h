@@ -25,6 +25,8 @@ struct LayerCost {
   bool matrix = false;  //!< runs on matrix units (tensor cores) when the type allows: Conv, MatMul, Attention, ...
   DataType type = DataType::kFLOAT;  //!< the layer's compute precision
   bool runs = true;   //!< false for a layer that launches nothing (a view, a value computed on the host)
+  //! The tactic the layer runs with at these shapes (a size bucket's where the profile has several)
+  std::string tactic;
 };
 
 //! A device's peak rates, read from the device (specification values, not measurements):

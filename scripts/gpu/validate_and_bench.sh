@@ -21,6 +21,8 @@
 #               models in $PERFZOO_MODELS (default all; ~1 min per model), rows merged into
 #               bench/results/gpu-zoo-h200.jsonl's -> $OUT/gpu-zoo-h200.{jsonl,md}
 #               (PERFZOO_ARGS: more zoo.py flags, e.g. "--profile" or "--kiln-only --batches 128")
+#   dynzoo      bench/zoo_dynamic.py: dynamic-axis exports of zoo models ($DYNZOO_MODELS) against
+#               fixed-shape exports, kiln vs kiln (issue 23) -> $OUT/gpu-zoo-dynamic-h200.{jsonl,md}
 #   profile     per-layer profiles of the benchmark engines named in $PROFILE (default
 #               resnet50_b32,bert_base_s128_b32; run after bench) -> profile.txt
 #   streams     throughput of the benchmark engines in $STREAMS_ROWS (default resnet50_b32) with
@@ -45,7 +47,7 @@ BATCHES=${3:-1,32}
 [ "$BATCHES" = default ] && BATCHES=""
 : "${OUT:?set OUT to the folder for the logs}"
 mkdir -p "$OUT"
-KNOWN=unit,plugins,models,zoo,python,fuzz,conformance,triton,tritonbench,bench,perfzoo,profile,streams
+KNOWN=unit,plugins,models,zoo,python,fuzz,conformance,triton,tritonbench,bench,perfzoo,dynzoo,profile,streams
 for s in ${STEPS//,/ }; do
   [[ ",$KNOWN," == *",$s,"* ]] || { echo "step $s: FAIL (unknown step; known: $KNOWN)" | tee -a $OUT/steps.log; exit 1; }
 done
@@ -178,6 +180,14 @@ if has perfzoo; then
   grep -E '^\{' $OUT/perfzoo.log | cut -c1-300
   nrows=$(grep -c '"kiln_ms"' $OUT/perfzoo.log)
   finish perfzoo $(( rc != 0 || nrows == 0 )) "exit $rc, $nrows rows timed: $OUT/gpu-zoo-h200.md"
+fi
+if has dynzoo; then
+  timeout ${DYNZOO_TIMEOUT:-540} python3 bench/zoo_dynamic.py --kiln $K/bin/kiln --peers .device_deps/peers.py \
+    --results $OUT/gpu-zoo-dynamic-h200.jsonl --out $OUT/gpu-zoo-dynamic-h200.md ${DYNZOO_MODELS:+--models $DYNZOO_MODELS} > $OUT/dynzoo.log 2>&1
+  rc=$?
+  grep -E '^\{' $OUT/dynzoo.log | cut -c1-300
+  nrows=$(grep -c '"ratio"' $OUT/dynzoo.log)
+  finish dynzoo $(( rc != 0 || nrows == 0 )) "exit $rc, $nrows shapes timed: $OUT/gpu-zoo-dynamic-h200.md"
 fi
 # tritonserver and the client wheels (scripts/gpu/pack_triton.sh) unpacked once; the backend comes
 # from the bundle. Status 0 when all is there.

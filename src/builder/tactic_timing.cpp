@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <unistd.h>
 
@@ -14,6 +16,8 @@ namespace {
 
 // Device buffers for one timed run of a layer; inputs hold the known values or zeros (zeros are
 // valid for every op, e.g. as gather indices, and do not change the speed of float kernels).
+// Attention's bool masks are all true instead: the usual mask keeps most keys, and a kernel
+// whose fast path depends on the flags (cuDNN SDPA's key padding) is timed on that path.
 struct TimingBuffers {
   Backend& backend;
   std::vector<void*> owned;
@@ -21,7 +25,7 @@ struct TimingBuffers {
   ~TimingBuffers() {
     for (void* p : owned) backend.release(p);
   }
-  TensorView make(const TensorDesc& d, bool present) {
+  TensorView make(const TensorDesc& d, bool present, uint8_t fill = 0) {
     TensorView v;
     if (!present) return v;
     v.type = d.type;
@@ -32,7 +36,7 @@ struct TimingBuffers {
     owned.push_back(p);
     if (d.value.valid()) backend.copyToDevice(p, d.value.data(), bytes, nullptr);
     else {
-      std::vector<uint8_t> zeros(bytes, 0);
+      std::vector<uint8_t> zeros(bytes, fill);
       backend.copyToDevice(p, zeros.data(), bytes, nullptr);
     }
     v.data = p;
@@ -61,7 +65,10 @@ float timeKernel(Backend& backend, const Kernel& k, const LayerDesc& concrete, i
   size_t ws = k.reshape(concrete, state);
   TimingBuffers bufs(backend);
   KernelIO io;
-  for (size_t i = 0; i < concrete.inputs.size(); ++i) io.in.push_back(bufs.make(concrete.inputs[i], concrete.present(i)));
+  for (size_t i = 0; i < concrete.inputs.size(); ++i) {
+    const bool keptMask = concrete.op == "Attention" && concrete.inputs[i].type == DataType::kBOOL;
+    io.in.push_back(bufs.make(concrete.inputs[i], concrete.present(i), keptMask ? 1 : 0));
+  }
   for (auto& o : concrete.outputs) io.out.push_back(bufs.make(o, true));
   if (ws) {
     io.workspace = backend.allocate(ws);
@@ -126,14 +133,75 @@ std::string layerSignature(const LayerDesc& build, const LayerDesc& concrete) {
 
 }  // namespace
 
+std::vector<TacticBucket> tacticBucketsFromPoints(std::vector<TacticPoint> points) {
+  // Stable: of two points of one size the first (the opt shapes') stays.
+  std::stable_sort(points.begin(), points.end(), [](const TacticPoint& a, const TacticPoint& b) { return a.size < b.size; });
+  std::vector<TacticPoint> distinct;
+  for (const TacticPoint& p : points)
+    if (distinct.empty() || distinct.back().size != p.size) distinct.push_back(p);
+  std::vector<TacticBucket> buckets;
+  for (size_t k = 0; k < distinct.size(); ++k) {
+    // A point's range ends halfway (geometrically) to the next one: sizes grow multiplicatively.
+    const int64_t end = k + 1 < distinct.size()
+                            ? static_cast<int64_t>(std::sqrt(static_cast<double>(std::max<int64_t>(distinct[k].size, 1)) *
+                                                             static_cast<double>(distinct[k + 1].size)))
+                            : INT64_MAX;
+    if (!buckets.empty() && buckets.back().tactic == distinct[k].tactic) {
+      buckets.back().maxSize = end;
+      continue;
+    }
+    buckets.push_back(TacticBucket{end, distinct[k].tactic, distinct[k].timeMs});
+  }
+  if (buckets.size() <= 1) buckets.clear();  // one tactic serves every size
+  return buckets;
+}
+
+namespace {
+
+// The shapes of profile `profile` besides its opt shapes that tactics are timed at (BuilderConfig::
+// setTacticShapePoints): min and max, and halfway (geometrically) to the opt shapes with 5 points.
+std::vector<ResolvedShapes> otherShapePoints(const EngineGraph& g, size_t profile, int points, ILogger& logger) {
+  const ProfileRanges& pr = g.profiles[profile];
+  std::vector<ResolvedShapes> out;
+  if (points <= 1 || pr.empty()) return out;
+  const std::vector<double> where = points >= 5 ? std::vector<double>{0.0, 0.5, 1.5, 2.0} : std::vector<double>{0.0, 2.0};
+  const std::map<int, Dims> opt = optDims(g, profile);
+  std::vector<std::map<int, Dims>> seen{opt};
+  for (double f : where) {
+    std::map<int, Dims> dims;
+    for (const auto& [t, range] : pr) {
+      Dims d = range.opt;
+      for (size_t k = 0; k < d.size() && k < range.min.size() && k < range.max.size(); ++k) {
+        const double lo = static_cast<double>(f <= 1.0 ? range.min[k] : range.opt[k]);
+        const double hi = static_cast<double>(f <= 1.0 ? range.opt[k] : range.max[k]);
+        const double w = f <= 1.0 ? f : f - 1.0;
+        d[k] = lo > 0 ? std::llround(std::exp(std::log(lo) * (1.0 - w) + std::log(hi) * w)) : std::llround(lo + (hi - lo) * w);
+      }
+      dims[t] = d;
+    }
+    if (std::find(seen.begin(), seen.end(), dims) != seen.end()) continue;
+    seen.push_back(dims);
+    try {
+      out.push_back(resolveShapes(g, dims, &pr, nullptr, /*lenient=*/true));
+    } catch (const Error& e) {
+      logger.log(ILogger::Severity::kVERBOSE, std::string("tactic shape point skipped: ") + e.what());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const BuilderConfig& cfg, ILogger& logger) {
   ResolvedShapes r = resolveShapes(g, optDims(g, profile), &g.profiles[profile], nullptr, /*lenient=*/true);
+  const std::vector<ResolvedShapes> others = otherShapePoints(g, profile, cfg.tacticShapePoints(), logger);
   const std::string where = g.profiles.size() > 1 ? " (profile " + std::to_string(profile) + ")" : std::string();
   const auto& progress = cfg.progressCallback();
   const int total = static_cast<int>(g.layers.size());
   for (size_t i = 0; i < g.layers.size(); ++i) {
     EngineLayer& l = g.layers[i];
     TacticChoice& choice = l.choices.at(profile);
+    choice.buckets.clear();
     if (progress) progress("Selecting tactics", static_cast<int>(i), total);
     LayerDesc desc = buildTimeDesc(g, i);
     std::vector<Tactic> tactics = backend.tactics(desc);
@@ -145,19 +213,24 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
                              " kernel supports it");
     }
     choice.considered = static_cast<int>(tactics.size());
-    bool concrete = true;  // shapes that depend on run-time input values cannot be timed now
-    for (auto& o : r.layers[i].outputs) concrete = concrete && isStatic(o.dims);
-    for (size_t k = 0; k < r.layers[i].inputs.size(); ++k)
-      concrete = concrete && (!r.layers[i].present(k) || isStatic(r.layers[i].inputs[k].dims));
+    // Shapes that depend on run-time input values cannot be timed now.
+    auto concreteAt = [](const ResolvedShapes& rs, size_t layer) {
+      bool c = true;
+      for (auto& o : rs.layers[layer].outputs) c = c && isStatic(o.dims);
+      for (size_t k = 0; k < rs.layers[layer].inputs.size(); ++k)
+        c = c && (!rs.layers[layer].present(k) || isStatic(rs.layers[layer].inputs[k].dims));
+      return c;
+    };
+    const bool concrete = concreteAt(r, i);
     const size_t wsLimit = cfg.getMemoryPoolLimit(MemoryPoolType::kWORKSPACE);
     // Whether a tactic's kernel (`made`, or one created here) needs at most the workspace limit at
-    // the opt shapes (shapes not all known: 0 assumed).
-    auto fits = [&](const Tactic& t, const Kernel* made = nullptr) {
+    // shapes `at` (shapes not all known: 0 assumed).
+    auto fits = [&](const Tactic& t, const LayerDesc& at, const Kernel* made = nullptr) {
       if (wsLimit == 0 || !concrete || r.skipped(i)) return true;
       std::unique_ptr<Kernel> own;
       if (!made) made = (own = t.create(desc)).get();
       std::unique_ptr<KernelState> state;
-      const size_t ws = made->reshape(r.layers[i], state);
+      const size_t ws = made->reshape(at, state);
       if (ws <= wsLimit) return true;
       logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "' tactic " + t.name + " needs " + std::to_string(ws) +
                                                   " bytes of workspace, over the limit of " + std::to_string(wsLimit));
@@ -169,7 +242,7 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
     };
     if (tactics.size() == 1 || cfg.builderOptimizationLevel() <= 0 || r.skipped(i) || !concrete) {
       size_t pick = 0;
-      while (pick < tactics.size() && !fits(tactics[pick])) ++pick;
+      while (pick < tactics.size() && !fits(tactics[pick], r.layers[i])) ++pick;
       if (pick == tactics.size()) throw noTacticFits();
       choice.tactic = tactics[pick].name;
       continue;
@@ -180,32 +253,40 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
     if (level < 5 && tactics.size() > (size_t(1) << level)) tactics.resize(size_t(1) << level);
     choice.considered = static_cast<int>(tactics.size());
     TimingCache* cache = cfg.timingCache();
-    const std::string signature = cache ? layerSignature(desc, r.layers[i]) : std::string();
+    // One tactic's time at shapes `at` (timing cache first); -1 when it cannot run them. `made`
+    // receives the kernel when one was created (its workspace is checked with it).
+    auto timeTactic = [&](const Tactic& t, const LayerDesc& at, std::unique_ptr<Kernel>* made) {
+      try {
+        const std::string signature = cache ? layerSignature(desc, at) : std::string();
+        float ms = cache ? cache->find(g.fingerprint, signature, t.name) : -1.f;
+        if (ms >= 0.f) {
+          logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "'" + where + " tactic " + t.name + ": " + std::to_string(ms) + " ms (timing cache)");
+          return ms;
+        }
+        *made = t.create(desc);
+        ms = timeKernel(backend, **made, at, cfg.avgTiming());
+        if (cache) cache->insert(g.fingerprint, signature, t.name, ms);
+        logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "'" + where + " tactic " + t.name + ": " + std::to_string(ms) + " ms");
+        return ms;
+      } catch (const Error& e) {
+        logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "' tactic " + t.name + " skipped: " + e.what());
+        return -1.f;
+      }
+    };
     checkTimingFootprint(r.layers[i]);
     float best = -1.f, bestAny = -1.f;
     std::string bestName, bestAnyName;
     for (const Tactic& t : tactics) {
-      try {
-        std::unique_ptr<Kernel> k;  // the timed kernel, reused for its workspace
-        float ms = cache ? cache->find(g.fingerprint, signature, t.name) : -1.f;
-        if (ms >= 0.f) {
-          logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "'" + where + " tactic " + t.name + ": " + std::to_string(ms) + " ms (timing cache)");
-        } else {
-          k = t.create(desc);
-          ms = timeKernel(backend, *k, r.layers[i], cfg.avgTiming());
-          if (cache) cache->insert(g.fingerprint, signature, t.name, ms);
-          logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "'" + where + " tactic " + t.name + ": " + std::to_string(ms) + " ms");
-        }
-        if (bestAny < 0 || ms < bestAny) {
-          bestAny = ms;
-          bestAnyName = t.name;
-        }
-        if ((best < 0 || ms < best) && fits(t, k.get())) {
-          best = ms;
-          bestName = t.name;
-        }
-      } catch (const Error& e) {
-        logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "' tactic " + t.name + " skipped: " + e.what());
+      std::unique_ptr<Kernel> k;  // the timed kernel, reused for its workspace
+      const float ms = timeTactic(t, r.layers[i], &k);
+      if (ms < 0.f) continue;
+      if (bestAny < 0 || ms < bestAny) {
+        bestAny = ms;
+        bestAnyName = t.name;
+      }
+      if ((best < 0 || ms < best) && fits(t, r.layers[i], k.get())) {
+        best = ms;
+        bestName = t.name;
       }
     }
     if (bestName.empty() && !bestAnyName.empty()) throw noTacticFits();
@@ -216,6 +297,41 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
                                                   " bytes; " + bestName + " (" + std::to_string(best) + " ms) chosen");
     choice.tactic = bestName;
     choice.timeMs = best;
+    // The profile's other shapes: a tactic that beats the opt shapes' one there by more than 5%
+    // (timing noise must not split a layer) gets the sizes around them.
+    std::vector<TacticPoint> points{{tacticBucketSize(r.layers[i]), bestName, best}};
+    for (const ResolvedShapes& o : others) {
+      if (o.skipped(i) || !layerResolved(o, i) || !concreteAt(o, i)) continue;
+      const int64_t size = tacticBucketSize(o.layers[i]);
+      if (size == points[0].size) continue;
+      try {
+        checkTimingFootprint(o.layers[i]);
+      } catch (const Error&) {
+        continue;  // a max shape too large to time here: the opt tactic serves it
+      }
+      float optMs = -1.f, fastMs = -1.f;
+      std::string fastName;
+      for (const Tactic& t : tactics) {
+        std::unique_ptr<Kernel> k;
+        const float ms = timeTactic(t, o.layers[i], &k);
+        if (ms < 0.f) continue;
+        if (t.name == bestName) optMs = ms;
+        if ((fastMs < 0 || ms < fastMs) && fits(t, o.layers[i], k.get())) {
+          fastMs = ms;
+          fastName = t.name;
+        }
+      }
+      if (fastName.empty()) continue;  // nothing runs these shapes: the opt tactic stays
+      const bool other = optMs < 0.f || fastMs < 0.95f * optMs;
+      points.push_back({size, other ? fastName : bestName, other ? fastMs : optMs});
+    }
+    choice.buckets = tacticBucketsFromPoints(points);
+    if (!choice.buckets.empty()) {
+      std::string what;
+      for (const TacticBucket& b : choice.buckets)
+        what += (what.empty() ? "" : ", ") + b.tactic + (b.maxSize == INT64_MAX ? std::string(" above") : " up to size " + std::to_string(b.maxSize));
+      logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "'" + where + ": tactics by size: " + what);
+    }
   }
   if (progress) progress("Selecting tactics", total, total);
 }

@@ -23,8 +23,8 @@ namespace {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
 // 5: tactic names became <op>_<type>_<variant> (the tactic tables); a version 4 plan names tactics
-// this kiln no longer has.
-constexpr uint32_t kFormatVersion = 5;
+// this kiln no longer has. 6: tactic choices carry size buckets.
+constexpr uint32_t kFormatVersion = 6;
 constexpr uint32_t kMaxRank = 16;
 constexpr int64_t kMaxDim = int64_t(1) << 40;
 constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 50;
@@ -170,6 +170,12 @@ std::vector<uint8_t> serializePlan(const EngineGraph& g, std::vector<PlanField>*
       p.str(c.tactic, "choice.tactic");
       p.f32(c.timeMs, "choice.timeMs");
       p.u32(static_cast<uint32_t>(c.considered), "choice.considered");
+      p.count(c.buckets.size(), "choice.buckets.count");
+      for (const TacticBucket& b : c.buckets) {
+        p.i64(b.maxSize, "bucket.maxSize");
+        p.str(b.tactic, "bucket.tactic");
+        p.f32(b.timeMs, "bucket.timeMs");
+      }
     }
     p.u32(static_cast<uint32_t>(l.stream), "layer.stream");
   }
@@ -329,6 +335,22 @@ EngineGraph deserializePlan(const void* data, size_t size, bool verifyChecksum) 
       c.timeMs = r.f32();
       if (!std::isfinite(c.timeMs) || c.timeMs < -1.f) r.fail("layer '" + l.name + "' has an invalid tactic time");
       c.considered = static_cast<int>(r.u32Max(kMaxConsidered, "layer '" + l.name + "': tactics considered"));
+      // Size buckets: ascending bounds, the last unbounded, each naming a tactic.
+      const uint32_t nb = r.u32Max(static_cast<uint32_t>(kMaxTacticBuckets), "layer '" + l.name + "': tactic buckets");
+      if (nb == 1) r.fail("layer '" + l.name + "' has a single tactic bucket");
+      for (uint32_t b = 0; b < nb; ++b) {
+        TacticBucket tb;
+        tb.maxSize = r.i64();
+        tb.tactic = r.str(256);
+        tb.timeMs = r.f32();
+        if (tb.tactic.empty()) r.fail("layer '" + l.name + "' has a tactic bucket with an empty tactic name");
+        if (!std::isfinite(tb.timeMs) || tb.timeMs < -1.f) r.fail("layer '" + l.name + "' has an invalid tactic bucket time");
+        if (tb.maxSize < 0 || (!c.buckets.empty() && tb.maxSize <= c.buckets.back().maxSize))
+          r.fail("layer '" + l.name + "' has tactic buckets whose size bounds do not ascend");
+        c.buckets.push_back(std::move(tb));
+      }
+      if (nb > 0 && c.buckets.back().maxSize != INT64_MAX)
+        r.fail("layer '" + l.name + "' has tactic buckets that do not cover every size");
       l.choices.push_back(std::move(c));
     }
     // Index 0 is the enqueue stream, k > 0 auxiliary stream k-1: at most auxStreams.

@@ -44,6 +44,7 @@ struct ContextImpl {
   void* workspace = nullptr;
   size_t workspaceCap = 0;
   std::vector<std::unique_ptr<KernelState>> states;
+  std::vector<const Kernel*> kernels;  // per layer: the kernel of these shapes' size bucket
   std::vector<KernelIO> ios;
   struct Patch { int layer; bool output; int slot; int tensor; };
   std::vector<Patch> patches;
@@ -74,6 +75,7 @@ struct ContextImpl {
     ResolvedShapes shapes;
     MemoryPlan mem;
     std::vector<std::unique_ptr<KernelState>> states;
+    std::vector<const Kernel*> kernels;
     std::vector<KernelIO> ios;
     std::vector<Patch> patches;
     std::vector<int> hostOutputs, arenaValues;
@@ -180,6 +182,7 @@ struct ContextImpl {
     std::swap(shapes, p.shapes);
     std::swap(mem, p.mem);
     std::swap(states, p.states);
+    std::swap(kernels, p.kernels);
     std::swap(ios, p.ios);
     std::swap(patches, p.patches);
     std::swap(hostOutputs, p.hostOutputs);
@@ -291,6 +294,7 @@ struct ContextImpl {
     if (!userManaged) materializeValues(nullptr);
     states.clear();
     states.resize(g.layers.size());
+    kernels.assign(g.layers.size(), nullptr);
     ios.assign(g.layers.size(), KernelIO{});
     patches.clear();
     size_t ws = 0;
@@ -308,7 +312,8 @@ struct ContextImpl {
     for (size_t i = 0; i < g.layers.size(); ++i) {
       if (shapes.skipped(i) || !layerResolved(shapes, i)) continue;
       const EngineLayer& l = g.layers[i];
-      size_t w = e->kernels[profile][i]->reshape(shapes.layers[i], states[i]);
+      kernels[i] = e->kernelFor(profile, i, shapes.layers[i]);
+      size_t w = kernels[i]->reshape(shapes.layers[i], states[i]);
       ws = std::max(ws, w);
       KernelIO& io = ios[i];
       for (size_t k = 0; k < l.inputs.size(); ++k) io.in.push_back(view(l.inputs[k], int(i), false, int(k)));
@@ -499,6 +504,7 @@ std::vector<LayerCost> ExecutionContext::getLayerCosts() {
     lc.type = l.precision;
     lc.runs = !c.shapes.skipped(i) && layerResolved(c.shapes, i);  // data-dependent: unknown before the run
     if (lc.runs) {
+      lc.tactic = l.choices.at(c.profile).tacticFor(tacticBucketSize(c.shapes.layers[i]));
       const OpCost oc = opCost(c.shapes.layers[i]);
       lc.flops = oc.flops;
       lc.bytes = oc.bytes;
@@ -527,7 +533,7 @@ void ContextImpl::runLayers(size_t from, size_t to, const ResolvedShapes& r, voi
     }
     KernelIO& io = ios[i];
     io.stream = s;
-    const Kernel* k = e->kernels[profile][i];
+    const Kernel* k = kernels[i];
     if (gpuProfile) {
       b.recordEvent(profileEvents[2 * i], s);
       k->execute(io, states[i].get());
@@ -626,7 +632,8 @@ void ContextImpl::runDataDependent(void* stream, bool gpuProfile) {
       ready[i] = true;
       if (next.skipped(i)) continue;
       const EngineLayer& l = g.layers[i];
-      ws = std::max(ws, e->kernels[profile][i]->reshape(next.layers[i], states[i]));
+      kernels[i] = e->kernelFor(profile, i, next.layers[i]);
+      ws = std::max(ws, kernels[i]->reshape(next.layers[i], states[i]));
       KernelIO& io = ios[i];
       io = KernelIO{};
       auto view = [&](int t) {

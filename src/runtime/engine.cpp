@@ -1,4 +1,5 @@
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 
 #include "ops/fused_attrs.h"
@@ -33,13 +34,13 @@ std::unique_ptr<EngineImpl> instantiateEngine(EngineGraph graph, ILogger& logger
   for (int i : g.inputs) e->ioByName[g.tensors[i].name] = i;
   for (int o : g.outputs) e->ioByName[g.tensors[o].name] = o;
   e->kernels.assign(g.profiles.size(), std::vector<const Kernel*>(g.layers.size(), nullptr));
+  e->bucketKernels.assign(g.profiles.size(), std::vector<std::vector<std::pair<int64_t, const Kernel*>>>(g.layers.size()));
   for (size_t i = 0; i < g.layers.size(); ++i) {
     const EngineLayer& l = g.layers[i];
     LayerDesc d = buildTimeDesc(g, i);
     std::vector<Tactic> tactics;
-    std::map<std::string, const Kernel*> made;  // tactic -> kernel, shared by profiles
-    for (size_t p = 0; p < g.profiles.size(); ++p) {
-      const std::string& name = l.choices.at(p).tactic;
+    std::map<std::string, const Kernel*> made;  // tactic -> kernel, shared by profiles and size buckets
+    auto kernelOf = [&](const std::string& name) {
       auto it = made.find(name);
       if (it == made.end()) {
         if (tactics.empty()) tactics = e->backend->tactics(d);
@@ -53,7 +54,12 @@ std::unique_ptr<EngineImpl> instantiateEngine(EngineGraph graph, ILogger& logger
         it = made.emplace(name, k.get()).first;
         e->ownedKernels.push_back(std::move(k));
       }
-      e->kernels[p][i] = it->second;
+      return it->second;
+    };
+    for (size_t p = 0; p < g.profiles.size(); ++p) {
+      const TacticChoice& c = l.choices.at(p);
+      e->kernels[p][i] = kernelOf(c.tactic);
+      for (const TacticBucket& b : c.buckets) e->bucketKernels[p][i].emplace_back(b.maxSize, kernelOf(b.tactic));
     }
   }
   // Constants: the CPU reads the plan's host buffers. The GPU uploads a constant unless every
@@ -66,7 +72,10 @@ std::unique_ptr<EngineImpl> instantiateEngine(EngineGraph graph, ILogger& logger
     for (size_t k = 0; k < g.layers[i].inputs.size(); ++k) {
       const int t = g.layers[i].inputs[k];
       if (t < 0) continue;
-      for (const auto& perProfile : e->kernels) read[t] = read[t] || !perProfile[i]->holdsInput(k);
+      for (size_t p = 0; p < e->kernels.size(); ++p) {
+        read[t] = read[t] || !e->kernels[p][i]->holdsInput(k);
+        for (const auto& [maxSize, bk] : e->bucketKernels[p][i]) read[t] = read[t] || !bk->holdsInput(k);
+      }
     }
   for (size_t t = 0; t < g.tensors.size(); ++t) {
     const auto& v = g.tensors[t].value;
@@ -212,14 +221,30 @@ std::string Engine::getLayerInformation() const {
         << jsonEscape(l.attrs.getString(kPluginLibraryAttr, "")) << "\"}";
     // "tactic" etc. are profile 0's (every engine has it); "profiles" lists each profile's choice
     // when there are several.
+    // "tacticBuckets": the tactic per size range where the profile's shapes want several.
+    auto buckets = [&](const TacticChoice& c) {
+      if (c.buckets.empty()) return;
+      s << ",\"tacticBuckets\":[";
+      for (size_t b = 0; b < c.buckets.size(); ++b) {
+        s << (b ? "," : "") << "{\"maxSize\":";
+        if (c.buckets[b].maxSize == INT64_MAX) s << "null";
+        else s << c.buckets[b].maxSize;
+        s << ",\"tactic\":\"" << jsonEscape(c.buckets[b].tactic) << "\",\"tacticTimeMs\":" << jsonNumber(c.buckets[b].timeMs) << "}";
+      }
+      s << "]";
+    };
     const TacticChoice& c0 = l.choices.at(0);
     s << ",\"precision\":\"" << toString(l.precision) << "\",\"tactic\":\"" << jsonEscape(c0.tactic)
       << "\",\"tacticsConsidered\":" << c0.considered << ",\"tacticTimeMs\":" << jsonNumber(c0.timeMs);
+    buckets(c0);
     if (l.choices.size() > 1) {
       s << ",\"profiles\":[";
-      for (size_t p = 0; p < l.choices.size(); ++p)
+      for (size_t p = 0; p < l.choices.size(); ++p) {
         s << (p ? "," : "") << "{\"tactic\":\"" << jsonEscape(l.choices[p].tactic) << "\",\"tacticsConsidered\":"
-          << l.choices[p].considered << ",\"tacticTimeMs\":" << jsonNumber(l.choices[p].timeMs) << "}";
+          << l.choices[p].considered << ",\"tacticTimeMs\":" << jsonNumber(l.choices[p].timeMs);
+        buckets(l.choices[p]);
+        s << "}";
+      }
       s << "]";
     }
     s << "}";

@@ -21,12 +21,35 @@ struct EngineTensor {
   bool isInput = false, isOutput = false;
 };
 
+//! The tactic of one size range of a layer inside a profile: used while the layer's size
+//! (tacticBucketSize) is at most `maxSize`.
+struct TacticBucket {
+  int64_t maxSize = 0;
+  std::string tactic;
+  float timeMs = -1.f;  //!< its time at the shapes it was timed at
+};
+
 //! The tactic a layer runs with in one optimization profile, timed at that profile's opt shapes.
 struct TacticChoice {
   std::string tactic;
   float timeMs = -1.f;  //!< measured time of the chosen tactic (-1: not timed)
   int considered = 1;   //!< tactics offered (or timed, at the optimization level)
+  //! Where one kernel does not serve the profile's range well (timed at its min/opt/max shapes):
+  //! the tactic per size range, ascending, the last one unbounded (INT64_MAX). Empty: `tactic`
+  //! for every shape. Chosen when a context plans a set of shapes, never per enqueue.
+  std::vector<TacticBucket> buckets;
+  //! The tactic for a layer of size `size` (tacticBucketSize).
+  const std::string& tacticFor(int64_t size) const {
+    for (const TacticBucket& b : buckets)
+      if (size <= b.maxSize) return b.tactic;
+    return tactic;
+  }
 };
+//! A layer's size for the tactic buckets: the elements of its non-constant inputs and outputs
+//! at concrete shapes (the work of every op kiln has grows with it inside one profile).
+int64_t tacticBucketSize(const LayerDesc& concrete);
+//! The most size buckets one layer's choice may have (the builder makes at most 5; plans are checked).
+constexpr size_t kMaxTacticBuckets = 16;
 
 struct EngineLayer {
   std::string name, op, domain;

@@ -18,6 +18,18 @@ struct EngineImpl {
   //! and keep per-shape state in the context's KernelState), so a second profile costs nothing
   //! where its tactics agree.
   std::vector<std::vector<const Kernel*>> kernels;
+  //! [profile][layer]: the kernels of the choice's size buckets (TacticChoice::buckets), by
+  //! ascending size bound; empty where kernels[profile][layer] serves every size.
+  std::vector<std::vector<std::vector<std::pair<int64_t, const Kernel*>>>> bucketKernels;
+  //! The kernel layer `layer` runs with in profile `profile` at the concrete shapes `d`.
+  const Kernel* kernelFor(int profile, size_t layer, const LayerDesc& d) const {
+    const auto& buckets = bucketKernels[profile][layer];
+    if (buckets.empty()) return kernels[profile][layer];
+    const int64_t size = tacticBucketSize(d);
+    for (const auto& [maxSize, k] : buckets)
+      if (size <= maxSize) return k;
+    return kernels[profile][layer];
+  }
   std::vector<std::unique_ptr<Kernel>> ownedKernels;
   std::vector<const void*> constantData;         //!< per tensor: device copy of constants (or null)
   std::vector<void*> ownedDeviceConstants;

@@ -85,7 +85,11 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r, size_t prof
   p.liveBytes.assign(g.layers.size(), 0);
   auto root = [&](int t) { return r.aliasOf[t] >= 0 ? r.aliasOf[t] : t; };
   // The tactic of `profile` decides in-place execution; a graph without choices (tests) has none.
-  auto tacticOf = [&](const EngineLayer& l) { return profile < l.choices.size() ? l.choices[profile].tactic : std::string(); };
+  // (at these shapes: the choice's size bucket).
+  auto tacticOf = [&](const EngineLayer& l, size_t li) {
+    if (profile >= l.choices.size()) return std::string();
+    return li < r.layers.size() ? l.choices[profile].tacticFor(tacticBucketSize(r.layers[li])) : l.choices[profile].tactic;
+  };
   auto inArena = [&](int t) {
     const EngineTensor& et = g.tensors[t];
     return !et.isInput && !et.isOutput && !et.value.valid() && r.aliasOf[t] < 0 && isStatic(r.tensors[t].dims);
@@ -141,7 +145,7 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r, size_t prof
       const int t = l.outputs[k];
       if (!inArena(t)) continue;
       int b = -1;
-      const int over = k == 0 ? inPlaceInput(l.op, tacticOf(l), l.inputs.size()) : -1;
+      const int over = k == 0 ? inPlaceInput(l.op, tacticOf(l, li), l.inputs.size()) : -1;
       if (over >= 0 && static_cast<size_t>(over) < l.inputs.size() && l.inputs[over] >= 0) {
         const int x = root(l.inputs[over]);
         bool lastReader = inArena(x) && blockOf[x] >= 0 && bytesOf(x) == bytesOf(t) &&

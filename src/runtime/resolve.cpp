@@ -57,6 +57,19 @@ LayerDesc buildTimeDesc(const EngineGraph& g, size_t i) {
   return d;
 }
 
+int64_t tacticBucketSize(const LayerDesc& concrete) {
+  int64_t size = 0;
+  auto add = [&](const TensorDesc& t) {
+    if (t.value.valid() || !isStatic(t.dims)) return;  // weights and shape values do not grow with the profile
+    const int64_t v = volume(t.dims);
+    size = v > INT64_MAX - size ? INT64_MAX : size + v;
+  };
+  for (size_t k = 0; k < concrete.inputs.size(); ++k)
+    if (concrete.present(k)) add(concrete.inputs[k]);
+  for (const TensorDesc& o : concrete.outputs) add(o);
+  return size;
+}
+
 std::vector<int> hostValueInputs(const EngineGraph& g) {
   // Walk back from every value input through its producers: whatever it depends on must be known.
   std::vector<int> producer(g.tensors.size(), -1);

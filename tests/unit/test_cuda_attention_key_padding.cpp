@@ -93,6 +93,8 @@ TEST(CudaAttentionKeyPadding, EveryTacticMatchesTheReference) {
             if (t != DataType::kFLOAT && k.d <= 128) {  // the tensor-core kernels take key flags
               EXPECT_TRUE(has(names, "attention_half_flash_m64")) << toString(t) << " D" << k.d;
               EXPECT_TRUE(has(names, "attention_half_flash_m128")) << toString(t) << " D" << k.d;
+              // cuDNN's padding mask with the flash fallback for rows it cannot express
+              EXPECT_EQ(has(names, "attention_half_cudnn_sdpa"), k.d % 8 == 0) << toString(t) << " D" << k.d;
             }
             const std::string what = std::string(toString(t)) + " B" + std::to_string(k.b) + " Hq" + std::to_string(k.hq) + " Hkv" +
                                      std::to_string(k.hkv) + " S" + std::to_string(k.s) + " D" + std::to_string(k.d) + " flags" +
@@ -130,15 +132,35 @@ TEST(CudaAttentionKeyPadding, FullyMaskedRows) {
     }
 }
 
-//! kiln_mask_fill is taken with key flags or no mask only; the general kernel and cuDNN leave it.
+//! kiln_mask_fill is taken with key flags or no mask only; the general kernel leaves it, cuDNN
+//! takes key flags (as sequence lengths, with the flash fallback).
 TEST(CudaAttentionKeyPadding, SupportsOnlyKeyFlagsWithFill) {
   KILN_REQUIRE_GPU();
   auto gpu = getBackend(DeviceType::kGPU, 0);
   auto [c, ref] = keyPaddingCases({2, 4, 4, 64, 64}, Flags::kRight, true, true, DataType::kHALF, 9000);
   const auto names = test::tacticNames(*gpu, c);
   EXPECT_FALSE(has(names, "attention_fp_general"));
-  EXPECT_FALSE(has(names, "attention_half_cudnn_sdpa"));
+  EXPECT_TRUE(has(names, "attention_half_cudnn_sdpa"));
   OpCase dense = c;  // a float [B, 1, S, S] mask with the fill: no flash tactic
   dense.inputs[3] = test::uniformOfType({2, 1, 64, 64}, DataType::kHALF, 9001, -1.0, 0.0);
   for (const std::string& n : test::tacticNames(*gpu, dense)) EXPECT_EQ(n.find("flash"), std::string::npos) << n;
+}
+
+//! cuDNN SDPA with key flags shared by every batch ([1, 1, 1, S]: one row, one length for all):
+//! right padding runs on cuDNN alone, left padding on the flash fallback; both as the reference.
+TEST(CudaAttentionKeyPadding, CudnnSharedKeyFlags) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const KeyCase k{3, 4, 2, 200, 64};
+  for (bool right : {true, false})
+    for (bool causal : {true, false}) {
+      auto [c, ref] = keyPaddingCases(k, Flags::kRight, causal, true, DataType::kHALF, 9100);
+      HostTensor flags(DataType::kBOOL, {1, 1, 1, k.s});
+      for (int64_t j = 0; j < k.s; ++j) flags.as<uint8_t>()[j] = right ? j < 150 : j >= 20;
+      c.inputs[3] = ref.inputs[3] = flags;
+      const auto names = test::tacticNames(*gpu, c);
+      ASSERT_TRUE(has(names, "attention_half_cudnn_sdpa"));
+      test::expectClose(test::runTactic(*gpu, "attention_half_cudnn_sdpa", c)[0], test::runReference(ref)[0], 5e-3, 3e-3,
+                        std::string(right ? "right" : "left") + (causal ? " causal" : ""));
+    }
 }

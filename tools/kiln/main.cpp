@@ -128,6 +128,7 @@ BuilderConfig makeBuilderConfig(const Options& o, DeviceType device, ILogger& lo
   if (o.precisionConstraints != "none") cfg.setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS, true);
   if (o.stronglyTyped) cfg.setFlag(BuilderFlag::kSTRONGLY_TYPED, true);
   if (o.builderOptimizationLevel) cfg.setBuilderOptimizationLevel(*o.builderOptimizationLevel);
+  if (o.tacticShapePoints) cfg.setTacticShapePoints(*o.tacticShapePoints);
   cfg.setDeviceIndex(o.gpu);
   cfg.setDisabledTactics(o.disableTactics);
   cfg.setMemoryPoolLimit(MemoryPoolType::kWORKSPACE, o.workspaceLimit);
@@ -193,13 +194,13 @@ std::unique_ptr<Engine> buildEngine(const Options& o, DeviceType device, CliLogg
 }
 
 std::unique_ptr<Engine> loadEngine(const Options& o, ILogger& logger) {
-  bool buildFlags = o.fp16 || o.bf16 || o.int8 || o.noTF32 || o.stronglyTyped || o.builderOptimizationLevel || o.avgTiming ||
+  bool buildFlags = o.fp16 || o.bf16 || o.int8 || o.noTF32 || o.stronglyTyped || o.builderOptimizationLevel || o.tacticShapePoints || o.avgTiming ||
                     o.maxAuxStreams.has_value() || !o.timingCacheFile.empty() || !o.disableTactics.empty() ||
                     !o.skipPasses.empty() || o.noChannelsLast || o.gpuFusions || o.workspaceLimit;
   if (buildFlags)
     logger.log(Severity::kWARNING,
                "build options (--fp16, --bf16, --int8, --noTF32, --stronglyTyped, --builderOptimizationLevel, "
-               "--maxAuxStreams, --timingCacheFile, --disableTactics, --skipPasses, --noChannelsLast, --gpuFusions, --memPoolSize) "
+               "--tacticShapePoints, --maxAuxStreams, --timingCacheFile, --disableTactics, --skipPasses, --noChannelsLast, --gpuFusions, --memPoolSize) "
                "apply when building; they are ignored with --loadEngine");
   double t0 = nowMs();
   MappedFile plan(o.loadEngine, "engine file");  // mapped, not copied: one copy of the weights

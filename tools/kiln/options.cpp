@@ -338,6 +338,10 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
   app.add_option("--builderOptimizationLevel", o.builderOptimizationLevel,
                  "0..5: search breadth; level L times the first 2^L tactics per layer (default 3; 0: no timing)")
       ->check(CLI::Range(0, 5));
+  app.add_option("--tacticShapePoints", o.tacticShapePoints,
+                 "dynamic profiles: time tactics at 1 (opt only), 3 (min, opt, max; default) or 5 shapes; a layer "
+                 "whose best tactic differs across them gets one per size range")
+      ->check(CLI::IsMember({1, 3, 5}));
   app.add_option("--precisionConstraints", o.precisionConstraints,
                  "none (default): --fp16/--bf16 decide every layer; prefer/obey: honour --layerPrecisions")
       ->check(CLI::IsMember({"none", "prefer", "obey"}));

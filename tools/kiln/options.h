@@ -58,6 +58,7 @@ struct Options {
   std::optional<int> threads;         //!< unset: build with all hardware threads; a plan keeps its own
   bool fp16 = false, bf16 = false, int8 = false, noTF32 = false, stronglyTyped = false;
   std::optional<int> builderOptimizationLevel;
+  std::optional<int> tacticShapePoints;  //!< shapes of a dynamic profile tactics are timed at (1, 3 or 5)
   std::optional<int> maxAuxStreams;
   std::string timingCacheFile;  //!< read (when it exists) and updated by the build
   std::string precisionConstraints = "none";        //!< none | prefer | obey

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <string>
 
+#include "backends/cuda/attention_fallback.h"
 #include "backends/cuda/attention_flash.h"
 #include "backends/cuda/attention_geometry.h"
 #include "backends/cuda/cuda_tactics.h"
@@ -173,6 +174,11 @@ KernelFactory flashAttentionM32() {
 KernelFactory flashAttentionSimt() {
   return {supportsSimt, [](const LayerDesc& l) -> std::unique_ptr<Kernel> { return std::make_unique<FlashKernel>(l, 0); }};
 }
+std::unique_ptr<Kernel> makeFlashTcFallback(const LayerDesc& l, int warps) {
+  if (!supportsTc(l, warps)) return nullptr;
+  return std::make_unique<FlashKernel>(l, warps);
+}
+void setFlashSkip(KernelState* state, const int* skipWhen) { static_cast<FlashState*>(state)->p.skipWhen = skipWhen; }
 }  // namespace cuda
 
 }  // namespace kiln

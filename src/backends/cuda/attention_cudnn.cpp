@@ -8,6 +8,11 @@
 // (attention_bias.h), as a dense bias the kernel uploads once. A runtime mask could hide a whole
 // row, and there our kernels' zeros (what the exporters' NaN guard asks for) are not what cuDNN
 // computes. The graph is built once per shape (reshape); execute only enqueues its plan.
+// Runtime bool key flags [B|1, 1, 1, Skv] (the attention fusion's key-padding rewrite of the
+// transformers' masks, with or without is_causal / kiln_mask_fill): cuDNN's padding mask, with
+// the key lengths counted on the device per run (attention_keypad_lengths.cu). That is exact for
+// right-padded rows with a kept key; the flash kernel runs after cuDNN as the fallback and
+// recomputes the batches whose flags are not (left padding, holes, all false), skipping the rest.
 #include "backends/cuda/cuda_tactics.h"
 
 #ifdef KILN_HAVE_CUDNN_FRONTEND
@@ -17,7 +22,10 @@
 #include <string>
 
 #include "backends/cuda/attention_bias.h"
+#include "backends/cuda/attention_fallback.h"
+#include "backends/cuda/attention_flash.h"
 #include "backends/cuda/attention_geometry.h"
+#include "backends/cuda/attention_keypad_lengths.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/cudnn_handle.h"
 #include "backends/cuda/device_copy.h"
@@ -31,8 +39,8 @@ namespace kiln {
 namespace {
 
 namespace fe = cudnn_frontend;
-enum Uid : int64_t { kUidQ = 1, kUidK = 2, kUidV = 3, kUidO = 4, kUidBias = 5 };
-constexpr int kMaxUids = 5;
+enum Uid : int64_t { kUidQ = 1, kUidK = 2, kUidV = 3, kUidO = 4, kUidBias = 5, kUidSeqQ = 6, kUidSeqKv = 7 };
+constexpr int kMaxUids = 7;
 // Dense biases above this many elements are left to the flash kernels (64 MiB in float16).
 constexpr int64_t kMaxBiasElements = int64_t(1) << 25;
 
@@ -41,7 +49,21 @@ struct SdpaState : KernelState {
   int64_t plan = 0;
   std::vector<int64_t> uids;
   int64_t offset[3] = {0, 0, 0};  //!< Q/K/V strided views: bytes into the buffers
+  // Key flags: the lengths and per-row "right padded" ints live in the workspace after cuDNN's.
+  size_t cudnnWorkspace = 0;
+  int batch = 0, rows = 0, sq = 0, skv = 0;
+  int64_t maskStrideB = 0;
+  std::unique_ptr<KernelState> fallback;  //!< the flash kernel's state
 };
+
+//! Whether `l`'s attn_mask is runtime bool key flags [B|1, 1, 1, Skv] (dims may be unknown).
+bool keyFlagsMask(const LayerDesc& l) {
+  const TensorDesc& m = l.inputs[cuda::kAttnMask];
+  if (m.type != DataType::kBOOL || m.value.valid() || m.dims.empty() || m.dims.size() > 4) return false;
+  const cuda::MaskLayout ml = cuda::maskLayout(m.dims);
+  const int64_t skv = l.inputs[cuda::kAttnK].dims.size() == 4 ? l.inputs[cuda::kAttnK].dims[2] : -1;
+  return ml.dims4[1] == 1 && ml.dims4[2] == 1 && (skv < 0 || ml.len < 0 || ml.len == skv);
+}
 
 void check(fe::error_t e, const LayerDesc& l, const char* what) { cuda::checkCudnn(e, l, std::string("SDPA ") + what); }
 
@@ -57,6 +79,11 @@ class CudnnSdpaKernel : public Kernel {
  public:
   explicit CudnnSdpaKernel(const LayerDesc& l) {
     if (!l.present(cuda::kAttnMask)) return;
+    if (keyFlagsMask(l)) {
+      fallback_ = cuda::makeFlashTcFallback(l, 4);
+      if (!fallback_) throw UnsupportedError("layer '" + l.name + "' (Attention): no flash fallback for cuDNN SDPA's key padding");
+      return;
+    }
     const HostTensor& m = l.inputs[cuda::kAttnMask].value;
     biasTarget_ = scoreDims(cuda::attentionGeometry(l));
     if (!m.valid() || biasTarget_.empty()) throw UnsupportedError("layer '" + l.name + "' (Attention): cuDNN SDPA takes only a constant attn_mask");
@@ -91,6 +118,26 @@ class CudnnSdpaKernel : public Kernel {
     auto v = tensor("V", kUidV, geo.v, geo.vs);
     auto attrs = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(false).set_attn_scale(scale);
     if (a.getInt("is_causal", 0) != 0) attrs.set_causal_mask(true);
+    auto st = std::make_unique<SdpaState>();
+    if (fallback_) {
+      const cuda::MaskLayout ml = cuda::maskLayout(l.inputs[cuda::kAttnMask].dims);
+      if (ml.strideH != 0 || ml.strideQ != 0 || ml.len != geo.k[2])
+        throw UnsupportedError("layer '" + l.name + "' (Attention): attn_mask " + toString(l.inputs[cuda::kAttnMask].dims) +
+                               " is not key flags for cuDNN's padding mask");
+      st->batch = static_cast<int>(geo.q[0]), st->sq = static_cast<int>(geo.q[2]), st->skv = static_cast<int>(geo.k[2]);
+      st->maskStrideB = ml.strideB;
+      st->rows = ml.strideB != 0 ? st->batch : 1;
+      auto lengths = [&](const char* name, int64_t uid) {
+        return g->tensor(fe::graph::Tensor_attributes()
+                             .set_name(name)
+                             .set_uid(uid)
+                             .set_dim({geo.q[0], 1, 1, 1})
+                             .set_stride({1, 1, 1, 1})
+                             .set_data_type(fe::DataType_t::INT32));
+      };
+      attrs.set_padding_mask(true).set_seq_len_q(lengths("seq_q", kUidSeqQ)).set_seq_len_kv(lengths("seq_kv", kUidSeqKv));
+      fallback_->reshape(l, st->fallback);
+    }
     if (bias_) {
       const Dims& bd = biasDims_;
       auto bias = g->tensor(fe::graph::Tensor_attributes()
@@ -118,18 +165,30 @@ class CudnnSdpaKernel : public Kernel {
     check(g->prepare_variant_pack_template(), l, "variant pack");
     int64_t ws = 0;
     check(g->get_workspace_size_plan_at_index(chosen, ws), l, "workspace size");
-    auto s = std::make_unique<SdpaState>();
+    std::unique_ptr<SdpaState> s = std::move(st);
     s->graph = g;
     s->plan = chosen;
     s->uids = g->get_variant_pack_uids_sorted();
     const int64_t es = static_cast<int64_t>(elementSize(type));
     s->offset[0] = geo.qOffset * es, s->offset[1] = geo.kOffset * es, s->offset[2] = geo.vOffset * es;
+    s->cudnnWorkspace = (static_cast<size_t>(std::max<int64_t>(ws, 0)) + 255) / 256 * 256;
+    const size_t extra = fallback_ ? (2 * static_cast<size_t>(s->batch) + static_cast<size_t>(s->rows)) * sizeof(int32_t) : 0;
+    const size_t total = s->cudnnWorkspace + extra;
     state = std::move(s);
-    return static_cast<size_t>(std::max<int64_t>(ws, 0));
+    return total;
   }
 
   void execute(const KernelIO& io, KernelState* state) const override {
     auto* s = static_cast<SdpaState*>(state);
+    int32_t *seqQ = nullptr, *seqKv = nullptr, *rightPadded = nullptr;
+    if (fallback_) {
+      if (s->batch == 0 || s->sq == 0) return;
+      seqQ = reinterpret_cast<int32_t*>(static_cast<char*>(io.workspace) + s->cudnnWorkspace);
+      seqKv = seqQ + s->batch;
+      rightPadded = seqKv + s->batch;
+      cuda::launchKeyPadLengths(io.in[cuda::kAttnMask].data, s->maskStrideB, s->batch, s->skv, s->sq, seqQ, seqKv, rightPadded,
+                                cuda::streamOf(io));
+    }
     void* ptrs[kMaxUids];
     int n = 0;
     for (int64_t uid : s->uids) {
@@ -140,16 +199,23 @@ class CudnnSdpaKernel : public Kernel {
         case kUidV: ptrs[n++] = static_cast<char*>(io.in[cuda::kAttnV].data) + s->offset[2]; break;
         case kUidO: ptrs[n++] = io.out[0].data; break;
         case kUidBias: ptrs[n++] = const_cast<void*>(bias_->ptr); break;
+        case kUidSeqQ: ptrs[n++] = seqQ; break;
+        case kUidSeqKv: ptrs[n++] = seqKv; break;
         default: throw Error("cuDNN SDPA: unexpected tensor uid " + std::to_string(uid));
       }
     }
     cuda::executeCudnnPlan(*s->graph, s->plan, ptrs, n, io.workspace, cuda::streamOf(io), "cuDNN SDPA");
+    if (fallback_) {  // the batches whose flags are not right-padded (its other blocks return at once)
+      cuda::setFlashSkip(s->fallback.get(), rightPadded);
+      fallback_->execute(io, s->fallback.get());
+    }
   }
 
   bool holdsInput(size_t i) const override { return i == cuda::kAttnMask && bias_; }
 
  private:
   std::shared_ptr<const cuda::DeviceCopy> bias_;  //!< the dense bias of a constant attn_mask
+  std::unique_ptr<Kernel> fallback_;              //!< key flags: the flash kernel for rows cuDNN cannot express
   Dims biasTarget_, biasDims_;                    //!< the scores it was made for, its own dims
 };
 
@@ -185,13 +251,17 @@ bool supportsCudnnSdpa(const LayerDesc& l) {
   const int64_t prec = a.getInt("softmax_precision", 0);
   if (prec != 0 && prec != 1) return false;
   if (a.getInt("left_window_size", -1) != -1 || a.getInt("right_window_size", -1) != -1) return false;
-  if (a.has(kAttentionMaskFillAttr) && l.present(cuda::kAttnMask)) return false;  // fully masked rows: uniform, not cuDNN's
+  // kiln_mask_fill with a mask: fully masked rows are uniform, not cuDNN's; only key flags, whose
+  // such rows go to the flash fallback.
+  const bool keyFlags = l.present(cuda::kAttnMask) && keyFlagsMask(l);
+  if (a.has(kAttentionMaskFillAttr) && l.present(cuda::kAttnMask) && !keyFlags) return false;
   int major = 0, dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
     return false;
   if (major < 8) return false;  // cuDNN's fused flash attention: Ampere and newer
   const int64_t maxD = major == 9 ? 256 : 128;  // the frontend's limits: 256 on Hopper, 128 elsewhere
   if (h.d > maxD) return false;
+  if (keyFlags) return cuda::flashTcSupported(t, static_cast<int>(h.d), static_cast<int>(h.dv), 4);
   return !l.present(cuda::kAttnMask) || maskAsBias(l);
 }
 

@@ -161,6 +161,7 @@ __global__ void __launch_bounds__(NW * 32) flashTcKernel(const FlashParams p) {
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tig = lane & 3;
   const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
+  if (p.skipWhen && p.skipWhen[p.maskStrideB != 0 ? b : 0] != 0) return;  // a fallback: the primary served this row
   const int q0 = (gridDim.y - 1 - blockIdx.y) * BM;  // the longest causal blocks start first
   const T* Q = static_cast<const T*>(p.q) + b * p.qs.b + h * p.qs.h + q0 * p.qs.row;
   const T* K = static_cast<const T*>(p.k) + b * p.ks.b + (h / p.group) * p.ks.h;

@@ -44,6 +44,10 @@ struct FlashParams {
   //! the tensor-core kernel reads them once per K tile into shared memory.
   bool keyPad = false;
   bool vec = false;     //!< 16-byte aligned rows, strides and pointers: cp.async 16-byte copies
+  //! Tensor-core kernel as a fallback (attention_cudnn.cpp's key-padding path): device ints per
+  //! row of the key-flags mask (one when maskStrideB is 0); the blocks of a batch whose int is
+  //! non-zero return at once (the primary kernel computed that batch).
+  const int* skipWhen = nullptr;
 };
 
 //! Tensor-core kernel (float16/bfloat16, d == dv up to 128, run in tiles of 32/64/96/128 head
