@@ -54,12 +54,36 @@ def inputs_at(spec, b, s):
     return tuple(x[:, :s].contiguous() if is_tokens(x) else x for x in xs)
 
 
-def time_engine(kiln, plan, work, tag, shapes=None):
+def op_times(prof_path, info_path):
+    """{op: [layers, ms]} of one profiled run (--exportProfile / --exportLayerInfo)."""
+    prof = json.load(open(prof_path))
+    ops = {l["name"]: l.get("op", "?") for l in json.load(open(info_path)).get("layers", [])}
+    by = {}
+    for r in prof[1:]:
+        if "averageMs" in r:
+            n, ms = by.get(ops.get(r["name"], "?"), (0, 0.0))
+            by[ops.get(r["name"], "?")] = (n + 1, ms + r["averageMs"])
+    return by
+
+
+def op_diff(dyn, fixed, top=10):
+    """Per op: layers and ms of the dynamic and the fixed engine, largest differences first."""
+    rows = [[op, dyn.get(op, (0, 0.0))[0], round(dyn.get(op, (0, 0.0))[1], 4), fixed.get(op, (0, 0.0))[0],
+             round(fixed.get(op, (0, 0.0))[1], 4)] for op in set(dyn) | set(fixed)]
+    return sorted(rows, key=lambda r: -abs(r[2] - r[4]))[:top]
+
+
+def time_engine(kiln, plan, work, tag, shapes=None, profile=False):
     times = os.path.join(work, f"times_{tag}.json")
     cmd = [kiln, f"--loadEngine={plan}", "--useCudaGraph", "--noDataTransfers", "--iterations=100",
            "--warmUp=300", "--duration=0", "--avgRuns=1", f"--exportTimes={times}"]
     if shapes:
         cmd.append(f"--shapes={shapes}")
+    if profile:  # a separate run: per-layer timing disturbs the timed one
+        p = run(cmd + [f"--exportProfile={os.path.join(work, f'profile_{tag}.json')}",
+                       f"--exportLayerInfo={os.path.join(work, f'layers_{tag}.json')}"])
+        if p.returncode != 0:
+            print(f"profile of {tag} failed: {p.stderr.strip()[-300:]}", flush=True)
     r = run(cmd)
     if r.returncode != 0:
         return None, (r.stderr.strip().splitlines() or ["run failed"])[-1][:300]
@@ -110,8 +134,15 @@ def run_model(args, torch, peers, name, spec, write):
             row["error"] = "fixed: " + str(ex).splitlines()[0][:300]
             write(row)
             continue
-        row["dynamic_ms"], note_d = time_engine(args.kiln, dyn_plan, sd, "dynamic", shapes_arg(names, probe, b, s))
-        row["fixed_ms"], note_f = time_engine(args.kiln, fixed_plan, sd, "fixed")
+        prof = args.profile and row["opt"]
+        row["dynamic_ms"], note_d = time_engine(args.kiln, dyn_plan, sd, "dynamic", shapes_arg(names, probe, b, s), prof)
+        row["fixed_ms"], note_f = time_engine(args.kiln, fixed_plan, sd, "fixed", None, prof)
+        if prof:
+            try:
+                row["op_diff"] = op_diff(op_times(os.path.join(sd, "profile_dynamic.json"), os.path.join(sd, "layers_dynamic.json")),
+                                         op_times(os.path.join(sd, "profile_fixed.json"), os.path.join(sd, "layers_fixed.json")))
+            except (OSError, ValueError, KeyError) as ex:
+                row["op_diff_error"] = str(ex)[:200]
         notes = [n for n in (note_d and "dynamic: " + note_d, note_f and "fixed: " + note_f) if n]
         if notes:
             row["note"] = "; ".join(notes)
@@ -138,6 +169,12 @@ def write_table(path, rows, machine, command):
             f.write(f"| {r['model']} | {r['batch']} | {r.get('seq') or '-'} | {'yes' if r.get('opt') else ''} | "
                     f"{ms('dynamic_ms')} | {ms('fixed_ms')} | {ms('ratio')} | {r.get('dynamic_build_s', '-')} / "
                     f"{r.get('fixed_build_s', '-')} | {r.get('error', r.get('note', ''))} |\n")
+        diffs = [r for r in rows if r.get("op_diff")]
+        for r in diffs:
+            f.write(f"\n### {r['model']} at opt ({r['batch']} x {r.get('seq') or '-'}): per op, dynamic vs fixed engine\n\n")
+            f.write("| op | layers (dyn) | ms (dyn) | layers (fixed) | ms (fixed) |\n|---|---:|---:|---:|---:|\n")
+            for op, nd, md, nf, mf in r["op_diff"]:
+                f.write(f"| {op} | {nd} | {md:.4f} | {nf} | {mf:.4f} |\n")
         ratios = [r["ratio"] for r in rows if r.get("ratio")]
         opt = [r["ratio"] for r in rows if r.get("ratio") and r.get("opt")]
         if ratios:
@@ -153,6 +190,7 @@ def main():
     ap.add_argument("--results", default="bench/results/gpu-zoo-dynamic-h200.jsonl")
     ap.add_argument("--out", default="bench/results/gpu-zoo-dynamic-h200.md")
     ap.add_argument("--work", default="/tmp/kiln_zoo_dynamic")
+    ap.add_argument("--profile", action="store_true", help="at the opt shape, per-op time of both engines (where dynamic loses)")
     args = ap.parse_args()
     import torch
     spec = importlib.util.spec_from_file_location("peers", args.peers)

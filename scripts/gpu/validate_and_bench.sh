@@ -23,6 +23,7 @@
 #               (PERFZOO_ARGS: more zoo.py flags, e.g. "--profile" or "--kiln-only --batches 128")
 #   dynzoo      bench/zoo_dynamic.py: dynamic-axis exports of zoo models ($DYNZOO_MODELS) against
 #               fixed-shape exports, kiln vs kiln (issue 23) -> $OUT/gpu-zoo-dynamic-h200.{jsonl,md}
+#               (DYNZOO_ARGS=--profile: per-op time of both engines at the opt shape)
 #   profile     per-layer profiles of the benchmark engines named in $PROFILE (default
 #               resnet50_b32,bert_base_s128_b32; run after bench) -> profile.txt
 #   streams     throughput of the benchmark engines in $STREAMS_ROWS (default resnet50_b32) with
@@ -183,7 +184,7 @@ if has perfzoo; then
 fi
 if has dynzoo; then
   timeout ${DYNZOO_TIMEOUT:-540} python3 bench/zoo_dynamic.py --kiln $K/bin/kiln --peers .device_deps/peers.py \
-    --results $OUT/gpu-zoo-dynamic-h200.jsonl --out $OUT/gpu-zoo-dynamic-h200.md ${DYNZOO_MODELS:+--models $DYNZOO_MODELS} > $OUT/dynzoo.log 2>&1
+    --results $OUT/gpu-zoo-dynamic-h200.jsonl --out $OUT/gpu-zoo-dynamic-h200.md ${DYNZOO_MODELS:+--models $DYNZOO_MODELS} ${DYNZOO_ARGS:-} > $OUT/dynzoo.log 2>&1
   rc=$?
   grep -E '^\{' $OUT/dynzoo.log | cut -c1-300
   nrows=$(grep -c '"ratio"' $OUT/dynzoo.log)
