@@ -107,6 +107,8 @@ TEST(PlanFields, EngineCountsAreBounded) {
   expectRefused("cnn", "auxStreams", 65, "aux stream count");
   expectRefused("cnn", "arenaBytes", uint64_t(1) << 62, "arena size");
   expectRefused("cnn", "choice.considered", kMinI32, "tactics considered");
+  expectRefused("cnn", "choice.buckets.count", 17, "tactic buckets 17 is out of range");
+  expectRefused("cnn", "choice.buckets.count", 1, "a single tactic bucket");
 }
 
 TEST(PlanFields, TensorLayerAndBindingIndicesAreBounded) {
