@@ -29,6 +29,16 @@ inline HostTensor randomTensor(Dims d, uint32_t seed, float lo = -1.f, float hi 
   return t;
 }
 
+//! x[-1, 3, 8, 8] -> Conv 3x3 (4 filters, pad 1, weights from `seed`) + Relu -> "y": a dynamic
+//! network for which the CPU offers several conv tactics.
+inline void dynamicConvNetwork(Network& net, uint32_t seed) {
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {-1, 3, 8, 8});
+  Layer* conv = net.addConvolution(x, randomTensor({4, 3, 3, 3}, seed), randomTensor({4}, seed + 1), {1, 1}, {1, 1, 1, 1});
+  Layer* relu = net.addActivation(conv->outputs[0], "Relu");
+  net.renameTensor(relu->outputs[0], "y");
+  net.markOutput(relu->outputs[0]);
+}
+
 //! A Transpose of x by perm.
 inline Layer* addPermute(Network& n, Tensor* x, const std::vector<int64_t>& perm) {
   Attributes a;

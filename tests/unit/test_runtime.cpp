@@ -314,14 +314,7 @@ TEST(Runtime, MultipleOptimizationProfiles) {
 
 namespace {
 
-// x[-1, 3, 8, 8] -> Conv 3x3 (4 filters, pad 1) + Relu: the CPU offers several conv tactics.
-void dynamicConv(Network& net) {
-  Tensor* x = net.addInput("x", DataType::kFLOAT, {-1, 3, 8, 8});
-  Layer* conv = net.addConvolution(x, randomTensor({4, 3, 3, 3}, 21), randomTensor({4}, 22), {1, 1}, {1, 1, 1, 1});
-  Layer* relu = net.addActivation(conv->outputs[0], "Relu");
-  net.renameTensor(relu->outputs[0], "y");
-  net.markOutput(relu->outputs[0]);
-}
+void dynamicConv(Network& net) { kiln::test::dynamicConvNetwork(net, 21); }
 
 // dynamicConv built with profiles for batch 1-4 and 8-16, as a plan.
 std::vector<uint8_t> twoProfileConvPlan() {

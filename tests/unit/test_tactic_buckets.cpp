@@ -18,14 +18,7 @@ using kiln::test::randomTensor;
 
 namespace {
 
-// x[-1, 3, 8, 8] -> Conv 3x3 (4 filters, pad 1) + Relu: the CPU offers several conv tactics.
-void dynamicConv(Network& net) {
-  Tensor* x = net.addInput("x", DataType::kFLOAT, {-1, 3, 8, 8});
-  Layer* conv = net.addConvolution(x, randomTensor({4, 3, 3, 3}, 31), randomTensor({4}, 32), {1, 1}, {1, 1, 1, 1});
-  Layer* relu = net.addActivation(conv->outputs[0], "Relu");
-  net.renameTensor(relu->outputs[0], "y");
-  net.markOutput(relu->outputs[0]);
-}
+void dynamicConv(Network& net) { kiln::test::dynamicConvNetwork(net, 31); }
 
 std::vector<uint8_t> dynamicConvPlan(int points, ILogger& logger) {
   Network net;
