@@ -13,6 +13,7 @@
 #include <map>
 
 #include "kiln/version.h"
+#include "core/narrow_types.h"
 #include "ops/op_registry.h"
 #include "plan/plan_io.h"
 #include "runtime/engine_graph.h"
@@ -76,6 +77,11 @@ HostTensor readTensorValue(PlanReader& r) {
   if (bytes > r.remaining()) r.fail("tensor data exceeds the plan");
   HostTensor t(type, dims);
   std::memcpy(t.data(), r.take(bytes), bytes);
+  // int4/int2/uint4/uint2/float4 take a byte each: a byte outside their range is corruption.
+  const uint8_t* b = t.as<uint8_t>();
+  if (packedBits(type) < 8)
+    for (int64_t i = 0; i < n; ++i)
+      if (!validNarrowCode(type, b[i])) r.fail(std::string("invalid ") + toString(type) + " value in a tensor");
   return t;
 }
 

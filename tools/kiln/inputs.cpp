@@ -170,7 +170,7 @@ HostTensor randomInput(const std::string& name, DataType type, const Dims& dims,
   std::uniform_real_distribution<float> real(-1.f, 1.f);
   std::uniform_int_distribution<int> integer(0, type == DataType::kBOOL ? 1 : 9);
   for (int64_t i = 0; i < t.count(); ++i) {
-    float f = isFloat(type) ? real(rng) : static_cast<float>(ones ? 1 : integer(rng));
+    float f = isFloat(type) || isNarrowFloat(type) ? real(rng) : static_cast<float>(ones ? 1 : integer(rng));
     switch (type) {
       case DataType::kFLOAT:
         t.as<float>()[i] = f;
@@ -210,6 +210,10 @@ HostTensor randomInput(const std::string& name, DataType type, const Dims& dims,
         break;
       case DataType::kBOOL:
         t.as<uint8_t>()[i] = f != 0.f;
+        break;
+      default:  // the narrow types, one byte each: a float8/float4 code, or an int4/int2 in range
+        t.as<uint8_t>()[i] = isNarrowFloat(type) ? floatToNarrow(type, f, true)
+                                                 : static_cast<uint8_t>(static_cast<int>(f) % (1 << (packedBits(type) - 1)));
         break;
     }
   }
