@@ -14,6 +14,7 @@
 namespace kiln {
 
 void registerElementwiseCastOps(OpRegistry& r);  // called from elementwise.cpp
+void registerBitCastOps(OpRegistry& r);           // bitcast.cpp
 
 namespace {
 
@@ -190,6 +191,7 @@ void registerElementwiseCastOps(OpRegistry& r) {
   like.anyType = true;
   like.minOpset = 15;
   r.add(like);
+  registerBitCastOps(r);
   // Identity is registered by the shape family (shape.cpp), as an anyType copy.
 }
 

@@ -20,6 +20,8 @@
 
 namespace kiln {
 
+void registerDynamicQuantizeOps(OpRegistry& r);  // dynamic_quantize.cpp
+
 namespace {
 
 bool isQuantInt(DataType t) {
@@ -231,6 +233,7 @@ void registerQuantizeOps(OpRegistry& r) {
   dq.minOpset = 10;
   r.add(dq);
   registerQLinearOps(r);
+  registerDynamicQuantizeOps(r);
 }
 
 }  // namespace kiln

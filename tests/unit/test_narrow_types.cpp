@@ -229,3 +229,27 @@ TEST(NarrowTypes, NamesSizesAndClasses) {
   EXPECT_TRUE(validNarrowCode(DataType::kINT4, static_cast<uint8_t>(-8)));
   EXPECT_FALSE(validNarrowCode(DataType::kUINT2, 4));
 }
+
+// BitCast between the 4-bit types: the 4-bit pattern is kept (int4 -3 = 0b1101 = uint4 13 =
+// float4e2m1 code 13 = -3.0), which the one-byte storage must translate (int4 is sign-extended).
+TEST(NarrowTypes, BitCastKeepsTheFourBitPattern) {
+  test::OpCase c;
+  c.op = "BitCast";
+  c.attrs.set("to", int64_t(21));  // UINT4
+  HostTensor x(DataType::kINT4, {4});
+  const int8_t v[] = {-3, 7, -8, 0};
+  std::memcpy(x.data(), v, 4);
+  c.inputs = {x};
+  HostTensor u = test::runReference(c).at(0);
+  EXPECT_EQ(u.type(), DataType::kUINT4);
+  EXPECT_EQ(u.toInts(), (std::vector<int64_t>{13, 7, 8, 0}));
+  c.inputs = {u};
+  c.attrs.set("to", int64_t(22));  // back to INT4
+  EXPECT_EQ(test::runReference(c).at(0).toInts(), (std::vector<int64_t>{-3, 7, -8, 0}));
+  c.attrs.set("to", int64_t(23));  // FLOAT4E2M1: code 13 = -3.0, 7 = 6.0, 8 = -0.0
+  HostTensor f = test::runReference(c).at(0);
+  EXPECT_EQ(f.getDouble(0), -3.0);
+  EXPECT_EQ(f.getDouble(1), 6.0);
+  c.attrs.set("to", int64_t(2));  // UINT8: 8 bits, not 4
+  EXPECT_THROW(test::runReference(c), Error);
+}
