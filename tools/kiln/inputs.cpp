@@ -106,6 +106,19 @@ HostTensor readRawFile(const std::string& path, DataType type, const Dims& dims)
                 " " + toString(dims) + " needs " + std::to_string(need));
   HostTensor t(type, dims);
   readExactly(f, t.data(), size, path);
+  // int4/uint4/int2/uint2/float4 raw files hold kiln's layout, one byte per element (not ONNX's
+  // packing): a byte outside the type's range is refused, not read as a value the type cannot hold.
+  const int bits = packedBits(type);
+  if (bits < 8) {
+    const bool isSigned = type == DataType::kINT4 || type == DataType::kINT2;
+    const int lo = isSigned ? -(1 << (bits - 1)) : 0, hi = isSigned ? (1 << (bits - 1)) - 1 : (1 << bits) - 1;
+    for (int64_t i = 0; i < t.count(); ++i) {
+      const int v = isSigned ? static_cast<int8_t>(t.as<uint8_t>()[i]) : t.as<uint8_t>()[i];
+      if (v < lo || v > hi)
+        throw Error("raw input file '" + path + "': byte " + std::to_string(i) + " (" + std::to_string(v) + ") is not a " +
+                    toString(type) + " value (one element per byte, " + std::to_string(lo) + ".." + std::to_string(hi) + ")");
+    }
+  }
   return t;
 }
 
