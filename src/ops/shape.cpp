@@ -13,6 +13,7 @@ namespace kiln {
 
 void registerShapeIndexOps(OpRegistry& r);  // shape_index.cpp
 void registerEyeLikeOps(OpRegistry& r);      // eye_like.cpp
+void registerReverseSequenceOps(OpRegistry& r);  // reverse_sequence.cpp
 
 namespace {
 
@@ -951,6 +952,7 @@ OpDef dataMovement(const std::string& name, InferFn infer, RefFn ref, std::vecto
 
 void registerShapeOps(OpRegistry& r) {
   registerEyeLikeOps(r);
+  registerReverseSequenceOps(r);
   OpDef reshape = dataMovement("Reshape", inferReshape, refCopy, {1});
   reshape.normalize = normalizeReshape;
   r.add(reshape);
