@@ -162,6 +162,8 @@ def main():
                 x = (RNG.standard_normal(xshape) * 200).astype(np.float32)
                 x.ravel()[:4] = [1e9, -1e9, np.inf, -np.inf]
             attrs["saturate"] = saturate
+            if not zp:
+                attrs["output_dtype"] = code
         else:
             if qname.startswith("kFP"):
                 n = 16 if qname == "kFP4E2M1" else 256
