@@ -22,7 +22,7 @@ namespace {
 struct Half { uint16_t bits; };
 struct Bf16 { uint16_t bits; };
 
-//! Calls f(T{}) with T the storage type of `t` (all 13 kiln types).
+//! Calls f(T{}) with T the storage type of `t` (the 13 standard types; narrow ones: cast_narrow.cpp).
 template <typename F>
 void dispatchAll(DataType t, F&& f) {
   dispatchType<kAllTypes, Half, Bf16>(t, std::forward<F>(f));

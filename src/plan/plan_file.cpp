@@ -8,12 +8,15 @@
 // Format 3: several optimization profiles; each layer stores one tactic choice per profile.
 // Format 4: XXH3-64 checksum (was a mis-seeded FNV-1a); every field is range-checked on load,
 // and the engine re-derives each layer's shapes from the plan before creating kernels.
+// Within format 5, element types 13-21 (the narrow types: one byte per element; int4/uint4/int2/
+// uint2/float4 bytes range-checked on load) were appended: older plans load unchanged, and a plan
+// holding them is refused by an older kiln as an invalid data type.
 #include <cmath>
 #include <cstring>
 #include <map>
 
-#include "kiln/version.h"
 #include "core/narrow_types.h"
+#include "kiln/version.h"
 #include "ops/op_registry.h"
 #include "plan/plan_io.h"
 #include "runtime/engine_graph.h"
