@@ -10,16 +10,31 @@
 namespace kiln {
 
 //! Element types. The numeric values are part of the plan format: append only.
+//! The narrow types (13..21) take one byte per element in kiln's buffers and plans: a float8 or
+//! float4 code (float4e2m1 in the low 4 bits), or the integer value (int4/int2 sign-extended).
+//! ONNX packs the 4-bit types two and the 2-bit types four to a byte; kiln unpacks them at import.
 enum class DataType : uint8_t {
   kFLOAT = 0, kHALF = 1, kBF16 = 2, kINT64 = 3, kINT32 = 4, kINT8 = 5, kUINT8 = 6, kBOOL = 7,
   kDOUBLE = 8, kINT16 = 9, kUINT16 = 10, kUINT32 = 11, kUINT64 = 12,
+  kFP8E4M3FN = 13, kFP8E4M3FNUZ = 14, kFP8E5M2 = 15, kFP8E5M2FNUZ = 16,
+  kINT4 = 17, kUINT4 = 18, kFP4E2M1 = 19, kINT2 = 20, kUINT2 = 21,
 };
-constexpr int kNumDataTypes = 13;
+constexpr int kNumDataTypes = 22;
 
 size_t elementSize(DataType t);
 const char* toString(DataType t);
-bool isFloat(DataType t);    //!< float, half, bf16, double
-bool isInteger(DataType t);  //!< signed/unsigned integers (not bool)
+bool isFloat(DataType t);    //!< float, half, bf16, double (the types kiln computes in)
+bool isInteger(DataType t);  //!< signed/unsigned integers, int4/int2 included (not bool)
+bool isNarrowFloat(DataType t);  //!< the float8 kinds and float4e2m1 (storage only, no arithmetic)
+//! Bits per element in ONNX's packed form: 4 (int4, uint4, float4e2m1), 2 (int2, uint2), else 8 x elementSize.
+int packedBits(DataType t);
+
+//! Narrow float code -> float (exact). NaN codes give NaN, E5M2's infinities give infinity.
+float narrowToFloat(DataType t, uint8_t code);
+//! float/double -> narrow float code as ONNX Cast: round to nearest even. saturate: values beyond the
+//! largest finite value (infinities included) clamp to it; otherwise they become infinity (E5M2)
+//! or NaN (the other float8 kinds). NaN stays NaN. float4e2m1 has neither and always saturates.
+uint8_t floatToNarrow(DataType t, double x, bool saturate);
 
 //! Dimensions; -1 marks a dynamic dimension (only before shapes are resolved).
 using Dims = std::vector<int64_t>;

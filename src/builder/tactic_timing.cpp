@@ -209,8 +209,12 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
       std::string types;
       for (size_t k = 0; k < desc.inputs.size(); ++k)
         if (desc.present(k)) types += std::string(types.empty() ? "" : ", ") + toString(desc.inputs[k].type);
+      bool narrow = false;  // float8/float4/int4/int2 have reference (CPU) kernels only
+      for (const auto& t : desc.inputs) narrow = narrow || isNarrowFloat(t.type) || packedBits(t.type) < 8;
+      for (const auto& t : desc.outputs) narrow = narrow || isNarrowFloat(t.type) || packedBits(t.type) < 8;
       throw UnsupportedError("layer '" + l.name + "' (" + l.op + ", inputs " + types + "): no " + toString(g.device) +
-                             " kernel supports it");
+                             " kernel supports it" +
+                             (narrow ? " (the float8, float4, int4 and int2 types run on the CPU only)" : ""));
     }
     choice.considered = static_cast<int>(tactics.size());
     // Shapes that depend on run-time input values cannot be timed now.

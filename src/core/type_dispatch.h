@@ -60,6 +60,7 @@ decltype(auto) dispatchType(DataType t, F&& f, const Fail& fail = "this op") {
     KILN_DISPATCH_CASE(kUINT64, uint64_t)
     KILN_DISPATCH_CASE(kBOOL, bool)
 #undef KILN_DISPATCH_CASE
+    default: break;  // the narrow types (float8, 4/2-bit) have no C++ type
   }
   if constexpr (std::is_invocable_v<const Fail&>) {
     fail();

@@ -15,6 +15,9 @@ size_t elementSize(DataType t) {
     case DataType::kHALF: case DataType::kBF16: case DataType::kINT16: case DataType::kUINT16: return 2;
     case DataType::kINT64: case DataType::kDOUBLE: case DataType::kUINT64: return 8;
     case DataType::kINT8: case DataType::kUINT8: case DataType::kBOOL: return 1;
+    case DataType::kFP8E4M3FN: case DataType::kFP8E4M3FNUZ: case DataType::kFP8E5M2: case DataType::kFP8E5M2FNUZ:
+    case DataType::kINT4: case DataType::kUINT4: case DataType::kFP4E2M1: case DataType::kINT2: case DataType::kUINT2:
+      return 1;  // unpacked: one element per byte (types.h)
   }
   throw Error("invalid data type " + std::to_string(static_cast<int>(t)));
 }
@@ -34,6 +37,15 @@ const char* toString(DataType t) {
     case DataType::kUINT16: return "uint16";
     case DataType::kUINT32: return "uint32";
     case DataType::kUINT64: return "uint64";
+    case DataType::kFP8E4M3FN: return "float8e4m3fn";
+    case DataType::kFP8E4M3FNUZ: return "float8e4m3fnuz";
+    case DataType::kFP8E5M2: return "float8e5m2";
+    case DataType::kFP8E5M2FNUZ: return "float8e5m2fnuz";
+    case DataType::kINT4: return "int4";
+    case DataType::kUINT4: return "uint4";
+    case DataType::kFP4E2M1: return "float4e2m1";
+    case DataType::kINT2: return "int2";
+    case DataType::kUINT2: return "uint2";
   }
   return "invalid";
 }
@@ -41,7 +53,9 @@ const char* toString(DataType t) {
 bool isFloat(DataType t) {
   return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16 || t == DataType::kDOUBLE;
 }
-bool isInteger(DataType t) { return !isFloat(t) && t != DataType::kBOOL; }
+bool isInteger(DataType t) {
+  return !isFloat(t) && !isNarrowFloat(t) && t != DataType::kBOOL && static_cast<int>(t) < kNumDataTypes;
+}
 
 std::string toString(const Dims& d) {
   std::ostringstream s;
@@ -98,6 +112,10 @@ double HostTensor::getDouble(int64_t i) const {
     case DataType::kUINT32: return static_cast<const uint32_t*>(p)[i];
     case DataType::kUINT64: return static_cast<double>(static_cast<const uint64_t*>(p)[i]);
     case DataType::kBOOL: return static_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
+    case DataType::kINT4: case DataType::kINT2: return static_cast<const int8_t*>(p)[i];
+    case DataType::kUINT4: case DataType::kUINT2: return static_cast<const uint8_t*>(p)[i];
+    case DataType::kFP8E4M3FN: case DataType::kFP8E4M3FNUZ: case DataType::kFP8E5M2: case DataType::kFP8E5M2FNUZ:
+    case DataType::kFP4E2M1: return narrowToFloat(type_, static_cast<const uint8_t*>(p)[i]);
   }
   return 0;
 }

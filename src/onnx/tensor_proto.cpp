@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "core/narrow_types.h"
+
 namespace kiln {
 
 DataType fromOnnxType(int t, const std::string& what) {
@@ -23,6 +25,15 @@ DataType fromOnnxType(int t, const std::string& what) {
     case onnx::TensorProto::UINT32: return DataType::kUINT32;
     case onnx::TensorProto::UINT64: return DataType::kUINT64;
     case onnx::TensorProto::BFLOAT16: return DataType::kBF16;
+    case onnx::TensorProto::FLOAT8E4M3FN: return DataType::kFP8E4M3FN;
+    case onnx::TensorProto::FLOAT8E4M3FNUZ: return DataType::kFP8E4M3FNUZ;
+    case onnx::TensorProto::FLOAT8E5M2: return DataType::kFP8E5M2;
+    case onnx::TensorProto::FLOAT8E5M2FNUZ: return DataType::kFP8E5M2FNUZ;
+    case onnx::TensorProto::INT4: return DataType::kINT4;
+    case onnx::TensorProto::UINT4: return DataType::kUINT4;
+    case onnx::TensorProto::FLOAT4E2M1: return DataType::kFP4E2M1;
+    case onnx::TensorProto::INT2: return DataType::kINT2;
+    case onnx::TensorProto::UINT2: return DataType::kUINT2;
     default: break;
   }
   std::string name = onnx::TensorProto::DataType_IsValid(t) ? onnx::TensorProto::DataType_Name(t) : std::to_string(t);
@@ -97,6 +108,30 @@ int64_t typedValueCount(const onnx::TensorProto& t, DataType type) {
   }
 }
 
+//! A narrow-type tensor from its ONNX bytes (`n` elements; packed for the sub-byte types).
+HostTensor fromNarrowBytes(DataType type, const Dims& dims, int64_t n, const uint8_t* bytes) {
+  HostTensor h(type, dims);
+  if (packedBits(type) < 8) unpackSubByte(type, bytes, n, h.as<uint8_t>());
+  else if (n) std::memcpy(h.data(), bytes, static_cast<size_t>(n));
+  return h;
+}
+
+//! Narrow types in int32_data: one byte per entry (float8 codes; sub-byte types packed).
+HostTensor narrowFromInt32Data(const onnx::TensorProto& t, DataType type, const Dims& dims, int64_t n,
+                               const std::string& what) {
+  const size_t need = packedBytes(type, n);
+  if (static_cast<size_t>(t.int32_data_size()) != need)
+    throw Error(what + ": int32_data holds " + std::to_string(t.int32_data_size()) + " values, " + toString(type) +
+                " dims " + toString(dims) + " need " + std::to_string(need) + (need != static_cast<size_t>(n) ? " (packed)" : ""));
+  std::vector<uint8_t> bytes(need);
+  for (size_t i = 0; i < need; ++i) {
+    const int32_t v = t.int32_data(static_cast<int>(i));
+    if (v < 0 || v > 255) throw Error(what + ": int32_data value " + std::to_string(v) + " is not a " + toString(type) + " byte");
+    bytes[i] = static_cast<uint8_t>(v);
+  }
+  return fromNarrowBytes(type, dims, n, bytes.data());
+}
+
 }  // namespace
 
 HostTensor fromTensorProto(const onnx::TensorProto& t, const std::string& baseDir) {
@@ -113,9 +148,11 @@ HostTensor fromTensorProto(const onnx::TensorProto& t, const std::string& baseDi
   // The data is checked against the dims before the tensor is allocated: dims claiming gigabytes
   // over a few bytes of data are refused without zero-filling them first (found by
   // kiln_libfuzzer_input_files: a 16-byte .pb claiming 6 GiB).
-  const size_t bytes = static_cast<size_t>(n) * elementSize(type);
+  const bool narrow = isNarrowFloat(type) || packedBits(type) < 8;
+  const size_t bytes = narrow ? packedBytes(type, n) : static_cast<size_t>(n) * elementSize(type);
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string buf = readExternal(t, baseDir, bytes);
+    if (narrow) return fromNarrowBytes(type, dims, n, reinterpret_cast<const uint8_t*>(buf.data()));
     HostTensor h(type, dims);
     if (bytes) std::memcpy(h.data(), buf.data(), bytes);
     return h;
@@ -123,11 +160,13 @@ HostTensor fromTensorProto(const onnx::TensorProto& t, const std::string& baseDi
   if (t.has_raw_data()) {
     if (t.raw_data().size() != bytes)
       throw Error(what + ": raw_data holds " + std::to_string(t.raw_data().size()) + " bytes, dims " + toString(dims) +
-                  " need " + std::to_string(bytes));
+                  " need " + std::to_string(bytes) + (narrow && packedBits(type) < 8 ? " (packed)" : ""));
+    if (narrow) return fromNarrowBytes(type, dims, n, reinterpret_cast<const uint8_t*>(t.raw_data().data()));
     HostTensor h(type, dims);
     if (bytes) std::memcpy(h.data(), t.raw_data().data(), bytes);
     return h;
   }
+  if (narrow) return narrowFromInt32Data(t, type, dims, n, what);
   const int64_t values = typedValueCount(t, type);
   if (values != n) throw Error(what + ": holds " + std::to_string(values) + " values, dims need " + std::to_string(n));
   HostTensor h(type, dims);
@@ -142,6 +181,7 @@ HostTensor fromTensorProto(const onnx::TensorProto& t, const std::string& baseDi
     case DataType::kINT8: copyTyped<int8_t>(h, t.int32_data(), what); break;
     case DataType::kUINT16: case DataType::kHALF: case DataType::kBF16: copyTyped<uint16_t>(h, t.int32_data(), what); break;
     case DataType::kUINT8: case DataType::kBOOL: copyTyped<uint8_t>(h, t.int32_data(), what); break;
+    default: throw Error(what + ": no typed field for " + toString(type));  // narrow types returned above
   }
   return h;
 }

@@ -13,6 +13,7 @@
 namespace kiln {
 
 void registerElementwiseCastOps(OpRegistry& r);  // elementwise_cast.cpp
+void registerSwishOps(OpRegistry& r);            // swish.cpp
 
 namespace {
 
@@ -812,6 +813,7 @@ void registerElementwiseOps(OpRegistry& r) {
   r.add(where);
 
   registerElementwiseCastOps(r);
+  registerSwishOps(r);
 }
 
 }  // namespace kiln

@@ -1,17 +1,20 @@
 // Op definitions for the type-converting elementwise ops: Cast, CastLike.
-// These are `anyType`: they handle all 13 kiln element types themselves, including float16 and
-// bfloat16 (the builder relies on Cast to convert those to and from float32).
+// These are `anyType`: they handle every kiln element type themselves, including float16 and
+// bfloat16 (the builder relies on Cast to convert those to and from float32); casts to or from
+// the narrow types (float8, float4, int4, int2) go through cast_narrow.cpp.
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
+#include "ops/cast_narrow.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 
 namespace kiln {
 
 void registerElementwiseCastOps(OpRegistry& r);  // called from elementwise.cpp
+void registerBitCastOps(OpRegistry& r);           // bitcast.cpp
 
 namespace {
 
@@ -19,7 +22,7 @@ namespace {
 struct Half { uint16_t bits; };
 struct Bf16 { uint16_t bits; };
 
-//! Calls f(T{}) with T the storage type of `t` (all 13 kiln types).
+//! Calls f(T{}) with T the storage type of `t` (the 13 standard types; narrow ones: cast_narrow.cpp).
 template <typename F>
 void dispatchAll(DataType t, F&& f) {
   dispatchType<kAllTypes, Half, Bf16>(t, std::forward<F>(f));
@@ -82,7 +85,9 @@ D castOne(S s) {
   }
 }
 
-void castBuffer(const TensorView& in, const TensorView& out) {
+}  // namespace
+
+void castStandard(const TensorView& in, const TensorView& out) {
   if (in.type == out.type) {
     if (in.count) std::memmove(out.data, in.data, static_cast<size_t>(in.count) * elementSize(in.type));
     return;
@@ -98,6 +103,13 @@ void castBuffer(const TensorView& in, const TensorView& out) {
   });
 }
 
+namespace {
+
+void castBuffer(const TensorView& in, const TensorView& out, bool saturate) {
+  if (isNarrowCast(in.type, out.type) && in.type != out.type) castNarrow(in, out, saturate);
+  else castStandard(in, out);
+}
+
 
 void castInfer(LayerDesc& l) {
   requireInputs(l, 1, 1);
@@ -110,7 +122,10 @@ void castLikeInfer(LayerDesc& l) {
   setOutput(l, 0, l.inputs[1].type, l.inputs[0].dims);
 }
 
-void castRef(const LayerDesc&, const KernelIO& io) { castBuffer(io.in[0], io.out[0]); }
+//! saturate (Cast-19+, default 1) only matters for float8 targets.
+void castRef(const LayerDesc& l, const KernelIO& io) {
+  castBuffer(io.in[0], io.out[0], l.attrs->getInt("saturate", 1) != 0);
+}
 
 //! Cast-1..5 names the target type with a string; later opsets use the TensorProto code.
 void castNormalize(Network&, Layer& layer, int opset) {
@@ -143,11 +158,20 @@ DataType fromOnnxType(const LayerDesc& l, int64_t code) {
     case 12: return DataType::kUINT32;
     case 13: return DataType::kUINT64;
     case 16: return DataType::kBF16;
+    case 17: return DataType::kFP8E4M3FN;
+    case 18: return DataType::kFP8E4M3FNUZ;
+    case 19: return DataType::kFP8E5M2;
+    case 20: return DataType::kFP8E5M2FNUZ;
+    case 21: return DataType::kUINT4;
+    case 22: return DataType::kINT4;
+    case 23: return DataType::kFP4E2M1;
+    case 25: return DataType::kUINT2;
+    case 26: return DataType::kINT2;
     default: break;
   }
-  if (code == 8 || code == 14 || code == 15 || (code >= 17 && code <= 25))
-    throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): cast to ONNX data type " + std::to_string(code) +
-                           " (string/complex/float8/4-bit) is not supported");
+  if (code == 8 || code == 14 || code == 15 || code == 24 || code == 27 || code == 28)
+    throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): ONNX data type " + std::to_string(code) +
+                           " (string/complex/float8e8m0/float6) is not supported");
   opError(l, "attribute 'to' has an invalid ONNX data type " + std::to_string(code));
 }
 
@@ -167,6 +191,7 @@ void registerElementwiseCastOps(OpRegistry& r) {
   like.anyType = true;
   like.minOpset = 15;
   r.add(like);
+  registerBitCastOps(r);
   // Identity is registered by the shape family (shape.cpp), as an anyType copy.
 }
 

@@ -1,7 +1,8 @@
 // Op definitions (shape inference + reference kernels): QuantizeLinear and DequantizeLinear, the
 // Q/DQ pair through which ONNX expresses INT8 (and INT16) models. Per-tensor, per-axis and
-// blocked (opset 21 block_size) scales and zero points; integer types int8/uint8/int16/uint16
-// (DequantizeLinear also int32). float8 / 4-bit / 2-bit types are refused (UnsupportedError).
+// blocked (opset 21 block_size) scales and zero points; integer types int8/uint8/int16/uint16,
+// int4/uint4/int2/uint2 (DequantizeLinear also int32), and the narrow floats (float8 kinds,
+// float4e2m1), which round to nearest even and saturate unless `saturate` = 0 (float8 only).
 //
 // Arithmetic follows the ONNX reference evaluator (numpy): QuantizeLinear divides in the input's
 // type (float16 / bfloat16 quotients rounded to that type, int32 inputs in double), rounds half to
@@ -19,11 +20,15 @@
 
 namespace kiln {
 
+void registerDynamicQuantizeOps(OpRegistry& r);  // dynamic_quantize.cpp
+
 namespace {
 
 bool isQuantInt(DataType t) {
-  return t == DataType::kINT8 || t == DataType::kUINT8 || t == DataType::kINT16 || t == DataType::kUINT16;
+  return t == DataType::kINT8 || t == DataType::kUINT8 || t == DataType::kINT16 || t == DataType::kUINT16 ||
+         t == DataType::kINT4 || t == DataType::kUINT4 || t == DataType::kINT2 || t == DataType::kUINT2;
 }
+bool isQuantType(DataType t) { return isQuantInt(t) || isNarrowFloat(t); }
 
 
 [[noreturn]] void unsupportedType(const LayerDesc& l, const std::string& what, DataType t) {
@@ -33,8 +38,8 @@ bool isQuantInt(DataType t) {
 
 void writeInt(const TensorView& v, int64_t i, int64_t q) {
   switch (v.type) {
-    case DataType::kINT8: v.as<int8_t>()[i] = static_cast<int8_t>(q); break;
-    case DataType::kUINT8: v.as<uint8_t>()[i] = static_cast<uint8_t>(q); break;
+    case DataType::kINT8: case DataType::kINT4: case DataType::kINT2: v.as<int8_t>()[i] = static_cast<int8_t>(q); break;
+    case DataType::kUINT8: case DataType::kUINT4: case DataType::kUINT2: v.as<uint8_t>()[i] = static_cast<uint8_t>(q); break;
     case DataType::kINT16: v.as<int16_t>()[i] = static_cast<int16_t>(q); break;
     case DataType::kUINT16: v.as<uint16_t>()[i] = static_cast<uint16_t>(q); break;
     default: break;
@@ -67,7 +72,7 @@ void inferQuantize(LayerDesc& l) {
   if (!isFloatType(x) && x != DataType::kINT32) unsupportedType(l, "input", x);
   if (!isFloatType(s)) unsupportedType(l, "y_scale", s);
   const DataType out = quantizeOutputType(l);
-  if (!isQuantInt(out)) unsupportedType(l, "quantized output", out);
+  if (!isQuantType(out)) unsupportedType(l, "quantized output", out);
   quantIndex(l, l.inputs[0].dims, l.inputs[1].dims, "y_scale");
   if (l.present(2)) quantIndex(l, l.inputs[0].dims, l.inputs[2].dims, "y_zero_point");
   setOutput(l, 0, out, l.inputs[0].dims);
@@ -81,6 +86,8 @@ void refQuantize(const LayerDesc& l, const KernelIO& io) {
   int64_t lo, hi;
   quantRange(y.type, lo, hi);
   const DataType div = quantizeDivisionType(l);
+  const bool narrowFloat = isNarrowFloat(y.type);
+  const bool saturate = l.attrs->getInt("saturate", 1) != 0;
   const int saved = std::fegetround();
   std::fesetround(FE_TONEAREST);
   for (int64_t i = 0; i < x.count; ++i) {
@@ -92,6 +99,11 @@ void refQuantize(const LayerDesc& l, const KernelIO& io) {
       if (div == DataType::kHALF) q = halfToFloat(floatToHalf(q));
       else if (div == DataType::kBF16) q = bf16ToFloat(floatToBf16(q));
       v = q;
+    }
+    if (narrowFloat) {  // (x / scale + zero_point) rounded once to the narrow float
+      if (hasZp) v += narrowToFloat(y.type, io.in[2].as<const uint8_t>()[zi(i)]);
+      y.as<uint8_t>()[i] = floatToNarrow(y.type, v, saturate);
+      continue;
     }
     int64_t r = static_cast<int64_t>(std::nearbyint(std::clamp(v, -1e18, 1e18)));
     if (hasZp) r += quantReadInt(io.in[2], zi(i));
@@ -105,7 +117,7 @@ void refQuantize(const LayerDesc& l, const KernelIO& io) {
 void inferDequantize(LayerDesc& l) {
   requireInputs(l, 2, 3);
   const DataType x = l.inputs[0].type, s = l.inputs[1].type;
-  if (!isQuantInt(x) && x != DataType::kINT32) unsupportedType(l, "input", x);
+  if (!isQuantType(x) && x != DataType::kINT32) unsupportedType(l, "input", x);
   if (!isFloatType(s)) unsupportedType(l, "x_scale", s);
   if (l.present(2) && l.inputs[2].type != x) opError(l, "x_zero_point's type differs from the input's");
   quantIndex(l, l.inputs[0].dims, l.inputs[1].dims, "x_scale");
@@ -120,9 +132,13 @@ void refDequantize(const LayerDesc& l, const KernelIO& io) {
   const QuantIndex si = quantIndex(l, x.dims, s.dims, "x_scale");
   const bool hasZp = io.in.size() > 2 && io.in[2].data;
   const QuantIndex zi = hasZp ? quantIndex(l, x.dims, io.in[2].dims, "x_zero_point") : QuantIndex{};
+  const bool narrowFloat = isNarrowFloat(x.type);
+  auto read = [&](const TensorView& v, int64_t i) {
+    return narrowFloat ? narrowToFloat(v.type, v.as<const uint8_t>()[i]) : static_cast<float>(quantReadInt(v, i));
+  };
   for (int64_t i = 0; i < x.count; ++i) {
-    float d = static_cast<float>(quantReadInt(x, i));
-    if (hasZp) d -= static_cast<float>(quantReadInt(io.in[2], zi(i)));
+    float d = read(x, i);
+    if (hasZp) d -= read(io.in[2], zi(i));
     writeFloat(y, i, d * quantReadFloat(s, si(i)));
   }
 }
@@ -139,8 +155,8 @@ float quantReadFloat(const TensorView& v, int64_t i) {
 
 int64_t quantReadInt(const TensorView& v, int64_t i) {
   switch (v.type) {
-    case DataType::kINT8: return v.as<const int8_t>()[i];
-    case DataType::kUINT8: return v.as<const uint8_t>()[i];
+    case DataType::kINT8: case DataType::kINT4: case DataType::kINT2: return v.as<const int8_t>()[i];
+    case DataType::kUINT8: case DataType::kUINT4: case DataType::kUINT2: return v.as<const uint8_t>()[i];
     case DataType::kINT16: return v.as<const int16_t>()[i];
     case DataType::kUINT16: return v.as<const uint16_t>()[i];
     case DataType::kINT32: return v.as<const int32_t>()[i];
@@ -188,6 +204,10 @@ void quantRange(DataType t, int64_t& lo, int64_t& hi) {
     case DataType::kUINT8: lo = 0, hi = 255; break;
     case DataType::kINT16: lo = -32768, hi = 32767; break;
     case DataType::kUINT16: lo = 0, hi = 65535; break;
+    case DataType::kINT4: lo = -8, hi = 7; break;
+    case DataType::kUINT4: lo = 0, hi = 15; break;
+    case DataType::kINT2: lo = -2, hi = 1; break;
+    case DataType::kUINT2: lo = 0, hi = 3; break;
     default: lo = hi = 0;
   }
 }
@@ -213,6 +233,7 @@ void registerQuantizeOps(OpRegistry& r) {
   dq.minOpset = 10;
   r.add(dq);
   registerQLinearOps(r);
+  registerDynamicQuantizeOps(r);
 }
 
 }  // namespace kiln

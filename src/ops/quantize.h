@@ -28,9 +28,9 @@ struct QuantIndex {
 QuantIndex quantIndex(const LayerDesc& l, const Dims& x, const Dims& s, const char* what);
 //! Element i of a float32 / float16 / bfloat16 view as float.
 float quantReadFloat(const TensorView& v, int64_t i);
-//! Element i of an int8 / uint8 / int16 / uint16 / int32 view (0 for other types).
+//! Element i of an int8 / uint8 / int16 / uint16 / int32 / int4 / uint4 / int2 / uint2 view (0 for other types).
 int64_t quantReadInt(const TensorView& v, int64_t i);
-//! [lo, hi] of int8 / uint8 / int16 / uint16 (0, 0 for other types).
+//! [lo, hi] of int8 / uint8 / int16 / uint16 / int4 / uint4 / int2 / uint2 (0, 0 for other types).
 void quantRange(DataType t, int64_t& lo, int64_t& hi);
 //! The type QuantizeLinear's x / scale quotient is rounded to: the `precision` attribute, else
 //! numpy's promotion (x's type when x and the scale share it, else float32).

@@ -12,6 +12,8 @@
 namespace kiln {
 
 void registerShapeIndexOps(OpRegistry& r);  // shape_index.cpp
+void registerEyeLikeOps(OpRegistry& r);      // eye_like.cpp
+void registerReverseSequenceOps(OpRegistry& r);  // reverse_sequence.cpp
 
 namespace {
 
@@ -949,6 +951,8 @@ OpDef dataMovement(const std::string& name, InferFn infer, RefFn ref, std::vecto
 }  // namespace
 
 void registerShapeOps(OpRegistry& r) {
+  registerEyeLikeOps(r);
+  registerReverseSequenceOps(r);
   OpDef reshape = dataMovement("Reshape", inferReshape, refCopy, {1});
   reshape.normalize = normalizeReshape;
   r.add(reshape);

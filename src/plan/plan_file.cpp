@@ -8,10 +8,14 @@
 // Format 3: several optimization profiles; each layer stores one tactic choice per profile.
 // Format 4: XXH3-64 checksum (was a mis-seeded FNV-1a); every field is range-checked on load,
 // and the engine re-derives each layer's shapes from the plan before creating kernels.
+// Within format 5, element types 13-21 (the narrow types: one byte per element; int4/uint4/int2/
+// uint2/float4 bytes range-checked on load) were appended: older plans load unchanged, and a plan
+// holding them is refused by an older kiln as an invalid data type.
 #include <cmath>
 #include <cstring>
 #include <map>
 
+#include "core/narrow_types.h"
 #include "kiln/version.h"
 #include "ops/op_registry.h"
 #include "plan/plan_io.h"
@@ -76,6 +80,11 @@ HostTensor readTensorValue(PlanReader& r) {
   if (bytes > r.remaining()) r.fail("tensor data exceeds the plan");
   HostTensor t(type, dims);
   std::memcpy(t.data(), r.take(bytes), bytes);
+  // int4/int2/uint4/uint2/float4 take a byte each: a byte outside their range is corruption.
+  const uint8_t* b = t.as<uint8_t>();
+  if (packedBits(type) < 8)
+    for (int64_t i = 0; i < n; ++i)
+      if (!validNarrowCode(type, b[i])) r.fail(std::string("invalid ") + toString(type) + " value in a tensor");
   return t;
 }
 

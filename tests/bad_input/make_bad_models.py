@@ -154,6 +154,16 @@ def make_cases(root):
     short = external_model("weights.bin")
     cases.append(write_case(root, "external_past_end", short, [r"external|weights\.bin", r"length|offset|short|end|size|trunc"],
                             {"weights.bin": weights[:20]}))
+    # Narrow-type initializers whose data does not fit their dims: float8 raw_data one byte short,
+    # int4 packed into one byte too many, int4 with data in the unused half of its last byte.
+    def narrow_case(name, elem, dims, raw, expect):
+        w = TensorProto(name="W", data_type=elem, dims=dims, raw_data=raw)  # onnx.helper would refuse it
+        m = make_model([helper.make_node("DequantizeLinear", ["W", "s"], ["y"])], [], [tensor("y", dims)],
+                       [w, numpy_helper.from_array(np.array(0.5, np.float32), "s")])
+        cases.append(write_case(root, name, m.SerializeToString(), expect))
+    narrow_case("float8_raw_too_short", TensorProto.FLOAT8E4M3FN, [4], bytes([1, 2, 3]), [r"'W'", r"3 bytes", r"need 4"])
+    narrow_case("int4_packed_too_long", TensorProto.INT4, [3], bytes([0x21, 0x03, 0x00]), [r"'W'", r"need 2 \(packed\)"])
+    narrow_case("int4_odd_padding", TensorProto.INT4, [3], bytes([0x21, 0x53]), [r"int4", r"unused bits"])
     return cases
 
 

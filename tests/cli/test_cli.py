@@ -192,6 +192,37 @@ def test_load_inputs_pb_claiming_huge_dims_is_refused_before_allocating():
                  r"raw_data holds 16 bytes, dims \[805306368,2\] need 6442450944", status=1)
 
 
+def test_int4_inputs_raw_pb_and_float8_outputs():
+    """An int4 input, DequantizeLinear'd, then QuantizeLinear'd to float8 e4m3fn: a raw file holds one
+    byte per element (kiln's layout); a .pb holds ONNX's packing (5 elements in 3 bytes). A raw byte
+    outside int4's range is refused. Expected values: numpy and ml_dtypes, not kiln."""
+    import ml_dtypes
+    zp = numpy_helper.from_array(np.array(-3, ml_dtypes.int4), "zp")
+    nodes = [helper.make_node("DequantizeLinear", ["x", "s", "zp"], ["y"]),
+             helper.make_node("QuantizeLinear", ["y", "s8", "zp8"], ["q"])]
+    graph = helper.make_graph(nodes, "int4", [helper.make_tensor_value_info("x", TensorProto.INT4, [5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5]),
+                               helper.make_tensor_value_info("q", TensorProto.FLOAT8E4M3FN, [5])],
+                              [numpy_helper.from_array(np.array(0.75, np.float32), "s"), zp,
+                               numpy_helper.from_array(np.array(0.125, np.float32), "s8"),
+                               numpy_helper.from_array(np.array(0, ml_dtypes.float8_e4m3fn), "zp8")])
+    model = save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), "int4.onnx")
+    x = np.array([-8, 7, -3, 0, 1], np.int8)
+    want_y = (x.astype(np.float32) + 3) * np.float32(0.75)
+    want_q = (want_y / np.float32(0.125)).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)  # RNE, in range
+    x.tofile(path("x_int4.bin"))
+    with open(path("x_int4.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(x.astype(ml_dtypes.int4), "x").SerializeToString())
+    for src in ("x_int4.bin", "x_int4.pb"):
+        run(["--onnx=" + model, "--loadInputs=x:" + path(src), "--exportOutput=" + path("int4.json"), *FAST])
+        got = read_outputs(path("int4.json"))
+        check(np.array_equal(got["y"][1], want_y), f"{src}: y {got['y']} want {want_y}")
+        check(got["q"][0] == "float8e4m3fn" and np.array_equal(got["q"][1], want_q), f"{src}: q {got['q']} want {want_q}")
+    np.array([1, 2, 9, 0, 0], np.int8).tofile(path("x_bad_int4.bin"))
+    expect_error(["--onnx=" + model, "--loadInputs=x:" + path("x_bad_int4.bin"), *FAST],
+                 r"byte 2 \(9\) is not a int4 value", status=1)
+
+
 def test_random_inputs_are_seeded():
     model = static_model()
     run(["--onnx=" + model, "--exportOutput=" + path("r1.json"), *FAST])

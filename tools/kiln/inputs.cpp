@@ -106,6 +106,19 @@ HostTensor readRawFile(const std::string& path, DataType type, const Dims& dims)
                 " " + toString(dims) + " needs " + std::to_string(need));
   HostTensor t(type, dims);
   readExactly(f, t.data(), size, path);
+  // int4/uint4/int2/uint2/float4 raw files hold kiln's layout, one byte per element (not ONNX's
+  // packing): a byte outside the type's range is refused, not read as a value the type cannot hold.
+  const int bits = packedBits(type);
+  if (bits < 8) {
+    const bool isSigned = type == DataType::kINT4 || type == DataType::kINT2;
+    const int lo = isSigned ? -(1 << (bits - 1)) : 0, hi = isSigned ? (1 << (bits - 1)) - 1 : (1 << bits) - 1;
+    for (int64_t i = 0; i < t.count(); ++i) {
+      const int v = isSigned ? static_cast<int8_t>(t.as<uint8_t>()[i]) : t.as<uint8_t>()[i];
+      if (v < lo || v > hi)
+        throw Error("raw input file '" + path + "': byte " + std::to_string(i) + " (" + std::to_string(v) + ") is not a " +
+                    toString(type) + " value (one element per byte, " + std::to_string(lo) + ".." + std::to_string(hi) + ")");
+    }
+  }
   return t;
 }
 
@@ -170,7 +183,7 @@ HostTensor randomInput(const std::string& name, DataType type, const Dims& dims,
   std::uniform_real_distribution<float> real(-1.f, 1.f);
   std::uniform_int_distribution<int> integer(0, type == DataType::kBOOL ? 1 : 9);
   for (int64_t i = 0; i < t.count(); ++i) {
-    float f = isFloat(type) ? real(rng) : static_cast<float>(ones ? 1 : integer(rng));
+    float f = isFloat(type) || isNarrowFloat(type) ? real(rng) : static_cast<float>(ones ? 1 : integer(rng));
     switch (type) {
       case DataType::kFLOAT:
         t.as<float>()[i] = f;
@@ -210,6 +223,10 @@ HostTensor randomInput(const std::string& name, DataType type, const Dims& dims,
         break;
       case DataType::kBOOL:
         t.as<uint8_t>()[i] = f != 0.f;
+        break;
+      default:  // the narrow types, one byte each: a float8/float4 code, or an int4/int2 in range
+        t.as<uint8_t>()[i] = isNarrowFloat(type) ? floatToNarrow(type, f, true)
+                                                 : static_cast<uint8_t>(static_cast<int>(f) % (1 << (packedBits(type) - 1)));
         break;
     }
   }

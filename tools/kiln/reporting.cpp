@@ -278,6 +278,7 @@ json floatValue(double v) {
 }
 
 json elementValue(const HostTensor& t, int64_t i) {
+  if (isNarrowFloat(t.type())) return floatValue(t.getDouble(i));
   switch (t.type()) {
     case DataType::kFLOAT:
       return floatValue(t.as<float>()[i]);

@@ -54,6 +54,7 @@ __device__ __forceinline__ double loadAsDouble(const void* p, DataType t) {
     case DataType::kUINT32: return *static_cast<const uint32_t*>(p);
     case DataType::kUINT64: return static_cast<double>(*static_cast<const uint64_t*>(p));
     case DataType::kBOOL: return *static_cast<const uint8_t*>(p) ? 1.0 : 0.0;
+    default: break;  // the narrow types: no CUDA kernel's type set includes them
   }
   return 0.0;
 }

@@ -1,0 +1,96 @@
+// Casts involving the narrow types (cast_narrow.h). Everything goes through a standard type, so
+// the other 13x13 conversions stay in one place (elementwise_cast.cpp's castBuffer): int4/int2
+// are stored as int8 and uint4/uint2 as uint8, which are exactly their values as sources; narrow
+// floats decode exactly to float32; and every standard source reaches a narrow target through
+// double (exact for every type but int64 beyond 2^53). Chunks on the stack keep it allocation-free.
+#include "ops/cast_narrow.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/narrow_types.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr int64_t kChunk = 256;
+
+bool isSubByteInt(DataType t) {
+  return t == DataType::kINT4 || t == DataType::kUINT4 || t == DataType::kINT2 || t == DataType::kUINT2;
+}
+bool isNarrow(DataType t) { return isNarrowFloat(t) || isSubByteInt(t); }
+
+//! The standard type whose bytes are the sub-byte integer's values.
+DataType storageType(DataType t) {
+  return t == DataType::kINT4 || t == DataType::kINT2 ? DataType::kINT8 : DataType::kUINT8;
+}
+
+TensorView slice(const TensorView& v, int64_t start, int64_t n) {
+  TensorView s;
+  s.type = v.type;
+  s.data = static_cast<char*>(v.data) + start * static_cast<int64_t>(elementSize(v.type));
+  s.count = n;
+  return s;
+}
+
+//! Float -> sub-byte integer: truncation; NaN, infinity and out-of-range values give 0.
+uint8_t subByteFromFloat(DataType t, double v) {
+  const int bits = packedBits(t);
+  const bool isSigned = t == DataType::kINT4 || t == DataType::kINT2;
+  const double lo = isSigned ? -std::ldexp(1.0, bits - 1) : 0.0;
+  const double hi = isSigned ? std::ldexp(1.0, bits - 1) - 1 : std::ldexp(1.0, bits) - 1;
+  if (!std::isfinite(v)) return 0;
+  const double r = std::trunc(v);
+  if (r < lo || r > hi) return 0;
+  return static_cast<uint8_t>(static_cast<int8_t>(r));
+}
+
+//! Integer -> sub-byte integer: the low bits, sign-extended for int4/int2.
+uint8_t subByteFromInt(DataType t, int64_t v) {
+  const int bits = packedBits(t);
+  uint32_t u = static_cast<uint32_t>(v) & ((1u << bits) - 1);
+  if ((t == DataType::kINT4 || t == DataType::kINT2) && (u >> (bits - 1))) u |= ~((1u << bits) - 1);
+  return static_cast<uint8_t>(u);
+}
+
+//! A standard-type chunk -> narrow target.
+void toNarrow(const TensorView& in, const TensorView& out, bool saturate) {
+  uint8_t* y = out.as<uint8_t>();
+  const bool fromFloat = isFloat(in.type) || isNarrowFloat(in.type);
+  if (isSubByteInt(out.type) && !fromFloat) {
+    int64_t tmp[kChunk];
+    TensorView t{tmp, DataType::kINT64, {}, in.count};
+    castStandard(in, t);
+    for (int64_t i = 0; i < in.count; ++i) y[i] = subByteFromInt(out.type, tmp[i]);
+    return;
+  }
+  double tmp[kChunk];
+  TensorView t{tmp, DataType::kDOUBLE, {}, in.count};
+  castStandard(in, t);
+  for (int64_t i = 0; i < in.count; ++i)
+    y[i] = isSubByteInt(out.type) ? subByteFromFloat(out.type, tmp[i]) : floatToNarrow(out.type, tmp[i], saturate);
+}
+
+}  // namespace
+
+bool isNarrowCast(DataType from, DataType to) { return isNarrow(from) || isNarrow(to); }
+
+void castNarrow(const TensorView& in, const TensorView& out, bool saturate) {
+  for (int64_t start = 0; start < in.count; start += kChunk) {
+    const int64_t n = std::min(kChunk, in.count - start);
+    TensorView x = slice(in, start, n), y = slice(out, start, n);
+    // A narrow source becomes a standard one: relabelled bytes or decoded floats.
+    float decoded[kChunk];
+    if (isSubByteInt(x.type)) {
+      x.type = storageType(x.type);
+    } else if (isNarrowFloat(x.type)) {
+      for (int64_t i = 0; i < n; ++i) decoded[i] = narrowToFloat(in.type, x.as<uint8_t>()[i]);
+      x = TensorView{decoded, DataType::kFLOAT, {}, n};
+    }
+    if (isNarrow(y.type)) toNarrow(x, y, saturate);
+    else castStandard(x, y);
+  }
+}
+
+}  // namespace kiln
