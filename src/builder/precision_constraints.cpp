@@ -53,15 +53,22 @@ bool applyOutputTypes(Network& net) {
     const DataType to = *l->outputType;
     const std::vector<Layer*> readers = net.consumers(y);
     if (!isFloatType(y->type) || y->type == to || readers.empty()) continue;
-    Attributes a;
-    a.set("to", int64_t(to == DataType::kHALF ? 10 : to == DataType::kBF16 ? 16 : 1));  // ONNX TensorProto codes
-    Layer* c = net.addLayer("Cast", {y}, 1, a, net.uniqueName(l->name + kOutputTypeSuffix));
-    c->outputs[0]->type = to;
-    c->outputs[0]->dims = y->dims;
-    c->outputs[0]->dimsKnown = y->dimsKnown;
+    // y -> Cast(to) -> Cast(y's type) -> readers: the values are rounded to `to` as asked, and the
+    // readers keep the type they compute in (the CPU has no float16 kernels; on the GPU the
+    // precision pass assigns types after this).
+    auto cast = [&](Tensor* in, DataType t, const std::string& name) {
+      Attributes a;
+      a.set("to", int64_t(t == DataType::kHALF ? 10 : t == DataType::kBF16 ? 16 : 1));  // ONNX TensorProto codes
+      Layer* c = net.addLayer("Cast", {in}, 1, a, net.uniqueName(name));
+      c->outputs[0]->type = t;
+      c->outputs[0]->dims = in->dims;
+      c->outputs[0]->dimsKnown = in->dimsKnown;
+      return c->outputs[0];
+    };
+    Tensor* back = cast(cast(y, to, l->name + kOutputTypeSuffix), y->type, l->name + kOutputTypeSuffix + "_back");
     for (Layer* r : readers)
       for (Tensor*& in : r->inputs)
-        if (in == y) in = c->outputs[0];
+        if (in == y) in = back;
     changed = true;
   }
   if (changed) net.topoSort();
@@ -96,7 +103,9 @@ void checkConstraints(const std::map<std::string, LayerConstraint>& wanted, cons
     if (problem.empty() && c.outputType && !l->outputs.empty()) {
       DataType out = l->outputs[0]->type;
       for (const Layer* r : net.consumers(l->outputs[0]))  // applyOutputTypes' conversion
-        if (r->op == "Cast" && r->name.find(kOutputTypeSuffix) != std::string::npos) out = r->outputs[0]->type;
+        if (r->op == "Cast" && r->name.size() > name.size() && r->name.compare(0, name.size(), name) == 0 &&
+            r->name.find(kOutputTypeSuffix, name.size()) == name.size())
+          out = r->outputs[0]->type;
       const bool intOk = *c.outputType == DataType::kINT8 && (out == DataType::kINT8 || out == DataType::kUINT8);
       if (out != *c.outputType && !intOk)
         problem = std::string("asks for output type ") + typeName(*c.outputType) + " but its output is " + typeName(out) +

@@ -17,8 +17,9 @@ struct LayerConstraint {
   std::optional<DataType> precision, outputType;
 };
 
-//! Float output-type constraints: a Cast to the type after the layer, which its readers read
-//! (a network output keeps its declared type). Before the passes.
+//! Float output-type constraints: the layer's output goes through a Cast to the type (and back
+//! for its readers, which keep computing in their own type); a network output keeps its declared
+//! type. Before the passes.
 bool applyOutputTypes(Network& net);
 
 //! The constrained layers of `net`, by name (before any pass).
