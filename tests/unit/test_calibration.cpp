@@ -1,7 +1,8 @@
 // Implicit INT8's library pieces: the calibration histogram and its three amax rules (against
 // sorted-array references), the cache format (round trip, bit-exact scales, errors naming the
 // line), the layer-name patterns of --layerPrecisions, cloneNetwork, and a calibrated build through
-// the C++ API (IInt8Calibrator) whose engine runs integer layers and stays close to float32.
+// the C++ API (IInt8Calibrator) whose engine runs integer layers and stays close to float32, and
+// the pass keeping a layer float when the backend has no integer kernel for it.
 // Whole models against ONNX Runtime: tests/quant/test_calibration.py.
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 
 #include "builder/calib_histogram.h"
 #include "builder/calib_table.h"
+#include "builder/passes/quantize_calibrated.h"
 #include "ir/network_clone.h"
 #include "kiln/kiln.h"
 
@@ -262,4 +264,37 @@ TEST(Calibration, NoBatchIsAnError) {
   cfg.setFlag(BuilderFlag::kINT8);
   cfg.setInt8Calibrator(&empty);
   EXPECT_THROW(Builder().build(net, cfg), Error);
+}
+
+// The GPU has no QLinearConv kernel: quantizeCalibrated must leave such a conv float, reading its
+// original input and weights, with no Q/DQ left behind, and say why (obey names it from there).
+TEST(Calibration, LayerWithoutIntegerKernelStaysFloat) {
+  Network net;
+  makeConvNet(net);
+  net.topoSort();
+  net.inferShapes();
+  std::vector<const void*> weights;
+  for (auto& l : net.layers())
+    if (l->op == "Conv") weights.push_back(l->inputs[1]->value.data());
+  CalibrationTable t;
+  t.algorithm = "minmax";
+  for (auto& l : net.layers())
+    if (l->op == "Conv") t.scales[l->inputs[0]->name] = {0.05f, !l->inputs[0]->isInput};
+  ImplicitQuantization q;
+  auto noQLinearConv = [](const LayerDesc& d) { return d.op != "QLinearConv"; };
+  EXPECT_TRUE(quantizeCalibrated(net, t, noQLinearConv, &q));
+  EXPECT_TRUE(q.quantized.empty());
+  EXPECT_EQ(q.keptFloat.size(), 2u);
+  for (const auto& [name, why] : q.keptFloat) EXPECT_NE(why.find("no INT8 kernel"), std::string::npos) << name << ": " << why;
+  std::vector<const void*> after;
+  for (auto& l : net.layers()) {
+    EXPECT_NE(l->op, "QuantizeLinear");
+    EXPECT_NE(l->op, "DequantizeLinear");
+    EXPECT_NE(l->op, "QLinearConv");
+    if (l->op == "Conv") {
+      EXPECT_EQ(l->inputs[0]->type, DataType::kFLOAT);
+      after.push_back(l->inputs[1]->value.data());
+    }
+  }
+  EXPECT_EQ(after, weights);  // the float weights themselves, not a dequantized copy
 }
