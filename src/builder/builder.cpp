@@ -383,7 +383,8 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
   if (inlineConstantIfs(net)) logger_.log(Sev::kVERBOSE, "pass: If layers with a build-time condition replaced by their taken branch");
   propagateShapes(net, nullptr, true);
   const auto constraints = collectConstraints(net);
-  if (applyOutputTypes(net)) propagateShapes(net, nullptr, true);
+  const bool constrained = cfg.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS) || cfg.getFlag(BuilderFlag::kPREFER_PRECISION_CONSTRAINTS);
+  if (constrained && applyOutputTypes(net)) propagateShapes(net, nullptr, true);
   // Implicit INT8: calibrate the network as given (tensor names as in the model) before any pass.
   std::unique_ptr<CalibrationTable> calibration;
   ImplicitQuantization quantization;
@@ -400,9 +401,8 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
   runPasses(net, cfg, logger_, *backend, sampleInputShapes(net, profiles), calibration.get(), &quantization);
   if (calibration) reportQuantization(quantization, logger_);
   warnFloatQdq(net, logger_);
-  const bool obey = cfg.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS);
-  if (obey || cfg.getFlag(BuilderFlag::kPREFER_PRECISION_CONSTRAINTS))
-    checkConstraints(constraints, net, cfg.device(), obey, quantization.keptFloat, logger_);
+  if (constrained)
+    checkConstraints(constraints, net, cfg.device(), cfg.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS), quantization.keptFloat, logger_);
   const double passSecs = since(tPasses);
   for (Tensor* o : net.outputs())
     if (!o->dimsKnown) throw Error("output '" + o->name + "' has no shape");
