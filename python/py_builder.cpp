@@ -7,6 +7,7 @@
 #include "bindings.h"
 #include "kiln/kiln.h"
 #include "kiln/timing_cache.h"
+#include "py_calibrator.h"
 #include "py_callbacks.h"
 
 namespace kiln::python {
@@ -36,6 +37,10 @@ struct PyBuilderConfig {
   bool channelsLast = true, gpuFusions = false, pluginOverride = false;
   std::vector<OptimizationProfile> profiles;
   std::shared_ptr<PyCallable> progress;
+  std::map<std::string, std::string> layerOutputTypes;
+  std::shared_ptr<PyCallable> calibrator;  //!< implicit INT8 (py_calibrator.h)
+  std::string calibrationAlgorithm = "entropy";
+  double calibrationPercentile = 99.99;
 };
 
 void warnNow(const std::string& msg) {
@@ -46,15 +51,17 @@ DataType precisionOf(const std::string& layer, const std::string& name) {
   if (name == "fp32") return DataType::kFLOAT;
   if (name == "fp16") return DataType::kHALF;
   if (name == "bf16") return DataType::kBF16;
-  throw Error("layer_precisions: '" + name + "' for '" + layer + "' is not fp32, fp16 or bf16");
+  if (name == "int8") return DataType::kINT8;
+  throw Error("layer_precisions: '" + name + "' for '" + layer + "' is not fp32, fp16, bf16 or int8");
 }
 
 //! What one build needs, checked and prepared with the GIL held.
 struct BuildPlan {
   BuilderConfig cfg;
-  std::map<std::string, DataType> layerPrecisions;
+  std::map<std::string, DataType> layerPrecisions, layerOutputTypes;
   std::string timingCache;
   OnnxParserOptions parser;
+  std::unique_ptr<PyCalibrator> calibrator;
 };
 
 //! `warnings`: options that cannot apply to the device warn (at build time, not construction).
@@ -87,13 +94,25 @@ BuildPlan plan(const PyBuilderConfig& c, bool warnings) {
   };
   precision(c.fp16, BuilderFlag::kFP16, "fp16");
   precision(c.bf16, BuilderFlag::kBF16, "bf16");
-  precision(c.int8, BuilderFlag::kINT8, "int8");
+  cfg.setFlag(BuilderFlag::kINT8, c.int8);  // either device: Q/DQ models, or calibration
+  if (c.calibrator && !c.int8) throw Error("calibrator needs int8=True");
+  if (c.calibrator) {
+    p.calibrator = std::make_unique<PyCalibrator>(c.calibrator, calibrationAlgorithm(c.calibrationAlgorithm), c.calibrationPercentile);
+    cfg.setInt8Calibrator(p.calibrator.get());
+  } else {
+    calibrationAlgorithm(c.calibrationAlgorithm);
+  }
   cfg.setFlag(BuilderFlag::kTF32, c.tf32);
   cfg.setFlag(BuilderFlag::kSTRONGLY_TYPED, c.stronglyTyped);
-  cfg.setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS, c.precisionConstraints != "none");
+  cfg.setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS, c.precisionConstraints == "obey");
+  cfg.setFlag(BuilderFlag::kPREFER_PRECISION_CONSTRAINTS, c.precisionConstraints == "prefer");
   for (const auto& [layer, type] : c.layerPrecisions) p.layerPrecisions[layer] = precisionOf(layer, type);
-  if (cpu && !p.layerPrecisions.empty())
-    warn("layer_precisions: the CPU computes every layer in float32; the constraints are kept in the plan only");
+  for (const auto& [layer, type] : c.layerOutputTypes) p.layerOutputTypes[layer] = precisionOf(layer, type);
+  if (!c.layerOutputTypes.empty() && c.precisionConstraints == "none")
+    throw Error("layer_output_types needs precision_constraints='prefer' or 'obey' (as trtexec)");
+  for (const auto* m : {&p.layerPrecisions, &p.layerOutputTypes})
+    for (const auto& [layer, t] : *m)
+      if (t == DataType::kINT8 && !c.int8) throw Error("'" + layer + "': int8 needs int8=True");
   cfg.setBuilderOptimizationLevel(c.optimizationLevel);
   cfg.setTacticShapePoints(c.tacticShapePoints);
   if (c.avgTiming) cfg.setAvgTiming(*c.avgTiming);
@@ -131,6 +150,7 @@ std::shared_ptr<Engine> build(const py::object& model, const PyBuilderConfig& c,
     if (inMemory) parseOnnxBuffer(source.data(), source.size(), net, "", logger, p.parser);
     else parseOnnxFile(source, net, logger, p.parser);
     setLayerPrecisions(net, p.layerPrecisions);
+    setLayerOutputTypes(net, p.layerOutputTypes);
     TimingCache cache;
     if (!p.timingCache.empty()) {
       cache = TimingCache::load(p.timingCache);
@@ -209,7 +229,7 @@ void bindBuilder(py::module_& m) {
       .def_readwrite("strongly_typed", &PyBuilderConfig::stronglyTyped)
       .def_readwrite("precision_constraints", &PyBuilderConfig::precisionConstraints, "'none', 'prefer' or 'obey'")
       .def_readwrite("layer_precisions", &PyBuilderConfig::layerPrecisions,
-                     "{layer name or '*': 'fp32' | 'fp16' | 'bf16'} (--layerPrecisions; needs precision_constraints)")
+                     "{layer name or '*' pattern: 'fp32' | 'fp16' | 'bf16' | 'int8'} (--layerPrecisions; needs precision_constraints)")
       .def_readwrite("optimization_level", &PyBuilderConfig::optimizationLevel, "0..5: level L times 2^L tactics per layer")
       .def_readwrite("tactic_shape_points", &PyBuilderConfig::tacticShapePoints,
                      "dynamic profiles: shapes tactics are timed at (1: opt, 3: min/opt/max, 5); size buckets where they differ")
@@ -233,6 +253,18 @@ void bindBuilder(py::module_& m) {
       .def(
           "add_optimization_profile", [](PyBuilderConfig& c, const OptimizationProfile& p) { c.profiles.push_back(p); },
           py::arg("profile"))
+      .def_readwrite("layer_output_types", &PyBuilderConfig::layerOutputTypes,
+                     "{layer name or pattern: 'fp32' | 'fp16' | 'bf16' | 'int8'}: output 0's type (--layerOutputTypes)")
+      .def_property(
+          "calibrator", [](const PyBuilderConfig& c) { return c.calibrator ? c.calibrator->fn() : py::object(py::none()); },
+          [](PyBuilderConfig& c, const py::object& obj) {
+            if (!obj.is_none() && !py::hasattr(obj, "get_batch")) throw Error("calibrator must have a get_batch() method");
+            c.calibrator = obj.is_none() ? nullptr : std::make_shared<PyCallable>(obj);
+          },
+          "implicit INT8 (with int8=True): an object with get_batch() -> {input: array} or None when done, and optionally "
+          "read_calibration_cache() -> bytes or None and write_calibration_cache(data)")
+      .def_readwrite("calibration_algorithm", &PyBuilderConfig::calibrationAlgorithm, "'entropy' (default), 'minmax' or 'percentile'")
+      .def_readwrite("calibration_percentile", &PyBuilderConfig::calibrationPercentile, "for 'percentile' (default 99.99)")
       .def_property_readonly("num_optimization_profiles", [](const PyBuilderConfig& c) { return c.profiles.size(); });
 
   m.def("build_engine", &build, py::arg("model"), py::arg("config"), py::kw_only(), py::arg("logger") = py::none(),

@@ -15,6 +15,7 @@
 namespace kiln {
 
 class Engine;
+class IInt8Calibrator;
 
 enum class DeviceType : uint8_t { kCPU = 0, kGPU = 1 };
 const char* toString(DeviceType d);
@@ -28,7 +29,8 @@ enum class BuilderFlag : int {
   kFP8 = 3,              //!< allow FP8 kernels (Hopper)
   kTF32 = 4,             //!< allow TF32 for FP32 matmul/conv (on by default)
   kSTRONGLY_TYPED = 5,   //!< keep exactly the types the network states
-  kOBEY_PRECISION_CONSTRAINTS = 6,
+  kOBEY_PRECISION_CONSTRAINTS = 6,   //!< a layer's precision / output type it cannot get fails the build (naming it)
+  kPREFER_PRECISION_CONSTRAINTS = 7, //!< ... falls back with a warning naming it
 };
 
 enum class OptProfileSelector : int { kMIN = 0, kOPT = 1, kMAX = 2 };
@@ -112,6 +114,11 @@ class BuilderConfig {
     if (pool == MemoryPoolType::kWORKSPACE) workspaceLimit_ = bytes;
   }
   size_t getMemoryPoolLimit(MemoryPoolType pool) const { return pool == MemoryPoolType::kWORKSPACE ? workspaceLimit_ : 0; }
+  //! Implicit INT8 (with kINT8): the builder runs the float32 network on the CPU over the
+  //! calibrator's batches (or takes its cache), and quantizes Conv / MatMul / Gemm layers with
+  //! constant weights (README "INT8 calibration" says which). Not owned; must outlive build().
+  void setInt8Calibrator(IInt8Calibrator* c) { calibrator_ = c; }
+  IInt8Calibrator* getInt8Calibrator() const { return calibrator_; }
 
  private:
   uint32_t flags_ = 0;
@@ -130,6 +137,7 @@ class BuilderConfig {
   bool channelsLast_ = true;
   bool gpuFusions_ = false;
   size_t workspaceLimit_ = 0;
+  IInt8Calibrator* calibrator_ = nullptr;
 };
 
 class Builder {

@@ -1,6 +1,7 @@
 // kiln: an inference optimizer and runtime. Umbrella header.
 #pragma once
 #include "kiln/builder.h"
+#include "kiln/calibrator.h"
 #include "kiln/device.h"
 #include "kiln/layer_precisions.h"
 #include "kiln/logger.h"

@@ -65,6 +65,8 @@ class Layer {
   std::vector<std::string> fusedOps;
   //! Optional precision constraint (honoured when the builder config obeys constraints).
   std::optional<DataType> precision;
+  //! Optional type constraint on output 0 (--layerOutputTypes; honoured like `precision`).
+  std::optional<DataType> outputType;
 };
 
 //! The network: owns its tensors and layers.

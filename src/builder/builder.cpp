@@ -9,8 +9,11 @@
 #include <string>
 
 #include "builder/passes/inline_constant_if.h"
+#include "builder/calibrate.h"
 #include "builder/passes/lower_qdq.h"
 #include "builder/passes/passes.h"
+#include "builder/passes/quantize_calibrated.h"
+#include "builder/precision_constraints.h"
 #include "builder/tactic_filter.h"
 #include "builder/tactic_timing.h"
 #include "ops/op_registry.h"
@@ -142,7 +145,8 @@ InputSamples sampleInputShapes(const Network& net, const std::vector<std::map<st
   return keepRunnableSamples(net, std::move(out));
 }
 
-void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& backend, const InputSamples& samples) {
+void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& backend, const InputSamples& samples,
+               const CalibrationTable* calibration, ImplicitQuantization* quantization) {
   auto hasKernel = [&backend](const Layer& l) { return !backend.tactics(describeLayer(l)).empty(); };
   // The attention fusion pays only with a fused kernel; the CUDA backend's attention_fp_general (one
   // block per query row, there for the ONNX op's rarer features) is slower than the unfused
@@ -205,6 +209,13 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse GroupNorm pattern", fuseGroupNormPattern},
       {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasFusedAttention); }},
       {"fuse MatMul + bias", fuseMatMulBias},
+      // Implicit INT8 after BatchNorm folding (the weights it quantizes are the folded ones) and
+      // before the residual / activation fusions, which lowerQdq's patterns do not take.
+      {"quantize calibrated layers (implicit INT8)",
+       [&](Network& n) {
+         return calibration && quantizeCalibrated(n, *calibration, [&backend](const LayerDesc& d) { return !backend.tactics(d).empty(); },
+                                                  quantization);
+       }},
       {"fuse residual Add + LayerNorm (GPU)",
        [&](Network& n) { return gpuFusions && fuseSkipLayerNorm(n, hasKernel, samples); }},
       {"fuse Conv + residual Add", [&](Network& n) { return fuseConvResidual(n, samples); }},
@@ -226,7 +237,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
     }
   }
   if (reducedGpu) {
-    if (assignPrecision(net, reduced, cfg.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS))) {
+    if (assignPrecision(net, reduced, cfg.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS) || cfg.getFlag(BuilderFlag::kPREFER_PRECISION_CONSTRAINTS))) {
       log.log(Sev::kVERBOSE, std::string("pass: reduced precision (") + toString(reduced) + ")");
       repropagate();
       removeFoldedLayers(net);
@@ -258,22 +269,44 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
 
 bool isQdq(const Layer& l) { return l.op == "QuantizeLinear" || l.op == "DequantizeLinear"; }
 
-// INT8 / FP8 come only from the network's own Q/DQ layers (explicit quantization, lower_qdq.cpp):
-// kiln has no calibration yet, so the flags alone change nothing, and saying so is the point.
+// INT8 comes from the network's own Q/DQ layers (explicit quantization, lower_qdq.cpp) or from
+// calibration (implicit, a calibrator in the config); the flag alone changes nothing, and saying
+// so is the point.
 void warnQuantizationFlags(const Network& net, const BuilderConfig& cfg, ILogger& log) {
   bool qdq = false;
   for (const auto& l : net.layers()) qdq = qdq || isQdq(*l);
+  const bool calibrated = cfg.getInt8Calibrator() != nullptr;
+  if (calibrated && !cfg.getFlag(BuilderFlag::kINT8))
+    log.log(Sev::kWARNING, "an INT8 calibrator is set but INT8 (kINT8, --int8) is not: no calibration, no INT8 layer");
   for (auto [flag, name] : {std::pair{BuilderFlag::kINT8, "INT8 (kINT8, --int8)"}, std::pair{BuilderFlag::kFP8, "FP8 (kFP8, --fp8)"}}) {
     if (!cfg.getFlag(flag)) continue;
+    if (flag == BuilderFlag::kINT8 && calibrated) continue;  // runPasses reports what it quantized
     if (!qdq)
-      log.log(Sev::kWARNING, std::string(name) + " has no effect: the network has no QuantizeLinear/DequantizeLinear layers and "
-                             "kiln has no calibration yet (implicit quantization); layers compute in float types");
+      log.log(Sev::kWARNING, std::string(name) + " has no effect: no layer runs INT8, because the network has no "
+                             "QuantizeLinear/DequantizeLinear layers and no calibration data was given "
+                             "(--calibData=DIR or --calib=FILE; BuilderConfig::setInt8Calibrator); layers compute in float types");
     else if (flag == BuilderFlag::kINT8)
       log.log(Sev::kINFO, "INT8 layers come from the network's QuantizeLinear/DequantizeLinear layers (explicit quantization); "
                           "the flag itself changes nothing");
     else
       log.log(Sev::kWARNING, std::string(name) + " has no effect: kiln lowers only int8/uint8 Q/DQ patterns yet");
   }
+}
+
+//! What implicit quantization did, in one INFO line (and a warning when it quantized nothing).
+void reportQuantization(const ImplicitQuantization& q, ILogger& log) {
+  std::string kept;
+  int n = 0;
+  for (const auto& [name, why] : q.keptFloat)
+    if (++n <= 8) kept += (n > 1 ? "; " : "") + name + ": " + why;
+  if (n > 8) kept += "; ... (" + std::to_string(n - 8) + " more)";
+  if (q.quantized.empty()) {
+    log.log(Sev::kWARNING, "INT8 (implicit): no layer runs INT8" + (kept.empty() ? std::string(": the network has no Conv, MatMul or Gemm with constant weights")
+                                                                            : "; kept float: " + kept));
+    return;
+  }
+  log.log(Sev::kINFO, "INT8 (implicit): " + std::to_string(q.quantized.size()) + " layer(s) quantized" +
+                          (kept.empty() ? std::string() : "; " + std::to_string(n) + " kept float: " + kept));
 }
 
 //! After the passes: Q/DQ layers that still compute as float arithmetic, when no integer layer was
@@ -321,6 +354,7 @@ EngineGraph lowerToGraph(const Network& net, const std::vector<std::map<std::str
     el.precision = DataType::kFLOAT;
     for (Tensor* t : l->outputs)
       if (isFloat(t->type)) { el.precision = t->type; break; }
+    if (l->op == "QLinearConv" || l->op == "QLinearMatMul") el.precision = DataType::kINT8;
     g.layers.push_back(std::move(el));
   }
   for (Tensor* out : net.outputs()) g.outputs.push_back(idx(out));
@@ -348,6 +382,14 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
   net.topoSort();
   if (inlineConstantIfs(net)) logger_.log(Sev::kVERBOSE, "pass: If layers with a build-time condition replaced by their taken branch");
   propagateShapes(net, nullptr, true);
+  const auto constraints = collectConstraints(net);
+  const bool constrained = cfg.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS) || cfg.getFlag(BuilderFlag::kPREFER_PRECISION_CONSTRAINTS);
+  if (constrained && applyOutputTypes(net)) propagateShapes(net, nullptr, true);
+  // Implicit INT8: calibrate the network as given (tensor names as in the model) before any pass.
+  std::unique_ptr<CalibrationTable> calibration;
+  ImplicitQuantization quantization;
+  if (cfg.getFlag(BuilderFlag::kINT8) && cfg.getInt8Calibrator())
+    calibration = std::make_unique<CalibrationTable>(calibrate(net, cfg, *cfg.getInt8Calibrator(), logger_));
   auto backend = withoutTactics(getBackend(cfg.device(), cfg.threads(), cfg.deviceIndex()), cfg.disabledTactics());
   backend->makeCurrent();  // instantiateEngine below takes the calling thread's current device
   // Phase times go to the build's INFO line: they show where a rebuild with a warm timing cache
@@ -356,8 +398,11 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
   auto tPasses = std::chrono::steady_clock::now();
-  runPasses(net, cfg, logger_, *backend, sampleInputShapes(net, profiles));
+  runPasses(net, cfg, logger_, *backend, sampleInputShapes(net, profiles), calibration.get(), &quantization);
+  if (calibration) reportQuantization(quantization, logger_);
   warnFloatQdq(net, logger_);
+  if (constrained)
+    checkConstraints(constraints, net, cfg.device(), cfg.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS), quantization.keptFloat, logger_);
   const double passSecs = since(tPasses);
   for (Tensor* o : net.outputs())
     if (!o->dimsKnown) throw Error("output '" + o->name + "' has no shape");

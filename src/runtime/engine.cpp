@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <sstream>
@@ -187,6 +188,41 @@ int Engine::getNbAuxStreams() const { return impl->graph.auxStreams; }
 
 DevicePeak Engine::getDevicePeak() const { return impl->backend->peak(); }
 
+namespace {
+
+//! ',"quantization":{...}' for the integer and Q/DQ layers: the scales and zero points they use
+//! (per-channel scales as count, min and max), else "".
+std::string quantizationJson(const EngineGraph& g, const EngineLayer& l) {
+  auto value = [&](size_t input) -> const HostTensor* {
+    if (input >= l.inputs.size() || l.inputs[input] < 0) return nullptr;
+    const HostTensor& v = g.tensors[l.inputs[input]].value;
+    return v.valid() && v.count() > 0 ? &v : nullptr;
+  };
+  auto field = [&](const char* name, size_t input) {
+    const HostTensor* v = value(input);
+    if (!v) return std::string();
+    std::ostringstream o;
+    o << ",\"" << name << "\":";
+    if (v->count() == 1) {
+      o << jsonNumber(v->getDouble(0));
+    } else {
+      double lo = v->getDouble(0), hi = lo;
+      for (int64_t i = 1; i < v->count(); ++i) lo = std::min(lo, v->getDouble(i)), hi = std::max(hi, v->getDouble(i));
+      o << "{\"count\":" << v->count() << ",\"min\":" << jsonNumber(lo) << ",\"max\":" << jsonNumber(hi) << "}";
+    }
+    return o.str();
+  };
+  std::string f;
+  if (l.op == "QLinearConv" || l.op == "QLinearMatMul")
+    f = field("x_scale", 1) + field("x_zero_point", 2) + field("w_scale", 4) + field("w_zero_point", 5) + field("y_scale", 6) +
+        field("y_zero_point", 7);
+  else if (l.op == "QuantizeLinear" || l.op == "DequantizeLinear")
+    f = field("scale", 1) + field("zero_point", 2);
+  return f.empty() ? f : ",\"quantization\":{" + f.substr(1) + "}";
+}
+
+}  // namespace
+
 std::string Engine::getLayerInformation() const {
   const auto& g = impl->graph;
   std::ostringstream s;
@@ -233,6 +269,7 @@ std::string Engine::getLayerInformation() const {
       }
       s << "]";
     };
+    s << quantizationJson(g, l);
     const TacticChoice& c0 = l.choices.at(0);
     s << ",\"precision\":\"" << toString(l.precision) << "\",\"tactic\":\"" << jsonEscape(c0.tactic)
       << "\",\"tacticsConsidered\":" << c0.considered << ",\"tacticTimeMs\":" << jsonNumber(c0.timeMs);

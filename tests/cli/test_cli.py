@@ -403,10 +403,15 @@ def test_shape_tensor_input_values():
 def test_layer_precisions():
     model = static_model()
     ok = run(["--onnx=" + model, "--precisionConstraints=obey", "--layerPrecisions=*:fp32", *FAST])
-    check("--layerPrecisions" in ok.stderr and "float32" in ok.stderr, ok.stderr)  # the CPU warns
+    check("[W]" not in ok.stderr, ok.stderr)  # float32 is what the CPU computes: nothing to report
+    # fp16 on the CPU: obey fails naming a layer (exit 3), prefer builds and warns naming it
+    expect_error(["--onnx=" + model, "--precisionConstraints=obey", "--layerPrecisions=*:fp16", *FAST],
+                 r"layer '.*' \(.*\) asks for fp16 compute but it runs in fp32: the CPU", status=3)
+    ok = run(["--onnx=" + model, "--precisionConstraints=prefer", "--layerPrecisions=*:fp16", *FAST])
+    check(re.search(r"\[W\] layer '.*asks for fp16.*falling back", ok.stderr), ok.stderr)
     expect_error(["--onnx=" + model, "--precisionConstraints=obey", "--layerPrecisions=no_such_layer:fp32", *FAST],
                  r"no layer named 'no_such_layer'", status=2)
-    expect_error(["--onnx=" + model, "--precisionConstraints=obey", "--layerPrecisions=*:fp8", *FAST], r"fp32, fp16 or bf16",
+    expect_error(["--onnx=" + model, "--precisionConstraints=obey", "--layerPrecisions=*:fp8", *FAST], r"fp32, fp16, bf16 or int8",
                  status=2)
     expect_error(["--onnx=" + model, "--layerPrecisions=*:fp32", *FAST], r"precisionConstraints", status=2)
 
@@ -453,7 +458,7 @@ def test_every_flag_parsed():
     for what in ("FP16", "BF16"):
         check(re.search(rf"\[W\] {what}.*not supported on the CPU", proc.stderr), proc.stderr)
     # INT8 without Q/DQ layers or calibration: never silent
-    check(re.search(r"\[W\] INT8 .*has no effect: the network has no QuantizeLinear/DequantizeLinear", proc.stderr), proc.stderr)
+    check(re.search(r"\[W\] INT8 .*has no effect: no layer runs INT8, because the network has no QuantizeLinear/DequantizeLinear", proc.stderr), proc.stderr)
     check("=== Profile (3 iterations ) ===" in proc.stdout)
     check("Layer Information" in proc.stdout and "Output 'y'" in proc.stdout)
     check("percentile(50%)" in proc.stdout and "percentile(99.9%)" in proc.stdout)

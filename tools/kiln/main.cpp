@@ -9,10 +9,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <new>
 
+#include "calib_data.h"
+#include "compare.h"
 #include "engine_io.h"
 #include "inference.h"
 #include "kiln/kiln.h"
@@ -125,7 +128,8 @@ BuilderConfig makeBuilderConfig(const Options& o, DeviceType device, ILogger& lo
   // INT8 on either device: the builder says whether it has an effect (Q/DQ models) or not.
   if (o.int8) cfg.setFlag(BuilderFlag::kINT8, true);
   if (o.noTF32) cfg.setFlag(BuilderFlag::kTF32, false);
-  if (o.precisionConstraints != "none") cfg.setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS, true);
+  if (o.precisionConstraints == "obey") cfg.setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS, true);
+  if (o.precisionConstraints == "prefer") cfg.setFlag(BuilderFlag::kPREFER_PRECISION_CONSTRAINTS, true);
   if (o.stronglyTyped) cfg.setFlag(BuilderFlag::kSTRONGLY_TYPED, true);
   if (o.builderOptimizationLevel) cfg.setBuilderOptimizationLevel(*o.builderOptimizationLevel);
   if (o.tacticShapePoints) cfg.setTacticShapePoints(*o.tacticShapePoints);
@@ -145,20 +149,31 @@ BuilderConfig makeBuilderConfig(const Options& o, DeviceType device, ILogger& lo
   return cfg;
 }
 
-//! --layerPrecisions: each named layer's precision constraint ("*": every layer); a name no layer
-//! has is a command-line error.
-void applyLayerPrecisions(Network& net, const Options& o, DeviceType device, ILogger& logger) {
-  if (o.layerPrecisions.empty()) return;
-  if (device == DeviceType::kCPU)
-    logger.log(Severity::kWARNING, "--layerPrecisions: the CPU computes every layer in float32; the constraints are kept in the plan only");
+//! --layerPrecisions / --layerOutputTypes: each named (or '*'-matched) layer's constraint; an entry
+//! that matches no layer is a command-line error. The builder checks them (obey / prefer).
+void applyLayerConstraints(Network& net, const Options& o) {
   try {
-    setLayerPrecisions(net, o.layerPrecisions);
+    if (!o.layerPrecisions.empty()) setLayerPrecisions(net, o.layerPrecisions);
   } catch (const Error& e) {
     throw UsageError(std::string("--layerPrecisions: ") + e.what());
   }
+  try {
+    if (!o.layerOutputTypes.empty()) setLayerOutputTypes(net, o.layerOutputTypes);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--layerOutputTypes: ") + e.what());
+  }
 }
 
-std::unique_ptr<Engine> buildEngine(const Options& o, DeviceType device, CliLogger& logger) {
+//! --calibData / --calib: the calibrator of an implicit INT8 build, or null.
+std::unique_ptr<DirectoryCalibrator> makeCalibrator(const Network& net, const Options& o) {
+  if (!o.int8 || (o.calibData.empty() && o.calibCache.empty())) return nullptr;
+  if (o.calibData.empty() && !std::ifstream(o.calibCache))
+    throw Error("--calib: '" + o.calibCache + "' does not exist and no --calibData was given to calibrate with");
+  return std::make_unique<DirectoryCalibrator>(net, o.calibData, o.calibCache, parseCalibAlgo(o.calibAlgo), o.calibPercentile);
+}
+
+std::unique_ptr<Engine> buildEngine(const Options& o, DeviceType device, CliLogger& logger,
+                                    const std::function<void(Network&)>& instrument) {
   Network network;
   double t0 = nowMs();
   OnnxParserOptions parserOptions;
@@ -166,8 +181,11 @@ std::unique_ptr<Engine> buildEngine(const Options& o, DeviceType device, CliLogg
   parseOnnxFile(o.onnx, network, logger, parserOptions);
   logger.log(Severity::kINFO, "Parsed '" + o.onnx + "': " + std::to_string(network.nbLayers()) + " layers in " +
                                   std::to_string((nowMs() - t0) / 1000.0) + " sec");
-  applyLayerPrecisions(network, o, device, logger);
+  applyLayerConstraints(network, o);
+  if (instrument) instrument(network);
   BuilderConfig cfg = makeBuilderConfig(o, device, logger);
+  std::unique_ptr<DirectoryCalibrator> calibrator = makeCalibrator(network, o);
+  if (calibrator) cfg.setInt8Calibrator(calibrator.get());
   for (const OptimizationProfile& profile : makeProfiles(network, o, logger)) cfg.addOptimizationProfile(profile);
   TimingCache cache;
   if (!o.timingCacheFile.empty()) {
@@ -335,7 +353,10 @@ int run(const Options& o) {
   if (!o.onnx.empty()) {
     DeviceType device = chooseDevice(o);
     checkRuntimeFeatures(o, device, logger);
-    engine = buildEngine(o, device, logger);
+    if (!o.compareWith.empty()) return compareWithFp32(o, [&](const Options& opts, const std::function<void(Network&)>& instrument) {
+      return buildEngine(opts, device, logger, instrument);
+    }, logger);
+    engine = buildEngine(o, device, logger, {});
   } else {
     engine = loadEngine(o, logger);
     checkRuntimeFeatures(o, engine->device(), logger);

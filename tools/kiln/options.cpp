@@ -131,17 +131,18 @@ std::map<std::string, std::string> parseInputSpec(const std::string& spec) {
   return out;
 }
 
-std::map<std::string, DataType> parseLayerPrecisions(const std::string& spec) {
+std::map<std::string, DataType> parseLayerPrecisions(const std::string& spec, const std::string& flag) {
   std::map<std::string, DataType> out;
   for (const std::string& item : splitUnquoted(spec, ',')) {
-    if (trim(item).empty()) throw UsageError("--layerPrecisions: empty entry in '" + spec + "'");
-    auto [name, type] = splitNameValue("--layerPrecisions", item);
+    if (trim(item).empty()) throw UsageError(flag + ": empty entry in '" + spec + "'");
+    auto [name, type] = splitNameValue(flag, item);
     DataType t;
     if (type == "fp32") t = DataType::kFLOAT;
     else if (type == "fp16") t = DataType::kHALF;
     else if (type == "bf16") t = DataType::kBF16;
-    else throw UsageError("--layerPrecisions: '" + type + "' for '" + name + "' is not fp32, fp16 or bf16");
-    if (!out.emplace(name, t).second) throw UsageError("--layerPrecisions: layer '" + name + "' is given twice");
+    else if (type == "int8") t = DataType::kINT8;
+    else throw UsageError(flag + ": '" + type + "' for '" + name + "' is not fp32, fp16, bf16 or int8");
+    if (!out.emplace(name, t).second) throw UsageError(flag + ": layer '" + name + "' is given twice");
   }
   return out;
 }
@@ -260,6 +261,17 @@ void checkConsistency(const Options& o) {
     throw UsageError("--bf16 conflicts with --stronglyTyped (types come from the network)");
   if (o.int8 && o.stronglyTyped)
     throw UsageError("--int8 conflicts with --stronglyTyped (types come from the network)");
+  for (const auto* flagged : {&o.layerPrecisions, &o.layerOutputTypes})
+    for (const auto& [name, t] : *flagged)
+      if (t == DataType::kINT8 && !o.int8)
+        throw UsageError(std::string(flagged == &o.layerPrecisions ? "--layerPrecisions" : "--layerOutputTypes") + ": '" + name +
+                         ":int8' needs --int8");
+  if (!o.calibData.empty() && !o.int8) throw UsageError("--calibData needs --int8 (calibration data is for INT8 quantization)");
+  if (!o.calibCache.empty() && !o.int8) throw UsageError("--calib needs --int8 (a calibration cache is for INT8 quantization)");
+  if ((!o.calibData.empty() || !o.calibCache.empty()) && o.onnx.empty())
+    throw UsageError("--calibData / --calib apply when building (--onnx); a loaded engine keeps its scales");
+  if (!o.compareWith.empty() && o.compareWith != "fp32") throw UsageError("--compareWith: only 'fp32' is supported, got '" + o.compareWith + "'");
+  if (!o.compareWith.empty() && o.onnx.empty()) throw UsageError("--compareWith=fp32 builds both engines from the model: it needs --onnx");
 }
 
 }  // namespace
@@ -332,7 +344,9 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
   app.add_option("--threads", o.threads, "CPU worker threads (0 = all hardware threads)")->check(CLI::Range(0, 4096));
   app.add_flag("--fp16", o.fp16, "Allow FP16 kernels (the CPU warns and builds FP32)");
   app.add_flag("--bf16", o.bf16, "Allow BF16 kernels (the CPU warns and builds FP32)");
-  app.add_flag("--int8", o.int8, "Allow INT8 kernels (the CPU warns and builds FP32)");
+  app.add_flag("--int8", o.int8,
+               "Allow INT8: Q/DQ models run their integer layers; with --calibData or --calib, Conv/MatMul/Gemm are "
+               "quantized from calibration (implicit INT8)");
   app.add_flag("--noTF32", o.noTF32, "Disallow TF32 for FP32 matmul/conv");
   app.add_flag("--stronglyTyped", o.stronglyTyped, "Keep exactly the types the network states");
   app.add_option("--builderOptimizationLevel", o.builderOptimizationLevel,
@@ -343,12 +357,33 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
                  "whose best tactic differs across them gets one per size range")
       ->check(CLI::IsMember({1, 3, 5}));
   app.add_option("--precisionConstraints", o.precisionConstraints,
-                 "none (default): --fp16/--bf16 decide every layer; prefer/obey: honour --layerPrecisions")
+                 "none (default): --fp16/--bf16 decide every layer; obey: honour --layerPrecisions/--layerOutputTypes or fail "
+                 "naming the layer; prefer: honour them where a kernel exists, else warn naming the layer")
       ->check(CLI::IsMember({"none", "prefer", "obey"}));
   std::vector<std::string> layerPrecisions;
   repeatable(app.add_option("--layerPrecisions", layerPrecisions,
-                            "Compute precision per layer: name:fp32|fp16|bf16[,name2:...]; '*' names every layer "
+                            "Compute precision per layer: name:fp32|fp16|bf16|int8[,name2:...]; '*' wildcards ('*': every "
+                            "layer, 'block1*': names starting so; an exact name wins, then the longest pattern; int8 needs --int8; "
+                            "needs --precisionConstraints=prefer or obey)"));
+  std::vector<std::string> layerOutputTypes;
+  repeatable(app.add_option("--layerOutputTypes", layerOutputTypes,
+                            "Type of each layer's output: name:fp32|fp16|bf16|int8[,...], names as --layerPrecisions "
                             "(needs --precisionConstraints=prefer or obey)"));
+  app.add_option("--calibData", o.calibData,
+                 "INT8 calibration (with --int8): a directory of input batches, <input>.npy or <input>.<k>.npy (or .pb) per "
+                 "network input and batch k");
+  app.add_option("--calib", o.calibCache,
+                 "INT8 calibration cache (with --int8): used instead of calibrating when the file exists, written after a calibration");
+  app.add_option("--calibAlgo", o.calibAlgo, "INT8 calibration algorithm: entropy (default; TensorRT's KL), minmax, percentile")
+      ->check(CLI::IsMember({"entropy", "minmax", "percentile"}));
+  app.add_option("--calibPercentile", o.calibPercentile, "Percentile of --calibAlgo=percentile (default 99.99)")
+      ->check(CLI::Range(1e-9, 100.0));
+  app.add_option("--compareWith", o.compareWith,
+                 "fp32: also build a float32 engine, run both on the same inputs and compare the tensors that feed each "
+                 "Conv/MatMul/Gemm and the outputs; fails naming the first layer beyond --compareTolerance");
+  app.add_option("--compareTolerance", o.compareTolerance,
+                 "--compareWith: largest max|a-b| / max|fp32| a tensor may have (default 0.1)")
+      ->check(CLI::Range(0.0, 1e30));
   app.add_option("--timingCacheFile", o.timingCacheFile,
                  "Tactic timings: read from this file (if it exists) and saved back after the build, so a rebuild "
                  "skips timing what it has timed before");
@@ -397,6 +432,11 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
       if (!o.layerPrecisions.emplace(name, t).second) throw UsageError("--layerPrecisions: layer '" + name + "' is given twice");
   if (!o.layerPrecisions.empty() && o.precisionConstraints == "none")
     throw UsageError("--layerPrecisions needs --precisionConstraints=prefer or obey (as trtexec)");
+  for (const auto& spec : layerOutputTypes)
+    for (auto& [name, t] : parseLayerPrecisions(spec, "--layerOutputTypes"))
+      if (!o.layerOutputTypes.emplace(name, t).second) throw UsageError("--layerOutputTypes: layer '" + name + "' is given twice");
+  if (!o.layerOutputTypes.empty() && o.precisionConstraints == "none")
+    throw UsageError("--layerOutputTypes needs --precisionConstraints=prefer or obey (as trtexec)");
   applyTrtexecFlags(trtexec, device, o);
   checkConsistency(o);
   return ParseOutcome::kRun;

@@ -62,7 +62,18 @@ struct Options {
   std::optional<int> maxAuxStreams;
   std::string timingCacheFile;  //!< read (when it exists) and updated by the build
   std::string precisionConstraints = "none";        //!< none | prefer | obey
-  std::map<std::string, DataType> layerPrecisions;  //!< layer name ("*": every layer) -> compute type
+  std::map<std::string, DataType> layerPrecisions;  //!< layer name or '*' pattern -> compute type
+  std::map<std::string, DataType> layerOutputTypes; //!< layer name or '*' pattern -> output 0's type
+
+  // Implicit INT8 (calib_data.cpp).
+  std::string calibData;                  //!< directory of calibration batches: <input>.npy / <input>.<k>.npy (or .pb)
+  std::string calibCache;                 //!< --calib: read when it exists (instead of calibrating), written after
+  std::string calibAlgo = "entropy";      //!< entropy | minmax | percentile
+  double calibPercentile = 99.99;
+
+  // Accuracy check (compare.cpp).
+  std::string compareWith;                //!< "fp32": build a float32 engine too and compare tensors layer by layer
+  double compareTolerance = 0.1;          //!< a tensor whose max |a - b| / max |b| exceeds it fails the run
   int gpu = 0;                                      //!< CUDA device index (--gpu)
   std::vector<std::string> disableTactics;          //!< tactic name patterns not offered (tactic_filter.h)
   std::vector<std::string> skipPasses;              //!< words: builder passes whose name has one are skipped
@@ -100,8 +111,9 @@ class UsageError : public Error {
 ShapeMap parseShapeSpec(const std::string& flag, const std::string& spec);
 //! Parses "name:file,name2:file2" for --loadInputs. Throws UsageError.
 std::map<std::string, std::string> parseInputSpec(const std::string& spec);
-//! Parses "name:fp32,name2:fp16" for --layerPrecisions (a name may be quoted). Throws UsageError.
-std::map<std::string, DataType> parseLayerPrecisions(const std::string& spec);
+//! Parses "name:fp32,name2:fp16,block*:int8" for --layerPrecisions / --layerOutputTypes (`flag`;
+//! a name may be quoted). Throws UsageError.
+std::map<std::string, DataType> parseLayerPrecisions(const std::string& spec, const std::string& flag = "--layerPrecisions");
 //! Parses "90,95,99" (each in [0, 100]). Throws UsageError.
 std::vector<double> parsePercentiles(const std::string& spec);
 

@@ -47,16 +47,14 @@ constexpr NoEffect kNoEffect[] = {
     {"--pluginInstanceNorm,--pi", false, "InstanceNormalization is always imported natively"},
     {"--monitorMemory", false, "kiln has no memory monitor"},
     {"--allowWeightStreaming", false, "kiln has no weight streaming"},
-    {"--layerOutputTypes", true, "kiln has no per-layer output type constraints (--layerPrecisions sets compute types)"},
     {"--layerDeviceTypes", true, "kiln has no DLA; every layer runs on the chosen backend"},
     {"--decomposableAttentions", true, "attention fusion is decided by the builder"},
     {"--markDebug", true, "kiln has no debug tensors"},
     {"--markUnfusedTensorsAsDebugTensors", false, "kiln has no debug tensors"},
-    {"--calib", true, "kiln has no INT8 calibration (quantized models carry their scales in Q/DQ nodes)"},
-    {"--calibProfile", true, "kiln has no INT8 calibration"},
-    {"--minShapesCalib", true, "kiln has no INT8 calibration"},
-    {"--optShapesCalib", true, "kiln has no INT8 calibration"},
-    {"--maxShapesCalib", true, "kiln has no INT8 calibration"},
+    {"--calibProfile", true, "kiln calibrates with optimization profile 0"},
+    {"--minShapesCalib", true, "kiln calibrates with optimization profile 0's shapes"},
+    {"--optShapesCalib", true, "kiln calibrates with optimization profile 0's shapes"},
+    {"--maxShapesCalib", true, "kiln calibrates with optimization profile 0's shapes"},
     {"--fp8", false, "kiln has no FP8 kernels; layers stay in the precisions the other flags allow"},
     {"--int4", false, "kiln has no INT4 weight-only kernels"},
     {"--explicitBatch", false, "every kiln network has an explicit batch dimension"},
@@ -152,7 +150,7 @@ void addTrtexecFlags(CLI::App& app, TrtexecFlags& t, Options& o) {
   app.add_option("--infStreams", t.infStreams, "trtexec's name for --streams")->check(CLI::Range(1, 64))->group(kGroup);
   app.add_option("--avgTiming", t.avgTiming, "Timed runs per tactic during the build (the fastest is kept)")
       ->check(CLI::Range(1, 1000))->group(kGroup);
-  app.add_flag("--best", t.best, "Allow every reduced precision kiln has (FP16; kiln has no INT8 calibration)")->group(kGroup);
+  app.add_flag("--best", t.best, "Allow every reduced precision kiln has without data (FP16; INT8 also needs --int8 with --calibData or a Q/DQ model)")->group(kGroup);
   app.add_flag("--separateProfileRun", t.separateProfileRun, "Per-layer profiles always come from a separate run (the default)")
       ->group(kGroup);
   app.add_flag("--includeDataTransfers", t.includeDataTransfers, "Time host<->device copies (the default; --noDataTransfers leaves them out)")

@@ -1,0 +1,139 @@
+// Implicit INT8: calibrated activation scales + per-channel weight scales as Q/DQ, lowered by
+// lowerQdq (one integer path for explicit and implicit quantization).
+//   x -> Conv(W)   becomes   x -> Q(s_x) -> DQ(s_x) -> Conv(DQ(W_int8, s_w[c]))
+// s_x from the calibration table (uint8 when the tensor never went negative, else int8; zero point
+// 0), s_w[c] = max|W[c]| / 127. A tensor read by several quantized layers gets one Q/DQ pair.
+#include "builder/passes/quantize_calibrated.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "builder/passes/lower_qdq.h"
+#include "builder/passes/passes.h"
+#include "ops/fused_attrs.h"
+
+namespace kiln {
+
+namespace {
+
+bool constFloat(const Tensor* t) { return t && t->isConstant() && t->type == DataType::kFLOAT; }
+
+//! Axis of W's output channels: Conv [M, C/g, k...] 0; MatMul / Gemm [K, N] 1; Gemm transB [N, K] 0.
+int64_t weightAxis(const Layer& l) {
+  if (l.op == "Conv") return 0;
+  return l.op == "Gemm" && l.attrs.getInt("transB", 0) != 0 ? 0 : 1;
+}
+
+//! Symmetric int8 per output channel; `scales` gets one scale per channel.
+HostTensor quantizeWeight(const HostTensor& w, int64_t axis, HostTensor* scales) {
+  const Dims& d = w.dims();
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < axis; ++k) outer *= d[k];
+  for (size_t k = axis + 1; k < d.size(); ++k) inner *= d[k];
+  const int64_t channels = d[axis];
+  *scales = HostTensor(DataType::kFLOAT, {channels});
+  const float* src = w.as<float>();
+  std::vector<float> amax(channels, 0.f);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t i = 0; i < inner; ++i) amax[c] = std::max(amax[c], std::fabs(src[(o * channels + c) * inner + i]));
+  for (int64_t c = 0; c < channels; ++c) scales->as<float>()[c] = amax[c] > 0 ? amax[c] / 127.f : 1.f;
+  HostTensor q(DataType::kINT8, d);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t k = (o * channels + c) * inner + i;
+        const float v = std::nearbyint(src[k] / scales->as<float>()[c]);
+        q.as<int8_t>()[k] = static_cast<int8_t>(std::clamp(v, -127.f, 127.f));
+      }
+  return q;
+}
+
+Tensor* newOutput(Layer* l, DataType type, const Dims& dims) {
+  Tensor* t = l->outputs[0];
+  t->type = type;
+  t->dims = dims;
+  t->dimsKnown = true;
+  return t;
+}
+
+}  // namespace
+
+bool isQuantizable(const Layer& l) {
+  if (l.precision && *l.precision != DataType::kINT8) return false;
+  if (l.inputs.size() < 2 || l.outputs.size() != 1 || !l.inputs[0] || l.inputs[0]->type != DataType::kFLOAT ||
+      l.inputs[0]->isConstant() || hasFusedActivation(l.attrs) || !constFloat(l.inputs[1]))
+    return false;
+  const Tensor* b = l.inputs.size() > 2 ? l.inputs[2] : nullptr;
+  if (l.op == "Conv") return l.inputs.size() <= 3 && (!b || constFloat(b));
+  if (l.inputs[1]->dims.size() != 2) return false;
+  if (l.op == "MatMul") return l.inputs.size() == 2 || (l.inputs.size() == 3 && constFloat(b));  // 3: a fused bias
+  if (l.op == "Gemm")
+    return l.attrs.getInt("transA", 0) == 0 && l.attrs.getFloat("alpha", 1.f) == 1.f && (!b || (constFloat(b) && l.attrs.getFloat("beta", 1.f) == 1.f));
+  return false;
+}
+
+bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::function<bool(const LayerDesc&)>& supported,
+                        ImplicitQuantization* result) {
+  std::vector<Layer*> candidates;
+  for (auto& l : net.layers())
+    if (isQuantizable(*l)) candidates.push_back(l.get());
+  std::map<Tensor*, Tensor*> dequantized;  // activation -> its DQ output
+  std::set<std::string> ours;              // names of the Q/DQ layers made here
+  std::map<std::string, HostTensor> floatWeights;
+  std::vector<std::string> order;
+  for (Layer* l : candidates) {
+    Tensor* x = l->inputs[0];
+    auto it = table.scales.find(x->name);
+    if (it == table.scales.end()) {
+      result->keptFloat[l->name] = "no calibration scale for its input '" + x->name + "'";
+      continue;
+    }
+    Tensor*& dq = dequantized[x];
+    if (!dq) {
+      const ActivationScale& a = it->second;
+      HostTensor s(DataType::kFLOAT, {}), z(a.isUnsigned ? DataType::kUINT8 : DataType::kINT8, {});
+      *s.as<float>() = a.scale;
+      Tensor* st = net.addConstant(net.uniqueName(x->name + "_scale"), s);
+      Tensor* zt = net.addConstant(net.uniqueName(x->name + "_zero_point"), z);
+      Layer* q = net.addLayer("QuantizeLinear", {x, st, zt}, 1, {}, net.uniqueName(x->name + "_calib_q"));
+      Layer* d = net.addLayer("DequantizeLinear", {newOutput(q, z.type(), x->dims), st, zt}, 1, {}, net.uniqueName(x->name + "_calib_dq"));
+      dq = newOutput(d, DataType::kFLOAT, x->dims);
+      ours.insert(q->name), ours.insert(d->name);
+    }
+    Tensor* w = l->inputs[1];
+    HostTensor ws;
+    HostTensor wq = quantizeWeight(w->value, weightAxis(*l), &ws);
+    Attributes axis;
+    axis.set("axis", weightAxis(*l));
+    Layer* dw = net.addLayer("DequantizeLinear", {net.addConstant(net.uniqueName(w->name + "_int8"), wq),
+                                                  net.addConstant(net.uniqueName(w->name + "_scale"), ws)},
+                             1, axis, net.uniqueName(w->name + "_calib_dq"));
+    ours.insert(dw->name);
+    floatWeights[l->name] = w->value;
+    order.push_back(l->name);
+    l->inputs[0] = dq;
+    l->inputs[1] = newOutput(dw, DataType::kFLOAT, w->dims);
+  }
+  if (floatWeights.empty()) return false;
+  net.topoSort();
+  lowerQdq(net, supported);
+  // What lowerQdq left (the backend has no integer kernel for it) reads its float inputs again.
+  for (auto& l : net.layers()) {
+    if (!floatWeights.count(l->name)) continue;
+    result->keptFloat[l->name] = "no INT8 kernel for its integer form (" + std::string(l->op == "Conv" ? "QLinearConv" : "QLinearMatMul") +
+                                 ") on this backend";
+    Layer* dq = l->inputs[0]->producer;
+    Layer* q = dq && ours.count(dq->name) ? dq->inputs[0]->producer : nullptr;
+    if (q && ours.count(q->name)) l->inputs[0] = q->inputs[0];
+    l->inputs[1] = net.addConstant(net.uniqueName(l->name + "_weight"), floatWeights[l->name]);
+  }
+  for (const std::string& name : order)
+    if (!result->keptFloat.count(name)) result->quantized.push_back(name);
+  net.removeDeadLayers();
+  net.topoSort();
+  return true;
+}
+
+}  // namespace kiln

@@ -1,0 +1,33 @@
+// Implicit INT8 (quantize_calibrated.cpp): calibrated scales become Q/DQ pairs that lowerQdq
+// turns into integer layers.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "builder/calib_table.h"
+#include "ir/layer_desc.h"
+#include "kiln/network.h"
+
+namespace kiln {
+
+//! The layers implicit quantization takes: Conv, and MatMul / Gemm whose weight (input 1) is a
+//! constant 2-D matrix (Gemm without transA, alpha = beta = 1), reading float32 activations, with no
+//! float precision constraint. Everything else (Softmax, normalizations, residual Adds, pools,
+//! attention's activation x activation MatMuls) stays float: kiln has no integer kernel for it.
+bool isQuantizable(const Layer& l);
+
+struct ImplicitQuantization {
+  std::vector<std::string> quantized;              //!< original layer names now running INT8
+  std::map<std::string, std::string> keptFloat;    //!< original layer name -> why it stays float
+};
+
+//! Puts QuantizeLinear/DequantizeLinear with the table's scale before the activation input of every
+//! quantizable layer, quantizes its weight per output channel (symmetric int8, [-127, 127]), runs
+//! lowerQdq, and puts back the float inputs of a layer lowerQdq did not lower (`supported` refused
+//! its integer form), so that no Q/DQ is left to compute as float arithmetic.
+bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::function<bool(const LayerDesc&)>& supported,
+                        ImplicitQuantization* result);
+
+}  // namespace kiln

@@ -1,0 +1,300 @@
+// Implicit INT8's library pieces: the calibration histogram and its three amax rules (against
+// sorted-array references), the cache format (round trip, bit-exact scales, errors naming the
+// line), the layer-name patterns of --layerPrecisions, cloneNetwork, and a calibrated build through
+// the C++ API (IInt8Calibrator) whose engine runs integer layers and stays close to float32, and
+// the pass keeping a layer float when the backend has no integer kernel for it.
+// Whole models against ONNX Runtime: tests/quant/test_calibration.py.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "builder/calib_histogram.h"
+#include "builder/calib_table.h"
+#include "builder/passes/quantize_calibrated.h"
+#include "ir/network_clone.h"
+#include "kiln/kiln.h"
+
+using namespace kiln;
+
+namespace {
+
+std::vector<float> normalSamples(size_t n, unsigned seed, float sigma = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+}  // namespace
+
+TEST(Calibration, HistogramGrowsWithoutLosingCounts) {
+  TensorHistogram h;
+  std::vector<float> a = normalSamples(5000, 1, 0.5f), b = normalSamples(5000, 2, 4.f);  // b forces the range to double
+  h.add(a.data(), a.size());
+  h.add(b.data(), b.size());
+  double total = 0;
+  for (double c : h.counts()) total += c;
+  EXPECT_EQ(total, 10000.0);
+  float absMax = 0, lo = 0;
+  for (const auto* v : {&a, &b})
+    for (float x : *v) absMax = std::max(absMax, std::fabs(x)), lo = std::min(lo, x);
+  EXPECT_EQ(h.absMax(), absMax);
+  EXPECT_EQ(h.minValue(), lo);
+  EXPECT_GE(h.binWidth() * TensorHistogram::kBins, absMax);
+  EXPECT_EQ(calibratedAmax(h, CalibrationAlgoType::kMINMAX_CALIBRATION, 0, false), absMax);
+}
+
+TEST(Calibration, PercentileWithinOneBinOfSortedReference) {
+  TensorHistogram h;
+  std::vector<float> v = normalSamples(200000, 3);
+  h.add(v.data(), v.size());
+  std::vector<float> mags(v.size());
+  std::transform(v.begin(), v.end(), mags.begin(), [](float x) { return std::fabs(x); });
+  std::sort(mags.begin(), mags.end());
+  for (double p : {50.0, 99.0, 99.99}) {
+    const double want = mags[static_cast<size_t>(std::ceil(p / 100 * mags.size())) - 1];  // the smallest value with p% at or below it
+    EXPECT_NEAR(calibratedAmax(h, CalibrationAlgoType::kPERCENTILE, p, false), want, h.binWidth()) << p;
+  }
+  EXPECT_EQ(calibratedAmax(h, CalibrationAlgoType::kPERCENTILE, 100, false), mags.back());
+}
+
+TEST(Calibration, EntropyClipsRareOutliersButNotTheBulk) {
+  // A Gaussian bulk plus a few far outliers: minmax spends the range on the outliers, the KL
+  // threshold keeps the bulk (a few sigma) and clips them.
+  std::vector<float> v = normalSamples(100000, 4);
+  for (int i = 0; i < 20; ++i) v.push_back(40.f + i);
+  TensorHistogram h;
+  h.add(v.data(), v.size());
+  const double amax = calibratedAmax(h, CalibrationAlgoType::kENTROPY_CALIBRATION_2, 0, false);
+  EXPECT_GT(amax, 2.5);
+  EXPECT_LT(amax, 20.0);
+  // Without outliers nothing is worth clipping much: the threshold stays near the maximum's scale.
+  TensorHistogram u;
+  std::vector<float> flat(50000);
+  for (size_t i = 0; i < flat.size(); ++i) flat[i] = -1.f + 2.f * i / (flat.size() - 1);
+  u.add(flat.data(), flat.size());
+  EXPECT_GT(calibratedAmax(u, CalibrationAlgoType::kENTROPY_CALIBRATION_2, 0, false), 0.9);
+}
+
+TEST(Calibration, AllZeroTensorHasNoRange) {
+  TensorHistogram h;
+  std::vector<float> z(100, 0.f);
+  h.add(z.data(), z.size());
+  for (auto a : {CalibrationAlgoType::kMINMAX_CALIBRATION, CalibrationAlgoType::kPERCENTILE, CalibrationAlgoType::kENTROPY_CALIBRATION_2})
+    EXPECT_EQ(calibratedAmax(h, a, 99.9, true), 0.0);
+}
+
+TEST(Calibration, CacheRoundTripIsBitExact) {
+  CalibrationTable t;
+  t.algorithm = "percentile:99.99";
+  t.scales["input.1"] = {0.0123456789f, false};
+  t.scales["conv out:0 with spaces"] = {std::nextafter(1.f, 2.f), true};
+  const std::vector<uint8_t> bytes = serializeCalibrationTable(t);
+  const CalibrationTable back = parseCalibrationTable(bytes);
+  EXPECT_EQ(back.algorithm, t.algorithm);
+  ASSERT_EQ(back.scales.size(), 2u);
+  for (const auto& [name, a] : t.scales) {
+    EXPECT_EQ(back.scales.at(name).scale, a.scale) << name;
+    EXPECT_EQ(back.scales.at(name).isUnsigned, a.isUnsigned) << name;
+  }
+  EXPECT_EQ(serializeCalibrationTable(back), bytes);
+}
+
+TEST(Calibration, BadCachesNameTheLine) {
+  auto parse = [](const std::string& s) { return parseCalibrationTable(std::vector<uint8_t>(s.begin(), s.end())); };
+  auto expectError = [&](const std::string& text, const std::string& part) {
+    try {
+      parse(text);
+      ADD_FAILURE() << "no error for: " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  expectError("", "line 1");
+  expectError("TRT-8601-EntropyCalibration2\n", "not a kiln calibration cache");
+  expectError("kiln-int8-calibration 2 entropy\n", "version 2");
+  expectError("kiln-int8-calibration 1 entropy\n3c010a14 i8\n", "line 2");
+  expectError("kiln-int8-calibration 1 entropy\nbf800000 i8 x\n", "positive");  // -1.0
+  expectError("kiln-int8-calibration 1 entropy\n7fc00000 i8 x\n", "positive");  // NaN
+  expectError("kiln-int8-calibration 1 entropy\n3c010a14 s8 x\n", "u8 or i8");
+  expectError("kiln-int8-calibration 1 entropy\n3c010a14 i8 x\n3c010a14 i8 x\n", "listed twice");
+}
+
+TEST(Calibration, LayerPatterns) {
+  EXPECT_TRUE(matchesLayerPattern("*", "anything"));
+  EXPECT_TRUE(matchesLayerPattern("block1*", "block1_conv2"));
+  EXPECT_FALSE(matchesLayerPattern("block1*", "xblock1"));
+  EXPECT_TRUE(matchesLayerPattern("*conv*", "block1_conv2"));
+  EXPECT_TRUE(matchesLayerPattern("a*b*c", "aXbYbZc"));
+  EXPECT_FALSE(matchesLayerPattern("a*b*c", "aXbYcZ"));
+  EXPECT_TRUE(matchesLayerPattern("exact", "exact"));
+  EXPECT_FALSE(matchesLayerPattern("exact", "exact2"));
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {1, 4});
+  Layer* a = net.addActivation(x, "Relu");
+  a->name = "block1_relu";
+  Layer* b = net.addActivation(a->outputs[0], "Sigmoid");
+  b->name = "block1_sig";
+  net.markOutput(b->outputs[0]);
+  setLayerPrecisions(net, {{"*", DataType::kHALF}, {"block1*", DataType::kBF16}, {"block1_sig", DataType::kFLOAT}});
+  EXPECT_EQ(*a->precision, DataType::kBF16);  // the longer pattern beats '*'
+  EXPECT_EQ(*b->precision, DataType::kFLOAT);  // the exact name beats both
+  EXPECT_THROW(setLayerPrecisions(net, {{"nothing*", DataType::kFLOAT}}), Error);
+  setLayerOutputTypes(net, {{"block1_relu", DataType::kHALF}});
+  EXPECT_EQ(*a->outputType, DataType::kHALF);
+  EXPECT_FALSE(b->outputType.has_value());
+}
+
+TEST(Calibration, CloneKeepsNamesConstraintsAndValues) {
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {1, 2, 4, 4});
+  HostTensor w(DataType::kFLOAT, {3, 2, 1, 1}), bias(DataType::kFLOAT, {3});
+  Layer* conv = net.addConvolution(x, w, bias, {1, 1}, {0, 0, 0, 0});
+  conv->precision = DataType::kINT8;
+  Layer* relu = net.addActivation(conv->outputs[0], "Relu");
+  net.renameTensor(relu->outputs[0], "y");
+  net.markOutput(relu->outputs[0]);
+  auto copy = cloneNetwork(net);
+  ASSERT_EQ(copy->nbLayers(), 2);
+  EXPECT_EQ(copy->layer(0)->name, conv->name);
+  EXPECT_EQ(*copy->layer(0)->precision, DataType::kINT8);
+  EXPECT_EQ(copy->layer(0)->inputs[1]->value.data(), conv->inputs[1]->value.data());  // weights shared, not copied
+  ASSERT_EQ(copy->outputs().size(), 1u);
+  EXPECT_EQ(copy->outputs()[0]->name, "y");
+  EXPECT_NE(copy->outputs()[0], relu->outputs[0]);
+}
+
+namespace {
+
+//! Batches of a fixed input shape from a seeded generator; keeps what the builder writes.
+class VectorCalibrator : public IInt8MinMaxCalibrator {
+ public:
+  explicit VectorCalibrator(std::vector<HostTensor> batches) : batches_(std::move(batches)) {}
+  bool getBatch(std::map<std::string, HostTensor>& b) override {
+    if (next_ >= batches_.size()) return false;
+    b["x"] = batches_[next_++];
+    return true;
+  }
+  void writeCalibrationCache(const void* data, size_t size) override {
+    written.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + size);
+  }
+  std::vector<uint8_t> written;
+
+ private:
+  std::vector<HostTensor> batches_;
+  size_t next_ = 0;
+};
+
+HostTensor randomTensor(const Dims& d, unsigned seed) {
+  HostTensor t(DataType::kFLOAT, d);
+  std::vector<float> v = normalSamples(static_cast<size_t>(t.count()), seed);
+  std::copy(v.begin(), v.end(), t.as<float>());
+  return t;
+}
+
+//! conv(8 -> 16, 3x3) -> Relu -> conv(16 -> 8, 1x1): two layers implicit INT8 quantizes.
+void makeConvNet(Network& net) {
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {1, 8, 12, 12});
+  HostTensor w1 = randomTensor({16, 8, 3, 3}, 11), b1 = randomTensor({16}, 12), w2 = randomTensor({8, 16, 1, 1}, 13), b2 = randomTensor({8}, 14);
+  for (HostTensor* w : {&w1, &w2})
+    for (int64_t i = 0; i < w->count(); ++i) w->as<float>()[i] *= 0.2f;
+  Layer* c1 = net.addConvolution(x, w1, b1, {1, 1}, {1, 1, 1, 1});
+  Layer* r = net.addActivation(c1->outputs[0], "Relu");
+  Layer* c2 = net.addConvolution(r->outputs[0], w2, b2, {1, 1}, {0, 0, 0, 0});
+  net.renameTensor(c2->outputs[0], "y");
+  net.markOutput(c2->outputs[0]);
+}
+
+std::vector<float> runOnce(Engine& e, const HostTensor& x) {
+  auto ctx = e.createExecutionContext();
+  HostTensor y(DataType::kFLOAT, e.getTensorShape("y"));
+  ctx->setTensorAddress("x", const_cast<void*>(x.data()));
+  ctx->setTensorAddress("y", y.data());
+  ctx->enqueue();
+  return std::vector<float>(y.as<float>(), y.as<float>() + y.count());
+}
+
+}  // namespace
+
+TEST(Calibration, CalibratorThroughTheBuilderApi) {
+  std::vector<HostTensor> batches;
+  for (unsigned s = 0; s < 4; ++s) batches.push_back(randomTensor({1, 8, 12, 12}, 100 + s));
+  VectorCalibrator calib(batches);
+  Network qnet, fnet;
+  makeConvNet(qnet), makeConvNet(fnet);
+  BuilderConfig cfg;
+  cfg.setBuilderOptimizationLevel(0);
+  cfg.setFlag(BuilderFlag::kINT8);
+  cfg.setInt8Calibrator(&calib);
+  auto q = Builder().build(qnet, cfg);
+  BuilderConfig fcfg;
+  fcfg.setBuilderOptimizationLevel(0);
+  auto f = Builder().build(fnet, fcfg);
+  ASSERT_FALSE(calib.written.empty());
+  const CalibrationTable t = parseCalibrationTable(calib.written);
+  EXPECT_EQ(t.algorithm, "minmax");
+  ASSERT_TRUE(t.scales.count("x"));
+  float absMax = 0;
+  for (const HostTensor& b : batches)
+    for (int64_t i = 0; i < b.count(); ++i) absMax = std::max(absMax, std::fabs(b.as<float>()[i]));
+  EXPECT_EQ(t.scales.at("x").scale, static_cast<float>(absMax / 127.0));
+  EXPECT_FALSE(t.scales.at("x").isUnsigned);
+  EXPECT_EQ(t.scales.size(), 2u);  // x and the Relu's output
+  for (const auto& [name, a] : t.scales)
+    if (name != "x") EXPECT_TRUE(a.isUnsigned) << name;  // Relu output: uint8
+  const std::string info = q->getLayerInformation();
+  size_t ints = 0;
+  for (size_t p = info.find("\"QLinearConv\""); p != std::string::npos; p = info.find("\"QLinearConv\"", p + 1)) ++ints;
+  EXPECT_EQ(ints, 2u) << info;
+  const HostTensor x = randomTensor({1, 8, 12, 12}, 999);
+  const std::vector<float> a = runOnce(*q, x), b = runOnce(*f, x);
+  double dot = 0, na = 0, nb = 0;
+  for (size_t i = 0; i < a.size(); ++i) dot += double(a[i]) * b[i], na += double(a[i]) * a[i], nb += double(b[i]) * b[i];
+  EXPECT_GT(dot / std::sqrt(na * nb), 0.995);
+}
+
+TEST(Calibration, NoBatchIsAnError) {
+  VectorCalibrator empty(std::vector<HostTensor>{});
+  Network net;
+  makeConvNet(net);
+  BuilderConfig cfg;
+  cfg.setFlag(BuilderFlag::kINT8);
+  cfg.setInt8Calibrator(&empty);
+  EXPECT_THROW(Builder().build(net, cfg), Error);
+}
+
+// The GPU has no QLinearConv kernel: quantizeCalibrated must leave such a conv float, reading its
+// original input and weights, with no Q/DQ left behind, and say why (obey names it from there).
+TEST(Calibration, LayerWithoutIntegerKernelStaysFloat) {
+  Network net;
+  makeConvNet(net);
+  net.topoSort();
+  net.inferShapes();
+  std::vector<const void*> weights;
+  for (auto& l : net.layers())
+    if (l->op == "Conv") weights.push_back(l->inputs[1]->value.data());
+  CalibrationTable t;
+  t.algorithm = "minmax";
+  for (auto& l : net.layers())
+    if (l->op == "Conv") t.scales[l->inputs[0]->name] = {0.05f, !l->inputs[0]->isInput};
+  ImplicitQuantization q;
+  auto noQLinearConv = [](const LayerDesc& d) { return d.op != "QLinearConv"; };
+  EXPECT_TRUE(quantizeCalibrated(net, t, noQLinearConv, &q));
+  EXPECT_TRUE(q.quantized.empty());
+  EXPECT_EQ(q.keptFloat.size(), 2u);
+  for (const auto& [name, why] : q.keptFloat) EXPECT_NE(why.find("no INT8 kernel"), std::string::npos) << name << ": " << why;
+  std::vector<const void*> after;
+  for (auto& l : net.layers()) {
+    EXPECT_NE(l->op, "QuantizeLinear");
+    EXPECT_NE(l->op, "DequantizeLinear");
+    EXPECT_NE(l->op, "QLinearConv");
+    if (l->op == "Conv") {
+      EXPECT_EQ(l->inputs[0]->type, DataType::kFLOAT);
+      after.push_back(l->inputs[1]->value.data());
+    }
+  }
+  EXPECT_EQ(after, weights);  // the float weights themselves, not a dequantized copy
+}
