@@ -217,15 +217,7 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
                              (narrow ? " (the float8, float4, int4 and int2 types run on the CPU only)" : ""));
     }
     choice.considered = static_cast<int>(tactics.size());
-    // Shapes that depend on run-time input values cannot be timed now.
-    auto concreteAt = [](const ResolvedShapes& rs, size_t layer) {
-      bool c = true;
-      for (auto& o : rs.layers[layer].outputs) c = c && isStatic(o.dims);
-      for (size_t k = 0; k < rs.layers[layer].inputs.size(); ++k)
-        c = c && (!rs.layers[layer].present(k) || isStatic(rs.layers[layer].inputs[k].dims));
-      return c;
-    };
-    const bool concrete = concreteAt(r, i);
+    const bool concrete = layerResolved(r, i);  // shapes that depend on run-time input values cannot be timed now
     const size_t wsLimit = cfg.getMemoryPoolLimit(MemoryPoolType::kWORKSPACE);
     // Whether a tactic's kernel (`made`, or one created here) needs at most the workspace limit at
     // shapes `at` (shapes not all known: 0 assumed).
@@ -305,7 +297,7 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
     // (timing noise must not split a layer) gets the sizes around them.
     std::vector<TacticPoint> points{{tacticBucketSize(r.layers[i]), bestName, best}};
     for (const ResolvedShapes& o : others) {
-      if (o.skipped(i) || !layerResolved(o, i) || !concreteAt(o, i)) continue;
+      if (o.skipped(i) || !layerResolved(o, i)) continue;
       const int64_t size = tacticBucketSize(o.layers[i]);
       if (size == points[0].size) continue;
       try {
