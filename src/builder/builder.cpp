@@ -207,7 +207,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse LayerNorm pattern", fuseLayerNormPattern},
       {"fuse RMSNorm pattern", fuseRmsNormPattern},
       {"fuse GroupNorm pattern", fuseGroupNormPattern},
-      {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasFusedAttention); }},
+      {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasFusedAttention, samples); }},
       {"fuse MatMul + bias", fuseMatMulBias},
       // Implicit INT8 after BatchNorm folding (the weights it quantizes are the folded ones) and
       // before the residual / activation fusions, which lowerQdq's patterns do not take.

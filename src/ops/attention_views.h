@@ -9,8 +9,17 @@
 //                    output holds O[b, h, s, :] at b*stride_b + h*stride_h + s*stride_s (heads
 //                    merged back, sequence-first layouts: the exporter's data movement after the
 //                    attention done by the write); without them the output is [B, H, Sq, Dv]
+//   kiln_view_exprs  dynamic shapes: how each value above follows from the run's dims, 4 ints per
+//                    value in viewValues' order, (c, ref, k0, k1) = c * prod(dims[k0:k1]) of the
+//                    Q (ref 0), K (1) or V (2) input buffer or of the output (3, its kiln_o_dims);
+//                    ref -1: the constant c. The plain attributes then hold -1 where a value is
+//                    an expression. Fitted by the fusion at the profile's sample shapes
+//                    (builder/passes/view_exprs.cpp) and checked again at every shape the layer runs.
 #pragma once
 #include <array>
+#include <vector>
+
+#include <string>
 
 #include "kiln/types.h"
 
@@ -31,5 +40,18 @@ struct QkvViews {
     return outView ? std::array<int64_t, 4>{o[0], o[1], o[2], 1} : std::array<int64_t, 4>{h * sq * dv, sq * dv, dv, 1};
   }
 };
+
+//! The values of the view attributes in kiln_view_exprs' order: the view dims (6), the Q, K and V
+//! views (4 each), then, with an output view, its dims and its 3 strides.
+std::vector<int64_t> viewValues(const QkvViews& v);
+//! viewValues' inverse; `oRank`: the output view's rank (0: none). Throws Error on a size mismatch.
+QkvViews viewsFromValues(const std::vector<int64_t>& values, size_t oRank);
+
+constexpr size_t kViewExprInts = 4;  //!< c, ref, k0, k1
+constexpr int64_t kViewRefOutput = 3;
+//! One expression of kiln_view_exprs over `refs` (Q, K, V input dims and the output dims, which
+//! may be null before they are known); -1 when a dim it reads is unknown (-1) or absent. Throws
+//! Error (naming `what`) when the expression is malformed.
+int64_t evalViewExpr(const int64_t* e, const std::array<const Dims*, 4>& refs, const std::string& what);
 
 }  // namespace kiln

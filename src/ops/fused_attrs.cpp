@@ -85,55 +85,101 @@ bool hasQkvViews(const Attributes& a) { return a.has(attr::kViewDims); }
 
 namespace {
 
-//! Reads kiln_o_view / kiln_o_dims into v (when present) and checks that the strided write fits.
-void parseOutputView(const LayerDesc& l, QkvViews& v) {
+//! The view attributes' values in viewValues' order, each checked for its count; *oRank: the
+//! output view's rank (0 without one).
+std::vector<int64_t> rawViewValues(const LayerDesc& l, size_t* oRank) {
   const Attributes& a = *l.attrs;
+  std::vector<int64_t> x = a.getInts(attr::kViewDims);
+  if (x.size() != 6) opError(l, std::string(attr::kViewDims) + " must hold 6 sizes");
+  for (const char* name : {attr::kQView, attr::kKView, attr::kVView}) {
+    const std::vector<int64_t> s = a.getInts(name);
+    if (s.size() != 4) opError(l, std::string(name) + " must hold an offset and 3 strides");
+    x.insert(x.end(), s.begin(), s.end());
+  }
+  *oRank = 0;
+  if (a.has(attr::kOView)) {
+    const std::vector<int64_t> o = a.getInts(attr::kOView), d = a.getInts(attr::kODims);
+    if (o.size() != 3 || d.empty()) opError(l, std::string(attr::kOView) + " needs 3 strides and " + attr::kODims);
+    x.insert(x.end(), d.begin(), d.end());
+    x.insert(x.end(), o.begin(), o.end());
+    *oRank = d.size();
+  }
+  return x;
+}
+
+//! Dynamic shapes: the values kiln_view_exprs gives at the layer's input dims (-1 where a dim is
+//! not known yet).
+void resolveViewExprs(const LayerDesc& l, std::vector<int64_t>& x, size_t oRank) {
+  const std::vector<int64_t> e = l.attrs->getInts(attr::kViewExprs);
+  const std::string name = attr::kViewExprs;
+  if (e.size() != x.size() * kViewExprInts)
+    opError(l, name + " must hold " + std::to_string(kViewExprInts) + " ints per view value (" + std::to_string(x.size()) + ")");
+  std::array<const Dims*, 4> refs{};
+  for (size_t i = 0; i < 3; ++i) refs[i] = l.inputs.size() > i ? &l.inputs[i].dims : nullptr;
+  Dims oDims;
+  const size_t firstOStride = x.size() - 3;
+  try {
+    for (size_t i = 0; i < x.size(); ++i) {
+      const int64_t* ei = &e[i * kViewExprInts];
+      if (oRank && i == firstOStride) refs[kViewRefOutput] = &oDims;  // the output's dims are known from here on
+      else if (ei[1] == kViewRefOutput && !refs[kViewRefOutput]) opError(l, name + ": only the output strides may read the output dims");
+      x[i] = evalViewExpr(ei, refs, name);
+      if (oRank && i >= 18 && i < firstOStride) oDims.push_back(x[i]);
+    }
+  } catch (const Error& ex) {
+    opError(l, ex.what());
+  }
+}
+
+//! Checks that the strided write fits kiln_o_dims.
+void checkOutputView(const LayerDesc& l, const QkvViews& v) {
   const std::string oView = attr::kOView, oDims = attr::kODims;
-  const std::vector<int64_t> o = a.getInts(attr::kOView);
-  v.oDims = a.getInts(attr::kODims);
-  if (o.size() != 3 || v.oDims.empty()) opError(l, oView + " needs 3 strides and " + oDims);
   for (int64_t x : v.oDims)
     if (x <= 0) opError(l, oDims + " must be positive");
   int64_t last = v.dv - 1;
   const int64_t sizes[3] = {v.b, v.h, v.sq};
   for (int k = 0; k < 3; ++k) {
-    if (o[k] < 0) opError(l, oView + " must not be negative");
-    v.o[k] = o[k];
-    last += (sizes[k] - 1) * o[k];
+    if (v.o[k] < 0) opError(l, oView + " must not be negative");
+    last += (sizes[k] - 1) * v.o[k];
   }
   if (volume(v.oDims) != v.b * v.h * v.sq * v.dv || last >= volume(v.oDims))
     opError(l, oView + " does not fit " + oDims + " " + toString(v.oDims));
-  v.outView = true;
 }
 
 }  // namespace
 
 QkvViews parseQkvViews(const LayerDesc& l) {
-  const Attributes& a = *l.attrs;
-  const std::vector<int64_t> d = a.getInts(attr::kViewDims);
-  if (d.size() != 6) opError(l, std::string(attr::kViewDims) + " must hold 6 sizes");
-  for (int64_t x : d)
-    if (x <= 0) opError(l, std::string(attr::kViewDims) + " must be positive");
-  QkvViews v;
-  v.b = d[0], v.h = d[1], v.sq = d[2], v.skv = d[3], v.d = d[4], v.dv = d[5];
-  if (a.has(attr::kOView)) parseOutputView(l, v);
+  size_t oRank = 0;
+  std::vector<int64_t> x = rawViewValues(l, &oRank);
+  if (l.attrs->has(attr::kViewExprs)) {
+    resolveViewExprs(l, x, oRank);
+    for (int64_t e : x)
+      if (e < 0) return viewsFromValues(x, oRank);  // some input dim not known yet (build time): nothing to check
+  }
+  for (size_t i = 0; i < 6; ++i)
+    if (x[i] <= 0) opError(l, std::string(attr::kViewDims) + " must be positive");
+  QkvViews v = viewsFromValues(x, oRank);
+  if (v.outView) checkOutputView(l, v);
   const char* names[3] = {attr::kQView, attr::kKView, attr::kVView};
-  std::array<int64_t, 4>* views[3] = {&v.q, &v.k, &v.v};
+  const std::array<int64_t, 4>* views[3] = {&v.q, &v.k, &v.v};
   const Dims shapes[3] = {v.qDims(), v.kDims(), v.vDims()};
   for (int i = 0; i < 3; ++i) {
-    const std::vector<int64_t> s = a.getInts(names[i]);
-    if (s.size() != 4) opError(l, std::string(names[i]) + " must hold an offset and 3 strides");
+    const std::array<int64_t, 4>& s = *views[i];
     int64_t last = s[0];
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < 4; ++k)
       if (s[k] < 0) opError(l, std::string(names[i]) + " must not be negative");
-      (*views[i])[k] = s[k];
-    }
     for (int k = 0; k < 3; ++k) last += (shapes[i][k] - 1) * s[k + 1];
     last += shapes[i][3] - 1;
     if (l.inputs.size() > static_cast<size_t>(i) && isStatic(l.inputs[i].dims) && last >= volume(l.inputs[i].dims))
       opError(l, std::string(names[i]) + " reaches past the end of its input " + toString(l.inputs[i].dims));
   }
   return v;
+}
+
+bool viewsUnresolved(const QkvViews& v) {
+  for (int64_t e : viewValues(v))
+    if (e < 0) return true;
+  return false;
 }
 
 void setQkvViews(Attributes& a, const QkvViews& v) {
@@ -146,6 +192,8 @@ void setQkvViews(Attributes& a, const QkvViews& v) {
     a.set(attr::kODims, std::vector<int64_t>(v.oDims.begin(), v.oDims.end()));
   }
 }
+
+void setQkvViewExprs(Attributes& a, const std::vector<int64_t>& exprs) { a.set(attr::kViewExprs, exprs); }
 
 PointwiseChainAttrs pointwiseChainAttrs(const Attributes& a) {
   PointwiseChainAttrs c;

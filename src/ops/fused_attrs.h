@@ -38,6 +38,7 @@ constexpr const char* kKView = "kiln_k_view";
 constexpr const char* kVView = "kiln_v_view";
 constexpr const char* kOView = "kiln_o_view";  //!< ints [stride_b, stride_h, stride_s]
 constexpr const char* kODims = "kiln_o_dims";  //!< ints: the output's dims
+constexpr const char* kViewExprs = "kiln_view_exprs";  //!< ints: dynamic shapes, 4 per value (attention_views.h)
 // PointwiseChain's program (fuse_pointwise), one entry per step.
 constexpr const char* kChainSteps = "steps";      //!< strings: op names
 constexpr const char* kChainOperand = "operand";  //!< ints: input index of a binary step's operand, -1
@@ -91,10 +92,16 @@ void disallowTf32(Attributes& a);
 // Attention views (ops/attention_views.h).
 bool hasQkvViews(const Attributes& a);
 //! Parses and checks the views: positive sizes, non-negative offsets and strides, and (for
-//! inputs of known size) every element inside its buffer. Throws via opError.
+//! inputs of known size) every element inside its buffer. Throws via opError. With
+//! kiln_view_exprs the values come from the input dims; while some are unknown (-1, a dynamic
+//! network at build time) those values are -1 and nothing is checked (viewsUnresolved).
 QkvViews parseQkvViews(const LayerDesc& l);
+//! Some value of `v` depends on dims not known yet.
+bool viewsUnresolved(const QkvViews& v);
 //! Writes `v` (the output view only when v.outView).
 void setQkvViews(Attributes& a, const QkvViews& v);
+//! Writes kiln_view_exprs (attention_views.h).
+void setQkvViewExprs(Attributes& a, const std::vector<int64_t>& exprs);
 
 // PointwiseChain's program as stored (validated by compilePointwise, ops/pointwise_chain.h).
 struct PointwiseChainAttrs {

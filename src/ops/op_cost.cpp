@@ -50,6 +50,7 @@ double attentionFlops(const LayerDesc& l) {
   double f = 0;
   if (hasQkvViews(*l.attrs)) {
     const QkvViews v = parseQkvViews(l);
+    if (viewsUnresolved(v)) return 0;
     f = 2.0 * v.b * v.h * v.sq * v.skv * (v.d + v.dv);
   } else {
     const AttentionShape s = attentionShape(l);

@@ -304,7 +304,7 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
                             "Other inputs are random with a fixed seed: floats in [-1,1], integers in [0,10), "
                             "bools 0/1; integer/bool inputs whose name contains 'mask' are all ones"));
   app.add_option("--exportOutput", o.exportOutput,
-                 "Write the outputs as JSON: {\"outputs\":[{name,dims,dtype,values}]}");
+                 "Write the outputs as JSON, trtexec's layout: [{name,dimensions,values}] (kiln adds dims and dtype)");
   app.add_flag("--dumpOutput", o.dumpOutput, "Print the outputs (first values) after inference");
   app.add_option("--iterations", o.iterations, "Run at least N timed inferences (default 10)")
       ->check(CLI::Range(1, 1 << 30));

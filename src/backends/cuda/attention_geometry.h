@@ -23,7 +23,7 @@ inline bool headDims(const LayerDesc& l, HeadDims& h) {
     try {
       const QkvViews v = parseQkvViews(l);
       h = HeadDims{false, v.h, v.h, v.d, v.dv};
-      return true;
+      return v.h > 0 && v.d > 0 && v.dv > 0;
     } catch (const Error&) {
       return false;
     }

@@ -18,10 +18,12 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <tuple>
 
 #include "builder/passes/fuse_attention_steps.h"
 #include "builder/passes/passes.h"
+#include "builder/passes/view_exprs.h"
 #include "builder/passes/view_trace.h"
 #include "ops/attention_config.h"
 
@@ -140,10 +142,13 @@ struct AttentionForms {
   // View form: strided views of the buffers the head-splitting data movement started from
   // (ops/attention_views.h), and the data movement after Y as the kernel's strided write.
   bool viewable = false, outViewable = false;
-  StridedView qv, kv, vv;
+  StridedView qv, kv, vv;  // at the first sample (their bases are the layer's inputs)
   std::vector<Layer*> outChain;
   Tensor* outZ = nullptr;
-  std::vector<int64_t> outStrides;
+  // The views at each sample shape (one for a static attention) and, for a dynamic one, the
+  // expressions that give them at any shape (ops/attention_views.h: kiln_view_exprs).
+  std::vector<QkvViews> views;
+  std::vector<int64_t> viewExprs;
 };
 
 void findHeadForm(const Network& net, const AttentionMatch& am, AttentionForms& f) {
@@ -154,34 +159,104 @@ void findHeadForm(const Network& net, const AttentionMatch& am, AttentionForms& 
   std::tie(f.mergeT, f.mergeR) = headMergeOf(net, am.chain.pv->outputs[0], &f.outIdentities);
 }
 
-//! Traces the view form (may move a Transpose below a packed projection first, so the views
-//! absorb it); views are taken only where they remove a copy the 3-D form would not.
-void findViewForm(Network& net, const AttentionMatch& am, AttentionForms& f) {
-  if (am.kDims[1] != am.q->dims[1]) return;  // GQA: the views have one head count
+bool knownStatic(const Tensor* t) { return t->dimsKnown && isStatic(t->dims); }
+
+//! The dims the view traces run at: the tensors' own when the attention's are static, else each
+//! sample shape of the dynamic network (symbolic_dims.h); empty when there are none.
+std::vector<DimsOf> traceDims(const AttentionMatch& am, SymbolicDims* sym) {
+  if (knownStatic(am.q) && knownStatic(am.kRoot) && knownStatic(am.v) && knownStatic(am.chain.pv->outputs[0])) return {staticDimsOf};
+  std::vector<DimsOf> out;
+  for (size_t s = 0; sym && sym->nbSamples() >= 2 && s < sym->nbSamples(); ++s)
+    out.push_back([sym, s](const Tensor* t) -> const Dims* { return &sym->at(t, s).dims; });
+  return out;
+}
+
+//! Q, K (permuted to [B, H, S, D]) and V as views at one set of dims.
+bool traceQkv(const AttentionMatch& am, const DimsOf& dims, StridedView& q, StridedView& k, StridedView& v) {
+  if (!traceView(am.q, q, dims) || !traceView(am.kRoot, k, dims) || !traceView(am.v, v, dims)) return false;
+  if (q.base->type != am.type || k.base->type != am.type || v.base->type != am.type) return false;
+  StridedView p = k;
+  for (size_t i = 0; i < 4; ++i) {
+    const size_t from = static_cast<size_t>(am.kPerm[i]);
+    p.sizes[i] = k.sizes[from], p.strides[i] = k.strides[from];
+  }
+  k = p;
+  return true;
+}
+
+//! The stored views at one set of dims (the output view when `outStrides` is given).
+QkvViews viewsAt(const AttentionMatch& am, const DimsOf& dims, const StridedView& qv, const StridedView& kv, const StridedView& vv,
+                 const Tensor* outZ, const std::vector<int64_t>* outStrides) {
+  const Dims &qd = *dims(am.q), &vd = *dims(am.v);
+  QkvViews w;
+  w.b = qd[0], w.h = qd[1], w.sq = qd[2], w.skv = kv.sizes[2], w.d = qd[3], w.dv = vd[3];
+  auto viewOf = [](const StridedView& s) { return std::array<int64_t, 4>{s.offset, s.strides[0], s.strides[1], s.strides[2]}; };
+  w.q = viewOf(qv), w.k = viewOf(kv), w.v = viewOf(vv);
+  if (outStrides) {
+    w.outView = true;
+    w.o = {(*outStrides)[0], (*outStrides)[1], (*outStrides)[2]};
+    w.oDims = *dims(outZ);
+  }
+  return w;
+}
+
+//! Traces the view form at every sample (may move a Transpose below a packed projection first, so
+//! the views absorb it); views are taken only where they remove a copy the 3-D form would not.
+void findViewForm(Network& net, const AttentionMatch& am, AttentionForms& f, const InputSamples& samples) {
+  if (am.kDims[1] > 0 && am.q->dims[1] > 0 && am.kDims[1] != am.q->dims[1]) return;  // GQA: the views have one head count
+  std::optional<SymbolicDims> sym;
+  if (!samples.empty()) sym.emplace(samples);
+  std::vector<DimsOf> dims = traceDims(am, sym ? &*sym : nullptr);
+  std::vector<std::array<StridedView, 3>> at;
   auto traceAll = [&] {
-    return traceView(am.q, f.qv) && traceView(am.kRoot, f.kv) && traceView(am.v, f.vv) && f.qv.base->type == am.type &&
-           f.kv.base->type == am.type && f.vv.base->type == am.type;
+    at.assign(dims.size(), {});
+    for (size_t s = 0; s < dims.size(); ++s) {
+      if (!traceQkv(am, dims[s], at[s][0], at[s][1], at[s][2])) return false;
+      for (size_t i = 0; i < 3; ++i)
+        if (at[s][i].base != at[0][i].base) return false;
+    }
+    if (dims.empty()) return false;
+    f.qv = at[0][0], f.kv = at[0][1], f.vv = at[0][2];
+    return true;
   };
   f.viewable = traceAll();
-  if (f.viewable && f.qv.base == f.kv.base && f.kv.base == f.vv.base && sinkTransposeBelowProjection(net, f.qv.base))
+  if (f.viewable && f.qv.base == f.kv.base && f.kv.base == f.vv.base && sinkTransposeBelowProjection(net, f.qv.base)) {
+    if (sym) sym.emplace(samples);  // the network changed: the sample dims are worked out afresh
     f.viewable = traceAll();
-  if (f.viewable) {  // K = transpose(kRoot, kPerm)
-    StridedView p = f.kv;
-    for (size_t i = 0; i < 4; ++i) {
-      const size_t from = static_cast<size_t>(am.kPerm[i]);
-      p.sizes[i] = f.kv.sizes[from], p.strides[i] = f.kv.strides[from];
-    }
-    f.kv = p;
-    f.viewable = f.qv.strides[3] == 1 && f.kv.strides[3] == 1 && f.vv.strides[3] == 1 && (f.qv.copies || f.kv.copies || f.vv.copies);
   }
+  for (size_t s = 0; f.viewable && s < dims.size(); ++s) {
+    const auto& [q, k, v] = at[s];
+    f.viewable = q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1 && q.sizes[1] == k.sizes[1] &&
+                 q.sizes[1] == v.sizes[1];  // GQA: the views have one head count
+  }
+  f.viewable = f.viewable && (f.qv.copies || f.kv.copies || f.vv.copies);
   if (f.viewable && f.q3 && f.k3 && f.v3 && f.mergeT) {
     // The standard 3-D form removes the head transposes too: views only where the 3-D tensors
     // themselves are copies (GPT-2's Split of the packed projection, ViT's unbinding).
     StridedView a3, b3, c3;
-    f.viewable = (traceView(f.q3, a3) && a3.copies) || (traceView(f.k3, b3) && b3.copies) || (traceView(f.v3, c3) && c3.copies);
+    f.viewable = (traceView(f.q3, a3, dims[0]) && a3.copies) || (traceView(f.k3, b3, dims[0]) && b3.copies) ||
+                 (traceView(f.v3, c3, dims[0]) && c3.copies);
   }
-  f.outViewable = f.viewable && traceOutputView(net, am.chain.pv->outputs[0], f.outChain, f.outZ, f.outStrides) &&
-                  f.outStrides[3] == 1;
+  if (!f.viewable) return;
+  // The write through the data movement after Y: the same layers at every sample.
+  std::vector<std::vector<int64_t>> outStrides(dims.size());
+  f.outViewable = true;
+  for (size_t s = 0; f.outViewable && s < dims.size(); ++s) {
+    std::vector<Layer*> chain;
+    Tensor* z = nullptr;
+    f.outViewable = traceOutputView(net, am.chain.pv->outputs[0], chain, z, outStrides[s], dims[s]) && outStrides[s][3] == 1 &&
+                    (s == 0 || (chain == f.outChain && z == f.outZ));
+    if (s == 0) f.outChain = chain, f.outZ = z;
+  }
+  f.views.clear();
+  std::vector<std::array<Dims, 4>> refs;
+  for (size_t s = 0; s < dims.size(); ++s) {
+    const auto& [q, k, v] = at[s];
+    f.views.push_back(viewsAt(am, dims[s], q, k, v, f.outZ, f.outViewable ? &outStrides[s] : nullptr));
+    refs.push_back({*dims[s](q.base), *dims[s](k.base), *dims[s](v.base), f.outViewable ? *dims[s](f.outZ) : Dims{}});
+  }
+  f.viewExprs.clear();
+  if (dims.size() > 1) f.viewable = fitViewExprs(f.views, refs, f.viewExprs);
 }
 
 enum class AttentionForm { kViews, kFlat, kPlain };
@@ -190,21 +265,6 @@ bool formApplies(const AttentionMatch& am, const AttentionForms& f, AttentionFor
   if (form == AttentionForm::kViews) return f.viewable;
   if (form == AttentionForm::kFlat) return f.q3 && f.k3 && f.v3 && f.mergeT && am.q->dims[1] > 0;
   return true;
-}
-
-//! The stored views of the view form (fused_attrs.h).
-QkvViews viewsOf(const AttentionMatch& am, const AttentionForms& f, bool outView) {
-  const Dims &qd = am.q->dims, &vd = am.v->dims;
-  QkvViews w;
-  w.b = qd[0], w.h = qd[1], w.sq = qd[2], w.skv = am.kDims[2], w.d = qd[3], w.dv = vd[3];
-  auto viewOf = [](const StridedView& s) { return std::array<int64_t, 4>{s.offset, s.strides[0], s.strides[1], s.strides[2]}; };
-  w.q = viewOf(f.qv), w.k = viewOf(f.kv), w.v = viewOf(f.vv);
-  if (outView) {
-    w.outView = true;
-    w.o = {f.outStrides[0], f.outStrides[1], f.outStrides[2]};
-    w.oDims = f.outZ->dims;
-  }
-  return w;
 }
 
 //! The Attention layer of one form, its output typed like the tensor it will replace (*out).
@@ -227,7 +287,16 @@ Layer* addAttentionLayer(Network& net, const AttentionMatch& am, const Canonical
     a.set("kv_num_heads", am.kDims[1]);
   } else if (form == AttentionForm::kViews) {
     inputs = {f.qv.base, f.kv.base, f.vv.base};
-    setQkvViews(a, viewsOf(am, f, outView));
+    QkvViews w = f.views[0];
+    if (!outView) w.outView = false, w.oDims.clear();
+    if (f.viewExprs.empty()) {
+      setQkvViews(a, w);
+    } else {  // dynamic shapes: the values resolve from the input dims at run time
+      std::vector<int64_t> e = f.viewExprs;
+      if (!outView) e.resize(viewValues(w).size() * kViewExprInts);
+      setQkvViews(a, constantViewValues(w, e));
+      setQkvViewExprs(a, e);
+    }
   }
   if (cm.mask) inputs.push_back(cm.mask);
   Layer* att = net.addLayer("Attention", inputs, 1, a, net.uniqueName(sm->name + "_attention"));
@@ -277,24 +346,24 @@ bool rewriteAttention(Network& net, const AttentionMatch& am, const CanonicalMas
   return false;  // no kernel for any form: keep the unfused ops
 }
 
-bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& supported) {
+bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& supported, const InputSamples& samples) {
   AttentionMatch am;
   CanonicalMask cm;
-  if (!matchAttention(net, sm, am) || !canonicalizeMasks(net, am, sm, cm)) return false;
-  compactKeyPaddingMask(net, am, cm);  // dense runtime mask -> is_causal + key flags, when provable
+  if (!matchAttention(net, sm, am) || !canonicalizeMasks(net, am, sm, cm, samples)) return false;
+  compactKeyPaddingMask(net, am, cm, samples);  // dense runtime mask -> is_causal + key flags, when provable
   AttentionForms forms;
   findHeadForm(net, am, forms);  // the 3-D form first (no head transposes), then the views
-  findViewForm(net, am, forms);
+  findViewForm(net, am, forms, samples);
   return rewriteAttention(net, am, cm, forms, sm, supported);
 }
 
 }  // namespace
 
-bool fuseAttention(Network& net, const std::function<bool(const Layer&)>& supported) {
+bool fuseAttention(Network& net, const std::function<bool(const Layer&)>& supported, const InputSamples& samples) {
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* sm = net.layer(static_cast<int>(i));
-    if (sm->op != "Softmax" || !fuseOne(net, sm, supported)) continue;
+    if (sm->op != "Softmax" || !fuseOne(net, sm, supported, samples)) continue;
     net.topoSort();
     changed = true;
     i = 0;

@@ -30,9 +30,18 @@
 //    uniform over all Skv keys in the original; kiln_mask_fill = c keeps exactly that: keys
 //    masked by k or by is_causal take the logit s + c (c added once), so such a row stays uniform
 //    over every key (ops/attention.cpp, and the CUDA kernels' fully-masked-row rule).
-// Anything else (other ops, two leaves, values that differ, sliding windows, dynamic dims, sizes
-// past kMaxProbeElements) keeps the dense mask.
+// Flags folded to a constant (an all-ones attention_mask built in the model) are proven as
+// flags too when constants alone do not prove it (their batch would take T1 past the probe size);
+// all true, the mask is the pattern alone (no mask, or is_causal).
+// Anything else (other ops, two leaves, values that differ, sliding windows, sizes past
+// kMaxProbeElements) keeps the dense mask.
+// Dynamic networks: the proof runs at every sample shape of the profiles (symbolic_dims.h), with
+// the dims and the shape-sized values (Expand targets, index ranges) of that sample; the rewrite
+// is made when it holds at each with the same flags, pattern and fill. The mask's subgraph is the
+// same layers at every shape, and the samples move every input dim on its own and include each
+// range's ends, so a structure that holds at all of them is the export's, not a coincidence.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -49,6 +58,17 @@ namespace {
 constexpr int64_t kMaxProbeElements = int64_t(1) << 22;
 constexpr int kMaxDepth = 48;  // layers from the mask up to the padding flags
 constexpr double kAbsorbingFill = -1e30;
+
+//! A tensor's type, dims and (when known) value: its own, or at one sample shape of a dynamic network.
+using DescOf = std::function<TensorDesc(const Tensor*)>;
+
+TensorDesc ownDesc(const Tensor* t) {
+  TensorDesc d;
+  d.type = t->type;
+  d.dims = t->dimsKnown || t->isConstant() ? t->dims : Dims{-1};  // unknown rank: not static
+  if (t->isConstant()) d.value = t->value;
+  return d;
+}
 
 //! A mask-subgraph tensor as a function of the key flags k: value[x] = k[src[x]] ? t1[x] : t0[x].
 //! A constant has no src (t1 = t0 = its value). src, t1 and t0 each broadcast to the tensor's
@@ -128,20 +148,28 @@ bool sameInts(const HostTensor& a, const HostTensor& b) {
 //! cannot prove; every value is computed on copies, the network is not changed.
 class KeyPaddingProver {
  public:
-  explicit KeyPaddingProver(const Dims& scores) : scores_(scores) {}
+  //! constantFlags: a bool constant shaped like key flags with a batch is taken as the flags too
+  //! (transformers' mask from an all-ones attention_mask folded to a constant, And-ed with the
+  //! causal pattern into a [B, 1, S, S] mask above the fold limit).
+  //! wantLeaf (when set): the flags the proof at another sample found; no other tensor is taken
+  //! (at a degenerate sample, S = 1, the dense mask itself is shaped like flags).
+  KeyPaddingProver(const Dims& scores, DescOf desc, bool constantFlags, const Tensor* wantLeaf)
+      : scores_(scores), desc_(std::move(desc)), constantFlags_(constantFlags), wantLeaf_(wantLeaf) {}
 
   bool abstract(Tensor* t, KeyFunction& out, int depth = 0) {
     if (auto it = memo_.find(t); it != memo_.end()) return out = it->second, true;
-    if (depth > kMaxDepth || !t->dimsKnown || !isStatic(t->dims)) return false;
+    const TensorDesc d = desc_(t);
+    if (depth > kMaxDepth || !isStatic(d.dims)) return false;
     KeyFunction f;
-    if (t->isConstant()) {
-      f.t1 = f.t0 = t->value;
-    } else if (isKeyShaped(t)) {
+    const bool batchedConstantFlags = constantFlags_ && d.value.valid() && isKeyShaped(t, d) && d.dims[0] > 1;
+    if (d.value.valid() && !batchedConstantFlags) {  // a constant (or, at a sample, a value of the shapes alone)
+      f.t1 = f.t0 = d.value;
+    } else if (isKeyShaped(t, d)) {
       if (leaf_ && leaf_ != t) return false;  // one set of key flags only
       leaf_ = t;
-      f.src = HostTensor(DataType::kINT64, t->dims);
+      f.src = HostTensor(DataType::kINT64, d.dims);
       for (int64_t i = 0; i < f.src.count(); ++i) f.src.as<int64_t>()[i] = i;
-      const Dims ones(t->dims.size(), 1);  // the flag's two values, broadcast like src
+      const Dims ones(d.dims.size(), 1);  // the flag's two values, broadcast like src
       f.t1 = HostTensor(DataType::kBOOL, ones);
       f.t0 = HostTensor(DataType::kBOOL, ones);
       f.t1.as<uint8_t>()[0] = 1;
@@ -158,8 +186,9 @@ class KeyPaddingProver {
 
  private:
   //! A runtime bool tensor of dims [B|1, Skv] up to leading 1s ([B, 1, 1, Skv] as transformers has it).
-  bool isKeyShaped(const Tensor* t) const {
-    const Dims& d = t->dims;
+  bool isKeyShaped(const Tensor* t, const TensorDesc& desc) const {
+    const Dims& d = desc.dims;
+    if (wantLeaf_ && t != wantLeaf_) return false;
     if (t->type != DataType::kBOOL || d.size() < 2 || d.size() > 4 || d.back() != scores_[3]) return false;
     for (size_t i = 1; i + 1 < d.size(); ++i)
       if (d[i] != 1) return false;
@@ -180,7 +209,7 @@ class KeyPaddingProver {
     }
     if (expand) return f = in[0], true;
     try {
-      return isElementwise(l->op) ? elementwise(*l, in, f) : dataMovement(*l, in, f);
+      return isElementwise(l->op) ? elementwise(*l, in, f) : dataMovement(*l, in, f, desc_(l->inputs[0]).dims);
     } catch (const std::exception&) {
       return false;  // a value the host cannot compute: keep the dense mask
     }
@@ -204,8 +233,8 @@ class KeyPaddingProver {
     return f.t1.valid() && f.t0.valid();
   }
 
-  bool dataMovement(const Layer& l, const std::vector<KeyFunction>& in, KeyFunction& f) {
-    const Dims& inDims = l.inputs[0]->dims;  // the real dims: undo any skipped Expand first
+  //! inDims: the real dims of the input (undo any skipped Expand first).
+  bool dataMovement(const Layer& l, const std::vector<KeyFunction>& in, KeyFunction& f, const Dims& inDims) {
     auto moved = [&](const HostTensor& x) {
       std::vector<HostTensor> args(in.size());
       for (size_t i = 1; i < in.size(); ++i) args[i] = in[i].t1;
@@ -222,6 +251,9 @@ class KeyPaddingProver {
   }
 
   Dims scores_;
+  DescOf desc_;
+  bool constantFlags_ = false;
+  const Tensor* wantLeaf_ = nullptr;
   Tensor* leaf_ = nullptr;
   std::map<Tensor*, KeyFunction> memo_;
 };
@@ -233,13 +265,16 @@ Dims dims4(const Dims& d) {
   return r;
 }
 
+//! The key flags' dims as the Attention layer takes them: [B|1, (1, 1,) Skv] -> [B|1, 1, 1, Skv].
+Dims keyDims4(const Dims& d) { return {d.front(), 1, 1, d.back()}; }
+
 //! What T1 must look like: 0 everywhere (key padding) or exact causal (0 at j <= i, c above).
 enum class KeepPattern { kNone, kAll, kCausal };
 
 //! src is the flat index of (b, j) in the key flags at every element (it must not broadcast over
 //! keys, nor over a batch the flags have).
 bool readsFlagOfBatchAndKey(const HostTensor& src, const Dims& scores, const Dims& leafDims) {
-  const Dims d = dims4(src.dims()), l4 = dims4(leafDims);
+  const Dims d = dims4(src.dims()), l4 = keyDims4(leafDims);
   const int64_t B = scores[0], Skv = scores[3];
   if (d[3] != Skv || (d[0] != 1 && d[0] != B) || (l4[0] != 1 && d[0] != B)) return false;
   const int64_t inner = d[1] * d[2];
@@ -276,30 +311,82 @@ KeepPattern classify(const KeyFunction& f, const Dims& scores, double* fill) {
 
 }  // namespace
 
-bool compactKeyPaddingMask(Network& net, const AttentionMatch& am, CanonicalMask& cm) {
-  Tensor* m = cm.mask;
-  const Dims& s = am.scores;
-  if (!m || cm.causal || m->isConstant() || s.size() != 4 || !isStatic(s) || !isFloatType(m->type)) return false;
-  if (!m->dimsKnown || !isStatic(m->dims) || m->dims.size() > 4) return false;
-  if (dims4(m->dims)[3] != s[3]) return false;
-  KeyPaddingProver prover(s);
-  KeyFunction f;
+namespace {
+
+bool allTrue(const HostTensor& t) {
+  for (int64_t i = 0; i < t.count(); ++i)
+    if (t.getDouble(i) == 0) return false;
+  return true;
+}
+
+//! What the proof found at one set of dims.
+struct KeyPaddingProof {
+  Tensor* leaf = nullptr;
+  Dims leafDims;
+  bool flagsAllTrue = false;  //!< the flags' value is known (a constant) and keeps every key
+  KeepPattern keep = KeepPattern::kNone;
   double fill = 0;
+};
+
+bool proveAt(Tensor* m, const DescOf& desc, const Dims& scores, KeyPaddingProof& p, bool constantFlags,
+             const Tensor* wantLeaf = nullptr) {
+  if (scores.size() != 4 || !isStatic(scores)) return false;
+  const Dims md = desc(m).dims;
+  if (!isStatic(md) || md.size() > 4 || dims4(md)[3] != scores[3]) return false;
+  KeyPaddingProver prover(scores, desc, constantFlags, wantLeaf);
+  KeyFunction f;
   if (!prover.abstract(m, f) || !f.dependsOnKey() || !prover.leaf()) return false;
-  if (!readsFlagOfBatchAndKey(f.src, s, prover.leaf()->dims)) return false;
-  const KeepPattern keep = classify(f, s, &fill);
-  if (keep == KeepPattern::kNone) return false;
-  Tensor* flags = prover.leaf();
-  if (flags->dims.size() != 4) {  // [B, Skv] -> [B, 1, 1, Skv]: a view
-    HostTensor shape(DataType::kINT64, {4});
-    const Dims d4 = dims4(flags->dims);
-    for (int i = 0; i < 4; ++i) shape.as<int64_t>()[i] = d4[i];
-    Tensor* st = net.addConstant(net.uniqueName(flags->name + "_key_mask_shape"), shape);
-    flags = addTypedLayer(net, "Reshape", {flags, st}, {}, flags->name + "_key_mask", DataType::kBOOL, d4);
+  p.leaf = prover.leaf();
+  const TensorDesc leaf = desc(p.leaf);
+  p.leafDims = leaf.dims;
+  p.flagsAllTrue = leaf.value.valid() && allTrue(leaf.value);
+  if (!readsFlagOfBatchAndKey(f.src, scores, p.leafDims)) return false;
+  p.keep = classify(f, scores, &p.fill);
+  return p.keep != KeepPattern::kNone;
+}
+
+}  // namespace
+
+bool compactKeyPaddingMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, const InputSamples& samples) {
+  Tensor* m = cm.mask;
+  if (!m || cm.causal || m->isConstant() || am.scores.size() != 4 || !isFloatType(m->type)) return false;
+  std::vector<KeyPaddingProof> proofs;
+  if (isStatic(am.scores) && m->dimsKnown && isStatic(m->dims)) {
+    proofs.emplace_back();
+    if (!proveAt(m, ownDesc, am.scores, proofs[0], false) && !proveAt(m, ownDesc, am.scores, proofs[0], true)) return false;
+  } else {
+    if (samples.size() < 2) return false;
+    SymbolicDims sym(samples);
+    const Tensor* scores = am.chain.qk->outputs[0];
+    for (size_t s = 0; s < sym.nbSamples(); ++s) {
+      proofs.emplace_back();
+      const DescOf at = [&sym, s](const Tensor* t) { return sym.at(t, s); };
+      const Dims sd = sym.at(scores, s).dims;
+      const Tensor* want = s ? proofs.front().leaf : nullptr;  // the flags the first sample found
+      if (!proveAt(m, at, sd, proofs.back(), false, want) && !proveAt(m, at, sd, proofs.back(), true, want)) return false;
+      const KeyPaddingProof &a = proofs.front(), &b = proofs.back();
+      if (b.leaf != a.leaf || b.keep != a.keep || b.fill != a.fill || b.leafDims.size() != a.leafDims.size()) return false;
+    }
+  }
+  const KeyPaddingProof& p = proofs.front();
+  Tensor* flags = p.leaf;
+  cm.causal = p.keep == KeepPattern::kCausal;
+  bool allKept = true;
+  for (const KeyPaddingProof& q : proofs) allKept = allKept && q.flagsAllTrue;
+  if (allKept) {  // no key is padding (at any sample): the pattern alone
+    cm.mask = nullptr;
+    return true;
+  }
+  if (flags->dims.size() != 4) {  // [B, Skv] -> [B, 1, 1, Skv]: a view (Unsqueeze: any B and Skv)
+    std::vector<int64_t> axes;
+    for (size_t k = flags->dims.size(); k < 4; ++k) axes.push_back(static_cast<int64_t>(k - 1));
+    HostTensor at(DataType::kINT64, {static_cast<int64_t>(axes.size())});
+    for (size_t i = 0; i < axes.size(); ++i) at.as<int64_t>()[i] = axes[i];
+    Tensor* axesT = net.addConstant(net.uniqueName(flags->name + "_key_mask_axes"), at);
+    flags = addTypedLayer(net, "Unsqueeze", {flags, axesT}, {}, flags->name + "_key_mask", DataType::kBOOL, keyDims4(flags->dims));
   }
   cm.mask = flags;
-  cm.causal = keep == KeepPattern::kCausal;
-  cm.maskFill = fill;
+  cm.maskFill = p.fill;
   return true;
 }
 

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <optional>
+
 #include "builder/passes/fuse_attention_steps.h"
 #include "builder/passes/passes.h"
 #include "core/type_dispatch.h"
@@ -109,6 +111,19 @@ bool causalShaped(const HostTensor& v, const Dims& scores) {
   return sq > 0 && skv > 0 && d.size() >= 2 && d[d.size() - 2] == sq && d.back() == skv;
 }
 
+//! `m` broadcasts to the scores: by its static dims, or, for a dynamic network whose static dims
+//! cannot tell (a mask Expand-ed to a shape computed from Shape ops), at every sample shape.
+bool maskBroadcasts(const Tensor* m, const AttentionMatch& am, SymbolicDims* sym) {
+  if (m->dimsKnown && broadcastsTo(m->dims, am.scores)) return true;
+  if (!sym || sym->nbSamples() < 2) return false;
+  const Tensor* scores = am.chain.qk->outputs[0];
+  for (size_t s = 0; s < sym->nbSamples(); ++s) {
+    const Dims &md = sym->at(m, s).dims, &sd = sym->at(scores, s).dims;
+    if (!isStatic(md) || !isStatic(sd) || sd.size() != 4 || !broadcastsTo(md, sd)) return false;
+  }
+  return true;
+}
+
 //! An additive mask the layer keeps, with its broadcast source when it has one (then the
 //! smaller constant replaces the mask's own layers).
 struct KeptMask {
@@ -120,9 +135,9 @@ struct KeptMask {
 //! and all-zero ones are dropped (PyTorch's dynamo export of BERT called without an
 //! attention_mask folds to Where(all true, 0, -FLT_MAX) = zeros [B, 1, S, S]: kept, it would cost
 //! a B*S*S read per attention and rule out cuDNN's SDPA without a mask).
-bool keepAdditiveMasks(const AttentionMatch& am, CanonicalMask& cm, std::vector<KeptMask>& kept) {
+bool keepAdditiveMasks(const AttentionMatch& am, CanonicalMask& cm, std::vector<KeptMask>& kept, SymbolicDims* sym) {
   for (Tensor* mk : am.chain.masks) {
-    if (!mk || mk->type != am.type || !mk->dimsKnown || !broadcastsTo(mk->dims, am.scores)) return false;
+    if (!mk || mk->type != am.type || !mk->dimsKnown || !maskBroadcasts(mk, am, sym)) return false;
     HostTensor v = maskSource(mk, am.scores);
     if (v.valid() && allZero(v)) continue;
     if (v.valid() && !cm.causal && causalShaped(v, am.scores) &&
@@ -171,11 +186,11 @@ bool constantWhereMask(Network& net, const AttentionMatch& am, const HostTensor&
 //! The Where(cond, S, fill) of the score chain as an additive mask in *mask (left null when it
 //! masks nothing or is causal, which sets cm.causal); false when it cannot be taken. A condition
 //! that is a constant up to broadcasting is read as that constant.
-bool whereAsMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, Tensor** mask) {
+bool whereAsMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, Tensor** mask, SymbolicDims* sym) {
   const Layer* where = am.chain.where;
   if (!where) return true;
   Tensor* cond = where->inputs[0];
-  if (!cond->dimsKnown || !broadcastsTo(cond->dims, am.scores)) return false;
+  if (!cond->dimsKnown || !maskBroadcasts(cond, am, sym)) return false;
   const bool keep = am.chain.whereKeepsTrue;
   const HostTensor cv = maskSource(cond, am.scores);
   bool keepsAll = cv.valid();
@@ -197,10 +212,13 @@ bool whereAsMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, Tens
 
 }  // namespace
 
-bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, CanonicalMask& cm) {
+bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, CanonicalMask& cm, const InputSamples& samples) {
   std::vector<KeptMask> kept;
   Tensor* whereMask = nullptr;
-  if (!keepAdditiveMasks(am, cm, kept) || !whereAsMask(net, am, cm, &whereMask)) return false;
+  std::optional<SymbolicDims> sym;
+  if (!samples.empty()) sym.emplace(samples);
+  SymbolicDims* at = sym ? &*sym : nullptr;
+  if (!keepAdditiveMasks(am, cm, kept, at) || !whereAsMask(net, am, cm, &whereMask, at)) return false;
   std::vector<Tensor*> masks;
   if (whereMask) masks.push_back(whereMask);
   for (const KeptMask& k : kept) masks.push_back(k.source.valid() ? sourceConstant(net, k.t, k.source) : k.t);

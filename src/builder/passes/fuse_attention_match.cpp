@@ -166,7 +166,9 @@ Tensor* repeatedKvSource(Tensor* t, int64_t* n) {
   if (!un || (un->op != "Unsqueeze" && un->op != "Reshape") || !u->dimsKnown || !un->inputs[0]) return nullptr;
   Tensor* x = un->inputs[0];
   const Dims &td = t->dims, &ed = e->dims, &ud = u->dims, &xd = x->dims;
-  if (!x->dimsKnown || xd.size() != 4 || !isStatic(xd) || !isStatic(ed) || x->type != t->type) return nullptr;
+  // Head counts and sizes must be known; batch and sequence may be dynamic (-1 == -1: the same
+  // symbolic dim, as everywhere in this pass).
+  if (!x->dimsKnown || xd.size() != 4 || xd[1] <= 0 || xd[3] <= 0 || x->type != t->type) return nullptr;
   if (ud != Dims{xd[0], xd[1], 1, xd[2], xd[3]} || ed != Dims{xd[0], xd[1], ed[2], xd[2], xd[3]} || ed[2] < 2) return nullptr;
   if (td != Dims{xd[0], xd[1] * ed[2], xd[2], xd[3]}) return nullptr;
   *n = ed[2];

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "builder/passes/symbolic_dims.h"
 #include "kiln/network.h"
 
 namespace kiln::attention_fusion {
@@ -55,13 +56,14 @@ Tensor* throughIdentity(Tensor* t);
 bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am);
 
 //! Canonicalizer: one additive mask and is_causal. Every refusal comes before the first change to
-//! the network.
-bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, CanonicalMask& cm);
+//! the network. A dynamic network's masks are checked at its `samples` where their dims are unknown.
+bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, CanonicalMask& cm, const InputSamples& samples);
 
 //! Key-padding analysis (fuse_attention_key_padding.cpp): when the runtime mask provably is
 //! "key flags k[b, j] ? (0 or causal) : masked", cm becomes is_causal + k as a bool
-//! [B|1, 1, 1, Skv] mask (+ maskFill); false (cm unchanged) when that cannot be proven.
-bool compactKeyPaddingMask(Network& net, const AttentionMatch& am, CanonicalMask& cm);
+//! [B|1, 1, 1, Skv] mask (+ maskFill); false (cm unchanged) when that cannot be proven. A dynamic
+//! network is proven at each of its `samples` (symbolic_dims.h).
+bool compactKeyPaddingMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, const InputSamples& samples);
 
 //! A new one-output layer whose output has the given type and dims.
 Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name,

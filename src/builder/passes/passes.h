@@ -41,7 +41,9 @@ bool fuseGeluPattern(Network& net);
 bool fuseLayerNormPattern(Network& net);
 //! GPU: scaled-dot-product attention (MatMul, scale, mask, Softmax, MatMul) -> one Attention layer.
 //! `supported` (optional) vetoes a fused Attention layer no kernel of the target backend runs.
-bool fuseAttention(Network& net, const std::function<bool(const Layer&)>& supported = {});
+//! `samples` (symbolic_dims.h): a dynamic network's sample shapes, at which the strided-view form
+//! is traced and turned into expressions of the run's dims (view_exprs.h).
+bool fuseAttention(Network& net, const std::function<bool(const Layer&)>& supported = {}, const InputSamples& samples = {});
 //! Residual Add + LayerNormalization -> LayerNormalization with a skip input (kiln_skip; GPU).
 //! `samples` (symbolic_dims.h): the sample input shapes of a dynamic network, so that dims equal
 //! symbolically count as equal (also for fuseConvResidual and fusePointwiseChains).

@@ -159,16 +159,18 @@ bool constInts(const Layer& l, size_t i, std::vector<int64_t>& out) {
   return true;
 }
 
-bool isViewLayer(const Layer* l) {
+bool known(const Dims* d) { return d && isStatic(*d); }
+
+bool isViewLayer(const Layer* l, const DimsOf& dims) {
   if (!l || l->inputs.empty() || !l->inputs[0] || l->outputs.empty()) return false;
   for (const Tensor* o : l->outputs)
-    if (!o || !o->dimsKnown || !isStatic(o->dims)) return false;
+    if (!o || !known(dims(o))) return false;
   return reshapeLike(l) || l->op == "Transpose" || l->op == "Gather" || l->op == "Split" || l->op == "Slice";
 }
 
 //! Applies output `j` of layer `l` to the trace of its first input.
-bool applyStep(const Layer& l, size_t j, Trace& t) {
-  const Dims& od = l.outputs[j]->dims;
+bool applyStep(const Layer& l, size_t j, Trace& t, const DimsOf& dims) {
+  const Dims& od = *dims(l.outputs[j]);
   const std::string& op = l.op;
   if (reshapeLike(&l)) return reshapeTrace(t, od);
   const size_t rank = t.dims.size();
@@ -187,7 +189,7 @@ bool applyStep(const Layer& l, size_t j, Trace& t) {
     const int64_t axis = normAxis(l.attrs.getInt("axis", 0), rank);
     if (axis < 0 || axis >= static_cast<int64_t>(rank)) return false;
     int64_t start = 0;
-    for (size_t k = 0; k < j; ++k) start += l.outputs[k]->dims[axis];
+    for (size_t k = 0; k < j; ++k) start += (*dims(l.outputs[k]))[axis];
     if (!sliceDim(t, static_cast<size_t>(axis), start, od[axis])) return false;
   } else if (op == "Slice") {
     std::vector<int64_t> starts, ends, axes, steps;
@@ -214,59 +216,63 @@ bool applyStep(const Layer& l, size_t j, Trace& t) {
 
 }  // namespace
 
-bool traceView(Tensor* t, StridedView& v) {
+const Dims* staticDimsOf(const Tensor* t) { return t && t->dimsKnown ? &t->dims : nullptr; }
+
+bool traceView(Tensor* t, StridedView& v, const DimsOf& dims) {
   std::vector<std::pair<const Layer*, size_t>> chain;
   Tensor* cur = t;
-  while (cur && isViewLayer(cur->producer) && chain.size() < 64) {
+  while (cur && isViewLayer(cur->producer, dims) && chain.size() < 64) {
     const Layer* l = cur->producer;
     const size_t j = static_cast<size_t>(std::find(l->outputs.begin(), l->outputs.end(), cur) - l->outputs.begin());
     chain.push_back({l, j});
     cur = l->inputs[0];
   }
-  if (!cur || cur->isConstant() || !cur->dimsKnown || !isStatic(cur->dims) || !t->dimsKnown) return false;
-  Trace tr = contiguousTrace(cur->dims);
+  if (!cur || cur->isConstant() || !known(dims(cur)) || !known(dims(t))) return false;
+  Trace tr = contiguousTrace(*dims(cur));
   for (auto it = chain.rbegin(); it != chain.rend(); ++it)
-    if (!applyStep(*it->first, it->second, tr)) return false;
-  if (sizesOf(tr) != t->dims) return false;
+    if (!applyStep(*it->first, it->second, tr, dims)) return false;
+  if (sizesOf(tr) != *dims(t)) return false;
   v = StridedView{};
   v.base = cur;
   v.offset = tr.offset;
   v.copies = tr.copies;
-  v.sizes = t->dims;
+  v.sizes = *dims(t);
   return finalStrides(tr, v.strides);
 }
 
 namespace {
 
 //! y's strides in the output of layers[0..n) (applied from y on), or false.
-bool stridesThrough(const Tensor* y, const std::vector<Layer*>& layers, size_t n, std::vector<int64_t>& strides) {
-  Trace t = contiguousTrace(layers[n - 1]->outputs[0]->dims);
+bool stridesThrough(const Tensor* y, const std::vector<Layer*>& layers, size_t n, std::vector<int64_t>& strides,
+                    const DimsOf& dims) {
+  Trace t = contiguousTrace(*dims(layers[n - 1]->outputs[0]));
   for (size_t k = n; k-- > 0;) {  // back from z to y through each layer's inverse
     const Layer* l = layers[k];
     if (l->op == "Transpose") {
       if (!permuteTrace(*l, t, true)) return false;
-    } else if (!reshapeTrace(t, l->inputs[0]->dims)) {
+    } else if (!reshapeTrace(t, *dims(l->inputs[0]))) {
       return false;
     }
   }
-  return sizesOf(t) == y->dims && finalStrides(t, strides);
+  return sizesOf(t) == *dims(y) && finalStrides(t, strides);
 }
 
 }  // namespace
 
-bool traceOutputView(const Network& net, Tensor* y, std::vector<Layer*>& layers, Tensor*& z, std::vector<int64_t>& strides) {
+bool traceOutputView(const Network& net, Tensor* y, std::vector<Layer*>& layers, Tensor*& z, std::vector<int64_t>& strides,
+                     const DimsOf& dims) {
   layers.clear();
-  if (!y->dimsKnown || !isStatic(y->dims)) return false;
+  if (!known(dims(y))) return false;
   for (Tensor* cur = y; layers.size() < 64;) {
     Layer* l = soleConsumer(net, cur);
     if (!l || l->inputs.empty() || l->inputs[0] != cur || l->outputs.size() != 1 || !(reshapeLike(l) || l->op == "Transpose")) break;
     const Tensor* o = l->outputs[0];
-    if (!o->dimsKnown || !isStatic(o->dims) || o->type != y->type) break;
+    if (!known(dims(o)) || o->type != y->type) break;
     layers.push_back(l);
     cur = l->outputs[0];
   }
   for (; !layers.empty(); layers.pop_back())
-    if (stridesThrough(y, layers, layers.size(), strides)) {
+    if (stridesThrough(y, layers, layers.size(), strides, dims)) {
       z = layers.back()->outputs[0];
       return true;
     }

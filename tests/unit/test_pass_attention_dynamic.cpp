@@ -1,0 +1,282 @@
+// The attention fusion on dynamic networks (issue 23): the strided-view form (Q, K, V read in
+// place from a packed projection, the head merge done by the write) is traced at the profile's
+// sample shapes and stored as expressions of the run's dims (kiln_view_exprs), so a dynamic
+// export loses the same copies as a fixed one. Checked against the unfused network at shapes
+// other than the samples, through the pass alone and through a built engine.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "builder/passes/passes.h"
+#include "builder/passes/view_exprs.h"
+#include "reference_eval.h"
+
+using namespace kiln;
+using kiln::test::addPermute;
+using kiln::test::addReshape;
+using kiln::test::randomTensor;
+
+namespace {
+
+constexpr int64_t H = 3, D = 8, E = H * D, N = 5;
+
+int count(const Network& n, const std::string& op) {
+  int c = 0;
+  for (auto& l : n.layers()) c += l->op == op;
+  return c;
+}
+
+const Layer* attentionLayer(const Network& n) {
+  for (auto& l : n.layers())
+    if (l->op == "Attention") return l.get();
+  return nullptr;
+}
+
+HostTensor ints(std::vector<int64_t> v, bool scalar = false) {
+  HostTensor t(DataType::kINT64, scalar ? Dims{} : Dims{static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.as<int64_t>()[i] = v[i];
+  return t;
+}
+
+Tensor* permute(Network& n, Tensor* x, std::vector<int64_t> perm) { return addPermute(n, x, perm)->outputs[0]; }
+Tensor* reshape(Network& n, Tensor* x, std::vector<int64_t> dims) { return addReshape(n, x, dims)->outputs[0]; }
+
+//! softmax(Q K^T / sqrt(D)) V, K given as [B, H, S, D].
+Tensor* sdpa(Network& n, Tensor* q, Tensor* k, Tensor* v) {
+  HostTensor s(DataType::kFLOAT, {});
+  *s.as<float>() = 1.0f / std::sqrt(static_cast<float>(D));
+  Tensor* scores = n.addMatMul(q, permute(n, k, {0, 1, 3, 2}))->outputs[0];
+  scores = n.addElementWise(scores, n.addConstant("", s), "Mul")->outputs[0];
+  return n.addMatMul(n.addSoftmax(scores, -1)->outputs[0], v)->outputs[0];
+}
+
+void finish(Network& n, Tensor* y) {
+  n.renameTensor(y, "y");
+  n.markOutput(y);
+}
+
+//! timm's ViT attention with a dynamic batch, as exported once the shape arithmetic is folded
+//! (Reshape targets with 0 / -1): x [-1, N, E] -> packed projection -> [B, N, 3, H, D] ->
+//! permute(2, 0, 3, 1, 4) -> Gather 0/1/2 -> attention -> transpose(1, 2) -> [B, N, E].
+void makeVitBlock(Network& n) {
+  Tensor* x = n.addInput("x", DataType::kFLOAT, {-1, N, E});
+  Tensor* p = n.addMatMul(x, n.addConstant("w", randomTensor({E, 3 * E}, 3, -0.3f, 0.3f)))->outputs[0];
+  p = n.addElementWise(p, n.addConstant("b", randomTensor({3 * E}, 4)), "Add")->outputs[0];
+  Tensor* u = permute(n, reshape(n, p, {0, N, 3, H, D}), {2, 0, 3, 1, 4});
+  Tensor* qkv[3];
+  for (int i = 0; i < 3; ++i) {
+    Attributes g;
+    g.set("axis", int64_t(0));
+    qkv[i] = n.addLayer("Gather", {u, n.addConstant("", ints({i}, true))}, 1, g)->outputs[0];
+  }
+  Tensor* y = sdpa(n, qkv[0], qkv[1], qkv[2]);
+  finish(n, reshape(n, permute(n, y, {0, 2, 1, 3}), {-1, N, E}));
+}
+
+//! GPT-2's attention with dynamic batch and sequence: p [-1, -1, 3E] Split in three, heads split
+//! by Reshape [0, 0, H, D] and Transpose, merged back to [0, 0, E].
+void makeGpt2Block(Network& n) {
+  Tensor* p = n.addInput("p", DataType::kFLOAT, {-1, -1, 3 * E});
+  Attributes sa;
+  sa.set("axis", int64_t(2));
+  Layer* split = n.addLayer("Split", {p, n.addConstant("", ints({E, E, E}))}, 3, sa);
+  Tensor* heads[3];
+  for (int i = 0; i < 3; ++i) heads[i] = permute(n, reshape(n, split->outputs[i], {0, 0, H, D}), {0, 2, 1, 3});
+  Tensor* y = sdpa(n, heads[0], heads[1], heads[2]);
+  finish(n, reshape(n, permute(n, y, {0, 2, 1, 3}), {0, 0, E}));
+}
+
+//! Fuses a copy of `make`'s network with the sample shapes; the fused network must agree with the
+//! unfused one at every shape in `runs`.
+void checkDynamicFusion(const std::function<void(Network&)>& make, const std::string& input, const InputSamples& samples,
+                        const std::vector<Dims>& runs, const std::function<void(const Network&)>& inspect) {
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(fuseAttention(net, {}, samples));
+  inspect(net);
+  uint32_t seed = 40;
+  for (const Dims& d : runs) {
+    Network ref;
+    make(ref);
+    const std::map<std::string, HostTensor> in{{input, randomTensor(d, seed++)}};
+    const auto want = kiln::test::evaluateReference(ref, in).at("y");
+    const auto got = kiln::test::evaluateReference(net, in).at("y");
+    ASSERT_EQ(got.dims(), want.dims()) << toString(d);
+    for (int64_t i = 0; i < want.count(); ++i)
+      ASSERT_NEAR(got.getDouble(i), want.getDouble(i), 2e-5 * (1 + std::fabs(want.getDouble(i)))) << toString(d) << " [" << i << "]";
+  }
+}
+
+//! BERT's padding mask with dynamic batch and sequence, the Expand target computed from the
+//! flags' shape: Where(Expand(Unsqueeze(Cast(flags [B, S] -> bool)), [B, 1, S, S]), 0, finfo.min)
+//! added to Q K^T / sqrt(D); q, k, v [B, H, S, D].
+void makePaddedBlock(Network& n) {
+  Tensor* q = n.addInput("q", DataType::kFLOAT, {-1, H, -1, D});
+  Tensor* k = n.addInput("k", DataType::kFLOAT, {-1, H, -1, D});
+  Tensor* v = n.addInput("v", DataType::kFLOAT, {-1, H, -1, D});
+  Tensor* flags = n.addInput("mask", DataType::kINT64, {-1, -1});
+  Attributes toBool;
+  toBool.set("to", int64_t(9));  // ONNX BOOL
+  Tensor* kb = n.addLayer("Cast", {flags}, 1, toBool)->outputs[0];
+  Tensor* k4 = n.addLayer("Unsqueeze", {kb, n.addConstant("", ints({1, 2}))}, 1)->outputs[0];
+  Tensor* shape = n.addLayer("Shape", {flags}, 1)->outputs[0];
+  Attributes axis0;
+  axis0.set("axis", int64_t(0));
+  Tensor* b = n.addLayer("Gather", {shape, n.addConstant("", ints({0}))}, 1, axis0)->outputs[0];
+  Tensor* s = n.addLayer("Gather", {shape, n.addConstant("", ints({1}))}, 1, axis0)->outputs[0];
+  Tensor* target = n.addLayer("Concat", {b, n.addConstant("", ints({1})), s, s}, 1, axis0)->outputs[0];
+  Tensor* dense = n.addLayer("Expand", {k4, target}, 1)->outputs[0];
+  HostTensor zero(DataType::kFLOAT, {}), fill(DataType::kFLOAT, {});
+  *zero.as<float>() = 0.f;
+  *fill.as<float>() = -3.4028235e38f;
+  Tensor* m = n.addLayer("Where", {dense, n.addConstant("", zero), n.addConstant("", fill)}, 1)->outputs[0];
+  HostTensor sc(DataType::kFLOAT, {});
+  *sc.as<float>() = 1.0f / std::sqrt(static_cast<float>(D));
+  Tensor* scores = n.addMatMul(q, permute(n, k, {0, 1, 3, 2}))->outputs[0];
+  scores = n.addElementWise(n.addElementWise(scores, n.addConstant("", sc), "Mul")->outputs[0], m, "Add")->outputs[0];
+  finish(n, n.addMatMul(n.addSoftmax(scores, -1)->outputs[0], v)->outputs[0]);
+}
+
+}  // namespace
+
+// The dense [B, 1, S, S] padding mask of a dynamic export becomes the flags as a bool
+// [B, 1, 1, S] key mask (proven at every sample), and the output agrees at other shapes,
+// rows whose keys are all padding included.
+TEST(PassAttentionDynamic, PaddingMaskOfDynamicShapesBecomesKeyFlags) {
+  auto sample = [](int64_t b, int64_t s) {
+    return std::map<std::string, Dims>{{"q", {b, H, s, D}}, {"k", {b, H, s, D}}, {"v", {b, H, s, D}}, {"mask", {b, s}}};
+  };
+  Network net;
+  makePaddedBlock(net);
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(fuseAttention(net, {}, {sample(4, 16), sample(8, 32), sample(1, 1), sample(3, 16), sample(4, 9)}));
+  const Layer* a = attentionLayer(net);
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->inputs.size(), 4u);
+  EXPECT_EQ(a->inputs[3]->type, DataType::kBOOL);
+  EXPECT_EQ(a->inputs[3]->dims, (Dims{-1, 1, 1, -1}));
+  EXPECT_EQ(count(net, "Expand") + count(net, "Where"), 0);
+  uint32_t seed = 80;
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{3, 6}, {2, 11}}) {
+    HostTensor flags(DataType::kINT64, {b, s});
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = 0; j < s; ++j) flags.as<int64_t>()[i * s + j] = i == 0 ? j < s - 2 : (i == 1 ? j >= 3 : 0);  // right, left, all padding
+    std::map<std::string, HostTensor> in{{"mask", flags}};
+    for (const char* name : {"q", "k", "v"}) in[name] = randomTensor({b, H, s, D}, seed++, -2.f, 2.f);
+    Network ref;
+    makePaddedBlock(ref);
+    const HostTensor want = kiln::test::evaluateReference(ref, in).at("y"), got = kiln::test::evaluateReference(net, in).at("y");
+    ASSERT_EQ(got.dims(), want.dims());
+    for (int64_t i = 0; i < want.count(); ++i)
+      ASSERT_NEAR(got.getDouble(i), want.getDouble(i), 2e-5 * (1 + std::fabs(want.getDouble(i)))) << b << "x" << s << " [" << i << "]";
+  }
+}
+
+TEST(PassAttentionDynamic, VitDynamicBatchReadsThePackedProjectionInPlace) {
+  const InputSamples samples{{{"x", {4, N, E}}}, {{"x", {8, N, E}}}, {{"x", {1, N, E}}}, {{"x", {3, N, E}}}};
+  checkDynamicFusion(makeVitBlock, "x", samples, {{2, N, E}, {7, N, E}}, [](const Network& n) {
+    const Layer* a = attentionLayer(n);
+    ASSERT_NE(a, nullptr);
+    EXPECT_TRUE(a->attrs.has("kiln_view_exprs"));
+    EXPECT_TRUE(a->attrs.has("kiln_o_view"));
+    EXPECT_EQ(a->inputs[0]->producer->op, "Add");  // the projection's output, read in place
+    EXPECT_EQ(count(n, "Gather"), 0);
+    EXPECT_EQ(count(n, "Transpose"), 0);
+    EXPECT_EQ(a->outputs[0]->dims, (Dims{-1, N, E}));
+    // Only the batch moves: the strides are constants, the batch is Q's buffer's dim 0.
+    const std::vector<int64_t> e = a->attrs.getInts("kiln_view_exprs");
+    EXPECT_EQ(std::vector<int64_t>(e.begin(), e.begin() + 4), (std::vector<int64_t>{1, 0, 0, 1}));
+  });
+}
+
+TEST(PassAttentionDynamic, Gpt2DynamicBatchAndSequenceReadTheSplitInPlace) {
+  const InputSamples samples{{{"p", {4, 16, 3 * E}}}, {{"p", {8, 32, 3 * E}}}, {{"p", {1, 1, 3 * E}}}, {{"p", {3, 16, 3 * E}}},
+                             {{"p", {4, 9, 3 * E}}}};
+  checkDynamicFusion(makeGpt2Block, "p", samples, {{2, 7, 3 * E}, {5, 3, 3 * E}, {1, 12, 3 * E}}, [](const Network& n) {
+    const Layer* a = attentionLayer(n);
+    ASSERT_NE(a, nullptr);
+    EXPECT_TRUE(a->attrs.has("kiln_view_exprs"));
+    for (const char* gone : {"Split", "Transpose", "Reshape"}) EXPECT_EQ(count(n, gone), 0) << gone;
+  });
+}
+
+// Without samples a dynamic network keeps the copies (the views cannot be traced), and still fuses.
+TEST(PassAttentionDynamic, WithoutSamplesTheDynamicViewFormIsNotTaken) {
+  Network net;
+  makeVitBlock(net);
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(fuseAttention(net));
+  const Layer* a = attentionLayer(net);
+  ASSERT_NE(a, nullptr);
+  EXPECT_FALSE(a->attrs.has("kiln_view_dims"));
+}
+
+// The fit: constants, one dim, products of neighbouring dims; a value no expression gives fails.
+TEST(ViewExprs, FitsTheShapeArithmeticOfTheSamples) {
+  auto views = [](int64_t b, int64_t s) {
+    QkvViews v;
+    v.b = b, v.h = H, v.sq = s, v.skv = s, v.d = D, v.dv = D;
+    v.q = {0, s * 3 * E, D, 3 * E}, v.k = {E, s * 3 * E, D, 3 * E}, v.v = {2 * E, s * 3 * E, D, 3 * E};
+    v.outView = true, v.oDims = {b, s, E}, v.o = {s * E, D, E};
+    return v;
+  };
+  auto refs = [](int64_t b, int64_t s) {
+    const Dims p{b, s, 3 * E};
+    return std::array<Dims, 4>{p, p, p, Dims{b, s, E}};
+  };
+  std::vector<int64_t> e;
+  ASSERT_TRUE(fitViewExprs({views(2, 5), views(3, 5), views(2, 9)}, {refs(2, 5), refs(3, 5), refs(2, 9)}, e));
+  // Resolving at a shape that is not a sample gives that shape's views.
+  const std::vector<int64_t> want = viewValues(views(7, 11));
+  const std::array<Dims, 4> r = refs(7, 11);
+  const std::array<const Dims*, 4> rp{&r[0], &r[1], &r[2], &r[3]};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(evalViewExpr(&e[i * kViewExprInts], rp, "test"), want[i]) << i;
+  // The Q stride over the batch, s * 3E: 3E times Q's dim 1; the output's, s * E: E times its own dim 1.
+  EXPECT_EQ(std::vector<int64_t>(e.begin() + 7 * 4, e.begin() + 8 * 4), (std::vector<int64_t>{3 * E, 0, 1, 2}));
+  EXPECT_EQ(std::vector<int64_t>(e.end() - 12, e.end() - 8), (std::vector<int64_t>{E, 3, 1, 2}));
+  // A stride over a dim that is 1 at some sample (a trace gives 0 there) still fits.
+  QkvViews one = views(1, 5);
+  one.q[1] = one.k[1] = one.v[1] = one.o[0] = 0;
+  EXPECT_TRUE(fitViewExprs({views(2, 5), one, views(2, 9)}, {refs(2, 5), refs(1, 5), refs(2, 9)}, e));
+  // One sample proves nothing; a value that is no product of the dims does not fit.
+  EXPECT_FALSE(fitViewExprs({views(2, 5)}, {refs(2, 5)}, e));
+  QkvViews odd = views(3, 5);
+  odd.q[0] = 7;
+  EXPECT_FALSE(fitViewExprs({views(2, 5), odd, views(2, 9)}, {refs(2, 5), refs(3, 5), refs(2, 9)}, e));
+}
+
+// A built engine (CPU reference kernels with the GPU fusions) with one profile runs the fused
+// dynamic ViT block at shapes across the profile.
+TEST(PassAttentionDynamic, EngineWithAProfileRunsTheViewsAtEveryBatch) {
+  Network net;
+  makeVitBlock(net);
+  BuilderConfig cfg;
+  cfg.setThreads(2);
+  cfg.setGpuFusions(true);
+  OptimizationProfile prof;
+  prof.setDimensions("x", OptProfileSelector::kMIN, {1, N, E});
+  prof.setDimensions("x", OptProfileSelector::kOPT, {4, N, E});
+  prof.setDimensions("x", OptProfileSelector::kMAX, {8, N, E});
+  cfg.addOptimizationProfile(prof);
+  auto engine = Builder().build(net, cfg);
+  ASSERT_NE(engine, nullptr);
+  const Layer* a = attentionLayer(net);
+  ASSERT_NE(a, nullptr);
+  EXPECT_TRUE(a->attrs.has("kiln_view_exprs"));
+  EXPECT_EQ(count(net, "Gather") + count(net, "Transpose"), 0);
+  uint32_t seed = 60;
+  for (int64_t b : {1, 3, 8, 5}) {
+    Network ref;
+    makeVitBlock(ref);
+    const std::map<std::string, HostTensor> in{{"x", randomTensor({b, N, E}, seed++)}};
+    const HostTensor want = kiln::test::evaluateReference(ref, in).at("y");
+    const std::vector<float> got = kiln::test::runEngine(*engine, in).at("y");
+    ASSERT_EQ(static_cast<int64_t>(got.size()), want.count()) << b;
+    for (int64_t i = 0; i < want.count(); ++i) ASSERT_NEAR(got[static_cast<size_t>(i)], want.getDouble(i), 2e-5 * (1 + std::fabs(want.getDouble(i)))) << b;
+  }
+}
