@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Dynamic-axis exports must lower to the same engine layers as fixed-shape exports (issue 23).
 
-For each model (a small Hugging Face BertModel with dynamic batch and sequence axes, a small
-torchvision-style CNN with a dynamic batch axis) this script
+For each model (a small Hugging Face BertModel and LlamaModel with dynamic batch and sequence axes,
+a small torchvision-style CNN and a timm ViT with a dynamic batch axis) this script
   1. exports it twice with torch.onnx.export (TorchScript exporter): once with fixed shapes at the
      profile's opt shape, once with dynamic_axes;
   2. builds both with kiln (CPU, --gpuFusions so that the GPU-only fusions run too), prints the
@@ -13,7 +13,7 @@ torchvision-style CNN with a dynamic batch axis) this script
   3. runs the dynamic engine at several shapes of its profile (min, opt, max and odd ones) and
      compares each output with ONNX Runtime (CPU) on the same dynamic export and the same inputs.
 Usage: dynamic_vs_static.py --kiln build/bin/kiln [--models bert,cnn] [--work DIR] [--counts-only]
-Exit status: 0 when every check passed, 1 otherwise, 77 when torch/transformers/onnxruntime are missing."""
+Exit status: 0 when every check passed, 1 otherwise, 77 when torch/transformers/timm/onnxruntime are missing."""
 import argparse, collections, json, os, subprocess, sys
 
 import numpy as np
@@ -41,7 +41,7 @@ def bert_model():
 
     return dict(module=Hidden(m), inputs=["input_ids", "attention_mask"], axes={0: "batch", 1: "seq"},
                 shapes={"min": (1, 8), "opt": (4, 32), "max": (8, 64)}, extra_shapes=[(3, 37), (1, 1 + 8), (8, 17)],
-                feeds=feeds, key_padding_gap=True)
+                feeds=feeds, key_flags=True)
 
 
 def cnn_model():
@@ -85,7 +85,50 @@ def cnn_model():
                 extra_shapes=[(3, 0), (5, 0)], feeds=feeds, same_engine=True)
 
 
-MODELS = {"bert": bert_model, "cnn": cnn_model}
+def vit_model():
+    """timm's ViT (packed QKV unbound by reshape/permute, a class token Expand-ed to the batch): with a
+    dynamic batch the attention reads the packed projection in place, as in the fixed export."""
+    import torch
+    import timm
+    torch.manual_seed(0)
+    m = timm.models.vision_transformer.VisionTransformer(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4,
+                                                        num_classes=10).eval()
+
+    def feeds(b, _, rng):
+        return {"input": rng.standard_normal((b, 3, 32, 32)).astype(np.float32)}
+
+    return dict(module=m, inputs=["input"], axes={0: "batch"}, shapes={"min": (1, 0), "opt": (4, 0), "max": (8, 0)},
+                extra_shapes=[(3, 0), (7, 0)], feeds=feeds)
+
+
+def llama_model():
+    """A LLaMA decoder (GQA, RoPE, RMSNorm, SwiGLU) with dynamic batch and sequence and a padded
+    attention_mask: causal + key padding become is_causal + key flags in both exports."""
+    import torch
+    from transformers import LlamaConfig, LlamaModel
+    cfg = LlamaConfig(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=128, attn_implementation="eager", use_cache=False)
+    torch.manual_seed(0)
+    m = LlamaModel(cfg).eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__(); self.m = m
+        def forward(self, input_ids, attention_mask):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    def feeds(b, s, rng):
+        ids = rng.integers(0, 1000, size=(b, s)).astype(np.int64)
+        mask = np.ones((b, s), np.int64)
+        mask[:, s - s // 4:] = 0  # right padding
+        return {"input_ids": ids, "attention_mask": mask}
+
+    return dict(module=Hidden(m), inputs=["input_ids", "attention_mask"], axes={0: "batch", 1: "seq"},
+                shapes={"min": (1, 8), "opt": (4, 32), "max": (8, 64)}, extra_shapes=[(3, 37), (8, 17)], feeds=feeds,
+                key_flags=True)
+
+
+MODELS = {"bert": bert_model, "cnn": cnn_model, "vit": vit_model, "llama": llama_model}
 
 
 def export(spec, path, dynamic):
@@ -105,9 +148,9 @@ def shape_flag(spec, rng_feeds):
     return ",".join(f"{n}:{'x'.join(str(d) for d in rng_feeds[n].shape)}" for n in spec["inputs"])
 
 
-def key_flag_masks(work):
-    """Whether every Attention layer of the static engine reads a [B,1,1,S] (key flags) mask."""
-    doc = json.load(open(os.path.join(work, "layers_static.json")))
+def key_flag_masks(work, tag):
+    """Whether every Attention layer of the engine (static or dynamic) reads a [B,1,1,S] (key flags) mask."""
+    doc = json.load(open(os.path.join(work, f"layers_{tag}.json")))
     att = [l for l in (doc.get("layers") or doc.get("Layers")) if l["op"] == "Attention"]
     def flags(l):
         ins = [i for i in l["inputs"][3:4] if i]
@@ -181,12 +224,12 @@ def run_dynamic(kiln, onnx_path, spec, work, b, s, prof):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
-    ap.add_argument("--models", default="bert,cnn")
+    ap.add_argument("--models", default="bert,cnn,vit,llama")
     ap.add_argument("--work", default="/tmp/kiln_dynamic_vs_static")
     ap.add_argument("--counts-only", action="store_true", help="print the layer counts, compare nothing")
     a = ap.parse_args()
     try:
-        import torch, onnxruntime, transformers  # noqa: F401
+        import torch, onnxruntime, transformers, timm  # noqa: F401
     except ImportError as e:
         print(f"SKIP: {e}")
         return 77
@@ -222,16 +265,12 @@ def main():
         if a.counts_only:
             continue
         same = s_run == d_run
-        # Known gap (issue 23, open): the attention key-padding rewrite (fuse_attention_key_padding)
-        # proves the mask equivalent on static dims only, so a dynamic export keeps the exporter's dense
-        # [B,1,S,S] mask: its And/Where layers run in the dynamic engine alone. Only that difference is
-        # tolerated, and only when the static engine's Attention reads a [B,1,1,S] key-flag mask.
-        if not same and spec.get("key_padding_gap") and key_flag_masks(work):
-            extra = {op: d_run[op] - s_run[op] for op in set(s_run) | set(d_run) if d_run[op] != s_run[op]}
-            if set(extra) <= {"And", "Where"} and all(v > 0 for v in extra.values()):
-                print(f"KNOWN {name}: the dynamic engine keeps the dense attention mask ({extra}): static-only key-padding rewrite")
-                same = True
         print(f"{'PASS' if same else 'FAIL'} {name} layers that run at the opt shape, by op type: dynamic == static")
+        if spec.get("key_flags"):  # the exporters' dense causal/padding mask became key flags in both engines
+            for tag in ("static", "dynamic"):
+                ok = key_flag_masks(work, tag)
+                print(f"{'PASS' if ok else 'FAIL'} {name} {tag} engine: every Attention reads [B,1,1,S] key flags")
+                failures += not ok
         failures += not same
         if spec.get("same_engine"):
             same = s_ops == d_ops
