@@ -15,7 +15,7 @@ import argparse, datetime, importlib.util, json, os, platform, statistics, subpr
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zoo_models  # noqa: E402
 
-DEFAULT_MODELS = "bert_padded_s128,deit_small,resnext50_32x4d,efficientnet_b0"
+DEFAULT_MODELS = "bert_padded_s128,deit_small,llama_gqa_s1024,resnext50_32x4d,efficientnet_b0"
 
 
 def run(cmd, timeout=1800):
