@@ -19,6 +19,26 @@ import argparse, collections, json, os, subprocess, sys
 import numpy as np
 
 
+def with_mask(m):
+    """A transformers body called with (input_ids, attention_mask), returning last_hidden_state."""
+    import torch
+
+    class Hidden(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__(); self.m = m
+        def forward(self, input_ids, attention_mask):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    return Hidden(m)
+
+
+def padded_tokens(b, s, rng):
+    """Random ids and an attention_mask whose last quarter is padding (the mask matters)."""
+    ids = rng.integers(0, 1000, size=(b, s)).astype(np.int64)
+    mask = np.ones((b, s), np.int64)
+    mask[:, s - s // 4:] = 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
 def bert_model():
     import torch
     from transformers import BertConfig, BertModel
@@ -27,21 +47,9 @@ def bert_model():
     torch.manual_seed(0)
     m = BertModel(cfg).eval()
 
-    class Hidden(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__(); self.m = m
-        def forward(self, input_ids, attention_mask):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-    def feeds(b, s, rng):
-        ids = rng.integers(0, 1000, size=(b, s)).astype(np.int64)
-        mask = np.ones((b, s), np.int64)
-        mask[:, s - s // 4:] = 0  # padded tail: the mask matters
-        return {"input_ids": ids, "attention_mask": mask}
-
-    return dict(module=Hidden(m), inputs=["input_ids", "attention_mask"], axes={0: "batch", 1: "seq"},
+    return dict(module=with_mask(m), inputs=["input_ids", "attention_mask"], axes={0: "batch", 1: "seq"},
                 shapes={"min": (1, 8), "opt": (4, 32), "max": (8, 64)}, extra_shapes=[(3, 37), (1, 1 + 8), (8, 17)],
-                feeds=feeds, key_flags=True)
+                feeds=padded_tokens, key_flags=True)
 
 
 def cnn_model():
@@ -111,21 +119,9 @@ def llama_model():
     torch.manual_seed(0)
     m = LlamaModel(cfg).eval()
 
-    class Hidden(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__(); self.m = m
-        def forward(self, input_ids, attention_mask):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-    def feeds(b, s, rng):
-        ids = rng.integers(0, 1000, size=(b, s)).astype(np.int64)
-        mask = np.ones((b, s), np.int64)
-        mask[:, s - s // 4:] = 0  # right padding
-        return {"input_ids": ids, "attention_mask": mask}
-
-    return dict(module=Hidden(m), inputs=["input_ids", "attention_mask"], axes={0: "batch", 1: "seq"},
-                shapes={"min": (1, 8), "opt": (4, 32), "max": (8, 64)}, extra_shapes=[(3, 37), (8, 17)], feeds=feeds,
-                key_flags=True)
+    return dict(module=with_mask(m), inputs=["input_ids", "attention_mask"], axes={0: "batch", 1: "seq"},
+                shapes={"min": (1, 8), "opt": (4, 32), "max": (8, 64)}, extra_shapes=[(3, 37), (8, 17)],
+                feeds=padded_tokens, key_flags=True)
 
 
 MODELS = {"bert": bert_model, "cnn": cnn_model, "vit": vit_model, "llama": llama_model}

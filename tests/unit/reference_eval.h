@@ -39,6 +39,20 @@ inline void dynamicConvNetwork(Network& net, uint32_t seed) {
   net.markOutput(relu->outputs[0]);
 }
 
+//! How many layers of `op` the network holds.
+inline int countOps(const Network& n, const std::string& op) {
+  int c = 0;
+  for (auto& l : n.layers()) c += l->op == op;
+  return c;
+}
+
+//! The first layer of `op`, or nullptr.
+inline const Layer* firstOp(const Network& n, const std::string& op) {
+  for (auto& l : n.layers())
+    if (l->op == op) return l.get();
+  return nullptr;
+}
+
 //! A Transpose of x by perm.
 inline Layer* addPermute(Network& n, Tensor* x, const std::vector<int64_t>& perm) {
   Attributes a;

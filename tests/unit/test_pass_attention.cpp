@@ -35,17 +35,8 @@ Tensor* transpose(Network& n, Tensor* x, std::vector<int64_t> perm) {
 Tensor* softmax(Network& n, Tensor* x, int64_t axis = -1) { return n.addSoftmax(x, axis)->outputs[0]; }
 Tensor* op(Network& n, const char* name, Tensor* a, Tensor* b) { return n.addElementWise(a, b, name)->outputs[0]; }
 
-int count(const Network& n, const std::string& opName) {
-  int c = 0;
-  for (auto& l : n.layers()) c += l->op == opName;
-  return c;
-}
-
-const Layer* attentionLayer(const Network& n) {
-  for (auto& l : n.layers())
-    if (l->op == "Attention") return l.get();
-  return nullptr;
-}
+int count(const Network& n, const std::string& op) { return kiln::test::countOps(n, op); }
+const Layer* attentionLayer(const Network& n) { return kiln::test::firstOp(n, "Attention"); }
 
 void finish(Network& n, Tensor* y) {
   n.renameTensor(y, "y");

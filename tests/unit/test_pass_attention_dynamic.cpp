@@ -21,17 +21,8 @@ namespace {
 
 constexpr int64_t H = 3, D = 8, E = H * D, N = 5;
 
-int count(const Network& n, const std::string& op) {
-  int c = 0;
-  for (auto& l : n.layers()) c += l->op == op;
-  return c;
-}
-
-const Layer* attentionLayer(const Network& n) {
-  for (auto& l : n.layers())
-    if (l->op == "Attention") return l.get();
-  return nullptr;
-}
+int count(const Network& n, const std::string& op) { return kiln::test::countOps(n, op); }
+const Layer* attentionLayer(const Network& n) { return kiln::test::firstOp(n, "Attention"); }
 
 HostTensor ints(std::vector<int64_t> v, bool scalar = false) {
   HostTensor t(DataType::kINT64, scalar ? Dims{} : Dims{static_cast<int64_t>(v.size())});
