@@ -21,6 +21,8 @@ bool removeFoldedLayers(Network& net);
 bool elideNoOps(Network& net);
 //! Pow/ReduceMean/Add/Sqrt/Div(/Mul scale) (T5, LLaMA) -> RMSNormalization (fuse_rmsnorm.cpp).
 bool fuseRmsNormPattern(Network& net);
+//! x * cos + rotate_half(x) * sin (transformers' apply_rotary_pos_emb, constant caches) -> RotaryEmbedding (fuse_rotary.cpp).
+bool fuseRotaryPattern(Network& net);
 //! Reshape -> InstanceNormalization -> Reshape [-> Mul gamma] [-> Add beta] (GroupNorm as exported) -> GroupNormalization.
 bool fuseGroupNormPattern(Network& net);
 //! Compress with a constant condition -> Gather with the kept indices (lower_compress.cpp).

@@ -1,0 +1,130 @@
+// Rotary position embedding as transformers' apply_rotary_pos_emb writes it (LLaMA, Qwen2, Mistral,
+// Phi, GPT-NeoX exports),
+//   y = x * cos + rotate_half(x) * sin,   rotate_half(x) = Concat(-x[..., D/2:], x[..., :D/2], -1)
+// with x [B, H, S, D] and cos/sin constants [.., S, D] whose two halves are equal (cat(freqs, freqs)),
+// becomes one RotaryEmbedding layer (ONNX opset 23, half-split pairs): one pass over x instead of
+// two Slices, a Neg, a Concat, two Muls and an Add (seven kernels and their tensors per Q and K).
+// The caches are the first halves as [S, D/2], read at position_ids = 0..S-1 (a constant [B, S]).
+// Static dims only (the constants fix S; a dynamic batch would need run-time position ids).
+#include <algorithm>
+#include <cstring>
+
+#include "builder/passes/passes.h"
+
+namespace kiln {
+
+namespace {
+
+//! A Slice of `x` over its last axis with step 1: [*start, *end) clamped to the dim; false otherwise.
+bool lastAxisSlice(const Layer* l, const Tensor* x, int64_t* start, int64_t* end) {
+  if (!l || l->op != "Slice" || l->inputs.size() < 3 || l->inputs[0] != x || l->outputs.size() != 1) return false;
+  const int64_t d = x->dims.back(), rank = static_cast<int64_t>(x->dims.size());
+  auto one = [](const Tensor* t, int64_t* v) {
+    if (!t || !t->isConstant() || !isInteger(t->type) || t->value.count() != 1) return false;
+    *v = t->value.getInt(0);
+    return true;
+  };
+  int64_t axis = -1, step = 1;
+  if (!one(l->inputs[1], start) || !one(l->inputs[2], end)) return false;
+  if (l->inputs.size() > 3 && l->inputs[3] && !one(l->inputs[3], &axis)) return false;
+  if (l->inputs.size() > 4 && l->inputs[4] && !one(l->inputs[4], &step)) return false;
+  if (step != 1 || (axis != -1 && axis != rank - 1)) return false;
+  auto clamp = [d](int64_t v) { return v < 0 ? std::max<int64_t>(v + d, 0) : std::min(v, d); };
+  *start = clamp(*start), *end = clamp(*end);
+  return true;
+}
+
+//! x when `r` is rotate_half(x): Concat(Neg(x[..., h:]), x[..., :h], axis -1), h = D / 2.
+Tensor* rotateHalfSource(const Network& net, const Tensor* r) {
+  const Layer* cat = r->producer;
+  if (!cat || cat->op != "Concat" || cat->inputs.size() != 2 || !cat->inputs[0] || !cat->inputs[1]) return nullptr;
+  const Layer* neg = cat->inputs[0]->producer;
+  const Layer* lo = cat->inputs[1]->producer;
+  if (!neg || neg->op != "Neg" || neg->inputs.size() != 1 || !neg->inputs[0] || !lo) return nullptr;
+  const Layer* hi = neg->inputs[0]->producer;
+  Tensor* x = lo->inputs.empty() ? nullptr : lo->inputs[0];
+  if (!x || !x->dimsKnown || x->dims.size() != 4 || !isStatic(x->dims) || x->dims[3] % 2 != 0) return nullptr;
+  const int64_t axis = cat->attrs.getInt("axis", 0);
+  if (axis != -1 && axis != 3) return nullptr;
+  const int64_t h = x->dims[3] / 2;
+  int64_t s0 = 0, e0 = 0, s1 = 0, e1 = 0;
+  if (!lastAxisSlice(hi, x, &s0, &e0) || !lastAxisSlice(lo, x, &s1, &e1) || s0 != h || e0 != 2 * h || s1 != 0 || e1 != h)
+    return nullptr;
+  for (const Tensor* t : {hi->outputs[0], neg->outputs[0], lo->outputs[0]})
+    if (soleConsumer(net, t) == nullptr) return nullptr;
+  return x;
+}
+
+//! The cache [S, D/2] of a cos/sin constant [1.., S, D] (any leading 1s) whose halves are equal;
+//! invalid otherwise.
+HostTensor halfCache(const Tensor* c, const Dims& x) {
+  if (!c || !c->isConstant() || c->type != DataType::kFLOAT || c->dims.size() < 2 || c->dims.size() > 4) return HostTensor();
+  const Dims& d = c->dims;
+  for (size_t k = 0; k + 2 < d.size(); ++k)
+    if (d[k] != 1) return HostTensor();
+  const int64_t s = x[2], dim = x[3], h = dim / 2;
+  if (d[d.size() - 2] != s || d.back() != dim) return HostTensor();
+  const float* v = c->value.as<float>();
+  HostTensor out(DataType::kFLOAT, {s, h});
+  for (int64_t i = 0; i < s; ++i) {
+    if (std::memcmp(v + i * dim, v + i * dim + h, static_cast<size_t>(h) * sizeof(float)) != 0) return HostTensor();
+    std::memcpy(out.as<float>() + i * h, v + i * dim, static_cast<size_t>(h) * sizeof(float));
+  }
+  return out;
+}
+
+//! For Mul layer `m` reading `t`: its other operand.
+Tensor* mulOperand(const Layer* m, const Tensor* t) {
+  return m && m->op == "Mul" && m->inputs.size() == 2 ? otherInput(m, t) : nullptr;
+}
+
+bool fuseOne(Network& net, Layer* add) {
+  if (add->op != "Add" || add->inputs.size() != 2 || !add->inputs[0] || !add->inputs[1] || add->outputs.size() != 1) return false;
+  for (int first = 0; first < 2; ++first) {
+    Layer* mc = add->inputs[first]->producer;        // x * cos
+    Layer* ms = add->inputs[1 - first]->producer;    // rotate_half(x) * sin
+    if (!mc || !ms || mc->op != "Mul" || ms->op != "Mul" || mc->inputs.size() != 2 || ms->inputs.size() != 2) continue;
+    for (int r = 0; r < 2; ++r) {
+      Tensor* rot = ms->inputs[r];
+      Tensor* x = rotateHalfSource(net, rot);
+      if (!x || x->type != DataType::kFLOAT) continue;
+      Tensor* cosT = mulOperand(mc, x);
+      Tensor* sinT = ms->inputs[1 - r];
+      if (!cosT || soleConsumer(net, mc->outputs[0]) != add || soleConsumer(net, ms->outputs[0]) != add ||
+          soleConsumer(net, rot) != ms)
+        continue;
+      if (mc->outputs[0]->dims != x->dims || add->outputs[0]->dims != x->dims) continue;
+      const HostTensor cosC = halfCache(cosT, x->dims), sinC = halfCache(sinT, x->dims);
+      if (!cosC.valid() || !sinC.valid()) continue;
+      const int64_t b = x->dims[0], s = x->dims[2];
+      HostTensor pos(DataType::kINT64, {b, s});
+      for (int64_t i = 0; i < b * s; ++i) pos.as<int64_t>()[i] = i % s;
+      const std::string base = add->name;
+      Layer* rope = net.addLayer("RotaryEmbedding",
+                                 {x, net.addConstant(net.uniqueName(base + "_cos_cache"), cosC),
+                                  net.addConstant(net.uniqueName(base + "_sin_cache"), sinC),
+                                  net.addConstant(net.uniqueName(base + "_position_ids"), pos)},
+                                 1, {}, net.uniqueName(base + "_rotary"));
+      Layer* cat = rot->producer;
+      Layer* neg = cat->inputs[0]->producer;
+      std::vector<Layer*> dead{add, ms, mc, cat, neg, neg->inputs[0]->producer, cat->inputs[1]->producer};
+      replaceWithFused(net, rope, dead, add->outputs[0]);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool fuseRotaryPattern(Network& net) {
+  bool changed = false;
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    if (!fuseOne(net, net.layer(static_cast<int>(i)))) continue;
+    changed = true;
+    i = 0;  // replaceWithFused re-sorted the layers
+  }
+  return changed;
+}
+
+}  // namespace kiln

@@ -1,0 +1,94 @@
+// The rotary-embedding fusion (builder/passes/fuse_rotary.cpp): transformers' apply_rotary_pos_emb
+// written out (x * cos + rotate_half(x) * sin) becomes one RotaryEmbedding layer, and the fused
+// network computes what the unfused one does (reference kernels); patterns that are not exactly it
+// stay.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "builder/passes/passes.h"
+#include "reference_eval.h"
+
+using namespace kiln;
+using kiln::test::countOps;
+using kiln::test::randomTensor;
+
+namespace {
+
+constexpr int64_t B = 2, H = 3, S = 7, D = 8;
+
+HostTensor ints(std::vector<int64_t> v) {
+  HostTensor t(DataType::kINT64, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.as<int64_t>()[i] = v[i];
+  return t;
+}
+
+//! cos or sin of position * inverse frequency, as [1, 1, S, D] = cat(freqs, freqs); `skew` breaks
+//! the equal halves.
+HostTensor cache(bool sine, float skew = 0.f) {
+  HostTensor c(DataType::kFLOAT, {1, 1, S, D});
+  for (int64_t p = 0; p < S; ++p)
+    for (int64_t j = 0; j < D; ++j) {
+      const double f = std::pow(10000.0, -2.0 * static_cast<double>(j % (D / 2)) / D) * static_cast<double>(p);
+      c.as<float>()[p * D + j] = static_cast<float>(sine ? std::sin(f) : std::cos(f)) + (j >= D / 2 ? skew : 0.f);
+    }
+  return c;
+}
+
+Tensor* slice(Network& n, Tensor* x, int64_t start, int64_t end) {
+  return n.addLayer("Slice", {x, n.addConstant("", ints({start})), n.addConstant("", ints({end})), n.addConstant("", ints({-1}))}, 1)
+      ->outputs[0];
+}
+
+//! x * cos + Concat(-x[..., D/2:], x[..., :D/2]) * sin, operands in the given orders; `negLow`
+//! negates the other half instead (Concat(-x[..., :D/2], x[..., D/2:]): not rotate_half).
+Tensor* rope(Network& n, Tensor* x, const HostTensor& cosV, const HostTensor& sinV, bool swapped, bool negLow = false) {
+  Tensor* neg = n.addLayer("Neg", {negLow ? slice(n, x, 0, D / 2) : slice(n, x, D / 2, INT64_MAX)}, 1)->outputs[0];
+  Attributes cat;
+  cat.set("axis", int64_t(-1));
+  Tensor* rot = n.addLayer("Concat", {neg, negLow ? slice(n, x, D / 2, D) : slice(n, x, 0, D / 2)}, 1, cat)->outputs[0];
+  Tensor* c = n.addConstant("", cosV);
+  Tensor* s = n.addConstant("", sinV);
+  Tensor* a = n.addElementWise(swapped ? c : x, swapped ? x : c, "Mul")->outputs[0];
+  Tensor* b = n.addElementWise(swapped ? s : rot, swapped ? rot : s, "Mul")->outputs[0];
+  return n.addElementWise(swapped ? b : a, swapped ? a : b, "Add")->outputs[0];
+}
+
+//! Q and K rotated (K with the operands the other way round), then Q K^T.
+void makeRope(Network& n, const HostTensor& cosV, const HostTensor& sinV, bool negLow = false) {
+  Tensor* q = rope(n, n.addInput("q", DataType::kFLOAT, {B, H, S, D}), cosV, sinV, false, negLow);
+  Tensor* k = rope(n, n.addInput("k", DataType::kFLOAT, {B, H, S, D}), cosV, sinV, true, negLow);
+  Tensor* y = n.addMatMul(q, kiln::test::addPermute(n, k, {0, 1, 3, 2})->outputs[0])->outputs[0];
+  n.renameTensor(y, "y");
+  n.markOutput(y);
+}
+
+void checkFusion(const std::function<void(Network&)>& make, int expectFused) {
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  EXPECT_EQ(fuseRotaryPattern(net), expectFused > 0);
+  EXPECT_EQ(countOps(net, "RotaryEmbedding"), expectFused);
+  if (expectFused == 2)
+    for (const char* gone : {"Slice", "Neg", "Concat", "Add"}) EXPECT_EQ(countOps(net, gone), 0) << gone;
+  const std::map<std::string, HostTensor> in{{"q", randomTensor({B, H, S, D}, 1)}, {"k", randomTensor({B, H, S, D}, 2)}};
+  Network ref;
+  make(ref);
+  const HostTensor want = kiln::test::evaluateReference(ref, in).at("y"), got = kiln::test::evaluateReference(net, in).at("y");
+  ASSERT_EQ(got.dims(), want.dims());
+  for (int64_t i = 0; i < want.count(); ++i) ASSERT_NEAR(got.getDouble(i), want.getDouble(i), 1e-5 * (1 + std::fabs(want.getDouble(i)))) << i;
+}
+
+}  // namespace
+
+TEST(PassRotary, ApplyRotaryPosEmbBecomesRotaryEmbedding) {
+  checkFusion([](Network& n) { makeRope(n, cache(false), cache(true)); }, 2);
+}
+
+TEST(PassRotary, PatternsThatAreNotRotateHalfStay) {
+  // cos whose halves differ (not cat(freqs, freqs)), and the low half negated instead of the high one.
+  checkFusion([](Network& n) { makeRope(n, cache(false, 0.25f), cache(true)); }, 0);
+  checkFusion([](Network& n) { makeRope(n, cache(false), cache(true), true); }, 0);
+}
