@@ -29,6 +29,7 @@ TEST(FusedAttrs, StoredNamesArePinned) {
   EXPECT_STREQ(attr::kVView, "kiln_v_view");
   EXPECT_STREQ(attr::kOView, "kiln_o_view");
   EXPECT_STREQ(attr::kODims, "kiln_o_dims");
+  EXPECT_STREQ(attr::kViewExprs, "kiln_view_exprs");
   EXPECT_STREQ(activationInfo(ActKind::kGeluTanh).name, "GeluTanh");
 }
 
@@ -101,6 +102,59 @@ TEST(FusedAttrs, QkvViewsRoundTripAndChecks) {
   EXPECT_EQ(back.outDims(), v.oDims);
   EXPECT_EQ(back.kDims(), (Dims{2, 3, 5, 8}));
   a.set(attr::kQView, std::vector<int64_t>{0, 1, 2});
+  EXPECT_THROW(parseQkvViews(l), Error);
+}
+
+// Dynamic shapes: the views as expressions of the input dims (kiln_view_exprs), resolved per shape,
+// unresolved (-1, unchecked) while dims are unknown, and malformed expressions refused.
+TEST(FusedAttrs, QkvViewExprsResolveFromTheInputDims) {
+  // A packed [B, S, 3E] projection, E = 2 heads x 4: every view value of batch b and sequence s.
+  constexpr int64_t H = 2, D = 4, E = H * D;
+  auto views = [](int64_t b, int64_t s) {
+    QkvViews v;
+    v.b = b, v.h = H, v.sq = s, v.skv = s, v.d = D, v.dv = D;
+    v.q = {0, s * 3 * E, D, 3 * E}, v.k = {E, s * 3 * E, D, 3 * E}, v.v = {2 * E, s * 3 * E, D, 3 * E};
+    return v;
+  };
+  // c * prod(Q dims [k0, k1)): b = dim 0, s = dim 1, strides over the batch 3E * dim 1; the rest constants.
+  const std::vector<std::array<int64_t, 4>> byValue = {
+      {1, 0, 0, 1}, {H, -1, 0, 0}, {1, 0, 1, 2}, {1, 0, 1, 2}, {D, -1, 0, 0}, {D, -1, 0, 0},
+      {0, -1, 0, 0}, {3 * E, 0, 1, 2}, {D, -1, 0, 0}, {3 * E, -1, 0, 0},
+      {E, -1, 0, 0}, {3 * E, 0, 1, 2}, {D, -1, 0, 0}, {3 * E, -1, 0, 0},
+      {2 * E, -1, 0, 0}, {3 * E, 0, 1, 2}, {D, -1, 0, 0}, {3 * E, -1, 0, 0}};
+  std::vector<int64_t> exprs;
+  for (const auto& e : byValue) exprs.insert(exprs.end(), e.begin(), e.end());
+  Attributes a;
+  QkvViews stored = views(1, 1);
+  stored.b = stored.sq = stored.skv = -1;
+  setQkvViews(a, stored);
+  setQkvViewExprs(a, exprs);
+  LayerDesc l;
+  l.name = "att";
+  l.attrs = &a;
+  l.inputs.assign(3, TensorDesc{DataType::kFLOAT, {-1, -1, 3 * E}, {}});
+  EXPECT_TRUE(viewsUnresolved(parseQkvViews(l)));  // build time: nothing to check yet
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{3, 7}, {1, 1}}) {
+    for (TensorDesc& t : l.inputs) t.dims = {b, s, 3 * E};
+    const QkvViews got = parseQkvViews(l), want = views(b, s);
+    EXPECT_EQ(viewValues(got), viewValues(want)) << b << "x" << s;
+  }
+  l.inputs[0].dims = {3, 7, 2 * E};  // Q's buffer narrower than the constant strides: the view reaches past its end
+  EXPECT_THROW(parseQkvViews(l), Error);
+  for (TensorDesc& t : l.inputs) t.dims = {3, 7, 3 * E};
+  std::vector<int64_t> bad = exprs;
+  bad[1] = 9;  // no such reference
+  a.set(attr::kViewExprs, bad);
+  EXPECT_THROW(parseQkvViews(l), Error);
+  bad = exprs;
+  bad[3] = 4;  // dims [0, 4) of a rank-3 buffer
+  a.set(attr::kViewExprs, bad);
+  EXPECT_THROW(parseQkvViews(l), Error);
+  bad = exprs;
+  bad[1] = kViewRefOutput;  // the output's dims, with no output view
+  a.set(attr::kViewExprs, bad);
+  EXPECT_THROW(parseQkvViews(l), Error);
+  a.set(attr::kViewExprs, std::vector<int64_t>(exprs.begin(), exprs.end() - 4));  // a value short
   EXPECT_THROW(parseQkvViews(l), Error);
 }
 
