@@ -206,7 +206,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse GELU pattern", fuseGeluPattern},
       {"fuse LayerNorm pattern", fuseLayerNormPattern},
       {"fuse RMSNorm pattern", fuseRmsNormPattern},
-      {"fuse rotary embedding pattern", fuseRotaryPattern},
+      {"fuse rotary embedding pattern", [&](Network& n) { return fuseRotaryPattern(n, samples); }},
       {"fuse GroupNorm pattern", fuseGroupNormPattern},
       {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasFusedAttention, samples); }},
       {"fuse MatMul + bias", fuseMatMulBias},

@@ -121,7 +121,7 @@ def llama_model():
 
     return dict(module=with_mask(m), inputs=["input_ids", "attention_mask"], axes={0: "batch", 1: "seq"},
                 shapes={"min": (1, 8), "opt": (4, 32), "max": (8, 64)}, extra_shapes=[(3, 37), (8, 17)],
-                feeds=padded_tokens, key_flags=True, rotary_gap=True)
+                feeds=padded_tokens, key_flags=True)
 
 
 MODELS = {"bert": bert_model, "cnn": cnn_model, "vit": vit_model, "llama": llama_model}
@@ -261,16 +261,6 @@ def main():
         if a.counts_only:
             continue
         same = s_run == d_run
-        # Known gap (issue 23, open): the rotary-embedding fusion (fuse_rotary.cpp) needs constant
-        # cos/sin caches, which only a fixed-shape export has; a dynamic export computes them from
-        # the sequence length and keeps apply_rotary_pos_emb's layers. Only that difference passes.
-        if not same and spec.get("rotary_gap"):
-            diff = {op: d_run[op] - s_run[op] for op in set(s_run) | set(d_run) if d_run[op] != s_run[op]}
-            rope = diff.get("RotaryEmbedding", 0)
-            if rope < 0 and set(diff) <= {"RotaryEmbedding", "Slice", "Neg", "Concat", "Mul", "Add", "PointwiseChain"} and \
-                    diff.get("Neg", 0) == -rope and all(v > 0 for op, v in diff.items() if op != "RotaryEmbedding"):
-                print(f"KNOWN {name}: the dynamic engine keeps rotate_half ({diff}): the rotary fusion needs constant caches")
-                same = True
         print(f"{'PASS' if same else 'FAIL'} {name} layers that run at the opt shape, by op type: dynamic == static")
         if spec.get("key_flags"):  # the exporters' dense causal/padding mask became key flags in both engines
             for tag in ("static", "dynamic"):

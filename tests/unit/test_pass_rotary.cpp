@@ -43,13 +43,11 @@ Tensor* slice(Network& n, Tensor* x, int64_t start, int64_t end) {
 
 //! x * cos + Concat(-x[..., D/2:], x[..., :D/2]) * sin, operands in the given orders; `negLow`
 //! negates the other half instead (Concat(-x[..., :D/2], x[..., D/2:]): not rotate_half).
-Tensor* rope(Network& n, Tensor* x, const HostTensor& cosV, const HostTensor& sinV, bool swapped, bool negLow = false) {
+Tensor* rope(Network& n, Tensor* x, Tensor* c, Tensor* s, bool swapped, bool negLow = false) {
   Tensor* neg = n.addLayer("Neg", {negLow ? slice(n, x, 0, D / 2) : slice(n, x, D / 2, INT64_MAX)}, 1)->outputs[0];
   Attributes cat;
   cat.set("axis", int64_t(-1));
   Tensor* rot = n.addLayer("Concat", {neg, negLow ? slice(n, x, D / 2, D) : slice(n, x, 0, D / 2)}, 1, cat)->outputs[0];
-  Tensor* c = n.addConstant("", cosV);
-  Tensor* s = n.addConstant("", sinV);
   Tensor* a = n.addElementWise(swapped ? c : x, swapped ? x : c, "Mul")->outputs[0];
   Tensor* b = n.addElementWise(swapped ? s : rot, swapped ? rot : s, "Mul")->outputs[0];
   return n.addElementWise(swapped ? b : a, swapped ? a : b, "Add")->outputs[0];
@@ -57,28 +55,72 @@ Tensor* rope(Network& n, Tensor* x, const HostTensor& cosV, const HostTensor& si
 
 //! Q and K rotated (K with the operands the other way round), then Q K^T.
 void makeRope(Network& n, const HostTensor& cosV, const HostTensor& sinV, bool negLow = false) {
-  Tensor* q = rope(n, n.addInput("q", DataType::kFLOAT, {B, H, S, D}), cosV, sinV, false, negLow);
-  Tensor* k = rope(n, n.addInput("k", DataType::kFLOAT, {B, H, S, D}), cosV, sinV, true, negLow);
+  Tensor* c = n.addConstant("cos", cosV);
+  Tensor* s = n.addConstant("sin", sinV);
+  Tensor* q = rope(n, n.addInput("q", DataType::kFLOAT, {B, H, S, D}), c, s, false, negLow);
+  Tensor* k = rope(n, n.addInput("k", DataType::kFLOAT, {B, H, S, D}), c, s, true, negLow);
   Tensor* y = n.addMatMul(q, kiln::test::addPermute(n, k, {0, 1, 3, 2})->outputs[0])->outputs[0];
   n.renameTensor(y, "y");
   n.markOutput(y);
 }
 
-void checkFusion(const std::function<void(Network&)>& make, int expectFused) {
+//! The caches as a dynamic export computes them from the sequence length of q [B, H, S, D]:
+//! cos/sin(Concat(f, f)) with f = Range(0, S) x inverse frequencies, unsqueezed to [1, 1, S, D].
+std::pair<Tensor*, Tensor*> runtimeCaches(Network& n, Tensor* q) {
+  Attributes axis0;
+  axis0.set("axis", int64_t(0));
+  HostTensor two(DataType::kINT64, {});
+  *two.as<int64_t>() = 2;
+  HostTensor zero(DataType::kFLOAT, {}), one(DataType::kFLOAT, {}), inv(DataType::kFLOAT, {1, D / 2});
+  *zero.as<float>() = 0.f;
+  *one.as<float>() = 1.f;
+  for (int64_t j = 0; j < D / 2; ++j) inv.as<float>()[j] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(j) / D));
+  Tensor* s = n.addLayer("Gather", {n.addLayer("Shape", {q}, 1)->outputs[0], n.addConstant("", two)}, 1, axis0)->outputs[0];
+  Attributes toFloat;
+  toFloat.set("to", int64_t(1));
+  Tensor* sf = n.addLayer("Cast", {s}, 1, toFloat)->outputs[0];
+  Tensor* pos = n.addLayer("Range", {n.addConstant("", zero), sf, n.addConstant("", one)}, 1)->outputs[0];
+  pos = n.addLayer("Unsqueeze", {pos, n.addConstant("", ints({1}))}, 1)->outputs[0];  // [S, 1]
+  Tensor* f = n.addElementWise(pos, n.addConstant("", inv), "Mul")->outputs[0];      // [S, D/2]
+  Attributes last;
+  last.set("axis", int64_t(-1));
+  Tensor* emb = n.addLayer("Concat", {f, f}, 1, last)->outputs[0];
+  auto cache = [&](const char* op) {
+    return n.addLayer("Unsqueeze", {n.addLayer(op, {emb}, 1)->outputs[0], n.addConstant("", ints({0, 1}))}, 1)->outputs[0];
+  };
+  return {cache("Cos"), cache("Sin")};
+}
+
+void makeDynamicRope(Network& n) {
+  Tensor* qIn = n.addInput("q", DataType::kFLOAT, {-1, H, -1, D});
+  auto [c, s] = runtimeCaches(n, qIn);
+  Tensor* q = rope(n, qIn, c, s, false);
+  Tensor* k = rope(n, n.addInput("k", DataType::kFLOAT, {-1, H, -1, D}), c, s, true);
+  Tensor* y = n.addMatMul(q, kiln::test::addPermute(n, k, {0, 1, 3, 2})->outputs[0])->outputs[0];
+  n.renameTensor(y, "y");
+  n.markOutput(y);
+}
+
+void checkFusion(const std::function<void(Network&)>& make, int expectFused, const InputSamples& samples = {},
+                 const std::vector<std::pair<int64_t, int64_t>>& runs = {{B, S}}) {
   Network net;
   make(net);
   net.topoSort();
   net.inferShapes();
-  EXPECT_EQ(fuseRotaryPattern(net), expectFused > 0);
+  EXPECT_EQ(fuseRotaryPattern(net, samples), expectFused > 0);
   EXPECT_EQ(countOps(net, "RotaryEmbedding"), expectFused);
   if (expectFused == 2)
-    for (const char* gone : {"Slice", "Neg", "Concat", "Add"}) EXPECT_EQ(countOps(net, gone), 0) << gone;
-  const std::map<std::string, HostTensor> in{{"q", randomTensor({B, H, S, D}, 1)}, {"k", randomTensor({B, H, S, D}, 2)}};
-  Network ref;
-  make(ref);
-  const HostTensor want = kiln::test::evaluateReference(ref, in).at("y"), got = kiln::test::evaluateReference(net, in).at("y");
-  ASSERT_EQ(got.dims(), want.dims());
-  for (int64_t i = 0; i < want.count(); ++i) ASSERT_NEAR(got.getDouble(i), want.getDouble(i), 1e-5 * (1 + std::fabs(want.getDouble(i)))) << i;
+    for (const char* gone : {"Neg", "Add"}) EXPECT_EQ(countOps(net, gone), 0) << gone;
+  uint32_t seed = 1;
+  for (auto [b, s] : runs) {
+    const std::map<std::string, HostTensor> in{{"q", randomTensor({b, H, s, D}, seed++)}, {"k", randomTensor({b, H, s, D}, seed++)}};
+    Network ref;
+    make(ref);
+    const HostTensor want = kiln::test::evaluateReference(ref, in).at("y"), got = kiln::test::evaluateReference(net, in).at("y");
+    ASSERT_EQ(got.dims(), want.dims());
+    for (int64_t i = 0; i < want.count(); ++i)
+      ASSERT_NEAR(got.getDouble(i), want.getDouble(i), 1e-5 * (1 + std::fabs(want.getDouble(i)))) << b << "x" << s << " [" << i << "]";
+  }
 }
 
 }  // namespace
@@ -91,4 +133,12 @@ TEST(PassRotary, PatternsThatAreNotRotateHalfStay) {
   // cos whose halves differ (not cat(freqs, freqs)), and the low half negated instead of the high one.
   checkFusion([](Network& n) { makeRope(n, cache(false, 0.25f), cache(true)); }, 0);
   checkFusion([](Network& n) { makeRope(n, cache(false), cache(true), true); }, 0);
+}
+
+// A dynamic export: the caches come from the sequence length, are checked at the sample shapes, and
+// are sliced and indexed at run time; the fused network agrees at shapes that are not samples.
+TEST(PassRotary, DynamicCachesFuseWithRunTimePositions) {
+  auto sample = [](int64_t b, int64_t s) { return std::map<std::string, Dims>{{"q", {b, H, s, D}}, {"k", {b, H, s, D}}}; };
+  checkFusion(makeDynamicRope, 2, {sample(2, 16), sample(4, 32), sample(1, 1), sample(3, 9)}, {{2, 5}, {3, 11}});
+  checkFusion(makeDynamicRope, 0);  // without samples nothing proves the halves equal
 }

@@ -5,8 +5,12 @@
 // becomes one RotaryEmbedding layer (ONNX opset 23, half-split pairs): one pass over x instead of
 // two Slices, a Neg, a Concat, two Muls and an Add (seven kernels and their tensors per Q and K).
 // The caches are the first halves as [S, D/2], read at position_ids = 0..S-1 (a constant [B, S]).
-// Static dims only (the constants fix S; a dynamic batch would need run-time position ids).
+// Dynamic exports compute cos/sin from the sequence length: there the caches must have equal halves
+// at every sample shape of the profiles (symbolic_dims.h), they are sliced to their first half at
+// run time, and the position ids are Range(0, S) expanded to [B, S] from x's shape (shape layers
+// the context computes on the host when shapes change).
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "builder/passes/passes.h"
@@ -43,7 +47,7 @@ Tensor* rotateHalfSource(const Network& net, const Tensor* r) {
   if (!neg || neg->op != "Neg" || neg->inputs.size() != 1 || !neg->inputs[0] || !lo) return nullptr;
   const Layer* hi = neg->inputs[0]->producer;
   Tensor* x = lo->inputs.empty() ? nullptr : lo->inputs[0];
-  if (!x || !x->dimsKnown || x->dims.size() != 4 || !isStatic(x->dims) || x->dims[3] % 2 != 0) return nullptr;
+  if (!x || !x->dimsKnown || x->dims.size() != 4 || x->dims[1] <= 0 || x->dims[3] <= 0 || x->dims[3] % 2 != 0) return nullptr;
   const int64_t axis = cat->attrs.getInt("axis", 0);
   if (axis != -1 && axis != 3) return nullptr;
   const int64_t h = x->dims[3] / 2;
@@ -57,14 +61,14 @@ Tensor* rotateHalfSource(const Network& net, const Tensor* r) {
 
 //! The cache [S, D/2] of a cos/sin constant [1.., S, D] (any leading 1s) whose halves are equal;
 //! invalid otherwise.
-HostTensor halfCache(const Tensor* c, const Dims& x) {
-  if (!c || !c->isConstant() || c->type != DataType::kFLOAT || c->dims.size() < 2 || c->dims.size() > 4) return HostTensor();
-  const Dims& d = c->dims;
+HostTensor halfCache(const HostTensor& c, const Dims& x) {
+  if (!c.valid() || c.type() != DataType::kFLOAT || c.dims().size() < 2 || c.dims().size() > 4) return HostTensor();
+  const Dims& d = c.dims();
   for (size_t k = 0; k + 2 < d.size(); ++k)
     if (d[k] != 1) return HostTensor();
   const int64_t s = x[2], dim = x[3], h = dim / 2;
   if (d[d.size() - 2] != s || d.back() != dim) return HostTensor();
-  const float* v = c->value.as<float>();
+  const float* v = c.as<float>();
   HostTensor out(DataType::kFLOAT, {s, h});
   for (int64_t i = 0; i < s; ++i) {
     if (std::memcmp(v + i * dim, v + i * dim + h, static_cast<size_t>(h) * sizeof(float)) != 0) return HostTensor();
@@ -73,12 +77,55 @@ HostTensor halfCache(const Tensor* c, const Dims& x) {
   return out;
 }
 
+//! Dynamic shapes: cos/sin `c` is [1.., S, D] with equal halves at every sample of `sym` (x's dims there).
+bool halvesEqualAtSamples(const Tensor* c, const Tensor* x, SymbolicDims& sym) {
+  if (!c || c->type != DataType::kFLOAT || sym.nbSamples() < 2) return false;
+  for (size_t s = 0; s < sym.nbSamples(); ++s) {
+    const TensorDesc& cd = sym.at(c, s);
+    const Dims& xd = sym.at(x, s).dims;
+    if (!cd.value.valid() || xd.size() != 4 || !isStatic(xd)) return false;
+    if (!halfCache(cd.value, xd).valid()) return false;
+  }
+  return true;
+}
+
+Tensor* addLayerOut(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name) {
+  return net.addLayer(op, in, 1, std::move(a), net.uniqueName(name))->outputs[0];
+}
+
+Tensor* int64Const(Network& net, const std::string& name, const std::vector<int64_t>& v, bool scalar = false) {
+  HostTensor t(DataType::kINT64, scalar ? Dims{} : Dims{static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.as<int64_t>()[i] = v[i];
+  return net.addConstant(net.uniqueName(name), t);
+}
+
+//! Run-time caches and position ids for a dynamic x: cache = Reshape(c[..., :D/2], [-1, D/2]),
+//! ids = Expand(Unsqueeze(Range(0, S, 1), 0), [B, S]) from Shape(x).
+std::array<Tensor*, 3> runtimeRotaryInputs(Network& net, Tensor* x, Tensor* cosT, Tensor* sinT, const std::string& base) {
+  const int64_t h = x->dims[3] / 2;
+  auto cache = [&](Tensor* c, const char* what) {
+    Tensor* half = addLayerOut(net, "Slice", {c, int64Const(net, base + "_h0", {0}), int64Const(net, base + "_h1", {h}),
+                                              int64Const(net, base + "_hax", {-1})}, {}, base + "_" + what + "_half");
+    return addLayerOut(net, "Reshape", {half, int64Const(net, base + "_cache_shape", {-1, h})}, {}, base + "_" + what + "_cache");
+  };
+  Tensor* shape = addLayerOut(net, "Shape", {x}, {}, base + "_shape");
+  Attributes axis0;
+  axis0.set("axis", int64_t(0));
+  Tensor* seq = addLayerOut(net, "Gather", {shape, int64Const(net, base + "_i2", {2}, true)}, axis0, base + "_seq");
+  Tensor* bs = addLayerOut(net, "Gather", {shape, int64Const(net, base + "_i02", {0, 2})}, axis0, base + "_batch_seq");
+  Tensor* range = addLayerOut(net, "Range", {int64Const(net, base + "_zero", {0}, true), seq, int64Const(net, base + "_one", {1}, true)},
+                              {}, base + "_positions");
+  Tensor* row = addLayerOut(net, "Unsqueeze", {range, int64Const(net, base + "_ax0", {0})}, {}, base + "_position_row");
+  Tensor* ids = addLayerOut(net, "Expand", {row, bs}, {}, base + "_position_ids");
+  return {cache(cosT, "cos"), cache(sinT, "sin"), ids};
+}
+
 //! For Mul layer `m` reading `t`: its other operand.
 Tensor* mulOperand(const Layer* m, const Tensor* t) {
   return m && m->op == "Mul" && m->inputs.size() == 2 ? otherInput(m, t) : nullptr;
 }
 
-bool fuseOne(Network& net, Layer* add) {
+bool fuseOne(Network& net, Layer* add, const InputSamples& samples) {
   if (add->op != "Add" || add->inputs.size() != 2 || !add->inputs[0] || !add->inputs[1] || add->outputs.size() != 1) return false;
   for (int first = 0; first < 2; ++first) {
     Layer* mc = add->inputs[first]->producer;        // x * cos
@@ -94,17 +141,23 @@ bool fuseOne(Network& net, Layer* add) {
           soleConsumer(net, rot) != ms)
         continue;
       if (mc->outputs[0]->dims != x->dims || add->outputs[0]->dims != x->dims) continue;
-      const HostTensor cosC = halfCache(cosT, x->dims), sinC = halfCache(sinT, x->dims);
-      if (!cosC.valid() || !sinC.valid()) continue;
-      const int64_t b = x->dims[0], s = x->dims[2];
-      HostTensor pos(DataType::kINT64, {b, s});
-      for (int64_t i = 0; i < b * s; ++i) pos.as<int64_t>()[i] = i % s;
       const std::string base = add->name;
-      Layer* rope = net.addLayer("RotaryEmbedding",
-                                 {x, net.addConstant(net.uniqueName(base + "_cos_cache"), cosC),
-                                  net.addConstant(net.uniqueName(base + "_sin_cache"), sinC),
-                                  net.addConstant(net.uniqueName(base + "_position_ids"), pos)},
-                                 1, {}, net.uniqueName(base + "_rotary"));
+      std::vector<Tensor*> in{x};
+      if (isStatic(x->dims)) {
+        const HostTensor cosC = halfCache(cosT->value, x->dims), sinC = halfCache(sinT ? sinT->value : HostTensor(), x->dims);
+        if (!cosC.valid() || !sinC.valid()) continue;
+        const int64_t b = x->dims[0], s = x->dims[2];
+        HostTensor pos(DataType::kINT64, {b, s});
+        for (int64_t i = 0; i < b * s; ++i) pos.as<int64_t>()[i] = i % s;
+        in.push_back(net.addConstant(net.uniqueName(base + "_cos_cache"), cosC));
+        in.push_back(net.addConstant(net.uniqueName(base + "_sin_cache"), sinC));
+        in.push_back(net.addConstant(net.uniqueName(base + "_position_ids"), pos));
+      } else {
+        SymbolicDims sym(samples);
+        if (!halvesEqualAtSamples(cosT, x, sym) || !halvesEqualAtSamples(sinT, x, sym)) continue;
+        for (Tensor* t : runtimeRotaryInputs(net, x, cosT, sinT, base)) in.push_back(t);
+      }
+      Layer* rope = net.addLayer("RotaryEmbedding", in, 1, {}, net.uniqueName(base + "_rotary"));
       Layer* cat = rot->producer;
       Layer* neg = cat->inputs[0]->producer;
       std::vector<Layer*> dead{add, ms, mc, cat, neg, neg->inputs[0]->producer, cat->inputs[1]->producer};
@@ -117,10 +170,10 @@ bool fuseOne(Network& net, Layer* add) {
 
 }  // namespace
 
-bool fuseRotaryPattern(Network& net) {
+bool fuseRotaryPattern(Network& net, const InputSamples& samples) {
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
-    if (!fuseOne(net, net.layer(static_cast<int>(i)))) continue;
+    if (!fuseOne(net, net.layer(static_cast<int>(i)), samples)) continue;
     changed = true;
     i = 0;  // replaceWithFused re-sorted the layers
   }

@@ -22,7 +22,8 @@ bool elideNoOps(Network& net);
 //! Pow/ReduceMean/Add/Sqrt/Div(/Mul scale) (T5, LLaMA) -> RMSNormalization (fuse_rmsnorm.cpp).
 bool fuseRmsNormPattern(Network& net);
 //! x * cos + rotate_half(x) * sin (transformers' apply_rotary_pos_emb, constant caches) -> RotaryEmbedding (fuse_rotary.cpp).
-bool fuseRotaryPattern(Network& net);
+//! `samples` (symbolic_dims.h): a dynamic network's sample shapes, at which run-time caches are checked.
+bool fuseRotaryPattern(Network& net, const InputSamples& samples = {});
 //! Reshape -> InstanceNormalization -> Reshape [-> Mul gamma] [-> Add beta] (GroupNorm as exported) -> GroupNormalization.
 bool fuseGroupNormPattern(Network& net);
 //! Compress with a constant condition -> Gather with the kept indices (lower_compress.cpp).
