@@ -27,6 +27,9 @@ OpRegistry::OpRegistry() {
   registerDetectionOps(*this);
   registerUniqueOps(*this);
   registerLossOps(*this);
+  registerCausalConvOps(*this);
+  registerLinearAttentionOps(*this);
+  registerTensorScatterOps(*this);
   registerControlFlowOps(*this);
 }
 

@@ -85,6 +85,12 @@ void registerDetectionOps(OpRegistry& r);
 void registerUniqueOps(OpRegistry& r);
 //! NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (ops/loss.cpp).
 void registerLossOps(OpRegistry& r);
+//! CausalConvWithState (ops/causal_conv.cpp).
+void registerCausalConvOps(OpRegistry& r);
+//! LinearAttention (ops/linear_attention.cpp).
+void registerLinearAttentionOps(OpRegistry& r);
+//! TensorScatter (ops/tensor_scatter.cpp).
+void registerTensorScatterOps(OpRegistry& r);
 
 //! Runs the op's inference on `layer`; throws kiln::Error prefixed with the layer's name.
 void inferLayer(LayerDesc& layer);
