@@ -29,7 +29,13 @@ OpRegistry::OpRegistry() {
   registerLossOps(*this);
   registerCausalConvOps(*this);
   registerLinearAttentionOps(*this);
+  registerCol2ImOps(*this);
+  registerCenterCropPadOps(*this);
   registerTensorScatterOps(*this);
+  registerAffineGridOps(*this);
+  registerDeformConvOps(*this);
+  registerConvIntegerOps(*this);
+  registerMaxUnpoolOps(*this);
   registerControlFlowOps(*this);
 }
 

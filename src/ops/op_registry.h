@@ -89,8 +89,20 @@ void registerLossOps(OpRegistry& r);
 void registerCausalConvOps(OpRegistry& r);
 //! LinearAttention (ops/linear_attention.cpp).
 void registerLinearAttentionOps(OpRegistry& r);
+//! Col2Im (ops/col2im.cpp).
+void registerCol2ImOps(OpRegistry& r);
+//! CenterCropPad (ops/center_crop_pad.cpp).
+void registerCenterCropPadOps(OpRegistry& r);
 //! TensorScatter (ops/tensor_scatter.cpp).
 void registerTensorScatterOps(OpRegistry& r);
+//! AffineGrid (ops/affine_grid.cpp).
+void registerAffineGridOps(OpRegistry& r);
+//! DeformConv (ops/deform_conv.cpp).
+void registerDeformConvOps(OpRegistry& r);
+//! ConvInteger (ops/conv_integer.cpp).
+void registerConvIntegerOps(OpRegistry& r);
+//! MaxUnpool (ops/max_unpool.cpp).
+void registerMaxUnpoolOps(OpRegistry& r);
 
 //! Runs the op's inference on `layer`; throws kiln::Error prefixed with the layer's name.
 void inferLayer(LayerDesc& layer);
