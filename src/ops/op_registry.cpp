@@ -33,6 +33,8 @@ OpRegistry::OpRegistry() {
   registerCenterCropPadOps(*this);
   registerTensorScatterOps(*this);
   registerAffineGridOps(*this);
+  registerSignalWindowOps(*this);
+  registerDftOps(*this);
   registerDeformConvOps(*this);
   registerConvIntegerOps(*this);
   registerMaxUnpoolOps(*this);

@@ -97,6 +97,10 @@ void registerCenterCropPadOps(OpRegistry& r);
 void registerTensorScatterOps(OpRegistry& r);
 //! AffineGrid (ops/affine_grid.cpp).
 void registerAffineGridOps(OpRegistry& r);
+//! HannWindow, HammingWindow, BlackmanWindow, MelWeightMatrix (ops/signal_windows.cpp).
+void registerSignalWindowOps(OpRegistry& r);
+//! DFT, STFT (ops/dft.cpp).
+void registerDftOps(OpRegistry& r);
 //! DeformConv (ops/deform_conv.cpp).
 void registerDeformConvOps(OpRegistry& r);
 //! ConvInteger (ops/conv_integer.cpp).
