@@ -1,7 +1,9 @@
 // Op definitions for the Fourier transforms: DFT (opsets 17-20) and STFT (opset 17). Complex
 // tensors are real tensors whose last axis is 2 (real, imaginary); a last axis of 1 is a real
-// signal. Both are direct transforms over precomputed twiddles (exact angles 2 pi (j k mod n) / n),
-// in double; the float16 / bfloat16 forms are computed in float32 around them.
+// signal. Both run the mixed-radix FFT of ops/fft.h: forward transforms in float64, inverse ones in
+// the tensor's precision, as numpy.fft (the ONNX reference) computes complex64 data; the node tests'
+// expected values carry that rounding (float32 noise where the exact inverse is 0, atol 1e-7).
+// float16 / bfloat16 tensors are computed in float32 around them.
 //   DFT(input, dft_length?, axis?): along `axis` (default -2, never the complex axis), the
 //     signal zero-padded or cut to dft_length (default: the axis' length; 2 (len - 1) for an
 //     inverse one-sided transform):
@@ -9,36 +11,23 @@
 //     inverse        x[t] = 1/n sum_k X[k] e^{+2 pi i k t / n} (complex output)
 //     inverse, onesided: the real signal of n points whose spectrum's first n / 2 + 1 bins are the
 //       input's (Hermitian symmetry; the imaginary parts of bin 0 and of bin n / 2 are ignored), as
-//       numpy.fft.irfft; the output's last axis is 1.
+//       numpy.fft.irfft; the output's last axis is 1. Computed as the inverse complex transform of
+//       the spectrum completed by symmetry.
 //   Opsets 17-19 take `axis` as an attribute (default 1); normalize makes it the input.
 //   STFT(signal (B, L, 1|2), frame_step, window?, frame_length?): frames
 //     f = 0 .. (L - frame_length) / frame_step of frame_length points, each multiplied by the
 //     window (default ones) and transformed: output (B, frames, bins, 2), bins = frame_length / 2 + 1
 //     when onesided (the default) else frame_length.
-#include <cmath>
-#include <complex>
-#include <cstring>
+#include <algorithm>
 #include <vector>
 
+#include "ops/fft.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 
 namespace kiln {
 
 namespace {
-
-using Complex = std::complex<double>;
-
-// e^{-2 pi i m / n} for m = 0 .. n-1 (sign -1) or e^{+2 pi i m / n} (sign +1).
-std::vector<Complex> twiddles(int64_t n, int sign) {
-  std::vector<Complex> w(static_cast<size_t>(n));
-  const double pi = 3.14159265358979323846;
-  for (int64_t m = 0; m < n; ++m) {
-    const double a = 2.0 * pi * static_cast<double>(m) / static_cast<double>(n);
-    w[m] = Complex(std::cos(a), sign * std::sin(a));
-  }
-  return w;
-}
 
 // A scalar integer input's value, or `dflt` when omitted; -1 when present but not known.
 int64_t optionalScalar(const LayerDesc& l, size_t i, const char* what, int64_t dflt) {
@@ -106,50 +95,50 @@ void normalizeDft(Network& net, Layer& layer, int opset) {
   layer.inputs[2] = net.addConstant(net.uniqueName(layer.name + "_axis"), axis);
 }
 
-void refDft(const LayerDesc& l, const KernelIO& io) {
-  const DftGeom g = dftGeom(l);
+//! The transform of every line of a T tensor, computed in W (T, or double).
+template <typename T, typename W>
+void dftLines(const DftGeom& g, const KernelIO& io) {
   const Dims &x = io.in[0].dims, &y = io.out[0].dims;
   const int64_t inC = x.back(), outC = y.back(), n = g.length, inLen = x[g.axis], outLen = y[g.axis];
   const int64_t outer = volume(Dims(x.begin(), x.begin() + g.axis));
   const int64_t inner = volume(Dims(x.begin() + g.axis + 1, x.end() - 1));
-  const std::vector<Complex> w = twiddles(n, g.inverse ? 1 : -1);
   const bool realOutput = g.inverse && g.onesided;
   // The input points the transform reads: n (zero-padded or cut); irfft reads n / 2 + 1 bins.
-  const int64_t used = std::min(inLen, realOutput ? n / 2 + 1 : n);
-  const double scale = g.inverse ? 1.0 / static_cast<double>(n) : 1.0;
+  const int64_t half = n / 2 + 1, used = std::min(inLen, realOutput ? half : n);
+  const ComplexFft<W> fft(n);
+  const W scale = g.inverse ? W(1) / static_cast<W>(n) : W(1);
+  const T* in = io.in[0].as<const T>();
+  T* out = io.out[0].as<T>();
+  io.pool->parallelFor(outer * inner, 1, [&](int64_t begin, int64_t end) {
+    std::vector<Complex<W>> line(static_cast<size_t>(n)), scratch(static_cast<size_t>(n));
+    for (int64_t li = begin; li < end; ++li) {
+      const int64_t o = li / inner, i = li % inner;
+      std::fill(line.begin(), line.end(), Complex<W>{W(0), W(0)});
+      for (int64_t j = 0; j < used; ++j) {
+        const T* p = in + ((o * inLen + j) * inner + i) * inC;
+        line[j] = {static_cast<W>(p[0]), inC == 2 ? static_cast<W>(p[1]) : W(0)};
+      }
+      if (realOutput) {  // the Hermitian spectrum: bin n - k is bin k's conjugate
+        line[0].i = W(0);
+        if (n % 2 == 0) line[n / 2].i = W(0);
+        for (int64_t k = half; k < n; ++k) line[k] = {line[n - k].r, -line[n - k].i};
+      }
+      fft.run(line.data(), scratch.data(), !g.inverse, scale);
+      for (int64_t k = 0; k < outLen; ++k) {
+        T* q = out + ((o * outLen + k) * inner + i) * outC;
+        q[0] = static_cast<T>(line[k].r);
+        if (outC == 2) q[1] = static_cast<T>(line[k].i);
+      }
+    }
+  });
+}
+
+void refDft(const LayerDesc& l, const KernelIO& io) {
+  const DftGeom g = dftGeom(l);
   dispatchType<kRefFloatTypes>(io.in[0].type, [&](auto tag) {
     using T = decltype(tag);
-    const T* in = io.in[0].as<const T>();
-    T* out = io.out[0].as<T>();
-    io.pool->parallelFor(outer * inner, 1, [&](int64_t begin, int64_t end) {
-      std::vector<Complex> line(static_cast<size_t>(used));
-      for (int64_t li = begin; li < end; ++li) {
-        const int64_t o = li / inner, i = li % inner;
-        for (int64_t j = 0; j < used; ++j) {
-          const T* p = in + ((o * inLen + j) * inner + i) * inC;
-          line[j] = Complex(static_cast<double>(p[0]), inC == 2 ? static_cast<double>(p[1]) : 0.0);
-        }
-        if (realOutput) {  // Hermitian spectrum: bin k and bin n - k are conjugates
-          line[0] = Complex(line[0].real(), 0.0);
-          if (n % 2 == 0 && used > n / 2) line[n / 2] = Complex(line[n / 2].real(), 0.0);
-        }
-        for (int64_t k = 0; k < outLen; ++k) {
-          Complex acc = 0;
-          if (realOutput) {
-            for (int64_t j = 0; j < used; ++j) {
-              const Complex term = line[j] * w[(j * k) % n];
-              const bool paired = j != 0 && !(n % 2 == 0 && j == n / 2);  // appears twice, as j and n - j
-              acc += paired ? 2.0 * term.real() : term.real();
-            }
-          } else {
-            for (int64_t j = 0; j < used; ++j) acc += line[j] * w[(j * k) % n];
-          }
-          T* q = out + ((o * outLen + k) * inner + i) * outC;
-          q[0] = static_cast<T>(acc.real() * scale);
-          if (outC == 2) q[1] = static_cast<T>(acc.imag() * scale);
-        }
-      }
-    });
+    if (g.inverse) dftLines<T, T>(g, io);
+    else dftLines<T, double>(g, io);
   }, "DFT");
 }
 
@@ -195,28 +184,27 @@ void refStft(const LayerDesc& l, const KernelIO& io) {
   const StftGeom g = stftGeom(l);
   const Dims& x = io.in[0].dims;
   const int64_t batch = x[0], length = x[1], inC = x[2], n = g.frameLength;
-  const std::vector<Complex> w = twiddles(n, -1);
   const bool hasWindow = io.in.size() > 2 && io.in[2].data;
   dispatchType<kRefFloatTypes>(io.in[0].type, [&](auto tag) {
     using T = decltype(tag);
+    const ComplexFft<double> fft(n);  // a forward transform: in float64, as DFT's
     const T* in = io.in[0].as<const T>();
     const T* window = hasWindow ? io.in[2].as<const T>() : nullptr;
     T* out = io.out[0].as<T>();
     io.pool->parallelFor(batch * g.frames, 1, [&](int64_t begin, int64_t end) {
-      std::vector<Complex> frame(static_cast<size_t>(n));
+      std::vector<Complex<double>> frame(static_cast<size_t>(n)), scratch(static_cast<size_t>(n));
       for (int64_t bf = begin; bf < end; ++bf) {
         const int64_t b = bf / g.frames, f = bf % g.frames;
         for (int64_t j = 0; j < n; ++j) {
           const T* p = in + (b * length + f * g.step + j) * inC;
-          const double wj = window ? static_cast<double>(window[j]) : 1.0;
-          frame[j] = Complex(static_cast<double>(p[0]) * wj, inC == 2 ? static_cast<double>(p[1]) * wj : 0.0);
+          const T wj = window ? window[j] : T(1);  // windowed in T, as the reference
+          frame[j] = {static_cast<double>(p[0] * wj), inC == 2 ? static_cast<double>(p[1] * wj) : 0.0};
         }
+        fft.run(frame.data(), scratch.data(), true, 1.0);
         for (int64_t k = 0; k < g.bins; ++k) {
-          Complex acc = 0;
-          for (int64_t j = 0; j < n; ++j) acc += frame[j] * w[(j * k) % n];
           T* q = out + (bf * g.bins + k) * 2;
-          q[0] = static_cast<T>(acc.real());
-          q[1] = static_cast<T>(acc.imag());
+          q[0] = static_cast<T>(frame[k].r);
+          q[1] = static_cast<T>(frame[k].i);
         }
       }
     });
