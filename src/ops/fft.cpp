@@ -1,6 +1,6 @@
 // The mixed-radix complex FFT (fft.h). The plan, the Stockham pass structure and the radix 2 / 3 /
-// 4 / 5 butterflies follow pocketfft's cfftp (Copyright (C) 2010-2022 Max-Planck-Society, Martin
-// Reinecke; BSD-3-Clause, see THIRD_PARTY_NOTICES.md), the FFT of numpy.fft and so of the ONNX
+// 4 / 5 butterflies follow pocketfft's cfftp (Copyright (C) 2010-2018 Max-Planck-Society, Martin
+// Reinecke; BSD-3-Clause, its notice in THIRD_PARTY_NOTICES.md), the FFT of numpy.fft and so of the ONNX
 // reference; any other prime factor p takes a direct butterfly (a p-point DFT per output).
 // Pass over factor `radix` with l1 transforms done and ido = length / (l1 * radix):
 //   CH(i, k, u) = w^(u * l1 * i) * sum_m CC(i, m, k) e^(-+2 pi i m u / radix)
