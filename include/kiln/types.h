@@ -10,7 +10,7 @@
 namespace kiln {
 
 //! Element types. The numeric values are part of the plan format: append only.
-//! The narrow types (13..21) take one byte per element in kiln's buffers and plans: a float8 or
+//! The narrow types (13..22) take one byte per element in kiln's buffers and plans: a float8 or
 //! float4 code (float4e2m1 in the low 4 bits), or the integer value (int4/int2 sign-extended).
 //! ONNX packs the 4-bit types two and the 2-bit types four to a byte; kiln unpacks them at import.
 enum class DataType : uint8_t {
@@ -18,14 +18,15 @@ enum class DataType : uint8_t {
   kDOUBLE = 8, kINT16 = 9, kUINT16 = 10, kUINT32 = 11, kUINT64 = 12,
   kFP8E4M3FN = 13, kFP8E4M3FNUZ = 14, kFP8E5M2 = 15, kFP8E5M2FNUZ = 16,
   kINT4 = 17, kUINT4 = 18, kFP4E2M1 = 19, kINT2 = 20, kUINT2 = 21,
+  kFP8E8M0 = 22,  //!< float8e8m0fnu: an exponent alone (2^(code-127)), no sign, 0xFF = NaN (MX scales)
 };
-constexpr int kNumDataTypes = 22;
+constexpr int kNumDataTypes = 23;
 
 size_t elementSize(DataType t);
 const char* toString(DataType t);
 bool isFloat(DataType t);    //!< float, half, bf16, double (the types kiln computes in)
 bool isInteger(DataType t);  //!< signed/unsigned integers, int4/int2 included (not bool)
-bool isNarrowFloat(DataType t);  //!< the float8 kinds and float4e2m1 (storage only, no arithmetic)
+bool isNarrowFloat(DataType t);  //!< the float8 kinds (float8e8m0 too) and float4e2m1 (storage only, no arithmetic)
 //! Bits per element in ONNX's packed form: 4 (int4, uint4, float4e2m1), 2 (int2, uint2), else 8 x elementSize.
 int packedBits(DataType t);
 
@@ -34,7 +35,17 @@ float narrowToFloat(DataType t, uint8_t code);
 //! float/double -> narrow float code as ONNX Cast: round to nearest even. saturate: values beyond the
 //! largest finite value (infinities included) clamp to it; otherwise they become infinity (E5M2)
 //! or NaN (the other float8 kinds). NaN stays NaN. float4e2m1 has neither and always saturates.
+//! float8e8m0 follows floatToE8M0 with rounding kUp (Cast's default round_mode).
 uint8_t floatToNarrow(DataType t, double x, bool saturate);
+//! ONNX Cast's round_mode, which only float8e8m0 targets use.
+enum class E8M0Rounding { kUp, kDown, kNearest };
+//! float -> float8e8m0 code as ONNX Cast (the reference's to_float8e8m0): the float32 value's
+//! biased exponent, the sign and the mantissa dropped (so 0 and the subnormals of exponent 0 give
+//! code 0, 2^-127, when not rounded up), rounded by the mantissa: kUp adds one for any nonzero
+//! mantissa, kNearest for a mantissa of at least one half (exactly one half rounds to even, with
+//! exponent 0 counting as even), kDown never. Infinity and NaN give 0xFF (NaN); so does rounding
+//! up past 0xFE unless `saturate`, which keeps 0xFE (2^127).
+uint8_t floatToE8M0(float x, bool saturate, E8M0Rounding rounding);
 
 //! Dimensions; -1 marks a dynamic dimension (only before shapes are resolved).
 using Dims = std::vector<int64_t>;

@@ -1,10 +1,12 @@
 // Narrow float codes <-> float, and ONNX's sub-byte packing (narrow_types.h).
-// One generic minifloat description covers the four float8 kinds and float4e2m1; they differ in
+// One generic minifloat description covers four float8 kinds and float4e2m1; they differ in
 // exponent bias, whether infinity exists and where NaN lives (FNUZ: the negative-zero code 0x80).
+// float8e8m0 (an exponent alone, with its own rounding modes) is converted on its own.
 #include "core/narrow_types.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 namespace kiln {
@@ -53,7 +55,7 @@ uint8_t nanCode(const MiniFloat& f, bool negative) {
 
 bool isNarrowFloat(DataType t) {
   return t == DataType::kFP8E4M3FN || t == DataType::kFP8E4M3FNUZ || t == DataType::kFP8E5M2 ||
-         t == DataType::kFP8E5M2FNUZ || t == DataType::kFP4E2M1;
+         t == DataType::kFP8E5M2FNUZ || t == DataType::kFP4E2M1 || t == DataType::kFP8E8M0;
 }
 
 int packedBits(DataType t) {
@@ -65,6 +67,7 @@ int packedBits(DataType t) {
 }
 
 float narrowToFloat(DataType t, uint8_t code) {
+  if (t == DataType::kFP8E8M0) return code == 0xFF ? NAN : std::ldexp(1.0f, static_cast<int>(code) - 127);
   const MiniFloat f = formatOf(t);
   const int width = 1 + f.expBits + f.manBits;
   code &= static_cast<uint8_t>((1u << width) - 1);
@@ -80,7 +83,30 @@ float narrowToFloat(DataType t, uint8_t code) {
   return static_cast<float>(sign ? -v : v);
 }
 
+uint8_t floatToE8M0(float x, bool saturate, E8M0Rounding rounding) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  uint32_t exponent = (bits >> 23) & 0xFF;
+  if (exponent == 0xFF) return 0xFF;  // infinity and NaN
+  const uint32_t mantissa = bits & 0x7FFFFF;
+  bool up = false;
+  switch (rounding) {
+    case E8M0Rounding::kUp: up = mantissa != 0; break;
+    case E8M0Rounding::kDown: break;
+    case E8M0Rounding::kNearest: {
+      // Guard bit (the mantissa's top), then round, sticky and the exponent's parity as the last
+      // kept bit (the reference treats every exponent but 0 as odd).
+      const bool guard = mantissa & 0x400000, round = mantissa & 0x200000, sticky = mantissa & 0x1FFFFF;
+      up = guard && (round || sticky || exponent > 0);
+      break;
+    }
+  }
+  if (up && !(saturate && exponent == 0xFE)) ++exponent;
+  return static_cast<uint8_t>(exponent);
+}
+
 uint8_t floatToNarrow(DataType t, double x, bool saturate) {
+  if (t == DataType::kFP8E8M0) return floatToE8M0(static_cast<float>(x), saturate, E8M0Rounding::kUp);
   const MiniFloat f = formatOf(t);
   const bool negative = std::signbit(x);
   const bool noNegZero = f.nan == NanKind::kNegZero;

@@ -17,6 +17,7 @@ size_t elementSize(DataType t) {
     case DataType::kINT8: case DataType::kUINT8: case DataType::kBOOL: return 1;
     case DataType::kFP8E4M3FN: case DataType::kFP8E4M3FNUZ: case DataType::kFP8E5M2: case DataType::kFP8E5M2FNUZ:
     case DataType::kINT4: case DataType::kUINT4: case DataType::kFP4E2M1: case DataType::kINT2: case DataType::kUINT2:
+    case DataType::kFP8E8M0:
       return 1;  // unpacked: one element per byte (types.h)
   }
   throw Error("invalid data type " + std::to_string(static_cast<int>(t)));
@@ -46,6 +47,7 @@ const char* toString(DataType t) {
     case DataType::kFP4E2M1: return "float4e2m1";
     case DataType::kINT2: return "int2";
     case DataType::kUINT2: return "uint2";
+    case DataType::kFP8E8M0: return "float8e8m0";
   }
   return "invalid";
 }
@@ -115,7 +117,7 @@ double HostTensor::getDouble(int64_t i) const {
     case DataType::kINT4: case DataType::kINT2: return static_cast<const int8_t*>(p)[i];
     case DataType::kUINT4: case DataType::kUINT2: return static_cast<const uint8_t*>(p)[i];
     case DataType::kFP8E4M3FN: case DataType::kFP8E4M3FNUZ: case DataType::kFP8E5M2: case DataType::kFP8E5M2FNUZ:
-    case DataType::kFP4E2M1: return narrowToFloat(type_, static_cast<const uint8_t*>(p)[i]);
+    case DataType::kFP4E2M1: case DataType::kFP8E8M0: return narrowToFloat(type_, static_cast<const uint8_t*>(p)[i]);
   }
   return 0;
 }

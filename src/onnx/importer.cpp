@@ -217,7 +217,8 @@ struct Importer {
   // Import-time shape inference for the node expander: the nodes expanded so far, imported into
   // a scratch network over the same inputs and initializers, their shapes inferred and small
   // values folded. Any problem means "not known at import".
-  bool inferAtImport(const std::string& name, const std::vector<const onnx::NodeProto*>& sofar, Dims& dims, HostTensor& value) {
+  bool inferAtImport(const std::string& name, const std::vector<const onnx::NodeProto*>& sofar, Dims& dims, HostTensor& value,
+                     DataType* type = nullptr) {
     Network scratch;
     SilentLogger quiet;
     Importer sub{scratch, baseDir, quiet, options, opset, domainOpsets};
@@ -242,6 +243,7 @@ struct Importer {
     if (!t || !t->dimsKnown) return false;
     dims = t->dims;
     value = t->value;
+    if (type) *type = t->type;
     return true;
   }
 
@@ -285,6 +287,11 @@ struct Importer {
     };
     expander.inferTensor = [this](const std::string& n, const std::vector<const onnx::NodeProto*>& sofar, Dims& dims, HostTensor& value) {
       return inferAtImport(n, sofar, dims, value);
+    };
+    expander.inferType = [this](const std::string& n, const std::vector<const onnx::NodeProto*>& sofar, DataType& type) {
+      Dims dims;
+      HostTensor value;
+      return inferAtImport(n, sofar, dims, value, &type);
     };
     for (const auto& f : model.functions()) {
       auto key = std::make_tuple(f.domain(), f.name(), f.overload());

@@ -1,13 +1,17 @@
 // Expansion of ONNX nodes that are not one layer each: calls of model-local functions (their
 // bodies inlined), If (both branches inlined, then one If layer selecting between their outputs),
 // Loop with a trip count known at import and Scan over a length known at import (unrolled,
-// node_expander_loops.cpp), and the sequence ops (node_expander_sequences.cpp): a sequence is a
-// list of tensors known at import, and each op on it becomes ops on its elements. Each inlined
-// node is a copy whose tensor names are renamed into the enclosing scope (node_expander.cpp).
+// node_expander_loops.cpp), the sequence ops (node_expander_sequences.cpp): a sequence is a
+// list of tensors known at import, and each op on it becomes ops on its elements, and the optional
+// ops (node_expander_optionals.cpp): an optional value is its element, or known empty at import;
+// FlexAttention (ai.onnx.preview) becomes the ops of its definition (node_expander_flex_attention.cpp).
+// Each inlined node is a copy whose tensor names are renamed into the enclosing scope
+// (node_expander.cpp).
 #pragma once
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -40,9 +44,14 @@ struct NodeExpander {
   //! where an expansion needs a shape: a Scan's length, SplitToSequence without split sizes.
   std::function<bool(const std::string& name, const std::vector<const onnx::NodeProto*>& sofar, Dims& dims, HostTensor& value)>
       inferTensor;
+  //! The element type of a tensor produced by the nodes expanded so far (by inference over them);
+  //! false when not known at import. Used where an expansion casts to an input's type (FlexAttention).
+  std::function<bool(const std::string& name, const std::vector<const onnx::NodeProto*>& sofar, DataType& type)> inferType;
   //! Sequence values by (network) tensor name: their elements' tensor names, in order. Graph
   //! inputs of sequence type are entered by the importer; sequence ops add the others.
   std::map<std::string, std::vector<std::string>> sequences;
+  //! Optional values made empty by an Optional node without input (node_expander_optionals.cpp).
+  std::set<std::string> emptyOptionals;
   std::string baseDir;
   int opset = 0;
   //! Loops and Scans with more iterations than this, or more unrolled nodes than kMaxUnrolledNodes,
@@ -66,6 +75,12 @@ struct NodeExpander {
   void expandIf(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
   void expandLoop(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
   void expandScan(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
+  //! ai.onnx.preview FlexAttention as its decomposition, score_mod / prob_mod inlined
+  //! (node_expander_flex_attention.cpp).
+  void expandFlexAttention(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
+  //! Optional, OptionalHasElement, OptionalGetElement (node_expander_optionals.cpp); false when
+  //! `node` is none of them.
+  bool expandOptionalOp(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out);
   //! Sequence ops (and Identity/If on sequences); false when `node` is not one.
   bool expandSequenceOp(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
   void expandSplitToSequence(const onnx::NodeProto& node, const std::string& name, std::vector<const onnx::NodeProto*>& out);

@@ -34,6 +34,7 @@ DataType fromOnnxType(int t, const std::string& what) {
     case onnx::TensorProto::FLOAT4E2M1: return DataType::kFP4E2M1;
     case onnx::TensorProto::INT2: return DataType::kINT2;
     case onnx::TensorProto::UINT2: return DataType::kUINT2;
+    case onnx::TensorProto::FLOAT8E8M0: return DataType::kFP8E8M0;
     default: break;
   }
   std::string name = onnx::TensorProto::DataType_IsValid(t) ? onnx::TensorProto::DataType_Name(t) : std::to_string(t);

@@ -55,7 +55,7 @@ uint8_t subByteFromInt(DataType t, int64_t v) {
 }
 
 //! A standard-type chunk -> narrow target.
-void toNarrow(const TensorView& in, const TensorView& out, bool saturate) {
+void toNarrow(const TensorView& in, const TensorView& out, bool saturate, E8M0Rounding rounding) {
   uint8_t* y = out.as<uint8_t>();
   const bool fromFloat = isFloat(in.type) || isNarrowFloat(in.type);
   if (isSubByteInt(out.type) && !fromFloat) {
@@ -68,6 +68,10 @@ void toNarrow(const TensorView& in, const TensorView& out, bool saturate) {
   double tmp[kChunk];
   TensorView t{tmp, DataType::kDOUBLE, {}, in.count};
   castStandard(in, t);
+  if (out.type == DataType::kFP8E8M0) {  // from the float32 value's bits, as ONNX's reference
+    for (int64_t i = 0; i < in.count; ++i) y[i] = floatToE8M0(static_cast<float>(tmp[i]), saturate, rounding);
+    return;
+  }
   for (int64_t i = 0; i < in.count; ++i)
     y[i] = isSubByteInt(out.type) ? subByteFromFloat(out.type, tmp[i]) : floatToNarrow(out.type, tmp[i], saturate);
 }
@@ -76,7 +80,7 @@ void toNarrow(const TensorView& in, const TensorView& out, bool saturate) {
 
 bool isNarrowCast(DataType from, DataType to) { return isNarrow(from) || isNarrow(to); }
 
-void castNarrow(const TensorView& in, const TensorView& out, bool saturate) {
+void castNarrow(const TensorView& in, const TensorView& out, bool saturate, E8M0Rounding rounding) {
   for (int64_t start = 0; start < in.count; start += kChunk) {
     const int64_t n = std::min(kChunk, in.count - start);
     TensorView x = slice(in, start, n), y = slice(out, start, n);
@@ -88,7 +92,7 @@ void castNarrow(const TensorView& in, const TensorView& out, bool saturate) {
       for (int64_t i = 0; i < n; ++i) decoded[i] = narrowToFloat(in.type, x.as<uint8_t>()[i]);
       x = TensorView{decoded, DataType::kFLOAT, {}, n};
     }
-    if (isNarrow(y.type)) toNarrow(x, y, saturate);
+    if (isNarrow(y.type)) toNarrow(x, y, saturate, rounding);
     else castStandard(x, y);
   }
 }

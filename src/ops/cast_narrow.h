@@ -7,10 +7,11 @@ namespace kiln {
 //! Whether a cast from `from` to `to` involves a narrow type (castNarrow's job).
 bool isNarrowCast(DataType from, DataType to);
 //! Casts `in` into `out` (same count, at least one narrow type) as ONNX Cast does. Narrow floats
-//! round to nearest even with `saturate` (types.h: floatToNarrow). Floats to int4/uint4/int2/uint2
-//! truncate, and NaN, infinity or a truncated value out of range give 0, as the ONNX reference
-//! (ml_dtypes) does, ONNX leaving it undefined; integers to them keep the low bits.
-void castNarrow(const TensorView& in, const TensorView& out, bool saturate);
+//! round to nearest even with `saturate` (types.h: floatToNarrow), float8e8m0 by `rounding`
+//! (floatToE8M0). Floats to int4/uint4/int2/uint2 truncate, and NaN, infinity or a truncated value
+//! out of range give 0, as the ONNX reference (ml_dtypes) does, ONNX leaving it undefined; integers
+//! to them keep the low bits.
+void castNarrow(const TensorView& in, const TensorView& out, bool saturate, E8M0Rounding rounding = E8M0Rounding::kUp);
 //! Casts between the 13 standard types (elementwise_cast.cpp), numpy's astype rules.
 void castStandard(const TensorView& in, const TensorView& out);
 

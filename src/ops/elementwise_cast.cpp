@@ -105,15 +105,25 @@ void castStandard(const TensorView& in, const TensorView& out) {
 
 namespace {
 
-void castBuffer(const TensorView& in, const TensorView& out, bool saturate) {
-  if (isNarrowCast(in.type, out.type) && in.type != out.type) castNarrow(in, out, saturate);
+void castBuffer(const TensorView& in, const TensorView& out, bool saturate, E8M0Rounding rounding) {
+  if (isNarrowCast(in.type, out.type) && in.type != out.type) castNarrow(in, out, saturate, rounding);
   else castStandard(in, out);
+}
+
+//! Cast-25+'s round_mode ("up", the default, "down" or "nearest"), used by float8e8m0 targets only.
+E8M0Rounding castRounding(const LayerDesc& l) {
+  const std::string mode = l.attrs->getString("round_mode", "up");
+  if (mode == "up") return E8M0Rounding::kUp;
+  if (mode == "down") return E8M0Rounding::kDown;
+  if (mode == "nearest") return E8M0Rounding::kNearest;
+  opError(l, "round_mode must be up, down or nearest, got '" + mode + "'");
 }
 
 
 void castInfer(LayerDesc& l) {
   requireInputs(l, 1, 1);
   if (!l.attrs->has("to")) opError(l, "missing required attribute 'to'");
+  castRounding(l);
   setOutput(l, 0, fromOnnxType(l, l.attrs->getInt("to", 0)), l.inputs[0].dims);
 }
 
@@ -122,9 +132,9 @@ void castLikeInfer(LayerDesc& l) {
   setOutput(l, 0, l.inputs[1].type, l.inputs[0].dims);
 }
 
-//! saturate (Cast-19+, default 1) only matters for float8 targets.
+//! saturate (Cast-19+, default 1) only matters for float8 targets, round_mode for float8e8m0.
 void castRef(const LayerDesc& l, const KernelIO& io) {
-  castBuffer(io.in[0], io.out[0], l.attrs->getInt("saturate", 1) != 0);
+  castBuffer(io.in[0], io.out[0], l.attrs->getInt("saturate", 1) != 0, castRounding(l));
 }
 
 //! Cast-1..5 names the target type with a string; later opsets use the TensorProto code.
@@ -165,13 +175,14 @@ DataType fromOnnxType(const LayerDesc& l, int64_t code) {
     case 21: return DataType::kUINT4;
     case 22: return DataType::kINT4;
     case 23: return DataType::kFP4E2M1;
+    case 24: return DataType::kFP8E8M0;
     case 25: return DataType::kUINT2;
     case 26: return DataType::kINT2;
     default: break;
   }
-  if (code == 8 || code == 14 || code == 15 || code == 24 || code == 27 || code == 28)
+  if (code == 8 || code == 14 || code == 15 || code == 27 || code == 28)
     throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): ONNX data type " + std::to_string(code) +
-                           " (string/complex/float8e8m0/float6) is not supported");
+                           " (string/complex/float6) is not supported");
   opError(l, "attribute 'to' has an invalid ONNX data type " + std::to_string(code));
 }
 

@@ -27,6 +27,17 @@ OpRegistry::OpRegistry() {
   registerDetectionOps(*this);
   registerUniqueOps(*this);
   registerLossOps(*this);
+  registerCausalConvOps(*this);
+  registerLinearAttentionOps(*this);
+  registerCol2ImOps(*this);
+  registerCenterCropPadOps(*this);
+  registerTensorScatterOps(*this);
+  registerAffineGridOps(*this);
+  registerSignalWindowOps(*this);
+  registerDftOps(*this);
+  registerDeformConvOps(*this);
+  registerConvIntegerOps(*this);
+  registerMaxUnpoolOps(*this);
   registerControlFlowOps(*this);
 }
 

@@ -85,6 +85,28 @@ void registerDetectionOps(OpRegistry& r);
 void registerUniqueOps(OpRegistry& r);
 //! NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (ops/loss.cpp).
 void registerLossOps(OpRegistry& r);
+//! CausalConvWithState (ops/causal_conv.cpp).
+void registerCausalConvOps(OpRegistry& r);
+//! LinearAttention (ops/linear_attention.cpp).
+void registerLinearAttentionOps(OpRegistry& r);
+//! Col2Im (ops/col2im.cpp).
+void registerCol2ImOps(OpRegistry& r);
+//! CenterCropPad (ops/center_crop_pad.cpp).
+void registerCenterCropPadOps(OpRegistry& r);
+//! TensorScatter (ops/tensor_scatter.cpp).
+void registerTensorScatterOps(OpRegistry& r);
+//! AffineGrid (ops/affine_grid.cpp).
+void registerAffineGridOps(OpRegistry& r);
+//! HannWindow, HammingWindow, BlackmanWindow, MelWeightMatrix (ops/signal_windows.cpp).
+void registerSignalWindowOps(OpRegistry& r);
+//! DFT, STFT (ops/dft.cpp).
+void registerDftOps(OpRegistry& r);
+//! DeformConv (ops/deform_conv.cpp).
+void registerDeformConvOps(OpRegistry& r);
+//! ConvInteger (ops/conv_integer.cpp).
+void registerConvIntegerOps(OpRegistry& r);
+//! MaxUnpool (ops/max_unpool.cpp).
+void registerMaxUnpoolOps(OpRegistry& r);
 
 //! Runs the op's inference on `layer`; throws kiln::Error prefixed with the layer's name.
 void inferLayer(LayerDesc& layer);

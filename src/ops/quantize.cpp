@@ -28,7 +28,8 @@ bool isQuantInt(DataType t) {
   return t == DataType::kINT8 || t == DataType::kUINT8 || t == DataType::kINT16 || t == DataType::kUINT16 ||
          t == DataType::kINT4 || t == DataType::kUINT4 || t == DataType::kINT2 || t == DataType::kUINT2;
 }
-bool isQuantType(DataType t) { return isQuantInt(t) || isNarrowFloat(t); }
+//! float8e8m0 is no quantized type (ONNX allows it only as a scale, which kiln does not take).
+bool isQuantType(DataType t) { return isQuantInt(t) || (isNarrowFloat(t) && t != DataType::kFP8E8M0); }
 
 
 [[noreturn]] void unsupportedType(const LayerDesc& l, const std::string& what, DataType t) {

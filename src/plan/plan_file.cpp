@@ -8,8 +8,8 @@
 // Format 3: several optimization profiles; each layer stores one tactic choice per profile.
 // Format 4: XXH3-64 checksum (was a mis-seeded FNV-1a); every field is range-checked on load,
 // and the engine re-derives each layer's shapes from the plan before creating kernels.
-// Within format 5, element types 13-21 (the narrow types: one byte per element; int4/uint4/int2/
-// uint2/float4 bytes range-checked on load) were appended: older plans load unchanged, and a plan
+// Within format 5, element types 13-22 (the narrow types: one byte per element; int4/uint4/int2/
+// uint2/float4 bytes range-checked on load; float8e8m0 is 22) were appended: older plans load unchanged, and a plan
 // holding them is refused by an older kiln as an invalid data type.
 #include <cmath>
 #include <cstring>

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """ONNX control flow through the kiln CLI on the CPU: If (constant, shape-derived, run-time
 condition, branches of different shapes as data-dependent shapes), Loop (constant or shape-derived
-trip count, unrolled), Scan (unrolled over a static length: axes, directions, state) and the sequence
-ops (lowered at import), against ONNX Runtime; plus the errors for what kiln refuses (loops over the
-unroll limit, lengths known only at run time).
+trip count, unrolled), Scan (unrolled over a static length: axes, directions, state), the sequence
+and optional ops (lowered at import), against ONNX Runtime, and FlexAttention (expanded at import,
+its score_mod / prob_mod subgraphs inlined) against a NumPy model; plus the errors for what kiln
+refuses (loops over the unroll limit, lengths known only at run time).
 The CLI helpers are test_cli.py's."""
 from __future__ import annotations
 
@@ -333,6 +334,78 @@ def test_sequence_position_known_only_at_run_time_is_refused():
     m = model(nodes, [vi("x", [2, 4]), vi("pos", [], TensorProto.INT64)], [vi("y", [4])])
     p = cli.save_model(m, "sequence_runtime_pos.onnx")
     cli.expect_error(["--onnx=" + p, *FAST], r"SequenceErase node .*the position 'pos' is known only at run time")
+
+
+# ---------------------------------------------------------------- optionals and FlexAttention
+
+def test_optional_ops_are_lowered_at_import():
+    """Optional(x) is x; OptionalGetElement gives it back; OptionalHasElement is true for a tensor
+    and false for an empty Optional or an omitted input."""
+    B = TensorProto.BOOL
+    opt_type = helper.make_optional_type_proto(helper.make_tensor_type_proto(F, [2, 3]))
+    nodes = [helper.make_node("Optional", ["x"], ["ox"]),
+             helper.make_node("OptionalGetElement", ["ox"], ["got"]),
+             helper.make_node("Relu", ["got"], ["y"]),
+             helper.make_node("OptionalHasElement", ["ox"], ["has_x"]),
+             helper.make_node("Optional", [], ["empty"], type=opt_type.optional_type.elem_type),
+             helper.make_node("OptionalHasElement", ["empty"], ["has_empty"]),
+             helper.make_node("OptionalHasElement", [""], ["has_omitted"])]
+    m = model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3]), vi("has_x", [], B), vi("has_empty", [], B),
+                                         vi("has_omitted", [], B)], opset=18)
+    feeds = {"x": np.random.default_rng(3).uniform(-1, 1, (2, 3)).astype(np.float32)}
+    run_vs_ort(cli.save_model(m, "optionals.onnx"), feeds, "optionals")
+
+
+def test_optional_get_element_of_an_empty_optional_is_refused():
+    opt_type = helper.make_optional_type_proto(helper.make_tensor_type_proto(F, [2]))
+    nodes = [helper.make_node("Optional", [], ["empty"], type=opt_type.optional_type.elem_type),
+             helper.make_node("OptionalGetElement", ["empty"], ["y"])]
+    m = model(nodes, [], [vi("y", [2])], opset=18)
+    p = save_unchecked(m, "optional_empty_get.onnx")
+    cli.expect_error(["--onnx=" + p, *FAST], r"OptionalGetElement node .*the optional is empty")
+
+
+def flex_attention_numpy(q, k, v, scale=None, score_mod=None, prob_mod=None):
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    s = (q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64)) * scale
+    s = score_mod(s) if score_mod else s
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    p = prob_mod(p) if prob_mod else p
+    return (p @ v.astype(np.float64)).astype(q.dtype)
+
+
+def test_flex_attention_is_expanded_at_import():
+    """GQA (4 query heads on 2 kv heads), an explicit scale, a causal score_mod reading an outer
+    tensor, a prob_mod, and a dynamic batch (the expansion reads shapes with Shape ops)."""
+    L, S, E = 5, 6, 8
+    gs = lambda nodes, inits=(): helper.make_graph(nodes, "mod", [vi("s_in", None)], [vi("s_out", None)], list(inits))
+    score_mod = gs([helper.make_node("Add", ["s_in", "mask"], ["s_out"])])  # `mask` is the main graph's
+    prob_mod = gs([helper.make_node("Mul", ["s_in", "half"], ["s_out"])],
+                  [numpy_helper.from_array(np.array(0.5, np.float32), "half")])
+    mask = np.triu(np.full((L, S), -np.inf, np.float32), k=2)
+    node = helper.make_node("FlexAttention", ["q", "k", "v"], ["y"], domain="ai.onnx.preview", scale=0.3,
+                            score_mod=score_mod, prob_mod=prob_mod)
+    g = helper.make_graph([node], "g", [vi("q", ["batch", 4, L, E]), vi("k", ["batch", 2, S, E]), vi("v", ["batch", 2, S, 3])],
+                          [vi("y", ["batch", 4, L, 3])], [numpy_helper.from_array(mask, "mask")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 26), helper.make_opsetid("ai.onnx.preview", 1)],
+                          ir_version=10)
+    p = save_unchecked(m, "flex_attention.onnx")
+    rng = np.random.default_rng(11)
+    feeds = {"q": rng.uniform(-1, 1, (3, 4, L, E)).astype(np.float32), "k": rng.uniform(-1, 1, (3, 2, S, E)).astype(np.float32),
+             "v": rng.uniform(-1, 1, (3, 2, S, 3)).astype(np.float32)}
+    shapes = lambda b: f"q:{b}x4x5x8,k:{b}x2x6x8,v:{b}x2x6x3"  # noqa: E731
+    args = ["--onnx=" + p, "--exportOutput=" + cli.path("flex.json"), *FAST, "--minShapes=" + shapes(1),
+            "--optShapes=" + shapes(3), "--maxShapes=" + shapes(4), "--shapes=" + shapes(3)]
+    for name, value in feeds.items():
+        np.save(cli.path(f"flex_{name}.npy"), value)
+        args.append(f"--loadInputs={name}:" + cli.path(f"flex_{name}.npy"))
+    cli.run(args)
+    got = cli.read_outputs(cli.path("flex.json"))["y"][1]
+    want = flex_attention_numpy(feeds["q"], feeds["k"], feeds["v"], 0.3, lambda s: s + mask, lambda pr: pr * 0.5)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 # ---------------------------------------------------------------- runner

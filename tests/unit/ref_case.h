@@ -3,6 +3,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -44,6 +45,8 @@ inline HostTensor toHost(const RefTensor& r) {
       case DataType::kDOUBLE: h.as<double>()[i] = v; break;
       case DataType::kINT64: h.as<int64_t>()[i] = static_cast<int64_t>(v); break;
       case DataType::kINT32: h.as<int32_t>()[i] = static_cast<int32_t>(v); break;
+      case DataType::kINT8: h.as<int8_t>()[i] = static_cast<int8_t>(v); break;
+      case DataType::kUINT8: h.as<uint8_t>()[i] = static_cast<uint8_t>(v); break;
       case DataType::kBOOL: h.as<bool>()[i] = v != 0; break;
       default: ADD_FAILURE() << "toHost: type not handled";
     }
@@ -129,11 +132,16 @@ class LayerCase {
   std::vector<HostTensor> data;
 };
 
+//! The case as a layer; the op's value inputs (shapes, sizes, axes) are known to inference, as
+//! the builder and the runtime know them.
 inline LayerCase fromRef(const RefCase& c) {
   LayerCase l(c.op, c.outputs.size());
   for (auto& [k, v] : c.attrs) l.attr(k, v);
-  for (auto& in : c.inputs) {
-    if (in.present) l.input(toHost(in));
+  const OpDef* def = OpRegistry::instance().find(c.op);
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const RefTensor& in = c.inputs[i];
+    const bool value = def && std::find(def->valueInputs.begin(), def->valueInputs.end(), static_cast<int>(i)) != def->valueInputs.end();
+    if (in.present) l.input(toHost(in), value);
     else l.missing();
   }
   return l;
