@@ -9,18 +9,15 @@
 //   of convolutions in oneDNN's own layout run without any reorder.
 // Bias, the residual (sum post-op) and the fused activation (eltwise post-op) run inside the
 // primitive (HardSigmoid as linear + clip post-ops); an activation with no oneDNN equivalent would
-// run afterwards, on the OpenMP team.
+// run afterwards, on the same threads.
 //
-// Threads: oneDNN (Debian build) runs on its own OpenMP runtime, not on kiln's ThreadPool.
-// execute() sets the OpenMP thread count of the calling thread to io.pool->size(), so a layer
-// uses as many threads as any other kiln kernel. kiln's pool workers sleep on a condition
-// variable while oneDNN runs, so oneDNN never competes with them; but OpenMP workers keep spinning
-// for a while (GOMP_SPINCOUNT) after each primitive and would steal cycles from a next layer run
-// on kiln's pool. The conv_pool family's own kernels (depthwise, pooling) therefore run on that
-// same OpenMP team when it exists (conv_parallel.h): measured on ResNet-50 / MobileNetV2 with 2
-// threads, 5-10% faster than on kiln's pool. OMP_WAIT_POLICY=passive removes the spinning but
-// makes every oneDNN call pay a futex wake-up (MobileNetV2 ~35% slower). Primitive descriptors
-// are created at reshape, under the process-wide OpenMP default thread count.
+// Threads: oneDNN (Debian build) runs on its own OpenMP runtime. execute() sets the OpenMP thread
+// count of the calling thread to io.pool->size(), so a layer uses as many threads as any other
+// kiln kernel, and the backend's ThreadPool runs kiln's own loops on that same OpenMP team
+// (openmp_team.h), so oneDNN and kiln never take turns on the cores. OMP_WAIT_POLICY=passive
+// would stop the team's spinning between layers but make every call pay a futex wake-up
+// (MobileNetV2 ~35% slower). Primitive descriptors are created at reshape, under the
+// process-wide OpenMP default thread count.
 // Concurrency: every context gets its own primitive, stream and memory objects (KernelState);
 // the scratchpad is user-managed and lives in the context's workspace, so contexts never share
 // mutable oneDNN state. Only the reordered weights are shared (read-only).
@@ -36,7 +33,6 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
-#include "backends/cpu/conv_parallel.h"
 #include "backends/cpu/onednn_common.h"
 #include "backends/cpu/gemm.h"
 #include "core/thread_pool.h"
@@ -212,7 +208,7 @@ class OneDnnConvKernel : public Kernel {
     if (!s.prep->eltwiseInPrimitive && k_.act.kind != ActKind::kNone) {
       GemmEpilogue ep;
       ep.act = k_.act;
-      convParallelFor(io.pool, s.outRows, 1, [&](int64_t b, int64_t e) { applyEpilogue(ep, y, s.outCols, b, e, 0, s.outCols); });
+      io.pool->parallelFor(s.outRows, 1, [&](int64_t b, int64_t e) { applyEpilogue(ep, y, s.outCols, b, e, 0, s.outCols); });
     }
   }
 
