@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""CPU fast paths of issue 22 against ONNX Runtime: small ONNX graphs (onnx.helper, seeded weights)
+with the patterns the CPU passes, kernels and the memory planner take shortcuts on (concats in
+blocked layouts and without copies, channel shuffles, squeeze-excitation gates, depthwise convs,
+...), built by the kiln CLI on the CPU and compared with ONNX Runtime (CPU EP, graph optimizations
+off) at rtol = atol = 1e-4; once as built, once from the saved plan with freed memory poisoned
+(a tensor freed too early reads NaN). Each case may also check the engine's structure through
+--exportLayerInfo / --exportProfile (e.g. that a Concat ran no kernel), so a shortcut that
+silently stops applying fails too.
+
+  cpu_patterns_vs_ort.py --kiln build/bin/kiln [--only name,...] [--keep DIR]
+
+Exits 77 (skipped) without numpy, onnx or onnxruntime."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError as e:  # pragma: no cover
+    print(f"SKIP: {e}")
+    sys.exit(77)
+
+TOL = 1e-4
+
+
+class Graph:
+    """A tiny ONNX graph builder: g.conv(x, ...) returns the output name."""
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits, self.n = [], [], 0
+
+    def name(self, p):
+        self.n += 1
+        return f"{p}{self.n}"
+
+    def const(self, a, dtype=np.float32):
+        n = self.name("k")
+        self.inits.append(numpy_helper.from_array(np.asarray(a, dtype=dtype), n))
+        return n
+
+    def op(self, op, inputs, outputs=1, **attrs):
+        outs = [self.name(op.lower()) for _ in range(outputs)]
+        self.nodes.append(helper.make_node(op, inputs, outs, name=outs[0] + "_node", **attrs))
+        return outs[0] if outputs == 1 else outs
+
+    def conv(self, x, cin, cout, k=1, stride=1, group=1, act=None, pad=None):
+        w = self.rng.standard_normal((cout, cin // group, k, k)).astype(np.float32) / np.sqrt(cin // group * k * k)
+        b = self.rng.standard_normal(cout).astype(np.float32) * 0.1
+        p = k // 2 if pad is None else pad
+        y = self.op("Conv", [x, self.const(w), self.const(b)], kernel_shape=[k, k], strides=[stride, stride],
+                    pads=[p, p, p, p], group=group)
+        return self.op(act, [y]) if act else y
+
+    def model(self, inputs, outputs):
+        g = helper.make_graph(self.nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs], self.inits)
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+# ---- cases: each returns (model, input shapes, check(layer_info, profile) -> error or None) ------------
+
+def layers_of(info, op):
+    return [l for l in info["layers"] if l["op"] == op]
+
+
+def ran(profile, name):
+    """Whether the profile has a time for layer `name` (a layer that runs no kernel has none)."""
+    return any(e.get("name") == name for e in profile[1:])
+
+
+def inception():
+    """Branches of 1x1 / 3x3 / pool convs (channels multiples of 8) joined by Concats along the
+    channels, read by convs: the Concats stay in the blocked layout (no LayoutConvert) and, at
+    batch 1, run no kernel (their inputs are written into the output)."""
+    g = Graph(1)
+    x = g.conv("x", 3, 32, 3, act="Relu")
+    for _ in range(2):
+        a = g.conv(x, 32, 16, 1, act="Relu")
+        b = g.conv(g.conv(x, 32, 8, 1, act="Relu"), 8, 16, 3, act="Relu")
+        p = g.op("AveragePool", [x], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
+        c = g.conv(p, 32, 8, 1, act="Relu")
+        d = g.conv(g.conv(x, 32, 16, 1, act="Relu"), 16, 8, 3, act="Relu")
+        x = g.op("Concat", [a, b, c, d], axis=1)  # 48 channels
+        x = g.conv(x, 48, 32, 1, act="Relu")
+    y = g.op("GlobalAveragePool", [x])
+
+    def check(info, prof):
+        if layers_of(info, "LayoutConvert"):
+            return "LayoutConvert layers around the blocked Concats"
+        for l in layers_of(info, "Concat"):
+            if l.get("layouts", {}).get("out", "nchw") == "nchw":
+                return f"{l['name']} is not in the blocked layout"
+            if ran(prof, l["name"]):
+                return f"{l['name']} ran a kernel (its inputs were not written into its output)"
+        return None
+    return g.model([("x", [1, 3, 17, 17])], [y]), check
+
+
+def inception_batch2():
+    """The same at batch 2: the Concat's inputs are not contiguous in its output, so it copies (in the
+    blocked layout)."""
+    m, _ = inception()
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 2
+    return m, None
+
+
+def densenet():
+    """DenseNet blocks: every layer concatenates all earlier features (Concat -> BN -> Relu -> 1x1 conv
+    -> BN -> Relu -> 3x3 conv), so each feature map is read by several Concats (a slice of one of
+    them at most), and a transition (BN, Relu, 1x1 conv, AveragePool) between blocks."""
+    g = Graph(2)
+
+    def bn(x, c):
+        s = g.rng.uniform(0.5, 1.5, c)
+        return g.op("BatchNormalization", [x, g.const(s), g.const(g.rng.standard_normal(c) * 0.1),
+                                           g.const(g.rng.standard_normal(c) * 0.1), g.const(g.rng.uniform(0.5, 1.5, c))])
+    x = g.conv("x", 3, 16, 3, stride=2)
+    feats, c = [x], 16
+    for block in range(2):
+        for _ in range(3):
+            cat = g.op("Concat", feats, axis=1) if len(feats) > 1 else feats[0]
+            h = g.conv(g.op("Relu", [bn(cat, c)]), c, 32, 1)
+            h = g.conv(g.op("Relu", [bn(h, 32)]), 32, 8, 3)
+            feats.append(h)
+            c += 8
+        x = g.op("Concat", feats, axis=1)
+        if block == 0:
+            x = g.op("AveragePool", [g.conv(g.op("Relu", [bn(x, c)]), c, 24, 1)], kernel_shape=[2, 2], strides=[2, 2])
+            feats, c = [x], 24
+    y = g.op("GlobalAveragePool", [x])
+    return g.model([("x", [1, 3, 32, 32])], [y]), None
+
+
+def shufflenet(split=False):
+    """ShuffleNetV2 units (58 / 116 channels: not blockable): split by Slices (or a Split), 1x1 /
+    depthwise 3x3 / 1x1 convs, Concat, channel shuffle as Reshape -> Transpose -> Reshape; a stride-2
+    unit. The shuffles and splits become Gathers (no Transpose, Slice or Split left) and the Concats
+    run no kernel."""
+    g = Graph(3)
+
+    def shuffle(x, c, h):
+        r = g.op("Reshape", [x, g.const([1, 2, c // 2, h, h], np.int64)])
+        t = g.op("Transpose", [r], perm=[0, 2, 1, 3, 4])
+        return g.op("Reshape", [t, g.const([1, c, h, h], np.int64)])
+
+    def branch(x, cin, c, stride):
+        y = g.conv(x, cin, c, 1, act="Relu")
+        y = g.conv(y, c, c, 3, stride=stride, group=c)
+        return g.conv(y, c, c, 1, act="Relu")
+
+    x = g.conv("x", 3, 24, 3, stride=2, act="Relu")
+    c, h = 58, 8
+    # stride-2 unit: both branches read x
+    left = g.conv(g.conv(x, 24, 24, 3, stride=2, group=24), 24, c, 1, act="Relu")
+    x = shuffle(g.op("Concat", [left, branch(x, 24, c, 2)], axis=1), 2 * c, h)
+    for _ in range(3):
+        if split:
+            a, b = g.op("Split", [x, g.const([c, c], np.int64)], outputs=2, axis=1)
+        else:
+            a = g.op("Slice", [x, g.const([0], np.int64), g.const([c], np.int64), g.const([1], np.int64)])
+            b = g.op("Slice", [x, g.const([c], np.int64), g.const([2 * c], np.int64), g.const([1], np.int64)])
+        x = shuffle(g.op("Concat", [a, branch(b, c, c, 1)], axis=1), 2 * c, h)
+    y = g.op("ReduceMean", [x], axes=[2, 3], keepdims=0)
+
+    def check(info, prof):
+        left = [l["op"] for l in info["layers"] if l["op"] in ("Transpose", "Slice", "Split", "Reshape")]
+        if left:
+            return f"layers left of the shuffles and splits: {left}"
+        for l in layers_of(info, "Concat"):
+            if ran(prof, l["name"]):
+                return f"{l['name']} ran a kernel (its inputs were not written into its output)"
+        return None
+    return g.model([("x", [1, 3, 32, 32])], [y]), check
+
+
+def concat_edges():
+    """Concats the planner must not turn into slices, or only partly: an input read again after the
+    Concat (its bytes must survive), an input that is a graph input, the same tensor twice, a
+    Concat output that is a graph output, and nested Concats."""
+    g = Graph(4)
+    a = g.conv("x", 8, 8, 3, act="Relu")
+    b = g.conv(a, 8, 8, 3, act="Sigmoid")
+    c1 = g.op("Concat", [a, b], axis=1)            # a is read again below
+    d = g.op("Add", [a, g.conv(c1, 16, 8, 1)])
+    c2 = g.op("Concat", [d, "x"], axis=1)          # a graph input
+    c3 = g.op("Concat", [b, b], axis=1)            # one tensor twice
+    e = g.conv(g.op("Concat", [c2, c3], axis=1), 32, 8, 1, act="Relu")  # nested
+    inner = g.op("Concat", [g.conv(e, 8, 4, 1), g.conv(e, 8, 4, 3)], axis=1)
+    out = g.op("Concat", [inner, g.op("Relu", [e])], axis=1)  # a graph output
+    return g.model([("x", [1, 8, 9, 9])], [out, c3]), None
+
+
+CASES = {"inception": inception, "inception_batch2": inception_batch2, "densenet": densenet,
+         "shufflenet": shufflenet, "shufflenet_split": lambda: shufflenet(split=True), "concat_edges": concat_edges}
+
+
+def run_case(kiln, name, work):
+    model, check = CASES[name]()
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    path = os.path.join(work, name + ".onnx")
+    onnx.save(model, path)
+    feeds = {}
+    for i in model.graph.input:
+        shape = [d.dim_value for d in i.type.tensor_type.shape.dim]
+        feeds[i.name] = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    refs = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    spec = []
+    for k, v in feeds.items():
+        np.save(os.path.join(work, f"{name}_{k}.npy"), v)
+        spec.append(f"{k}:{os.path.join(work, f'{name}_{k}.npy')}")
+    plan, out = os.path.join(work, name + ".plan"), os.path.join(work, name + "_out.json")
+    info, prof = os.path.join(work, name + "_info.json"), os.path.join(work, name + "_prof.json")
+    for source, extra in ((f"--onnx={path}", [f"--saveEngine={plan}", f"--exportLayerInfo={info}", f"--exportProfile={prof}"]),
+                          (f"--loadEngine={plan}", ["--poisonFreedMemory"])):
+        p = subprocess.run([kiln, source, "--device=cpu", "--threads=2", f"--loadInputs={','.join(spec)}",
+                            f"--exportOutput={out}", "--iterations=2", "--duration=0", "--warmUp=0", *extra],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            return f"kiln ({source.split('=')[0]}) failed: {(p.stdout + p.stderr)[-600:]}"
+        got = {o["name"]: np.array(o["values"], dtype=np.float64).reshape(o["dims"]) for o in json.load(open(out))}
+        for o, ref in zip(model.graph.output, refs):
+            g = got.get(o.name)
+            if g is None or g.shape != ref.shape:
+                return f"output {o.name}: shape {None if g is None else g.shape} vs {ref.shape}"
+            err = np.abs(g - ref)
+            if not (err <= TOL + TOL * np.abs(ref)).all():
+                return f"output {o.name}: max abs err {float(err.max()):.3g} ({source.split('=')[0]})"
+    if check:
+        return check(json.load(open(info)), json.load(open(prof)))
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--keep", default="", help="write the graphs and outputs here (default: a temporary directory)")
+    args = ap.parse_args()
+    work = args.keep or tempfile.mkdtemp(prefix="kiln_cpu_patterns_")
+    os.makedirs(work, exist_ok=True)
+    names = [n for n in args.only.split(",") if n] or list(CASES)
+    failed = 0
+    for n in names:
+        err = run_case(args.kiln, n, work)
+        print(f"{'FAIL' if err else 'ok  '} {n}" + (f": {err}" if err else ""), flush=True)
+        failed += bool(err)
+    print(f"{len(names) - failed}/{len(names)} cases agree with ONNX Runtime")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
