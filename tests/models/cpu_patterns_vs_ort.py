@@ -198,8 +198,32 @@ def concat_edges():
     return g.model([("x", [1, 8, 9, 9])], [out, c3]), None
 
 
+def mobilenet_v3(batch=1):
+    """MobileNetV3 blocks: 1x1 expansion + HardSwish, depthwise 5x5 / 3x3 (stride 1 and 2), a
+    squeeze-excitation gate (GlobalAveragePool -> 1x1 conv + Relu -> 1x1 conv + HardSigmoid -> Mul),
+    1x1 projection with a residual Add. The gate's [N, C, 1, 1] vectors have the same bytes plain
+    and blocked, so the SE convs read and write them without reorders."""
+    g = Graph(5)
+
+    def block(x, cin, exp, cout, k, stride, act):
+        h = g.conv(x, cin, exp, 1, act=act)
+        h = g.conv(h, exp, exp, k, stride=stride, group=exp, act=act)
+        s = g.op("GlobalAveragePool", [h])
+        s = g.conv(s, exp, exp // 4, 1, act="Relu")
+        s = g.conv(s, exp // 4, exp, 1, act="HardSigmoid")
+        h = g.conv(g.op("Mul", [h, s]), exp, cout, 1)
+        return g.op("Add", [h, x]) if stride == 1 and cin == cout else h
+    x = g.conv("x", 3, 16, 3, stride=2, act="HardSwish")
+    x = block(x, 16, 64, 24, 5, 2, "Relu")
+    x = block(x, 24, 72, 24, 5, 1, "HardSwish")
+    x = block(x, 24, 96, 40, 3, 2, "HardSwish")
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [x])])
+    return g.model([("x", [batch, 3, 32, 32])], [y]), None
+
+
 CASES = {"inception": inception, "inception_batch2": inception_batch2, "densenet": densenet,
-         "shufflenet": shufflenet, "shufflenet_split": lambda: shufflenet(split=True), "concat_edges": concat_edges}
+         "shufflenet": shufflenet, "shufflenet_split": lambda: shufflenet(split=True), "concat_edges": concat_edges,
+         "mobilenet_v3": mobilenet_v3, "mobilenet_v3_batch2": lambda: mobilenet_v3(2)}
 
 
 def run_case(kiln, name, work):

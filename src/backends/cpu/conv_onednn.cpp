@@ -60,6 +60,25 @@ Tag plainWeightsTag(size_t rank, bool grouped) {
 
 size_t alignUp(size_t n) { return (n + 63) / 64 * 64; }
 
+//! Whether `d` describes the 4-D tensor `dims` as plain NCHW or channel-blocked (nChw8c / nChw16c
+//! with C a multiple of the block): without padding channels.
+bool denseChannels(const memory::desc& d, const memory::dims& dims) {
+  if (dims.size() != 4) return false;
+  const auto f32 = memory::data_type::f32;
+  if (d == memory::desc(dims, f32, Tag::nchw)) return true;
+  for (int64_t b : {8, 16})
+    if (dims[1] % b == 0 && d == memory::desc(dims, f32, exchangeTag(4, b))) return true;
+  return false;
+}
+
+//! Whether `a` and `b` place every element of `dims` at the same byte: equal, or both dense (plain
+//! or blocked) with one pixel per channel (H = W = 1: a squeeze-excitation vector [N, C, 1, 1],
+//! whose bytes are the same in every such layout, so no reorder is needed between them).
+bool sameBytes(const memory::desc& a, const memory::desc& b, const memory::dims& dims) {
+  if (a == b) return true;
+  return dims.size() == 4 && dims[2] == 1 && dims[3] == 1 && denseChannels(a, dims) && denseChannels(b, dims);
+}
+
 //! The oneDNN view of one concrete Conv problem.
 struct DnnlConvShapes {
   memory::dims src, weights, bias, dst, strides, dilates, padL, padR;
@@ -148,8 +167,8 @@ class OneDnnConvKernel : public Kernel {
       // another layout.
       memory::desc userSrc(sh.src, memory::data_type::f32, exchangeTag(rank_, inBlock_));
       memory::desc userDst(sh.dst, memory::data_type::f32, exchangeTag(rank_, outBlock_));
-      s->reorderSrc = userSrc != pp.pd.src_desc();
-      s->reorderDst = userDst != pp.pd.dst_desc();
+      s->reorderSrc = !sameBytes(userSrc, pp.pd.src_desc(), sh.src);
+      s->reorderDst = !sameBytes(userDst, pp.pd.dst_desc(), sh.dst);
       s->userSrc = memory(userSrc, eng, DNNL_MEMORY_NONE);
       s->userDst = memory(userDst, eng, DNNL_MEMORY_NONE);
       s->userRes = memory(userDst, eng, DNNL_MEMORY_NONE);
