@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <set>
 
+#include "ops/fused_attrs.h"
 #include "ops/layout_transpose.h"
 #include "ops/op_registry.h"
 #include "runtime/engine_graph.h"
@@ -62,8 +63,27 @@ void markConcatSlices(const EngineGraph& g, ResolvedShapes& r, std::vector<int>&
   }
 }
 
+//! A Transpose that moves only size-1 axes (SegFormer's [1, L, 1, D] -> [1, 1, L, D] head split
+//! with one head): the elements keep their order, so the output is a view of the input.
+bool orderKeepingTranspose(const EngineLayer& l, const Dims& in) {
+  if (l.op != "Transpose" || !isStatic(in) || hasLayouts(l.attrs)) return false;  // logical order = byte order
+  std::vector<int64_t> perm = l.attrs.getInts("perm");
+  if (perm.empty())
+    for (size_t k = in.size(); k-- > 0;) perm.push_back(static_cast<int64_t>(k));
+  if (perm.size() != in.size()) return false;
+  int64_t last = -1;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(in.size())) return false;
+    if (in[p] == 1) continue;
+    if (p < last) return false;
+    last = p;
+  }
+  return true;
+}
+
 // View ops become aliases when both sides live in the arena (not user buffers or constants); so do
-// Transposes that the GPU layout pass made byte copies (ops/layout_transpose.h), and, on the CPU,
+// Transposes that the GPU layout pass made byte copies (ops/layout_transpose.h) or that move only
+// size-1 axes, and, on the CPU,
 // the inputs of Concats that need no copy (markConcatSlices). `slices`: whether Concat inputs may
 // become slices (every dim static and no data-dependent rounds: a slice and its Concat must be
 // planned in one arena).
@@ -80,7 +100,8 @@ void markAliases(const EngineGraph& g, ResolvedShapes& r, bool slices) {
     bool view = false;
     for (const char* op : kViewOps) view = view || l.op == op;
     int src = l.inputs[0], dst = l.outputs[0];
-    view = view || (l.op == "Transpose" && isLayoutCopyTranspose(l.attrs, r.tensors[src].dims.size()));
+    view = view || (l.op == "Transpose" && (isLayoutCopyTranspose(l.attrs, r.tensors[src].dims.size()) ||
+                                            orderKeepingTranspose(l, r.tensors[src].dims)));
     if (!view) continue;
     const EngineTensor &s = g.tensors[src], &d = g.tensors[dst];
     if (s.isInput || s.isOutput || s.value.valid() || r.tensors[src].value.valid() || d.isOutput) continue;

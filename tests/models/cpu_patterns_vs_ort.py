@@ -221,9 +221,47 @@ def mobilenet_v3(batch=1):
     return g.model([("x", [batch, 3, 32, 32])], [y]), None
 
 
+def token_attention(heads=1):
+    """SegFormer's stage-1 attention: patch-embedding conv, token view (Reshape + Transpose), LayerNorm,
+    Q/K/V projections split in heads by Reshape + Transpose; with one head the head Transposes move
+    only size-1 axes ([1, L, 1, D] -> [1, 1, L, D]) and run no kernel (views of their input)."""
+    g = Graph(6)
+    d, L = 32, 64
+    x = g.conv("x", 3, d, 4, stride=4, pad=0)                      # [1, 32, 8, 8]
+    t = g.op("Transpose", [g.op("Reshape", [x, g.const([1, d, L], np.int64)])], perm=[0, 2, 1])
+    t = g.op("LayerNormalization", [t, g.const(np.ones(d)), g.const(np.zeros(d))], axis=-1)
+
+    def proj(h):
+        w = g.const(g.rng.standard_normal((d, d)) / np.sqrt(d))
+        return g.op("Add", [g.op("MatMul", [h, w]), g.const(g.rng.standard_normal(d) * 0.1)])
+
+    def heads_of(h):
+        return g.op("Transpose", [g.op("Reshape", [h, g.const([1, L, heads, d // heads], np.int64)])], perm=[0, 2, 1, 3])
+    q, k, v = heads_of(proj(t)), heads_of(proj(t)), heads_of(proj(t))
+    kt = g.op("Transpose", [k], perm=[0, 1, 3, 2])
+    p = g.op("Softmax", [g.op("Mul", [g.op("MatMul", [q, kt]), g.const(1 / np.sqrt(d // heads))])], axis=-1)
+    o = g.op("Transpose", [g.op("MatMul", [p, v])], perm=[0, 2, 1, 3])
+    y = g.op("Add", [proj(g.op("Reshape", [o, g.const([1, L, d], np.int64)])), t])
+
+    def check(info, prof):
+        views = 0
+        for l in layers_of(info, "Transpose"):
+            # the sizes > 1 keep their order (and are distinct here, so that says the perm does too)
+            a = [n for n in l["inputs"][0]["dims"] if n != 1]
+            if a == [n for n in l["outputs"][0]["dims"] if n != 1] and len(set(a)) == len(a):
+                views += 1
+                if ran(prof, l["name"]):
+                    return f"{l['name']} moves only size-1 axes but ran a kernel"
+        if heads == 1 and views < 4:
+            return f"expected the 4 head Transposes of size-1 axes, found {views}"
+        return None
+    return g.model([("x", [1, 3, 32, 32])], [y]), check
+
+
 CASES = {"inception": inception, "inception_batch2": inception_batch2, "densenet": densenet,
          "shufflenet": shufflenet, "shufflenet_split": lambda: shufflenet(split=True), "concat_edges": concat_edges,
-         "mobilenet_v3": mobilenet_v3, "mobilenet_v3_batch2": lambda: mobilenet_v3(2)}
+         "mobilenet_v3": mobilenet_v3, "mobilenet_v3_batch2": lambda: mobilenet_v3(2),
+         "token_attention": token_attention, "token_attention_2heads": lambda: token_attention(2)}
 
 
 def run_case(kiln, name, work):
