@@ -258,10 +258,29 @@ def token_attention(heads=1):
     return g.model([("x", [1, 3, 32, 32])], [y]), check
 
 
+def broadcast_binary():
+    """Binary ops whose broadcasts coalesce to short rows (inner dims of 1..12 elements, scalars along
+    the rows, operands repeating over the rows) next to long ones, on both sides of the op."""
+    g = Graph(7)
+    outs = []
+    for i, (op, shape) in enumerate([("Mul", [1, 3, 1, 4]), ("Add", [2, 1, 5, 1]), ("Sub", [1, 1, 1, 4]), ("Div", [2, 3, 5, 1]),
+                                     ("Max", [3, 1, 1]), ("Min", [5, 4]), ("PRelu", [3, 5, 1]), ("Mul", [2, 3, 1, 1])]):
+        c = g.const(g.rng.uniform(0.5, 2.0, shape) * (1 if op == "Div" else g.rng.choice([-1, 1], shape)))
+        outs.append(g.op(op, ["x", c] if i % 2 == 0 or op == "PRelu" else [c, "x"]))
+    # channel-blocked: per-channel gates and biases on a conv output ([1, 16, 1, 1], [16, 1, 1], a scalar)
+    h = g.conv(g.op("Slice", ["x", g.const([0], np.int64), g.const([1], np.int64), g.const([0], np.int64)]), 3, 16, 3)
+    h2 = g.conv(h, 16, 16, 3)
+    for shape in ([1, 16, 1, 1], [16, 1, 1], []):
+        h2 = g.op("Add", [g.op("Mul", [h2, g.const(g.rng.uniform(0.5, 1.5, shape))]), g.const(g.rng.standard_normal(shape))])
+    outs.append(g.op("GlobalAveragePool", [g.conv(h2, 16, 8, 1)]))
+    return g.model([("x", [2, 3, 5, 4])], outs), None
+
+
 CASES = {"inception": inception, "inception_batch2": inception_batch2, "densenet": densenet,
          "shufflenet": shufflenet, "shufflenet_split": lambda: shufflenet(split=True), "concat_edges": concat_edges,
          "mobilenet_v3": mobilenet_v3, "mobilenet_v3_batch2": lambda: mobilenet_v3(2),
-         "token_attention": token_attention, "token_attention_2heads": lambda: token_attention(2)}
+         "token_attention": token_attention, "token_attention_2heads": lambda: token_attention(2),
+         "broadcast_binary": broadcast_binary}
 
 
 def run_case(kiln, name, work):
