@@ -65,7 +65,7 @@ class Graph:
         return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-# ---- cases: each returns (model, input shapes, check(layer_info, profile) -> error or None) ------------
+# ---- cases: each returns (model, check(layer_info, profile) -> error or None[, kiln build flags]) --------
 
 def layers_of(info, op):
     return [l for l in info["layers"] if l["op"] == op]
@@ -276,15 +276,36 @@ def broadcast_binary():
     return g.model([("x", [2, 3, 5, 4])], outs), None
 
 
+def pointwise_convs(batch=1):
+    """1x1 convs on plain NCHW (channel counts off the 8-channel block, pixel counts off the 16-pixel
+    register block, a residual Add, activations in and out of registers), built with only kiln's own
+    conv tactics so that conv_f32_pointwise_avx2 runs them."""
+    g = Graph(8)
+    x = g.conv("x", 13, 58, 1, act="Relu")
+    x = g.op("Add", [g.conv(x, 58, 58, 1), x])                       # residual
+    x = g.conv(x, 58, 7, 1, act="HardSwish")
+    x = g.conv(x, 7, 29, 1, act="Sigmoid")
+    x = g.op("Clip", [g.conv(x, 29, 20, 1), g.const(0.0), g.const(6.0)])
+    y = g.conv(x, 20, 3, 1)
+
+    def check(info, prof):
+        convs = layers_of(info, "Conv")
+        bad = [l["name"] for l in convs if l["tactic"] != "conv_f32_pointwise_avx2"]
+        return f"not run by conv_f32_pointwise_avx2: {bad}" if bad else None
+    return g.model([("x", [batch, 13, 9, 7])], [y]), check, ["--disableTactics=onednn,im2col"]
+
+
 CASES = {"inception": inception, "inception_batch2": inception_batch2, "densenet": densenet,
          "shufflenet": shufflenet, "shufflenet_split": lambda: shufflenet(split=True), "concat_edges": concat_edges,
          "mobilenet_v3": mobilenet_v3, "mobilenet_v3_batch2": lambda: mobilenet_v3(2),
          "token_attention": token_attention, "token_attention_2heads": lambda: token_attention(2),
-         "broadcast_binary": broadcast_binary}
+         "broadcast_binary": broadcast_binary, "pointwise_convs": pointwise_convs,
+         "pointwise_convs_batch2": lambda: pointwise_convs(2)}
 
 
 def run_case(kiln, name, work):
-    model, check = CASES[name]()
+    model, check, *rest = CASES[name]()
+    kiln_args = rest[0] if rest else []  # build flags of the case
     model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     path = os.path.join(work, name + ".onnx")
     onnx.save(model, path)
@@ -304,7 +325,8 @@ def run_case(kiln, name, work):
     for source, extra in ((f"--onnx={path}", [f"--saveEngine={plan}", f"--exportLayerInfo={info}", f"--exportProfile={prof}"]),
                           (f"--loadEngine={plan}", ["--poisonFreedMemory"])):
         p = subprocess.run([kiln, source, "--device=cpu", "--threads=2", f"--loadInputs={','.join(spec)}",
-                            f"--exportOutput={out}", "--iterations=2", "--duration=0", "--warmUp=0", *extra],
+                            f"--exportOutput={out}", "--iterations=2", "--duration=0", "--warmUp=0", *extra,
+                            *(kiln_args if source.startswith("--onnx") else [])],
                            capture_output=True, text=True)
         if p.returncode != 0:
             return f"kiln ({source.split('=')[0]}) failed: {(p.stdout + p.stderr)[-600:]}"
