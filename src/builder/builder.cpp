@@ -201,6 +201,8 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"lower Compress with a constant condition to Gather", lowerConstantCompress},
       {"lower Compress with a computed condition to NonZero + Gather", lowerComputedCompress},
       {"lower Concat of Slices (torch.roll) to Gather", lowerSliceConcat},
+      {"fold channel shuffles and their splits into Gathers (CPU)",
+       [&](Network& n) { return cfg.device() == DeviceType::kCPU && foldChannelShuffle(n); }},
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
       {"lower BatchNormalization to scale and shift", lowerBatchNormToScaleShift},
       {"fuse GELU pattern", fuseGeluPattern},

@@ -1,6 +1,7 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace kiln {
 
@@ -8,9 +9,37 @@ namespace {
 thread_local bool tInsidePool = false;  // nested parallelFor runs inline (no deadlock)
 }
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, TeamRunner team) : team_(team) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { workerLoop(i); });
+  threads_ = threads;
+  if (!team_)
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { workerLoop(i); });
+}
+
+namespace {
+struct TeamJob {
+  const std::function<void(int64_t, int64_t)>* fn;
+  int64_t n, chunk;
+  std::atomic<int64_t> next{0};
+};
+
+//! One team thread: takes chunks until none is left (dynamic, like the workers).
+void runTeamJob(void* p) {
+  auto* job = static_cast<TeamJob*>(p);
+  const bool outer = !tInsidePool;
+  tInsidePool = true;
+  for (;;) {
+    int64_t b = job->next.fetch_add(job->chunk, std::memory_order_relaxed);
+    if (b >= job->n) break;
+    (*job->fn)(b, std::min(job->n, b + job->chunk));
+  }
+  if (outer) tInsidePool = false;
+}
+}  // namespace
+
+void ThreadPool::teamFor(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
+  TeamJob job{&fn, n, chunk};
+  team_(runTeamJob, &job, static_cast<unsigned>(threads_));
 }
 
 ThreadPool::~ThreadPool() {
@@ -49,13 +78,17 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain, const std::function<void(
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   int threads = size();
-  if (workers_.empty() || tInsidePool || n <= grain) {
+  if (threads <= 1 || tInsidePool || n <= grain) {
     fn(0, n);
     return;
   }
-  std::lock_guard<std::mutex> call(callMu_);
   int64_t chunks = std::min<int64_t>(threads * 4, (n + grain - 1) / grain);
   int64_t chunk = (n + chunks - 1) / chunks;
+  if (team_) {  // the team runner keeps its own threads per caller: no lock
+    teamFor(n, chunk, fn);
+    return;
+  }
+  std::lock_guard<std::mutex> call(callMu_);
   std::unique_lock<std::mutex> lk(mu_);
   job_ = &fn;
   n_ = n;

@@ -89,11 +89,13 @@ struct ResolvedShapes {
   std::vector<TensorDesc> tensors;
   std::vector<bool> hostEvaluated;  //!< per layer: computed on the host while resolving shapes
   std::vector<LayerDesc> layers;    //!< concrete desc per layer (attrs point into the graph)
-  //! Per layer: a view op (Reshape, Squeeze, ...) whose output shares its input's memory, so it
-  //! does not run at all.
+  //! Per layer: a view op (Reshape, Squeeze, ...) whose output shares its input's memory, or a
+  //! Concat whose inputs were written into its output (resolve.cpp), so it does not run at all.
   std::vector<bool> aliased;
-  //! Per tensor: the tensor whose memory it shares (-1: its own).
+  //! Per tensor: the tensor whose memory it shares (-1: its own), and where in it (bytes; a
+  //! Concat's input lives at its offset in the Concat's output).
   std::vector<int> aliasOf;
+  std::vector<int64_t> aliasOffset;
   bool skipped(size_t layer) const { return hostEvaluated[layer] || aliased[layer]; }
 };
 

@@ -143,6 +143,11 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r, size_t prof
     }
     for (size_t k = 0; k < l.outputs.size(); ++k) {
       const int t = l.outputs[k];
+      if (r.aliasOf[t] >= 0) {  // a Concat's input: this layer writes into the Concat's output
+        const int s = root(t);
+        if (inArena(s)) touch(blockFor(s), li, true);
+        continue;
+      }
       if (!inArena(t)) continue;
       int b = -1;
       const int over = k == 0 ? inPlaceInput(l.op, tacticOf(l, li), l.inputs.size()) : -1;
@@ -207,7 +212,7 @@ MemoryPlan planMemory(const EngineGraph& g, const ResolvedShapes& r, size_t prof
   for (size_t t = 0; t < n; ++t)
     if (blockOf[t] >= 0) p.offsets[t] = static_cast<int64_t>(offset[blockOf[t]]);
   for (size_t t = 0; t < n; ++t)
-    if (r.aliasOf[t] >= 0) p.offsets[t] = p.offsets[r.aliasOf[t]];
+    if (r.aliasOf[t] >= 0 && p.offsets[r.aliasOf[t]] >= 0) p.offsets[t] = p.offsets[r.aliasOf[t]] + r.aliasOffset[t];
   p.freedAfter.assign(g.layers.size(), {});
   for (size_t b = 0; b < blocks.size(); ++b)
     if (blocks[b].last >= 0) p.freedAfter[blocks[b].last].emplace_back(offset[b], blocks[b].bytes);

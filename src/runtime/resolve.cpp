@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <set>
 
+#include "ops/fused_attrs.h"
 #include "ops/layout_transpose.h"
 #include "ops/op_registry.h"
 #include "runtime/engine_graph.h"
@@ -13,25 +14,118 @@ constexpr int64_t kMaxHostEvalElements = int64_t(1) << 16;  // shape-sized value
 }
 
 namespace {
+//! Whether tensor t may share another tensor's memory: an arena tensor (not an engine input or
+//! output, not a constant or host value).
+bool arenaTensor(const EngineGraph& g, const ResolvedShapes& r, int t) {
+  const EngineTensor& e = g.tensors[t];
+  return !e.isInput && !e.isOutput && !e.value.valid() && !r.tensors[t].value.valid();
+}
+
+//! Concat without copies (CPU): where every input of a Concat is one contiguous run of its output
+//! (nothing but size-1 dims before the axis: batch 1 along the channels, ShuffleNet / Inception /
+//! DenseNet blocks; in the CPU's blocked layouts too, whose channel counts are multiples of the
+//! block), each input becomes a slice of the output (`parent`, byte `offset`): its producer writes
+//! straight into the Concat's output and the Concat runs nothing. An input qualifies when it is an
+//! arena tensor written by a layer that runs (not a view or a slice of something else already)
+//! and read only once by this Concat.
+void markConcatSlices(const EngineGraph& g, ResolvedShapes& r, std::vector<int>& parent, std::vector<int64_t>& offset) {
+  for (size_t i = 0; i < g.layers.size(); ++i) {
+    const EngineLayer& l = g.layers[i];
+    if (l.op != "Concat" || r.skipped(i) || l.outputs.size() != 1 || l.inputs.empty()) continue;
+    const int dst = l.outputs[0];
+    if (!arenaTensor(g, r, dst) || parent[dst] >= 0) continue;
+    const Dims& od = r.tensors[dst].dims;
+    int64_t axis = r.layers[i].attrs ? r.layers[i].attrs->getInt("axis", 0) : 0;
+    if (axis < 0) axis += static_cast<int64_t>(od.size());
+    if (axis < 0 || axis >= static_cast<int64_t>(od.size())) continue;
+    bool ok = true;
+    for (int64_t k = 0; k < axis; ++k) ok = ok && od[k] == 1;
+    std::vector<int> seen;
+    for (int t : l.inputs) {
+      ok = ok && t >= 0 && arenaTensor(g, r, t) && parent[t] < 0 && r.tensors[t].type == r.tensors[dst].type &&
+           std::find(seen.begin(), seen.end(), t) == seen.end();
+      if (!ok) break;
+      seen.push_back(t);
+      int producer = -1;  // a layer that runs writes it (not a view, a host value or an engine input)
+      for (size_t p = 0; p < i && producer < 0; ++p)
+        for (int o : g.layers[p].outputs)
+          if (o == t) producer = static_cast<int>(p);
+      ok = producer >= 0 && !r.skipped(static_cast<size_t>(producer));
+    }
+    if (!ok) continue;
+    int64_t at = 0;
+    for (int t : l.inputs) {
+      parent[t] = dst;
+      offset[t] = at;
+      at += volume(r.tensors[t].dims) * static_cast<int64_t>(elementSize(r.tensors[t].type));
+    }
+    r.aliased[i] = true;
+  }
+}
+
+//! A Transpose that moves only size-1 axes (SegFormer's [1, L, 1, D] -> [1, 1, L, D] head split
+//! with one head): the elements keep their order, so the output is a view of the input.
+bool orderKeepingTranspose(const EngineLayer& l, const Dims& in) {
+  if (l.op != "Transpose" || !isStatic(in) || hasLayouts(l.attrs)) return false;  // logical order = byte order
+  std::vector<int64_t> perm = l.attrs.getInts("perm");
+  if (perm.empty())
+    for (size_t k = in.size(); k-- > 0;) perm.push_back(static_cast<int64_t>(k));
+  if (perm.size() != in.size()) return false;
+  int64_t last = -1;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(in.size())) return false;
+    if (in[p] == 1) continue;
+    if (p < last) return false;
+    last = p;
+  }
+  return true;
+}
+
 // View ops become aliases when both sides live in the arena (not user buffers or constants); so do
-// Transposes that the GPU layout pass made byte copies (ops/layout_transpose.h).
-void markAliases(const EngineGraph& g, ResolvedShapes& r) {
+// Transposes that the GPU layout pass made byte copies (ops/layout_transpose.h) or that move only
+// size-1 axes, and, on the CPU,
+// the inputs of Concats that need no copy (markConcatSlices). `slices`: whether Concat inputs may
+// become slices (every dim static and no data-dependent rounds: a slice and its Concat must be
+// planned in one arena).
+void markAliases(const EngineGraph& g, ResolvedShapes& r, bool slices) {
   static const char* kViewOps[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
   r.aliased.assign(g.layers.size(), false);
   r.aliasOf.assign(g.tensors.size(), -1);
+  r.aliasOffset.assign(g.tensors.size(), 0);
+  std::vector<int> parent(g.tensors.size(), -1);
+  std::vector<int64_t> offset(g.tensors.size(), 0);
   for (size_t i = 0; i < g.layers.size(); ++i) {
     const EngineLayer& l = g.layers[i];
     if (r.hostEvaluated[i] || l.outputs.size() != 1 || l.inputs.empty() || l.inputs[0] < 0) continue;
     bool view = false;
     for (const char* op : kViewOps) view = view || l.op == op;
     int src = l.inputs[0], dst = l.outputs[0];
-    view = view || (l.op == "Transpose" && isLayoutCopyTranspose(l.attrs, r.tensors[src].dims.size()));
+    view = view || (l.op == "Transpose" && (isLayoutCopyTranspose(l.attrs, r.tensors[src].dims.size()) ||
+                                            orderKeepingTranspose(l, r.tensors[src].dims)));
     if (!view) continue;
     const EngineTensor &s = g.tensors[src], &d = g.tensors[dst];
     if (s.isInput || s.isOutput || s.value.valid() || r.tensors[src].value.valid() || d.isOutput) continue;
     if (r.tensors[src].type != r.tensors[dst].type) continue;
     r.aliased[i] = true;
-    r.aliasOf[dst] = r.aliasOf[src] >= 0 ? r.aliasOf[src] : src;
+    parent[dst] = src;
+  }
+  if (slices && g.device == DeviceType::kCPU) {
+    bool allStatic = true;
+    for (const TensorDesc& t : r.tensors) allStatic = allStatic && isStatic(t.dims);
+    if (allStatic) markConcatSlices(g, r, parent, offset);
+  }
+  // Each tensor's root (the tensor that owns the memory) and its byte offset in it.
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    int root = static_cast<int>(t);
+    int64_t at = 0;
+    while (parent[root] >= 0) {
+      at += offset[root];
+      root = parent[root];
+    }
+    if (root != static_cast<int>(t)) {
+      r.aliasOf[t] = root;
+      r.aliasOffset[t] = at;
+    }
   }
 }
 }  // namespace
@@ -220,7 +314,7 @@ ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& in
     }
     r.layers[i] = std::move(d);
   }
-  markAliases(g, r);
+  markAliases(g, r, fetched == nullptr);
   return r;
 }
 

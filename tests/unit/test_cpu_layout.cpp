@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "builder/passes/passes.h"
+#include "core/thread_pool.h"
 #include "op_test_util.h"
 #include "ops/conv_layout.h"
 #include "ops/fused_attrs.h"
@@ -365,4 +366,19 @@ TEST(CpuLayout, ElementwiseLayersKeepTheBlockedRegion) {
     std::copy(out.at(name).begin(), out.at(name).end(), got.as<float>());
     expectClose(got, rv, 1e-4, 1e-4, name);
   }
+}
+
+// One set of threads (issue 22): with oneDNN in the process, the CPU backend's pool hands its loops
+// to the OpenMP team oneDNN's primitives run on (backends/cpu/openmp_team.h), so that kiln's own
+// kernels and oneDNN's do not take turns on the cores.
+TEST(CpuBackend, PoolRunsOnTheOpenMpTeamWithOneDnn) {
+  if (getBackend(DeviceType::kCPU, 1)->preferredChannelBlock() == 0) GTEST_SKIP() << "built without oneDNN";
+  ThreadPool* pool = cpuBackend().pool();
+  EXPECT_TRUE(pool->usesTeam());
+  EXPECT_EQ(pool->size(), 2);
+  std::vector<int> hits(1000, 0);
+  pool->parallelFor(1000, 10, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+  });
+  for (int h : hits) ASSERT_EQ(h, 1);
 }

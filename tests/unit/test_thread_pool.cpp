@@ -85,3 +85,55 @@ TEST(ThreadPool, CreatedAndDestroyedRepeatedly) {
     pool.reset();  // some pools never ran a job: their workers still wait and must stop
   }
 }
+
+namespace {
+//! A TeamRunner made of fresh std::threads (the CPU backend passes libgomp's team instead):
+//! counts its calls and the threads it was asked for.
+std::atomic<int> gTeamCalls{0};
+std::atomic<unsigned> gTeamThreads{0};
+void threadTeam(void (*body)(void*), void* arg, unsigned threads) {
+  gTeamCalls.fetch_add(1);
+  gTeamThreads.store(threads);
+  std::vector<std::thread> others;
+  for (unsigned i = 1; i < threads; ++i) others.emplace_back(body, arg);
+  body(arg);
+  for (auto& t : others) t.join();
+}
+}  // namespace
+
+// A pool on a TeamRunner owns no threads and hands each loop to the runner, with its thread count;
+// the loops keep the pool's guarantees (every index once, nested loops inline, concurrent callers).
+TEST(ThreadPool, TeamRunnerRunsEveryLoop) {
+  ThreadPool pool(3, threadTeam);
+  EXPECT_TRUE(pool.usesTeam());
+  EXPECT_EQ(pool.size(), 3);
+  gTeamCalls = 0;
+  for (int64_t n : {3, 17, 1000})
+    for (int64_t grain : {1, 7}) {
+      std::vector<int> hits = coverage(pool, n, grain);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)], 1) << "n " << n << " grain " << grain;
+    }
+  EXPECT_EQ(gTeamCalls.load(), 5);  // not n = 3 with grain 7: one chunk runs on the caller
+  EXPECT_EQ(gTeamThreads.load(), 3u);
+  gTeamCalls = 0;
+  coverage(pool, 5, 8);  // one chunk: runs on the caller, no team
+  EXPECT_EQ(gTeamCalls.load(), 0);
+  std::vector<std::atomic<int>> nested(16 * 16);
+  pool.parallelFor(16, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      pool.parallelFor(16, 1, [&](int64_t b2, int64_t e2) {
+        for (int64_t j = b2; j < e2; ++j) nested[static_cast<size_t>(i * 16 + j)].fetch_add(1);
+      });
+  });
+  for (auto& h : nested) ASSERT_EQ(h.load(), 1);
+  EXPECT_EQ(gTeamCalls.load(), 1);  // the inner loops ran inline
+  std::atomic<int> wrong{0};
+  auto caller = [&](int64_t n) {
+    for (int i = 0; i < 20; ++i)
+      for (int h : coverage(pool, n + i, 4)) wrong += h != 1;
+  };
+  std::thread a(caller, 300), b(caller, 301);
+  a.join();
+  b.join();
+  EXPECT_EQ(wrong.load(), 0);
+}

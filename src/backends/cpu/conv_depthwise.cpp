@@ -8,7 +8,6 @@
 #include <algorithm>
 
 #include "backends/cpu/conv_cpu_common.h"
-#include "backends/cpu/conv_parallel.h"
 #include "backends/cpu/gemm.h"
 #include "core/thread_pool.h"
 
@@ -167,7 +166,7 @@ class DepthwiseKernel : public Kernel {
     const float* weights = k_.weights.as<float>();
     const float* bias = k_.biasData();
     const int64_t planes = p.batch * p.outChannels, inSize = w.inSize(), outSize = w.outSize();
-    convParallelFor(io.pool, planes, 1, [&](int64_t b, int64_t e) {
+    io.pool->parallelFor(planes, 1, [&](int64_t b, int64_t e) {
       for (int64_t plane = b; plane < e; ++plane) {
         const int64_t c = plane % p.outChannels;
         PlaneArgs a{x + plane * inSize, weights + c * 9, bias ? bias[c] : 0.f, res ? res + plane * outSize : nullptr,

@@ -9,18 +9,15 @@
 //   of convolutions in oneDNN's own layout run without any reorder.
 // Bias, the residual (sum post-op) and the fused activation (eltwise post-op) run inside the
 // primitive (HardSigmoid as linear + clip post-ops); an activation with no oneDNN equivalent would
-// run afterwards, on the OpenMP team.
+// run afterwards, on the same threads.
 //
-// Threads: oneDNN (Debian build) runs on its own OpenMP runtime, not on kiln's ThreadPool.
-// execute() sets the OpenMP thread count of the calling thread to io.pool->size(), so a layer
-// uses as many threads as any other kiln kernel. kiln's pool workers sleep on a condition
-// variable while oneDNN runs, so oneDNN never competes with them; but OpenMP workers keep spinning
-// for a while (GOMP_SPINCOUNT) after each primitive and would steal cycles from a next layer run
-// on kiln's pool. The conv_pool family's own kernels (depthwise, pooling) therefore run on that
-// same OpenMP team when it exists (conv_parallel.h): measured on ResNet-50 / MobileNetV2 with 2
-// threads, 5-10% faster than on kiln's pool. OMP_WAIT_POLICY=passive removes the spinning but
-// makes every oneDNN call pay a futex wake-up (MobileNetV2 ~35% slower). Primitive descriptors
-// are created at reshape, under the process-wide OpenMP default thread count.
+// Threads: oneDNN (Debian build) runs on its own OpenMP runtime. execute() sets the OpenMP thread
+// count of the calling thread to io.pool->size(), so a layer uses as many threads as any other
+// kiln kernel, and the backend's ThreadPool runs kiln's own loops on that same OpenMP team
+// (openmp_team.h), so oneDNN and kiln never take turns on the cores. OMP_WAIT_POLICY=passive
+// would stop the team's spinning between layers but make every call pay a futex wake-up
+// (MobileNetV2 ~35% slower). Primitive descriptors are created at reshape, under the
+// process-wide OpenMP default thread count.
 // Concurrency: every context gets its own primitive, stream and memory objects (KernelState);
 // the scratchpad is user-managed and lives in the context's workspace, so contexts never share
 // mutable oneDNN state. Only the reordered weights are shared (read-only).
@@ -36,7 +33,6 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
-#include "backends/cpu/conv_parallel.h"
 #include "backends/cpu/onednn_common.h"
 #include "backends/cpu/gemm.h"
 #include "core/thread_pool.h"
@@ -63,6 +59,25 @@ Tag plainWeightsTag(size_t rank, bool grouped) {
 }
 
 size_t alignUp(size_t n) { return (n + 63) / 64 * 64; }
+
+//! Whether `d` describes the 4-D tensor `dims` as plain NCHW or channel-blocked (nChw8c / nChw16c
+//! with C a multiple of the block): without padding channels.
+bool denseChannels(const memory::desc& d, const memory::dims& dims) {
+  if (dims.size() != 4) return false;
+  const auto f32 = memory::data_type::f32;
+  if (d == memory::desc(dims, f32, Tag::nchw)) return true;
+  for (int64_t b : {8, 16})
+    if (dims[1] % b == 0 && d == memory::desc(dims, f32, exchangeTag(4, b))) return true;
+  return false;
+}
+
+//! Whether `a` and `b` place every element of `dims` at the same byte: equal, or both dense (plain
+//! or blocked) with one pixel per channel (H = W = 1: a squeeze-excitation vector [N, C, 1, 1],
+//! whose bytes are the same in every such layout, so no reorder is needed between them).
+bool sameBytes(const memory::desc& a, const memory::desc& b, const memory::dims& dims) {
+  if (a == b) return true;
+  return dims.size() == 4 && dims[2] == 1 && dims[3] == 1 && denseChannels(a, dims) && denseChannels(b, dims);
+}
 
 //! The oneDNN view of one concrete Conv problem.
 struct DnnlConvShapes {
@@ -152,8 +167,8 @@ class OneDnnConvKernel : public Kernel {
       // another layout.
       memory::desc userSrc(sh.src, memory::data_type::f32, exchangeTag(rank_, inBlock_));
       memory::desc userDst(sh.dst, memory::data_type::f32, exchangeTag(rank_, outBlock_));
-      s->reorderSrc = userSrc != pp.pd.src_desc();
-      s->reorderDst = userDst != pp.pd.dst_desc();
+      s->reorderSrc = !sameBytes(userSrc, pp.pd.src_desc(), sh.src);
+      s->reorderDst = !sameBytes(userDst, pp.pd.dst_desc(), sh.dst);
       s->userSrc = memory(userSrc, eng, DNNL_MEMORY_NONE);
       s->userDst = memory(userDst, eng, DNNL_MEMORY_NONE);
       s->userRes = memory(userDst, eng, DNNL_MEMORY_NONE);
@@ -212,7 +227,7 @@ class OneDnnConvKernel : public Kernel {
     if (!s.prep->eltwiseInPrimitive && k_.act.kind != ActKind::kNone) {
       GemmEpilogue ep;
       ep.act = k_.act;
-      convParallelFor(io.pool, s.outRows, 1, [&](int64_t b, int64_t e) { applyEpilogue(ep, y, s.outCols, b, e, 0, s.outCols); });
+      io.pool->parallelFor(s.outRows, 1, [&](int64_t b, int64_t e) { applyEpilogue(ep, y, s.outCols, b, e, 0, s.outCols); });
     }
   }
 

@@ -8,6 +8,7 @@
 #include "backends/cpu/conv_cpu_common.h"
 #include "backends/cpu/cpu_tactics.h"
 #include "backends/cpu/device_peak_cpu.h"
+#include "backends/cpu/openmp_team.h"
 #include "core/thread_pool.h"
 #include "ops/op_registry.h"
 #include "plugin/plugin_layer.h"
@@ -39,7 +40,8 @@ class RefKernel : public Kernel {
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(int threads) : pool_(threads) {}
+  // The pool runs its loops on the OpenMP team oneDNN uses, when one is in the process (openmp_team.h).
+  explicit CpuBackend(int threads) : pool_(threads, cpu::openMpTeam()) {}
   DeviceType device() const override { return DeviceType::kCPU; }
   std::string fingerprint() const override {
     std::string f = "cpu:x86_64";

@@ -205,12 +205,39 @@ void binarySpan(const float* a, const float* b, float* y, int64_t n) {
   }
 }
 
+//! `rows` short rows of `n` elements: row r reads a + r * strideA, b + r * strideB and writes
+//! y + r * n. Blocked layouts make such rows: a per-channel operand [1, C, 1, 1] against nChw8c data
+//! is one 8-float row repeated over every pixel (strideB 0), which one call per row of 8 made several
+//! times slower than the streaming loop (MobileNetV3's squeeze-excitation gates).
+template <BKind K, bool ContigA, bool ContigB>
+void binaryRows(const float* a, const float* b, float* y, int64_t rows, int64_t n, int64_t strideA, int64_t strideB) {
+  if (n == 8) {  // one vector per row: the operand that repeats stays in a register
+    const bool fixedA = ContigA && strideA == 0, fixedB = ContigB && strideB == 0;
+    const __m256 ra = ContigA ? _mm256_loadu_ps(a) : _mm256_set1_ps(a[0]);
+    const __m256 rb = ContigB ? _mm256_loadu_ps(b) : _mm256_set1_ps(b[0]);
+    for (int64_t r = 0; r < rows; ++r) {
+      __m256 va = fixedA || !ContigA ? (ContigA ? ra : _mm256_set1_ps(a[r * strideA])) : _mm256_loadu_ps(a + r * strideA);
+      __m256 vb = fixedB || !ContigB ? (ContigB ? rb : _mm256_set1_ps(b[r * strideB])) : _mm256_loadu_ps(b + r * strideB);
+      _mm256_storeu_ps(y + r * 8, binaryVec<K>(va, vb));
+    }
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) binarySpan<K, ContigA, ContigB>(a + r * strideA, b + r * strideB, y + r * n, n);
+}
+
 using BinarySpanFn = void (*)(const float*, const float*, float*, int64_t);
+using BinaryRowsFn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t);
 
 template <BKind K>
 BinarySpanFn binarySpanFor(bool contigA, bool contigB) {
   if (contigA) return contigB ? binarySpan<K, true, true> : binarySpan<K, true, false>;
   return contigB ? binarySpan<K, false, true> : binarySpan<K, false, false>;
+}
+
+template <BKind K>
+BinaryRowsFn binaryRowsFor(bool contigA, bool contigB) {
+  if (contigA) return contigB ? binaryRows<K, true, true> : binaryRows<K, true, false>;
+  return contigB ? binaryRows<K, false, true> : binaryRows<K, false, false>;
 }
 
 BinarySpanFn binarySpanFor(BKind k, bool contigA, bool contigB) {
@@ -222,6 +249,19 @@ BinarySpanFn binarySpanFor(BKind k, bool contigA, bool contigB) {
     case BKind::kMax: return binarySpanFor<BKind::kMax>(contigA, contigB);
     case BKind::kMin: return binarySpanFor<BKind::kMin>(contigA, contigB);
     case BKind::kPRelu: return binarySpanFor<BKind::kPRelu>(contigA, contigB);
+  }
+  throw Error("elementwise: unknown binary kind");
+}
+
+BinaryRowsFn binaryRowsFor(BKind k, bool contigA, bool contigB) {
+  switch (k) {
+    case BKind::kAdd: return binaryRowsFor<BKind::kAdd>(contigA, contigB);
+    case BKind::kSub: return binaryRowsFor<BKind::kSub>(contigA, contigB);
+    case BKind::kMul: return binaryRowsFor<BKind::kMul>(contigA, contigB);
+    case BKind::kDiv: return binaryRowsFor<BKind::kDiv>(contigA, contigB);
+    case BKind::kMax: return binaryRowsFor<BKind::kMax>(contigA, contigB);
+    case BKind::kMin: return binaryRowsFor<BKind::kMin>(contigA, contigB);
+    case BKind::kPRelu: return binaryRowsFor<BKind::kPRelu>(contigA, contigB);
   }
   throw Error("elementwise: unknown binary kind");
 }
@@ -273,13 +313,28 @@ class BinaryKernel : public Kernel {
   struct State : KernelState {
     BroadcastLayout layout;
     BinarySpanFn fn = nullptr;
+    // Short rows (inner < kShortRow): the last outer dim is walked inside one call instead.
+    BinaryRowsFn rowsFn = nullptr;
+    int64_t mid = 1, midStrideA = 0, midStrideB = 0;
   };
+  static constexpr int64_t kShortRow = 256;
   size_t reshape(const LayerDesc& c, std::unique_ptr<KernelState>& state) const override {
     auto s = std::make_unique<State>();
     // A layer inside a blocked region (cpu_layout's transparent layers) indexes the stored bytes.
     const int64_t b = outLayoutBlock(c);
     s->layout = coalesce(physicalDims(c.outputs[0].dims, b), physicalDims(c.inputs[0].dims, b), physicalDims(c.inputs[1].dims, b));
     s->fn = binarySpanFor(kind_, s->layout.contigA, s->layout.contigB);
+    BroadcastLayout& L = s->layout;
+    if (L.inner < kShortRow && !L.outer.empty()) {
+      s->rowsFn = binaryRowsFor(kind_, L.contigA, L.contigB);
+      s->mid = L.outer.back();
+      s->midStrideA = L.strideA.back();
+      s->midStrideB = L.strideB.back();
+      L.outer.pop_back();
+      L.strideA.pop_back();
+      L.strideB.pop_back();
+      L.rows = volume(L.outer);
+    }
     state = std::move(s);
     return 0;
   }
@@ -290,8 +345,28 @@ class BinaryKernel : public Kernel {
     const float* a = io.in[0].as<float>();
     const float* b = io.in[1].as<float>();
     float* y = io.out[0].as<float>();
-    // Work items: (row, chunk of the inner dim), so one long row is also split across threads.
     constexpr int64_t kChunk = 8192;
+    if (s.rowsFn) {  // short rows: work items are (outer row, run of the last outer dim)
+      const int64_t per = std::max<int64_t>(1, kChunk / std::max<int64_t>(L.inner, 1));
+      const int64_t runs = (s.mid + per - 1) / per;
+      io.pool->parallelFor(L.rows * runs, std::max<int64_t>(1, 4 / std::max<int64_t>(runs, 1)), [&](int64_t begin, int64_t end) {
+        for (int64_t item = begin; item < end; ++item) {
+          int64_t row = item / runs, m0 = (item % runs) * per;
+          int64_t offA = 0, offB = 0;
+          for (size_t d = L.outer.size(), r = row; d-- > 0;) {
+            int64_t i = static_cast<int64_t>(r) % L.outer[d];
+            r /= L.outer[d];
+            offA += i * L.strideA[d];
+            offB += i * L.strideB[d];
+          }
+          const int64_t m = std::min(per, s.mid - m0);
+          s.rowsFn(a + offA + m0 * s.midStrideA, b + offB + m0 * s.midStrideB, y + (row * s.mid + m0) * L.inner, m,
+                   L.inner, s.midStrideA, s.midStrideB);
+        }
+      });
+      return;
+    }
+    // Work items: (row, chunk of the inner dim), so one long row is also split across threads.
     int64_t chunks = (L.inner + kChunk - 1) / kChunk;
     int64_t grain = std::max<int64_t>(1, 32768 / std::min(L.inner, kChunk));
     io.pool->parallelFor(L.rows * chunks, grain, [&](int64_t begin, int64_t end) {

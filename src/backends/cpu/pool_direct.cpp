@@ -9,7 +9,6 @@
 #include <limits>
 
 #include "backends/cpu/conv_cpu_common.h"
-#include "backends/cpu/conv_parallel.h"
 #include "core/thread_pool.h"
 #include "ops/conv_layout.h"
 #include "ops/fused_attrs.h"
@@ -111,7 +110,7 @@ class GlobalPoolKernel : public Kernel {
     if (block_ > 1) {  // slabs of block_ channels; Y is plain [N, C, 1, 1]
       const int64_t slabs = s.planes / block_;
       int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, s.size * block_));
-      convParallelFor(io.pool, slabs, grain, [&](int64_t b, int64_t e) {
+      io.pool->parallelFor(slabs, grain, [&](int64_t b, int64_t e) {
         for (int64_t p = b; p < e; ++p) {
           if (block_ == 8) globalPoolSlab<8>(x + p * s.size * 8, y + p * 8, s.size, max_);
           else globalPoolSlab<16>(x + p * s.size * 16, y + p * 16, s.size, max_);
@@ -120,7 +119,7 @@ class GlobalPoolKernel : public Kernel {
       return;
     }
     int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, s.size));
-    convParallelFor(io.pool, s.planes, grain, [&](int64_t b, int64_t e) {
+    io.pool->parallelFor(s.planes, grain, [&](int64_t b, int64_t e) {
       for (int64_t p = b; p < e; ++p) y[p] = max_ ? planeMax(x + p * s.size, s.size) : planeMean(x + p * s.size, s.size);
     });
   }

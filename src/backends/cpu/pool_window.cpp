@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "backends/cpu/conv_cpu_common.h"
-#include "backends/cpu/conv_parallel.h"
 #include "core/thread_pool.h"
 #include "ops/conv_layout.h"
 #include "ops/fused_attrs.h"
@@ -296,7 +295,7 @@ class WindowPoolKernel : public Kernel {
     float* y = io.out[0].as<float>();
     // A plane is one channel, a slab block_ channels: the same strides times block_.
     const int64_t inSize = s.win.inSize() * block_, outSize = s.win.outSize() * block_;
-    convParallelFor(io.pool, s.planes, 1, [&](int64_t b, int64_t e) {
+    io.pool->parallelFor(s.planes, 1, [&](int64_t b, int64_t e) {
       for (int64_t p = b; p < e; ++p) {
         switch (kind_) {
           case PoolKind::kMax: poolSlabOfBlock<PoolKind::kMax>(block_, x + p * inSize, y + p * outSize, s); break;

@@ -13,6 +13,7 @@
 
 #include "backends/cpu/cpu_tactics.h"
 #include "core/thread_pool.h"
+#include "ops/fused_attrs.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -428,7 +429,20 @@ std::unique_ptr<Kernel> createGather(const LayerDesc&) { return std::make_unique
 namespace cpu {
 KernelFactory copyAnyType() { return {anySupported, createCopy}; }
 KernelFactory transposeBlocked() { return {anySupported, createTranspose}; }
-KernelFactory concatMemcpy() { return {anySupported, createConcat}; }
+// In a blocked region (cpu_layout's channel concats) a Concat along the channels of 4-D tensors
+// whose channel counts are multiples of the block copies the same runs as in NCHW.
+bool concatSupported(const LayerDesc& l) {
+  if (hasPlainLayouts(l)) return true;
+  const int64_t b = outLayoutBlock(l);
+  if (b < 1 || inLayoutBlock(l) != b || l.outputs.size() != 1 || l.outputs[0].dims.size() != 4) return false;
+  const int64_t axis = l.attrs->getInt("axis", 0);
+  if (axis != 1 && axis != -3) return false;
+  for (const TensorDesc& t : l.inputs)
+    if (t.dims.size() != 4 || t.dims[1] < 0 || t.dims[1] % b != 0) return false;
+  return true;
+}
+
+KernelFactory concatMemcpy() { return {concatSupported, createConcat}; }
 KernelFactory sliceMemcpy() { return {anySupported, createSlice}; }
 KernelFactory gatherMemcpy() { return {gatherSupported, createGather}; }
 }  // namespace cpu

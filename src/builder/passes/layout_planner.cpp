@@ -73,12 +73,22 @@ class LayoutPlanner {
   }
   bool isBlocked(const Tensor* t) const { return t && blocked_.count(t); }
 
-  //! A transparent layer's input k of Y's shape (it shares Y's layout; the others are broadcasts).
-  static bool fullInput(const Layer& l, size_t k) { return l.inputs[k] && l.inputs[k]->dims == l.outputs[0]->dims; }
-  //! A transparent layer that may run in the layout: every input of another shape is invariant.
+  bool isChannelConcat(const Layer& l) const { return policy_.channelConcat && policy_.channelConcat(l); }
+  //! A transparent layer's input k that shares Y's layout: of Y's shape (the others are
+  //! broadcasts), or any input of a channel concat.
+  bool fullInput(const Layer& l, size_t k) const {
+    return l.inputs[k] && (l.inputs[k]->dims == l.outputs[0]->dims || isChannelConcat(l));
+  }
+  //! A transparent layer that may run in the layout: every input of another shape is invariant
+  //! (a channel concat: every input may take the layout).
   bool transparentOk(const Layer& l) const {
-    if (!policy_.transparent || !policy_.transparent(l) || rejected_.count(&l) || l.outputs.size() != 1 || l.inputs.empty())
-      return false;
+    if (rejected_.count(&l) || l.outputs.size() != 1 || l.inputs.empty()) return false;
+    if (isChannelConcat(l)) {
+      for (const Tensor* t : l.inputs)
+        if (!t || !policy_.eligible(t)) return false;
+      return policy_.eligible(l.outputs[0]);
+    }
+    if (!policy_.transparent || !policy_.transparent(l)) return false;
     bool anyFull = false;
     for (size_t k = 0; k < l.inputs.size(); ++k) {
       if (!l.inputs[k]) continue;

@@ -33,6 +33,10 @@ bool lowerComputedCompress(Network& net);
 //! Concat of constant step-1 Slices of one tensor along the Concat's axis (torch.roll as exported)
 //! -> one Gather with the concatenated index ranges (lower_slice_concat.cpp).
 bool lowerSliceConcat(Network& net);
+//! CPU: channel shuffles (Reshape -> Transpose of the two split axes -> Reshape) -> Gather with a
+//! constant permutation; Slice / Split of a constant-index Gather -> Gathers of the selected
+//! indices (fold_channel_shuffle.cpp).
+bool foldChannelShuffle(Network& net);
 //! Conv -> BatchNormalization (constant parameters): folds the BN into the conv's weights/bias.
 bool foldBatchNormIntoConv(Network& net);
 //! Other inference BatchNormalization (constant parameters) -> Mul(a[c]) -> Add(b[c]), for the
