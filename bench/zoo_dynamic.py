@@ -153,7 +153,8 @@ def run_model(args, torch, peers, name, spec, write):
 
 def write_table(path, rows, machine, command):
     with open(path, "w") as f:
-        f.write("# Dynamic-axis exports vs fixed-shape exports (kiln FP16, H200)\n\n")
+        gpu = machine.split(",")[0].replace("NVIDIA ", "")
+        f.write(f"# Dynamic-axis exports vs fixed-shape exports (kiln FP16, {gpu})\n\n")
         f.write(f"- Updated: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}\n")
         f.write(f"- Machine: {machine}\n- Command: `{command}`\n")
         f.write("- One engine per model from a dynamic export (profile min batch 1 / seq 16, opt half the throughput "

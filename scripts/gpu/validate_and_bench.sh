@@ -19,10 +19,10 @@
 #   bench       bench/gpu_bench.py side by side with peers.py --modes compile_half_frozen (--peer-mode)
 #   perfzoo     bench/zoo.py: the GPU perf zoo (bench/zoo_models.py) against compile_half_frozen, the
 #               models in $PERFZOO_MODELS (default all; ~1 min per model), rows merged into
-#               bench/results/gpu-zoo-h200.jsonl's -> $OUT/gpu-zoo-h200.{jsonl,md}
+#               bench/results/gpu-zoo-$GPU_TAG.jsonl's -> $OUT/gpu-zoo-$GPU_TAG.{jsonl,md}
 #               (PERFZOO_ARGS: more zoo.py flags, e.g. "--profile" or "--kiln-only --batches 128")
 #   dynzoo      bench/zoo_dynamic.py: dynamic-axis exports of zoo models ($DYNZOO_MODELS) against
-#               fixed-shape exports, kiln vs kiln (issue 23) -> $OUT/gpu-zoo-dynamic-h200.{jsonl,md}
+#               fixed-shape exports, kiln vs kiln (issue 23) -> $OUT/gpu-zoo-dynamic-$GPU_TAG.{jsonl,md}
 #               (DYNZOO_ARGS=--profile: per-op time of both engines at the opt shape)
 #   profile     per-layer profiles of the benchmark engines named in $PROFILE (default
 #               resnet50_b32,bert_base_s128_b32; run after bench) -> profile.txt
@@ -60,6 +60,9 @@ else
 fi
 export LD_LIBRARY_PATH=$K/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
+# Results of the zoo steps are kept per card (an H100's rows never merge into the H200's table).
+GPU_TAG=h200
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100 && GPU_TAG=h100
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 FAILED=0; SUMMARY=()
 # finish NAME STATUS WHAT: the step's one summary line (status 0 = ok), and the seconds since the
@@ -75,14 +78,19 @@ last() { grep -E "$2" "$1" 2>/dev/null | tail -1 | cut -c1-200; }
 if has unit; then
   export KILN_TEST_LIBDIR=$K/lib
   # One process per suite: a kernel that faults poisons its CUDA context, not the other suites.
-  suites=$($K/bin/kiln_unit_tests --gtest_list_tests | grep -E '^(Cuda|Plugins|Pass|GpuLayout)' | tr -d '.' )
+  # Besides the GPU suites, CPU suites that behave differently on this machine's CPU and core count
+  # (AVX-512, 16 threads: tactic choices, the thread pool on the OpenMP team), which aborted once here.
+  suites=$($K/bin/kiln_unit_tests --gtest_list_tests | grep -E '^(Cuda|Plugins|Pass|GpuLayout|Runtime|TacticBuckets|Attention|LinearAttention|ThreadPool)' | tr -d '.' )
   nsuites=0; badsuites=0; : > $OUT/unit_gpu.log
   for suite in $suites; do
     nsuites=$((nsuites + 1))
     echo "=== $suite" >> $OUT/unit_gpu.log
-    timeout 120 $K/bin/kiln_unit_tests --gtest_filter="$suite.*" --gtest_brief=1 >> $OUT/unit_gpu.log 2>&1
+    # Not --gtest_brief: on an abort, the last [ RUN ] line names the test that was running.
+    timeout 120 $K/bin/kiln_unit_tests --gtest_filter="$suite.*" > /tmp/suite.log 2>&1
     rc=$?
-    [ $rc -eq 0 ] || { badsuites=$((badsuites + 1)); echo "!!! $suite exited with status $rc" >> $OUT/unit_gpu.log; }
+    grep -vE '^\[ +(RUN|OK) +\]' /tmp/suite.log >> $OUT/unit_gpu.log
+    [ $rc -eq 0 ] || { badsuites=$((badsuites + 1));
+      echo "!!! $suite exited with status $rc; last test started: $(grep -E '^\[ RUN' /tmp/suite.log | tail -1)" >> $OUT/unit_gpu.log; }
   done
   grep -E "^===|tests ran|PASSED|FAILED|SKIPPED|!!!" $OUT/unit_gpu.log | head -80
   # gtest counts skipped tests apart from passed ones: CUDA tests that all skipped ran nothing.
@@ -174,21 +182,21 @@ if has bench; then
   finish bench $rc "exit $rc: $OUT/gpu-h200.md"
 fi
 if has perfzoo; then
-  cp bench/results/gpu-zoo-h200.jsonl $OUT/gpu-zoo-h200.jsonl 2>/dev/null || : > $OUT/gpu-zoo-h200.jsonl
+  cp bench/results/gpu-zoo-$GPU_TAG.jsonl $OUT/gpu-zoo-$GPU_TAG.jsonl 2>/dev/null || : > $OUT/gpu-zoo-$GPU_TAG.jsonl
   timeout ${PERFZOO_TIMEOUT:-540} python3 bench/zoo.py --kiln $K/bin/kiln --peers .device_deps/peers.py \
-    --results $OUT/gpu-zoo-h200.jsonl --out $OUT/gpu-zoo-h200.md ${PERFZOO_MODELS:+--models $PERFZOO_MODELS} ${PERFZOO_ARGS:-} > $OUT/perfzoo.log 2>&1
+    --results $OUT/gpu-zoo-$GPU_TAG.jsonl --out $OUT/gpu-zoo-$GPU_TAG.md ${PERFZOO_MODELS:+--models $PERFZOO_MODELS} ${PERFZOO_ARGS:-} > $OUT/perfzoo.log 2>&1
   rc=$?
   grep -E '^\{' $OUT/perfzoo.log | cut -c1-300
   nrows=$(grep -c '"kiln_ms"' $OUT/perfzoo.log)
-  finish perfzoo $(( rc != 0 || nrows == 0 )) "exit $rc, $nrows rows timed: $OUT/gpu-zoo-h200.md"
+  finish perfzoo $(( rc != 0 || nrows == 0 )) "exit $rc, $nrows rows timed: $OUT/gpu-zoo-$GPU_TAG.md"
 fi
 if has dynzoo; then
   timeout ${DYNZOO_TIMEOUT:-540} python3 bench/zoo_dynamic.py --kiln $K/bin/kiln --peers .device_deps/peers.py \
-    --results $OUT/gpu-zoo-dynamic-h200.jsonl --out $OUT/gpu-zoo-dynamic-h200.md ${DYNZOO_MODELS:+--models $DYNZOO_MODELS} ${DYNZOO_ARGS:-} > $OUT/dynzoo.log 2>&1
+    --results $OUT/gpu-zoo-dynamic-$GPU_TAG.jsonl --out $OUT/gpu-zoo-dynamic-$GPU_TAG.md ${DYNZOO_MODELS:+--models $DYNZOO_MODELS} ${DYNZOO_ARGS:-} > $OUT/dynzoo.log 2>&1
   rc=$?
   grep -E '^\{' $OUT/dynzoo.log | cut -c1-300
   nrows=$(grep -c '"ratio"' $OUT/dynzoo.log)
-  finish dynzoo $(( rc != 0 || nrows == 0 )) "exit $rc, $nrows shapes timed: $OUT/gpu-zoo-dynamic-h200.md"
+  finish dynzoo $(( rc != 0 || nrows == 0 )) "exit $rc, $nrows shapes timed: $OUT/gpu-zoo-dynamic-$GPU_TAG.md"
 fi
 # tritonserver and the client wheels (scripts/gpu/pack_triton.sh) unpacked once; the backend comes
 # from the bundle. Status 0 when all is there.

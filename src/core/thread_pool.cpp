@@ -21,6 +21,8 @@ struct TeamJob {
   const std::function<void(int64_t, int64_t)>* fn;
   int64_t n, chunk;
   std::atomic<int64_t> next{0};
+  std::mutex errorMu;
+  std::exception_ptr error;  // the first exception of any team thread
 };
 
 //! One team thread: takes chunks until none is left (dynamic, like the workers).
@@ -31,7 +33,13 @@ void runTeamJob(void* p) {
   for (;;) {
     int64_t b = job->next.fetch_add(job->chunk, std::memory_order_relaxed);
     if (b >= job->n) break;
-    (*job->fn)(b, std::min(job->n, b + job->chunk));
+    try {
+      (*job->fn)(b, std::min(job->n, b + job->chunk));
+    } catch (...) {  // an exception may not leave an OpenMP region: keep it for the caller
+      std::lock_guard<std::mutex> lk(job->errorMu);
+      if (!job->error) job->error = std::current_exception();
+      job->next.store(job->n, std::memory_order_relaxed);  // no more chunks
+    }
   }
   if (outer) tInsidePool = false;
 }
@@ -40,6 +48,7 @@ void runTeamJob(void* p) {
 void ThreadPool::teamFor(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
   TeamJob job{&fn, n, chunk};
   team_(runTeamJob, &job, static_cast<unsigned>(threads_));
+  if (job.error) std::rethrow_exception(job.error);
 }
 
 ThreadPool::~ThreadPool() {
@@ -67,8 +76,17 @@ void ThreadPool::workerLoop(int) {
       next_ = std::min(n_, b + chunk_);
       int64_t e = next_;
       lk.unlock();
-      (*job)(b, e);
+      std::exception_ptr err;
+      try {
+        (*job)(b, e);
+      } catch (...) {  // an exception may not leave a std::thread: keep it for the caller
+        err = std::current_exception();
+      }
       lk.lock();
+      if (err) {
+        if (!error_) error_ = err;
+        next_ = n_;  // no more chunks
+      }
     }
     if (--active_ == 0) done_cv_.notify_all();
   }
@@ -94,6 +112,7 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain, const std::function<void(
   n_ = n;
   chunk_ = chunk;
   next_ = 0;
+  error_ = nullptr;
   ++generation_;
   cv_.notify_all();
   ++active_;
@@ -104,13 +123,26 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain, const std::function<void(
     next_ = std::min(n_, b + chunk_);
     int64_t e = next_;
     lk.unlock();
-    fn(b, e);
+    try {
+      fn(b, e);
+    } catch (...) {  // finish the loop with the workers first: they still read job_
+      lk.lock();
+      if (!error_) error_ = std::current_exception();
+      next_ = n_;
+      continue;
+    }
     lk.lock();
   }
   tInsidePool = false;
   --active_;
   done_cv_.wait(lk, [&] { return active_ == 0; });
   job_ = nullptr;
+  if (error_) {
+    std::exception_ptr err = error_;
+    error_ = nullptr;
+    lk.unlock();
+    std::rethrow_exception(err);
+  }
 }
 
 }  // namespace kiln

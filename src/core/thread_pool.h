@@ -3,9 +3,12 @@
 // A pool made with a TeamRunner owns no threads: it hands every loop to that runner (the CPU
 // backend passes the OpenMP team oneDNN runs on, cpu_backend.cpp), so that kiln's kernels and
 // oneDNN's primitives run on one set of threads instead of two taking turns on the cores.
+// An exception thrown by a chunk (on any thread) stops the handing out of chunks and is rethrown
+// by parallelFor on the calling thread once every thread is done: it never terminates the process.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -40,6 +43,7 @@ class ThreadPool {
   int active_ = 0;
   uint64_t generation_ = 0;
   bool stop_ = false;
+  std::exception_ptr error_;  // the first exception of the running loop (under mu_)
   std::mutex callMu_;  // one parallelFor at a time per pool
 };
 

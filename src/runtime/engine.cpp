@@ -221,6 +221,35 @@ std::string quantizationJson(const EngineGraph& g, const EngineLayer& l) {
   return f.empty() ? f : ",\"quantization\":{" + f.substr(1) + "}";
 }
 
+//! ',"parameters":{...}': the layer's scalar attributes and short lists (as trtexec's detailed
+//! layer information has them: is_causal, scale, kernel_shape, ...); tensors and long lists are
+//! left out (they are weights or kiln's own tables, not parameters a user reads).
+std::string parametersJson(const Attributes& attrs) {
+  constexpr size_t kMaxList = 16;
+  std::ostringstream o;
+  bool any = false;
+  for (const auto& [name, v] : attrs.all()) {
+    std::ostringstream e;
+    if (auto* i = std::get_if<int64_t>(&v)) e << *i;
+    else if (auto* f = std::get_if<float>(&v)) e << jsonNumber(*f);
+    else if (auto* str = std::get_if<std::string>(&v); str && str->size() <= 256) e << "\"" << jsonEscape(*str) << "\"";
+    else if (auto* is = std::get_if<std::vector<int64_t>>(&v); is && is->size() <= kMaxList) {
+      e << "[";
+      for (size_t k = 0; k < is->size(); ++k) e << (k ? "," : "") << (*is)[k];
+      e << "]";
+    } else if (auto* fs = std::get_if<std::vector<float>>(&v); fs && fs->size() <= kMaxList) {
+      e << "[";
+      for (size_t k = 0; k < fs->size(); ++k) e << (k ? "," : "") << jsonNumber((*fs)[k]);
+      e << "]";
+    } else {
+      continue;
+    }
+    o << (any ? "," : "") << "\"" << jsonEscape(name) << "\":" << e.str();
+    any = true;
+  }
+  return any ? ",\"parameters\":{" + o.str() + "}" : std::string();
+}
+
 }  // namespace
 
 std::string Engine::getLayerInformation() const {
@@ -247,6 +276,7 @@ std::string Engine::getLayerInformation() const {
     s << "],\"outputs\":[";
     for (size_t k = 0; k < l.outputs.size(); ++k) s << (k ? "," : "") << tensorJson(l.outputs[k]);
     s << "]";
+    s << parametersJson(l.attrs);
     if (hasLayouts(l.attrs))  // physical layouts (layout passes)
       s << ",\"layouts\":{\"in\":\"" << jsonEscape(inLayoutName(l.attrs)) << "\",\"out\":\""
         << jsonEscape(outLayoutName(l.attrs)) << "\"}";

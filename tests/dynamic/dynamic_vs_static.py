@@ -124,7 +124,32 @@ def llama_model():
                 feeds=padded_tokens, key_flags=True)
 
 
-MODELS = {"bert": bert_model, "cnn": cnn_model, "vit": vit_model, "llama": llama_model}
+def llama_ones_model():
+    """The LLaMA decoder called with ids alone and an all-ones attention_mask made from their shape,
+    as generation code (and the perf zoo) calls it: the mask is a value of the shapes alone (the
+    flags Gather-ed from ConstantOfShape(Shape(ids)) in transformers 5.17's export), so both engines
+    take is_causal and no mask at all."""
+    import torch
+    from transformers import LlamaConfig, LlamaModel
+    cfg = LlamaConfig(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=128, attn_implementation="eager", use_cache=False)
+    torch.manual_seed(0)
+    m = LlamaModel(cfg).eval()
+
+    class Ones(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__(); self.m = m
+        def forward(self, input_ids):
+            return self.m(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).last_hidden_state
+
+    def ids(b, s, rng):
+        return {"input_ids": rng.integers(0, 1000, size=(b, s)).astype(np.int64)}
+    return dict(module=Ones(m), inputs=["input_ids"], axes={0: "batch", 1: "seq"},
+                shapes={"min": (1, 1), "opt": (4, 32), "max": (8, 64)}, extra_shapes=[(3, 37), (8, 17), (2, 1)],
+                feeds=ids, no_mask=True)
+
+
+MODELS = {"bert": bert_model, "cnn": cnn_model, "vit": vit_model, "llama": llama_model, "llama_ones": llama_ones_model}
 
 
 def export(spec, path, dynamic):
@@ -152,6 +177,16 @@ def key_flag_masks(work, tag):
         ins = [i for i in l["inputs"][3:4] if i]
         return bool(ins) and len(ins[0]["dims"]) == 4 and ins[0]["dims"][1] == 1 and ins[0]["dims"][2] == 1
     return bool(att) and all(flags(l) for l in att)
+
+
+def causal_without_mask(work, tag):
+    """Whether every Attention layer of the engine is causal and reads no mask."""
+    doc = json.load(open(os.path.join(work, f"layers_{tag}.json")))
+    att = [l for l in (doc.get("layers") or doc.get("Layers")) if l["op"] == "Attention"]
+    def ok(l):
+        causal = (l.get("parameters") or {}).get("is_causal") == 1
+        return len([i for i in l["inputs"] if i]) == 3 and causal
+    return bool(att) and all(ok(l) for l in att)
 
 
 def layer_ops(kiln, onnx_path, work, tag, extra):
@@ -220,7 +255,7 @@ def run_dynamic(kiln, onnx_path, spec, work, b, s, prof):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
-    ap.add_argument("--models", default="bert,cnn,vit,llama")
+    ap.add_argument("--models", default="bert,cnn,vit,llama,llama_ones")
     ap.add_argument("--work", default="/tmp/kiln_dynamic_vs_static")
     ap.add_argument("--counts-only", action="store_true", help="print the layer counts, compare nothing")
     a = ap.parse_args()
@@ -266,6 +301,11 @@ def main():
             for tag in ("static", "dynamic"):
                 ok = key_flag_masks(work, tag)
                 print(f"{'PASS' if ok else 'FAIL'} {name} {tag} engine: every Attention reads [B,1,1,S] key flags")
+                failures += not ok
+        if spec.get("no_mask"):  # a mask of the shapes alone (all-ones attention_mask): is_causal, no mask
+            for tag in ("static", "dynamic"):
+                ok = causal_without_mask(work, tag)
+                print(f"{'PASS' if ok else 'FAIL'} {name} {tag} engine: every Attention is causal and reads no mask")
                 failures += not ok
         failures += not same
         if spec.get("same_engine"):

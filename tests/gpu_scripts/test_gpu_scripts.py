@@ -22,13 +22,15 @@ D=$1; shard=""
 while [ $# -gt 0 ]; do [ "$1" = --shard ] && shard=${2%%/*}; shift; done
 cat "$D/shard_$shard.out"; exit "$(cat "$D/shard_$shard.rc")"
 """
-# gtest-like: lists two suites; FAKE_UNIT=fail makes the second fail, =skip makes both skip.
+# gtest-like: lists two suites; FAKE_UNIT=fail makes the second fail, =skip makes both skip,
+# =abort makes the second abort in the middle of its test (as std::terminate does).
 FAKE_UNIT = """#!/usr/bin/env bash
 case "$1" in
   --gtest_list_tests) printf 'CudaA.\\n  one\\nCudaB.\\n  two\\nOther.\\n  x\\n'; exit 0;;
 esac
 if [ "${FAKE_UNIT:-}" = skip ]; then echo "[  SKIPPED ] 1 test, listed below:"; echo "[  PASSED  ] 0 tests."; exit 0; fi
 if [ "${FAKE_UNIT:-}" = fail ] && [ "$1" = "--gtest_filter=CudaB.*" ]; then echo "[  FAILED  ] CudaB.two"; exit 1; fi
+if [ "${FAKE_UNIT:-}" = abort ] && [ "$1" = "--gtest_filter=CudaB.*" ]; then echo "[ RUN      ] CudaB.two"; echo "terminate called"; exit 134; fi
 echo "[  PASSED  ] 1 test."
 """
 
@@ -105,6 +107,9 @@ def main():
         expect(rc == 0 and "step unit: ok" in out and "step conformance: ok" in out, f"clean steps: exit {rc}", out)
         rc, out = run(["bash", VALIDATE, "unit,conformance"], {**env, "FAKE_UNIT": "fail"})
         expect(rc != 0 and "step unit: FAIL" in out and "step conformance: ok" in out, f"a failing unit suite: exit {rc}", out)
+        rc, out = run(["bash", VALIDATE, "unit"], {**env, "FAKE_UNIT": "abort"})
+        expect(rc != 0 and "step unit: FAIL" in out and "last test started: [ RUN      ] CudaB.two" in out,
+               f"an aborting unit suite names its test: exit {rc}", out)
         rc, out = run(["bash", VALIDATE, "unit"], {**env, "FAKE_UNIT": "skip"})
         expect(rc != 0 and "step unit: FAIL" in out, f"unit tests that all skipped: exit {rc}", out)
         shards(data, cases[0][1])

@@ -131,40 +131,143 @@ void makePaddedBlock(Network& n) {
   finish(n, n.addMatMul(n.addSoftmax(scores, -1)->outputs[0], v)->outputs[0]);
 }
 
+
+//! A decoder's mask from ids alone (transformers 5.17 exporting LLaMA with an all-ones
+//! attention_mask made by ones_like(ids)): flags = Gather(Reshape(Cast(ConstantOfShape(Shape(ids)))
+//! to [B*S]), b*S + j) -> [B, 1, 1, S], And-ed with the causal pattern kv <= q built from Ranges
+//! of the ids' dims, then Where(m, 0, finfo.min). A value of the shapes alone, computed at run time.
+void makeOnesMaskDecoderBlock(Network& n) {
+  Tensor* q = n.addInput("q", DataType::kFLOAT, {-1, H, -1, D});
+  Tensor* k = n.addInput("k", DataType::kFLOAT, {-1, H, -1, D});
+  Tensor* v = n.addInput("v", DataType::kFLOAT, {-1, H, -1, D});
+  Tensor* ids = n.addInput("ids", DataType::kINT64, {-1, -1});
+  Attributes axis0, toBool, one;
+  axis0.set("axis", int64_t(0));
+  toBool.set("to", int64_t(9));  // ONNX BOOL
+  one.set("value", ints({1}));
+  Tensor* shape = n.addLayer("Shape", {ids}, 1)->outputs[0];
+  Tensor* ones = n.addLayer("Cast", {n.addLayer("ConstantOfShape", {shape}, 1, one)->outputs[0]}, 1, toBool)->outputs[0];
+  Tensor* b = n.addLayer("Gather", {shape, n.addConstant("", ints({0}, true))}, 1, axis0)->outputs[0];
+  Tensor* s = n.addLayer("Gather", {shape, n.addConstant("", ints({1}, true))}, 1, axis0)->outputs[0];
+  auto range = [&](Tensor* limit) {
+    return n.addLayer("Range", {n.addConstant("", ints({0}, true)), limit, n.addConstant("", ints({1}, true))}, 1)->outputs[0];
+  };
+  auto unsqueeze = [&](Tensor* x, std::vector<int64_t> axes) {
+    return n.addLayer("Unsqueeze", {x, n.addConstant("", ints(axes))}, 1)->outputs[0];
+  };
+  Tensor* rowStart = n.addElementWise(unsqueeze(range(b), {1}), s, "Mul")->outputs[0];     // [B, 1]: b * S
+  Tensor* idx = n.addElementWise(rowStart, unsqueeze(range(s), {0}), "Add")->outputs[0];    // [B, S]: b * S + j
+  Tensor* flat = reshape(n, ones, {-1});
+  Tensor* flags = unsqueeze(n.addLayer("Gather", {flat, idx}, 1, axis0)->outputs[0], {1, 2});  // [B, 1, 1, S]
+  Tensor* causal = n.addLayer("LessOrEqual", {range(s), unsqueeze(range(s), {1})}, 1)->outputs[0];  // [S, S]: j <= i
+  Tensor* keep = n.addLayer("And", {causal, flags}, 1)->outputs[0];
+  HostTensor zero(DataType::kFLOAT, {}), fill(DataType::kFLOAT, {}), sc(DataType::kFLOAT, {});
+  *zero.as<float>() = 0.f;
+  *fill.as<float>() = -3.4028235e38f;
+  *sc.as<float>() = 1.0f / std::sqrt(static_cast<float>(D));
+  Tensor* m = n.addLayer("Where", {keep, n.addConstant("", zero), n.addConstant("", fill)}, 1)->outputs[0];
+  Tensor* scores = n.addMatMul(q, permute(n, k, {0, 1, 3, 2}))->outputs[0];
+  scores = n.addElementWise(n.addElementWise(scores, n.addConstant("", sc), "Mul")->outputs[0], m, "Add")->outputs[0];
+  finish(n, n.addMatMul(n.addSoftmax(scores, -1)->outputs[0], v)->outputs[0]);
+}
+}  // namespace
+
+namespace {
+
+//! Samples of a masked block: q, k, v [b, H, s, D] and the mask's source `extra` [b, s].
+InputSamples maskedSamples(const std::string& extra) {
+  InputSamples out;
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{4, 16}, {8, 32}, {1, 1}, {3, 16}, {4, 9}})
+    out.push_back({{"q", {b, H, s, D}}, {"k", {b, H, s, D}}, {"v", {b, H, s, D}}, {extra, {b, s}}});
+  return out;
+}
+
+//! `make`'s network in `net`, fused with maskedSamples(extra); its Attention layer.
+const Layer* fuseMaskedBlock(Network& net, const std::function<void(Network&)>& make, const std::string& extra) {
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  EXPECT_TRUE(fuseAttention(net, {}, maskedSamples(extra)));
+  return attentionLayer(net);
+}
+
+//! At each (b, s) of `runs`, the fused `net` agrees with a fresh unfused `make` on random q, k, v
+//! and extraOf(b, s).
+void expectMaskedBlockAgrees(Network& net, const std::function<void(Network&)>& make, const std::string& extra,
+                             const std::vector<std::pair<int64_t, int64_t>>& runs,
+                             const std::function<HostTensor(int64_t, int64_t)>& extraOf) {
+  uint32_t seed = 80;
+  for (auto [b, s] : runs) {
+    std::map<std::string, HostTensor> in{{extra, extraOf(b, s)}};
+    for (const char* name : {"q", "k", "v"}) in[name] = randomTensor({b, H, s, D}, seed++, -2.f, 2.f);
+    Network ref;
+    make(ref);
+    const HostTensor want = kiln::test::evaluateReference(ref, in).at("y"), got = kiln::test::evaluateReference(net, in).at("y");
+    ASSERT_EQ(got.dims(), want.dims());
+    for (int64_t i = 0; i < want.count(); ++i)
+      ASSERT_NEAR(got.getDouble(i), want.getDouble(i), 2e-5 * (1 + std::fabs(want.getDouble(i)))) << b << "x" << s << " [" << i << "]";
+  }
+}
+
 }  // namespace
 
 // The dense [B, 1, S, S] padding mask of a dynamic export becomes the flags as a bool
 // [B, 1, 1, S] key mask (proven at every sample), and the output agrees at other shapes,
 // rows whose keys are all padding included.
 TEST(PassAttentionDynamic, PaddingMaskOfDynamicShapesBecomesKeyFlags) {
-  auto sample = [](int64_t b, int64_t s) {
-    return std::map<std::string, Dims>{{"q", {b, H, s, D}}, {"k", {b, H, s, D}}, {"v", {b, H, s, D}}, {"mask", {b, s}}};
-  };
   Network net;
-  makePaddedBlock(net);
-  net.topoSort();
-  net.inferShapes();
-  ASSERT_TRUE(fuseAttention(net, {}, {sample(4, 16), sample(8, 32), sample(1, 1), sample(3, 16), sample(4, 9)}));
-  const Layer* a = attentionLayer(net);
+  const Layer* a = fuseMaskedBlock(net, makePaddedBlock, "mask");
   ASSERT_NE(a, nullptr);
   ASSERT_EQ(a->inputs.size(), 4u);
   EXPECT_EQ(a->inputs[3]->type, DataType::kBOOL);
   EXPECT_EQ(a->inputs[3]->dims, (Dims{-1, 1, 1, -1}));
   EXPECT_EQ(count(net, "Expand") + count(net, "Where"), 0);
-  uint32_t seed = 80;
-  for (auto [b, s] : {std::pair<int64_t, int64_t>{3, 6}, {2, 11}}) {
+  expectMaskedBlockAgrees(net, makePaddedBlock, "mask", {{3, 6}, {2, 11}}, [](int64_t b, int64_t s) {
     HostTensor flags(DataType::kINT64, {b, s});
     for (int64_t i = 0; i < b; ++i)
       for (int64_t j = 0; j < s; ++j) flags.as<int64_t>()[i * s + j] = i == 0 ? j < s - 2 : (i == 1 ? j >= 3 : 0);  // right, left, all padding
-    std::map<std::string, HostTensor> in{{"mask", flags}};
-    for (const char* name : {"q", "k", "v"}) in[name] = randomTensor({b, H, s, D}, seed++, -2.f, 2.f);
-    Network ref;
-    makePaddedBlock(ref);
-    const HostTensor want = kiln::test::evaluateReference(ref, in).at("y"), got = kiln::test::evaluateReference(net, in).at("y");
-    ASSERT_EQ(got.dims(), want.dims());
-    for (int64_t i = 0; i < want.count(); ++i)
-      ASSERT_NEAR(got.getDouble(i), want.getDouble(i), 2e-5 * (1 + std::fabs(want.getDouble(i)))) << b << "x" << s << " [" << i << "]";
-  }
+    return flags;
+  });
+}
+
+// A mask that is a value of the shapes alone (causal And all-true flags of ones_like(ids)) is the
+// causal pattern at every sample, a 1 x 1 one included: is_causal and no mask, and the output
+// agrees with the unfused network at shapes that are not samples.
+TEST(PassAttentionDynamic, CausalMaskOfTheShapesAloneBecomesIsCausal) {
+  Network net;
+  const Layer* a = fuseMaskedBlock(net, makeOnesMaskDecoderBlock, "ids");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->inputs.size(), 3u) << "the dense mask was kept";
+  EXPECT_EQ(a->attrs.getInt("is_causal", 0), 1);
+  expectMaskedBlockAgrees(net, makeOnesMaskDecoderBlock, "ids", {{3, 6}, {2, 11}, {1, 1}},
+                          [](int64_t b, int64_t s) { return HostTensor(DataType::kINT64, {b, s}); });
+}
+
+// Two unknown batch dims are not taken to be the same: where K and V have batch 1 at a sample of
+// the profile while Q has 4 (the MatMuls broadcast them), no Attention layer is made; where they
+// agree at every sample, one is.
+TEST(PassAttentionDynamic, UnknownDimsAreComparedAtTheSamples) {
+  auto make = [](Network& n) {
+    Tensor* q = n.addInput("q", DataType::kFLOAT, {-1, H, -1, D});
+    Tensor* k = n.addInput("k", DataType::kFLOAT, {-1, H, -1, D});
+    Tensor* v = n.addInput("v", DataType::kFLOAT, {-1, H, -1, D});
+    finish(n, sdpa(n, q, k, v));
+  };
+  auto sample = [](int64_t bq, int64_t bkv, int64_t s) {
+    return std::map<std::string, Dims>{{"q", {bq, H, s, D}}, {"k", {bkv, H, s, D}}, {"v", {bkv, H, s, D}}};
+  };
+  Network broadcast;
+  make(broadcast);
+  broadcast.topoSort();
+  broadcast.inferShapes();
+  fuseAttention(broadcast, {}, {sample(4, 4, 8), sample(4, 1, 8), sample(2, 2, 16)});
+  EXPECT_EQ(attentionLayer(broadcast), nullptr) << "fused although K's batch broadcasts at a sample";
+  Network same;
+  make(same);
+  same.topoSort();
+  same.inferShapes();
+  ASSERT_TRUE(fuseAttention(same, {}, {sample(4, 4, 8), sample(1, 1, 8), sample(2, 2, 16)}));
+  EXPECT_NE(attentionLayer(same), nullptr);
 }
 
 TEST(PassAttentionDynamic, VitDynamicBatchReadsThePackedProjectionInPlace) {

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -136,4 +137,21 @@ TEST(ThreadPool, TeamRunnerRunsEveryLoop) {
   a.join();
   b.join();
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// An exception thrown by a chunk, on a worker or on the caller, comes back from parallelFor on the
+// calling thread (a std::thread or an OpenMP region that it left would terminate the process), and
+// the pool runs the next loop normally.
+TEST(ThreadPool, AChunksExceptionIsRethrownOnTheCaller) {
+  ThreadPool own(4), team(4, threadTeam);
+  for (ThreadPool* pool : {&own, &team})
+    for (int64_t bad : {0, 37, 999}) {  // the caller's first chunk, a middle one, the last one
+      EXPECT_THROW(pool->parallelFor(1000, 1,
+                                     [&](int64_t b, int64_t e) {
+                                       if (b <= bad && bad < e) throw std::length_error("chunk failed");
+                                     }),
+                   std::length_error)
+          << (pool->usesTeam() ? "team" : "own workers") << ", bad index " << bad;
+      for (int h : coverage(*pool, 1000, 1)) ASSERT_EQ(h, 1);
+    }
 }

@@ -349,7 +349,7 @@ bool rewriteAttention(Network& net, const AttentionMatch& am, const CanonicalMas
 bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& supported, const InputSamples& samples) {
   AttentionMatch am;
   CanonicalMask cm;
-  if (!matchAttention(net, sm, am) || !canonicalizeMasks(net, am, sm, cm, samples)) return false;
+  if (!matchAttention(net, sm, am, samples) || !canonicalizeMasks(net, am, sm, cm, samples)) return false;
   compactKeyPaddingMask(net, am, cm, samples);  // dense runtime mask -> is_causal + key flags, when provable
   AttentionForms forms;
   findHeadForm(net, am, forms);  // the 3-D form first (no head transposes), then the views

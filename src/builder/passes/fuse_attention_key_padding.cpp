@@ -40,6 +40,10 @@
 // is made when it holds at each with the same flags, pattern and fill. The mask's subgraph is the
 // same layers at every shape, and the samples move every input dim on its own and include each
 // range's ends, so a structure that holds at all of them is the export's, not a coincidence.
+// At a sample, the mask may be a value of the shapes alone (a decoder given ids only: transformers'
+// mask of an all-ones attention_mask made by ones_like(ids), flags Gather-ed from
+// ConstantOfShape(Shape(ids))); it is then classified as it is (0 everywhere, or exact causal with
+// one masking value), and a 1 x 1 sample, where both patterns are the same mask, fits either.
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -148,9 +152,10 @@ bool sameInts(const HostTensor& a, const HostTensor& b) {
 //! cannot prove; every value is computed on copies, the network is not changed.
 class KeyPaddingProver {
  public:
-  //! constantFlags: a bool constant shaped like key flags with a batch is taken as the flags too
-  //! (transformers' mask from an all-ones attention_mask folded to a constant, And-ed with the
-  //! causal pattern into a [B, 1, S, S] mask above the fold limit).
+  //! constantFlags: a bool constant shaped like key flags is taken as the flags too (transformers'
+  //! mask from an all-ones attention_mask folded to a constant, And-ed with the causal pattern into
+  //! a [B, 1, S, S] mask above the fold limit; or, at a sample of a dynamic network, the flags'
+  //! value computed from the shapes alone, at batch 1 too). The proof holds for any value of them.
   //! wantLeaf (when set): the flags the proof at another sample found; no other tensor is taken
   //! (at a degenerate sample, S = 1, the dense mask itself is shaped like flags).
   KeyPaddingProver(const Dims& scores, DescOf desc, bool constantFlags, const Tensor* wantLeaf)
@@ -161,8 +166,8 @@ class KeyPaddingProver {
     const TensorDesc d = desc_(t);
     if (depth > kMaxDepth || !isStatic(d.dims)) return false;
     KeyFunction f;
-    const bool batchedConstantFlags = constantFlags_ && d.value.valid() && isKeyShaped(t, d) && d.dims[0] > 1;
-    if (d.value.valid() && !batchedConstantFlags) {  // a constant (or, at a sample, a value of the shapes alone)
+    const bool constantAsFlags = constantFlags_ && d.value.valid() && isKeyShaped(t, d);
+    if (d.value.valid() && !constantAsFlags) {  // a constant (or, at a sample, a value of the shapes alone)
       f.t1 = f.t0 = d.value;
     } else if (isKeyShaped(t, d)) {
       if (leaf_ && leaf_ != t) return false;  // one set of key flags only
@@ -321,18 +326,47 @@ bool allTrue(const HostTensor& t) {
 
 //! What the proof found at one set of dims.
 struct KeyPaddingProof {
-  Tensor* leaf = nullptr;
+  Tensor* leaf = nullptr;     //!< null: the mask is a value of the shapes alone here (no flags)
   Dims leafDims;
   bool flagsAllTrue = false;  //!< the flags' value is known (a constant) and keeps every key
   KeepPattern keep = KeepPattern::kNone;
+  bool eitherPattern = false;  //!< a 1 x 1 score matrix: all-kept and causal are the same mask
   double fill = 0;
 };
+
+//! A mask known at a sample from the shapes alone (a dynamic export's causal mask And-ed with the
+//! flags of an all-ones attention_mask built from the ids' shape): 0 everywhere, or 0 on and below
+//! the diagonal and one masking value c above it, broadcast over batch and heads.
+bool classifyShapeOnlyMask(const HostTensor& v, const Dims& scores, KeyPaddingProof& p) {
+  const Dims d = dims4(v.dims());
+  const int64_t Sq = scores[2], Skv = scores[3];
+  if (d[3] != Skv || (d[2] != Sq && d[2] != 1) || v.count() < 1) return false;
+  bool all = true, causal = d[2] == Sq;
+  double c = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t x = 0; x < v.count(); ++x) {
+    const double e = v.getDouble(x);
+    all = all && e == 0;
+    const int64_t j = x % d[3], i = (x / d[3]) % d[2];
+    if (causal && j > i && std::isnan(c)) c = e;
+    if (causal) causal = j <= i ? e == 0 : e == c;
+    if (!all && !causal) return false;
+  }
+  if (!all && !(c == -std::numeric_limits<double>::infinity() || c <= kAbsorbingFill)) return false;
+  p.leaf = nullptr;
+  p.flagsAllTrue = true;
+  p.keep = all ? KeepPattern::kAll : KeepPattern::kCausal;
+  p.fill = all ? 0 : c;
+  return true;
+}
 
 bool proveAt(Tensor* m, const DescOf& desc, const Dims& scores, KeyPaddingProof& p, bool constantFlags,
              const Tensor* wantLeaf = nullptr) {
   if (scores.size() != 4 || !isStatic(scores)) return false;
-  const Dims md = desc(m).dims;
+  const TensorDesc mdesc = desc(m);
+  const Dims& md = mdesc.dims;
   if (!isStatic(md) || md.size() > 4 || dims4(md)[3] != scores[3]) return false;
+  p.eitherPattern = scores[2] == 1 && scores[3] == 1;
+  if (mdesc.value.valid() && !m->isConstant()) return classifyShapeOnlyMask(mdesc.value, scores, p);
   KeyPaddingProver prover(scores, desc, constantFlags, wantLeaf);
   KeyFunction f;
   if (!prover.abstract(m, f) || !f.dependsOnKey() || !prover.leaf()) return false;
@@ -362,21 +396,32 @@ bool compactKeyPaddingMask(Network& net, const AttentionMatch& am, CanonicalMask
       proofs.emplace_back();
       const DescOf at = [&sym, s](const Tensor* t) { return sym.at(t, s); };
       const Dims sd = sym.at(scores, s).dims;
-      const Tensor* want = s ? proofs.front().leaf : nullptr;  // the flags the first sample found
+      const Tensor* want = nullptr;  // the flags an earlier sample found
+      for (const KeyPaddingProof& q : proofs)
+        if (q.leaf) want = q.leaf;
       if (!proveAt(m, at, sd, proofs.back(), false, want) && !proveAt(m, at, sd, proofs.back(), true, want)) return false;
-      const KeyPaddingProof &a = proofs.front(), &b = proofs.back();
-      if (b.leaf != a.leaf || b.keep != a.keep || b.fill != a.fill || b.leafDims.size() != a.leafDims.size()) return false;
     }
   }
-  const KeyPaddingProof& p = proofs.front();
-  Tensor* flags = p.leaf;
-  cm.causal = p.keep == KeepPattern::kCausal;
+  // One pattern (a 1 x 1 sample fits either), and where flags were found, the same flags. The
+  // reference proof: one with a definite pattern, with flags when there are.
+  auto rank = [](const KeyPaddingProof& q) { return (q.eitherPattern ? 0 : 2) + (q.leaf ? 1 : 0); };
+  const KeyPaddingProof* p = &proofs.front();
+  for (const KeyPaddingProof& q : proofs)
+    if (rank(q) > rank(*p)) p = &q;
   bool allKept = true;
-  for (const KeyPaddingProof& q : proofs) allKept = allKept && q.flagsAllTrue;
+  for (const KeyPaddingProof& q : proofs) {
+    if (q.keep != p->keep && !q.eitherPattern) return false;
+    if (q.leaf && p->leaf && (q.leaf != p->leaf || q.fill != p->fill || q.leafDims.size() != p->leafDims.size())) return false;
+    allKept = allKept && q.flagsAllTrue;
+  }
+  cm.causal = p->keep == KeepPattern::kCausal;
   if (allKept) {  // no key is padding (at any sample): the pattern alone
     cm.mask = nullptr;
     return true;
   }
+  for (const KeyPaddingProof& q : proofs)
+    if (!q.leaf) return false;  // flags at some samples, none at others: keep the dense mask
+  Tensor* flags = p->leaf;
   if (flags->dims.size() != 4) {  // [B, Skv] -> [B, 1, 1, Skv]: a view (Unsqueeze: any B and Skv)
     std::vector<int64_t> axes;
     for (size_t k = flags->dims.size(); k < 4; ++k) axes.push_back(static_cast<int64_t>(k - 1));
@@ -386,7 +431,7 @@ bool compactKeyPaddingMask(Network& net, const AttentionMatch& am, CanonicalMask
     flags = addTypedLayer(net, "Unsqueeze", {flags, axesT}, {}, flags->name + "_key_mask", DataType::kBOOL, keyDims4(flags->dims));
   }
   cm.mask = flags;
-  cm.maskFill = p.fill;
+  cm.maskFill = p->fill;
   return true;
 }
 

@@ -1,5 +1,6 @@
 // Attention fusion, step 1: the matcher (fuse_attention_steps.h). Walks from a Softmax up to the
 // Q K^T MatMul and down to the P V MatMul, collecting scales, masks and the NaN guard.
+#include <algorithm>
 #include <cmath>
 
 #include "builder/passes/fuse_attention_steps.h"
@@ -145,11 +146,34 @@ bool matchScores(const Network& net, Layer* sm, ScoreChain& m) {
 }
 
 //! Equal batch and head counts (no MatMul broadcasting), matching sequence and head sizes.
-bool shapesAgree(const AttentionMatch& am) {
-  const Dims &qd = am.q->dims, &vd = am.v->dims, &kd = am.kDims, &sc = am.scores;
+bool shapesAgree(const Dims& qd, const Dims& kd, const Dims& vd, const Dims& sc) {
   for (int i = 0; i < 2; ++i)
     if (!sameDim(qd[i], kd[i]) || !sameDim(qd[i], vd[i]) || !sameDim(qd[i], sc[i])) return false;
   return sameDim(qd[3], kd[3]) && sameDim(kd[2], vd[2]) && sameDim(sc[2], qd[2]) && sameDim(sc[3], kd[2]);
+}
+
+bool hasUnknownDim(const Dims& d) {
+  return std::any_of(d.begin(), d.end(), [](int64_t x) { return x < 0; });
+}
+
+//! Where a dim is unknown statically, shapesAgree at every sample shape of the profiles: two -1s
+//! are not taken to be the same dim (at run time one could be 1 and broadcast in the MatMuls,
+//! which the Attention op does not do). Without samples (a pass run alone) they are trusted.
+bool shapesAgreeAtSamples(const AttentionMatch& am, const InputSamples& samples) {
+  if (samples.empty() || !(hasUnknownDim(am.q->dims) || hasUnknownDim(am.kDims) || hasUnknownDim(am.v->dims) ||
+                           hasUnknownDim(am.scores)))
+    return true;
+  SymbolicDims sym(samples);
+  for (size_t s = 0; s < sym.nbSamples(); ++s) {
+    const Dims q = sym.at(am.q, s).dims, kr = sym.at(am.kRoot, s).dims, v = sym.at(am.v, s).dims;
+    const Dims sc = sym.at(am.chain.qk->outputs[0], s).dims;
+    for (const Dims* d : {&q, &kr, &v, &sc})
+      if (d->size() != 4 || hasUnknownDim(*d)) return false;
+    Dims kd(4);
+    for (int i = 0; i < 4; ++i) kd[i] = kr[static_cast<size_t>(am.kPerm[i])];
+    if (!shapesAgree(q, kd, v, sc)) return false;
+  }
+  return true;
 }
 
 //! x when `t` ([B, H, S, D]) is transformers' repeat_kv of x ([B, H / n, S, D], n > 1): Reshape
@@ -191,7 +215,7 @@ void takeRepeatedKv(AttentionMatch& am) {
 
 }  // namespace
 
-bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am) {
+bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am, const InputSamples& samples) {
   const Tensor* x = sm->inputs.empty() ? nullptr : sm->inputs[0];
   if (!x || !x->dimsKnown || x->dims.size() != 4 || !isFloatType(x->type)) return false;
   const int64_t axis = sm->attrs.getInt("axis", -1);
@@ -209,7 +233,7 @@ bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am) {
   am.kPerm = {perm[0], perm[1], perm[3], perm[2]};  // K dim i = K^T dim swap(i)
   am.kDims = Dims(4);
   for (int i = 0; i < 4; ++i) am.kDims[i] = am.kRoot->dims[static_cast<size_t>(am.kPerm[i])];
-  if (!shapesAgree(am)) return false;
+  if (!shapesAgree(am.q->dims, am.kDims, am.v->dims, am.scores) || !shapesAgreeAtSamples(am, samples)) return false;
   takeRepeatedKv(am);
   return true;
 }

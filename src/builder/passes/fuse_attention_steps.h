@@ -14,7 +14,7 @@ namespace kiln::attention_fusion {
 // Masked logits at or below this are treated as -inf (exp(-1e4) underflows in float).
 constexpr double kVeryNegative = -1e4;
 
-inline bool sameDim(int64_t a, int64_t b) { return a == b; }  // -1 == -1: the same symbolic dim (trusted)
+inline bool sameDim(int64_t a, int64_t b) { return a == b; }  // -1 == -1: trusted here; the matcher checks them at the samples
 
 //! The layers from the Q K^T MatMul to the P V MatMul.
 struct ScoreChain {
@@ -52,8 +52,8 @@ bool isIdentityLayer(const Layer* l);
 Tensor* throughIdentity(Tensor* t);
 
 //! Matcher: proves the subgraph ending in Softmax `sm` is an attention and finds Q, K, V (changes
-//! nothing).
-bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am);
+//! nothing). Dims unknown statically are compared at the profiles' `samples`.
+bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am, const InputSamples& samples = {});
 
 //! Canonicalizer: one additive mask and is_causal. Every refusal comes before the first change to
 //! the network. A dynamic network's masks are checked at its `samples` where their dims are unknown.
