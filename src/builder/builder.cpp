@@ -198,6 +198,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
   const Pass passes[] = {
       {"fold shape arithmetic (dynamic shapes)", [&](Network& n) { return foldShapeArithmetic(n, samples); }},
       {"elide Identity and same-type Cast", elideNoOps},
+      {"merge duplicate layers", mergeDuplicateLayers},
       {"lower Compress with a constant condition to Gather", lowerConstantCompress},
       {"lower Compress with a computed condition to NonZero + Gather", lowerComputedCompress},
       {"lower Concat of Slices (torch.roll) to Gather", lowerSliceConcat},
@@ -211,6 +212,8 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse rotary embedding pattern", [&](Network& n) { return fuseRotaryPattern(n, samples); }},
       {"fuse GroupNorm pattern", fuseGroupNormPattern},
       {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasFusedAttention, samples); }},
+      // Again: the attention fusion makes one mask sum per layer from masks every layer shares (T5).
+      {"merge duplicate layers made by the attention fusion", mergeDuplicateLayers},
       {"fuse MatMul + bias", fuseMatMulBias},
       // Implicit INT8 after BatchNorm folding (the weights it quantizes are the folded ones) and
       // before the residual / activation fusions, which lowerQdq's patterns do not take.

@@ -17,6 +17,9 @@ namespace kiln {
 bool foldShapeArithmetic(Network& net, const InputSamples& samples);
 //! Removes layers whose outputs were all folded to constants, then unreachable layers.
 bool removeFoldedLayers(Network& net);
+//! Layers with the same op, attributes and inputs (small constants by value) -> one; the others'
+//! readers read its outputs (common subexpression elimination, merge_duplicate_layers.cpp).
+bool mergeDuplicateLayers(Network& net);
 //! Identity and same-type Cast layers (not network outputs) -> their readers read the input (elide_noops.cpp).
 bool elideNoOps(Network& net);
 //! Pow/ReduceMean/Add/Sqrt/Div(/Mul scale) (T5, LLaMA) -> RMSNormalization (fuse_rmsnorm.cpp).
