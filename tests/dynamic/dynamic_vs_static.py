@@ -2,7 +2,8 @@
 """Dynamic-axis exports must lower to the same engine layers as fixed-shape exports (issue 23).
 
 For each model (a small Hugging Face BertModel and LlamaModel with dynamic batch and sequence axes,
-a small torchvision-style CNN and a timm ViT with a dynamic batch axis) this script
+the LlamaModel called with ids alone, a small torchvision-style CNN, a timm ViT and a torchvision Swin
+with a dynamic batch axis) this script
   1. exports it twice with torch.onnx.export (TorchScript exporter): once with fixed shapes at the
      profile's opt shape, once with dynamic_axes;
   2. builds both with kiln (CPU, --gpuFusions so that the GPU-only fusions run too), prints the
@@ -109,6 +110,23 @@ def vit_model():
                 extra_shapes=[(3, 0), (7, 0)], feeds=feeds)
 
 
+def swin_model():
+    """torchvision's Swin (shifted windows; every stage padded to a multiple of the window and the
+    padding sliced off again, all zero here): with a dynamic batch the zero Pads and whole-axis
+    Slices are elided as in the fixed export."""
+    import torch
+    from torchvision.models.swin_transformer import SwinTransformer
+    torch.manual_seed(0)
+    m = SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4],
+                        num_classes=10).eval()
+
+    def feeds(b, _, rng):
+        return {"input": rng.standard_normal((b, 3, 32, 32)).astype(np.float32)}
+
+    return dict(module=m, inputs=["input"], axes={0: "batch"}, shapes={"min": (1, 0), "opt": (4, 0), "max": (8, 0)},
+                extra_shapes=[(3, 0)], feeds=feeds)
+
+
 def llama_model():
     """A LLaMA decoder (GQA, RoPE, RMSNorm, SwiGLU) with dynamic batch and sequence and a padded
     attention_mask: causal + key padding become is_causal + key flags in both exports."""
@@ -149,7 +167,8 @@ def llama_ones_model():
                 feeds=ids, no_mask=True)
 
 
-MODELS = {"bert": bert_model, "cnn": cnn_model, "vit": vit_model, "llama": llama_model, "llama_ones": llama_ones_model}
+MODELS = {"bert": bert_model, "cnn": cnn_model, "vit": vit_model, "swin": swin_model, "llama": llama_model,
+          "llama_ones": llama_ones_model}
 
 
 def export(spec, path, dynamic):
@@ -255,7 +274,7 @@ def run_dynamic(kiln, onnx_path, spec, work, b, s, prof):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
-    ap.add_argument("--models", default="bert,cnn,vit,llama,llama_ones")
+    ap.add_argument("--models", default="bert,cnn,vit,swin,llama,llama_ones")
     ap.add_argument("--work", default="/tmp/kiln_dynamic_vs_static")
     ap.add_argument("--counts-only", action="store_true", help="print the layer counts, compare nothing")
     a = ap.parse_args()

@@ -1,7 +1,9 @@
 // Layers that compute nothing: Identity, Cast to the type its input already has (T5's RMSNorm
 // casts float32 to float32), and data movement that moves nothing: Pad by all-zero pads
-// (torchvision's Swin pads every stage to a multiple of the window, zero at 224x224), Slice/Expand/
-// Tile whose output has the input's dims (with unit steps), Transpose by the identity perm. Their
+// (torchvision's Swin pads every stage to a multiple of the window, zero at 224x224, and slices
+// the padding off again), Slice that takes every sliced axis whole (unit steps), Expand/Tile whose
+// output has the input's static dims, Transpose by the identity perm. Pad, Slice and Transpose
+// are recognized with a dynamic batch too. Their
 // readers read the input instead, so neither a copy per inference nor a break in the fusion
 // patterns is left. A network output keeps its layer (the output tensor must keep its name and
 // its own buffer).
@@ -21,20 +23,38 @@ bool constantAll(const Layer* l, size_t k, int64_t v) {
   return true;
 }
 
+//! A Slice whose sliced axes all have a static input dim equal to the output's, with unit steps:
+//! it takes each of them whole (step 1 and the same length: start 0, end past the dim), and the
+//! axes it does not slice pass through whatever their dims (a dynamic batch).
+bool slicesNothing(const Layer* l, const Tensor* in, const Tensor* out) {
+  if (l->inputs.size() < 3 || !constantAll(l, 4, 1) || in->dims.size() != out->dims.size()) return false;
+  const int64_t rank = static_cast<int64_t>(in->dims.size());
+  std::vector<int64_t> axes;
+  if (l->inputs.size() > 3 && l->inputs[3]) {
+    if (!l->inputs[3]->isConstant()) return false;
+    for (int64_t i = 0; i < l->inputs[3]->value.count(); ++i) axes.push_back(l->inputs[3]->value.getInt(i));
+  } else {
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+  }
+  for (int64_t a : axes) {
+    if (a < 0) a += rank;
+    if (a < 0 || a >= rank || in->dims[a] < 0 || in->dims[a] != out->dims[a]) return false;
+  }
+  return true;
+}
+
 bool movesNothing(const Layer* l) {
   const Tensor* in = l->inputs[0];
   const Tensor* out = l->outputs[0];
   if (l->op == "Identity") return true;
-  if (l->op == "Cast") return in->dimsKnown && out->dimsKnown && in->type == out->type;
-  // Data movement: the same static dims (dynamic dims may differ at run time).
-  if (!in->dimsKnown || !out->dimsKnown || !isStatic(in->dims) || in->dims != out->dims || in->type != out->type) return false;
-  if (l->op == "Expand" || l->op == "Tile") return true;
+  if (!in->dimsKnown || !out->dimsKnown || in->type != out->type) return false;
+  if (l->op == "Cast") return true;
+  // All-zero pads and the identity perm move nothing at any dims (a dynamic batch included).
   if (l->op == "Pad") {
     for (int64_t p : l->attrs.getInts("pads"))  // before opset 11
       if (p != 0) return false;
-    return constantAll(l, 1, 0);
+    return constantAll(l, 1, 0) && (l->inputs.size() > 1 || l->attrs.has("pads"));
   }
-  if (l->op == "Slice") return l->inputs.size() > 1 ? constantAll(l, 4, 1) : true;  // unit steps: same dims means all of it
   if (l->op == "Transpose") {
     const std::vector<int64_t> perm = l->attrs.getInts("perm");
     if (perm.empty()) return in->dims.size() <= 1;
@@ -42,6 +62,11 @@ bool movesNothing(const Layer* l) {
       if (perm[k] != static_cast<int64_t>(k)) return false;
     return true;
   }
+  if (l->op == "Slice" && l->inputs.size() > 1) return slicesNothing(l, in, out);
+  // Other data movement: the same static dims (dynamic dims may differ at run time).
+  if (!isStatic(in->dims) || in->dims != out->dims) return false;
+  if (l->op == "Expand" || l->op == "Tile") return true;
+  if (l->op == "Slice") return true;  // opset < 10 (starts/ends attributes): the same dims means all of it
   return false;
 }
 
