@@ -589,15 +589,19 @@ TEST(Passes, RmsNormPatternFuses) {
   }
 }
 
+namespace {
+//! A constant int64 vector (pads, starts, ends, axes, steps).
+Tensor* ints(Network& n, std::vector<int64_t> v) {
+  HostTensor t(DataType::kINT64, {static_cast<int64_t>(v.size())});
+  for (size_t k = 0; k < v.size(); ++k) t.as<int64_t>()[k] = v[k];
+  return n.addConstant("", t);
+}
+}  // namespace
+
 // Data movement that moves nothing (Swin's Pad to a multiple of the window at 224x224, a full
 // Slice, an Expand/Tile to the same dims, an identity Transpose) is elided; a Pad by real pads, a
 // reversing Slice (same dims, step -1) and a square Transpose by another perm stay and compute.
 TEST(Passes, DataMovementThatMovesNothingIsElided) {
-  auto ints = [](Network& n, std::vector<int64_t> v) {
-    HostTensor t(DataType::kINT64, {static_cast<int64_t>(v.size())});
-    for (size_t k = 0; k < v.size(); ++k) t.as<int64_t>()[k] = v[k];
-    return n.addConstant("", t);
-  };
   auto make = [&](Network& n) {
     Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 3, 4, 4});
     Layer* pad0 = n.addLayer("Pad", {x, ints(n, {0, 0, 0, 0, 0, 0, 0, 0})}, 1);
@@ -634,11 +638,6 @@ TEST(Passes, DataMovementThatMovesNothingIsElided) {
 // axes whole and the identity Transpose are still elided; a Slice of the dynamic axis and a crop
 // stay. The elided network computes what the original does at batch 3.
 TEST(Passes, NoOpDataMovementIsElidedWithADynamicBatch) {
-  auto ints = [](Network& n, std::vector<int64_t> v) {
-    HostTensor t(DataType::kINT64, {static_cast<int64_t>(v.size())});
-    for (size_t k = 0; k < v.size(); ++k) t.as<int64_t>()[k] = v[k];
-    return n.addConstant("", t);
-  };
   auto make = [&](Network& n) {
     Tensor* x = n.addInput("x", DataType::kFLOAT, {-1, 4, 4, 3});
     Tensor* p = n.addLayer("Pad", {x, ints(n, {0, 0, 0, 0, 0, 0, 0, 0})}, 1)->outputs[0];
