@@ -46,26 +46,46 @@ namespace {
 
 using namespace attention_fusion;  // the pass's own steps
 
+//! Whether dim ka of a and dim kb of b are the same dim: equal static values or, both unknown, equal
+//! at every sample shape of the profiles (symbolic_dims.h); without samples (the pass run alone)
+//! two unknown dims are trusted to be one. (Defensive: today a head split whose batch or sequence
+//! dim is not the input's comes from a run-time Reshape target, which leaves the head dims unknown
+//! too, so the forms that compare them are not reached.)
+class DimCompare {
+ public:
+  explicit DimCompare(const InputSamples& samples) : samples_(samples) {}
+  bool same(const Tensor* a, size_t ka, const Tensor* b, size_t kb) {
+    const int64_t x = a->dims[ka], y = b->dims[kb];
+    if (x >= 0 || y >= 0 || samples_.empty()) return x == y;
+    if (!sym_) sym_.emplace(samples_);
+    return sym_->sameDim(a, ka, b, kb);
+  }
+
+ private:
+  const InputSamples& samples_;
+  std::optional<SymbolicDims> sym_;
+};
+
 //! x3 when `t4` ([B, S, H, D], dims known) is Reshape(x3) with x3 = [B, S, H*D]; else nullptr.
-Tensor* mergedOf(Tensor* t4) {
+Tensor* mergedOf(Tensor* t4, DimCompare& dims) {
   const Layer* r = t4 ? t4->producer : nullptr;
   if (!r || r->op != "Reshape" || r->inputs.empty() || !r->inputs[0] || !t4->dimsKnown || t4->dims.size() != 4) return nullptr;
   Tensor* x = r->inputs[0];
   const Dims &d = t4->dims, &xd = x->dims;
   if (!x->dimsKnown || xd.size() != 3 || d[2] <= 0 || d[3] <= 0 || xd[2] != d[2] * d[3]) return nullptr;
-  return sameDim(xd[0], d[0]) && sameDim(xd[1], d[1]) && x->type == t4->type ? x : nullptr;
+  return dims.same(x, 0, t4, 0) && dims.same(x, 1, t4, 1) && x->type == t4->type ? x : nullptr;
 }
 
 //! x3 when `t` ([B, H, S, D]) is Transpose(perm 0,2,1,3) of a head split of x3 ([B, S, H*D]).
-Tensor* headSplitOf(Tensor* t) {
+Tensor* headSplitOf(Tensor* t, DimCompare& dims) {
   const Layer* l = t ? t->producer : nullptr;
   if (!l || l->op != "Transpose" || l->inputs.empty() || l->attrs.getInts("perm", {}) != std::vector<int64_t>{0, 2, 1, 3}) return nullptr;
-  return mergedOf(l->inputs[0]);
+  return mergedOf(l->inputs[0], dims);
 }
 
 //! The layers merging heads back when y ([B, H, S, Dv]) is only read by Transpose(0,2,1,3)
 //! whose output is only read by a Reshape to [B, S, H*Dv]; else {nullptr, nullptr}.
-std::pair<Layer*, Layer*> headMergeOf(const Network& net, Tensor* y, std::vector<Layer*>* identities) {
+std::pair<Layer*, Layer*> headMergeOf(const Network& net, Tensor* y, std::vector<Layer*>* identities, DimCompare& dims) {
   Layer* t = soleConsumer(net, y);
   for (const Tensor* cur = y; t && isIdentityLayer(t) && t->inputs[0] == cur; t = soleConsumer(net, cur)) {
     identities->push_back(t);
@@ -77,7 +97,7 @@ std::pair<Layer*, Layer*> headMergeOf(const Network& net, Tensor* y, std::vector
   const Tensor* o = r->outputs[0];
   const Dims& d = t->outputs[0]->dims;  // [B, S, H, Dv]
   if (!o->dimsKnown || o->dims.size() != 3 || d.size() != 4 || d[2] <= 0 || d[3] <= 0 || o->dims[2] != d[2] * d[3] ||
-      !sameDim(o->dims[0], d[0]) || !sameDim(o->dims[1], d[1]))
+      !dims.same(o, 0, t->outputs[0], 0) || !dims.same(o, 1, t->outputs[0], 1))
     return {nullptr, nullptr};
   return {t, r};
 }
@@ -151,12 +171,13 @@ struct AttentionForms {
   std::vector<int64_t> viewExprs;
 };
 
-void findHeadForm(const Network& net, const AttentionMatch& am, AttentionForms& f) {
-  f.q3 = headSplitOf(am.q);
-  f.v3 = headSplitOf(am.v);
-  f.k3 = am.kPerm == std::vector<int64_t>{0, 2, 1, 3} ? mergedOf(am.kRoot)
-         : (am.kPerm == std::vector<int64_t>{0, 1, 2, 3} ? headSplitOf(am.kRoot) : nullptr);
-  std::tie(f.mergeT, f.mergeR) = headMergeOf(net, am.chain.pv->outputs[0], &f.outIdentities);
+void findHeadForm(const Network& net, const AttentionMatch& am, AttentionForms& f, const InputSamples& samples) {
+  DimCompare dims(samples);
+  f.q3 = headSplitOf(am.q, dims);
+  f.v3 = headSplitOf(am.v, dims);
+  f.k3 = am.kPerm == std::vector<int64_t>{0, 2, 1, 3} ? mergedOf(am.kRoot, dims)
+         : (am.kPerm == std::vector<int64_t>{0, 1, 2, 3} ? headSplitOf(am.kRoot, dims) : nullptr);
+  std::tie(f.mergeT, f.mergeR) = headMergeOf(net, am.chain.pv->outputs[0], &f.outIdentities, dims);
 }
 
 bool knownStatic(const Tensor* t) { return t->dimsKnown && isStatic(t->dims); }
@@ -352,7 +373,7 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
   if (!matchAttention(net, sm, am, samples) || !canonicalizeMasks(net, am, sm, cm, samples)) return false;
   compactKeyPaddingMask(net, am, cm, samples);  // dense runtime mask -> is_causal + key flags, when provable
   AttentionForms forms;
-  findHeadForm(net, am, forms);  // the 3-D form first (no head transposes), then the views
+  findHeadForm(net, am, forms, samples);  // the 3-D form first (no head transposes), then the views
   findViewForm(net, am, forms, samples);
   return rewriteAttention(net, am, cm, forms, sm, supported);
 }
