@@ -71,12 +71,15 @@ def write_report(args, rows, path):
              f"{ort.__version__}; models exported by bench/zoo_models.py (opset 17, seeded random weights)",
              f"- Method: {args.rounds} alternating rounds of kiln then ORT, median over all timed iterations "
              "(cpu_bench.py's method); error = max |kiln - ORT| / range(ORT).", "",
-             "| model | tags | ORT ms | kiln ms | kiln / ORT | error | build s | note |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
+             "Rows of earlier runs are kept (a zoo too slow for one run is run in parts): `measured` gives each "
+             "row's date and kiln commit.", "",
+             "| model | tags | ORT ms | kiln ms | kiln / ORT | error | build s | measured | note |",
+             "|---|---|---:|---:|---:|---:|---:|---|---|"]
     for r in rows:
+        when = r.get("date", "?")[:10] + (f" {r['commit']}" if r.get("commit") else "")
         lines.append(f"| {r['model']} | {' '.join(r.get('tags', [])[1:])} | "
-                     + (f"{r['ort']:.2f} | {r['kiln']:.2f} | {r['ratio']:.2f} | {r['err']:.1e} | {r['build_s']:.1f} | |"
-                        if r.get("ratio") else f"- | - | - | - | - | {r.get('error', '')[:150]} |"))
+                     + (f"{r['ort']:.2f} | {r['kiln']:.2f} | {r['ratio']:.2f} | {r['err']:.1e} | {r['build_s']:.1f} | {when} | |"
+                        if r.get("ratio") else f"- | - | - | - | - | {when} | {r.get('error', '')[:150]} |"))
     worst = max(rows, key=lambda r: r.get("ratio", 0), default=None)
     loads = [r["load"] for r in rows if "load" in r]
     if loads:  # other work on the machine slows both sides, ORT's spinning threads far more than kiln
@@ -134,6 +137,7 @@ def main():
         except Exception as ex:  # one model's failure is a row, not the end of the run
             row["error"] = str(ex).strip().splitlines()[-1][:300] if str(ex).strip() else type(ex).__name__
         row["date"] = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        row["commit"] = cpu_bench.git_commit()
         print(json.dumps(row), flush=True)
         rows.append(row)
         order = list(table)
