@@ -23,13 +23,15 @@ while [ $# -gt 0 ]; do [ "$1" = --shard ] && shard=${2%%/*}; shift; done
 cat "$D/shard_$shard.out"; exit "$(cat "$D/shard_$shard.rc")"
 """
 # gtest-like: lists two suites; FAKE_UNIT=fail makes the second fail, =skip makes both skip,
-# =abort makes the second abort in the middle of its test (as std::terminate does).
+# =abort makes the second abort in the middle of its test (as std::terminate does), =nogpu makes the
+# second skip for want of a GPU while the others pass.
 FAKE_UNIT = """#!/usr/bin/env bash
 case "$1" in
   --gtest_list_tests) printf 'CudaA.\\n  one\\nCudaB.\\n  two\\nOther.\\n  x\\n'; exit 0;;
 esac
 if [ "${FAKE_UNIT:-}" = skip ]; then echo "[  SKIPPED ] 1 test, listed below:"; echo "[  PASSED  ] 0 tests."; exit 0; fi
 if [ "${FAKE_UNIT:-}" = fail ] && [ "$1" = "--gtest_filter=CudaB.*" ]; then echo "[  FAILED  ] CudaB.two"; exit 1; fi
+if [ "${FAKE_UNIT:-}" = nogpu ] && [ "$1" = "--gtest_filter=CudaB.*" ]; then echo "no GPU on this machine: CUDA test skipped"; echo "[  SKIPPED ] 1 test, listed below:"; echo "[  PASSED  ] 0 tests."; exit 0; fi
 if [ "${FAKE_UNIT:-}" = abort ] && [ "$1" = "--gtest_filter=CudaB.*" ]; then echo "[ RUN      ] CudaB.two"; echo "terminate called"; exit 134; fi
 echo "[  PASSED  ] 1 test."
 """
@@ -110,6 +112,9 @@ def main():
         rc, out = run(["bash", VALIDATE, "unit"], {**env, "FAKE_UNIT": "abort"})
         expect(rc != 0 and "step unit: FAIL" in out and "last test started: [ RUN      ] CudaB.two" in out,
                f"an aborting unit suite names its test: exit {rc}", out)
+        rc, out = run(["bash", VALIDATE, "unit"], {**env, "FAKE_UNIT": "nogpu"})
+        expect(rc != 0 and "step unit: FAIL" in out and "1 for want of a GPU" in out,
+               f"a suite skipped for want of a GPU while others passed: exit {rc}", out)
         rc, out = run(["bash", VALIDATE, "unit"], {**env, "FAKE_UNIT": "skip"})
         expect(rc != 0 and "step unit: FAIL" in out, f"unit tests that all skipped: exit {rc}", out)
         shards(data, cases[0][1])
