@@ -292,18 +292,14 @@ bool readsFlagOfBatchAndKey(const HostTensor& src, const Dims& scores, const Dim
 
 //! T0 == c everywhere (a masking value: -inf or absorbing), T1 == 0 everywhere (kAll) or 0 on and
 //! below the diagonal and c above it (kCausal); *fill = c.
-KeepPattern classify(const KeyFunction& f, const Dims& scores, double* fill) {
-  if (f.t0.count() < 1) return KeepPattern::kNone;
-  const double c = f.t0.getDouble(0);
-  for (int64_t x = 0; x < f.t0.count(); ++x)
-    if (f.t0.getDouble(x) != c) return KeepPattern::kNone;
-  if (!(c == -std::numeric_limits<double>::infinity() || c <= kAbsorbingFill)) return KeepPattern::kNone;
-  *fill = c;
-  const Dims d = dims4(f.t1.dims());
+//! What `t1` (broadcast over batch and heads) keeps: 0 everywhere (kAll), or 0 on and below the
+//! diagonal and `c` above it (kCausal), else kNone.
+KeepPattern keepPattern(const HostTensor& t1, const Dims& scores, double c) {
+  const Dims d = dims4(t1.dims());
   const int64_t Sq = scores[2], Skv = scores[3];
   bool all = true, causal = d[2] == Sq && d[3] == Skv;
-  for (int64_t x = 0; x < f.t1.count(); ++x) {
-    const double v = f.t1.getDouble(x);
+  for (int64_t x = 0; x < t1.count(); ++x) {
+    const double v = t1.getDouble(x);
     all = all && v == 0;
     if (causal) {
       const int64_t j = x % d[3], i = (x / d[3]) % d[2];
@@ -312,6 +308,18 @@ KeepPattern classify(const KeyFunction& f, const Dims& scores, double* fill) {
     if (!all && !causal) return KeepPattern::kNone;
   }
   return all ? KeepPattern::kAll : KeepPattern::kCausal;
+}
+
+bool isMaskingValue(double c) { return c == -std::numeric_limits<double>::infinity() || c <= kAbsorbingFill; }
+
+KeepPattern classify(const KeyFunction& f, const Dims& scores, double* fill) {
+  if (f.t0.count() < 1) return KeepPattern::kNone;
+  const double c = f.t0.getDouble(0);
+  for (int64_t x = 0; x < f.t0.count(); ++x)
+    if (f.t0.getDouble(x) != c) return KeepPattern::kNone;
+  if (!isMaskingValue(c)) return KeepPattern::kNone;
+  *fill = c;
+  return keepPattern(f.t1, scores, c);
 }
 
 }  // namespace
@@ -339,23 +347,13 @@ struct KeyPaddingProof {
 //! the diagonal and one masking value c above it, broadcast over batch and heads.
 bool classifyShapeOnlyMask(const HostTensor& v, const Dims& scores, KeyPaddingProof& p) {
   const Dims d = dims4(v.dims());
-  const int64_t Sq = scores[2], Skv = scores[3];
-  if (d[3] != Skv || (d[2] != Sq && d[2] != 1) || v.count() < 1) return false;
-  bool all = true, causal = d[2] == Sq;
-  double c = std::numeric_limits<double>::quiet_NaN();
-  for (int64_t x = 0; x < v.count(); ++x) {
-    const double e = v.getDouble(x);
-    all = all && e == 0;
-    const int64_t j = x % d[3], i = (x / d[3]) % d[2];
-    if (causal && j > i && std::isnan(c)) c = e;
-    if (causal) causal = j <= i ? e == 0 : e == c;
-    if (!all && !causal) return false;
-  }
-  if (!all && !(c == -std::numeric_limits<double>::infinity() || c <= kAbsorbingFill)) return false;
+  if (d[3] != scores[3] || (d[2] != scores[2] && d[2] != 1) || v.count() < 1) return false;
+  const double c = d[3] > 1 ? v.getDouble(1) : 0;  // row 0, key 1: above the diagonal
+  p.keep = keepPattern(v, scores, c);
+  if (p.keep == KeepPattern::kNone || (p.keep == KeepPattern::kCausal && !isMaskingValue(c))) return false;
   p.leaf = nullptr;
   p.flagsAllTrue = true;
-  p.keep = all ? KeepPattern::kAll : KeepPattern::kCausal;
-  p.fill = all ? 0 : c;
+  p.fill = p.keep == KeepPattern::kAll ? 0 : c;
   return true;
 }
 
