@@ -2,7 +2,7 @@
 """Dynamic-axis exports must lower to the same engine layers as fixed-shape exports (issue 23).
 
 For each model (a small Hugging Face BertModel and LlamaModel with dynamic batch and sequence axes,
-the LlamaModel called with ids alone, a small torchvision-style CNN, a timm ViT and a torchvision Swin
+the LlamaModel called with ids alone, a T5 encoder-decoder called with ids alone, a small torchvision-style CNN, a timm ViT and a torchvision Swin
 with a dynamic batch axis) this script
   1. exports it twice with torch.onnx.export (TorchScript exporter): once with fixed shapes at the
      profile's opt shape, once with dynamic_axes;
@@ -167,8 +167,38 @@ def llama_ones_model():
                 feeds=ids, no_mask=True)
 
 
+def t5_model(attn="sdpa"):
+    """A T5 encoder-decoder called with ids alone (the decoder reads their first half): relative
+    position bias in every self-attention, causal decoder, masks of the shapes alone. The fixed
+    export folds the bias and the masks to constants; the dynamic one computes the bias at run time
+    (a few small layers per stack, which the fixed engine lacks) and adds shape-only masks (and, in
+    cross-attention, a zero bias of run-time dims) that must go, so that each Attention reads what
+    the fixed engine's reads: the [1, H, Sq, Skv] bias alone, is_causal in the decoder.
+    attn "sdpa" (transformers' default) masks the bias, Where(mask, bias, min); "eager" adds both."""
+    import torch
+    from transformers import T5Config, T5Model
+    cfg = T5Config(vocab_size=1000, d_model=64, d_ff=128, d_kv=16, num_layers=2, num_decoder_layers=2, num_heads=4,
+                   relative_attention_num_buckets=8, relative_attention_max_distance=32)
+    cfg._attn_implementation = attn
+    torch.manual_seed(0)
+    m = T5Model(cfg).eval()
+
+    class EncDec(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__(); self.m = m
+        def forward(self, input_ids):
+            half = input_ids.shape[1] // 2
+            return self.m(input_ids=input_ids, decoder_input_ids=input_ids[:, :half]).last_hidden_state
+
+    def ids(b, s, rng):
+        return {"input_ids": rng.integers(0, 1000, size=(b, s)).astype(np.int64)}
+    return dict(module=EncDec(m), inputs=["input_ids"], axes={0: "batch", 1: "seq"},
+                shapes={"min": (1, 4), "opt": (4, 32), "max": (8, 64)}, extra_shapes=[(3, 37), (2, 9)],
+                feeds=ids, attention_like_static=True)
+
+
 MODELS = {"bert": bert_model, "cnn": cnn_model, "vit": vit_model, "swin": swin_model, "llama": llama_model,
-          "llama_ones": llama_ones_model}
+          "llama_ones": llama_ones_model, "t5": t5_model, "t5_eager": lambda: t5_model("eager")}
 
 
 def export(spec, path, dynamic):
@@ -206,6 +236,17 @@ def causal_without_mask(work, tag):
         causal = (l.get("parameters") or {}).get("is_causal") == 1
         return len([i for i in l["inputs"] if i]) == 3 and causal
     return bool(att) and all(ok(l) for l in att)
+
+
+def attention_reads(work, tag):
+    """Per Attention layer of the engine, in order: (is_causal, mask rank, mask dims that are 1)."""
+    doc = json.load(open(os.path.join(work, f"layers_{tag}.json")))
+    att = [l for l in (doc.get("layers") or doc.get("Layers")) if l["op"] == "Attention"]
+    def reads(l):
+        mask = l["inputs"][3] if len(l["inputs"]) > 3 and l["inputs"][3] else None
+        ones = tuple(k for k, d in enumerate(mask["dims"]) if d == 1) if mask else None
+        return ((l.get("parameters") or {}).get("is_causal", 0), len(mask["dims"]) if mask else 0, ones)
+    return [reads(l) for l in att]
 
 
 def layer_ops(kiln, onnx_path, work, tag, extra):
@@ -274,7 +315,7 @@ def run_dynamic(kiln, onnx_path, spec, work, b, s, prof):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
-    ap.add_argument("--models", default="bert,cnn,vit,swin,llama,llama_ones")
+    ap.add_argument("--models", default="bert,cnn,vit,swin,llama,llama_ones,t5,t5_eager")
     ap.add_argument("--work", default="/tmp/kiln_dynamic_vs_static")
     ap.add_argument("--counts-only", action="store_true", help="print the layer counts, compare nothing")
     a = ap.parse_args()
@@ -292,7 +333,7 @@ def main():
         export(spec, static_path, dynamic=False)
         export(spec, dyn_path, dynamic=True)
         prof = profile_flags(spec, work)
-        s_ops, _ = layer_ops(a.kiln, static_path, work, "static", [])
+        s_ops, _ = layer_ops(a.kiln, static_path, work, "static", [f"--saveEngine={static_path}.plan"])
         d_ops, _ = layer_ops(a.kiln, dyn_path, work, "dynamic", prof + [f"--saveEngine={dyn_path}.plan"])
         print(f"{name}: static {sum(s_ops.values())} layers, dynamic {sum(d_ops.values())} layers")
         for op in sorted(set(s_ops) | set(d_ops)):
@@ -315,7 +356,11 @@ def main():
         if a.counts_only:
             continue
         same = s_run == d_run
-        print(f"{'PASS' if same else 'FAIL'} {name} layers that run at the opt shape, by op type: dynamic == static")
+        if spec.get("attention_like_static"):
+            same = s_run["Attention"] == d_run["Attention"]
+            print(f"{'PASS' if same else 'FAIL'} {name} Attention layers that run at the opt shape: dynamic == static")
+        else:
+            print(f"{'PASS' if same else 'FAIL'} {name} layers that run at the opt shape, by op type: dynamic == static")
         if spec.get("key_flags"):  # the exporters' dense causal/padding mask became key flags in both engines
             for tag in ("static", "dynamic"):
                 ok = key_flag_masks(work, tag)
@@ -326,11 +371,21 @@ def main():
                 ok = causal_without_mask(work, tag)
                 print(f"{'PASS' if ok else 'FAIL'} {name} {tag} engine: every Attention is causal and reads no mask")
                 failures += not ok
+        if spec.get("attention_like_static"):  # the running layers may differ (run-time bias); the attentions may not
+            s_att, d_att = attention_reads(work, "static"), attention_reads(work, "dynamic")
+            ok = bool(s_att) and s_att == d_att
+            print(f"{'PASS' if ok else 'FAIL'} {name} every Attention reads what the static engine's does "
+                  f"(is_causal, mask rank, broadcast dims): {d_att if not ok else len(d_att)}"
+                  + ("" if ok else f" vs static {s_att}"))
+            failures += not ok
         failures += not same
         if spec.get("same_engine"):
             same = s_ops == d_ops
             print(f"{'PASS' if same else 'FAIL'} {name} engine layers by op type: dynamic == static")
             failures += not same
+        ok, text = run_dynamic(a.kiln, static_path, spec, work, *spec["shapes"]["opt"], prof)  # the static engine too
+        print(f"{'PASS' if ok else 'FAIL'} {name} static engine at {b}x{sq} vs ONNX Runtime: {text}")
+        failures += not ok
         shapes = [spec["shapes"][k] for k in ("min", "opt", "max")] + spec["extra_shapes"]
         for b, s in shapes:
             ok, text = run_dynamic(a.kiln, dyn_path, spec, work, b, s, prof)

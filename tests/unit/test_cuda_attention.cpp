@@ -142,6 +142,7 @@ TEST(CudaAttention, MasksAndCausal) {
         EXPECT_GT(checkAllTactics(*gpu, s, m, false, t, seed += 10), 0);
       EXPECT_GT(checkAllTactics(*gpu, s, Mask::kNone, true, t, seed += 10), 0);
       EXPECT_GT(checkAllTactics(*gpu, s, Mask::kPadding, true, t, seed += 10), 0);  // GPT-2: causal + padding
+      EXPECT_GT(checkAllTactics(*gpu, s, Mask::kPerHead, true, t, seed += 10), 0);  // T5's decoder: causal + bias
     }
 }
 

@@ -172,7 +172,8 @@ TEST(PassAttention, ScaledQAndKeyTransposeAndAdditiveCausalFuse) {
 
 // transformers 5.17's GPT-2 at batch > 1: the causal mask expanded to the batch, [B, 1, S, S],
 // constant after folding. It is still exactly causal: is_causal, no mask input (which is what
-// lets cuDNN's SDPA take the layer). If one batch's slice differs, the mask stays an input.
+// lets cuDNN's SDPA take the layer). If one batch's slice differs, the mask stays an input (beside
+// is_causal: every element above the diagonal masks, and each row keeps a key below it).
 TEST(PassAttention, BatchExpandedCausalMaskFuses) {
   for (bool exact : {true, false}) {
     auto make = [exact](Network& n) {
@@ -192,7 +193,7 @@ TEST(PassAttention, BatchExpandedCausalMaskFuses) {
                true, [exact](const Network& n) {
                  const Layer* a = attentionLayer(n);
                  ASSERT_NE(a, nullptr);
-                 EXPECT_EQ(a->attrs.getInt("is_causal", 0), exact ? 1 : 0);
+                 EXPECT_EQ(a->attrs.getInt("is_causal", 0), 1);
                  EXPECT_EQ(a->inputs.size() > 3 && a->inputs[3] != nullptr, !exact);
                });
   }
@@ -389,8 +390,8 @@ TEST(PassAttention, ConstantMasksThatMaskNothingAreDropped) {
 // transformers' causal mask at a batch whose expanded mask is above the builder's fold limit
 // (GPT-2 at batch 32: [32, 1, 512, 512] > 2^22 elements): Where(Expand(constant lower triangle),
 // 0, finfo.min) stays a runtime layer. Its source is constant up to broadcasting, so the layer is
-// still is_causal with no mask input; a non-causal source (a sliding window) becomes the smaller
-// constant [1, 1, S, S], and the Expand/Where layers are gone either way.
+// still is_causal with no mask input; a sliding window becomes is_causal and the smaller constant
+// [1, 1, S, S] (the band below the diagonal), and the Expand/Where layers are gone either way.
 TEST(PassAttention, ExpandedMaskAboveFoldLimitIsReadAsItsSource) {
   static constexpr int64_t Sm = 64, Bm = (int64_t(1) << 22) / (Sm * Sm) + 1, Hm = 1, Dm = 8;  // [Bm, 1, Sm, Sm] is not folded
   for (bool causal : {true, false}) {
@@ -412,7 +413,7 @@ TEST(PassAttention, ExpandedMaskAboveFoldLimitIsReadAsItsSource) {
                true, [causal](const Network& n) {
                  const Layer* a = attentionLayer(n);
                  ASSERT_NE(a, nullptr);
-                 EXPECT_EQ(a->attrs.getInt("is_causal", 0), causal ? 1 : 0);
+                 EXPECT_EQ(a->attrs.getInt("is_causal", 0), 1);
                  if (causal) {
                    EXPECT_EQ(a->inputs.size(), 3u);
                  } else {

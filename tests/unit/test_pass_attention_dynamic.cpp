@@ -374,3 +374,140 @@ TEST(PassAttentionDynamic, EngineWithAProfileRunsTheViewsAtEveryBatch) {
     for (int64_t i = 0; i < want.count(); ++i) ASSERT_NEAR(got[static_cast<size_t>(i)], want.getDouble(i), 2e-5 * (1 + std::fabs(want.getDouble(i)))) << b;
   }
 }
+
+namespace {
+
+//! T5's self-attention as its dynamic export has it for an ids-only call: a run-time position bias
+//! pb [1, H, S, S] (an input here) and a mask of the shapes alone, all keys kept (the encoder) or
+//! causal (the decoder), built from Ranges of the query's dims and Expand-ed to [B, 1, S|1, S].
+//! maskedFill (transformers' SDPA path): Where(mask, pb, finfo.min) is the one mask; otherwise
+//! (eager) pb, Where(mask, 0, finfo.min) and a zero bias of run-time dims (ConstantOfShape, as T5
+//! makes for a layer without relative attention) are three masks added to the scores.
+void makeBiasedBlock(Network& n, bool causal, bool maskedFill) {
+  Tensor* q = n.addInput("q", DataType::kFLOAT, {-1, H, -1, D});
+  Tensor* k = n.addInput("k", DataType::kFLOAT, {-1, H, -1, D});
+  Tensor* v = n.addInput("v", DataType::kFLOAT, {-1, H, -1, D});
+  Tensor* pb = n.addInput("pb", DataType::kFLOAT, {1, H, -1, -1});
+  Attributes axis0;
+  axis0.set("axis", int64_t(0));
+  Tensor* shape = n.addLayer("Shape", {q}, 1)->outputs[0];
+  auto dim = [&](int64_t i, bool scalar) {
+    return n.addLayer("Gather", {shape, n.addConstant("", ints({i}, scalar))}, 1, axis0)->outputs[0];
+  };
+  Tensor* s = dim(2, true);
+  auto range = [&](Tensor* limit) {
+    return n.addLayer("Range", {n.addConstant("", ints({0}, true)), limit, n.addConstant("", ints({1}, true))}, 1)->outputs[0];
+  };
+  auto unsqueeze = [&](Tensor* x, std::vector<int64_t> axes) {
+    return n.addLayer("Unsqueeze", {x, n.addConstant("", ints(axes))}, 1)->outputs[0];
+  };
+  Tensor* cond = causal ? n.addLayer("LessOrEqual", {range(s), unsqueeze(range(s), {1})}, 1)->outputs[0]  // [S, S]
+                        : n.addLayer("GreaterOrEqual", {unsqueeze(range(s), {0, 1, 2}), n.addConstant("", ints({0}, true))}, 1)
+                              ->outputs[0];  // [1, 1, 1, S]
+  Tensor* s1 = dim(2, false);
+  Tensor* target = n.addLayer("Concat", {dim(0, false), n.addConstant("", ints({1})), causal ? s1 : n.addConstant("", ints({1})), s1},
+                              1, axis0)->outputs[0];
+  cond = n.addLayer("Expand", {cond, target}, 1)->outputs[0];
+  HostTensor zero(DataType::kFLOAT, {}), fill(DataType::kFLOAT, {}), sc(DataType::kFLOAT, {});
+  *fill.as<float>() = -3.4028235e38f;
+  *sc.as<float>() = 1.0f / std::sqrt(static_cast<float>(D));
+  Tensor* scores = n.addMatMul(q, permute(n, k, {0, 1, 3, 2}))->outputs[0];
+  scores = n.addElementWise(scores, n.addConstant("", sc), "Mul")->outputs[0];
+  if (maskedFill) {
+    Tensor* m = n.addLayer("Where", {cond, pb, n.addConstant("", fill)}, 1)->outputs[0];
+    scores = n.addElementWise(scores, m, "Add")->outputs[0];
+  } else {
+    Tensor* m = n.addLayer("Where", {cond, n.addConstant("", zero), n.addConstant("", fill)}, 1)->outputs[0];
+    Tensor* zeroShape = n.addLayer("Concat", {n.addConstant("", ints({1, H})), s1, s1}, 1, axis0)->outputs[0];
+    Tensor* zeroBias = n.addLayer("ConstantOfShape", {zeroShape}, 1)->outputs[0];
+    for (Tensor* x : {zeroBias, pb, m}) scores = n.addElementWise(scores, x, "Add")->outputs[0];
+  }
+  finish(n, n.addMatMul(n.addSoftmax(scores, -1)->outputs[0], v)->outputs[0]);
+}
+
+//! Fuses makeBiasedBlock(causal, maskedFill) at its samples: one Attention reading pb alone as its
+//! mask, is_causal as the pattern; and the output agrees with the unfused network at other shapes.
+void expectBiasAloneIsRead(bool causal, bool maskedFill) {
+  auto make = [=](Network& n) { makeBiasedBlock(n, causal, maskedFill); };
+  InputSamples samples;
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{4, 16}, {8, 32}, {1, 1}, {3, 16}, {4, 9}})
+    samples.push_back({{"q", {b, H, s, D}}, {"k", {b, H, s, D}}, {"v", {b, H, s, D}}, {"pb", {1, H, s, s}}});
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(fuseAttention(net, {}, samples));
+  const Layer* a = attentionLayer(net);
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->inputs.size(), 4u);
+  EXPECT_EQ(a->inputs[3]->name, "pb") << "the attention reads " << a->inputs[3]->name << " " << toString(a->inputs[3]->dims);
+  EXPECT_EQ(a->attrs.getInt("is_causal", 0), causal ? 1 : 0);
+  uint32_t seed = 90;
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{3, 6}, {2, 11}}) {
+    std::map<std::string, HostTensor> in{{"pb", randomTensor({1, H, s, s}, seed++, -3.f, 3.f)}};
+    for (const char* name : {"q", "k", "v"}) in[name] = randomTensor({b, H, s, D}, seed++, -2.f, 2.f);
+    Network ref;
+    make(ref);
+    const HostTensor want = kiln::test::evaluateReference(ref, in).at("y"), got = kiln::test::evaluateReference(net, in).at("y");
+    ASSERT_EQ(got.dims(), want.dims());
+    for (int64_t i = 0; i < want.count(); ++i)
+      ASSERT_NEAR(got.getDouble(i), want.getDouble(i), 2e-5 * (1 + std::fabs(want.getDouble(i)))) << b << "x" << s << " [" << i << "]";
+  }
+}
+
+}  // namespace
+
+// T5's eager export: the masks of the shapes alone added beside the position bias (all kept, or
+// causal) and the zero bias of run-time dims go; the sum of them would be a [B, H, S, S] bias.
+TEST(PassAttentionDynamic, ShapeOnlyMasksBesideABiasAreDropped) {
+  expectBiasAloneIsRead(false, false);
+  expectBiasAloneIsRead(true, false);
+}
+
+// T5's SDPA-path export: Where(mask of the shapes alone, bias, finfo.min) reads as the bias
+// (and is_causal where the mask is the causal pattern).
+TEST(PassAttentionDynamic, BiasMaskedByAShapeOnlyConditionIsTheBias) {
+  expectBiasAloneIsRead(false, true);
+  expectBiasAloneIsRead(true, true);
+}
+
+// The fixed export of T5's decoder folds bias + causal mask to one constant, expanded to the
+// batch [B, H, S, S]: it becomes is_causal and the bias at [1, H, S, S] (zeros above the
+// diagonal), and the output is unchanged.
+TEST(PassAttentionDynamic, FoldedBiasPlusCausalMaskOfAFixedExportIsCausal) {
+  constexpr int64_t B = 2, S = 6;
+  const HostTensor pb = randomTensor({1, H, S, S}, 7, -3.f, 3.f);
+  HostTensor folded(DataType::kFLOAT, {B, H, S, S});
+  for (int64_t x = 0; x < folded.count(); ++x) {
+    const int64_t j = x % S, i = (x / S) % S;
+    folded.as<float>()[x] = j > i ? -3.4028235e38f : pb.as<float>()[x % (H * S * S)];
+  }
+  auto make = [&](Network& n) {
+    Tensor* q = n.addInput("q", DataType::kFLOAT, {B, H, S, D});
+    Tensor* k = n.addInput("k", DataType::kFLOAT, {B, H, S, D});
+    Tensor* v = n.addInput("v", DataType::kFLOAT, {B, H, S, D});
+    HostTensor sc(DataType::kFLOAT, {});
+    *sc.as<float>() = 1.0f / std::sqrt(static_cast<float>(D));
+    Tensor* scores = n.addMatMul(q, permute(n, k, {0, 1, 3, 2}))->outputs[0];
+    scores = n.addElementWise(scores, n.addConstant("", sc), "Mul")->outputs[0];
+    scores = n.addElementWise(scores, n.addConstant("mask", folded), "Add")->outputs[0];
+    finish(n, n.addMatMul(n.addSoftmax(scores, -1)->outputs[0], v)->outputs[0]);
+  };
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(fuseAttention(net, {}));
+  const Layer* a = attentionLayer(net);
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->inputs.size(), 4u);
+  EXPECT_EQ(a->attrs.getInt("is_causal", 0), 1);
+  EXPECT_EQ(a->inputs[3]->dims, (Dims{1, H, S, S}));
+  std::map<std::string, HostTensor> in;
+  uint32_t seed = 70;
+  for (const char* name : {"q", "k", "v"}) in[name] = randomTensor({B, H, S, D}, seed++, -2.f, 2.f);
+  Network ref;
+  make(ref);
+  const HostTensor want = kiln::test::evaluateReference(ref, in).at("y"), got = kiln::test::evaluateReference(net, in).at("y");
+  for (int64_t i = 0; i < want.count(); ++i) ASSERT_NEAR(got.getDouble(i), want.getDouble(i), 2e-5 * (1 + std::fabs(want.getDouble(i)))) << i;
+}

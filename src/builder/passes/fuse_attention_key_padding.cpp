@@ -204,6 +204,7 @@ class KeyPaddingProver {
     Layer* l = t->producer;
     if (!l || l->outputs.size() != 1 || l->inputs.empty() || !l->inputs[0]) return false;
     if (!l->domain.empty() && l->domain != "ai.onnx") return false;
+    if (l->op == "ConstantOfShape") return constantOfShape(*l, t, f);
     const bool expand = l->op == "Expand" && l->inputs.size() == 2;
     if (!expand && !isElementwise(l->op) && !isDataMovement(l->op)) return false;
     std::vector<KeyFunction> in(l->inputs.size());
@@ -218,6 +219,16 @@ class KeyPaddingProver {
     } catch (const std::exception&) {
       return false;  // a value the host cannot compute: keep the dense mask
     }
+  }
+
+  //! ConstantOfShape: its fill at dims of 1s (it broadcasts like Expand), whatever the shape (the
+  //! zero position bias T5 makes for a layer without relative attention, at run-time dims).
+  bool constantOfShape(const Layer& l, const Tensor* t, KeyFunction& f) {
+    const HostTensor* v = l.attrs.getTensor("value");
+    if (v && v->count() != 1) return false;
+    const HostTensor fill = v ? *v : HostTensor(DataType::kFLOAT, {1});
+    f.t1 = f.t0 = fill.reshaped(Dims(desc_(t).dims.size(), 1));
+    return true;
   }
 
   bool elementwise(const Layer& l, const std::vector<KeyFunction>& in, KeyFunction& f) {
@@ -345,11 +356,15 @@ struct KeyPaddingProof {
 //! A mask known at a sample from the shapes alone (a dynamic export's causal mask And-ed with the
 //! flags of an all-ones attention_mask built from the ids' shape): 0 everywhere, or 0 on and below
 //! the diagonal and one masking value c above it, broadcast over batch and heads.
+//! Kept at broadcast dims (the prover skips Expand), an all-zero mask may be any smaller shape.
 bool classifyShapeOnlyMask(const HostTensor& v, const Dims& scores, KeyPaddingProof& p) {
   const Dims d = dims4(v.dims());
-  if (d[3] != scores[3] || (d[2] != scores[2] && d[2] != 1) || v.count() < 1) return false;
+  if (v.count() < 1 || v.dims().size() > 4) return false;
+  bool zero = true;
+  for (int64_t x = 0; zero && x < v.count(); ++x) zero = v.getDouble(x) == 0;
+  if (!zero && (d[3] != scores[3] || (d[2] != scores[2] && d[2] != 1))) return false;
   const double c = d[3] > 1 ? v.getDouble(1) : 0;  // row 0, key 1: above the diagonal
-  p.keep = keepPattern(v, scores, c);
+  p.keep = zero ? KeepPattern::kAll : keepPattern(v, scores, c);
   if (p.keep == KeepPattern::kNone || (p.keep == KeepPattern::kCausal && !isMaskingValue(c))) return false;
   p.leaf = nullptr;
   p.flagsAllTrue = true;
@@ -367,7 +382,9 @@ bool proveAt(Tensor* m, const DescOf& desc, const Dims& scores, KeyPaddingProof&
   if (mdesc.value.valid() && !m->isConstant()) return classifyShapeOnlyMask(mdesc.value, scores, p);
   KeyPaddingProver prover(scores, desc, constantFlags, wantLeaf);
   KeyFunction f;
-  if (!prover.abstract(m, f) || !f.dependsOnKey() || !prover.leaf()) return false;
+  if (!prover.abstract(m, f)) return false;
+  if (!f.dependsOnKey()) return !constantFlags && classifyShapeOnlyMask(f.t1, scores, p);  // too big for a sample's value
+  if (!prover.leaf()) return false;
   p.leaf = prover.leaf();
   const TensorDesc leaf = desc(p.leaf);
   p.leafDims = leaf.dims;
@@ -377,48 +394,90 @@ bool proveAt(Tensor* m, const DescOf& desc, const Dims& scores, KeyPaddingProof&
   return p.keep != KeepPattern::kNone;
 }
 
-}  // namespace
-
-bool compactKeyPaddingMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, const InputSamples& samples) {
-  Tensor* m = cm.mask;
-  if (!m || cm.causal || m->isConstant() || am.scores.size() != 4 || !isFloatType(m->type)) return false;
-  std::vector<KeyPaddingProof> proofs;
+//! The proofs for mask `m`: at the static dims, or at each of the samples; false when one fails.
+bool proveEverywhere(const AttentionMatch& am, Tensor* m, const InputSamples& samples, std::vector<KeyPaddingProof>& proofs) {
+  if (!m || m->isConstant() || am.scores.size() != 4 || !isFloatType(m->type)) return false;
   if (isStatic(am.scores) && m->dimsKnown && isStatic(m->dims)) {
     proofs.emplace_back();
-    if (!proveAt(m, ownDesc, am.scores, proofs[0], false) && !proveAt(m, ownDesc, am.scores, proofs[0], true)) return false;
-  } else {
-    if (samples.size() < 2) return false;
-    SymbolicDims sym(samples);
-    const Tensor* scores = am.chain.qk->outputs[0];
-    for (size_t s = 0; s < sym.nbSamples(); ++s) {
-      proofs.emplace_back();
-      const DescOf at = [&sym, s](const Tensor* t) { return sym.at(t, s); };
-      const Dims sd = sym.at(scores, s).dims;
-      const Tensor* want = nullptr;  // the flags an earlier sample found
-      for (const KeyPaddingProof& q : proofs)
-        if (q.leaf) want = q.leaf;
-      if (!proveAt(m, at, sd, proofs.back(), false, want) && !proveAt(m, at, sd, proofs.back(), true, want)) return false;
-    }
+    return proveAt(m, ownDesc, am.scores, proofs[0], false) || proveAt(m, ownDesc, am.scores, proofs[0], true);
   }
-  // One pattern (a 1 x 1 sample fits either), and where flags were found, the same flags. The
-  // reference proof: one with a definite pattern, with flags when there are.
+  if (samples.size() < 2) return false;
+  SymbolicDims sym(samples);
+  const Tensor* scores = am.chain.qk->outputs[0];
+  for (size_t s = 0; s < sym.nbSamples(); ++s) {
+    proofs.emplace_back();
+    const DescOf at = [&sym, s](const Tensor* t) { return sym.at(t, s); };
+    const Dims sd = sym.at(scores, s).dims;
+    const Tensor* want = nullptr;  // the flags an earlier sample found
+    for (const KeyPaddingProof& q : proofs)
+      if (q.leaf) want = q.leaf;
+    if (!proveAt(m, at, sd, proofs.back(), false, want) && !proveAt(m, at, sd, proofs.back(), true, want)) return false;
+  }
+  return true;
+}
+
+//! The proof the others agree with (one pattern, a 1 x 1 sample fits either; where flags were
+//! found, the same flags), or null. The reference: one with a definite pattern, with flags when
+//! there are. *allKept: no sample has a padded key.
+const KeyPaddingProof* agreedProof(const std::vector<KeyPaddingProof>& proofs, bool* allKept) {
   auto rank = [](const KeyPaddingProof& q) { return (q.eitherPattern ? 0 : 2) + (q.leaf ? 1 : 0); };
   const KeyPaddingProof* p = &proofs.front();
   for (const KeyPaddingProof& q : proofs)
     if (rank(q) > rank(*p)) p = &q;
-  bool allKept = true;
+  *allKept = true;
   for (const KeyPaddingProof& q : proofs) {
-    if (q.keep != p->keep && !q.eitherPattern) return false;
-    if (q.leaf && p->leaf && (q.leaf != p->leaf || q.fill != p->fill || q.leafDims.size() != p->leafDims.size())) return false;
-    allKept = allKept && q.flagsAllTrue;
+    if (q.keep != p->keep && !q.eitherPattern) return nullptr;
+    if (q.leaf && p->leaf && (q.leaf != p->leaf || q.fill != p->fill || q.leafDims.size() != p->leafDims.size())) return nullptr;
+    *allKept = *allKept && q.flagsAllTrue;
   }
-  cm.causal = p->keep == KeepPattern::kCausal;
+  return p;
+}
+
+}  // namespace
+
+bool shapeOnlyValues(const AttentionMatch& am, Tensor* t, const InputSamples& samples, std::vector<ShapeOnlyValue>& values) {
+  values.clear();
+  if (!t || t->isConstant() || am.scores.size() != 4) return false;
+  auto valueAt = [&](const DescOf& desc, const Dims& scores) {
+    if (scores.size() != 4 || !isStatic(scores)) return false;
+    KeyPaddingProver prover(scores, desc, false, nullptr);
+    KeyFunction f;
+    if (!prover.abstract(t, f) || f.dependsOnKey()) return false;
+    values.push_back({f.t1, scores});
+    return true;
+  };
+  if (isStatic(am.scores) && t->dimsKnown && isStatic(t->dims)) return valueAt(ownDesc, am.scores);
+  if (samples.size() < 2) return false;
+  SymbolicDims sym(samples);
+  const Tensor* scores = am.chain.qk->outputs[0];
+  for (size_t s = 0; s < sym.nbSamples(); ++s)
+    if (!valueAt([&sym, s](const Tensor* x) { return sym.at(x, s); }, sym.at(scores, s).dims)) return false;
+  return true;
+}
+
+bool maskIsPatternOnly(const AttentionMatch& am, Tensor* m, const InputSamples& samples, bool* causal) {
+  std::vector<KeyPaddingProof> proofs;
+  bool allKept = false;
+  const KeyPaddingProof* p = proveEverywhere(am, m, samples, proofs) ? agreedProof(proofs, &allKept) : nullptr;
+  if (!p || !allKept) return false;
+  *causal = p->keep == KeepPattern::kCausal;
+  return true;
+}
+
+bool compactKeyPaddingMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, const InputSamples& samples) {
+  if (cm.causal) return false;
+  std::vector<KeyPaddingProof> proofs;
+  bool allKept = false;
+  const KeyPaddingProof* p = proveEverywhere(am, cm.mask, samples, proofs) ? agreedProof(proofs, &allKept) : nullptr;
+  if (!p) return false;
   if (allKept) {  // no key is padding (at any sample): the pattern alone
+    cm.causal = p->keep == KeepPattern::kCausal;
     cm.mask = nullptr;
     return true;
   }
   for (const KeyPaddingProof& q : proofs)
     if (!q.leaf) return false;  // flags at some samples, none at others: keep the dense mask
+  cm.causal = p->keep == KeepPattern::kCausal;
   Tensor* flags = p->leaf;
   if (flags->dims.size() != 4) {  // [B, Skv] -> [B, 1, 1, Skv]: a view (Unsqueeze: any B and Skv)
     std::vector<int64_t> axes;

@@ -5,6 +5,7 @@
 // transformers' causal masks stay such layers (GPT-2 at batch 32: Expand to [32, 1, 512, 512]).
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include <optional>
 
@@ -124,6 +125,60 @@ bool maskBroadcasts(const Tensor* m, const AttentionMatch& am, SymbolicDims* sym
   return true;
 }
 
+//! `v` at the smallest dims it broadcasts from: an axis (but the last) whose slices are all equal
+//! becomes 1. A mask folded at a fixed shape is often expanded to the batch (an SDPA-path T5
+//! export: Where(all-true [B, 1, S, S], position bias [1, H, S, S], min) folds to [B, H, S, S]).
+HostTensor broadcastReduced(const HostTensor& v) {
+  if (!v.valid() || v.dims().size() < 2) return v;
+  HostTensor r = v;
+  const size_t es = elementSize(v.type());
+  for (size_t k = 0; k + 1 < r.dims().size(); ++k) {
+    const Dims& d = r.dims();
+    if (d[k] <= 1) continue;
+    int64_t outer = 1, inner = 1;
+    for (size_t i = 0; i < k; ++i) outer *= d[i];
+    for (size_t i = k + 1; i < d.size(); ++i) inner *= d[i];
+    const auto* b = static_cast<const uint8_t*>(r.data());
+    const size_t row = static_cast<size_t>(inner) * es;
+    bool equal = true;
+    for (int64_t o = 0; equal && o < outer; ++o)
+      for (int64_t j = 1; equal && j < d[k]; ++j)
+        equal = std::memcmp(b + (o * d[k] + j) * row, b + o * d[k] * row, row) == 0;
+    if (!equal) continue;
+    Dims nd = d;
+    nd[k] = 1;
+    HostTensor x(r.type(), nd);
+    for (int64_t o = 0; o < outer; ++o) std::memcpy(static_cast<uint8_t*>(x.data()) + o * row, b + o * d[k] * row, row);
+    r = x;
+  }
+  return r;
+}
+
+//! A constant mask that is a bias plus the causal pattern (every element above the diagonal
+//! <= kVeryNegative, and each row's largest element on or below it >= kRowOpen, so those above add
+//! exactly 0 to the softmax): the bias alone (zeros above the diagonal), to go with is_causal,
+//! which lets the kernels skip the tiles above it. T5's decoder folded at a fixed shape: relative
+//! position bias + causal mask. Invalid otherwise.
+constexpr double kRowOpen = -1e3;
+HostTensor causalPart(const HostTensor& v) {
+  const Dims& d = v.dims();
+  const int64_t rows = d[d.size() - 2], cols = d.back();
+  std::vector<double> vals(static_cast<size_t>(v.count()));
+  for (int64_t base = 0; base < v.count(); base += rows * cols)
+    for (int64_t i = 0; i < rows; ++i) {
+      double rowMax = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t x = base + i * cols + j;
+        const double e = v.getDouble(x);
+        if (j > i && !(e <= kVeryNegative)) return HostTensor();
+        if (j <= i) rowMax = std::max(rowMax, e);
+        vals[static_cast<size_t>(x)] = j > i ? 0.0 : e;
+      }
+      if (!(rowMax >= kRowOpen)) return HostTensor();
+    }
+  return typedTensor(v.type(), d, vals);
+}
+
 //! An additive mask the layer keeps, with its broadcast source when it has one (then the
 //! smaller constant replaces the mask's own layers).
 struct KeptMask {
@@ -145,7 +200,14 @@ bool keepAdditiveMasks(const AttentionMatch& am, CanonicalMask& cm, std::vector<
       cm.causal = true;
       continue;
     }
-    kept.push_back({mk, mk->isConstant() ? HostTensor() : v});
+    bool changed = false;
+    if (v.valid() && !cm.causal && causalShaped(v, am.scores)) {
+      HostTensor lower = causalPart(v);
+      if (lower.valid()) cm.causal = changed = true, v = lower;
+    }
+    HostTensor source = broadcastReduced(v);
+    const bool useSource = source.valid() && (!mk->isConstant() || changed || source.dims() != mk->dims);
+    kept.push_back({mk, useSource ? source : HostTensor()});
   }
   return true;
 }
@@ -210,6 +272,66 @@ bool whereAsMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, Tens
   return true;
 }
 
+//! Runtime mask `m` read through Where layers whose condition is a value of the shapes alone (SDPA-
+//! path exports mask the position bias, Where(mask, bias, finfo.min), with a mask of the shapes
+//! alone for an ids-only call): all true at every sample, Where(c, x, y) is x; true exactly on and
+//! below the diagonal with y a masking scalar, x and is_causal (every row keeps key 0, so the fill
+//! never decides a row). Expand and identity layers between are looked through (the scores
+//! broadcast). Returns m itself when no Where was peeled.
+Tensor* peelShapeOnlyWhere(const AttentionMatch& am, Tensor* m, const InputSamples& samples, SymbolicDims* sym, bool* causal) {
+  Tensor* out = m;
+  bool outCausal = false, isCausal = false;
+  for (int depth = 0; depth < 8; ++depth) {
+    const Layer* l = m->producer;
+    if (!l || l->outputs.size() != 1 || l->inputs.empty() || !l->inputs[0]) break;
+    const bool where = l->op == "Where" && l->inputs.size() == 3 && l->inputs[1];
+    if (!where && !isIdentityLayer(l) && !(l->op == "Expand" && l->inputs.size() == 2)) break;
+    if (where) {
+      std::vector<ShapeOnlyValue> cv;
+      if (!shapeOnlyValues(am, l->inputs[0], samples, cv) || cv.empty()) break;
+      bool allTrue = true, lower = true;
+      for (const ShapeOnlyValue& c : cv) {
+        const Dims& d = c.value.dims();
+        const int64_t rows = d.size() >= 2 ? d[d.size() - 2] : 1, cols = d.empty() ? 1 : d.back();
+        lower = lower && rows == c.scores[2] && cols == c.scores[3];
+        for (int64_t x = 0; x < c.value.count(); ++x) {
+          const bool kept = c.value.getDouble(x) != 0, below = x % cols <= (x / cols) % rows;
+          allTrue = allTrue && kept;
+          lower = lower && kept == below;
+        }
+      }
+      double fill = 0;
+      if (!allTrue && !(lower && scalarValue(l->inputs[2], &fill) && fill <= kVeryNegative)) break;
+      isCausal = isCausal || !allTrue;
+    }
+    Tensor* next = where ? l->inputs[1] : l->inputs[0];
+    if (next->type != am.type || !next->dimsKnown || !maskBroadcasts(next, am, sym)) break;
+    m = next;
+    if (where) out = m, outCausal = isCausal;
+  }
+  *causal = outCausal;
+  return out;
+}
+
+//! With other masks beside it (or is_causal), a runtime mask that is the causal pattern or nothing
+//! (maskIsPatternOnly) is dropped, is_causal standing for the pattern: T5's dynamic export adds its
+//! position bias and a shape-only mask (and a zero bias of run-time dims in layers without one)
+//! to the scores, which the sum would turn into a [B, H, Sq, Skv] bias read in every layer. A lone
+//! mask is left to compactKeyPaddingMask, which also finds padding flags.
+void dropPatternOnlyMasks(const AttentionMatch& am, CanonicalMask& cm, std::vector<KeptMask>& kept, bool whereMask,
+                          const InputSamples& samples) {
+  if (kept.size() + (whereMask ? 1 : 0) < 2 && !cm.causal) return;
+  for (size_t i = 0; i < kept.size();) {
+    bool causal = false;
+    if (kept[i].source.valid() || !maskIsPatternOnly(am, kept[i].t, samples, &causal)) {
+      ++i;
+      continue;
+    }
+    cm.causal = cm.causal || causal;
+    kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
 }  // namespace
 
 bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, CanonicalMask& cm, const InputSamples& samples) {
@@ -219,6 +341,12 @@ bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, 
   if (!samples.empty()) sym.emplace(samples);
   SymbolicDims* at = sym ? &*sym : nullptr;
   if (!keepAdditiveMasks(am, cm, kept, at) || !whereAsMask(net, am, cm, &whereMask, at)) return false;
+  for (KeptMask& k : kept) {
+    bool causal = false;
+    if (!k.source.valid() && !k.t->isConstant()) k.t = peelShapeOnlyWhere(am, k.t, samples, at, &causal);
+    cm.causal = cm.causal || causal;
+  }
+  dropPatternOnlyMasks(am, cm, kept, whereMask != nullptr, samples);
   std::vector<Tensor*> masks;
   if (whereMask) masks.push_back(whereMask);
   for (const KeptMask& k : kept) masks.push_back(k.source.valid() ? sourceConstant(net, k.t, k.source) : k.t);

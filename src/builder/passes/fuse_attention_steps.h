@@ -65,6 +65,20 @@ bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, 
 //! network is proven at each of its `samples` (symbolic_dims.h).
 bool compactKeyPaddingMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, const InputSamples& samples);
 
+//! Whether runtime mask `m` is, at its static dims or at every sample, zero everywhere (*causal
+//! false) or the exact causal pattern (*causal true) with a masking value, with no padded key: a
+//! dynamic export's masks of the shapes alone (an ids-only call), which a fixed export folds.
+//! Changes nothing.
+bool maskIsPatternOnly(const AttentionMatch& am, Tensor* m, const InputSamples& samples, bool* causal);
+//! The values of runtime tensor `t` when it is a value of the shapes alone (constants and shape
+//! arithmetic through elementwise ops and data movement): one at its static dims, or one per
+//! sample; each at the dims it broadcasts from (Expand skipped), with the scores' dims at that
+//! sample. False when it reads run-time data.
+struct ShapeOnlyValue {
+  HostTensor value;
+  Dims scores;  // the scores' dims there
+};
+bool shapeOnlyValues(const AttentionMatch& am, Tensor* t, const InputSamples& samples, std::vector<ShapeOnlyValue>& values);
 //! A new one-output layer whose output has the given type and dims.
 Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name,
                       DataType type, const Dims& dims);
