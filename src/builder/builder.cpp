@@ -214,6 +214,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasFusedAttention, samples); }},
       // Again: the attention fusion makes one mask sum per layer from masks every layer shares (T5).
       {"merge duplicate layers made by the attention fusion", mergeDuplicateLayers},
+      {"read shapes upstream of layers only Shape reads (dynamic shapes)", [&](Network& n) { return readShapesUpstream(n, samples); }},
       {"fuse MatMul + bias", fuseMatMulBias},
       // Implicit INT8 after BatchNorm folding (the weights it quantizes are the folded ones) and
       // before the residual / activation fusions, which lowerQdq's patterns do not take.

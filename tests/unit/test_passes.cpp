@@ -666,3 +666,47 @@ TEST(Passes, NoOpDataMovementIsElidedWithADynamicBatch) {
   ASSERT_EQ(got.dims(), want.dims());
   for (int64_t i = 0; i < want.count(); ++i) EXPECT_EQ(got.as<float>()[i], want.as<float>()[i]) << i;
 }
+
+// A layer read only by Shape layers (T5's K transpose once the attention reads K in place: its
+// key_length is read off it) goes: the Shape reads the same dims off the layer's input, checked at
+// the profile's samples. A layer with another reader stays. The result is the same at a shape
+// that is not a sample.
+TEST(Passes, ALayerOnlyShapeReadsGoesTheShapeReadingItsInput) {
+  auto make = [&](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {-1, -1, 4, 8});
+    Attributes perm;
+    perm.set("perm", std::vector<int64_t>{0, 2, 1, 3});
+    Tensor* t = n.addLayer("Transpose", {x}, 1, perm)->outputs[0];  // [B, 4, S, 8]
+    Attributes tail;
+    tail.set("start", int64_t(1));
+    Tensor* s = n.addLayer("Shape", {t}, 1, tail)->outputs[0];       // [4, S, 8]
+    Attributes toFloat;
+    toFloat.set("to", int64_t(1));
+    Tensor* y = n.addLayer("Cast", {s}, 1, toFloat)->outputs[0];
+    Tensor* z = n.addActivation(n.addLayer("Transpose", {x}, 1, perm)->outputs[0], "Relu")->outputs[0];  // read by Relu too: stays
+    Tensor* zs = n.addLayer("Cast", {n.addLayer("Shape", {z}, 1)->outputs[0]}, 1, toFloat)->outputs[0];
+    n.renameTensor(y, "y");
+    n.markOutput(y);
+    n.renameTensor(zs, "zs");
+    n.markOutput(zs);
+  };
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  InputSamples samples;
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{2, 16}, {4, 32}, {1, 1}, {3, 7}}) samples.push_back({{"x", {b, s, 4, 8}}});
+  EXPECT_TRUE(readShapesUpstream(net, samples));
+  net.topoSort();
+  net.inferShapes();
+  removeFoldedLayers(net);
+  EXPECT_EQ(kiln::test::countOps(net, "Transpose"), 1) << "the transpose read by Shape alone stays";
+  Network ref;
+  make(ref);
+  const std::map<std::string, HostTensor> in{{"x", randomTensor({5, 11, 4, 8}, 12)}};
+  for (const char* out : {"y", "zs"}) {
+    const HostTensor want = kiln::test::evaluateReference(ref, in).at(out), got = kiln::test::evaluateReference(net, in).at(out);
+    ASSERT_EQ(got.dims(), want.dims()) << out;
+    for (int64_t i = 0; i < want.count(); ++i) EXPECT_EQ(got.as<float>()[i], want.as<float>()[i]) << out << " " << i;
+  }
+}

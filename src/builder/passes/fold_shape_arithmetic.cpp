@@ -14,6 +14,8 @@
 // each only when the op's own shape inference gives the original output dims at every sample.
 // The Shape/Gather/Concat chains then have no readers and go as dead code: a dynamic export
 // lowers to the layers of a fixed-shape one.
+#include <algorithm>
+
 #include "builder/passes/passes.h"
 #include "builder/passes/symbolic_dims.h"
 #include "ops/op_registry.h"
@@ -127,6 +129,35 @@ bool keepsDims(const std::string& op) {
   return op == "Reshape" || op == "Expand" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten";
 }
 
+// Shape(t) with every dim of t (in the Shape's start..end) one of the dims of an input x of t's
+// producer -> Gather(Shape(x), those dims).
+bool readShapeUpstream(Network& net, SymbolicDims& sym, Layer* l) {
+  if (l->inputs.size() != 1 || !l->inputs[0] || l->outputs.size() != 1) return false;
+  Tensor* t = l->inputs[0];
+  const Layer* p = t->producer;
+  const int64_t rank = static_cast<int64_t>(rankOf(sym, t));
+  auto clampAxis = [rank](int64_t a) { return std::clamp(a < 0 ? a + rank : a, int64_t(0), rank); };
+  const int64_t start = clampAxis(l->attrs.getInt("start", 0)), end = clampAxis(l->attrs.getInt("end", rank));
+  if (!p || start >= end) return false;
+  for (Tensor* x : p->inputs) {
+    if (!x || x->isConstant()) continue;
+    std::vector<int64_t> idx;
+    const size_t rx = rankOf(sym, x);
+    for (int64_t k = start; k < end && idx.size() == static_cast<size_t>(k - start); ++k)
+      for (size_t m = 0; m < rx && idx.size() == static_cast<size_t>(k - start); ++m)
+        if (sym.sameDim(t, static_cast<size_t>(k), x, m)) idx.push_back(static_cast<int64_t>(m));
+    if (idx.size() != static_cast<size_t>(end - start)) continue;
+    Tensor* sx = net.addLayer("Shape", {x}, 1, {}, net.uniqueName(l->name + "_upstream"))->outputs[0];
+    Attributes axis0;
+    axis0.set("axis", int64_t(0));
+    Layer* g = net.addLayer("Gather", {sx, net.addConstant(net.uniqueName(l->name + "_dims"), int64Vector(idx))}, 1, axis0,
+                            net.uniqueName(l->name + "_gather"));
+    net.replaceUses(l->outputs[0], g->outputs[0]);
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool foldShapeArithmetic(Network& net, const InputSamples& samples) {
@@ -147,6 +178,26 @@ bool foldShapeArithmetic(Network& net, const InputSamples& samples) {
     if (y->isOutput || x->type != y->type || net.consumers(y).empty() || !sym.sameDims(x, y)) continue;
     net.replaceUses(y, x);
     changed = true;
+  }
+  return changed;
+}
+
+// After the fusions (whose patterns an extra Shape reader of an inner tensor would break): a layer
+// read only by Shape layers is computed for its dims alone. T5 transposes K to [B, H, S, D] for
+// the attention and reads key_length off it; the attention reads K in place, and that Shape alone
+// kept the Transpose running on the device. Each such Shape reads the dims off the layer's input
+// instead (Gather(Shape(x), dims), checked at the samples) and the layer goes as dead code.
+bool readShapesUpstream(Network& net, const InputSamples& samples) {
+  if (samples.empty()) return false;
+  SymbolicDims sym(samples);
+  std::vector<Layer*> layers;
+  for (auto& l : net.layers()) layers.push_back(l.get());
+  bool changed = false;
+  for (Layer* p : layers) {
+    if (p->op == "Shape" || p->outputs.size() != 1 || p->outputs[0]->isOutput) continue;
+    const std::vector<Layer*> readers = net.consumers(p->outputs[0]);
+    if (readers.empty() || !std::all_of(readers.begin(), readers.end(), [](const Layer* r) { return r->op == "Shape"; })) continue;
+    for (Layer* r : readers) changed = readShapeUpstream(net, sym, r) || changed;
   }
   return changed;
 }

@@ -15,6 +15,9 @@ namespace kiln {
 //! Dynamic networks: shape arithmetic (Shape -> Gather -> Concat -> Reshape/Expand targets) folded
 //! into constant targets with 0 / -1 / 1, no-op views removed (fold_shape_arithmetic.cpp).
 bool foldShapeArithmetic(Network& net, const InputSamples& samples);
+//! Dynamic networks, after the fusions: a layer read only by Shape layers goes, each Shape reading
+//! the same dims off the layer's input (fold_shape_arithmetic.cpp).
+bool readShapesUpstream(Network& net, const InputSamples& samples);
 //! Removes layers whose outputs were all folded to constants, then unreachable layers.
 bool removeFoldedLayers(Network& net);
 //! Layers with the same op, attributes and inputs (small constants by value) -> one; the others'
