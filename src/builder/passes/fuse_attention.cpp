@@ -53,17 +53,15 @@ using namespace attention_fusion;  // the pass's own steps
 //! too, so the forms that compare them are not reached.)
 class DimCompare {
  public:
-  explicit DimCompare(const InputSamples& samples) : samples_(samples) {}
+  explicit DimCompare(SampleDims& samples) : samples_(samples) {}
   bool same(const Tensor* a, size_t ka, const Tensor* b, size_t kb) {
     const int64_t x = a->dims[ka], y = b->dims[kb];
     if (x >= 0 || y >= 0 || samples_.empty()) return x == y;
-    if (!sym_) sym_.emplace(samples_);
-    return sym_->sameDim(a, ka, b, kb);
+    return samples_.sym()->sameDim(a, ka, b, kb);
   }
 
  private:
-  const InputSamples& samples_;
-  std::optional<SymbolicDims> sym_;
+  SampleDims& samples_;
 };
 
 //! x3 when `t4` ([B, S, H, D], dims known) is Reshape(x3) with x3 = [B, S, H*D]; else nullptr.
@@ -171,7 +169,7 @@ struct AttentionForms {
   std::vector<int64_t> viewExprs;
 };
 
-void findHeadForm(const Network& net, const AttentionMatch& am, AttentionForms& f, const InputSamples& samples) {
+void findHeadForm(const Network& net, const AttentionMatch& am, AttentionForms& f, SampleDims& samples) {
   DimCompare dims(samples);
   f.q3 = headSplitOf(am.q, dims);
   f.v3 = headSplitOf(am.v, dims);
@@ -223,11 +221,9 @@ QkvViews viewsAt(const AttentionMatch& am, const DimsOf& dims, const StridedView
 
 //! Traces the view form at every sample (may move a Transpose below a packed projection first, so
 //! the views absorb it); views are taken only where they remove a copy the 3-D form would not.
-void findViewForm(Network& net, const AttentionMatch& am, AttentionForms& f, const InputSamples& samples) {
+void findViewForm(Network& net, const AttentionMatch& am, AttentionForms& f, SampleDims& samples) {
   if (am.kDims[1] > 0 && am.q->dims[1] > 0 && am.kDims[1] != am.q->dims[1]) return;  // GQA: the views have one head count
-  std::optional<SymbolicDims> sym;
-  if (!samples.empty()) sym.emplace(samples);
-  std::vector<DimsOf> dims = traceDims(am, sym ? &*sym : nullptr);
+  std::vector<DimsOf> dims = traceDims(am, samples.sym());
   std::vector<std::array<StridedView, 3>> at;
   auto traceAll = [&] {
     at.assign(dims.size(), {});
@@ -242,7 +238,7 @@ void findViewForm(Network& net, const AttentionMatch& am, AttentionForms& f, con
   };
   f.viewable = traceAll();
   if (f.viewable && f.qv.base == f.kv.base && f.kv.base == f.vv.base && sinkTransposeBelowProjection(net, f.qv.base)) {
-    if (sym) sym.emplace(samples);  // the network changed: the sample dims are worked out afresh
+    samples.reset();  // the network changed: the sample dims are worked out afresh
     f.viewable = traceAll();
   }
   for (size_t s = 0; f.viewable && s < dims.size(); ++s) {
@@ -367,7 +363,7 @@ bool rewriteAttention(Network& net, const AttentionMatch& am, const CanonicalMas
   return false;  // no kernel for any form: keep the unfused ops
 }
 
-bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& supported, const InputSamples& samples) {
+bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& supported, SampleDims& samples) {
   AttentionMatch am;
   CanonicalMask cm;
   if (!matchAttention(net, sm, am, samples) || !canonicalizeMasks(net, am, sm, cm, samples)) return false;
@@ -381,10 +377,11 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
 }  // namespace
 
 bool fuseAttention(Network& net, const std::function<bool(const Layer&)>& supported, const InputSamples& samples) {
+  SampleDims dims(samples);
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* sm = net.layer(static_cast<int>(i));
-    if (sm->op != "Softmax" || !fuseOne(net, sm, supported, samples)) continue;
+    if (sm->op != "Softmax" || !fuseOne(net, sm, supported, dims)) continue;
     net.topoSort();
     changed = true;
     i = 0;

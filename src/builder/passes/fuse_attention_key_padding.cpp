@@ -395,14 +395,14 @@ bool proveAt(Tensor* m, const DescOf& desc, const Dims& scores, KeyPaddingProof&
 }
 
 //! The proofs for mask `m`: at the static dims, or at each of the samples; false when one fails.
-bool proveEverywhere(const AttentionMatch& am, Tensor* m, const InputSamples& samples, std::vector<KeyPaddingProof>& proofs) {
+bool proveEverywhere(const AttentionMatch& am, Tensor* m, SampleDims& samples, std::vector<KeyPaddingProof>& proofs) {
   if (!m || m->isConstant() || am.scores.size() != 4 || !isFloatType(m->type)) return false;
   if (isStatic(am.scores) && m->dimsKnown && isStatic(m->dims)) {
     proofs.emplace_back();
     return proveAt(m, ownDesc, am.scores, proofs[0], false) || proveAt(m, ownDesc, am.scores, proofs[0], true);
   }
   if (samples.size() < 2) return false;
-  SymbolicDims sym(samples);
+  SymbolicDims& sym = *samples.sym();
   const Tensor* scores = am.chain.qk->outputs[0];
   for (size_t s = 0; s < sym.nbSamples(); ++s) {
     proofs.emplace_back();
@@ -435,7 +435,7 @@ const KeyPaddingProof* agreedProof(const std::vector<KeyPaddingProof>& proofs, b
 
 }  // namespace
 
-bool shapeOnlyValues(const AttentionMatch& am, Tensor* t, const InputSamples& samples, std::vector<ShapeOnlyValue>& values) {
+bool shapeOnlyValues(const AttentionMatch& am, Tensor* t, SampleDims& samples, std::vector<ShapeOnlyValue>& values) {
   values.clear();
   if (!t || t->isConstant() || am.scores.size() != 4) return false;
   auto valueAt = [&](const DescOf& desc, const Dims& scores) {
@@ -448,14 +448,14 @@ bool shapeOnlyValues(const AttentionMatch& am, Tensor* t, const InputSamples& sa
   };
   if (isStatic(am.scores) && t->dimsKnown && isStatic(t->dims)) return valueAt(ownDesc, am.scores);
   if (samples.size() < 2) return false;
-  SymbolicDims sym(samples);
+  SymbolicDims& sym = *samples.sym();
   const Tensor* scores = am.chain.qk->outputs[0];
   for (size_t s = 0; s < sym.nbSamples(); ++s)
     if (!valueAt([&sym, s](const Tensor* x) { return sym.at(x, s); }, sym.at(scores, s).dims)) return false;
   return true;
 }
 
-bool maskIsPatternOnly(const AttentionMatch& am, Tensor* m, const InputSamples& samples, bool* causal) {
+bool maskIsPatternOnly(const AttentionMatch& am, Tensor* m, SampleDims& samples, bool* causal) {
   std::vector<KeyPaddingProof> proofs;
   bool allKept = false;
   const KeyPaddingProof* p = proveEverywhere(am, m, samples, proofs) ? agreedProof(proofs, &allKept) : nullptr;
@@ -464,7 +464,7 @@ bool maskIsPatternOnly(const AttentionMatch& am, Tensor* m, const InputSamples& 
   return true;
 }
 
-bool compactKeyPaddingMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, const InputSamples& samples) {
+bool compactKeyPaddingMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, SampleDims& samples) {
   if (cm.causal) return false;
   std::vector<KeyPaddingProof> proofs;
   bool allKept = false;

@@ -278,7 +278,8 @@ bool whereAsMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, Tens
 //! below the diagonal with y a masking scalar, x and is_causal (every row keeps key 0, so the fill
 //! never decides a row). Expand and identity layers between are looked through (the scores
 //! broadcast). Returns m itself when no Where was peeled.
-Tensor* peelShapeOnlyWhere(const AttentionMatch& am, Tensor* m, const InputSamples& samples, SymbolicDims* sym, bool* causal) {
+Tensor* peelShapeOnlyWhere(const AttentionMatch& am, Tensor* m, SampleDims& samples, bool* causal) {
+  SymbolicDims* sym = samples.sym();
   Tensor* out = m;
   bool outCausal = false, isCausal = false;
   for (int depth = 0; depth < 8; ++depth) {
@@ -319,7 +320,7 @@ Tensor* peelShapeOnlyWhere(const AttentionMatch& am, Tensor* m, const InputSampl
 //! to the scores, which the sum would turn into a [B, H, Sq, Skv] bias read in every layer. A lone
 //! mask is left to compactKeyPaddingMask, which also finds padding flags.
 void dropPatternOnlyMasks(const AttentionMatch& am, CanonicalMask& cm, std::vector<KeptMask>& kept, bool whereMask,
-                          const InputSamples& samples) {
+                          SampleDims& samples) {
   if (kept.size() + (whereMask ? 1 : 0) < 2 && !cm.causal) return;
   for (size_t i = 0; i < kept.size();) {
     bool causal = false;
@@ -334,16 +335,14 @@ void dropPatternOnlyMasks(const AttentionMatch& am, CanonicalMask& cm, std::vect
 
 }  // namespace
 
-bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, CanonicalMask& cm, const InputSamples& samples) {
+bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, CanonicalMask& cm, SampleDims& samples) {
   std::vector<KeptMask> kept;
   Tensor* whereMask = nullptr;
-  std::optional<SymbolicDims> sym;
-  if (!samples.empty()) sym.emplace(samples);
-  SymbolicDims* at = sym ? &*sym : nullptr;
+  SymbolicDims* at = samples.sym();
   if (!keepAdditiveMasks(am, cm, kept, at) || !whereAsMask(net, am, cm, &whereMask, at)) return false;
   for (KeptMask& k : kept) {
     bool causal = false;
-    if (!k.source.valid() && !k.t->isConstant()) k.t = peelShapeOnlyWhere(am, k.t, samples, at, &causal);
+    if (!k.source.valid() && !k.t->isConstant()) k.t = peelShapeOnlyWhere(am, k.t, samples, &causal);
     cm.causal = cm.causal || causal;
   }
   dropPatternOnlyMasks(am, cm, kept, whereMask != nullptr, samples);

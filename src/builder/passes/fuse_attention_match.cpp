@@ -159,11 +159,11 @@ bool hasUnknownDim(const Dims& d) {
 //! Where a dim is unknown statically, shapesAgree at every sample shape of the profiles: two -1s
 //! are not taken to be the same dim (at run time one could be 1 and broadcast in the MatMuls,
 //! which the Attention op does not do). Without samples (a pass run alone) they are trusted.
-bool shapesAgreeAtSamples(const AttentionMatch& am, const InputSamples& samples) {
+bool shapesAgreeAtSamples(const AttentionMatch& am, SampleDims& samples) {
   if (samples.empty() || !(hasUnknownDim(am.q->dims) || hasUnknownDim(am.kDims) || hasUnknownDim(am.v->dims) ||
                            hasUnknownDim(am.scores)))
     return true;
-  SymbolicDims sym(samples);
+  SymbolicDims& sym = *samples.sym();
   for (size_t s = 0; s < sym.nbSamples(); ++s) {
     const Dims q = sym.at(am.q, s).dims, kr = sym.at(am.kRoot, s).dims, v = sym.at(am.v, s).dims;
     const Dims sc = sym.at(am.chain.qk->outputs[0], s).dims;
@@ -215,7 +215,7 @@ void takeRepeatedKv(AttentionMatch& am) {
 
 }  // namespace
 
-bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am, const InputSamples& samples) {
+bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am, SampleDims& samples) {
   const Tensor* x = sm->inputs.empty() ? nullptr : sm->inputs[0];
   if (!x || !x->dimsKnown || x->dims.size() != 4 || !isFloatType(x->type)) return false;
   const int64_t axis = sm->attrs.getInt("axis", -1);

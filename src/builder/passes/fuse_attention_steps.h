@@ -3,6 +3,7 @@
 // (fuse_attention.cpp). Internal to the pass.
 #pragma once
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,32 @@ constexpr double kVeryNegative = -1e4;
 
 inline bool sameDim(int64_t a, int64_t b) { return a == b; }  // -1 == -1: trusted here; the matcher checks them at the samples
 
+//! The profiles' sample shapes and one SymbolicDims over them, shared by the steps and by every
+//! attention of one pass: each SymbolicDims infers everything above the tensors it is asked
+//! about, so one per question cost seconds on a 36-attention T5. Built on first use; reset()
+//! where a step changes what an existing tensor holds (a transpose sunk below a projection). The
+//! pass's rewrites keep every other tensor's dims and values, and tensors outlive the pass
+//! (removeDeadLayers runs after it), so the memo stays true.
+class SampleDims {
+ public:
+  explicit SampleDims(const InputSamples& samples) : samples_(samples) {}
+  size_t size() const { return samples_.size(); }
+  bool empty() const { return samples_.empty(); }
+  //! Null without samples (a static network, or the pass run alone).
+  SymbolicDims* sym() {
+    if (samples_.empty()) return nullptr;
+    if (!sym_) sym_.emplace(samples_);
+    return &*sym_;
+  }
+  //! Afresh, at the same address (the dims functions of a trace hold it).
+  void reset() {
+    if (sym_) sym_.emplace(samples_);
+  }
+
+ private:
+  const InputSamples& samples_;
+  std::optional<SymbolicDims> sym_;
+};
 //! The layers from the Q K^T MatMul to the P V MatMul.
 struct ScoreChain {
   Layer *qk = nullptr, *softmax = nullptr, *pv = nullptr;
@@ -53,23 +80,23 @@ Tensor* throughIdentity(Tensor* t);
 
 //! Matcher: proves the subgraph ending in Softmax `sm` is an attention and finds Q, K, V (changes
 //! nothing). Dims unknown statically are compared at the profiles' `samples`.
-bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am, const InputSamples& samples = {});
+bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am, SampleDims& samples);
 
 //! Canonicalizer: one additive mask and is_causal. Every refusal comes before the first change to
 //! the network. A dynamic network's masks are checked at its `samples` where their dims are unknown.
-bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, CanonicalMask& cm, const InputSamples& samples);
+bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, CanonicalMask& cm, SampleDims& samples);
 
 //! Key-padding analysis (fuse_attention_key_padding.cpp): when the runtime mask provably is
 //! "key flags k[b, j] ? (0 or causal) : masked", cm becomes is_causal + k as a bool
 //! [B|1, 1, 1, Skv] mask (+ maskFill); false (cm unchanged) when that cannot be proven. A dynamic
 //! network is proven at each of its `samples` (symbolic_dims.h).
-bool compactKeyPaddingMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, const InputSamples& samples);
+bool compactKeyPaddingMask(Network& net, const AttentionMatch& am, CanonicalMask& cm, SampleDims& samples);
 
 //! Whether runtime mask `m` is, at its static dims or at every sample, zero everywhere (*causal
 //! false) or the exact causal pattern (*causal true) with a masking value, with no padded key: a
 //! dynamic export's masks of the shapes alone (an ids-only call), which a fixed export folds.
 //! Changes nothing.
-bool maskIsPatternOnly(const AttentionMatch& am, Tensor* m, const InputSamples& samples, bool* causal);
+bool maskIsPatternOnly(const AttentionMatch& am, Tensor* m, SampleDims& samples, bool* causal);
 //! The values of runtime tensor `t` when it is a value of the shapes alone (constants and shape
 //! arithmetic through elementwise ops and data movement): one at its static dims, or one per
 //! sample; each at the dims it broadcasts from (Expand skipped), with the scores' dims at that
@@ -78,7 +105,7 @@ struct ShapeOnlyValue {
   HostTensor value;
   Dims scores;  // the scores' dims there
 };
-bool shapeOnlyValues(const AttentionMatch& am, Tensor* t, const InputSamples& samples, std::vector<ShapeOnlyValue>& values);
+bool shapeOnlyValues(const AttentionMatch& am, Tensor* t, SampleDims& samples, std::vector<ShapeOnlyValue>& values);
 //! A new one-output layer whose output has the given type and dims.
 Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name,
                       DataType type, const Dims& dims);
