@@ -210,7 +210,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse LayerNorm pattern", fuseLayerNormPattern},
       {"fuse RMSNorm pattern", fuseRmsNormPattern},
       {"fuse rotary embedding pattern", [&](Network& n) { return fuseRotaryPattern(n, samples); }},
-      {"fuse GroupNorm pattern", fuseGroupNormPattern},
+      {"fuse GroupNorm pattern", [&](Network& n) { return fuseGroupNormPattern(n, samples); }},
       {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasFusedAttention, samples); }},
       // Again: the attention fusion makes one mask sum per layer from masks every layer shares (T5).
       {"merge duplicate layers made by the attention fusion", mergeDuplicateLayers},

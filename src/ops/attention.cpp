@@ -92,6 +92,8 @@ AttentionConfig parseAttentionConfig(const LayerDesc& l) {
   c.leftWindow = a.getInt("left_window_size", -1);
   c.rightWindow = a.getInt("right_window_size", -1);
   if (c.leftWindow < -1 || c.rightWindow < -1) opError(l, "left_window_size and right_window_size must be >= -1");
+  const int64_t bias = a.getInt(kAttentionMaskBiasAttr, 0);
+  if (bias != 0 && bias != 1) opError(l, std::string(kAttentionMaskBiasAttr) + " must be 0 or 1");
   if (a.has(kAttentionMaskFillAttr)) {
     c.maskFill = a.getFloat(kAttentionMaskFillAttr, 0.f);
     if (!std::isfinite(c.maskFill) || c.maskFill > kAttentionMaskFillMax)

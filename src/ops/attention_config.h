@@ -20,6 +20,12 @@ constexpr size_t kAttentionQ = 0, kAttentionK = 1, kAttentionV = 2, kAttentionMa
 //! instead of zero. The value absorbs any realistic score (s + c == c), so kernels may use c.
 constexpr const char* kAttentionMaskFillAttr = "kiln_mask_fill";
 constexpr double kAttentionMaskFillMax = -1e30;
+//! kiln-internal attribute (the attention fusion): 1 when a runtime float attn_mask is proven to
+//! be a bias, finite and above -1e4 everywhere (a relative position bias gathered from a constant
+//! table), with the scores' Sq and Skv as its last two dims. It masks no key, so no row is ever
+//! fully masked, and cuDNN's SDPA computes what kiln's kernels do: it may take it as its bias
+//! (otherwise it takes constant masks only). An assertion about values; the math is unchanged.
+constexpr const char* kAttentionMaskBiasAttr = "kiln_mask_bias";
 
 struct AttentionConfig {
   double scale = 0;  //!< 0: 1/sqrt(head_size)

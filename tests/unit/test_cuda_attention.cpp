@@ -11,6 +11,7 @@
 
 #include "backends/cuda/attention_bias.h"
 #include "op_test_util.h"
+#include "ops/attention_config.h"
 
 using namespace kiln;
 using kiln::test::OpCase;
@@ -549,6 +550,12 @@ TEST(CudaAttention, ConstantMasksAsCudnnBias) {
       checkOffered(*gpu, c, t, true, "swin bias");
       c.constant.clear();
       checkOffered(*gpu, c, t, false, "runtime bias");
+      // T5's dynamic export: a runtime position bias the fusion proved bounded (kiln_mask_bias),
+      // alone and with is_causal; read in place by cuDNN each run
+      c.attrs.set(kAttentionMaskBiasAttr, int64_t(1));
+      checkOffered(*gpu, c, t, true, "runtime bounded bias");
+      c.attrs.set("is_causal", int64_t(1));
+      checkOffered(*gpu, c, t, true, "runtime bounded bias causal");
     }
     {  // T5 decoder: bias + causal (finfo.min above the diagonal), one constant [1, H, S, S]
       OpCase c = qkvCase(2, 4, 4, 70, 70, 64, seed += 10);

@@ -511,3 +511,38 @@ TEST(PassAttentionDynamic, FoldedBiasPlusCausalMaskOfAFixedExportIsCausal) {
   const HostTensor want = kiln::test::evaluateReference(ref, in).at("y"), got = kiln::test::evaluateReference(net, in).at("y");
   for (int64_t i = 0; i < want.count(); ++i) ASSERT_NEAR(got.getDouble(i), want.getDouble(i), 2e-5 * (1 + std::fabs(want.getDouble(i)))) << i;
 }
+
+// A runtime bias gathered from a constant table (T5's relative position bias, computed at run time
+// by a dynamic export) is proven bounded (kiln_mask_bias: no key masked, so cuDNN's SDPA may read
+// it); a table holding a masking value, or a bias that adds a graph input, is not.
+TEST(PassAttentionDynamic, RuntimeBiasFromAConstantTableIsMarkedBounded) {
+  constexpr int64_t B = 2, S = 6, NB = 5;
+  enum class Table { kFinite, kMasking, kPlusInput };
+  for (Table kind : {Table::kFinite, Table::kMasking, Table::kPlusInput}) {
+    Network n;
+    Tensor* q = n.addInput("q", DataType::kFLOAT, {B, H, S, D});
+    Tensor* k = n.addInput("k", DataType::kFLOAT, {B, H, S, D});
+    Tensor* v = n.addInput("v", DataType::kFLOAT, {B, H, S, D});
+    Tensor* buckets = n.addInput("buckets", DataType::kINT64, {S, S});
+    HostTensor table = randomTensor({NB, H}, 5, -3.f, 3.f);
+    if (kind == Table::kMasking) table.as<float>()[2] = -3.4028235e38f;
+    Attributes axis0, perm;
+    axis0.set("axis", int64_t(0));
+    perm.set("perm", std::vector<int64_t>{2, 0, 1});
+    Tensor* g = n.addLayer("Gather", {n.addConstant("table", table), buckets}, 1, axis0)->outputs[0];  // [S, S, H]
+    Tensor* pb = n.addLayer("Unsqueeze", {n.addLayer("Transpose", {g}, 1, perm)->outputs[0], n.addConstant("", ints({0}))}, 1)->outputs[0];
+    if (kind == Table::kPlusInput) pb = n.addElementWise(pb, n.addInput("extra", DataType::kFLOAT, {1, H, S, S}), "Add")->outputs[0];
+    HostTensor sc(DataType::kFLOAT, {});
+    *sc.as<float>() = 1.0f / std::sqrt(static_cast<float>(D));
+    Tensor* scores = n.addMatMul(q, permute(n, k, {0, 1, 3, 2}))->outputs[0];
+    scores = n.addElementWise(n.addElementWise(scores, n.addConstant("", sc), "Mul")->outputs[0], pb, "Add")->outputs[0];
+    finish(n, n.addMatMul(n.addSoftmax(scores, -1)->outputs[0], v)->outputs[0]);
+    n.topoSort();
+    n.inferShapes();
+    ASSERT_TRUE(fuseAttention(n, {}));
+    const Layer* a = attentionLayer(n);
+    ASSERT_NE(a, nullptr);
+    ASSERT_EQ(a->inputs.size(), 4u);
+    EXPECT_EQ(a->attrs.getInt("kiln_mask_bias", 0), kind == Table::kFinite ? 1 : 0) << static_cast<int>(kind);
+  }
+}

@@ -710,3 +710,40 @@ TEST(Passes, ALayerOnlyShapeReadsGoesTheShapeReadingItsInput) {
     for (int64_t i = 0; i < want.count(); ++i) EXPECT_EQ(got.as<float>()[i], want.as<float>()[i]) << out << " " << i;
   }
 }
+
+// The GroupNorm pattern of a dynamic export (batch and spatial dims unknown, the Reshape back to
+// Shape(x) computed at run time) fuses too, its dims compared at the profile's samples; the fused
+// network agrees with the pattern at a shape that is not a sample.
+TEST(Passes, GroupNormPatternFusesWithDynamicDims) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {-1, 8, -1, -1});
+    HostTensor t(DataType::kINT64, {3});
+    t.as<int64_t>()[0] = 0, t.as<int64_t>()[1] = 4, t.as<int64_t>()[2] = -1;
+    Tensor* r = n.addLayer("Reshape", {x, n.addConstant("", t)}, 1)->outputs[0];
+    Tensor* in = n.addLayer("InstanceNormalization", {r, n.addConstant("s", randomTensor({4}, 3, 0.5f, 1.5f)),
+                                                      n.addConstant("b", randomTensor({4}, 4))}, 1)->outputs[0];
+    Tensor* back = n.addLayer("Reshape", {in, n.addLayer("Shape", {x}, 1)->outputs[0]}, 1)->outputs[0];
+    Tensor* g = n.addElementWise(back, n.addConstant("gamma", randomTensor({8, 1, 1}, 5)), "Mul")->outputs[0];
+    Tensor* y = n.addElementWise(g, n.addConstant("beta", randomTensor({8, 1, 1}, 6)), "Add")->outputs[0];
+    n.renameTensor(y, "y");
+    n.markOutput(y);
+  };
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  InputSamples samples;
+  for (Dims d : {Dims{2, 8, 5, 3}, Dims{4, 8, 7, 7}, Dims{1, 8, 1, 2}, Dims{3, 8, 4, 9}}) samples.push_back({{"x", d}});
+  ASSERT_TRUE(fuseGroupNormPattern(net, samples));
+  net.topoSort();
+  net.inferShapes();
+  removeFoldedLayers(net);
+  EXPECT_EQ(kiln::test::countOps(net, "GroupNormalization"), 1);
+  EXPECT_EQ(kiln::test::countOps(net, "InstanceNormalization") + kiln::test::countOps(net, "Mul"), 0);
+  Network ref;
+  make(ref);
+  const std::map<std::string, HostTensor> in{{"x", randomTensor({5, 8, 6, 2}, 9, -2.f, 3.f)}};
+  const HostTensor want = kiln::test::evaluateReference(ref, in).at("y"), got = kiln::test::evaluateReference(net, in).at("y");
+  ASSERT_EQ(got.dims(), want.dims());
+  for (int64_t i = 0; i < want.count(); ++i) EXPECT_NEAR(got.as<float>()[i], want.as<float>()[i], 1e-4) << i;
+}

@@ -7,7 +7,9 @@
 // ONNX); an attn_mask only when it is a build-time constant that leaves every query row a key
 // (attention_bias.h), as a dense bias the kernel uploads once. A runtime mask could hide a whole
 // row, and there our kernels' zeros (what the exporters' NaN guard asks for) are not what cuDNN
-// computes. The graph is built once per shape (reshape); execute only enqueues its plan.
+// computes; except a runtime bias the fusion proved bounded (kiln_mask_bias: T5's relative
+// position bias of a dynamic export), [B|1, H|1, Sq, Skv] in Q's type, read in place each run.
+// The graph is built once per shape (reshape); execute only enqueues its plan.
 // Runtime bool key flags [B|1, 1, 1, Skv] (the attention fusion's key-padding rewrite of the
 // transformers' masks, with or without is_causal / kiln_mask_fill): cuDNN's padding mask, with
 // the key lengths counted on the device per run (attention_keypad_lengths.cu). That is exact for
@@ -65,6 +67,14 @@ bool keyFlagsMask(const LayerDesc& l) {
   return ml.dims4[1] == 1 && ml.dims4[2] == 1 && (skv < 0 || ml.len < 0 || ml.len == skv);
 }
 
+//! Whether `l`'s attn_mask is a runtime bias the attention fusion proved bounded (kiln_mask_bias:
+//! it masks no key, so no row is fully masked), in Q's type: cuDNN reads it as its bias per run.
+bool runtimeBiasMask(const LayerDesc& l) {
+  const TensorDesc& m = l.inputs[cuda::kAttnMask];
+  return l.attrs->getInt(kAttentionMaskBiasAttr, 0) == 1 && !m.value.valid() && m.type == l.inputs[cuda::kAttnQ].type &&
+         m.dims.size() >= 2 && m.dims.size() <= 4;
+}
+
 void check(fe::error_t e, const LayerDesc& l, const char* what) { cuda::checkCudnn(e, l, std::string("SDPA ") + what); }
 
 //! [B, H, Sq, Skv] of the scores; empty when a size is unknown.
@@ -85,6 +95,10 @@ class CudnnSdpaKernel : public Kernel {
       return;
     }
     const HostTensor& m = l.inputs[cuda::kAttnMask].value;
+    if (!m.valid() && runtimeBiasMask(l)) {
+      runtimeBias_ = true;
+      return;
+    }
     biasTarget_ = scoreDims(cuda::attentionGeometry(l));
     if (!m.valid() || biasTarget_.empty()) throw UnsupportedError("layer '" + l.name + "' (Attention): cuDNN SDPA takes only a constant attn_mask");
     const DataType t = l.inputs[cuda::kAttnQ].type;
@@ -138,8 +152,19 @@ class CudnnSdpaKernel : public Kernel {
       attrs.set_padding_mask(true).set_seq_len_q(lengths("seq_q", kUidSeqQ)).set_seq_len_kv(lengths("seq_kv", kUidSeqKv));
       fallback_->reshape(l, st->fallback);
     }
-    if (bias_) {
-      const Dims& bd = biasDims_;
+    Dims runtimeDims;  // the runtime bias at this shape: [B|1, H|1, Sq, Skv], dense
+    if (runtimeBias_) {
+      const Dims& md = l.inputs[cuda::kAttnMask].dims;
+      const Dims target = scoreDims(geo);
+      runtimeDims = Dims(4 - md.size(), 1);
+      runtimeDims.insert(runtimeDims.end(), md.begin(), md.end());
+      if (target.empty() || runtimeDims[2] != target[2] || runtimeDims[3] != target[3] ||
+          (runtimeDims[0] != 1 && runtimeDims[0] != target[0]) || (runtimeDims[1] != 1 && runtimeDims[1] != target[1]))
+        throw UnsupportedError("layer '" + l.name + "' (Attention): attn_mask " + toString(md) + " is not a [B|1, H|1, Sq, Skv] bias for scores " +
+                               toString(target));
+    }
+    if (bias_ || runtimeBias_) {
+      const Dims& bd = bias_ ? biasDims_ : runtimeDims;
       auto bias = g->tensor(fe::graph::Tensor_attributes()
                                 .set_name("Bias")
                                 .set_uid(kUidBias)
@@ -198,7 +223,7 @@ class CudnnSdpaKernel : public Kernel {
         case kUidK: ptrs[n++] = static_cast<char*>(io.in[cuda::kAttnK].data) + s->offset[1]; break;
         case kUidV: ptrs[n++] = static_cast<char*>(io.in[cuda::kAttnV].data) + s->offset[2]; break;
         case kUidO: ptrs[n++] = io.out[0].data; break;
-        case kUidBias: ptrs[n++] = const_cast<void*>(bias_->ptr); break;
+        case kUidBias: ptrs[n++] = bias_ ? const_cast<void*>(bias_->ptr) : const_cast<void*>(io.in[cuda::kAttnMask].data); break;
         case kUidSeqQ: ptrs[n++] = seqQ; break;
         case kUidSeqKv: ptrs[n++] = seqKv; break;
         default: throw Error("cuDNN SDPA: unexpected tensor uid " + std::to_string(uid));
@@ -216,6 +241,7 @@ class CudnnSdpaKernel : public Kernel {
  private:
   std::shared_ptr<const cuda::DeviceCopy> bias_;  //!< the dense bias of a constant attn_mask
   std::unique_ptr<Kernel> fallback_;              //!< key flags: the flash kernel for rows cuDNN cannot express
+  bool runtimeBias_ = false;                      //!< a runtime bias (kiln_mask_bias), read from the input each run
   Dims biasTarget_, biasDims_;                    //!< the scores it was made for, its own dims
 };
 
@@ -262,7 +288,7 @@ bool supportsCudnnSdpa(const LayerDesc& l) {
   const int64_t maxD = major == 9 ? 256 : 128;  // the frontend's limits: 256 on Hopper, 128 elsewhere
   if (h.d > maxD) return false;
   if (keyFlags) return cuda::flashTcSupported(t, static_cast<int>(h.d), static_cast<int>(h.dv), 4);
-  return !l.present(cuda::kAttnMask) || maskAsBias(l);
+  return !l.present(cuda::kAttnMask) || maskAsBias(l) || runtimeBiasMask(l);
 }
 
 }  // namespace

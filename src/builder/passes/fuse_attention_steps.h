@@ -70,6 +70,7 @@ struct CanonicalMask {
   bool causal = false;
   Tensor* mask = nullptr;  // additive (or, after compactKeyPaddingMask, bool key flags), broadcastable to the scores; null when none
   double maskFill = -std::numeric_limits<double>::infinity();  // finite: kiln_mask_fill (ops/attention.cpp)
+  bool bias = false;  // kiln_mask_bias (ops/attention_config.h): a runtime mask proven a bounded bias
 };
 
 //! True for a layer that passes its single input on unchanged: Identity, a one-input Concat, or
@@ -106,6 +107,11 @@ struct ShapeOnlyValue {
   Dims scores;  // the scores' dims there
 };
 bool shapeOnlyValues(const AttentionMatch& am, Tensor* t, SampleDims& samples, std::vector<ShapeOnlyValue>& values);
+//! Whether cm's runtime float mask is a bounded bias (fuse_attention_bias.cpp): its values come
+//! from constants whose values are finite and above kVeryNegative through data movement, casts and
+//! sums that keep them so, and its last two dims are the scores' Sq and Skv (statically or at
+//! every sample). Changes nothing.
+bool maskIsBoundedBias(const AttentionMatch& am, const CanonicalMask& cm, SampleDims& samples);
 //! A new one-output layer whose output has the given type and dims.
 Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name,
                       DataType type, const Dims& dims);

@@ -4,7 +4,11 @@
 //   y = Reshape(n -> x's shape) [* gamma (per channel)] [+ beta (per channel)]
 // becomes one GroupNormalization with per-channel scale gamma*s and bias gamma*b + beta (opset 21
 // semantics): one layer instead of five, and a producer that fuse_activation can give the
-// following SiLU/GELU/ReLU (ResNet-GN, PoolFormer, wav2vec2, diffusion UNets).
+// following SiLU/GELU/ReLU (ResNet-GN, PoolFormer, wav2vec2, diffusion UNets). A dynamic batch or
+// spatial size (the Reshape target [0, G, -1] after fold_shape_arithmetic) is compared at the
+// profiles' samples.
+#include <optional>
+
 #include "builder/passes/passes.h"
 
 namespace kiln {
@@ -23,7 +27,14 @@ bool perChannelConst(const Tensor* t, int64_t c, size_t rank) {
 
 }  // namespace
 
-bool fuseGroupNormPattern(Network& net) {
+bool fuseGroupNormPattern(Network& net, const InputSamples& samples) {
+  std::optional<SymbolicDims> symbolic;  // a dynamic batch or spatial size: dims compared at the samples
+  if (!samples.empty()) symbolic.emplace(samples);
+  SymbolicDims* sym = symbolic ? &*symbolic : nullptr;
+  auto sameDims = [&](const Tensor* a, const Tensor* b) {
+    if (a->dimsKnown && b->dimsKnown && isStatic(a->dims) && a->dims == b->dims) return true;
+    return sym && sym->sameDims(a, b);
+  };
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* r1 = net.layer(static_cast<int>(i));
@@ -33,14 +44,17 @@ bool fuseGroupNormPattern(Network& net) {
     const Dims& rd = r1->outputs[0]->dims;
     if (x->type != DataType::kFLOAT || !x->dimsKnown || !r1->outputs[0]->dimsKnown || xd.size() < 3 || rd.size() != 3) continue;
     const int64_t n = xd[0], c = xd[1], groups = rd[1];
-    if (n <= 0 || c <= 0 || groups <= 0 || rd[0] != n || c % groups != 0 || rd[2] * groups != volume(xd) / n) continue;
+    if (c <= 0 || groups <= 0 || c % groups != 0) continue;
+    // [N, C, ...] -> [N, G, rest]: rest is C/G times the spatial size, as the Reshape keeps the volume.
+    const bool batchKept = n > 0 ? rd[0] == n : sym && sym->sameDim(r1->outputs[0], 0, x, 0);
+    if (!batchKept || (n > 0 && isStatic(xd) && rd[2] * groups != volume(xd) / n)) continue;
     Layer* in = soleConsumer(net, r1->outputs[0]);
     if (!in || in->op != "InstanceNormalization" || in->inputs.size() != 3 || in->inputs[0] != r1->outputs[0]) continue;
     const Tensor* s = in->inputs[1];
     const Tensor* b = in->inputs[2];
     if (!s || !b || !s->isConstant() || !b->isConstant() || s->value.count() != groups || b->value.count() != groups) continue;
     Layer* r2 = soleConsumer(net, in->outputs[0]);
-    if (!r2 || r2->op != "Reshape" || r2->outputs.size() != 1 || r2->outputs[0]->dims != xd) continue;
+    if (!r2 || r2->op != "Reshape" || r2->outputs.size() != 1 || !sameDims(r2->outputs[0], x)) continue;
     std::vector<Layer*> dead{r1, in, r2};
     Tensor* y = r2->outputs[0];
     // Per-channel scale and bias: the group's s/b, then the optional gamma and beta.
@@ -51,7 +65,7 @@ bool fuseGroupNormPattern(Network& net) {
       bias.as<float>()[k] = static_cast<float>(b->value.getDouble(k / perGroup));
     }
     Layer* mul = y->isOutput ? nullptr : soleConsumer(net, y);
-    if (mul && mul->op == "Mul" && perChannelConst(otherInput(mul, y), c, xd.size()) && mul->outputs[0]->dims == xd) {
+    if (mul && mul->op == "Mul" && perChannelConst(otherInput(mul, y), c, xd.size()) && sameDims(mul->outputs[0], x)) {
       const Tensor* gamma = otherInput(mul, y);
       for (int64_t k = 0; k < c; ++k) {
         const float g = static_cast<float>(gamma->value.getDouble(k));
@@ -62,7 +76,7 @@ bool fuseGroupNormPattern(Network& net) {
       y = mul->outputs[0];
     }
     Layer* add = y->isOutput ? nullptr : soleConsumer(net, y);
-    if (add && add->op == "Add" && perChannelConst(otherInput(add, y), c, xd.size()) && add->outputs[0]->dims == xd) {
+    if (add && add->op == "Add" && perChannelConst(otherInput(add, y), c, xd.size()) && sameDims(add->outputs[0], x)) {
       const Tensor* beta = otherInput(add, y);
       for (int64_t k = 0; k < c; ++k) bias.as<float>()[k] += static_cast<float>(beta->value.getDouble(k));
       dead.push_back(add);

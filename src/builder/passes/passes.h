@@ -31,7 +31,7 @@ bool fuseRmsNormPattern(Network& net);
 //! `samples` (symbolic_dims.h): a dynamic network's sample shapes, at which run-time caches are checked.
 bool fuseRotaryPattern(Network& net, const InputSamples& samples = {});
 //! Reshape -> InstanceNormalization -> Reshape [-> Mul gamma] [-> Add beta] (GroupNorm as exported) -> GroupNormalization.
-bool fuseGroupNormPattern(Network& net);
+bool fuseGroupNormPattern(Network& net, const InputSamples& samples = {});
 //! Compress with a constant condition -> Gather with the kept indices (lower_compress.cpp).
 bool lowerConstantCompress(Network& net);
 //! Compress with a computed condition -> Gather(x, Reshape(NonZero(condition), [-1])).
