@@ -193,20 +193,24 @@ const Layer* fuseMaskedBlock(Network& net, const std::function<void(Network&)>& 
 
 //! At each (b, s) of `runs`, the fused `net` agrees with a fresh unfused `make` on random q, k, v
 //! and extraOf(b, s).
+//! The fused `net` and a fresh unfused `make` give the same "y" on `in` (random q, k, v of
+//! [b, H, s, D] added; seed advanced).
+void expectAgreesAt(Network& net, const std::function<void(Network&)>& make, std::map<std::string, HostTensor> in,
+                    int64_t b, int64_t s, uint32_t& seed) {
+  for (const char* name : {"q", "k", "v"}) in[name] = randomTensor({b, H, s, D}, seed++, -2.f, 2.f);
+  Network ref;
+  make(ref);
+  const HostTensor want = kiln::test::evaluateReference(ref, in).at("y"), got = kiln::test::evaluateReference(net, in).at("y");
+  ASSERT_EQ(got.dims(), want.dims());
+  for (int64_t i = 0; i < want.count(); ++i)
+    ASSERT_NEAR(got.getDouble(i), want.getDouble(i), 2e-5 * (1 + std::fabs(want.getDouble(i)))) << b << "x" << s << " [" << i << "]";
+}
+
 void expectMaskedBlockAgrees(Network& net, const std::function<void(Network&)>& make, const std::string& extra,
                              const std::vector<std::pair<int64_t, int64_t>>& runs,
                              const std::function<HostTensor(int64_t, int64_t)>& extraOf) {
   uint32_t seed = 80;
-  for (auto [b, s] : runs) {
-    std::map<std::string, HostTensor> in{{extra, extraOf(b, s)}};
-    for (const char* name : {"q", "k", "v"}) in[name] = randomTensor({b, H, s, D}, seed++, -2.f, 2.f);
-    Network ref;
-    make(ref);
-    const HostTensor want = kiln::test::evaluateReference(ref, in).at("y"), got = kiln::test::evaluateReference(net, in).at("y");
-    ASSERT_EQ(got.dims(), want.dims());
-    for (int64_t i = 0; i < want.count(); ++i)
-      ASSERT_NEAR(got.getDouble(i), want.getDouble(i), 2e-5 * (1 + std::fabs(want.getDouble(i)))) << b << "x" << s << " [" << i << "]";
-  }
+  for (auto [b, s] : runs) expectAgreesAt(net, make, {{extra, extraOf(b, s)}}, b, s, seed);
 }
 
 }  // namespace
@@ -443,16 +447,8 @@ void expectBiasAloneIsRead(bool causal, bool maskedFill) {
   EXPECT_EQ(a->inputs[3]->name, "pb") << "the attention reads " << a->inputs[3]->name << " " << toString(a->inputs[3]->dims);
   EXPECT_EQ(a->attrs.getInt("is_causal", 0), causal ? 1 : 0);
   uint32_t seed = 90;
-  for (auto [b, s] : {std::pair<int64_t, int64_t>{3, 6}, {2, 11}}) {
-    std::map<std::string, HostTensor> in{{"pb", randomTensor({1, H, s, s}, seed++, -3.f, 3.f)}};
-    for (const char* name : {"q", "k", "v"}) in[name] = randomTensor({b, H, s, D}, seed++, -2.f, 2.f);
-    Network ref;
-    make(ref);
-    const HostTensor want = kiln::test::evaluateReference(ref, in).at("y"), got = kiln::test::evaluateReference(net, in).at("y");
-    ASSERT_EQ(got.dims(), want.dims());
-    for (int64_t i = 0; i < want.count(); ++i)
-      ASSERT_NEAR(got.getDouble(i), want.getDouble(i), 2e-5 * (1 + std::fabs(want.getDouble(i)))) << b << "x" << s << " [" << i << "]";
-  }
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{3, 6}, {2, 11}})
+    expectAgreesAt(net, make, {{"pb", randomTensor({1, H, s, s}, seed++, -3.f, 3.f)}}, b, s, seed);
 }
 
 }  // namespace
@@ -503,13 +499,8 @@ TEST(PassAttentionDynamic, FoldedBiasPlusCausalMaskOfAFixedExportIsCausal) {
   ASSERT_EQ(a->inputs.size(), 4u);
   EXPECT_EQ(a->attrs.getInt("is_causal", 0), 1);
   EXPECT_EQ(a->inputs[3]->dims, (Dims{1, H, S, S}));
-  std::map<std::string, HostTensor> in;
   uint32_t seed = 70;
-  for (const char* name : {"q", "k", "v"}) in[name] = randomTensor({B, H, S, D}, seed++, -2.f, 2.f);
-  Network ref;
-  make(ref);
-  const HostTensor want = kiln::test::evaluateReference(ref, in).at("y"), got = kiln::test::evaluateReference(net, in).at("y");
-  for (int64_t i = 0; i < want.count(); ++i) ASSERT_NEAR(got.getDouble(i), want.getDouble(i), 2e-5 * (1 + std::fabs(want.getDouble(i)))) << i;
+  expectAgreesAt(net, make, {}, B, S, seed);
 }
 
 // A runtime bias gathered from a constant table (T5's relative position bias, computed at run time
