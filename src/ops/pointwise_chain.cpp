@@ -5,7 +5,9 @@
 //   attrs:   steps (op names), operand (per step: input index of its extra operand, or -1),
 //            swapped (per step: 1 when the chain value is the right operand: c - v, c / v, c ^ v),
 //            alpha / beta (per step: activation parameters)
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "ops/activation.h"
 #include "ops/fused_attrs.h"
@@ -120,6 +122,36 @@ void gatherOperand(const TensorView& t, const Dims& outDims, const std::vector<i
   for (size_t d = r; d-- > 0;) {
     idx[d] = rem % outDims[d];
     rem /= outDims[d];
+  }
+  // Innermost dims the operand is constant along (a per-channel [C, 1, 1] scale over an NCHW
+  // plane) or contiguous along (a [H, W] operand repeated over channels): whole runs at once, a
+  // fill or a copy, instead of an index step per element (BatchNorm + ReLU chains of DenseNet).
+  size_t zeroFrom = r, copyFrom = r;
+  int64_t zeroRun = 1, copyRun = 1;
+  while (zeroFrom > 0 && strides[zeroFrom - 1] == 0) zeroRun *= outDims[--zeroFrom];
+  while (copyFrom > 0 && strides[copyFrom - 1] == copyRun) copyRun *= outDims[--copyFrom];
+  const bool fill = zeroRun >= copyRun;
+  const int64_t run = fill ? zeroRun : copyRun;
+  const size_t inner = fill ? zeroFrom : copyFrom;
+  if (run >= 8) {
+    int64_t off = 0;
+    for (size_t d = 0; d < inner; ++d) off += idx[d] * strides[d];
+    int64_t within = 0;  // begin's position inside its run
+    for (size_t d = inner; d < r; ++d) within = within * outDims[d] + idx[d];
+    for (int64_t i = 0; i < n;) {
+      const int64_t len = std::min(run - within, n - i);
+      if (fill) std::fill(dst + i, dst + i + len, src[off]);
+      else std::memcpy(dst + i, src + off + within, static_cast<size_t>(len) * sizeof(float));
+      i += len;
+      within = 0;
+      for (size_t d = inner; d-- > 0;) {  // the next run: odometer over the outer dims
+        off += strides[d];
+        if (++idx[d] < outDims[d]) break;
+        off -= strides[d] * outDims[d];
+        idx[d] = 0;
+      }
+    }
+    return;
   }
   int64_t off = 0;
   for (size_t d = 0; d < r; ++d) off += idx[d] * strides[d];

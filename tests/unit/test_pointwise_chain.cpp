@@ -85,3 +85,42 @@ TEST(PointwiseChainSteps, HardSigmoidAndClip) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Broadcast operands read in runs (a per-channel scale filled over each plane, an [H, W] operand
+// copied per channel, runs cut by the 2048-element chunks and shorter than them) give what NumPy's
+// broadcasting gives, computed here element by element: BatchNorm + ReLU chains as DenseNet has them.
+TEST(PointwiseChainSteps, BroadcastOperandsReadInRuns) {
+  auto cpu = getBackend(DeviceType::kCPU, 2);
+  const Dims x{2, 6, 17, 23};  // planes of 391: runs cross the chunk edges
+  for (const Dims& od : {Dims{6, 1, 1}, Dims{1, 6, 1, 1}, Dims{17, 23}, Dims{2, 1, 17, 23}, Dims{6, 17, 1}, Dims{1}}) {
+    SCOPED_TRACE(toString(od));
+    test::OpCase c;
+    c.op = "PointwiseChain";
+    Attributes a;
+    a.set("steps", std::vector<std::string>{"Mul", "Relu"});
+    a.set("operand", std::vector<int64_t>{1, -1});
+    a.set("swapped", std::vector<int64_t>{0, 0});
+    a.set("alpha", std::vector<float>{0.f, 0.f});
+    a.set("beta", std::vector<float>{0.f, 0.f});
+    c.attrs = a;
+    c.inputs = {test::uniformOfType(x, DataType::kFLOAT, 3, -2.f, 2.f), test::uniformOfType(od, DataType::kFLOAT, 4, -1.f, 1.f)};
+    HostTensor want(DataType::kFLOAT, x);
+    const Dims o4 = [&] { Dims d(4 - od.size(), 1); d.insert(d.end(), od.begin(), od.end()); return d; }();
+    for (int64_t n = 0; n < x[0]; ++n)
+      for (int64_t ch = 0; ch < x[1]; ++ch)
+        for (int64_t h = 0; h < x[2]; ++h)
+          for (int64_t w = 0; w < x[3]; ++w) {
+            const int64_t i = ((n * x[1] + ch) * x[2] + h) * x[3] + w;
+            const int64_t j = (((o4[0] > 1 ? n : 0) * o4[1] + (o4[1] > 1 ? ch : 0)) * o4[2] + (o4[2] > 1 ? h : 0)) * o4[3] + (o4[3] > 1 ? w : 0);
+            want.as<float>()[i] = std::max(0.f, c.inputs[0].as<float>()[i] * c.inputs[1].as<float>()[j]);
+          }
+    test::expectClose(test::runReference(c)[0], want, 0, 0, "reference");
+    for (const std::string& t : test::tacticNames(*cpu, c)) test::expectClose(test::runTactic(*cpu, t, c)[0], want, 0, 0, "cpu tactic " + t);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
