@@ -40,6 +40,38 @@ Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Ten
   return l->outputs[0];
 }
 
+namespace {
+
+TensorDesc ownDesc(const Tensor* t) {
+  TensorDesc d;
+  d.type = t->type;
+  d.dims = t->dimsKnown || t->isConstant() ? t->dims : Dims{-1};  // unknown rank: not static
+  if (t->isConstant()) d.value = t->value;
+  return d;
+}
+
+}  // namespace
+
+bool holdsAtEveryShape(const AttentionMatch& am, const Tensor* t, SampleDims& samples,
+                       const std::function<bool(const DescOf& desc, const Dims& scores)>& check) {
+  if (isStatic(am.scores) && t->dimsKnown && isStatic(t->dims)) return check(ownDesc, am.scores);
+  SymbolicDims* sym = samples.sym();
+  if (!sym || sym->nbSamples() < 2) return false;
+  const Tensor* scores = am.chain.qk->outputs[0];
+  for (size_t s = 0; s < sym->nbSamples(); ++s)
+    if (!check([sym, s](const Tensor* x) { return sym->at(x, s); }, sym->at(scores, s).dims)) return false;
+  return true;
+}
+
+Dims broadcastOf(const Dims& a, const Dims& b) {
+  Dims r(std::max(a.size(), b.size()), 1);
+  for (size_t k = 0; k < r.size(); ++k) {
+    const int64_t x = k < a.size() ? a[a.size() - 1 - k] : 1, y = k < b.size() ? b[b.size() - 1 - k] : 1;
+    r[r.size() - 1 - k] = x == 1 ? y : x;
+  }
+  return r;
+}
+
 }  // namespace attention_fusion
 
 namespace {

@@ -72,13 +72,7 @@ bool fullQueryKeyDims(const AttentionMatch& am, const Tensor* m, SampleDims& sam
   auto full = [](const Dims& md, const Dims& sd) {
     return md.size() >= 2 && sd.size() == 4 && md[md.size() - 2] == sd[2] && md.back() == sd[3] && sd[2] > 0 && sd[3] > 0;
   };
-  if (m->dimsKnown && isStatic(m->dims) && isStatic(am.scores)) return full(m->dims, am.scores);
-  SymbolicDims* sym = samples.sym();
-  if (!sym || sym->nbSamples() < 2) return false;
-  const Tensor* scores = am.chain.qk->outputs[0];
-  for (size_t s = 0; s < sym->nbSamples(); ++s)
-    if (!full(sym->at(m, s).dims, sym->at(scores, s).dims)) return false;
-  return true;
+  return holdsAtEveryShape(am, m, samples, [&](const DescOf& desc, const Dims& scores) { return full(desc(m).dims, scores); });
 }
 
 }  // namespace

@@ -63,17 +63,6 @@ constexpr int64_t kMaxProbeElements = int64_t(1) << 22;
 constexpr int kMaxDepth = 48;  // layers from the mask up to the padding flags
 constexpr double kAbsorbingFill = -1e30;
 
-//! A tensor's type, dims and (when known) value: its own, or at one sample shape of a dynamic network.
-using DescOf = std::function<TensorDesc(const Tensor*)>;
-
-TensorDesc ownDesc(const Tensor* t) {
-  TensorDesc d;
-  d.type = t->type;
-  d.dims = t->dimsKnown || t->isConstant() ? t->dims : Dims{-1};  // unknown rank: not static
-  if (t->isConstant()) d.value = t->value;
-  return d;
-}
-
 //! A mask-subgraph tensor as a function of the key flags k: value[x] = k[src[x]] ? t1[x] : t0[x].
 //! A constant has no src (t1 = t0 = its value). src, t1 and t0 each broadcast to the tensor's
 //! dims and are kept at their own (smaller) dims: with the flags' batch in src only, T1 and T0
@@ -130,15 +119,6 @@ HostTensor broadcast(const HostTensor& t, const Dims& dims) {
   inferLayer(d);
   evaluateOnHost(d);
   return d.outputs[0].value;
-}
-
-Dims broadcastShape(const Dims& a, const Dims& b) {
-  Dims r(std::max(a.size(), b.size()), 1);
-  for (size_t k = 0; k < r.size(); ++k) {
-    const int64_t x = k < a.size() ? a[a.size() - 1 - k] : 1, y = k < b.size() ? b[b.size() - 1 - k] : 1;
-    r[r.size() - 1 - k] = x == 1 ? y : x;
-  }
-  return r;
 }
 
 bool sameInts(const HostTensor& a, const HostTensor& b) {
@@ -237,7 +217,7 @@ class KeyPaddingProver {
     Dims common;
     std::vector<const HostTensor*> srcs;
     for (const KeyFunction& k : in)
-      if (k.dependsOnKey()) srcs.push_back(&k.src), common = broadcastShape(common, k.src.dims());
+      if (k.dependsOnKey()) srcs.push_back(&k.src), common = broadcastOf(common, k.src.dims());
     if (srcs.size() == 1) f.src = *srcs[0];  // it broadcasts to the output as the operand does
     for (size_t i = 0; srcs.size() > 1 && i < srcs.size(); ++i) {  // operands must read the same flag
       HostTensor s = broadcast(*srcs[i], common);
@@ -397,29 +377,20 @@ bool proveAt(Tensor* m, const DescOf& desc, const Dims& scores, KeyPaddingProof&
 //! The proofs for mask `m`: at the static dims, or at each of the samples; false when one fails.
 bool proveEverywhere(const AttentionMatch& am, Tensor* m, SampleDims& samples, std::vector<KeyPaddingProof>& proofs) {
   if (!m || m->isConstant() || am.scores.size() != 4 || !isFloatType(m->type)) return false;
-  if (isStatic(am.scores) && m->dimsKnown && isStatic(m->dims)) {
-    proofs.emplace_back();
-    return proveAt(m, ownDesc, am.scores, proofs[0], false) || proveAt(m, ownDesc, am.scores, proofs[0], true);
-  }
-  if (samples.size() < 2) return false;
-  SymbolicDims& sym = *samples.sym();
-  const Tensor* scores = am.chain.qk->outputs[0];
-  for (size_t s = 0; s < sym.nbSamples(); ++s) {
-    proofs.emplace_back();
-    const DescOf at = [&sym, s](const Tensor* t) { return sym.at(t, s); };
-    const Dims sd = sym.at(scores, s).dims;
+  return holdsAtEveryShape(am, m, samples, [&](const DescOf& at, const Dims& scores) {
     const Tensor* want = nullptr;  // the flags an earlier sample found
     for (const KeyPaddingProof& q : proofs)
       if (q.leaf) want = q.leaf;
-    if (!proveAt(m, at, sd, proofs.back(), false, want) && !proveAt(m, at, sd, proofs.back(), true, want)) return false;
-  }
-  return true;
+    proofs.emplace_back();
+    return proveAt(m, at, scores, proofs.back(), false, want) || proveAt(m, at, scores, proofs.back(), true, want);
+  });
 }
 
 //! The proof the others agree with (one pattern, a 1 x 1 sample fits either; where flags were
 //! found, the same flags), or null. The reference: one with a definite pattern, with flags when
 //! there are. *allKept: no sample has a padded key.
 const KeyPaddingProof* agreedProof(const std::vector<KeyPaddingProof>& proofs, bool* allKept) {
+  if (proofs.empty()) return nullptr;
   auto rank = [](const KeyPaddingProof& q) { return (q.eitherPattern ? 0 : 2) + (q.leaf ? 1 : 0); };
   const KeyPaddingProof* p = &proofs.front();
   for (const KeyPaddingProof& q : proofs)
@@ -433,32 +404,31 @@ const KeyPaddingProof* agreedProof(const std::vector<KeyPaddingProof>& proofs, b
   return p;
 }
 
+//! Mask `m`'s proof at every shape (proofs: one per shape) and the one they agree with, or null.
+const KeyPaddingProof* provenPattern(const AttentionMatch& am, Tensor* m, SampleDims& samples, std::vector<KeyPaddingProof>& proofs,
+                                     bool* allKept) {
+  return proveEverywhere(am, m, samples, proofs) ? agreedProof(proofs, allKept) : nullptr;
+}
+
 }  // namespace
 
 bool shapeOnlyValues(const AttentionMatch& am, Tensor* t, SampleDims& samples, std::vector<ShapeOnlyValue>& values) {
   values.clear();
   if (!t || t->isConstant() || am.scores.size() != 4) return false;
-  auto valueAt = [&](const DescOf& desc, const Dims& scores) {
+  return holdsAtEveryShape(am, t, samples, [&](const DescOf& desc, const Dims& scores) {
     if (scores.size() != 4 || !isStatic(scores)) return false;
     KeyPaddingProver prover(scores, desc, false, nullptr);
     KeyFunction f;
     if (!prover.abstract(t, f) || f.dependsOnKey()) return false;
     values.push_back({f.t1, scores});
     return true;
-  };
-  if (isStatic(am.scores) && t->dimsKnown && isStatic(t->dims)) return valueAt(ownDesc, am.scores);
-  if (samples.size() < 2) return false;
-  SymbolicDims& sym = *samples.sym();
-  const Tensor* scores = am.chain.qk->outputs[0];
-  for (size_t s = 0; s < sym.nbSamples(); ++s)
-    if (!valueAt([&sym, s](const Tensor* x) { return sym.at(x, s); }, sym.at(scores, s).dims)) return false;
-  return true;
+  });
 }
 
 bool maskIsPatternOnly(const AttentionMatch& am, Tensor* m, SampleDims& samples, bool* causal) {
   std::vector<KeyPaddingProof> proofs;
   bool allKept = false;
-  const KeyPaddingProof* p = proveEverywhere(am, m, samples, proofs) ? agreedProof(proofs, &allKept) : nullptr;
+  const KeyPaddingProof* p = provenPattern(am, m, samples, proofs, &allKept);
   if (!p || !allKept) return false;
   *causal = p->keep == KeepPattern::kCausal;
   return true;
@@ -468,7 +438,7 @@ bool compactKeyPaddingMask(Network& net, const AttentionMatch& am, CanonicalMask
   if (cm.causal) return false;
   std::vector<KeyPaddingProof> proofs;
   bool allKept = false;
-  const KeyPaddingProof* p = proveEverywhere(am, cm.mask, samples, proofs) ? agreedProof(proofs, &allKept) : nullptr;
+  const KeyPaddingProof* p = provenPattern(am, cm.mask, samples, proofs, &allKept);
   if (!p) return false;
   if (allKept) {  // no key is padding (at any sample): the pattern alone
     cm.causal = p->keep == KeepPattern::kCausal;

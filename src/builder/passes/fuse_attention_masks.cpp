@@ -95,16 +95,6 @@ HostTensor maskSource(const Tensor* t, const Dims& scores) {
   return v.valid() && broadcastsTo(v.dims(), scores) ? v : HostTensor();
 }
 
-Dims broadcastDims(const Dims& a, const Dims& b) {
-  Dims r(std::max(a.size(), b.size()), 1);
-  for (size_t k = 0; k < r.size(); ++k) {
-    const size_t i = r.size() - 1 - k;
-    const int64_t x = k < a.size() ? a[a.size() - 1 - k] : 1, y = k < b.size() ? b[b.size() - 1 - k] : 1;
-    r[i] = x == 1 ? y : x;
-  }
-  return r;
-}
-
 //! A value whose last two dims are the scores' [Sq, Skv] (a candidate causal mask).
 bool causalShaped(const HostTensor& v, const Dims& scores) {
   const int64_t sq = scores[2], skv = scores[3];
@@ -352,7 +342,7 @@ bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, 
   cm.mask = masks.empty() ? nullptr : masks[0];
   for (size_t i = 1; i < masks.size(); ++i)
     cm.mask = addTypedLayer(net, "Add", {cm.mask, masks[i]}, {}, sm->name + "_mask_sum", am.type,
-                            broadcastDims(cm.mask->dims, masks[i]->dims));
+                            broadcastOf(cm.mask->dims, masks[i]->dims));
   return true;
 }
 

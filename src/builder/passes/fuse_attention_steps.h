@@ -2,6 +2,7 @@
 // (fuse_attention_match.cpp), the mask canonicalizer (fuse_attention_masks.cpp) and the rewriter
 // (fuse_attention.cpp). Internal to the pass.
 #pragma once
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -112,6 +113,15 @@ bool shapeOnlyValues(const AttentionMatch& am, Tensor* t, SampleDims& samples, s
 //! sums that keep them so, and its last two dims are the scores' Sq and Skv (statically or at
 //! every sample). Changes nothing.
 bool maskIsBoundedBias(const AttentionMatch& am, const CanonicalMask& cm, SampleDims& samples);
+//! A tensor's type, dims and (when known) value: its own, or at one sample shape of a dynamic network.
+using DescOf = std::function<TensorDesc(const Tensor*)>;
+//! Whether check(desc, scores) holds wherever `t` is evaluated: once at its own dims when they and
+//! the scores' are static, else at each of the profiles' samples (false with fewer than two), with
+//! the scores' dims there. The static-or-every-sample dispatch of the mask analyses.
+bool holdsAtEveryShape(const AttentionMatch& am, const Tensor* t, SampleDims& samples,
+                       const std::function<bool(const DescOf& desc, const Dims& scores)>& check);
+//! NumPy broadcast of two dims known to broadcast (the network's own inference checked them).
+Dims broadcastOf(const Dims& a, const Dims& b);
 //! A new one-output layer whose output has the given type and dims.
 Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name,
                       DataType type, const Dims& dims);
