@@ -201,13 +201,50 @@ TEST(CpuLayout, ConvTacticsHonourOrRefuseBlockedLayouts) {
   dw.attrs.set(attr::kLayoutIn, std::string("nChw8c"));
   dw.attrs.set(attr::kLayoutOut, std::string("nChw8c"));
   auto names = kiln::test::tacticNames(cpuBackend(), dw);
-  EXPECT_EQ(names, std::vector<std::string>{"conv_f32_onednn_blocked"});
+  EXPECT_EQ(names, (std::vector<std::string>{"conv_f32_grouped_blocked_avx2", "conv_f32_onednn_blocked"}));
   // 12 channels are not a multiple of 8: no tactic takes the blocked layout.
   OpCase odd = convCase(12, 16, 1, 1, 1, false, 51);
   odd.attrs.set(attr::kLayoutIn, std::string("nChw8c"));
   EXPECT_FALSE(offered(odd, "conv_f32_onednn_blocked"));
   odd.attrs.set(attr::kLayoutIn, std::string("bogus"));
   EXPECT_FALSE(offered(odd, "conv_f32_onednn_blocked"));
+}
+
+TEST(CpuLayout, GroupedBlockedTacticMatchesTheReference) {
+  const int64_t block = getBackend(DeviceType::kCPU, 1)->preferredChannelBlock();
+  if (block == 0) GTEST_SKIP() << "built without oneDNN: no tactic exchanges blocked layouts";
+  const std::string tactic = "conv_f32_grouped_blocked_avx2";
+  uint32_t seed = 100;
+  // Groups of 1, 2, 4 and 8 channels; windows 1x1 to 7x7, strides 1 and 2 (13 -> 13, 7 outputs:
+  // a full 8-pixel tile plus a tail, and a tail alone); with and without a residual.
+  for (int64_t b : {int64_t(8), int64_t(16)})
+    for (int64_t k : {1, 2, 4, 8})
+      for (auto [window, stride] : {std::pair<int64_t, int64_t>{3, 1}, {3, 2}, {5, 1}, {7, 2}, {1, 1}})
+        for (bool residual : {false, true}) {
+          SCOPED_TRACE("block " + std::to_string(b) + ", group width " + std::to_string(k) + ", " + std::to_string(window) +
+                       "x" + std::to_string(window) + " stride " + std::to_string(stride));
+          checkBlockedTactic(convCase(32, 32, 32 / k, window, stride, residual, seed += 4), tactic, b, b, 1e-4);
+        }
+  // An activation applied after the store (Silu), dilation 2 and uneven padding, a non-square input.
+  OpCase c = convCase(16, 16, 4, 3, 1, true, 900);
+  c.attrs.set("kiln_activation", std::string("Silu"));
+  c.attrs.set("dilations", std::vector<int64_t>{2, 2});
+  c.attrs.set("pads", std::vector<int64_t>{0, 2, 1, 3});
+  c.inputs[0] = randomTensor({2, 16, 9, 21}, 901);
+  c.inputs[3] = randomTensor({2, 16, 6, 22}, 902);  // (9 + 1 - 5) + 1 = 6, (21 + 5 - 5) + 1 = 22
+  checkBlockedTactic(c, tactic, 8, 8, 1e-4);
+  // Refused: plain layouts, groups of 3 or 16, C != M, different blocks in and out.
+  EXPECT_FALSE(offered(convCase(32, 32, 8, 3, 1, false, 910), tactic));
+  auto blocked = [](OpCase o, const char* in, const char* out) {
+    o.attrs.set(attr::kLayoutIn, std::string(in));
+    o.attrs.set(attr::kLayoutOut, std::string(out));
+    return o;
+  };
+  EXPECT_TRUE(offered(blocked(convCase(32, 32, 8, 3, 1, false, 911), "nChw8c", "nChw8c"), tactic));
+  EXPECT_FALSE(offered(blocked(convCase(48, 48, 16, 3, 1, false, 912), "nChw8c", "nChw8c"), tactic));
+  EXPECT_FALSE(offered(blocked(convCase(64, 64, 4, 3, 1, false, 913), "nChw8c", "nChw8c"), tactic));
+  EXPECT_FALSE(offered(blocked(convCase(32, 64, 8, 3, 1, false, 914), "nChw8c", "nChw8c"), tactic));
+  EXPECT_FALSE(offered(blocked(convCase(32, 32, 8, 3, 1, false, 915), "nChw8c", "nChw16c"), tactic));
 }
 
 TEST(CpuLayout, PoolTacticsHonourBlockedLayouts) {

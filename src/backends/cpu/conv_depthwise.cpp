@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "backends/cpu/conv_cpu_common.h"
+#include "backends/cpu/elementwise_simd.h"
 #include "backends/cpu/gemm.h"
 #include "core/thread_pool.h"
 
@@ -40,23 +41,6 @@ inline __m256 loadPadded(const float* row, int64_t start, int64_t width) {
   if (start >= 0 && start + 8 <= width) return _mm256_loadu_ps(row + start);
   if (start + 8 <= 0 || start >= width) return _mm256_setzero_ps();
   return _mm256_maskload_ps(row + start, laneMask(std::max<int64_t>(0, -start), std::min<int64_t>(8, width - start)));
-}
-
-//! Fused activations done in registers; others run on the finished row (applyEpilogue).
-inline bool inRegisterActivation(ActKind k) {
-  return k == ActKind::kNone || k == ActKind::kRelu || k == ActKind::kClip || k == ActKind::kLeakyRelu;
-}
-
-inline __m256 activate(__m256 v, const Activation& act) {
-  switch (act.kind) {
-    case ActKind::kRelu: return _mm256_max_ps(v, _mm256_setzero_ps());
-    case ActKind::kClip: return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(act.alpha)), _mm256_set1_ps(act.beta));
-    case ActKind::kLeakyRelu: {
-      __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
-      return _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(act.alpha)), neg);
-    }
-    default: return v;
-  }
 }
 
 struct PlaneArgs {
@@ -97,7 +81,7 @@ template <int kStride, int kRows>
 void depthwiseRow(const float* const* rows, const __m256 (&wv)[3][3], float bias, const float* rr, float* yr, int64_t W,
                   int64_t OW, int64_t pl, const Activation& act) {
   const __m256 vb = _mm256_set1_ps(bias);
-  const bool inRegister = inRegisterActivation(act.kind);
+  const bool inRegister = simd::isRegisterActivation(act.kind);
   // Furthest element a step reads past its first tap: 8 lanes + 2 taps (stride 1), or 16 floats
   // from start + 2 (stride 2).
   constexpr int64_t kReach = kStride == 1 ? 10 : 18;
@@ -109,7 +93,7 @@ void depthwiseRow(const float* const* rows, const __m256 (&wv)[3][3], float bias
     const bool full = ox + 8 <= OW;
     const __m256i mask = full ? _mm256_set1_epi32(-1) : laneMask(0, OW - ox);
     if (rr) acc = _mm256_add_ps(acc, full ? _mm256_loadu_ps(rr + ox) : _mm256_maskload_ps(rr + ox, mask));
-    if (inRegister) acc = activate(acc, act);
+    if (inRegister) acc = simd::activateInRegister(acc, act);
     if (full) _mm256_storeu_ps(yr + ox, acc);
     else _mm256_maskstore_ps(yr + ox, mask, acc);
   }

@@ -16,9 +16,10 @@ namespace cpu {
 // elementwise_cpu.cpp: float32 unary ops / broadcasting binary ops (the op picks the function)
 KernelFactory unaryAvx2();
 KernelFactory binaryAvx2();
-// conv_depthwise.cpp, conv_pointwise.cpp, conv_onednn.cpp (with oneDNN only), conv_im2col.cpp
+// conv_depthwise.cpp, conv_pointwise.cpp, conv_grouped.cpp, conv_onednn.cpp (with oneDNN only), conv_im2col.cpp
 KernelFactory depthwiseConvAvx2();
 KernelFactory pointwiseConvAvx2();
+KernelFactory groupedBlockedConvAvx2();  // conv_grouped.cpp: narrow groups in nChw8c / nChw16c
 #ifdef KILN_HAVE_ONEDNN
 KernelFactory oneDnnConv();
 KernelFactory oneDnnConvBlocked();

@@ -142,6 +142,24 @@ inline __m256 geluTanh(__m256 x) {
   return _mm256_mul_ps(x, sigmoid(inner));
 }
 
+//! Fused activations a conv kernel applies in registers before its store (cheap, exact); the
+//! others run on the stored values (applyActivationAvx2).
+inline bool isRegisterActivation(ActKind k) {
+  return k == ActKind::kNone || k == ActKind::kRelu || k == ActKind::kClip || k == ActKind::kLeakyRelu;
+}
+//! v with a register activation (isRegisterActivation) applied; other kinds pass v through.
+inline __m256 activateInRegister(__m256 v, const Activation& act) {
+  switch (act.kind) {
+    case ActKind::kRelu: return _mm256_max_ps(v, _mm256_setzero_ps());
+    case ActKind::kClip: return _mm256_min_ps(_mm256_max_ps(v, set1(act.alpha)), set1(act.beta));
+    case ActKind::kLeakyRelu: {
+      __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
+      return _mm256_blendv_ps(v, _mm256_mul_ps(v, set1(act.alpha)), neg);
+    }
+    default: return v;
+  }
+}
+
 }  // namespace simd
 
 //! Applies a fused activation to n floats in place (vectorized; n need not be a multiple of 8).

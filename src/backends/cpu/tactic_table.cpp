@@ -10,10 +10,11 @@ namespace kiln {
 
 const std::vector<TacticDef>& cpuTacticTable() {
   static const std::vector<TacticDef> table = {
-      // Conv: the 3x3 depthwise and the 1x1 NCHW kernels first (they refuse other convs), then
-      // oneDNN, then im2col.
+      // Conv: the 3x3 depthwise, the 1x1 NCHW and the narrow-group blocked kernels first (they
+      // refuse other convs), then oneDNN, then im2col.
       {"Conv", "conv_f32_depthwise_avx2", cpu::depthwiseConvAvx2()},
       {"Conv", "conv_f32_pointwise_avx2", cpu::pointwiseConvAvx2()},
+      {"Conv", "conv_f32_grouped_blocked_avx2", cpu::groupedBlockedConvAvx2()},
 #ifdef KILN_HAVE_ONEDNN
       {"Conv", "conv_f32_onednn", cpu::oneDnnConv()},
       {"Conv", "conv_f32_onednn_blocked", cpu::oneDnnConvBlocked()},
