@@ -29,6 +29,7 @@ namespace {
 const std::map<std::string, std::string>& coveredElsewhere() {
   static const std::map<std::string, std::string> m = {
       {"conv_f32_onednn_blocked", "test_cpu_layout.cpp"},
+      {"conv_f32_grouped_blocked_avx2", "test_cpu_layout.cpp"},
       {"pointwise_chain_", "test_pointwise_chain.cpp, test_cuda_elementwise.cpp"},
       {"conv_half_cudnn_pad8_", "test_cuda_conv_pool.cpp"},
       {"conv_half_depthwise_nhwc", "test_cuda_conv_pool.cpp"},
