@@ -104,6 +104,21 @@ void binaryStepApply(const PointwiseStep& s, float* v, const float* o, int64_t n
   else if (op == "Min") binaryLoop(v, o, n, false, [](float a, float b) { return std::isnan(a) || a < b ? a : b; });
 }
 
+// dst[0..len) = elements [from, from + len) of src[0..period) repeated: the part up to a period
+// boundary, one period, then doubling copies of what is written (each a whole number of periods).
+void copyPeriodic(const float* src, int64_t period, int64_t from, int64_t len, float* dst) {
+  int64_t j = 0;
+  if (const int64_t q = from % period; q != 0) {
+    j = std::min(period - q, len);
+    std::memcpy(dst, src + q, static_cast<size_t>(j) * sizeof(float));
+  }
+  if (j >= len) return;
+  float* p = dst + j;
+  const int64_t rest = len - j, first = std::min(period, rest);
+  std::memcpy(p, src, static_cast<size_t>(first) * sizeof(float));
+  for (int64_t k = first; k < rest; k *= 2) std::memcpy(p + k, p, static_cast<size_t>(std::min(k, rest - k)) * sizeof(float));
+}
+
 // Gathers operand values for output elements [begin, begin+n) into dst (broadcast).
 void gatherOperand(const TensorView& t, const Dims& outDims, const std::vector<int64_t>& strides, int64_t begin, int64_t n,
                    float* dst) {
@@ -126,13 +141,19 @@ void gatherOperand(const TensorView& t, const Dims& outDims, const std::vector<i
   // Innermost dims the operand is constant along (a per-channel [C, 1, 1] scale over an NCHW
   // plane) or contiguous along (a [H, W] operand repeated over channels): whole runs at once, a
   // fill or a copy, instead of an index step per element (BatchNorm + ReLU chains of DenseNet).
+  // A copied run may repeat over the dims just outside it (a per-channel operand of a blocked
+  // nChw8c tensor: its 8 values repeated over every pixel): one run of `repeats` periods, written
+  // by doubling copies.
   size_t zeroFrom = r, copyFrom = r;
   int64_t zeroRun = 1, copyRun = 1;
   while (zeroFrom > 0 && strides[zeroFrom - 1] == 0) zeroRun *= outDims[--zeroFrom];
   while (copyFrom > 0 && strides[copyFrom - 1] == copyRun) copyRun *= outDims[--copyFrom];
-  const bool fill = zeroRun >= copyRun;
-  const int64_t run = fill ? zeroRun : copyRun;
-  const size_t inner = fill ? zeroFrom : copyFrom;
+  size_t repeatFrom = copyFrom;
+  int64_t repeats = 1;
+  while (repeatFrom > 0 && strides[repeatFrom - 1] == 0) repeats *= outDims[--repeatFrom];
+  const bool fill = zeroRun >= copyRun * repeats;
+  const int64_t run = fill ? zeroRun : copyRun * repeats;
+  const size_t inner = fill ? zeroFrom : repeatFrom;
   if (run >= 8) {
     int64_t off = 0;
     for (size_t d = 0; d < inner; ++d) off += idx[d] * strides[d];
@@ -141,7 +162,7 @@ void gatherOperand(const TensorView& t, const Dims& outDims, const std::vector<i
     for (int64_t i = 0; i < n;) {
       const int64_t len = std::min(run - within, n - i);
       if (fill) std::fill(dst + i, dst + i + len, src[off]);
-      else std::memcpy(dst + i, src + off + within, static_cast<size_t>(len) * sizeof(float));
+      else copyPeriodic(src + off, copyRun, within, len, dst + i);
       i += len;
       within = 0;
       for (size_t d = inner; d-- > 0;) {  // the next run: odometer over the outer dims

@@ -122,5 +122,46 @@ TEST(PointwiseChainSteps, BroadcastOperandsReadInRuns) {
   }
 }
 
+// The per-channel operands of a blocked (nChw8c) chain: [1, C/8, 1, 1, 8] over [N, C/8, H, W, 8]
+// repeats 8 values over every pixel (written by doubling copies), plus the other broadcast shapes
+// of rank 5; against an element-by-element NumPy-rule reference.
+TEST(PointwiseChainSteps, RepeatedRunsOfBlockedOperands) {
+  auto cpu = getBackend(DeviceType::kCPU, 2);
+  const Dims x{2, 3, 7, 13, 8};  // 2,184 elements per image: runs and repeats cross the 2,048-element chunks
+  for (const Dims& od : {Dims{1, 3, 1, 1, 8}, Dims{3, 1, 1, 8}, Dims{2, 3, 1, 1, 8}, Dims{1, 1, 7, 13, 1}, Dims{3, 7, 1, 8},
+                         Dims{2, 1, 7, 1, 8}, Dims{8}}) {
+    SCOPED_TRACE(toString(od));
+    test::OpCase c;
+    c.op = "PointwiseChain";
+    Attributes a;
+    a.set("steps", std::vector<std::string>{"Mul", "Add", "Relu"});
+    a.set("operand", std::vector<int64_t>{1, 2, -1});
+    a.set("swapped", std::vector<int64_t>{0, 0, 0});
+    a.set("alpha", std::vector<float>{0.f, 0.f, 0.f});
+    a.set("beta", std::vector<float>{0.f, 0.f, 0.f});
+    c.attrs = a;
+    c.inputs = {test::uniformOfType(x, DataType::kFLOAT, 5, -2.f, 2.f), test::uniformOfType(od, DataType::kFLOAT, 6, -1.f, 1.f),
+                test::uniformOfType(od, DataType::kFLOAT, 7, -1.f, 1.f)};
+    Dims o5(5 - od.size(), 1);
+    o5.insert(o5.end(), od.begin(), od.end());
+    HostTensor want(DataType::kFLOAT, x);
+    int64_t i = 0;
+    for (int64_t a0 = 0; a0 < x[0]; ++a0)
+      for (int64_t a1 = 0; a1 < x[1]; ++a1)
+        for (int64_t a2 = 0; a2 < x[2]; ++a2)
+          for (int64_t a3 = 0; a3 < x[3]; ++a3)
+            for (int64_t a4 = 0; a4 < x[4]; ++a4, ++i) {
+              const int64_t at[5] = {a0, a1, a2, a3, a4};
+              int64_t j = 0;
+              for (int d = 0; d < 5; ++d) j = j * o5[d] + (o5[d] > 1 ? at[d] : 0);
+              const float v = c.inputs[0].as<float>()[i] * c.inputs[1].as<float>()[j] + c.inputs[2].as<float>()[j];
+              want.as<float>()[i] = std::max(0.f, v);
+            }
+    // 1 ulp: the compiler may fuse this reference's x * s + b into one FMA, the kernels round x * s first.
+    test::expectClose(test::runReference(c)[0], want, 1e-6, 1e-6, "reference");
+    for (const std::string& t : test::tacticNames(*cpu, c)) test::expectClose(test::runTactic(*cpu, t, c)[0], want, 1e-6, 1e-6, "cpu tactic " + t);
+  }
+}
+
 }  // namespace
 }  // namespace kiln
