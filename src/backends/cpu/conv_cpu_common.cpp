@@ -44,6 +44,13 @@ ConvConstants convConstants(const LayerDesc& l) {
   return c;
 }
 
+size_t ResolvedConvKernel::reshape(const LayerDesc& concrete, std::unique_ptr<KernelState>& state) const {
+  auto s = std::make_unique<ConvShapeState>();
+  s->problem = resolveConv(concrete);
+  state = std::move(s);
+  return 0;
+}
+
 }  // namespace cpu
 
 }  // namespace kiln

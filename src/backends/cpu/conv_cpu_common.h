@@ -31,6 +31,16 @@ struct ConvShapeState : KernelState {
   ConvProblem problem;
 };
 
+//! Base of the kiln-own conv kernels that need nothing per shape but the resolved problem (no
+//! workspace): reshape() resolves it, problemOf() reads it back at execute().
+class ResolvedConvKernel : public Kernel {
+ public:
+  size_t reshape(const LayerDesc& concrete, std::unique_ptr<KernelState>& state) const override;
+
+ protected:
+  static const ConvProblem& problemOf(KernelState* state) { return static_cast<ConvShapeState*>(state)->problem; }
+};
+
 //! The residual input (Conv's 4th input) or nullptr.
 inline const float* residualOf(const KernelIO& io) {
   return io.in.size() > 3 ? static_cast<const float*>(io.in[3].data) : nullptr;

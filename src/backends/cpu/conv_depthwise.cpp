@@ -130,19 +130,12 @@ void depthwisePlane(const PlaneArgs& a, const Window3& w, const Activation& act)
   }
 }
 
-class DepthwiseKernel : public Kernel {
+class DepthwiseKernel : public ResolvedConvKernel {
  public:
   explicit DepthwiseKernel(const LayerDesc& l) : k_(convConstants(l)) {}
 
-  size_t reshape(const LayerDesc& concrete, std::unique_ptr<KernelState>& state) const override {
-    auto s = std::make_unique<ConvShapeState>();
-    s->problem = resolveConv(concrete);
-    state = std::move(s);
-    return 0;
-  }
-
   void execute(const KernelIO& io, KernelState* state) const override {
-    const ConvProblem& p = static_cast<ConvShapeState*>(state)->problem;
+    const ConvProblem& p = problemOf(state);
     const Window3& w = p.win;
     const float* x = io.in[0].as<const float>();
     const float* res = residualOf(io);

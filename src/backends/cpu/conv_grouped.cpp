@@ -162,7 +162,7 @@ void convRows(const Geometry& g, const float* x, const float* w, __m256 bias, co
   }
 }
 
-class GroupedBlockedKernel : public Kernel {
+class GroupedBlockedKernel : public ResolvedConvKernel {
  public:
   explicit GroupedBlockedKernel(const LayerDesc& l) : k_(convConstants(l)), block_(inLayoutBlock(l)) {
     const Dims& wd = k_.weights.dims();
@@ -181,15 +181,8 @@ class GroupedBlockedKernel : public Kernel {
     if (const float* b = k_.biasData()) std::copy(b, b + m_, bias_.begin());
   }
 
-  size_t reshape(const LayerDesc& concrete, std::unique_ptr<KernelState>& state) const override {
-    auto s = std::make_unique<ConvShapeState>();
-    s->problem = resolveConv(concrete);
-    state = std::move(s);
-    return 0;
-  }
-
   void execute(const KernelIO& io, KernelState* state) const override {
-    const ConvProblem& p = static_cast<ConvShapeState*>(state)->problem;
+    const ConvProblem& p = problemOf(state);
     const Window3& w = p.win;
     Geometry g{w.in[1], w.in[2], w.out[1], w.out[2], r_, s_, w.stride[1], w.stride[2], w.dilation[1], w.dilation[2],
                w.padBegin[1], w.padBegin[2], block_, 0};

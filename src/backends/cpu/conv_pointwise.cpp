@@ -32,21 +32,6 @@ inline __m256i firstLanes(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-inline bool inRegister(ActKind k) {
-  return k == ActKind::kNone || k == ActKind::kRelu || k == ActKind::kClip || k == ActKind::kLeakyRelu;
-}
-
-inline __m256 activate(__m256 v, const Activation& act) {
-  switch (act.kind) {
-    case ActKind::kRelu: return _mm256_max_ps(v, _mm256_setzero_ps());
-    case ActKind::kClip: return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(act.alpha)), _mm256_set1_ps(act.beta));
-    case ActKind::kLeakyRelu: {
-      __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
-      return _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(act.alpha)), neg);
-    }
-    default: return v;
-  }
-}
 
 struct Args {
   const float* w;     // packed [M/6][C][6]
@@ -90,7 +75,7 @@ inline void block(const Args& a, int64_t mb, int64_t p0, int64_t n) {
     _mm256_store_ps(out[r], acc[r][0]);
     _mm256_store_ps(out[r] + 8, acc[r][1]);
   }
-  const bool reg = inRegister(a.act.kind);
+  const bool reg = simd::isRegisterActivation(a.act.kind);
   for (int r = 0; r < rows; ++r) {
     float* y = a.y + (m0 + r) * a.P + p0;
     const float* res = a.res ? a.res + (m0 + r) * a.P + p0 : nullptr;
@@ -100,8 +85,8 @@ inline void block(const Args& a, int64_t mb, int64_t p0, int64_t n) {
       v1 = _mm256_add_ps(v1, kFull ? _mm256_loadu_ps(res + 8) : _mm256_maskload_ps(res + 8, m1mask));
     }
     if (reg) {
-      v0 = activate(v0, a.act);
-      v1 = activate(v1, a.act);
+      v0 = simd::activateInRegister(v0, a.act);
+      v1 = simd::activateInRegister(v1, a.act);
     }
     if (kFull) {
       _mm256_storeu_ps(y, v0);
@@ -114,7 +99,7 @@ inline void block(const Args& a, int64_t mb, int64_t p0, int64_t n) {
   }
 }
 
-class PointwiseKernel : public Kernel {
+class PointwiseKernel : public ResolvedConvKernel {
  public:
   explicit PointwiseKernel(const LayerDesc& l) : k_(convConstants(l)) {
     const Dims& wd = k_.weights.dims();
@@ -127,15 +112,8 @@ class PointwiseKernel : public Kernel {
       for (int64_t c = 0; c < C_; ++c) packed_[static_cast<size_t>(((m / kMr) * C_ + c) * kMr + m % kMr)] = w[m * C_ + c];
   }
 
-  size_t reshape(const LayerDesc& concrete, std::unique_ptr<KernelState>& state) const override {
-    auto s = std::make_unique<ConvShapeState>();
-    s->problem = resolveConv(concrete);
-    state = std::move(s);
-    return 0;
-  }
-
   void execute(const KernelIO& io, KernelState* state) const override {
-    const ConvProblem& p = static_cast<ConvShapeState*>(state)->problem;
+    const ConvProblem& p = problemOf(state);
     const int64_t P = p.win.outSize();
     const int64_t mBlocks = (M_ + kMr - 1) / kMr, pBlocks = (P + kNr - 1) / kNr;
     // Tasks: runs of pixel blocks x runs of channel blocks, about 4 per thread, pixel runs first
