@@ -41,6 +41,8 @@ KernelFactory oneDnnGemm();
 KernelFactory oneDnnQLinearConv();
 KernelFactory oneDnnQLinearMatMul();
 #endif
+// attention_cpu.cpp: the Attention op (the attention fusion's layer) as two GEMMs and a softmax
+KernelFactory attentionGemmAvx2();
 // normalization_cpu.cpp
 KernelFactory softmaxAvx2();
 KernelFactory logSoftmaxAvx2();

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "backends/cpu/cpu_tactics.h"
+#include "backends/cpu/softmax_row.h"
 #include "core/thread_pool.h"
 #include "ops/fused_attrs.h"
 #include "ops/op_util.h"
@@ -79,7 +80,10 @@ bool allFloat32(const LayerDesc& l) {
 // ---------------------------------------------------------------------------------------------
 // Softmax / LogSoftmax
 
-void softmaxRow(const float* x, float* y, int64_t n, bool logOutput) {
+}  // namespace
+
+namespace cpu {
+void softmaxRowAvx2(const float* x, float* y, int64_t n, bool logOutput) {
   const __m256 negInf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   __m256 vmax = negInf;
   int64_t k = 0;
@@ -112,6 +116,9 @@ void softmaxRow(const float* x, float* y, int64_t n, bool logOutput) {
     if (tail) _mm256_maskstore_ps(y + k, tailMask, _mm256_mul_ps(_mm256_maskload_ps(y + k, tailMask), inv));
   }
 }
+}  // namespace cpu
+
+namespace {
 
 bool softmaxCoerced(const LayerDesc& l) { return coercedTo2d(*l.attrs); }
 
@@ -153,7 +160,7 @@ class SoftmaxKernel : public Kernel {
     float* y = io.out[0].as<float>();
     const int64_t len = s->length;
     forRows(io, s->rows, len, [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) softmaxRow(x + r * len, y + r * len, len, log_);
+      for (int64_t r = b; r < e; ++r) cpu::softmaxRowAvx2(x + r * len, y + r * len, len, log_);
     });
   }
 

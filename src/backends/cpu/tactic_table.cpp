@@ -38,6 +38,7 @@ const std::vector<TacticDef>& cpuTacticTable() {
       {"GlobalAveragePool", "global_average_pool_f32_avx2", cpu::globalAveragePoolAvx2()},
       {"GlobalMaxPool", "global_max_pool_f32_avx2", cpu::globalMaxPoolAvx2()},
       // Normalization and reductions.
+      {"Attention", "attention_f32_gemm_avx2", cpu::attentionGemmAvx2()},
       {"Softmax", "softmax_f32_avx2", cpu::softmaxAvx2()},
       {"LogSoftmax", "log_softmax_f32_avx2", cpu::logSoftmaxAvx2()},
       {"LayerNormalization", "layer_normalization_f32_avx2", cpu::layerNormAvx2()},
