@@ -1,5 +1,6 @@
 // End-to-end tests of the public API: a network built by hand (no ONNX), built, run, serialized,
 // reloaded, run from two threads; damaged plans rejected with kiln::Error.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -120,6 +121,55 @@ TEST(Runtime, TwoThreadsTwoContextsOneEngine) {
     EXPECT_EQ(r->bad, 0) << "wrong runs, the first at iteration " << r->firstBad;
     if (r->bad) expectNear(r->firstBadOutput, r == &res1 ? r1 : r2);
   }
+}
+
+// oneDNN's primitive cache keys a primitive by the calling thread's OpenMP max-threads when the
+// primitive is made, not by the thread count its primitive_desc was made for. A conv kernel's
+// create-time primitive_desc (made on the building thread, here at 2 threads) turned into a
+// primitive on a thread at another count (a fresh std::thread has the process default, e.g. 16
+// on a 16-core machine) could get the cached primitive of that count, whose per-thread im2col
+// scratchpad is larger than the workspace the context sized from the create-time
+// primitive_desc: its threads wrote past the workspace (heap corruption; the two-thread test
+// above aborted with std::bad_alloc on a 16-core machine). Contexts at one thread count must
+// size their workspace alike, and the run (under ASan too) must stay in bounds and be right.
+TEST(Runtime, OneDnnConvWorkspaceFitsThePrimitiveWhateverTheOpenMpThreadCount) {
+  auto setOmp = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  auto getOmp = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  if (!setOmp || !getOmp) GTEST_SKIP() << "no OpenMP runtime in the process";
+  const int saved = getOmp();
+  // A shape no other test uses (the primitive cache is process-wide); batch 3: oneDNN's gemm
+  // convolution books one im2col buffer per thread, up to the batch.
+  const HostTensor w = randomTensor({4, 3, 3, 3}, 31), b = randomTensor({4}, 32);
+  auto makeNet = [&] {
+    auto net = std::make_unique<Network>();
+    Tensor* x = net->addInput("x", DataType::kFLOAT, {3, 3, 7, 7});
+    Layer* c = net->addConvolution(x, w, b, {1, 1}, {1, 1, 1, 1});
+    net->renameTensor(c->outputs[0], "y");
+    net->markOutput(c->outputs[0]);
+    return net;
+  };
+  auto build = [&] {
+    BuilderConfig cfg;
+    cfg.setThreads(2);
+    cfg.setDisabledTactics({"conv_f32_onednn_blocked", "conv_f32_im2col_gemm"});  // the plain oneDNN tactic
+    Builder builder;
+    return builder.build(*makeNet(), cfg);
+  };
+  setOmp(16);
+  auto engineA = build();
+  auto ctxA = engineA->createExecutionContext();
+  const size_t wsA = ctxA->getMemoryUsage().workspaceBytes;  // primitive made at 16 threads, cached
+  setOmp(2);
+  auto engineB = build();  // its kernel's create-time primitive_desc is made at 2 threads
+  setOmp(16);
+  auto ctxB = engineB->createExecutionContext();
+  EXPECT_EQ(ctxB->getMemoryUsage().workspaceBytes, wsA);
+  HostTensor in = randomTensor({3, 3, 7, 7}, 33), out(DataType::kFLOAT, {3, 4, 7, 7});
+  ctxB->setTensorAddress("x", in.data());
+  ctxB->setTensorAddress("y", out.data());
+  ctxB->enqueue();
+  setOmp(saved);
+  kiln::test::expectClose(out, kiln::test::evaluateReference(*makeNet(), {{"x", in}}).at("y"), 1e-4, 1e-5, "conv");
 }
 
 TEST(Runtime, TruncatedPlansAreRejected) {

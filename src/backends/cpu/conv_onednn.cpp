@@ -147,39 +147,48 @@ class OneDnnConvKernel : public Kernel {
   size_t reshape(const LayerDesc& concrete, std::unique_ptr<KernelState>& state) const override {
     ConvProblem p = resolveConv(concrete);
     auto s = std::make_unique<State>();
-    auto pd = makePd(p);
-    if (cached_ && cached_->pd.weights_desc() == pd.weights_desc() && cached_->pd.src_desc() == pd.src_desc() &&
-        cached_->pd.dst_desc() == pd.dst_desc())
-      s->prep = cached_;
+    // oneDNN's primitive cache keys a primitive by its op, attributes, implementation and the
+    // calling thread's OpenMP max-threads at primitive creation, not by the thread count its
+    // primitive_desc was made for; and a primitive_desc made where the cache holds such a
+    // primitive is that primitive's. A primitive made from a primitive_desc of another thread
+    // count (cached_'s, made on the thread that built or loaded the engine; a context's thread
+    // may have another OpenMP max-threads, e.g. a new std::thread's is the process default, not
+    // the pool size that execute sets) can be a cached one set up for more threads, which needs
+    // a larger scratchpad than that primitive_desc books: its threads write past the workspace.
+    // So the primitive is made from a primitive_desc made here, and every size and layout below
+    // is taken from the primitive's own primitive_desc.
+    s->conv = dnnl::convolution_forward(makePd(p));
+    const dnnl::convolution_forward::primitive_desc pd(const_cast<dnnl_primitive_desc_t>(s->conv.get_primitive_desc()));
+    if (cached_ && cached_->pd.weights_desc() == pd.weights_desc())
+      s->prep = cached_;  // the weights reordered at create time suit this primitive
     else
-      s->prep = std::make_shared<Prepared>(prepare(p));
+      s->prep = std::make_shared<Prepared>(prepare(p, pd));
     const auto& pp = *s->prep;
     auto& eng = oneDnnEngine();
     s->stream = dnnl::stream(eng);
-    s->conv = dnnl::convolution_forward(pp.pd);
-    s->scratchBytes = alignUp(pp.pd.scratchpad_desc().get_size());
-    s->src = memory(pp.pd.src_desc(), eng, DNNL_MEMORY_NONE);
-    s->dst = memory(pp.pd.dst_desc(), eng, DNNL_MEMORY_NONE);
-    s->scratch = memory(pp.pd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
+    s->scratchBytes = alignUp(pd.scratchpad_desc().get_size());
+    s->src = memory(pd.src_desc(), eng, DNNL_MEMORY_NONE);
+    s->dst = memory(pd.dst_desc(), eng, DNNL_MEMORY_NONE);
+    s->scratch = memory(pd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
     DnnlConvShapes sh = dnnlShapes(p, rank_);
     if (blocked_) {
       // X, Y and R as the neighbouring layers exchange them; reordered only where oneDNN chose
       // another layout.
       memory::desc userSrc(sh.src, memory::data_type::f32, exchangeTag(rank_, inBlock_));
       memory::desc userDst(sh.dst, memory::data_type::f32, exchangeTag(rank_, outBlock_));
-      s->reorderSrc = !sameBytes(userSrc, pp.pd.src_desc(), sh.src);
-      s->reorderDst = !sameBytes(userDst, pp.pd.dst_desc(), sh.dst);
+      s->reorderSrc = !sameBytes(userSrc, pd.src_desc(), sh.src);
+      s->reorderDst = !sameBytes(userDst, pd.dst_desc(), sh.dst);
       s->userSrc = memory(userSrc, eng, DNNL_MEMORY_NONE);
       s->userDst = memory(userDst, eng, DNNL_MEMORY_NONE);
       s->userRes = memory(userDst, eng, DNNL_MEMORY_NONE);
       if (s->reorderSrc) {
         s->srcIn = dnnl::reorder(s->userSrc, s->src);
-        s->srcBytes = alignUp(pp.pd.src_desc().get_size());
+        s->srcBytes = alignUp(pd.src_desc().get_size());
       }
       if (s->reorderDst) {
         s->dstOut = dnnl::reorder(s->dst, s->userDst);
         s->resIn = dnnl::reorder(s->userRes, s->dst);
-        s->dstBytes = alignUp(pp.pd.dst_desc().get_size());
+        s->dstBytes = alignUp(pd.dst_desc().get_size());
       }
     }
     s->args = {{DNNL_ARG_SRC, s->src}, {DNNL_ARG_WEIGHTS, pp.weights}, {DNNL_ARG_DST, s->dst},
@@ -268,16 +277,19 @@ class OneDnnConvKernel : public Kernel {
     }
   }
 
-  Prepared prepare(const ConvProblem& p) const {
+  Prepared prepare(const ConvProblem& p) const { return prepare(p, makePd(p)); }
+
+  //! The weights (and bias) reordered into the layout `pd` chose.
+  Prepared prepare(const ConvProblem& p, const dnnl::convolution_forward::primitive_desc& pd) const {
     try {
-      return prepareOrThrow(p);
+      return prepareOrThrow(p, pd);
     } catch (const dnnl::error& e) {
       throw Error(std::string("oneDNN convolution setup failed: ") + e.what());
     }
   }
 
-  Prepared prepareOrThrow(const ConvProblem& p) const {
-    Prepared r{makePd(p), {}, {}, false};
+  Prepared prepareOrThrow(const ConvProblem& p, const dnnl::convolution_forward::primitive_desc& pd) const {
+    Prepared r{pd, {}, {}, false};
     dnnl::post_ops probe;
     r.eltwiseInPrimitive = appendOneDnnActivation(probe, k_.act);
     auto& eng = oneDnnEngine();
