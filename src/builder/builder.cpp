@@ -156,13 +156,10 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
   const bool reducedGpu = cfg.device() == DeviceType::kGPU && !cfg.getFlag(BuilderFlag::kSTRONGLY_TYPED) &&
                           (cfg.getFlag(BuilderFlag::kFP16) || cfg.getFlag(BuilderFlag::kBF16));
   const DataType reduced = cfg.getFlag(BuilderFlag::kFP16) ? DataType::kHALF : DataType::kBF16;
-  // On the CPU the fusion pays with attention_f32_gemm_avx2 (not the reference kernel), except
-  // under setGpuFusions, whose point is to check the GPU's fusions on the CPU's reference kernels.
-  const bool referenceAttentionCounts = cfg.device() == DeviceType::kCPU && cfg.gpuFusions();
-  auto hasFusedAttention = [&backend, reducedGpu, reduced, referenceAttentionCounts](const Layer& l) {
+  auto hasFusedAttention = [&backend, reducedGpu, reduced](const Layer& l) {
     auto fused = [&](const LayerDesc& d) {
       for (const Tactic& t : backend.tactics(d))
-        if (t.name != "attention_fp_general" && (t.name != "ref" || referenceAttentionCounts)) return true;
+        if (t.name != "attention_fp_general") return true;
       return false;
     };
     const LayerDesc d = describeLayer(l);
@@ -214,7 +211,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse RMSNorm pattern", fuseRmsNormPattern},
       {"fuse rotary embedding pattern", [&](Network& n) { return fuseRotaryPattern(n, samples); }},
       {"fuse GroupNorm pattern", [&](Network& n) { return fuseGroupNormPattern(n, samples); }},
-      {"fuse attention", [&](Network& n) { return fuseAttention(n, hasFusedAttention, samples); }},
+      {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasFusedAttention, samples); }},
       // Again: the attention fusion makes one mask sum per layer from masks every layer shares (T5).
       {"merge duplicate layers made by the attention fusion", mergeDuplicateLayers},
       {"read shapes upstream of layers only Shape reads (dynamic shapes)", [&](Network& n) { return readShapesUpstream(n, samples); }},

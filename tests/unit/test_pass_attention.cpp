@@ -495,34 +495,19 @@ TEST(PassAttention, NonMatchingPatternsStay) {
   checkFused([&](Network& n) { base(n, -1, false, false); }, in, true);  // the control: fuses
 }
 
-// A CPU build fuses where attention_f32_gemm_avx2 runs the result (not where only the reference
-// kernel would: hasFusedAttention in builder.cpp), and matches the unfused network evaluated layer
-// by layer with reference kernels.
-TEST(PassAttention, CpuBuildFusesForTheGemmTactic) {
-  auto make = [](Network& n) {
-    Tensor* q = n.addInput("q", DataType::kFLOAT, {2, 3, 9, 8});
-    Tensor* k = n.addInput("k", DataType::kFLOAT, {2, 3, 13, 8});
-    Tensor* s = op(n, "Mul", n.addMatMul(q, transpose(n, k, {0, 1, 3, 2}))->outputs[0], n.addConstant("", scalar(0.3f)));
-    finish(n, n.addMatMul(softmax(n, s), n.addInput("v", DataType::kFLOAT, {2, 3, 13, 5}))->outputs[0]);
-  };
-  const std::map<std::string, HostTensor> in = {{"q", kiln::test::randomTensor({2, 3, 9, 8}, 1)},
-                                                {"k", kiln::test::randomTensor({2, 3, 13, 8}, 2)},
-                                                {"v", kiln::test::randomTensor({2, 3, 13, 5}, 3)}};
-  Network ref;
-  make(ref);
-  const HostTensor want = kiln::test::evaluateReference(ref, in).at("y");
+// The builder runs the pass on the GPU only: a CPU build keeps the original layers.
+TEST(PassAttention, CpuBuildKeepsLayers) {
   Network n;
-  make(n);
+  Tensor* q = n.addInput("q", DataType::kFLOAT, {1, 2, 4, 8});
+  Tensor* k = n.addInput("k", DataType::kFLOAT, {1, 2, 4, 8});
+  Tensor* s = n.addMatMul(q, transpose(n, k, {0, 1, 3, 2}))->outputs[0];
+  finish(n, n.addMatMul(softmax(n, s), n.addInput("v", DataType::kFLOAT, {1, 2, 4, 8}))->outputs[0]);
   BuilderConfig cfg;
-  cfg.setThreads(2);
+  cfg.setThreads(1);
   auto engine = Builder().build(n, cfg);
-  const std::string info = engine->getLayerInformation();
-  EXPECT_NE(info.find("\"op\":\"Attention\""), std::string::npos) << info;
-  EXPECT_NE(info.find("attention_f32_gemm_avx2"), std::string::npos) << info;
-  EXPECT_EQ(info.find("\"op\":\"Softmax\""), std::string::npos) << info;
-  const std::vector<float> got = kiln::test::runEngine(*engine, in).at("y");
-  ASSERT_EQ(static_cast<int64_t>(got.size()), want.count());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want.as<float>()[i], 1e-5f) << i;
+  std::string info = engine->getLayerInformation();
+  EXPECT_EQ(info.find("\"op\":\"Attention\""), std::string::npos) << info;
+  EXPECT_NE(info.find("\"op\":\"Softmax\""), std::string::npos) << info;
 }
 
 // On the GPU the pass fuses only where a fused kernel runs the result: head size 64 becomes one

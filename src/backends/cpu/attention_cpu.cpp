@@ -1,9 +1,9 @@
-// "attention_f32_gemm_avx2": the ONNX Attention op in float32 on the CPU, per (batch, head): the
-// scores S = scale * Q K^T and O = softmax(S + mask) V as two GEMMs (gemm.h, packed AVX2 micro-
-// kernels) around a row softmax, with Q, K, V and O read and written through their strides (3-D
-// [B, S, H*D], 4-D [B, H, S, D], or the attention fusion's views of the exporter's buffers), so the
-// fused layer replaces the head-split transposes, the scale, the mask add and the softmax of an
-// unfused export (ViT, BERT, Swin, ...) with one pass that keeps a [Sq, Skv] score block per task.
+// "attention_f32_gemm_avx2": the ONNX Attention op (opset 23 exports write it) in float32 on the
+// CPU: the scores S = scale * Q K^T and O = softmax(S + mask) V as two GEMMs (gemm.h, packed AVX2
+// micro-kernels) around a row softmax, per (batch, head, block of query rows), with Q, K, V and O
+// read and written through their strides (3-D [B, S, H*D] or 4-D [B, H, S, D]); only a [rows, Skv]
+// score block per task is kept. (The builder's attention fusion does not target it: on unfused
+// exports it did not beat the batched MatMuls; docs/internals.md, "Attention fusion".)
 // Masks: none, bool (false = masked) or float (added), broadcast over batch, heads and query rows
 // as ONNX says; is_causal; kiln_mask_fill. Not taken (the reference kernel runs them): a KV cache,
 // nonpad_kv_seqlen, softcap, windows, the qk_matmul output, a softmax precision other than float.
@@ -88,25 +88,33 @@ class AttentionGemmKernel : public Kernel {
     const void* mask = io.in.size() > kAttentionMask ? io.in[kAttentionMask].data : nullptr;
     float* y = io.out[0].as<float>();
     const float scale = static_cast<float>(s.cfg.scale > 0 ? s.cfg.scale : 1.0 / std::sqrt(static_cast<double>(a.headSize)));
-    const int64_t sq = a.qSeq, skv = a.kvSeq;
-    auto slices = [&](int64_t begin, int64_t end) {
+    const int64_t sq = a.qSeq, skv = a.kvSeq, slices = a.batch * a.qHeads;
+    // Tasks: blocks of query rows of one (batch, head), so that one head with many queries
+    // (SegFormer's efficient attention: 1 head, 4096 queries over 64 keys) still fills the pool;
+    // at least 32 rows a block, for the GEMMs (each packs K or V again).
+    const int64_t threads = io.pool ? io.pool->size() : 1;
+    const int64_t blocks = std::max<int64_t>(1, std::min((sq + 31) / 32, (4 * threads + slices - 1) / slices));
+    const int64_t rows = (sq + blocks - 1) / blocks;
+    auto tasks = [&](int64_t begin, int64_t end) {
       thread_local std::vector<float> scores;
-      if (scores.size() < static_cast<size_t>(sq * skv)) scores.resize(static_cast<size_t>(sq * skv));
+      if (scores.size() < static_cast<size_t>(rows * skv)) scores.resize(static_cast<size_t>(rows * skv));
       float* sc = scores.data();
-      for (int64_t bh = begin; bh < end; ++bh) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t bh = t / blocks, i0 = (t % blocks) * rows, m = std::min(rows, sq - i0);
+        if (m <= 0) continue;
         const int64_t b = bh / a.qHeads, h = bh % a.qHeads, kh = h / s.kvGroup;
-        // S = scale * Q K^T, [Sq, Skv] (K's rows are Q's columns: transB).
-        sgemm(false, true, sq, skv, a.headSize, scale, q + s.q.at(b, h, 0), s.q.ss, k + s.k.at(b, kh, 0), s.k.ss, 0.f, sc, skv,
+        // S = scale * Q K^T for queries [i0, i0 + m): [m, Skv] (K's rows are Q's columns: transB).
+        sgemm(false, true, m, skv, a.headSize, scale, q + s.q.at(b, h, i0), s.q.ss, k + s.k.at(b, kh, 0), s.k.ss, 0.f, sc, skv,
               nullptr);
-        for (int64_t i = 0; i < sq; ++i) softmaxRow(s, mask, b, h, i, sc + i * skv);
-        // O = P V, [Sq, Dv], written through O's strides.
-        sgemm(false, false, sq, a.vHeadSize, skv, 1.f, sc, skv, v + s.v.at(b, kh, 0), s.v.ss, 0.f, y + s.o.at(b, h, 0), s.o.ss,
+        for (int64_t i = 0; i < m; ++i) softmaxRow(s, mask, b, h, i0 + i, sc + i * skv);
+        // O = P V, [m, Dv], written through O's strides.
+        sgemm(false, false, m, a.vHeadSize, skv, 1.f, sc, skv, v + s.v.at(b, kh, 0), s.v.ss, 0.f, y + s.o.at(b, h, i0), s.o.ss,
               nullptr);
       }
     };
-    const int64_t n = a.batch * a.qHeads;
-    if (io.pool) io.pool->parallelFor(n, 1, slices);
-    else slices(0, n);
+    const int64_t n = slices * blocks;
+    if (io.pool) io.pool->parallelFor(n, 1, tasks);
+    else tasks(0, n);
   }
 
  private:
