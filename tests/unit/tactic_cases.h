@@ -185,6 +185,9 @@ inline std::vector<OpCase> normReduceCases(const std::string& op, DataType t) {
   if (op == "RMSNormalization") {
     a.set("axis", int64_t(-1));
     v.push_back(makeOpCase(op, {x, uniformOfType({8}, t, 54, 0.5, 1.5)}, a, 1));
+    // A row of 13 (a masked tail after one 8-wide vector), normalized over the last two dims.
+    a.set("axis", int64_t(-2));
+    v.push_back(makeOpCase(op, {uniformOfType({3, 1, 13}, t, 64, -2, 2), uniformOfType({1, 13}, t, 65, 0.5, 1.5)}, a, 1));
   }
   if (op == "GroupNormalization" || op == "InstanceNormalization") {
     HostTensor y = uniformOfType({2, 4, 3, 5}, t, 55, -2, 2);

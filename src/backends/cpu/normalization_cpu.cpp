@@ -1,6 +1,7 @@
 // Optimized CPU tactics: normalization family (AVX2 + FMA, multi-threaded).
 //  - Softmax / LogSoftmax over the last axis (or a legacy coerced-2D block), float32.
-//  - LayerNormalization over trailing dims with a per-element scale/bias (the BERT/GPT-2 path).
+//  - LayerNormalization over trailing dims with a per-element scale/bias (the BERT/GPT-2 path), and
+//    RMSNormalization the same way without the mean and bias (T5, LLaMA, Qwen).
 //  - BatchNormalization in inference mode, per channel (NCHW), folded to y = a[c] * x + b[c].
 #include <immintrin.h>
 
@@ -192,6 +193,7 @@ int64_t layerNormAxis(const LayerDesc& l) {
 
 bool supportsLayerNorm(const LayerDesc& l) {
   if (!cpuHasAvx2Fma() || l.inputs.size() < 2 || !allFloat32(l)) return false;
+  if (l.op == "RMSNormalization" && (l.present(2) || l.outputs.size() > 1)) return false;  // no bias, Y only
   if (l.attrs->getInt("stash_type", 1) != 1) return false;
   if (hasSkipInput(*l.attrs)) return false;  // skip LayerNorm: the reference kernel
   const Dims& x = l.inputs[0].dims;
@@ -237,19 +239,24 @@ class LayerNormKernel : public Kernel {
       }
     });
   }
-  explicit LayerNormKernel(float epsilon) : epsilon_(epsilon) {}
+  //! rms: RMSNormalization (no mean: the statistic is the mean of squares, no bias).
+  LayerNormKernel(float epsilon, bool rms) : epsilon_(epsilon), rms_(rms) {}
 
  private:
   void normalizeRow(const float* x, float* y, int64_t n, const float* scale, const float* bias, float& meanOut,
                     float& invOut) const {
     const int64_t tail = n % 8, body = n - tail;
     const __m256i mask = firstLanes(tail);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t k = 0; k < body; k += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + k));
-    if (tail) acc = _mm256_add_ps(acc, _mm256_maskload_ps(x + body, mask));
-    const float mean = horizontalSum(acc) / static_cast<float>(n);
+    float mean = 0.f;
+    if (!rms_) {
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t k = 0; k < body; k += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + k));
+      if (tail) acc = _mm256_add_ps(acc, _mm256_maskload_ps(x + body, mask));
+      mean = horizontalSum(acc) / static_cast<float>(n);
+    }
     const __m256 vmean = _mm256_set1_ps(mean);
-    // Variance from the centred values (two passes: no cancellation for large means).
+    // Variance from the centred values (two passes: no cancellation for large means); for RMS the
+    // mean is 0 and this is the mean of squares.
     __m256 sq = _mm256_setzero_ps();
     for (int64_t k = 0; k < body; k += 8) {
       __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + k), vmean);
@@ -277,6 +284,7 @@ class LayerNormKernel : public Kernel {
     invOut = inv;
   }
   float epsilon_;
+  bool rms_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -374,7 +382,7 @@ KernelFactory logSoftmaxAvx2() {
 }
 KernelFactory layerNormAvx2() {
   return {supportsLayerNorm, [](const LayerDesc& l) -> std::unique_ptr<Kernel> {
-            return std::make_unique<LayerNormKernel>(l.attrs->getFloat("epsilon", 1e-5f));
+            return std::make_unique<LayerNormKernel>(l.attrs->getFloat("epsilon", 1e-5f), l.op == "RMSNormalization");
           }};
 }
 KernelFactory batchNormAvx2() {

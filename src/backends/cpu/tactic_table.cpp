@@ -42,6 +42,7 @@ const std::vector<TacticDef>& cpuTacticTable() {
       {"Softmax", "softmax_f32_avx2", cpu::softmaxAvx2()},
       {"LogSoftmax", "log_softmax_f32_avx2", cpu::logSoftmaxAvx2()},
       {"LayerNormalization", "layer_normalization_f32_avx2", cpu::layerNormAvx2()},
+      {"RMSNormalization", "rms_normalization_f32_avx2", cpu::layerNormAvx2()},
       {"BatchNormalization", "batch_normalization_f32_avx2", cpu::batchNormAvx2()},
       {"GroupNormalization", "group_normalization_f32_avx2", cpu::groupNormAvx2()},
       {"InstanceNormalization", "instance_normalization_f32_avx2", cpu::groupNormAvx2()},
