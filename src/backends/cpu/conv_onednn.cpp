@@ -258,15 +258,16 @@ class OneDnnConvKernel : public Kernel {
     DnnlConvShapes sh = dnnlShapes(p, rank_);
     const auto f32 = memory::data_type::f32;
     memory::desc src(sh.src, f32, srcTag), dst(sh.dst, f32, dstTag), wei(sh.weights, f32, Tag::any);
-    dnnl::post_ops po;
-    if (residual_) po.append_sum(1.f);  // Y holds the residual before the primitive runs
-    appendOneDnnActivation(po, k_.act);
-    dnnl::primitive_attr attr;
-    attr.set_post_ops(po);
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     auto alg0 = dnnl::algorithm::convolution_direct;
     auto prop = dnnl::prop_kind::forward_inference;
+    // The post-ops too: oneDNN refuses some activation parameters (a tampered plan's alpha = inf).
     try {
+      dnnl::post_ops po;
+      if (residual_) po.append_sum(1.f);  // Y holds the residual before the primitive runs
+      appendOneDnnActivation(po, k_.act);
+      dnnl::primitive_attr attr;
+      attr.set_post_ops(po);
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       if (k_.bias.valid()) {
         memory::desc bias(sh.bias, f32, Tag::x);
         return {{prop, alg0, src, wei, bias, dst, sh.strides, sh.dilates, sh.padL, sh.padR}, attr, oneDnnEngine()};

@@ -348,21 +348,22 @@ class DnnlMatMulKernel : public Kernel {
     auto dstMd = matrixDesc(p, p.batch, p.M, p.N, false);
     auto weiPlain = matrixDesc(p, p.batch, p.K, p.N, p.transB);
     auto weiAny = constB_.valid() ? dnnl::memory::desc(weiPlain.dims(), dt::f32, tag::any) : weiPlain;
-    dnnl::primitive_attr attr;
-    dnnl::post_ops ops;
-    if (p.alpha != 1.f) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, p.alpha, 0.f);
-    if (p.sumIntoDst) ops.append_sum(1.f);
-    dnnl::algorithm alg;
-    float a, b;
-    if (dnnlEltwise(act_, alg, a, b)) ops.append_eltwise(1.f, alg, a, b);
-    attr.set_post_ops(ops);
-    dnnl::memory::desc biasMd;
-    if (p.bias) {
-      dnnl::memory::dims bd(dstMd.dims().size(), 1);
-      bd.back() = p.N;
-      biasMd = dnnl::memory::desc(bd, dt::f32, dstMd.dims().size() == 3 ? tag::abc : tag::ab);
-    }
+    // One try for the post-ops too: oneDNN refuses some parameters (a tampered plan's alpha = inf).
     try {
+      dnnl::primitive_attr attr;
+      dnnl::post_ops ops;
+      if (p.alpha != 1.f) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, p.alpha, 0.f);
+      if (p.sumIntoDst) ops.append_sum(1.f);
+      dnnl::algorithm alg;
+      float a, b;
+      if (dnnlEltwise(act_, alg, a, b)) ops.append_eltwise(1.f, alg, a, b);
+      attr.set_post_ops(ops);
+      dnnl::memory::desc biasMd;
+      if (p.bias) {
+        dnnl::memory::dims bd(dstMd.dims().size(), 1);
+        bd.back() = p.N;
+        biasMd = dnnl::memory::desc(bd, dt::f32, dstMd.dims().size() == 3 ? tag::abc : tag::ab);
+      }
       auto desc = p.bias ? dnnl::matmul::desc(srcMd, weiAny, biasMd, dstMd) : dnnl::matmul::desc(srcMd, weiAny, dstMd);
       dnnl::matmul::primitive_desc pd(desc, attr, dnnlEngine());
       s->prim = dnnl::matmul(pd);
