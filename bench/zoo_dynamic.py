@@ -205,10 +205,16 @@ def main():
     gpu = run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]).stdout.strip()
     machine = f"{gpu}; {platform.node()}; torch {torch.__version__}"
     command = "python3 " + " ".join(sys.argv)
+    # Rows of earlier runs in --results are kept; a shape timed again replaces its row.
     rows = []
+    if os.path.exists(args.results):
+        with open(args.results) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    key = lambda r: (r.get("model"), r.get("batch"), r.get("seq"))
 
     def write(row):
         row["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        rows[:] = [r for r in rows if key(r) != key(row)]
         rows.append(row)
         print(json.dumps(row), flush=True)
         with open(args.results, "w") as f:

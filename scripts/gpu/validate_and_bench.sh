@@ -22,7 +22,8 @@
 #               bench/results/gpu-zoo-$GPU_TAG.jsonl's -> $OUT/gpu-zoo-$GPU_TAG.{jsonl,md}
 #               (PERFZOO_ARGS: more zoo.py flags, e.g. "--profile" or "--kiln-only --batches 128")
 #   dynzoo      bench/zoo_dynamic.py: dynamic-axis exports of zoo models ($DYNZOO_MODELS) against
-#               fixed-shape exports, kiln vs kiln (issue 23) -> $OUT/gpu-zoo-dynamic-$GPU_TAG.{jsonl,md}
+#               fixed-shape exports, kiln vs kiln (issue 23), rows merged into
+#               bench/results/gpu-zoo-dynamic-$GPU_TAG.jsonl's -> $OUT/gpu-zoo-dynamic-$GPU_TAG.{jsonl,md}
 #               (DYNZOO_ARGS=--profile: per-op time of both engines at the opt shape)
 #   profile     per-layer profiles of the benchmark engines named in $PROFILE (default
 #               resnet50_b32,bert_base_s128_b32; run after bench) -> profile.txt
@@ -193,6 +194,7 @@ if has perfzoo; then
   finish perfzoo $(( rc != 0 || nrows == 0 )) "exit $rc, $nrows rows timed: $OUT/gpu-zoo-$GPU_TAG.md"
 fi
 if has dynzoo; then
+  cp bench/results/gpu-zoo-dynamic-$GPU_TAG.jsonl $OUT/gpu-zoo-dynamic-$GPU_TAG.jsonl 2>/dev/null || : > $OUT/gpu-zoo-dynamic-$GPU_TAG.jsonl
   timeout ${DYNZOO_TIMEOUT:-540} python3 bench/zoo_dynamic.py --kiln $K/bin/kiln --peers .device_deps/peers.py \
     --results $OUT/gpu-zoo-dynamic-$GPU_TAG.jsonl --out $OUT/gpu-zoo-dynamic-$GPU_TAG.md ${DYNZOO_MODELS:+--models $DYNZOO_MODELS} ${DYNZOO_ARGS:-} > $OUT/dynzoo.log 2>&1
   rc=$?

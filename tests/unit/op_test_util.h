@@ -11,6 +11,7 @@
 
 #include "backends/backend.h"
 #include "kiln/kiln.h"
+#include "ops/conv_layout.h"
 #include "ops/op_registry.h"
 #include "poison.h"
 
@@ -235,6 +236,16 @@ inline void expectClose(const HostTensor& got, const HostTensor& ref, double rto
       first = "element " + std::to_string(i) + " got " + std::to_string(g) + " expected " + std::to_string(r);
   }
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << ref.count() << " elements differ; first: " << first;
+}
+
+//! A 4-D NCHW tensor's bytes rearranged as NHWC (or back with `toLast` false): how the GPU layout
+//! pass's channels-last tensors are stored.
+inline HostTensor channelsLast(const HostTensor& t, bool toLast) {
+  const Dims& d = t.dims();
+  const int64_t c = d[1], hw = d[2] * d[3];
+  HostTensor o(t.type(), d);
+  transposeInner(t.data(), o.data(), d[0], toLast ? c : hw, toLast ? hw : c, elementSize(t.type()));
+  return o;
 }
 
 //! Runs every tactic `backend` offers for `c` and compares every output with the reference (in

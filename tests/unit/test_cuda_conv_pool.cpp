@@ -411,14 +411,7 @@ TEST(CudaPool, GlobalPoolRowGroups) {
 namespace kiln {
 namespace {
 
-//! A 4-D NCHW tensor's bytes rearranged as NHWC (or back with `toLast` false).
-HostTensor channelsLast(const HostTensor& t, bool toLast) {
-  const Dims& d = t.dims();
-  const int64_t c = d[1], hw = d[2] * d[3];
-  HostTensor o(t.type(), d);
-  transposeInner(t.data(), o.data(), d[0], toLast ? c : hw, toLast ? hw : c, elementSize(t.type()));
-  return o;
-}
+using test::channelsLast;
 
 //! Runs every GPU tactic for `c` with X (and a residual R) stored per `inLast` / `outLast` and
 //! compares Y (brought back to NCHW) with the reference of the plain case, in `type`.

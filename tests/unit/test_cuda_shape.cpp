@@ -165,6 +165,42 @@ TEST(CudaShape, ConcatSplitManyPieces) {
   }
 }
 
+// The GPU layout pass's channel Concat (gpu_layout.cpp): every input and Y stored nhwc, so each
+// pixel's channel runs are joined; DenseNet's 32-channel growth (16-byte units) and channel
+// counts that allow only narrower units, more inputs than one segment launch takes.
+TEST(CudaShape, ConcatChannelsLast) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  for (DataType t : {DataType::kHALF, DataType::kBF16}) {
+    for (int pieces : {2, 5, 37}) {
+      OpCase plain;
+      plain.op = "Concat";
+      plain.attrs.set("axis", int64_t(pieces == 5 ? -3 : 1));
+      for (int i = 0; i < pieces; ++i)
+        plain.inputs.push_back(randomTensor({8, i % 4 == 3 ? 8 : (i % 4 == 1 ? 24 : 32), 5, 3}, t, 300 + i));
+      const HostTensor ref = test::runReference(plain)[0];
+      OpCase dev = plain;
+      dev.attrs.set("kiln_layout_in", std::string("nhwc"));
+      dev.attrs.set("kiln_layout_out", std::string("nhwc"));
+      for (HostTensor& x : dev.inputs) x = test::channelsLast(x, true);
+      const std::vector<std::string> names = test::tacticNames(*gpu, dev);
+      EXPECT_EQ(names.size(), 2u) << "concat_any_copy and concat_any_segments take nhwc";
+      for (const std::string& n : names) {
+        const HostTensor y = test::channelsLast(test::runTactic(*gpu, n, dev)[0], false);
+        test::expectClose(y, ref, 0, 0, "Concat nhwc of " + std::to_string(pieces) + " [" + n + "] " + tn(t));
+      }
+    }
+  }
+  // A Concat along another axis never takes the layouts (the pass marks only channel Concats).
+  OpCase w;
+  w.op = "Concat";
+  w.attrs.set("axis", int64_t(2));
+  w.attrs.set("kiln_layout_in", std::string("nhwc"));
+  w.attrs.set("kiln_layout_out", std::string("nhwc"));
+  w.inputs = {randomTensor({8, 8, 2, 2}, DataType::kHALF, 1), randomTensor({8, 8, 3, 2}, DataType::kHALF, 2)};
+  EXPECT_TRUE(test::tacticNames(*gpu, w).empty());
+}
+
 TEST(CudaShape, Slice) {
   KILN_REQUIRE_GPU();
   auto gpu = getBackend(DeviceType::kGPU, 0);

@@ -21,9 +21,10 @@ class FakeGpu : public Backend {
   std::string fingerprint() const override { return "fake-gpu"; }
   std::vector<Tactic> tactics(const LayerDesc& l) const override {
     const bool aware = l.op == "Conv" || l.op == "MaxPool" || l.op == "AveragePool" || l.op == "GlobalAveragePool" ||
-                       (elementwiseAware && (l.op == "Mul" || l.op == "Add" || l.op == "PointwiseChain" || l.op == "Sigmoid"));
+                       (elementwiseAware && (l.op == "Mul" || l.op == "Add" || l.op == "PointwiseChain" || l.op == "Sigmoid" || l.op == "Relu"));
     const bool permute = transposeAware && l.op == "Transpose" && isLayoutCopyTranspose(*l.attrs, l.inputs[0].dims.size());
-    if (!aware && !permute && !hasPlainLayouts(l)) return {};
+    const bool concat = concatAware && l.op == "Concat";
+    if (!aware && !permute && !concat && !hasPlainLayouts(l)) return {};
     return {Tactic{"fake", nullptr}};
   }
   void* allocate(size_t) override { return nullptr; }
@@ -31,8 +32,9 @@ class FakeGpu : public Backend {
   void copyToDevice(void*, const void*, size_t, void*) override {}
   void copyToHost(void*, const void*, size_t, void*) override {}
   void synchronize(void*) override {}
-  bool elementwiseAware = false;  //!< whether Mul/Add/PointwiseChain/Sigmoid take channels-last layouts
+  bool elementwiseAware = false;  //!< whether Mul/Add/PointwiseChain/Sigmoid/Relu take channels-last layouts
   bool transposeAware = false;    //!< whether the byte-copy permutes take layouts (as the CUDA tactic does)
+  bool concatAware = false;       //!< whether Concat takes layouts (as the CUDA concat tactics do)
 };
 
 HostTensor halfTensor(const Dims& d, uint32_t seed) {
@@ -259,5 +261,47 @@ TEST(GpuLayoutPass, PermutesAtChannelsLastRegionsBecomeCopies) {
       EXPECT_EQ(copies, 0);
       EXPECT_GE(converts, 1);
     }
+  }
+}
+
+// DenseNet's dense block: each layer concatenates the block input and every earlier layer's
+// 32 new channels, then BN + ReLU (a PointwiseChain) and a 1x1 conv. With a Concat that takes
+// layouts the whole block stays nhwc (no LayoutConvert); without one, the block stays NCHW.
+TEST(GpuLayoutPass, DenseBlockConcatsStayChannelsLast) {
+  for (bool aware : {true, false}) {
+    FakeGpu gpu;
+    gpu.elementwiseAware = true;
+    gpu.concatAware = aware;
+    Network net;
+    Tensor* x = net.addInput("x", DataType::kHALF, {8, 16, 8, 8});
+    Layer* stem = net.addConvolution(x, halfTensor({32, 16, 3, 3}, 1), halfTensor({32}, 2), {1, 1}, {1, 1, 1, 1});
+    std::vector<Tensor*> features = {stem->outputs[0]};
+    std::vector<Layer*> concats;
+    Attributes ax;
+    ax.set("axis", int64_t(1));
+    for (int k = 0; k < 3; ++k) {
+      Layer* cat = net.addLayer("Concat", features, 1, ax);
+      concats.push_back(cat);
+      Layer* act = net.addActivation(cat->outputs[0], "Relu");
+      const int64_t c = 32 * (k + 1);
+      Layer* conv = net.addConvolution(act->outputs[0], halfTensor({32, c, 1, 1}, 10 + k), halfTensor({32}, 20 + k), {1, 1}, {0, 0, 0, 0});
+      features.push_back(conv->outputs[0]);
+    }
+    Layer* last = net.addLayer("Concat", features, 1, ax);
+    concats.push_back(last);
+    Layer* transition = net.addConvolution(last->outputs[0], halfTensor({16, 128, 1, 1}, 30), halfTensor({16}, 31), {1, 1}, {0, 0, 0, 0});
+    net.markOutput(transition->outputs[0]);
+    net.topoSort();
+    propagateShapes(net, nullptr, true);
+    // Without: every conv's output is read by a plain Concat, so no tensor is worth converting.
+    EXPECT_EQ(assignGpuLayouts(net, gpu), aware);
+    int converts = 0;
+    for (auto& l : net.layers()) converts += l->op == "LayoutConvert";
+    for (Layer* cat : concats) {
+      EXPECT_EQ(layout(cat, attr::kLayoutIn), aware ? "nhwc" : "nchw") << aware;
+      EXPECT_EQ(layout(cat, attr::kLayoutOut), aware ? "nhwc" : "nchw") << aware;
+    }
+    EXPECT_EQ(layout(transition, attr::kLayoutIn), aware ? "nhwc" : "nchw") << aware;
+    EXPECT_EQ(converts, 0);
   }
 }

@@ -10,6 +10,7 @@
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/shape_cuda.cuh"
+#include "ops/conv_layout.h"
 #include "ops/fused_attrs.h"
 #include "ops/layout_transpose.h"
 #include "ops/op_util.h"
@@ -110,14 +111,42 @@ std::vector<Move> planTranspose(const LayerDesc& l) {
   return {gatherMove(out, istr)};
 }
 
+//! A Concat as its bytes are stored: the logical dims and axis, or, for a channel Concat of the
+//! GPU layout pass (every input and Y nhwc), the [N, H, W, C] dims joined along axis 3.
+struct StoredConcat {
+  std::vector<Dims> in;
+  Dims out;
+  int64_t axis = 0;
+};
+
+//! A channel Concat whose X and Y are both nhwc (gpu_layout.cpp's channelConcat).
+bool channelsLastConcat(const LayerDesc& l) {
+  if (inLayoutBlock(l) != kNhwcBlock || outLayoutBlock(l) != kNhwcBlock || l.outputs[0].dims.size() != 4) return false;
+  const int64_t axis = l.attrs->getInt("axis", 0);
+  return axis == 1 || axis == -3;
+}
+
+StoredConcat storedConcat(const LayerDesc& l) {
+  StoredConcat c;
+  const bool last = channelsLastConcat(l);
+  for (const TensorDesc& t : l.inputs) c.in.push_back(last ? physicalDims(t.dims, kNhwcBlock) : t.dims);
+  c.out = last ? physicalDims(l.outputs[0].dims, kNhwcBlock) : l.outputs[0].dims;
+  c.axis = last ? 3 : normalizeAxis(l, l.attrs->getInt("axis", 0), static_cast<int64_t>(c.out.size()));
+  return c;
+}
+
+//! Concat tactics: plain layouts, or a channel Concat with every tensor nhwc.
+bool supportsConcat(const LayerDesc& l) { return anyElementSize(l) && (hasPlainLayouts(l) || channelsLastConcat(l)); }
+
 std::vector<Move> planConcat(const LayerDesc& l) {
-  const Dims& od = l.outputs[0].dims;
-  const int64_t axis = normalizeAxis(l, l.attrs->getInt("axis", 0), static_cast<int64_t>(od.size()));
+  const StoredConcat sc = storedConcat(l);
+  const Dims& od = sc.out;
+  const int64_t axis = sc.axis;
   const std::vector<int64_t> ostr = contiguousStrides(od);
   std::vector<Move> moves;
   int64_t offset = 0;
   for (size_t i = 0; i < l.inputs.size(); ++i) {
-    const Dims& d = l.inputs[i].dims;
+    const Dims& d = sc.in[i];
     Move m;
     m.in = i;
     m.plan = makeCopyPlan(d, contiguousStrides(d), ostr, 0, offset * ostr[axis]);
@@ -157,9 +186,20 @@ class SegmentKernel : public Kernel {
  public:
   explicit SegmentKernel(bool gather) : gather_(gather) {}
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
-    const std::vector<TensorDesc>& pieces = gather_ ? l.inputs : l.outputs;
-    const Dims& whole = gather_ ? l.outputs[0].dims : l.inputs[0].dims;
-    const int64_t axis = normalizeAxis(l, l.attrs->getInt("axis", 0), static_cast<int64_t>(whole.size()));
+    // A Concat reads its stored bytes (channels last: the channels of each pixel are the row).
+    std::vector<Dims> pieces;
+    Dims whole;
+    int64_t axis = 0;
+    if (gather_) {
+      StoredConcat sc = storedConcat(l);
+      pieces = std::move(sc.in);
+      whole = std::move(sc.out);
+      axis = sc.axis;
+    } else {
+      for (const TensorDesc& t : l.outputs) pieces.push_back(t.dims);
+      whole = l.inputs[0].dims;
+      axis = normalizeAxis(l, l.attrs->getInt("axis", 0), static_cast<int64_t>(whole.size()));
+    }
     const int64_t es = static_cast<int64_t>(elementSize(l.inputs[0].type));
     int64_t inner = es;
     for (size_t k = static_cast<size_t>(axis) + 1; k < whole.size(); ++k) inner *= whole[k];
@@ -169,7 +209,7 @@ class SegmentKernel : public Kernel {
     s->plan.rowBytes = whole[axis] * inner;
     int64_t offset = 0;
     for (size_t i = 0; i < pieces.size(); ++i) {
-      const int64_t bytes = pieces[i].dims[axis] * inner;
+      const int64_t bytes = pieces[i][axis] * inner;
       if (bytes > 0 && s->plan.outer > 0) {
         s->plan.pieceRowBytes.push_back(bytes);
         s->plan.offsetBytes.push_back(offset);
@@ -332,9 +372,9 @@ std::unique_ptr<Kernel> createTranspose(const LayerDesc& l) {
   return createMove<planTranspose>(l);
 }
 KernelFactory transposeCuda() { return {supportsTranspose, createTranspose}; }
-KernelFactory concatCuda() { return {anyElementSize, createMove<planConcat>}; }
+KernelFactory concatCuda() { return {supportsConcat, createMove<planConcat>}; }
 KernelFactory splitCuda() { return {anyElementSize, createMove<planSplit>}; }
-KernelFactory concatSegmentsCuda() { return {anyElementSize, createConcatSegments}; }
+KernelFactory concatSegmentsCuda() { return {supportsConcat, createConcatSegments}; }
 KernelFactory splitSegmentsCuda() { return {anyElementSize, createSplitSegments}; }
 KernelFactory sliceCuda() { return {anyElementSize, createMove<planSlice>}; }
 KernelFactory expandCuda() { return {anyElementSize, createMove<planExpand>}; }

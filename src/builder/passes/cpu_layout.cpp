@@ -45,11 +45,7 @@ bool assignCpuLayouts(Network& net) {
   };
   // Inception / DenseNet blocks: a Concat along the channels of blocked inputs is the same copy in
   // the blocked layout (concat_any_memcpy), so the convs around it need no reorder.
-  p.channelConcat = [](const Layer& l) {
-    if (l.op != "Concat" || l.outputs.size() != 1 || l.outputs[0]->dims.size() != 4) return false;
-    const int64_t axis = l.attrs.getInt("axis", 0);
-    return axis == 1 || axis == -3;
-  };
+  p.channelConcat = isLayoutChannelConcat;
   p.backend = cpu.get();
   return assignLayouts(net, p);
 }

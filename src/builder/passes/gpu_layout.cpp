@@ -6,7 +6,7 @@
 // squeeze-excitation's x * s[N, C, 1, 1], activations, pointwise chains) run in the layout of
 // their inputs, so a whole CNN stays NHWC as torch.compile's channels-last does. Network inputs
 // and outputs stay NCHW; a LayoutConvert sits where an nhwc tensor meets any other op
-// (layout_planner.h).
+// (layout_planner.h). Channel Concats of nhwc inputs stay nhwc as well.
 //
 // Permutes between channels-last blocks and conv regions take part too: perm [0, 2, 3, 1] reads
 // an nhwc X and [0, 3, 1, 2] writes an nhwc Y as byte copies the runtime aliases away
@@ -137,6 +137,10 @@ bool assignGpuLayouts(Network& net, Backend& backend) {
                                               "Mish", "Clip"};
     return ops.count(l.op) > 0;
   };
+  // DenseNet / Inception blocks: a Concat along the channels of nhwc inputs joins each pixel's
+  // channel runs (the CUDA concat tactics read the layout attributes), so the convs and the
+  // BN + ReLU chains around it need no conversion (each Concat was two LayoutConverts before).
+  p.channelConcat = isLayoutChannelConcat;
   p.backend = &backend;
   p.verify = true;
   return assignLayouts(net, p) || viewsChanged;

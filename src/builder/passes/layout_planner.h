@@ -26,10 +26,11 @@ struct LayoutPolicy {
   //! [N, C, 1, 1] or a bias [C, 1, 1]). They keep NHWC regions whole across residual adds, gates
   //! and activation chains instead of converting around each of them.
   std::function<bool(const Layer& l)> transparent;
-  //! Layers that join their inputs along the channel axis (optional; Concat on axis 1): in the
-  //! layout their bytes are the plain concatenation's when every input's channel count is a
-  //! multiple of the block (per batch, each input is one contiguous run of C_i * H * W elements in
-  //! both layouts). Y takes the layout when every input has it; they keep Inception/DenseNet
+  //! Layers that join their inputs along the channel axis (optional; isLayoutChannelConcat): in a
+  //! blocked layout their bytes are the plain concatenation's when every input's channel count is
+  //! a multiple of the block (per batch, each input is one contiguous run of C_i * H * W elements
+  //! in both layouts); in nhwc each pixel's channel runs are joined (the kernel reads the layout
+  //! attributes). Y takes the layout when every input has it; they keep Inception/DenseNet
   //! blocks in the layout instead of converting around every Concat.
   std::function<bool(const Layer& l)> channelConcat;
   //! A layer takes part only where one of this backend's non-reference tactics supports it
@@ -51,5 +52,7 @@ bool assignLayouts(Network& net, const LayoutPolicy& policy);
 bool isLayoutConv(const Layer& l);
 bool isLayoutWindowPool(const Layer& l);
 bool isLayoutGlobalPool(const Layer& l);
+//! A 4-D Concat along axis 1 (-3) with one output.
+bool isLayoutChannelConcat(const Layer& l);
 
 }  // namespace kiln
