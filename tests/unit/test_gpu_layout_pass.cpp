@@ -124,6 +124,29 @@ TEST(GpuLayoutPass, StaysNchwWhereChannelsLastDoesNotApply) {
   EXPECT_FALSE(assignGpuLayouts(onCpu.net, *cpuBackend));
 }
 
+// A dynamic batch (profile 1..64): the layout is chosen at the opt shape (samples[0], as the
+// builder passes them), so an engine tuned for batch 32 runs channels-last at every batch and one
+// tuned for batch 1 stays NCHW; without samples unknown dims keep NCHW.
+TEST(GpuLayoutPass, DynamicBatchIsJudgedAtTheOptShape) {
+  FakeGpu gpu;
+  auto samples = [](int64_t opt) {
+    return InputSamples{{{"x", Dims{opt, 16, 16, 16}}}, {{"x", Dims{64, 16, 16, 16}}}, {{"x", Dims{1, 16, 16, 16}}},
+                        {{"x", Dims{5, 16, 16, 16}}}};
+  };
+  Chain tuned32(-1, 32, DataType::kHALF);
+  ASSERT_EQ(tuned32.c2->outputs[0]->dims, (Dims{-1, 32, 8, 8}));
+  ASSERT_TRUE(assignGpuLayouts(tuned32.net, gpu, samples(32)));
+  EXPECT_EQ(layout(tuned32.c1, attr::kLayoutOut), "nhwc");
+  EXPECT_EQ(layout(tuned32.c2, attr::kLayoutIn), "nhwc");
+  EXPECT_EQ(layout(tuned32.c2, attr::kLayoutOut), "nhwc");
+  EXPECT_EQ(layout(tuned32.gap, attr::kLayoutIn), "nhwc");
+  EXPECT_EQ(tuned32.converts(), 0);
+  Chain tuned1(-1, 32, DataType::kHALF);
+  EXPECT_FALSE(assignGpuLayouts(tuned1.net, gpu, samples(1)));
+  Chain noSamples(-1, 32, DataType::kHALF);
+  EXPECT_FALSE(assignGpuLayouts(noSamples.net, gpu));
+}
+
 // A squeeze-excitation block with a residual, as in EfficientNet / RegNetY / MobileNetV3:
 //   y = conv1(x); s = sigmoid(conv_fc(GAP(y))) [N, C, 1, 1]; z = y * s + x1; out = conv2(z)
 // The gate Mul (a [N, C, 1, 1] broadcast: the same bytes in both orders) and the residual Add run

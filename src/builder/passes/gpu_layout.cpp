@@ -17,12 +17,16 @@
 //
 // Only for batches of 8 and more: at batch 1 the NCHW engines measured faster than torch.compile
 // already (bench/results/gpu-h200.md), and the conversions cost relatively more. Channel counts
-// must be multiples of 8 (tensor-core alignment).
+// must be multiples of 8 (tensor-core alignment). Dynamic dims are judged at the opt shape, and
+// each layer's tactic is checked there (a ResNeXt-50 profile of batch 1..64 ran NCHW, 2.1x the
+// fixed engine, while the pass required static dims).
+#include <optional>
 #include <set>
 #include <string>
 
 #include "builder/passes/layout_planner.h"
 #include "builder/passes/passes.h"
+#include "builder/passes/symbolic_dims.h"
 #include "ops/conv_layout.h"
 #include "ops/layout_transpose.h"
 
@@ -37,6 +41,30 @@ bool nhwcDims(DataType type, const Dims& d) {
   return (type == DataType::kHALF || type == DataType::kBF16) && d.size() == 4 && d[0] >= kMinBatch && d[1] > 0 &&
          d[1] % 8 == 0 && d[2] > 0 && d[3] > 0;
 }
+
+//! A tensor's dims at the first profile's opt shape (samples[0]); its own dims when static or
+//! when there are no samples. A dynamic engine is laid out for the shape it is tuned for, as
+//! TensorRT tunes it: a batch 1..64 profile with opt 32 runs channels-last at every batch.
+class OptDims {
+ public:
+  explicit OptDims(const InputSamples& samples) : samples_(samples) {}
+  Dims of(const Tensor* t) {
+    if (isStatic(t->dims) || samples_.empty()) return t->dims;
+    return sym()->at(t, 0).dims;
+  }
+  bool same(const Tensor* a, const Tensor* b) {
+    if (a->dims != b->dims) return false;
+    return (isStatic(a->dims) && isStatic(b->dims)) || samples_.empty() || sym()->sameDims(a, b);
+  }
+
+ private:
+  SymbolicDims* sym() {
+    if (!sym_) sym_.emplace(samples_);
+    return &*sym_;
+  }
+  const InputSamples& samples_;
+  std::optional<SymbolicDims> sym_;
+};
 
 //! A Transpose (one input, one output) with exactly this perm.
 bool isTranspose(const Layer* l, const std::vector<int64_t>& perm) {
@@ -118,13 +146,21 @@ bool writesChannelsLast(const Layer& l) { return isTranspose(&l, fromChannelsLas
 
 }  // namespace
 
-bool assignGpuLayouts(Network& net, Backend& backend) {
+bool assignGpuLayouts(Network& net, Backend& backend, const InputSamples& samples) {
   if (backend.device() != DeviceType::kGPU) return false;
   if (layoutsAssigned(net)) return false;
   const bool viewsChanged = permuteTokenViews(net);
+  OptDims opt(samples);
   LayoutPolicy p;
   p.block = kNhwcBlock;
-  p.eligible = [](const Tensor* t) { return nhwcDims(t->type, t->dims); };
+  // Channels static (the layout's row), the rest judged at the opt shape.
+  p.eligible = [&opt](const Tensor* t) { return t->dims.size() == 4 && t->dims[1] > 0 && nhwcDims(t->type, opt.of(t)); };
+  p.sameDims = [&opt](const Tensor* a, const Tensor* b) { return opt.same(a, b); };
+  p.atOpt = [&opt](const Layer& l, LayerDesc& d) {
+    for (size_t k = 0; k < l.inputs.size() && k < d.inputs.size(); ++k)
+      if (l.inputs[k]) d.inputs[k].dims = opt.of(l.inputs[k]);
+    for (size_t k = 0; k < l.outputs.size() && k < d.outputs.size(); ++k) d.outputs[k].dims = opt.of(l.outputs[k]);
+  };
   p.reads = [](const Layer& l) {
     return isLayoutConv(l) || isLayoutWindowPool(l) || isLayoutGlobalPool(l) || readsChannelsLast(l);
   };

@@ -82,7 +82,9 @@ class LayoutPlanner {
   //! A transparent layer's input k that shares Y's layout: of Y's shape (the others are
   //! broadcasts), or any input of a channel concat.
   bool fullInput(const Layer& l, size_t k) const {
-    return l.inputs[k] && (l.inputs[k]->dims == l.outputs[0]->dims || isChannelConcat(l));
+    if (!l.inputs[k]) return false;
+    if (isChannelConcat(l)) return true;
+    return policy_.sameDims ? policy_.sameDims(l.inputs[k], l.outputs[0]) : l.inputs[k]->dims == l.outputs[0]->dims;
   }
   //! A transparent layer that may run in the layout: every input of another shape is invariant
   //! (a channel concat: every input may take the layout).
@@ -173,15 +175,17 @@ class LayoutPlanner {
     LayerDesc d = describeLayer(l);
     d.attrs = &attrs;
     bool ok = false;
+    LayerDesc at = d;  // the shapes to verify at
+    if (policy_.atOpt) policy_.atOpt(l, at);
     for (const Tactic& t : backend_->tactics(d)) {
       if (t.name == "ref") continue;
-      if (!policy_.verify || !t.create || !isStatic(d.outputs[0].dims)) {
+      if (!policy_.verify || !t.create || !isStatic(at.outputs[0].dims)) {
         ok = true;
         break;
       }
       try {  // a library may still have no kernel for these layouts (e.g. no cuDNN engine builds)
         std::unique_ptr<KernelState> state;
-        t.create(d)->reshape(d, state);
+        t.create(d)->reshape(at, state);
         ok = true;
         break;
       } catch (const Error&) {

@@ -39,6 +39,11 @@ struct LayoutPolicy {
   //! Also create the tactic's kernel and reshape it for the layer's (static) shapes: a layer
   //! takes part only if that succeeds (GPU: cuDNN may have no engine for some NHWC problems).
   bool verify = false;
+  //! Whether two tensors have the same dims at every shape (optional; default: equal IR dims,
+  //! which two unknown dims would be whether or not they are the same dim).
+  std::function<bool(const Tensor* a, const Tensor* b)> sameDims;
+  //! Dynamic dims: sets a layer's description to the shapes to verify at (the opt shape; optional).
+  std::function<void(const Layer& l, LayerDesc& d)> atOpt;
 };
 
 //! Whether some layer already carries layout attributes (the layout passes run once).

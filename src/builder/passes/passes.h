@@ -73,7 +73,8 @@ bool fusePointwiseChains(Network& net, const InputSamples& samples = {});
 bool assignCpuLayouts(Network& net);
 //! GPU: channels-last (nhwc) float16/bfloat16 tensors between conv / pooling layers (gpu_layout.cpp).
 //! Runs after precision assignment (it needs the final types); BuilderConfig::setChannelsLast(false) skips it.
-bool assignGpuLayouts(Network& net, Backend& backend);
+//! Dynamic dims are judged at samples[0] (the first profile's opt shape).
+bool assignGpuLayouts(Network& net, Backend& backend, const InputSamples& samples = {});
 //! --fp16/--bf16: float layers compute in `target` (precision constraints obeyed when asked);
 //! casts at the network's float inputs and outputs keep its interface types.
 bool assignPrecision(Network& net, DataType target, bool obeyConstraints);
