@@ -14,7 +14,7 @@ rows: a zoo too large for one device session is run in parts.
 Usage (on the GPU machine):
   python3 bench/zoo.py --kiln build-dev/bin/kiln --peers .device_deps/peers.py \\
       --results bench/results/gpu-zoo-h200.jsonl --out bench/results/gpu-zoo-h200.md [--models a,b] [--list]"""
-import argparse, datetime, importlib.util, json, math, os, platform, re, statistics, subprocess, sys, time
+import argparse, datetime, importlib.util, json, math, os, platform, re, statistics, subprocess, sys, time, shlex
 
 import numpy as np
 
@@ -72,7 +72,8 @@ def kiln_row(args, d, names, arrays, check_ref):
         np.save(os.path.join(d, n + ".npy"), a)
     row = {}
     t0 = time.time()
-    b = sh([args.kiln, f"--onnx={onnx_path}", "--fp16", f"--saveEngine={plan}", "--skipInference"], timeout=600)
+    b = sh([args.kiln, f"--onnx={onnx_path}", "--fp16", f"--saveEngine={plan}", "--skipInference"]
+           + shlex.split(args.build_args), timeout=600)
     row["build_s"] = round(time.time() - t0, 1)
     if b.returncode != 0:
         row["error"] = "build: " + last_line(b, "build failed")
@@ -278,6 +279,7 @@ def main():
     ap.add_argument("--kiln-only", action="store_true",
                     help="time kiln alone against the peer times stored in --results (a development look: "
                          "rows are printed, nothing is written, since the peer did not run in this run)")
+    ap.add_argument("--build-args", default="", help="more kiln build flags, e.g. --channelsLastMinBatch=1 (with --kiln-only: an A/B of kiln alone)")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
     table = zoo_models.zoo()

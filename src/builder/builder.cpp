@@ -266,7 +266,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
     log.log(Sev::kVERBOSE, "pass: float32 compute for float16/bfloat16 layers the backend cannot run as they are");
     repropagate();
   }
-  if (cfg.device() == DeviceType::kGPU && cfg.channelsLast() && assignGpuLayouts(net, backend, samples)) {
+  if (cfg.device() == DeviceType::kGPU && cfg.channelsLast() && assignGpuLayouts(net, backend, samples, cfg.channelsLastMinBatch())) {
     log.log(Sev::kVERBOSE, "pass: channels-last (nhwc) tensors between conv/pool layers (GPU)");
     net.topoSort();
     repropagate();

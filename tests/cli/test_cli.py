@@ -136,7 +136,7 @@ def test_help_lists_every_flag():
                  "--stronglyTyped", "--builderOptimizationLevel", "--maxAuxStreams", "--useCudaGraph", "--streams",
                  "--noDataTransfers", "--verbose", "--help", "--timingCacheFile", "--plugins", "--listPlugins",
                  "--enablePluginOverride", "--precisionConstraints", "--layerPrecisions", "--useProfile", "--gpu",
-                 "--disableTactics", "--skipPasses", "--noChannelsLast", "--gpuFusions", "--poisonFreedMemory", "--memPoolSize", "--workspace"]:
+                 "--disableTactics", "--skipPasses", "--noChannelsLast", "--channelsLastMinBatch", "--gpuFusions", "--poisonFreedMemory", "--memPoolSize", "--workspace"]:
         check(flag in out, f"{flag} missing from --help")
 
 
@@ -478,12 +478,13 @@ def test_every_flag_parsed():
     run(["--onnx=" + model, "--stronglyTyped", "--skipInference", "--device=cpu"])
     # Build knobs (BuilderConfig fields, formerly environment variables).
     knobs = run(["--onnx=" + model, "--device=cpu", "--gpu=0", "--disableTactics=avx2,onednn", "--skipPasses=fuse,layout",
-                 "--noChannelsLast", "--gpuFusions", "--verbose", "--skipInference"])
+                 "--noChannelsLast", "--channelsLastMinBatch=1", "--gpuFusions", "--verbose", "--skipInference"])
     assert "pass skipped (--skipPasses): fuse activation into producer" in knobs.stdout + knobs.stderr, knobs.stderr
     run(["--loadEngine=" + path("all.plan"), "--threads=2", *FAST])
     graph = run(["--onnx=" + model, "--useCudaGraph", *FAST])
     check("no CUDA graphs" in graph.stderr, graph.stderr)  # the CPU warns and runs plain enqueue
     expect_error(["--onnx=" + model, "--fp16", "--stronglyTyped", *FAST], r"stronglyTyped")
+    expect_error(["--onnx=" + model, "--channelsLastMinBatch=0", *FAST], r"channelsLastMinBatch")
 
 
 def strict_json(file):

@@ -138,6 +138,7 @@ BuilderConfig makeBuilderConfig(const Options& o, DeviceType device, ILogger& lo
   cfg.setMemoryPoolLimit(MemoryPoolType::kWORKSPACE, o.workspaceLimit);
   cfg.setSkippedPasses(o.skipPasses);
   cfg.setChannelsLast(!o.noChannelsLast);
+  if (o.channelsLastMinBatch) cfg.setChannelsLastMinBatch(*o.channelsLastMinBatch);
   cfg.setGpuFusions(o.gpuFusions);
   if (o.avgTiming) cfg.setAvgTiming(*o.avgTiming);
   if (o.maxAuxStreams) {
@@ -214,11 +215,11 @@ std::unique_ptr<Engine> buildEngine(const Options& o, DeviceType device, CliLogg
 std::unique_ptr<Engine> loadEngine(const Options& o, ILogger& logger) {
   bool buildFlags = o.fp16 || o.bf16 || o.int8 || o.noTF32 || o.stronglyTyped || o.builderOptimizationLevel || o.tacticShapePoints || o.avgTiming ||
                     o.maxAuxStreams.has_value() || !o.timingCacheFile.empty() || !o.disableTactics.empty() ||
-                    !o.skipPasses.empty() || o.noChannelsLast || o.gpuFusions || o.workspaceLimit;
+                    !o.skipPasses.empty() || o.noChannelsLast || o.channelsLastMinBatch || o.gpuFusions || o.workspaceLimit;
   if (buildFlags)
     logger.log(Severity::kWARNING,
                "build options (--fp16, --bf16, --int8, --noTF32, --stronglyTyped, --builderOptimizationLevel, "
-               "--tacticShapePoints, --maxAuxStreams, --timingCacheFile, --disableTactics, --skipPasses, --noChannelsLast, --gpuFusions, --memPoolSize) "
+               "--tacticShapePoints, --maxAuxStreams, --timingCacheFile, --disableTactics, --skipPasses, --noChannelsLast, --channelsLastMinBatch, --gpuFusions, --memPoolSize) "
                "apply when building; they are ignored with --loadEngine");
   double t0 = nowMs();
   MappedFile plan(o.loadEngine, "engine file");  // mapped, not copied: one copy of the weights

@@ -339,6 +339,9 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
                  "Build (debugging aid): skip builder passes whose name contains one of these words (comma-separated)")
       ->delimiter(',');
   app.add_flag("--noChannelsLast", o.noChannelsLast, "Build (GPU): keep float16/bfloat16 conv/pool chains NCHW");
+  app.add_option("--channelsLastMinBatch", o.channelsLastMinBatch,
+                 "Build (GPU): smallest batch (at the opt shape) whose float16/bfloat16 conv/pool chains go channels-last (default 8)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   app.add_flag("--gpuFusions", o.gpuFusions,
                "Build (testing aid): the GPU-only fusions (attention, skip LayerNorm) also on the CPU, on reference kernels");
   app.add_option("--threads", o.threads, "CPU worker threads (0 = all hardware threads)")->check(CLI::Range(0, 4096));

@@ -78,6 +78,7 @@ struct Options {
   std::vector<std::string> disableTactics;          //!< tactic name patterns not offered (tactic_filter.h)
   std::vector<std::string> skipPasses;              //!< words: builder passes whose name has one are skipped
   bool noChannelsLast = false;                      //!< GPU: keep conv/pool chains NCHW
+  std::optional<int64_t> channelsLastMinBatch;       //!< GPU: smallest batch that goes channels-last
   bool gpuFusions = false;                          //!< testing aid: GPU-only fusions in a CPU build
 
   // Plugins.

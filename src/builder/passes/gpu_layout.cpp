@@ -15,7 +15,7 @@
 // [0, 2, 1], and back) are first rewritten as the 4-D permute plus a Reshape (the same work) so
 // that they qualify.
 //
-// Only for batches of 8 and more: at batch 1 the NCHW engines measured faster than torch.compile
+// Only for batches of 8 and more (BuilderConfig::setChannelsLastMinBatch): at batch 1 the NCHW engines measured faster than torch.compile
 // already (bench/results/gpu-h200.md), and the conversions cost relatively more. Channel counts
 // must be multiples of 8 (tensor-core alignment). Dynamic dims are judged at the opt shape, and
 // each layer's tactic is checked there (a ResNeXt-50 profile of batch 1..64 ran NCHW, 2.1x the
@@ -34,11 +34,8 @@ namespace kiln {
 
 namespace {
 
-constexpr int64_t kMinBatch = 8;
-
-
-bool nhwcDims(DataType type, const Dims& d) {
-  return (type == DataType::kHALF || type == DataType::kBF16) && d.size() == 4 && d[0] >= kMinBatch && d[1] > 0 &&
+bool nhwcDims(DataType type, const Dims& d, int64_t minBatch) {
+  return (type == DataType::kHALF || type == DataType::kBF16) && d.size() == 4 && d[0] >= minBatch && d[1] > 0 &&
          d[1] % 8 == 0 && d[2] > 0 && d[3] > 0;
 }
 
@@ -107,7 +104,7 @@ void rebuildView(Network& net, Tensor* from, bool transposeFirst, const std::vec
 //! Token views around conv regions as 4-D permutes (see the top of the file):
 //!   Reshape(x [N, C, H, W] -> [N, C, H*W]) -> Transpose [0, 2, 1]  =>  Transpose [0, 2, 3, 1] -> Reshape [N, H*W, C]
 //!   Transpose(z [N, L, C], [0, 2, 1]) -> Reshape [N, C, H, W] (H*W = L)  =>  Reshape [N, H, W, C] -> Transpose [0, 3, 1, 2]
-bool permuteTokenViews(Network& net) {
+bool permuteTokenViews(Network& net, int64_t minBatch) {
   static const std::vector<int64_t> swap12 = {0, 2, 1};
   bool changed = false;
   for (bool again = true; again;) {
@@ -121,10 +118,10 @@ bool permuteTokenViews(Network& net) {
       if (!x || !isStatic(x->dims) || !isStatic(y->dims)) continue;
       const Dims& xd = x->dims;
       const Dims& yd = y->dims;
-      if (isPlainReshape(a) && isTranspose(b, swap12) && nhwcDims(x->type, xd) &&
+      if (isPlainReshape(a) && isTranspose(b, swap12) && nhwcDims(x->type, xd, minBatch) &&
           a->outputs[0]->dims == Dims{xd[0], xd[1], xd[2] * xd[3]}) {
         rebuildView(net, x, true, toChannelsLastPerm(), {xd[0], xd[2], xd[3], xd[1]}, {a, b}, y);
-      } else if (isTranspose(a, swap12) && isPlainReshape(b) && xd.size() == 3 && nhwcDims(y->type, yd) &&
+      } else if (isTranspose(a, swap12) && isPlainReshape(b) && xd.size() == 3 && nhwcDims(y->type, yd, minBatch) &&
                  yd[0] == xd[0] && yd[1] == xd[2] && yd[2] * yd[3] == xd[1]) {
         rebuildView(net, x, false, fromChannelsLastPerm(), {yd[0], yd[2], yd[3], yd[1]}, {a, b}, y);
       } else {
@@ -146,15 +143,17 @@ bool writesChannelsLast(const Layer& l) { return isTranspose(&l, fromChannelsLas
 
 }  // namespace
 
-bool assignGpuLayouts(Network& net, Backend& backend, const InputSamples& samples) {
+bool assignGpuLayouts(Network& net, Backend& backend, const InputSamples& samples, int64_t minBatch) {
   if (backend.device() != DeviceType::kGPU) return false;
   if (layoutsAssigned(net)) return false;
-  const bool viewsChanged = permuteTokenViews(net);
+  const bool viewsChanged = permuteTokenViews(net, minBatch);
   OptDims opt(samples);
   LayoutPolicy p;
   p.block = kNhwcBlock;
   // Channels static (the layout's row), the rest judged at the opt shape.
-  p.eligible = [&opt](const Tensor* t) { return t->dims.size() == 4 && t->dims[1] > 0 && nhwcDims(t->type, opt.of(t)); };
+  p.eligible = [&opt, minBatch](const Tensor* t) {
+    return t->dims.size() == 4 && t->dims[1] > 0 && nhwcDims(t->type, opt.of(t), minBatch);
+  };
   p.sameDims = [&opt](const Tensor* a, const Tensor* b) { return opt.same(a, b); };
   p.atOpt = [&opt](const Layer& l, LayerDesc& d) {
     for (size_t k = 0; k < l.inputs.size() && k < d.inputs.size(); ++k)
