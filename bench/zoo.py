@@ -58,6 +58,35 @@ def peer_ms(torch, peers, model, inputs):
     return peers.bench(run, inputs)
 
 
+def torch_activation_mib(torch, model, inputs, compiled):
+    """Issue 19's measure: PyTorch's peak allocation during one inference minus what was resident
+    before it (the half weights, frozen constants, inputs), in MiB; the half model eager or under
+    torch.compile with Inductor freezing (mode "default": no CUDA graph pool, so the call's own
+    allocations are what the caching allocator sees)."""
+    import copy
+    import torch._inductor.config as ic
+    half = copy.deepcopy(model).half()
+    xs = [x.half() if x.is_floating_point() else x for x in inputs]
+    fn = half
+    if compiled:
+        torch._dynamo.reset()
+        ic.freezing = True
+        fn = torch.compile(half)
+    with torch.inference_mode():
+        for _ in range(2):  # compile, autotune and freeze first
+            fn(*xs)
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        y = fn(*xs)
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+    del y, fn, half
+    torch._dynamo.reset()
+    torch.cuda.empty_cache()
+    return peak / 2**20
+
+
 def first_output(y):
     if isinstance(y, (tuple, list)):
         y = y[0]
@@ -203,6 +232,12 @@ def run_model(args, torch, peers, name, spec, write):
                     cfg = getattr(mod, "config", None)
                     if cfg is not None and getattr(cfg, "_attn_implementation", None) == "sdpa":
                         cfg._attn_implementation = "eager"
+        if args.memory:
+            for key, compiled in (("torch_eager_act_mib", False), ("torch_compiled_act_mib", True)):
+                try:
+                    row[key] = round(torch_activation_mib(torch, m, gpu_inputs, compiled), 2)
+                except Exception as ex:
+                    row["memory_error"] = str(ex).splitlines()[0][:200] if str(ex) else type(ex).__name__
         m.cpu()
         torch.cuda.empty_cache()
         row.update(kiln_row(args, d, names, [x.numpy() for x in inputs], ref))
@@ -217,6 +252,12 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+def arena_ratio(r):
+    """kiln's arena over PyTorch's compiled activation peak (None without both)."""
+    a, t = r.get("arena_mib"), r.get("torch_compiled_act_mib")
+    return a / t if a is not None and t else None
+
+
 def write_table(path, rows, machine, command):
     order = list(zoo_models.zoo().keys())
     rows = sorted(rows, key=lambda r: (order.index(r["model"]) if r["model"] in order else 99, r["batch"]))
@@ -229,8 +270,11 @@ def write_table(path, rows, machine, command):
                 "(GPU compute time). Peer: `compile_half_frozen` as in peers.py, same run, median of 50.\n")
         f.write("- Error: max |out - PyTorch FP32| / range(PyTorch FP32 output) at batch 1; bar max(2x PyTorch FP16's "
                 "own error, 1e-2). Rows from several runs (each row's date in the JSON lines beside this file).\n\n")
-        f.write("| model | batch | kiln ms | peer ms | speed-up | kiln err | torch fp16 err | err ok | build s | arena MiB (bound) | tags | note |\n")
-        f.write("|---|---:|---:|---:|---:|---:|---:|:-:|---:|---:|---|---|\n")
+        f.write("- Memory (`--memory`, issue 19): kiln's activation arena (its planner's lower bound) against PyTorch's peak "
+                "allocation in one inference minus what was resident before it, the half model eager / compiled with freezing.\n\n")
+        f.write("| model | batch | kiln ms | peer ms | speed-up | kiln err | torch fp16 err | err ok | build s | arena MiB (bound) "
+                "| torch act MiB (eager / compiled) | arena / compiled | tags | note |\n")
+        f.write("|---|---:|---:|---:|---:|---:|---:|:-:|---:|---:|---:|---:|---|---|\n")
         for r in rows:
             k, p = r.get("kiln_ms"), r.get("peer_ms")
             cells = [r["model"], str(r["batch"]), f"{k:.3f}" if k else "-", f"{p:.3f}" if p else "-",
@@ -240,6 +284,8 @@ def write_table(path, rows, machine, command):
                      ("yes" if r["err_ok"] else "**NO**") if "err_ok" in r else "-",
                      f"{r['build_s']:.1f}" if "build_s" in r else "-",
                      f"{r['arena_mib']:.0f} ({r['arena_bound_mib']:.0f})" if "arena_mib" in r else "-",
+                     f"{r['torch_eager_act_mib']:.0f} / {r['torch_compiled_act_mib']:.0f}" if "torch_compiled_act_mib" in r else "-",
+                     f"{arena_ratio(r):.2f}" if arena_ratio(r) else "-",
                      " ".join(r.get("tags", [])[1:]),
                      "; ".join(x for x in (r.get("error", ""), "" if r.get("graph", True) else "no CUDA graph",
                                            "peer: eager attention" if r.get("peer_attention") == "eager" else "") if x)]
@@ -252,6 +298,12 @@ def write_table(path, rows, machine, command):
             below = sorted({f"{r['model']} b{r['batch']}" for r in sel if r.get("speedup") and r["speedup"] < 1.0})
             f.write(f"| {tag} | {geomean(b1):.2f}x | {geomean(bt):.2f}x | {len({r['model'] for r in sel})} | "
                     f"{', '.join(below) or '-'} |\n")
+        mem = [r for r in rows if arena_ratio(r)]
+        if mem:
+            worst = max(mem, key=arena_ratio)
+            f.write(f"\nArena / PyTorch compiled activation peak: geometric mean {geomean([arena_ratio(r) for r in mem]):.2f} over "
+                    f"{len(mem)} rows, worst {arena_ratio(worst):.2f} ({worst['model']} b{worst['batch']}); bar (issue 19): "
+                    "every row <= 1.0, geometric mean <= 0.7.\n")
         slow = [r for r in rows if r.get("profile") and r.get("speedup", 9) < 1.3]
         if slow:
             f.write("\n## Where the time goes in rows below 1.3x (per-layer profile and roofline, `--profile`)\n")
@@ -279,6 +331,8 @@ def main():
     ap.add_argument("--kiln-only", action="store_true",
                     help="time kiln alone against the peer times stored in --results (a development look: "
                          "rows are printed, nothing is written, since the peer did not run in this run)")
+    ap.add_argument("--memory", action="store_true",
+                    help="also PyTorch's activation peak (half model, eager and compiled with freezing) beside kiln's arena (issue 19)")
     ap.add_argument("--build-args", default="", help="more kiln build flags, e.g. --channelsLastMinBatch=1 (with --kiln-only: an A/B of kiln alone)")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()

@@ -20,7 +20,8 @@
 #   perfzoo     bench/zoo.py: the GPU perf zoo (bench/zoo_models.py) against compile_half_frozen, the
 #               models in $PERFZOO_MODELS (default all; ~1 min per model), rows merged into
 #               bench/results/gpu-zoo-$GPU_TAG.jsonl's -> $OUT/gpu-zoo-$GPU_TAG.{jsonl,md}
-#               (PERFZOO_ARGS: more zoo.py flags, e.g. "--profile" or "--kiln-only --batches 128")
+#               (PERFZOO_ARGS: more zoo.py flags, e.g. "--profile", "--memory" (PyTorch's activation peaks
+#               beside the arena, issue 19) or "--kiln-only --batches 128")
 #   dynzoo      bench/zoo_dynamic.py: dynamic-axis exports of zoo models ($DYNZOO_MODELS) against
 #               fixed-shape exports, kiln vs kiln (issue 23), rows merged into
 #               bench/results/gpu-zoo-dynamic-$GPU_TAG.jsonl's -> $OUT/gpu-zoo-dynamic-$GPU_TAG.{jsonl,md}
