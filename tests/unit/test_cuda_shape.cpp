@@ -166,8 +166,8 @@ TEST(CudaShape, ConcatSplitManyPieces) {
 }
 
 // The GPU layout pass's channel Concat (gpu_layout.cpp): every input and Y stored nhwc, so each
-// pixel's channel runs are joined; DenseNet's 32-channel growth (16-byte units) and channel
-// counts that allow only narrower units, more inputs than one segment launch takes.
+// pixel's channel runs are joined; DenseNet's 32-channel growth (16-byte units), a 12-channel
+// piece (8-byte units) and a 3-channel one (2-byte units), more inputs than one segment launch takes.
 TEST(CudaShape, ConcatChannelsLast) {
   KILN_REQUIRE_GPU();
   auto gpu = getBackend(DeviceType::kGPU, 0);
@@ -176,8 +176,10 @@ TEST(CudaShape, ConcatChannelsLast) {
       OpCase plain;
       plain.op = "Concat";
       plain.attrs.set("axis", int64_t(pieces == 5 ? -3 : 1));
-      for (int i = 0; i < pieces; ++i)
-        plain.inputs.push_back(randomTensor({8, i % 4 == 3 ? 8 : (i % 4 == 1 ? 24 : 32), 5, 3}, t, 300 + i));
+      for (int i = 0; i < pieces; ++i) {
+        const int64_t c = pieces == 5 && i == 2 ? 3 : (pieces == 37 && i == 20 ? 12 : (i % 4 == 3 ? 8 : (i % 4 == 1 ? 24 : 32)));
+        plain.inputs.push_back(randomTensor({8, c, 5, 3}, t, 300 + i));
+      }
       const HostTensor ref = test::runReference(plain)[0];
       OpCase dev = plain;
       dev.attrs.set("kiln_layout_in", std::string("nhwc"));

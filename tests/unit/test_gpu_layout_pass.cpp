@@ -15,6 +15,21 @@ using namespace kiln;
 
 namespace {
 
+//! A conv kernel with no channels-last engine at one batch (as cuDNN may lack one for a problem):
+//! its reshape refuses nhwc layouts there.
+class RefusingConvKernel : public Kernel {
+ public:
+  explicit RefusingConvKernel(int64_t batch) : batch_(batch) {}
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>&) const override {
+    if (!hasPlainLayouts(l) && l.outputs[0].dims[0] == batch_) throw Error("fake: no channels-last engine at this batch");
+    return 0;
+  }
+  void execute(const KernelIO&, KernelState*) const override {}
+
+ private:
+  int64_t batch_;
+};
+
 class FakeGpu : public Backend {
  public:
   DeviceType device() const override { return DeviceType::kGPU; }
@@ -25,6 +40,10 @@ class FakeGpu : public Backend {
     const bool permute = transposeAware && l.op == "Transpose" && isLayoutCopyTranspose(*l.attrs, l.inputs[0].dims.size());
     const bool concat = concatAware && l.op == "Concat";
     if (!aware && !permute && !concat && !hasPlainLayouts(l)) return {};
+    if (l.op == "Conv" && refuseNhwcAtBatch > 0) {
+      const int64_t batch = refuseNhwcAtBatch;
+      return {Tactic{"fake", [batch](const LayerDesc&) { return std::make_unique<RefusingConvKernel>(batch); }}};
+    }
     return {Tactic{"fake", nullptr}};
   }
   void* allocate(size_t) override { return nullptr; }
@@ -35,6 +54,7 @@ class FakeGpu : public Backend {
   bool elementwiseAware = false;  //!< whether Mul/Add/PointwiseChain/Sigmoid/Relu take channels-last layouts
   bool transposeAware = false;    //!< whether the byte-copy permutes take layouts (as the CUDA tactic does)
   bool concatAware = false;       //!< whether Concat takes layouts (as the CUDA concat tactics do)
+  int64_t refuseNhwcAtBatch = 0;  //!< > 0: the convs' kernels have no channels-last engine at this batch
 };
 
 HostTensor halfTensor(const Dims& d, uint32_t seed) {
@@ -145,6 +165,47 @@ TEST(GpuLayoutPass, DynamicBatchIsJudgedAtTheOptShape) {
   EXPECT_FALSE(assignGpuLayouts(tuned1.net, gpu, samples(1)));
   Chain noSamples(-1, 32, DataType::kHALF);
   EXPECT_FALSE(assignGpuLayouts(noSamples.net, gpu));
+  // Each layer's kernel is verified at the opt shape: one with no channels-last engine at batch 32
+  // keeps the chain NCHW (unverified, the unknown dims would have let it through).
+  FakeGpu refusing;
+  refusing.refuseNhwcAtBatch = 32;
+  Chain verified(-1, 32, DataType::kHALF);
+  EXPECT_FALSE(assignGpuLayouts(verified.net, refusing, samples(32)));
+  refusing.refuseNhwcAtBatch = 64;  // refuses at max only: opt decides
+  Chain atMax(-1, 32, DataType::kHALF);
+  EXPECT_TRUE(assignGpuLayouts(atMax.net, refusing, samples(32)));
+}
+
+// Dynamic dims compared at the samples: an Add of two conv outputs whose batches are two input dims
+// (equal at opt, not elsewhere) takes the second as a broadcast, not as a tensor of Y's shape, so it
+// stays NCHW (with IR dims alone, [-1, 32, 8, 8] == [-1, 32, 8, 8] would have passed); a Shape of a channels-last tensor reads its logical dims
+// as they are (no LayoutConvert).
+TEST(GpuLayoutPass, DynamicInputsAreComparedAtEverySample) {
+  for (bool sameBatch : {true, false}) {
+    FakeGpu gpu;
+    gpu.elementwiseAware = true;
+    Network net;
+    Tensor* x = net.addInput("x", DataType::kHALF, {-1, 16, 8, 8});
+    Tensor* y = net.addInput("y", DataType::kHALF, {-1, 16, 8, 8});
+    Layer* c0 = net.addConvolution(x, halfTensor({32, 16, 3, 3}, 1), halfTensor({32}, 2), {1, 1}, {1, 1, 1, 1});
+    Layer* cy = net.addConvolution(y, halfTensor({32, 16, 3, 3}, 5), halfTensor({32}, 6), {1, 1}, {1, 1, 1, 1});
+    Layer* add = net.addElementWise(c0->outputs[0], cy->outputs[0], "Add");
+    Layer* c1 = net.addConvolution(add->outputs[0], halfTensor({32, 32, 3, 3}, 3), halfTensor({32}, 4), {1, 1}, {1, 1, 1, 1});
+    Layer* shape = net.addLayer("Shape", {c0->outputs[0]}, 1);
+    net.markOutput(c1->outputs[0]);
+    net.markOutput(shape->outputs[0]);
+    net.topoSort();
+    propagateShapes(net, nullptr, true);
+    ASSERT_EQ(add->outputs[0]->dims, (Dims{-1, 32, 8, 8}));
+    const int64_t other = sameBatch ? 64 : 1;  // y's batch at the max sample
+    const InputSamples samples = {{{"x", Dims{32, 16, 8, 8}}, {"y", Dims{32, 16, 8, 8}}},
+                                  {{"x", Dims{64, 16, 8, 8}}, {"y", Dims{other, 16, 8, 8}}}};
+    // Not the same dim: the Add stays NCHW, and then no reader wants c0's output channels-last.
+    EXPECT_EQ(assignGpuLayouts(net, gpu, samples), sameBatch);
+    EXPECT_EQ(layout(c0, attr::kLayoutOut), sameBatch ? "nhwc" : "nchw") << sameBatch;
+    EXPECT_EQ(layout(add, attr::kLayoutOut), sameBatch ? "nhwc" : "nchw") << sameBatch;
+    EXPECT_EQ(shape->inputs[0], c0->outputs[0]) << sameBatch;
+  }
 }
 
 // A squeeze-excitation block with a residual, as in EfficientNet / RegNetY / MobileNetV3:

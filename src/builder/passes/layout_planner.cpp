@@ -54,6 +54,9 @@ class LayoutPlanner {
     std::vector<Layer*> layers;
     for (auto& lp : net_.layers()) layers.push_back(lp.get());
     for (Layer* l : layers) {
+      // Shape / Size read only the dims, which stay logical NCHW whatever the layout: a dynamic
+      // engine's Shape of a conv output (a UNet's interpolate(size=skip.shape[2:])) needs no copy.
+      if (l->op == "Shape" || l->op == "Size") continue;
       const bool through = passesThrough(*l);
       const bool takesPart = through || (accepting(*l) && (isBlocked(l->inputs[0]) || isBlocked(l->outputs[0])));
       for (size_t k = 0; k < l->inputs.size(); ++k) {
