@@ -73,8 +73,9 @@ def model_table():
 
 
 # min / opt / max batch; an opt of 8 makes the GPU's FP16 engine channels-last (judged at opt): ResNet-18's
-# convs, DenseNet-121's and Inception-v3's channel Concats too.
-DYNAMIC = {"resnet18": (1, 8, 16), "densenet121": (1, 8, 16), "inception_v3": (1, 8, 16), "distilbert": (1, 4, 8)}
+# convs, DenseNet-121's and Inception-v3's channel Concats, SegFormer's token views (4-D permutes) too.
+DYNAMIC = {"resnet18": (1, 8, 16), "densenet121": (1, 8, 16), "inception_v3": (1, 8, 16), "segformer": (1, 8, 16),
+           "distilbert": (1, 4, 8)}
 
 
 def randomize(m, make_input):

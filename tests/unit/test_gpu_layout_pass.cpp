@@ -293,13 +293,17 @@ using kiln::test::addReshape;
 // scale and residual) and SegFormer's token view (Reshape [N, C, H*W] -> Transpose [0, 2, 1] ->
 // a token op -> back): with permutes that take layouts, the dwconv writes nhwc, both permutes
 // become byte copies (no LayoutConvert), and the 3-D token views are rewritten as 4-D permutes.
+// With a dynamic batch (profile opt 8) the same: the views' Reshapes keep the batch as 0.
 TEST(GpuLayoutPass, PermutesAtChannelsLastRegionsBecomeCopies) {
+  for (int64_t batch : {int64_t(8), int64_t(-1)})
   for (bool aware : {true, false}) {
+    SCOPED_TRACE("batch " + std::to_string(batch) + (aware ? " aware" : ""));
     FakeGpu gpu;
     gpu.elementwiseAware = true;
     gpu.transposeAware = aware;
     Network net;
-    Tensor* x = net.addInput("x", DataType::kHALF, {8, 16, 8, 8});
+    Tensor* x = net.addInput("x", DataType::kHALF, {batch, 16, 8, 8});
+    const int64_t keep = batch < 0 ? 0 : batch;  // Reshape's 0: the input's dim
     Layer* c0 = net.addConvolution(x, halfTensor({32, 16, 3, 3}, 1), halfTensor({32}, 2), {1, 1}, {1, 1, 1, 1});
     Layer* dw = net.addConvolution(c0->outputs[0], halfTensor({32, 1, 7, 7}, 3), halfTensor({32}, 4), {1, 1}, {3, 3, 3, 3}, 32);
     Layer* toLast = addPermute(net, dw->outputs[0], {0, 2, 3, 1});
@@ -309,16 +313,17 @@ TEST(GpuLayoutPass, PermutesAtChannelsLastRegionsBecomeCopies) {
     Layer* back = addPermute(net, mix->outputs[0], {0, 3, 1, 2});
     Layer* add = net.addElementWise(back->outputs[0], c0->outputs[0], "Add");
     Layer* c1 = net.addConvolution(add->outputs[0], halfTensor({32, 32, 1, 1}, 5), halfTensor({32}, 6), {1, 1}, {0, 0, 0, 0});
-    Layer* flat = addReshape(net, c1->outputs[0], {8, 32, 64});
+    Layer* flat = addReshape(net, c1->outputs[0], {keep, 32, 64});
     Layer* tokens = addPermute(net, flat->outputs[0], {0, 2, 1});
     Layer* mix2 = net.addLayer("Softmax", {tokens->outputs[0]}, 1, ax);
     Layer* untokens = addPermute(net, mix2->outputs[0], {0, 2, 1});
-    Layer* unflat = addReshape(net, untokens->outputs[0], {8, 32, 8, 8});
+    Layer* unflat = addReshape(net, untokens->outputs[0], {keep, 32, 8, 8});
     Layer* c2 = net.addConvolution(unflat->outputs[0], halfTensor({16, 32, 1, 1}, 7), halfTensor({16}, 8), {1, 1}, {0, 0, 0, 0});
     net.markOutput(c2->outputs[0]);
     net.topoSort();
     propagateShapes(net, nullptr, true);
-    ASSERT_TRUE(assignGpuLayouts(net, gpu));
+    const InputSamples samples = {{{"x", Dims{8, 16, 8, 8}}}, {{"x", Dims{16, 16, 8, 8}}}, {{"x", Dims{1, 16, 8, 8}}}};
+    ASSERT_TRUE(assignGpuLayouts(net, gpu, batch < 0 ? samples : InputSamples{}));
     net.topoSort();  // as the builder does after the pass
     propagateShapes(net, nullptr, true);
     int converts = 0, copies = 0, tokenTransposes = 0;
@@ -329,7 +334,7 @@ TEST(GpuLayoutPass, PermutesAtChannelsLastRegionsBecomeCopies) {
       tokenTransposes += l->attrs.getInts("perm") == std::vector<int64_t>{0, 2, 1};
     }
     EXPECT_EQ(tokenTransposes, 0) << aware;  // the token views are 4-D permutes either way
-    EXPECT_EQ(c2->inputs[0]->dims, (Dims{8, 32, 8, 8}));
+    EXPECT_EQ(c2->inputs[0]->dims, (Dims{batch, 32, 8, 8}));
     if (aware) {
       EXPECT_EQ(layout(dw, attr::kLayoutOut), "nhwc");
       EXPECT_EQ(layout(toLast, attr::kLayoutIn), "nhwc");

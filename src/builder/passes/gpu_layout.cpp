@@ -49,6 +49,12 @@ class OptDims {
     if (isStatic(t->dims) || samples_.empty()) return t->dims;
     return sym()->at(t, 0).dims;
   }
+  //! Dim ka of a and kb of b are the same dim (equal static values, or one symbolic dim).
+  bool sameDim(const Tensor* a, size_t ka, const Tensor* b, size_t kb) {
+    const int64_t da = a->dims[ka], db = b->dims[kb];
+    if (da >= 0 || db >= 0) return da == db;
+    return !samples_.empty() && sym()->sameDim(a, ka, b, kb);
+  }
   bool same(const Tensor* a, const Tensor* b) {
     if (a->dims != b->dims) return false;
     return (isStatic(a->dims) && isStatic(b->dims)) || samples_.empty() || sym()->sameDims(a, b);
@@ -69,12 +75,21 @@ bool isTranspose(const Layer* l, const std::vector<int64_t>& perm) {
          l->attrs.getInts("perm") == perm;
 }
 
+//! Every dim known but maybe the first (a dynamic batch).
+bool staticButBatch(const Dims& d) {
+  if (d.empty() || (d[0] < 0 && d[0] != -1)) return false;
+  for (size_t k = 1; k < d.size(); ++k)
+    if (d[k] < 0) return false;
+  return true;
+}
+
 bool isPlainReshape(const Layer* l) {
-  return l && l->op == "Reshape" && l->outputs.size() == 1 && !l->inputs.empty() && l->inputs[0] && isStatic(l->outputs[0]->dims);
+  return l && l->op == "Reshape" && l->outputs.size() == 1 && !l->inputs.empty() && l->inputs[0] &&
+         staticButBatch(l->outputs[0]->dims);
 }
 
 //! Replaces `dead` (the layers from `from` to `result`) by Transpose(perm) and Reshape(dims) in
-//! `transposeFirst` order.
+//! `transposeFirst` order. A dynamic batch (dim 0, -1) is reshaped as 0: "the input's dim 0".
 void rebuildView(Network& net, Tensor* from, bool transposeFirst, const std::vector<int64_t>& perm, const Dims& mid,
                  const std::vector<Layer*>& dead, Tensor* result) {
   const std::string base = dead.back()->name;
@@ -85,7 +100,7 @@ void rebuildView(Network& net, Tensor* from, bool transposeFirst, const std::vec
   };
   auto reshape = [&](Tensor* in, const Dims& to) {
     HostTensor shape(DataType::kINT64, {static_cast<int64_t>(to.size())});
-    for (size_t k = 0; k < to.size(); ++k) shape.as<int64_t>()[k] = to[k];
+    for (size_t k = 0; k < to.size(); ++k) shape.as<int64_t>()[k] = k == 0 && to[k] < 0 ? 0 : to[k];
     return net.addLayer("Reshape", {in, net.addConstant(net.uniqueName(base + "_shape"), shape)}, 1, {},
                         net.uniqueName(base + "_view"));
   };
@@ -104,8 +119,9 @@ void rebuildView(Network& net, Tensor* from, bool transposeFirst, const std::vec
 //! Token views around conv regions as 4-D permutes (see the top of the file):
 //!   Reshape(x [N, C, H, W] -> [N, C, H*W]) -> Transpose [0, 2, 1]  =>  Transpose [0, 2, 3, 1] -> Reshape [N, H*W, C]
 //!   Transpose(z [N, L, C], [0, 2, 1]) -> Reshape [N, C, H, W] (H*W = L)  =>  Reshape [N, H, W, C] -> Transpose [0, 3, 1, 2]
-bool permuteTokenViews(Network& net, int64_t minBatch) {
+bool permuteTokenViews(Network& net, int64_t minBatch, const InputSamples& samples) {
   static const std::vector<int64_t> swap12 = {0, 2, 1};
+  OptDims opt(samples);  // its own: the rewrites below replace tensors the pass's later one asks about
   bool changed = false;
   for (bool again = true; again;) {
     again = false;
@@ -115,14 +131,16 @@ bool permuteTokenViews(Network& net, int64_t minBatch) {
       if (!b || b->inputs.empty() || b->inputs[0] != a->outputs[0] || b->outputs.size() != 1 || b->outputs[0]->isOutput) continue;
       Tensor* x = a->inputs.empty() ? nullptr : a->inputs[0];
       Tensor* y = b->outputs[0];
-      if (!x || !isStatic(x->dims) || !isStatic(y->dims)) continue;
+      // Static dims, or a dynamic batch that is the same dim on both sides (judged at opt).
+      if (!x || !staticButBatch(x->dims) || !staticButBatch(y->dims) || !opt.sameDim(x, 0, y, 0)) continue;
       const Dims& xd = x->dims;
       const Dims& yd = y->dims;
-      if (isPlainReshape(a) && isTranspose(b, swap12) && nhwcDims(x->type, xd, minBatch) &&
-          a->outputs[0]->dims == Dims{xd[0], xd[1], xd[2] * xd[3]}) {
+      const Dims& ad = a->outputs[0]->dims;
+      if (isPlainReshape(a) && isTranspose(b, swap12) && xd.size() == 4 && nhwcDims(x->type, opt.of(x), minBatch) &&
+          ad.size() == 3 && ad[1] == xd[1] && ad[2] == xd[2] * xd[3]) {
         rebuildView(net, x, true, toChannelsLastPerm(), {xd[0], xd[2], xd[3], xd[1]}, {a, b}, y);
-      } else if (isTranspose(a, swap12) && isPlainReshape(b) && xd.size() == 3 && nhwcDims(y->type, yd, minBatch) &&
-                 yd[0] == xd[0] && yd[1] == xd[2] && yd[2] * yd[3] == xd[1]) {
+      } else if (isTranspose(a, swap12) && isPlainReshape(b) && xd.size() == 3 && yd.size() == 4 &&
+                 nhwcDims(y->type, opt.of(y), minBatch) && yd[1] == xd[2] && yd[2] * yd[3] == xd[1]) {
         rebuildView(net, x, false, fromChannelsLastPerm(), {yd[0], yd[2], yd[3], yd[1]}, {a, b}, y);
       } else {
         continue;
@@ -146,7 +164,7 @@ bool writesChannelsLast(const Layer& l) { return isTranspose(&l, fromChannelsLas
 bool assignGpuLayouts(Network& net, Backend& backend, const InputSamples& samples, int64_t minBatch) {
   if (backend.device() != DeviceType::kGPU) return false;
   if (layoutsAssigned(net)) return false;
-  const bool viewsChanged = permuteTokenViews(net, minBatch);
+  const bool viewsChanged = permuteTokenViews(net, minBatch, samples);
   OptDims opt(samples);
   LayoutPolicy p;
   p.block = kNhwcBlock;
