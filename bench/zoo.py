@@ -93,23 +93,25 @@ def first_output(y):
     return y.float().cpu().numpy()
 
 
-def kiln_row(args, d, names, arrays, check_ref):
+def kiln_row(args, d, names, arrays, check_ref, build_args=None, tag=""):
+    """Builds, times and checks kiln's FP16 engine (build_args: more build flags, default
+    --build-args; tag: a suffix for its plan and output files)."""
     onnx_path = os.path.join(d, "model.onnx")
-    plan = os.path.join(d, "kiln_fp16.plan")
+    plan = os.path.join(d, f"kiln_fp16{tag}.plan")
     loads = ",".join(f"{n}:{os.path.join(d, n + '.npy')}" for n in names)
     for n, a in zip(names, arrays):
         np.save(os.path.join(d, n + ".npy"), a)
     row = {}
     t0 = time.time()
     b = sh([args.kiln, f"--onnx={onnx_path}", "--fp16", f"--saveEngine={plan}", "--skipInference"]
-           + shlex.split(args.build_args), timeout=600)
+           + shlex.split(args.build_args if build_args is None else build_args), timeout=600)
     row["build_s"] = round(time.time() - t0, 1)
     if b.returncode != 0:
         row["error"] = "build: " + last_line(b, "build failed")
         return row
-    times = os.path.join(d, "times.json")
-    prof = os.path.join(d, "profile.json")
-    info = os.path.join(d, "layers.json")
+    times = os.path.join(d, f"times{tag}.json")
+    prof = os.path.join(d, f"profile{tag}.json")
+    info = os.path.join(d, f"layers{tag}.json")
     r = sh([args.kiln, f"--loadEngine={plan}", f"--loadInputs={loads}", "--useCudaGraph", "--noDataTransfers",
             "--iterations=100", "--warmUp=300", "--duration=0", "--avgRuns=1", f"--exportTimes={times}"]
            + ([f"--exportProfile={prof}", f"--exportLayerInfo={info}"] if args.profile else []), timeout=600)
@@ -126,7 +128,7 @@ def kiln_row(args, d, names, arrays, check_ref):
     if args.profile and os.path.exists(prof) and os.path.exists(info):
         row["profile"] = profile_summary(prof, info)
     if check_ref is not None:
-        out_json = os.path.join(d, "kiln_out.json")
+        out_json = os.path.join(d, f"kiln_out{tag}.json")
         c = sh([args.kiln, f"--loadEngine={plan}", f"--loadInputs={loads}", f"--exportOutput={out_json}",
                 "--iterations=1", "--warmUp=0", "--duration=0"], timeout=600)
         if c.returncode != 0:
@@ -213,6 +215,11 @@ def run_model(args, torch, peers, name, spec, write):
             m.cpu()
             torch.cuda.empty_cache()
             row.update(kiln_row(args, d, names, [x.numpy() for x in inputs], ref))
+            if args.ab_build_args:  # the same export and reference, a second engine built with other flags
+                other = kiln_row(args, d, names, [x.numpy() for x in inputs], ref, args.ab_build_args, "_b")
+                row.update({k + "_b": v for k, v in other.items()})
+                if row.get("kiln_ms") and row.get("kiln_ms_b"):
+                    row["a_over_b"] = round(row["kiln_ms"] / row["kiln_ms_b"], 3)
             known = [r for r in args.old_rows if r["model"] == name and r["batch"] == b and r.get("peer_ms")]
             if known and row.get("kiln_ms"):
                 row["peer_ms_stored"] = known[-1]["peer_ms"]
@@ -334,6 +341,9 @@ def main():
     ap.add_argument("--memory", action="store_true",
                     help="also PyTorch's activation peak (half model, eager and compiled with freezing) beside kiln's arena (issue 19)")
     ap.add_argument("--build-args", default="", help="more kiln build flags, e.g. --channelsLastMinBatch=1 (with --kiln-only: an A/B of kiln alone)")
+    ap.add_argument("--ab-build-args", default="",
+                    help="with --kiln-only: also a second engine per row built with these flags instead of --build-args "
+                         "(kiln_ms_b, fp16_err_b, a_over_b in the row), e.g. --ab-build-args=--channelsLastMinBatch=1")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
     table = zoo_models.zoo()
