@@ -15,8 +15,10 @@
 // [0, 2, 1], and back) are first rewritten as the 4-D permute plus a Reshape (the same work) so
 // that they qualify.
 //
-// Only for batches of 8 and more (BuilderConfig::setChannelsLastMinBatch): at batch 1 the NCHW engines measured faster than torch.compile
-// already (bench/results/gpu-h200.md), and the conversions cost relatively more. Channel counts
+// Only for batches of 8 and more by default (BuilderConfig::setChannelsLastMinBatch): the NCHW
+// engines at batch 1 measured faster than torch.compile already (bench/results/gpu-h200.md), though
+// channels-last measured faster still for ResNeXt-50 and DenseNet-121 at batch 1
+// (bench/results/channels-last-b1-h100.md; the other CNNs are not measured yet). Channel counts
 // must be multiples of 8 (tensor-core alignment). Dynamic dims are judged at the opt shape, and
 // each layer's tactic is checked there (a ResNeXt-50 profile of batch 1..64 ran NCHW, 2.1x the
 // fixed engine, while the pass required static dims).
