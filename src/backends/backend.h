@@ -94,6 +94,10 @@ class Backend {
   //! The channel block (8, 16) this backend's conv tactics prefer for blocked NCHW tensors
   //! (ops/conv_layout.h); 0 when none handles blocked layouts. Optional.
   virtual int64_t preferredChannelBlock() const { return 0; }
+  //! The largest |w| of the int8 weights this backend's integer kernels compute exactly: 127, or 63
+  //! on a CPU whose int8 instructions sum u8 x s8 pairs in saturating int16 (AVX2 without VNNI).
+  //! Implicit INT8 quantizes weights to [-limit, limit]. Optional.
+  virtual int int8WeightLimit() const { return 127; }
   //! The device's peak rates for rooflines (0 where unknown). Optional.
   virtual DevicePeak peak() const { return {}; }
 

@@ -221,7 +221,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"quantize calibrated layers (implicit INT8)",
        [&](Network& n) {
          return calibration && quantizeCalibrated(n, *calibration, [&backend](const LayerDesc& d) { return !backend.tactics(d).empty(); },
-                                                  quantization);
+                                                  backend.int8WeightLimit(), quantization);
        }},
       {"fuse residual Add + LayerNorm (GPU)",
        [&](Network& n) { return gpuFusions && fuseSkipLayerNorm(n, hasKernel, samples); }},

@@ -40,6 +40,7 @@ class TacticFilter : public Backend {
   void synchronize(void* stream) override { inner_->synchronize(stream); }
   ThreadPool* pool() override { return inner_->pool(); }
   int64_t preferredChannelBlock() const override { return inner_->preferredChannelBlock(); }
+  int int8WeightLimit() const override { return inner_->int8WeightLimit(); }
   void makeCurrent() override { inner_->makeCurrent(); }
   int deviceIndex() const override { return inner_->deviceIndex(); }
   void* createStream() override { return inner_->createStream(); }

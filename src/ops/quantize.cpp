@@ -106,7 +106,9 @@ void refQuantize(const LayerDesc& l, const KernelIO& io) {
       y.as<uint8_t>()[i] = floatToNarrow(y.type, v, saturate);
       continue;
     }
-    int64_t r = static_cast<int64_t>(std::nearbyint(std::clamp(v, -1e18, 1e18)));
+    // NaN quantizes to the zero point (ONNX leaves it open; ORT's MLAS gives the same for the usual
+    // zero points), not to whatever a float-to-int conversion of NaN happens to give.
+    int64_t r = std::isnan(v) ? 0 : static_cast<int64_t>(std::nearbyint(std::clamp(v, -1e18, 1e18)));
     if (hasZp) r += quantReadInt(io.in[2], zi(i));
     writeInt(y, i, std::clamp(r, lo, hi));
   }

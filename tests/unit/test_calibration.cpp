@@ -282,7 +282,7 @@ TEST(Calibration, LayerWithoutIntegerKernelStaysFloat) {
     if (l->op == "Conv") t.scales[l->inputs[0]->name] = {0.05f, !l->inputs[0]->isInput};
   ImplicitQuantization q;
   auto noQLinearConv = [](const LayerDesc& d) { return d.op != "QLinearConv"; };
-  EXPECT_TRUE(quantizeCalibrated(net, t, noQLinearConv, &q));
+  EXPECT_TRUE(quantizeCalibrated(net, t, noQLinearConv, 127, &q));
   EXPECT_TRUE(q.quantized.empty());
   EXPECT_EQ(q.keptFloat.size(), 2u);
   for (const auto& [name, why] : q.keptFloat) EXPECT_NE(why.find("no INT8 kernel"), std::string::npos) << name << ": " << why;
@@ -297,4 +297,35 @@ TEST(Calibration, LayerWithoutIntegerKernelStaysFloat) {
     }
   }
   EXPECT_EQ(after, weights);  // the float weights themselves, not a dequantized copy
+}
+
+// The weight limit (Backend::int8WeightLimit): 63 on CPUs without VNNI, whose int8 instructions sum
+// u8 x s8 pairs in saturating int16. Each conv's weights must use exactly [-limit, limit]: the
+// largest |w| of each output channel maps to the limit.
+TEST(Calibration, WeightsUseTheBackendsLimit) {
+  for (int limit : {127, 63}) {
+    Network net;
+    makeConvNet(net);
+    net.topoSort();
+    net.inferShapes();
+    CalibrationTable t;
+    t.algorithm = "minmax";
+    for (auto& l : net.layers())
+      if (l->op == "Conv") t.scales[l->inputs[0]->name] = {0.05f, !l->inputs[0]->isInput};
+    ImplicitQuantization q;
+    EXPECT_TRUE(quantizeCalibrated(net, t, [](const LayerDesc&) { return true; }, limit, &q));
+    int convs = 0;
+    for (auto& l : net.layers()) {
+      if (l->op != "QLinearConv") continue;
+      ++convs;
+      const HostTensor& w = l->inputs[3]->value;
+      const int64_t channels = w.dims()[0], per = w.count() / channels;
+      for (int64_t c = 0; c < channels; ++c) {
+        int most = 0;
+        for (int64_t i = 0; i < per; ++i) most = std::max(most, std::abs(static_cast<int>(w.as<int8_t>()[c * per + i])));
+        EXPECT_EQ(most, limit) << l->name << " channel " << c;
+      }
+    }
+    EXPECT_EQ(convs, 2) << "limit " << limit;
+  }
 }

@@ -47,6 +47,49 @@ TEST(QLinear, OneDnnTacticsAreOffered) {
   EXPECT_EQ(mm[0], "q_linear_matmul_int_onednn");
 }
 
+// Weights in [-64, 64] with every source value at its extreme: the largest pair sums an int8
+// instruction without VNNI adds (2 * 255 * 64 = 32640, just inside int16). oneDNN's tactics must be
+// offered for them on any CPU (without VNNI they take only such weights, and s8 sources flipped to
+// u8) and match the reference byte for byte; full-range weights are refused where the backend's
+// weight limit says the CPU saturates them.
+TEST(QLinear, PairSafeWeightsRunOneDnnExactly) {
+  auto cpu = makeCpuBackend(2);
+  for (const Form& f : kForms) {
+    for (int extreme : {0, 1}) {
+      auto pairSafe = [&](OpCase c) {
+        HostTensor& w = c.inputs[3];
+        for (int64_t i = 0; i < w.count(); ++i) {
+          int v = static_cast<int>(i * 37 % 129) - 64;
+          if (extreme) v = (i / 2) % 2 ? 64 : -64;
+          w.as<int8_t>()[i] = static_cast<int8_t>(v);
+        }
+        HostTensor& x = c.inputs[0];
+        if (extreme)  // all at the end of the range farthest from the zero point
+          for (int64_t i = 0; i < x.count(); ++i) {
+            if (f.x == DataType::kUINT8) x.as<uint8_t>()[i] = f.xZero < 128 ? 255 : 0;
+            else x.as<int8_t>()[i] = f.xZero < 0 ? 127 : -128;
+          }
+        return c;
+      };
+      Attributes a;
+      a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+      const OpCase conv = pairSafe(qlinearCase("QLinearConv", {1, 16, 7, 7}, {8, 16, 3, 3}, 8, f, a));
+      const OpCase mm = pairSafe(qlinearCase("QLinearMatMul", {3, 64}, {64, 10}, 10, f, {}));
+      const std::string what = formName(f) + (extreme ? " extreme" : "");
+#ifdef KILN_HAVE_ONEDNN
+      EXPECT_EQ(tacticNames(*cpu, conv)[0], "q_linear_conv_int_onednn") << what;
+      EXPECT_EQ(tacticNames(*cpu, mm)[0], "q_linear_matmul_int_onednn") << what;
+#endif
+      checkAllTactics(*cpu, conv, "conv " + what, 1e-6, 1e-6);
+      checkAllTactics(*cpu, mm, "matmul " + what, 1e-6, 1e-6);
+    }
+  }
+  if (cpu->int8WeightLimit() < 127) {
+    auto conv = tacticNames(*cpu, qlinearCase("QLinearConv", {1, 8, 6, 6}, {16, 8, 3, 3}, 16, kForms[0], {}));
+    EXPECT_EQ(conv, std::vector<std::string>{"ref"}) << "full-range weights would saturate here";
+  }
+}
+
 TEST(QLinear, BadScalarsAreRefused) {
   const Form f = kForms[0];
   for (float bad : {0.f, -0.5f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {

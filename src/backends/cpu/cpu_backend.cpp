@@ -79,6 +79,7 @@ class CpuBackend : public Backend {
   void synchronize(void*) override {}
   ThreadPool* pool() override { return &pool_; }
   int64_t preferredChannelBlock() const override { return cpu::preferredChannelBlock(); }
+  int int8WeightLimit() const override { return cpu::int8WeightLimit(); }
   DevicePeak peak() const override { return cpu::devicePeak(pool_.size()); }
 
  private:

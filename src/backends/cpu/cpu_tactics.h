@@ -41,6 +41,11 @@ KernelFactory oneDnnGemm();
 KernelFactory oneDnnQLinearConv();
 KernelFactory oneDnnQLinearMatMul();
 #endif
+// quantize_cpu.cpp: per-tensor QuantizeLinear float32 -> uint8 / int8
+KernelFactory quantizeLinearAvx2();
+//! Backend::int8WeightLimit of this CPU (qlinear_onednn.cpp): 63 where oneDNN's int8 primitives sum
+//! u8 x s8 pairs in saturating int16 (no VNNI), else 127 (also without oneDNN: the reference is exact).
+int int8WeightLimit();
 // attention_cpu.cpp: the Attention op (the attention fusion's layer) as two GEMMs and a softmax
 KernelFactory attentionGemmAvx2();
 // normalization_cpu.cpp

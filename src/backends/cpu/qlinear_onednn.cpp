@@ -9,7 +9,10 @@
 // point is oneDNN's (a runtime zero point), so padding holds x_zero_point as ONNX says.
 // Weight zero points must be 0 (symmetric int8 weights, quantize_static's default); other layers
 // run the reference kernel. Before VNNI (AVX2 without AVX-VNNI), x64 oneDNN sums u8*s8 pairs in
-// int16 with saturation, so the tactics require a VNNI ISA (AVX512-VNNI or newer) to stay exact.
+// int16 with saturation (vpmaddubsw), and for s8 sources it halves the weights: there the tactics
+// take only weights in [-64, 64] (2 * 255 * 64 = 32640 fits int16, so every pair sum is exact; the
+// implicit INT8 pass quantizes weights to [-63, 63] on such CPUs, int8WeightLimit) and feed s8
+// sources as u8 (x ^ 0x80, zero point + 128: the same x - x_zero_point), so they stay exact too.
 // Tensors are plain NCHW / row-major; the conv reorders src / dst into the layout oneDNN chose
 // (nhwc-like for int8) inside the kernel, in the workspace.
 #ifdef KILN_HAVE_ONEDNN
@@ -44,10 +47,21 @@ bool vnniIsa() {
   }
 }
 
+//! Without VNNI a pair w0 * x0 + w1 * x1 (x in [0, 255]) is summed in saturating int16.
+constexpr int kPairSafeWeight = 64;
+
+bool weightsPairSafe(const HostTensor& w) {
+  const int8_t* p = w.as<int8_t>();
+  return std::all_of(p, p + w.count(), [](int8_t v) { return v >= -kPairSafeWeight && v <= kPairSafeWeight; });
+}
+
+//! Without VNNI, s8 sources go to oneDNN as u8 (see the file comment).
+bool shiftsSignedSource(DataType x) { return x == DataType::kINT8 && !vnniIsa(); }
+
 //! What both tactics accept: constant scalars, symmetric weights, an epilogue oneDNN expresses.
 bool supportsCommon(const LayerDesc& l, int64_t channels) {
   if (l.inputs.size() <= kQWScale || !l.inputs[kQW].value.valid() || l.inputs[kQW].type != DataType::kINT8) return false;
-  if (!qlinearScalarsConstant(l) || !vnniIsa()) return false;
+  if (!qlinearScalarsConstant(l) || (!vnniIsa() && !weightsPairSafe(l.inputs[kQW].value))) return false;
   try {
     const QLinearParams q = readQLinearParams(l, constantInputViews(l), channels, 1);
     for (int32_t z : q.wZero)
@@ -91,15 +105,23 @@ struct DnnlRun : KernelState {
   dnnl::reorder srcIn, dstOut;
   bool reorderSrc = false, reorderDst = false;
   size_t srcBytes = 0, dstBytes = 0, scratchBytes = 0;
+  size_t shiftCount = 0, shiftBytes = 0;  // an s8 source flipped to u8 in the workspace (no VNNI)
   int32_t xZero = 0, yZero = 0;
 };
 
-//! Binds the buffers and runs: src reorder in, the primitive, dst reorder out (workspace: src,
-//! dst, scratchpad).
+//! Binds the buffers and runs: s8 -> u8 flip, src reorder in, the primitive, dst reorder out
+//! (workspace: flipped source, src, dst, scratchpad).
 void runPrimitive(DnnlRun& s, const KernelIO& io) {
   setOneDnnThreads(io.pool->size());
   auto* ws = static_cast<uint8_t*>(io.workspace);
-  s.userSrc.set_data_handle(io.in[kQX].data);
+  void* x = const_cast<void*>(io.in[kQX].data);
+  if (s.shiftCount) {
+    const auto* in = static_cast<const uint8_t*>(x);
+    for (size_t i = 0; i < s.shiftCount; ++i) ws[i] = in[i] ^ 0x80u;
+    x = ws;
+    ws += s.shiftBytes;
+  }
+  s.userSrc.set_data_handle(x);
   s.userDst.set_data_handle(io.out[0].data);
   if (s.reorderSrc) {
     s.src.set_data_handle(ws);
@@ -151,6 +173,7 @@ size_t bindLayouts(DnnlRun& s, const Pd& pd, const memory::desc& userSrc, const 
   }
   s.xZero = q.xZero;
   s.yZero = q.yZero;
+  if (s.shiftCount) s.shiftBytes = alignUp(s.shiftCount);
   memory::desc zd({1}, Dt::s32, Tag::a);
   if (q.xZero != 0) {
     s.srcZero = memory(zd, eng);
@@ -161,7 +184,7 @@ size_t bindLayouts(DnnlRun& s, const Pd& pd, const memory::desc& userSrc, const 
     *static_cast<int32_t*>(s.dstZero.get_data_handle()) = q.yZero;
   }
   s.stream.wait();
-  return s.srcBytes + s.dstBytes + s.scratchBytes;
+  return s.shiftBytes + s.srcBytes + s.dstBytes + s.scratchBytes;
 }
 
 memory::desc biasDesc(const QLinearParams& q, int64_t channels) {
@@ -174,7 +197,9 @@ class QConvKernel : public Kernel {
  public:
   explicit QConvKernel(const LayerDesc& l)
       : weights_(l.inputs[kQW].value), q_(readQLinearParams(l, constantInputViews(l), l.inputs[kQW].dims[0], 1)),
-        xType_(l.inputs[kQX].type), yType_(l.outputs[0].type) {}
+        xType_(l.inputs[kQX].type), yType_(l.outputs[0].type), shift_(shiftsSignedSource(xType_)) {
+    if (shift_) q_.xZero += 128, xType_ = DataType::kUINT8;
+  }
 
   size_t reshape(const LayerDesc& c, std::unique_ptr<KernelState>& state) const override {
     const ConvProblem p = resolveConv(qlinearConvView(c));
@@ -189,6 +214,7 @@ class QConvKernel : public Kernel {
     memory::desc userSrc(src, dnnlType(xType_), Tag::nchw), userDst(dst, dnnlType(yType_), Tag::nchw);
     memory::desc anySrc(src, dnnlType(xType_), Tag::any), anyDst(dst, dnnlType(yType_), Tag::any), anyWei(wei, Dt::s8, Tag::any);
     auto s = std::make_unique<DnnlRun>();
+    if (shift_) s->shiftCount = static_cast<size_t>(volume(c.inputs[kQX].dims));
     try {
       auto attr = epilogueAttr(q_, p.outChannels, 1 << 1);
       auto desc = q_.bias.empty()
@@ -212,7 +238,8 @@ class QConvKernel : public Kernel {
  private:
   HostTensor weights_;
   QLinearParams q_;
-  DataType xType_, yType_;
+  DataType xType_, yType_;  // xType_: as oneDNN sees it (u8 when shift_)
+  bool shift_;
 };
 
 bool supportsQConv(const LayerDesc& l) {
@@ -228,7 +255,9 @@ class QMatMulKernel : public Kernel {
  public:
   explicit QMatMulKernel(const LayerDesc& l)
       : weights_(l.inputs[kQW].value), q_(readQLinearParams(l, constantInputViews(l), l.inputs[kQW].dims[1], 1)),
-        xType_(l.inputs[kQX].type), yType_(l.outputs[0].type) {}
+        xType_(l.inputs[kQX].type), yType_(l.outputs[0].type), shift_(shiftsSignedSource(xType_)) {
+    if (shift_) q_.xZero += 128, xType_ = DataType::kUINT8;
+  }
 
   size_t reshape(const LayerDesc& c, std::unique_ptr<KernelState>& state) const override {
     const Dims& a = c.inputs[kQX].dims;
@@ -237,6 +266,7 @@ class QMatMulKernel : public Kernel {
     memory::desc userSrc({M, K}, dnnlType(xType_), Tag::ab), userDst({M, N}, dnnlType(yType_), Tag::ab);
     memory::desc anyWei({K, N}, Dt::s8, Tag::any);
     auto s = std::make_unique<DnnlRun>();
+    if (shift_) s->shiftCount = static_cast<size_t>(volume(a));
     try {
       auto attr = epilogueAttr(q_, N, 1 << 1);
       auto desc = q_.bias.empty() ? dnnl::matmul::desc(userSrc, anyWei, userDst)
@@ -257,7 +287,8 @@ class QMatMulKernel : public Kernel {
  private:
   HostTensor weights_;
   QLinearParams q_;
-  DataType xType_, yType_;
+  DataType xType_, yType_;  // xType_: as oneDNN sees it (u8 when shift_)
+  bool shift_;
 };
 
 bool supportsQMatMul(const LayerDesc& l) {
@@ -272,7 +303,12 @@ std::unique_ptr<Kernel> createQMatMul(const LayerDesc& l) { return std::make_uni
 
 KernelFactory oneDnnQLinearConv() { return {supportsQConv, createQConv}; }
 KernelFactory oneDnnQLinearMatMul() { return {supportsQMatMul, createQMatMul}; }
+int int8WeightLimit() { return vnniIsa() ? 127 : kPairSafeWeight - 1; }
 
 }  // namespace kiln::cpu
 
+#else
+namespace kiln::cpu {
+int int8WeightLimit() { return 127; }
+}  // namespace kiln::cpu
 #endif  // KILN_HAVE_ONEDNN

@@ -2,7 +2,8 @@
 // lowerQdq (one integer path for explicit and implicit quantization).
 //   x -> Conv(W)   becomes   x -> Q(s_x) -> DQ(s_x) -> Conv(DQ(W_int8, s_w[c]))
 // s_x from the calibration table (uint8 when the tensor never went negative, else int8; zero point
-// 0), s_w[c] = max|W[c]| / 127. A tensor read by several quantized layers gets one Q/DQ pair.
+// 0), s_w[c] = max|W[c]| / L with L the backend's int8WeightLimit (127, or 63 on CPUs whose int8
+// instructions saturate wider weights). A tensor read by several quantized layers gets one Q/DQ pair.
 #include "builder/passes/quantize_calibrated.h"
 
 #include <algorithm>
@@ -25,8 +26,8 @@ int64_t weightAxis(const Layer& l) {
   return l.op == "Gemm" && l.attrs.getInt("transB", 0) != 0 ? 0 : 1;
 }
 
-//! Symmetric int8 per output channel; `scales` gets one scale per channel.
-HostTensor quantizeWeight(const HostTensor& w, int64_t axis, HostTensor* scales) {
+//! Symmetric int8 per output channel in [-limit, limit]; `scales` gets one scale per channel.
+HostTensor quantizeWeight(const HostTensor& w, int64_t axis, int limit, HostTensor* scales) {
   const Dims& d = w.dims();
   int64_t outer = 1, inner = 1;
   for (int64_t k = 0; k < axis; ++k) outer *= d[k];
@@ -38,14 +39,14 @@ HostTensor quantizeWeight(const HostTensor& w, int64_t axis, HostTensor* scales)
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t c = 0; c < channels; ++c)
       for (int64_t i = 0; i < inner; ++i) amax[c] = std::max(amax[c], std::fabs(src[(o * channels + c) * inner + i]));
-  for (int64_t c = 0; c < channels; ++c) scales->as<float>()[c] = amax[c] > 0 ? amax[c] / 127.f : 1.f;
+  for (int64_t c = 0; c < channels; ++c) scales->as<float>()[c] = amax[c] > 0 ? amax[c] / static_cast<float>(limit) : 1.f;
   HostTensor q(DataType::kINT8, d);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t c = 0; c < channels; ++c)
       for (int64_t i = 0; i < inner; ++i) {
         const int64_t k = (o * channels + c) * inner + i;
         const float v = std::nearbyint(src[k] / scales->as<float>()[c]);
-        q.as<int8_t>()[k] = static_cast<int8_t>(std::clamp(v, -127.f, 127.f));
+        q.as<int8_t>()[k] = static_cast<int8_t>(std::clamp(v, -static_cast<float>(limit), static_cast<float>(limit)));
       }
   return q;
 }
@@ -75,7 +76,7 @@ bool isQuantizable(const Layer& l) {
 }
 
 bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::function<bool(const LayerDesc&)>& supported,
-                        ImplicitQuantization* result) {
+                        int weightLimit, ImplicitQuantization* result) {
   std::vector<Layer*> candidates;
   for (auto& l : net.layers())
     if (isQuantizable(*l)) candidates.push_back(l.get());
@@ -104,7 +105,7 @@ bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::
     }
     Tensor* w = l->inputs[1];
     HostTensor ws;
-    HostTensor wq = quantizeWeight(w->value, weightAxis(*l), &ws);
+    HostTensor wq = quantizeWeight(w->value, weightAxis(*l), weightLimit, &ws);
     Attributes axis;
     axis.set("axis", weightAxis(*l));
     Layer* dw = net.addLayer("DequantizeLinear", {net.addConstant(net.uniqueName(w->name + "_int8"), wq),

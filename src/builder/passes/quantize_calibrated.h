@@ -24,10 +24,11 @@ struct ImplicitQuantization {
 };
 
 //! Puts QuantizeLinear/DequantizeLinear with the table's scale before the activation input of every
-//! quantizable layer, quantizes its weight per output channel (symmetric int8, [-127, 127]), runs
-//! lowerQdq, and puts back the float inputs of a layer lowerQdq did not lower (`supported` refused
-//! its integer form), so that no Q/DQ is left to compute as float arithmetic.
+//! quantizable layer, quantizes its weight per output channel (symmetric int8 in [-weightLimit,
+//! weightLimit]: Backend::int8WeightLimit), runs lowerQdq, and puts back the float inputs of a layer
+//! lowerQdq did not lower (`supported` refused its integer form), so that no Q/DQ is left to compute
+//! as float arithmetic.
 bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::function<bool(const LayerDesc&)>& supported,
-                        ImplicitQuantization* result);
+                        int weightLimit, ImplicitQuantization* result);
 
 }  // namespace kiln
