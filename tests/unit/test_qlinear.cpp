@@ -5,6 +5,7 @@
 // The reference itself is checked against ONNX Runtime on whole models (tests/quant).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -76,17 +77,36 @@ TEST(QLinear, PairSafeWeightsRunOneDnnExactly) {
       const OpCase conv = pairSafe(qlinearCase("QLinearConv", {1, 16, 7, 7}, {8, 16, 3, 3}, 8, f, a));
       const OpCase mm = pairSafe(qlinearCase("QLinearMatMul", {3, 64}, {64, 10}, 10, f, {}));
       const std::string what = formName(f) + (extreme ? " extreme" : "");
+      const auto convTactics = tacticNames(*cpu, conv);
+      if (__builtin_cpu_supports("avx2"))
+        EXPECT_NE(std::find(convTactics.begin(), convTactics.end(), "q_linear_conv_int_avx2"), convTactics.end()) << what;
 #ifdef KILN_HAVE_ONEDNN
-      EXPECT_EQ(tacticNames(*cpu, conv)[0], "q_linear_conv_int_onednn") << what;
+      EXPECT_EQ(convTactics[0], "q_linear_conv_int_onednn") << what;
       EXPECT_EQ(tacticNames(*cpu, mm)[0], "q_linear_matmul_int_onednn") << what;
 #endif
       checkAllTactics(*cpu, conv, "conv " + what, 1e-6, 1e-6);
       checkAllTactics(*cpu, mm, "matmul " + what, 1e-6, 1e-6);
+      // The shapes q_linear_conv_int_avx2 treats apart: 1x1 read in place with a partial last
+      // pixel tile (7x7 = 49), stride 2 with asymmetric padding, K and M not multiples of 4,
+      // batch 2, a 7x7 stem-like kernel.
+      Attributes s2;
+      s2.set("strides", std::vector<int64_t>{2, 2});
+      s2.set("pads", std::vector<int64_t>{1, 0, 0, 1});
+      Attributes stem;
+      stem.set("strides", std::vector<int64_t>{2, 2});
+      stem.set("pads", std::vector<int64_t>{3, 3, 3, 3});
+      checkAllTactics(*cpu, pairSafe(qlinearCase("QLinearConv", {2, 12, 7, 7}, {10, 12, 1, 1}, 10, f, {})), "1x1 " + what, 1e-6, 1e-6);
+      checkAllTactics(*cpu, pairSafe(qlinearCase("QLinearConv", {1, 3, 11, 9}, {6, 3, 3, 3}, 6, f, s2)), "3x3 s2 " + what, 1e-6, 1e-6);
+      checkAllTactics(*cpu, pairSafe(qlinearCase("QLinearConv", {1, 3, 20, 20}, {8, 3, 7, 7}, 8, f, stem)), "7x7 s2 " + what, 1e-6, 1e-6);
     }
   }
   if (cpu->int8WeightLimit() < 127) {
     auto conv = tacticNames(*cpu, qlinearCase("QLinearConv", {1, 8, 6, 6}, {16, 8, 3, 3}, 16, kForms[0], {}));
     EXPECT_EQ(conv, std::vector<std::string>{"ref"}) << "full-range weights would saturate here";
+  }
+  {
+    auto conv = tacticNames(*cpu, qlinearCase("QLinearConv", {1, 8, 6, 6}, {16, 8, 3, 3}, 16, kForms[0], {}));
+    EXPECT_EQ(std::find(conv.begin(), conv.end(), "q_linear_conv_int_avx2"), conv.end()) << "vpmaddubsw would saturate full-range weights";
   }
 }
 

@@ -41,6 +41,8 @@ KernelFactory oneDnnGemm();
 KernelFactory oneDnnQLinearConv();
 KernelFactory oneDnnQLinearMatMul();
 #endif
+// qlinear_conv_avx2.cpp: QLinearConv with weights in [-64, 64] through vpmaddubsw (exact)
+KernelFactory qlinearConvAvx2();
 // quantize_cpu.cpp: per-tensor QuantizeLinear float32 -> uint8 / int8
 KernelFactory quantizeLinearAvx2();
 //! Backend::int8WeightLimit of this CPU (qlinear_onednn.cpp): 63 where oneDNN's int8 primitives sum

@@ -32,6 +32,7 @@ const std::vector<TacticDef>& cpuTacticTable() {
       {"QLinearConv", "q_linear_conv_int_onednn", cpu::oneDnnQLinearConv()},
       {"QLinearMatMul", "q_linear_matmul_int_onednn", cpu::oneDnnQLinearMatMul()},
 #endif
+      {"QLinearConv", "q_linear_conv_int_avx2", cpu::qlinearConvAvx2()},
       {"QuantizeLinear", "quantize_linear_f32_avx2", cpu::quantizeLinearAvx2()},
       // Pooling (window pools also exchange blocked layouts; global pools read them).
       {"MaxPool", "max_pool_f32_direct", cpu::windowPool()},

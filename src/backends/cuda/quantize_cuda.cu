@@ -71,7 +71,7 @@ __global__ void quantizeKernel(const void* __restrict__ x, const void* __restric
         v = q;
       }
       v = v > 1e18 ? 1e18 : (v < -1e18 ? -1e18 : v);
-      int64_t r = static_cast<int64_t>(rint(v));
+      int64_t r = isnan(v) ? 0 : static_cast<int64_t>(rint(v));  // NaN -> the zero point, as the CPU reference
       if (z) r += loadI(z, p.zp, p.zi(i));
       r = r < p.lo ? p.lo : (r > p.hi ? p.hi : r);
       switch (p.y) {
