@@ -279,10 +279,14 @@ bool supportsQConvAvx2(const LayerDesc& l) {
   const HostTensor& w = l.inputs[kQW].value;
   const int8_t* p = w.as<int8_t>();
   if (!std::all_of(p, p + w.count(), [](int8_t v) { return v >= -kPairSafe && v <= kPairSafe; })) return false;
-  if (w.count() / std::max<int64_t>(1, w.dims()[0]) > 65536) return false;  // int32 accumulators stay exact
+  // int32 accumulators stay exact: |sum x w| and |x_zero_point * sum w| <= 32768 * 255 * 64 < 2^29,
+  // and |bias| < 2^30.
+  if (w.count() / std::max<int64_t>(1, w.dims()[0]) > 32768) return false;
   try {
     const QLinearParams q = readQLinearParams(l, constantInputViews(l), w.dims()[0], 1);
     if (q.xScale.size() != 1) return false;
+    for (int32_t b : q.bias)
+      if (b >= (1 << 30) || b <= -(1 << 30)) return false;
     for (int32_t z : q.wZero)
       if (z != 0) return false;
   } catch (const Error&) {
