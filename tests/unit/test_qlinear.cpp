@@ -59,9 +59,13 @@ TEST(QLinear, PairSafeWeightsRunOneDnnExactly) {
     for (int extreme : {0, 1}) {
       auto pairSafe = [&](OpCase c) {
         HostTensor& w = c.inputs[3];
+        const Dims& wd = w.dims();
         for (int64_t i = 0; i < w.count(); ++i) {
           int v = static_cast<int>(i * 37 % 129) - 64;
-          if (extreme) v = (i / 2) % 2 ? 64 : -64;
+          // Extreme: the sign follows the reduction index (conv: the input channel; MatMul [K, N]:
+          // the row), so the pairs an int8 instruction sums along K share a sign and reach +-32640.
+          const int64_t k = c.op == "QLinearConv" ? i / (wd[2] * wd[3]) % wd[1] : i / wd[1];
+          if (extreme) v = (k / 2) % 2 ? 64 : -64;
           w.as<int8_t>()[i] = static_cast<int8_t>(v);
         }
         HostTensor& x = c.inputs[0];
@@ -98,6 +102,10 @@ TEST(QLinear, PairSafeWeightsRunOneDnnExactly) {
       checkAllTactics(*cpu, pairSafe(qlinearCase("QLinearConv", {2, 12, 7, 7}, {10, 12, 1, 1}, 10, f, {})), "1x1 " + what, 1e-6, 1e-6);
       checkAllTactics(*cpu, pairSafe(qlinearCase("QLinearConv", {1, 3, 11, 9}, {6, 3, 3, 3}, 6, f, s2)), "3x3 s2 " + what, 1e-6, 1e-6);
       checkAllTactics(*cpu, pairSafe(qlinearCase("QLinearConv", {1, 3, 20, 20}, {8, 3, 7, 7}, 8, f, stem)), "7x7 s2 " + what, 1e-6, 1e-6);
+      // Several pixel chunks (K = 1152: 14 tiles of 16 pixels per chunk, 25 tiles) through im2col, batch 2.
+      Attributes p1;
+      p1.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+      checkAllTactics(*cpu, pairSafe(qlinearCase("QLinearConv", {2, 128, 20, 20}, {20, 128, 3, 3}, 20, f, p1)), "chunks " + what, 1e-6, 1e-6);
     }
   }
   if (cpu->int8WeightLimit() < 127) {

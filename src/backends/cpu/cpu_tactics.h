@@ -46,7 +46,8 @@ KernelFactory qlinearConvAvx2();
 // quantize_cpu.cpp: per-tensor QuantizeLinear float32 -> uint8 / int8
 KernelFactory quantizeLinearAvx2();
 //! Backend::int8WeightLimit of this CPU (qlinear_onednn.cpp): 63 where oneDNN's int8 primitives sum
-//! u8 x s8 pairs in saturating int16 (no VNNI), else 127 (also without oneDNN: the reference is exact).
+//! u8 x s8 pairs in saturating int16 (no VNNI), else 127; without oneDNN, 63 on AVX2 CPUs (for
+//! q_linear_conv_int_avx2), else 127 (the reference is exact).
 int int8WeightLimit();
 // attention_cpu.cpp: the Attention op (the attention fusion's layer) as two GEMMs and a softmax
 KernelFactory attentionGemmAvx2();

@@ -117,7 +117,9 @@ void runPrimitive(DnnlRun& s, const KernelIO& io) {
   void* x = const_cast<void*>(io.in[kQX].data);
   if (s.shiftCount) {
     const auto* in = static_cast<const uint8_t*>(x);
-    for (size_t i = 0; i < s.shiftCount; ++i) ws[i] = in[i] ^ 0x80u;
+    io.pool->parallelFor(static_cast<int64_t>(s.shiftCount), 1 << 16, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) ws[i] = in[i] ^ 0x80u;
+    });
     x = ws;
     ws += s.shiftBytes;
   }
@@ -309,6 +311,7 @@ int int8WeightLimit() { return vnniIsa() ? 127 : kPairSafeWeight - 1; }
 
 #else
 namespace kiln::cpu {
-int int8WeightLimit() { return 127; }
+// Without oneDNN the integer conv tactic is q_linear_conv_int_avx2, which takes [-64, 64].
+int int8WeightLimit() { return __builtin_cpu_supports("avx2") ? 63 : 127; }
 }  // namespace kiln::cpu
 #endif  // KILN_HAVE_ONEDNN

@@ -11,6 +11,7 @@
 #include "backends/cpu/cpu_tactics.h"
 #include "core/thread_pool.h"
 #include "ops/fused_attrs.h"
+#include "ops/quantize.h"
 
 namespace kiln::cpu {
 
@@ -22,6 +23,7 @@ bool supportsQuantize(const LayerDesc& l) {
   if (!__builtin_cpu_supports("avx2") || !hasPlainLayouts(l) || l.inputs.size() < 2 || l.outputs.size() != 1) return false;
   if (l.inputs[0].type != DataType::kFLOAT || !scalarOperand(l, 1) || l.inputs[1].type != DataType::kFLOAT) return false;
   if (l.attrs->getInt("block_size", 0) != 0) return false;
+  if (quantizeDivisionType(l) != DataType::kFLOAT) return false;  // `precision` rounds x / scale to 16 bits
   const DataType y = l.outputs[0].type;
   if (y != DataType::kUINT8 && y != DataType::kINT8) return false;
   return l.inputs.size() < 3 || !l.present(2) || (scalarOperand(l, 2) && l.inputs[2].type == y);
