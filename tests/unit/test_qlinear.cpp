@@ -43,7 +43,8 @@ TEST(QLinear, OneDnnTacticsAreOffered) {
   auto mm = tacticNames(*cpu, qlinearCase("QLinearMatMul", {3, 64}, {64, 10}, 10, kForms[0], {}));
   // Built with oneDNN on a VNNI CPU (this project's machines) the int8 primitives must be offered;
   // elsewhere the reference runs, which the two tests above then compare with itself.
-  if (conv.size() == 1 && conv[0] == "ref") GTEST_SKIP() << "no oneDNN int8 tactic here (no oneDNN or no VNNI)";
+  if (std::find(conv.begin(), conv.end(), "q_linear_conv_int_onednn") == conv.end())
+    GTEST_SKIP() << "no oneDNN int8 tactic for full-range weights here (no oneDNN or no VNNI)";
   EXPECT_EQ(conv[0], "q_linear_conv_int_onednn");
   EXPECT_EQ(mm[0], "q_linear_matmul_int_onednn");
 }
@@ -108,14 +109,43 @@ TEST(QLinear, PairSafeWeightsRunOneDnnExactly) {
       checkAllTactics(*cpu, pairSafe(qlinearCase("QLinearConv", {2, 128, 20, 20}, {20, 128, 3, 3}, 20, f, p1)), "chunks " + what, 1e-6, 1e-6);
     }
   }
-  if (cpu->int8WeightLimit() < 127) {
-    auto conv = tacticNames(*cpu, qlinearCase("QLinearConv", {1, 8, 6, 6}, {16, 8, 3, 3}, 16, kForms[0], {}));
-    EXPECT_EQ(conv, std::vector<std::string>{"ref"}) << "full-range weights would saturate here";
-  }
-  {
-    auto conv = tacticNames(*cpu, qlinearCase("QLinearConv", {1, 8, 6, 6}, {16, 8, 3, 3}, 16, kForms[0], {}));
-    EXPECT_EQ(std::find(conv.begin(), conv.end(), "q_linear_conv_int_avx2"), conv.end()) << "vpmaddubsw would saturate full-range weights";
-  }
+  auto conv = tacticNames(*cpu, qlinearCase("QLinearConv", {1, 8, 6, 6}, {16, 8, 3, 3}, 16, kForms[0], {}));
+  if (cpu->int8WeightLimit() < 127)
+    EXPECT_EQ(std::find(conv.begin(), conv.end(), "q_linear_conv_int_onednn"), conv.end()) << "full-range weights would saturate oneDNN here";
+  if (__builtin_cpu_supports("avx2"))  // it splits them into two halves in [-64, 64]
+    EXPECT_NE(std::find(conv.begin(), conv.end(), "q_linear_conv_int_avx2"), conv.end());
+}
+
+// Full-range weights (a Q/DQ model's), at -128 / 127 with the sign following the input channel and
+// every source at the far end of its range: q_linear_conv_int_avx2 splits W into floor(W / 2) +
+// ceil(W / 2) and must still match the reference byte for byte; also in the chunked, batch-2 case.
+TEST(QLinear, FullRangeWeightsRunExactlyOnAvx2) {
+  auto cpu = makeCpuBackend(2);
+  for (const Form& f : kForms)
+    for (int extreme : {0, 1}) {
+      auto fullRange = [&](OpCase c) {
+        if (!extreme) return c;
+        HostTensor& w = c.inputs[3];
+        const Dims& wd = w.dims();
+        for (int64_t i = 0; i < w.count(); ++i) w.as<int8_t>()[i] = (i / (wd[2] * wd[3]) % wd[1] / 2) % 2 ? 127 : -128;
+        HostTensor& x = c.inputs[0];
+        for (int64_t i = 0; i < x.count(); ++i) {
+          if (f.x == DataType::kUINT8) x.as<uint8_t>()[i] = f.xZero < 128 ? 255 : 0;
+          else x.as<int8_t>()[i] = f.xZero < 0 ? 127 : -128;
+        }
+        return c;
+      };
+      Attributes a;
+      a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+      const std::string what = formName(f) + (extreme ? " extreme" : "");
+      const OpCase conv = fullRange(qlinearCase("QLinearConv", {1, 16, 7, 7}, {8, 16, 3, 3}, 8, f, a));
+      const auto names = tacticNames(*cpu, conv);
+      if (__builtin_cpu_supports("avx2"))
+        EXPECT_NE(std::find(names.begin(), names.end(), "q_linear_conv_int_avx2"), names.end()) << what;
+      checkAllTactics(*cpu, conv, "3x3 " + what, 1e-6, 1e-6);
+      checkAllTactics(*cpu, fullRange(qlinearCase("QLinearConv", {2, 12, 7, 7}, {10, 12, 1, 1}, 10, f, {})), "1x1 " + what, 1e-6, 1e-6);
+      checkAllTactics(*cpu, fullRange(qlinearCase("QLinearConv", {2, 64, 20, 20}, {12, 64, 3, 3}, 12, f, a)), "chunks " + what, 1e-6, 1e-6);
+    }
 }
 
 TEST(QLinear, BadScalarsAreRefused) {

@@ -1,5 +1,5 @@
-// quantize_linear_f32_avx2 (backends/cpu/quantize_cpu.cpp) against the QuantizeLinear reference,
-// byte for byte: halfway quotients (round half to even), values past the range, +-inf and NaN,
+// quantize_linear_f32_avx2 and dequantize_linear_f32_avx2 (backends/cpu/quantize_cpu.cpp) against
+// the references, bit for bit. QuantizeLinear: halfway quotients (round half to even), values past the range, +-inf and NaN,
 // uint8 and int8 with zero points, with and without a zero point input, lengths with a tail.
 #include <gtest/gtest.h>
 
@@ -46,4 +46,22 @@ TEST(QuantizeCpu, MatchesReferenceBitForBit) {
         if (__builtin_cpu_supports("avx2")) EXPECT_EQ(tacticNames(*cpu, c)[0], "quantize_linear_f32_avx2") << what;
         checkAllTactics(*cpu, c, what);
       }
+}
+
+TEST(QuantizeCpu, DequantizeMatchesReferenceBitForBit) {
+  auto cpu = makeCpuBackend(2);
+  for (int64_t n : {int64_t{7}, int64_t{64}, int64_t{100003}})
+    for (auto [type, zero, withZero] : {std::tuple{DataType::kUINT8, 0, true}, std::tuple{DataType::kUINT8, 131, true},
+                                        std::tuple{DataType::kINT8, -7, true}, std::tuple{DataType::kINT8, 0, false}}) {
+      OpCase c;
+      c.op = "DequantizeLinear";
+      const bool u8 = type == DataType::kUINT8;
+      c.inputs = {uniformOfType({n}, type, 5, u8 ? 0 : -128, u8 ? 256 : 128), scalarF(0.0371f)};
+      if (withZero) c.inputs.push_back(scalarOf(type, zero));
+      c.constant = {false, true, true};
+      c.constant.resize(c.inputs.size());
+      const std::string what = "n " + std::to_string(n) + " " + toString(type) + " zp " + std::to_string(zero);
+      if (__builtin_cpu_supports("avx2")) EXPECT_EQ(tacticNames(*cpu, c)[0], "dequantize_linear_f32_avx2") << what;
+      checkAllTactics(*cpu, c, what);
+    }
 }

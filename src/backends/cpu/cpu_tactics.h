@@ -43,8 +43,9 @@ KernelFactory oneDnnQLinearMatMul();
 #endif
 // qlinear_conv_avx2.cpp: QLinearConv with weights in [-64, 64] through vpmaddubsw (exact)
 KernelFactory qlinearConvAvx2();
-// quantize_cpu.cpp: per-tensor QuantizeLinear float32 -> uint8 / int8
+// quantize_cpu.cpp: per-tensor QuantizeLinear float32 -> uint8 / int8 and DequantizeLinear back
 KernelFactory quantizeLinearAvx2();
+KernelFactory dequantizeLinearAvx2();
 //! Backend::int8WeightLimit of this CPU (qlinear_onednn.cpp): 63 where oneDNN's int8 primitives sum
 //! u8 x s8 pairs in saturating int16 (no VNNI), else 127; without oneDNN, 63 on AVX2 CPUs (for
 //! q_linear_conv_int_avx2), else 127 (the reference is exact).

@@ -1,9 +1,12 @@
 // "q_linear_conv_int_avx2": QLinearConv on AVX2 CPUs without VNNI, exact, at the speed of
 // vpmaddubsw. oneDNN's int8 convolutions there run no faster than its float32 ones, while
 // vpmaddubsw (32 u8 x s8 products, summed in pairs to int16) followed by vpmaddwd with ones (pairs
-// of those to int32) does twice the multiply-adds of an FMA per instruction on the same ports. The
-// int16 pair sums are exact only for weights in [-64, 64] (2 * 255 * 64 = 32640), which the tactic
-// requires (implicit INT8 quantizes to [-63, 63] there: Backend::int8WeightLimit).
+// of those to int32) can do twice the multiply-adds of an FMA per instruction. The int16 pair sums
+// are exact only for weights in [-64, 64] (2 * 255 * 64 = 32640): implicit INT8 quantizes to
+// [-63, 63] there (Backend::int8WeightLimit). A layer with wider weights (a Q/DQ model's full int8
+// range) is split, W = Wh + Wl with Wh = floor(W / 2) and Wl = ceil(W / 2), both in [-64, 64], each
+// k twice in the reduction (twice the work, still exact; oneDNN's int8 tactic refuses such weights
+// there and the reference kernel is ~100x slower).
 //
 // The convolution is one GEMM per image, Y[m][p] = sum_k W[m][k] * X'[k][p] with k = (c, ky, kx)
 // and X' the im2col of the u8 source (padding holds x_zero_point, which the zero-point term below
@@ -52,7 +55,9 @@ class QConvAvx2 : public Kernel {
     const HostTensor& w = l.inputs[kQW].value;
     M_ = w.dims()[0];
     K_ = w.count() / M_;
-    K4_ = roundUp(K_, 4) / 4;
+    const int8_t* wp = w.as<int8_t>();
+    split_ = std::any_of(wp, wp + w.count(), [](int8_t v) { return v < -kPairSafe || v > kPairSafe; });
+    K4_ = roundUp(split_ ? 2 * K_ : K_, 4) / 4;
     Mpad_ = roundUp(M_, kChannels);
     if (signedX_) q_.xZero += 128;
     packed_.assign(static_cast<size_t>(Mpad_ * K4_ * 4), 0);
@@ -61,8 +66,14 @@ class QConvAvx2 : public Kernel {
     for (int64_t m = 0; m < M_; ++m) {
       int32_t sum = 0;
       for (int64_t k = 0; k < K_; ++k) {
-        const int8_t v = w.as<int8_t>()[m * K_ + k];
-        packed_[m * K4_ * 4 + k] = v;
+        const int8_t v = wp[m * K_ + k];
+        if (split_) {
+          const auto hi = static_cast<int8_t>(v >> 1);  // floor(v / 2): arithmetic shift
+          packed_[m * K4_ * 4 + 2 * k] = hi;
+          packed_[m * K4_ * 4 + 2 * k + 1] = static_cast<int8_t>(v - hi);
+        } else {
+          packed_[m * K4_ * 4 + k] = v;
+        }
         sum += v;
       }
       comp_[m] = q_.biasAt(m) - q_.xZero * sum;
@@ -153,9 +164,10 @@ class QConvAvx2 : public Kernel {
     });
   }
 
-  //! Rows [k][stride] of source bytes -> [tile][k4][16 pixels][4 k] (s8 flipped to u8). Rows past
-  //! K read zeros (their weights are 0); pixels past P in the last tile, when the rows are X's
-  //! own (stride P), are copied through a padded row so nothing past X is read.
+  //! Rows [k][stride] of source bytes -> [tile][k4][16 pixels][4 k] (s8 flipped to u8; split_: row
+  //! k at packed k 2k and 2k + 1). Rows past K read zeros (their weights are 0); pixels past P in
+  //! the last tile, when the rows are X's own (stride P), are copied through a padded row so
+  //! nothing past X is read.
   void interleave(const Geometry& G, const uint8_t* rows, int64_t stride, uint8_t* pack, ThreadPool* pool) const {
     const __m128i flip = _mm_set1_epi8(signedX_ ? static_cast<char>(0x80) : 0);
     alignas(16) static const uint8_t zeros[kTile] = {};
@@ -168,7 +180,7 @@ class QConvAvx2 : public Kernel {
         for (int64_t k4 = 0; k4 < G.K4; ++k4) {
           __m128i r[4];
           for (int j = 0; j < 4; ++j) {
-            const int64_t k = k4 * 4 + j;
+            const int64_t kk = k4 * 4 + j, k = split_ ? kk / 2 : kk;  // split: each row twice
             const uint8_t* src = k < G.K ? rows + k * stride + p0 : zeros;
             if (partial && k < G.K) {
               std::memset(tail[j], 0, kTile);
@@ -264,6 +276,7 @@ class QConvAvx2 : public Kernel {
   bool signedX_;
   DataType yType_;
   int64_t M_ = 0, K_ = 0, K4_ = 0, Mpad_ = 0;
+  bool split_ = false;           // each k twice: W = floor(W / 2) + ceil(W / 2)
   std::vector<int8_t> packed_;   // [Mpad][K4][4]
   std::vector<int32_t> comp_;    // bias - x_zero_point * sum_k W[m][k]
   std::vector<float> mult_;      // xs * ws[m] (/ ys): the epilogue's factor, as QLinearParams::output forms it
@@ -277,11 +290,9 @@ bool supportsQConvAvx2(const LayerDesc& l) {
     return false;
   if (l.attrs->getInt("group", 1) != 1) return false;
   const HostTensor& w = l.inputs[kQW].value;
-  const int8_t* p = w.as<int8_t>();
-  if (!std::all_of(p, p + w.count(), [](int8_t v) { return v >= -kPairSafe && v <= kPairSafe; })) return false;
-  // int32 accumulators stay exact: |sum x w| and |x_zero_point * sum w| <= 32768 * 255 * 64 < 2^29,
-  // and |bias| < 2^30.
-  if (w.count() / std::max<int64_t>(1, w.dims()[0]) > 32768) return false;
+  // The result stays in int32 (vector adds wrap, so only the final value must fit):
+  // |sum (x - x_zero_point) w| <= 16384 * 255 * 128 < 2^29, |bias| < 2^30.
+  if (w.count() / std::max<int64_t>(1, w.dims()[0]) > 16384) return false;
   try {
     const QLinearParams q = readQLinearParams(l, constantInputViews(l), w.dims()[0], 1);
     if (q.xScale.size() != 1) return false;

@@ -4,6 +4,9 @@
 // by the reciprocal), rounded half to even, plus the zero point, saturated; NaN gives the zero
 // point, as in the reference. Implicit INT8 puts such a layer before a tensor that
 // several quantized layers read (ResNet's residual outputs), so it runs once per block.
+// "dequantize_linear_f32_avx2": the inverse, uint8 / int8 -> float32, (x - zero_point) * scale in
+// float32 as the reference computes it (a Q/DQ model keeps such DQs where no integer layer reads
+// the tensor, e.g. before a BatchNormalization that quantize_static left unfolded).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -71,8 +74,46 @@ class QuantizeKernel : public Kernel {
 
 std::unique_ptr<Kernel> createQuantize(const LayerDesc&) { return std::make_unique<QuantizeKernel>(); }
 
+bool supportsDequantize(const LayerDesc& l) {
+  if (!__builtin_cpu_supports("avx2") || !hasPlainLayouts(l) || l.inputs.size() < 2 || l.outputs.size() != 1) return false;
+  const DataType x = l.inputs[0].type;
+  if ((x != DataType::kUINT8 && x != DataType::kINT8) || !scalarOperand(l, 1) || l.inputs[1].type != DataType::kFLOAT) return false;
+  if (l.attrs->getInt("block_size", 0) != 0 || l.outputs[0].type != DataType::kFLOAT) return false;
+  return l.inputs.size() < 3 || !l.present(2) || (scalarOperand(l, 2) && l.inputs[2].type == x);
+}
+
+template <typename In>
+void dequantizeRange(const In* x, float* y, int64_t n, float scale, float zero) {
+  const __m256 vs = _mm256_set1_ps(scale), vz = _mm256_set1_ps(zero);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i));
+    const __m256i w = std::is_same_v<In, uint8_t> ? _mm256_cvtepu8_epi32(b) : _mm256_cvtepi8_epi32(b);
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(w), vz), vs));
+  }
+  for (; i < n; ++i) y[i] = (static_cast<float>(x[i]) - zero) * scale;
+}
+
+class DequantizeKernel : public Kernel {
+ public:
+  void execute(const KernelIO& io, KernelState*) const override {
+    const float scale = io.in[1].as<const float>()[0];
+    const bool u8 = io.in[0].type == DataType::kUINT8;
+    float zero = 0.f;
+    if (io.in.size() > 2 && io.in[2].data) zero = u8 ? io.in[2].as<const uint8_t>()[0] : io.in[2].as<const int8_t>()[0];
+    float* y = io.out[0].as<float>();
+    io.pool->parallelFor(io.in[0].count, 16384, [&](int64_t b, int64_t e) {
+      if (u8) dequantizeRange(io.in[0].as<const uint8_t>() + b, y + b, e - b, scale, zero);
+      else dequantizeRange(io.in[0].as<const int8_t>() + b, y + b, e - b, scale, zero);
+    });
+  }
+};
+
+std::unique_ptr<Kernel> createDequantize(const LayerDesc&) { return std::make_unique<DequantizeKernel>(); }
+
 }  // namespace
 
 KernelFactory quantizeLinearAvx2() { return {supportsQuantize, createQuantize}; }
+KernelFactory dequantizeLinearAvx2() { return {supportsDequantize, createDequantize}; }
 
 }  // namespace kiln::cpu

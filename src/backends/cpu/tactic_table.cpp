@@ -34,6 +34,7 @@ const std::vector<TacticDef>& cpuTacticTable() {
 #endif
       {"QLinearConv", "q_linear_conv_int_avx2", cpu::qlinearConvAvx2()},
       {"QuantizeLinear", "quantize_linear_f32_avx2", cpu::quantizeLinearAvx2()},
+      {"DequantizeLinear", "dequantize_linear_f32_avx2", cpu::dequantizeLinearAvx2()},
       // Pooling (window pools also exchange blocked layouts; global pools read them).
       {"MaxPool", "max_pool_f32_direct", cpu::windowPool()},
       {"AveragePool", "average_pool_f32_direct", cpu::windowPool()},
