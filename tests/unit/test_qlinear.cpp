@@ -116,9 +116,10 @@ TEST(QLinear, PairSafeWeightsRunOneDnnExactly) {
     EXPECT_NE(std::find(conv.begin(), conv.end(), "q_linear_conv_int_avx2"), conv.end());
 }
 
-// Full-range weights (a Q/DQ model's), at -128 / 127 with the sign following the input channel and
-// every source at the far end of its range: q_linear_conv_int_avx2 splits W into floor(W / 2) +
-// ceil(W / 2) and must still match the reference byte for byte; also in the chunked, batch-2 case.
+// Full-range weights (a Q/DQ model's), at -128 / 127 with the sign following the reduction index and
+// every source at the far end of its range: without VNNI, q_linear_conv_int_avx2 and
+// q_linear_matmul_int_onednn split W into floor(W / 2) + ceil(W / 2) and must still match the
+// reference byte for byte; the conv also in the chunked, batch-2 case.
 TEST(QLinear, FullRangeWeightsRunExactlyOnAvx2) {
   auto cpu = makeCpuBackend(2);
   for (const Form& f : kForms)
@@ -145,6 +146,20 @@ TEST(QLinear, FullRangeWeightsRunExactlyOnAvx2) {
       checkAllTactics(*cpu, conv, "3x3 " + what, 1e-6, 1e-6);
       checkAllTactics(*cpu, fullRange(qlinearCase("QLinearConv", {2, 12, 7, 7}, {10, 12, 1, 1}, 10, f, {})), "1x1 " + what, 1e-6, 1e-6);
       checkAllTactics(*cpu, fullRange(qlinearCase("QLinearConv", {2, 64, 20, 20}, {12, 64, 3, 3}, 12, f, a)), "chunks " + what, 1e-6, 1e-6);
+      // QLinearMatMul: oneDNN's tactic splits such B over a doubled K without VNNI.
+      OpCase mm = qlinearCase("QLinearMatMul", {3, 64}, {64, 10}, 10, f, {});
+      if (extreme) {
+        for (int64_t i = 0; i < mm.inputs[3].count(); ++i) mm.inputs[3].as<int8_t>()[i] = (i / 10 / 2) % 2 ? 127 : -128;
+        HostTensor& x = mm.inputs[0];
+        for (int64_t i = 0; i < x.count(); ++i) {
+          if (f.x == DataType::kUINT8) x.as<uint8_t>()[i] = f.xZero < 128 ? 255 : 0;
+          else x.as<int8_t>()[i] = f.xZero < 0 ? 127 : -128;
+        }
+      }
+#ifdef KILN_HAVE_ONEDNN
+      EXPECT_EQ(tacticNames(*cpu, mm)[0], "q_linear_matmul_int_onednn") << what;
+#endif
+      checkAllTactics(*cpu, mm, "matmul " + what, 1e-6, 1e-6);
     }
 }
 

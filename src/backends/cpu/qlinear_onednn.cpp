@@ -11,8 +11,10 @@
 // run the reference kernel. Before VNNI (AVX2 without AVX-VNNI), x64 oneDNN sums u8*s8 pairs in
 // int16 with saturation (vpmaddubsw), and for s8 sources it halves the weights: there the tactics
 // take only weights in [-64, 64] (2 * 255 * 64 = 32640 fits int16, so every pair sum is exact; the
-// implicit INT8 pass quantizes weights to [-63, 63] on such CPUs, int8WeightLimit) and feed s8
-// sources as u8 (x ^ 0x80, zero point + 128: the same x - x_zero_point), so they stay exact too.
+// implicit INT8 pass quantizes weights to [-63, 63] on such CPUs, int8WeightLimit; QLinearMatMul
+// splits wider weights in two halves over a doubled K, see QMatMulKernel; wide conv weights go to
+// q_linear_conv_int_avx2) and feed s8 sources as u8 (x ^ 0x80, zero point + 128: the same
+// x - x_zero_point), so they stay exact too.
 // Tensors are plain NCHW / row-major; the conv reorders src / dst into the layout oneDNN chose
 // (nhwc-like for int8) inside the kernel, in the workspace.
 #ifdef KILN_HAVE_ONEDNN
@@ -58,10 +60,11 @@ bool weightsPairSafe(const HostTensor& w) {
 //! Without VNNI, s8 sources go to oneDNN as u8 (see the file comment).
 bool shiftsSignedSource(DataType x) { return x == DataType::kINT8 && !vnniIsa(); }
 
-//! What both tactics accept: constant scalars, symmetric weights, an epilogue oneDNN expresses.
-bool supportsCommon(const LayerDesc& l, int64_t channels) {
+//! What both tactics accept: constant scalars, symmetric weights, an epilogue oneDNN expresses;
+//! without VNNI, weights in [-64, 64] unless the kernel splits wider ones (`splits`).
+bool supportsCommon(const LayerDesc& l, int64_t channels, bool splits) {
   if (l.inputs.size() <= kQWScale || !l.inputs[kQW].value.valid() || l.inputs[kQW].type != DataType::kINT8) return false;
-  if (!qlinearScalarsConstant(l) || (!vnniIsa() && !weightsPairSafe(l.inputs[kQW].value))) return false;
+  if (!qlinearScalarsConstant(l) || (!vnniIsa() && !splits && !weightsPairSafe(l.inputs[kQW].value))) return false;
   try {
     const QLinearParams q = readQLinearParams(l, constantInputViews(l), channels, 1);
     for (int32_t z : q.wZero)
@@ -105,12 +108,16 @@ struct DnnlRun : KernelState {
   dnnl::reorder srcIn, dstOut;
   bool reorderSrc = false, reorderDst = false;
   size_t srcBytes = 0, dstBytes = 0, scratchBytes = 0;
-  size_t shiftCount = 0, shiftBytes = 0;  // an s8 source flipped to u8 in the workspace (no VNNI)
+  // Without VNNI the source is copied into the workspace first: s8 flipped to u8 (flip 0x80), and
+  // for a split QLinearMatMul each element twice (dup).
+  size_t shiftCount = 0, shiftBytes = 0;
+  uint8_t flip = 0;
+  bool dup = false;
   int32_t xZero = 0, yZero = 0;
 };
 
-//! Binds the buffers and runs: s8 -> u8 flip, src reorder in, the primitive, dst reorder out
-//! (workspace: flipped source, src, dst, scratchpad).
+//! Binds the buffers and runs: the source copy (flipped / doubled), src reorder in, the primitive,
+//! dst reorder out (workspace: source copy, src, dst, scratchpad).
 void runPrimitive(DnnlRun& s, const KernelIO& io) {
   setOneDnnThreads(io.pool->size());
   auto* ws = static_cast<uint8_t*>(io.workspace);
@@ -118,7 +125,10 @@ void runPrimitive(DnnlRun& s, const KernelIO& io) {
   if (s.shiftCount) {
     const auto* in = static_cast<const uint8_t*>(x);
     io.pool->parallelFor(static_cast<int64_t>(s.shiftCount), 1 << 16, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) ws[i] = in[i] ^ 0x80u;
+      if (s.dup)
+        for (int64_t i = b; i < e; ++i) ws[2 * i] = ws[2 * i + 1] = in[i] ^ s.flip;
+      else
+        for (int64_t i = b; i < e; ++i) ws[i] = in[i] ^ s.flip;
     });
     x = ws;
     ws += s.shiftBytes;
@@ -175,7 +185,7 @@ size_t bindLayouts(DnnlRun& s, const Pd& pd, const memory::desc& userSrc, const 
   }
   s.xZero = q.xZero;
   s.yZero = q.yZero;
-  if (s.shiftCount) s.shiftBytes = alignUp(s.shiftCount);
+  if (s.shiftCount) s.shiftBytes = alignUp(s.shiftCount * (s.dup ? 2 : 1));
   memory::desc zd({1}, Dt::s32, Tag::a);
   if (q.xZero != 0) {
     s.srcZero = memory(zd, eng);
@@ -216,7 +226,7 @@ class QConvKernel : public Kernel {
     memory::desc userSrc(src, dnnlType(xType_), Tag::nchw), userDst(dst, dnnlType(yType_), Tag::nchw);
     memory::desc anySrc(src, dnnlType(xType_), Tag::any), anyDst(dst, dnnlType(yType_), Tag::any), anyWei(wei, Dt::s8, Tag::any);
     auto s = std::make_unique<DnnlRun>();
-    if (shift_) s->shiftCount = static_cast<size_t>(volume(c.inputs[kQX].dims));
+    if (shift_) s->shiftCount = static_cast<size_t>(volume(c.inputs[kQX].dims)), s->flip = 0x80;
     try {
       auto attr = epilogueAttr(q_, p.outChannels, 1 << 1);
       auto desc = q_.bias.empty()
@@ -246,29 +256,45 @@ class QConvKernel : public Kernel {
 
 bool supportsQConv(const LayerDesc& l) {
   if (l.inputs.size() <= kQW || l.inputs[kQX].dims.size() != 4 || !isStatic(l.inputs[kQW].dims)) return false;
-  return supportsCommon(l, l.inputs[kQW].dims[0]);
+  return supportsCommon(l, l.inputs[kQW].dims[0], false);  // q_linear_conv_int_avx2 splits wide weights
 }
 
 std::unique_ptr<Kernel> createQConv(const LayerDesc& l) { return std::make_unique<QConvKernel>(l); }
 
 // ---- QLinearMatMul --------------------------------------------------------------------------------
 
+//! Without VNNI, B with weights outside [-64, 64] runs as B' [2K, N] with rows 2k = floor(B[k] / 2)
+//! and 2k + 1 = ceil(B[k] / 2) (both in [-64, 64], so any int16 pair sum oneDNN forms is exact)
+//! against A' [M, 2K] with each element twice: the same products, the same zero-point terms.
 class QMatMulKernel : public Kernel {
  public:
   explicit QMatMulKernel(const LayerDesc& l)
       : weights_(l.inputs[kQW].value), q_(readQLinearParams(l, constantInputViews(l), l.inputs[kQW].dims[1], 1)),
-        xType_(l.inputs[kQX].type), yType_(l.outputs[0].type), shift_(shiftsSignedSource(xType_)) {
+        xType_(l.inputs[kQX].type), yType_(l.outputs[0].type), shift_(shiftsSignedSource(xType_)),
+        split_(!vnniIsa() && !weightsPairSafe(weights_)) {
     if (shift_) q_.xZero += 128, xType_ = DataType::kUINT8;
+    if (split_) {
+      const int64_t K = weights_.dims()[0], N = weights_.dims()[1];
+      HostTensor halves(DataType::kINT8, {2 * K, N});
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = 0; n < N; ++n) {
+          const int8_t v = weights_.as<int8_t>()[k * N + n];
+          const auto hi = static_cast<int8_t>(v >> 1);  // floor(v / 2): arithmetic shift
+          halves.as<int8_t>()[2 * k * N + n] = hi;
+          halves.as<int8_t>()[(2 * k + 1) * N + n] = static_cast<int8_t>(v - hi);
+        }
+      weights_ = halves;
+    }
   }
 
   size_t reshape(const LayerDesc& c, std::unique_ptr<KernelState>& state) const override {
     const Dims& a = c.inputs[kQX].dims;
-    const int64_t K = a.back(), N = weights_.dims()[1], M = volume(a) / std::max<int64_t>(K, 1);
+    const int64_t K = a.back() * (split_ ? 2 : 1), N = weights_.dims()[1], M = volume(a) / std::max<int64_t>(a.back(), 1);
     if (M == 0 || K == 0 || N == 0) throw UnsupportedError("q_linear_matmul_int_onednn: empty product");
     memory::desc userSrc({M, K}, dnnlType(xType_), Tag::ab), userDst({M, N}, dnnlType(yType_), Tag::ab);
     memory::desc anyWei({K, N}, Dt::s8, Tag::any);
     auto s = std::make_unique<DnnlRun>();
-    if (shift_) s->shiftCount = static_cast<size_t>(volume(a));
+    if (shift_ || split_) s->shiftCount = static_cast<size_t>(volume(a)), s->flip = shift_ ? 0x80 : 0, s->dup = split_;
     try {
       auto attr = epilogueAttr(q_, N, 1 << 1);
       auto desc = q_.bias.empty() ? dnnl::matmul::desc(userSrc, anyWei, userDst)
@@ -291,12 +317,13 @@ class QMatMulKernel : public Kernel {
   QLinearParams q_;
   DataType xType_, yType_;  // xType_: as oneDNN sees it (u8 when shift_)
   bool shift_;
+  bool split_;  // weights_ holds B' (see the class comment)
 };
 
 bool supportsQMatMul(const LayerDesc& l) {
   if (l.inputs.size() <= kQW || l.inputs[kQW].dims.size() != 2 || !isStatic(l.inputs[kQW].dims) || l.inputs[kQX].dims.size() < 2)
     return false;
-  return supportsCommon(l, l.inputs[kQW].dims[1]);
+  return supportsCommon(l, l.inputs[kQW].dims[1], true);
 }
 
 std::unique_ptr<Kernel> createQMatMul(const LayerDesc& l) { return std::make_unique<QMatMulKernel>(l); }
