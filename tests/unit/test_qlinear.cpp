@@ -15,6 +15,28 @@
 using namespace kiln;
 using namespace kiln::test;
 
+namespace {
+
+//! Weights at `lo` / `hi`, the sign following the reduction index (conv: the input channel; MatMul
+//! [K, N]: the row) so that the pairs an int8 instruction sums along K share a sign, and every
+//! source at the end of its range farthest from the zero point: the largest pair sums there are.
+OpCase makeExtreme(OpCase c, const Form& f, int8_t lo, int8_t hi) {
+  HostTensor& w = c.inputs[3];
+  const Dims& wd = w.dims();
+  for (int64_t i = 0; i < w.count(); ++i) {
+    const int64_t k = c.op == "QLinearConv" ? i / (wd[2] * wd[3]) % wd[1] : i / wd[1];
+    w.as<int8_t>()[i] = (k / 2) % 2 ? hi : lo;
+  }
+  HostTensor& x = c.inputs[0];
+  for (int64_t i = 0; i < x.count(); ++i) {
+    if (f.x == DataType::kUINT8) x.as<uint8_t>()[i] = f.xZero < 128 ? 255 : 0;
+    else x.as<int8_t>()[i] = f.xZero < 0 ? 127 : -128;
+  }
+  return c;
+}
+
+}  // namespace
+
 TEST(QLinear, ConvTacticsMatchReference) {
   auto cpu = makeCpuBackend(2);
   for (const Form& f : kForms) {
@@ -59,22 +81,9 @@ TEST(QLinear, PairSafeWeightsRunOneDnnExactly) {
   for (const Form& f : kForms) {
     for (int extreme : {0, 1}) {
       auto pairSafe = [&](OpCase c) {
+        if (extreme) return makeExtreme(c, f, -64, 64);
         HostTensor& w = c.inputs[3];
-        const Dims& wd = w.dims();
-        for (int64_t i = 0; i < w.count(); ++i) {
-          int v = static_cast<int>(i * 37 % 129) - 64;
-          // Extreme: the sign follows the reduction index (conv: the input channel; MatMul [K, N]:
-          // the row), so the pairs an int8 instruction sums along K share a sign and reach +-32640.
-          const int64_t k = c.op == "QLinearConv" ? i / (wd[2] * wd[3]) % wd[1] : i / wd[1];
-          if (extreme) v = (k / 2) % 2 ? 64 : -64;
-          w.as<int8_t>()[i] = static_cast<int8_t>(v);
-        }
-        HostTensor& x = c.inputs[0];
-        if (extreme)  // all at the end of the range farthest from the zero point
-          for (int64_t i = 0; i < x.count(); ++i) {
-            if (f.x == DataType::kUINT8) x.as<uint8_t>()[i] = f.xZero < 128 ? 255 : 0;
-            else x.as<int8_t>()[i] = f.xZero < 0 ? 127 : -128;
-          }
+        for (int64_t i = 0; i < w.count(); ++i) w.as<int8_t>()[i] = static_cast<int8_t>(i * 37 % 129 - 64);
         return c;
       };
       Attributes a;
@@ -124,18 +133,7 @@ TEST(QLinear, FullRangeWeightsRunExactlyOnAvx2) {
   auto cpu = makeCpuBackend(2);
   for (const Form& f : kForms)
     for (int extreme : {0, 1}) {
-      auto fullRange = [&](OpCase c) {
-        if (!extreme) return c;
-        HostTensor& w = c.inputs[3];
-        const Dims& wd = w.dims();
-        for (int64_t i = 0; i < w.count(); ++i) w.as<int8_t>()[i] = (i / (wd[2] * wd[3]) % wd[1] / 2) % 2 ? 127 : -128;
-        HostTensor& x = c.inputs[0];
-        for (int64_t i = 0; i < x.count(); ++i) {
-          if (f.x == DataType::kUINT8) x.as<uint8_t>()[i] = f.xZero < 128 ? 255 : 0;
-          else x.as<int8_t>()[i] = f.xZero < 0 ? 127 : -128;
-        }
-        return c;
-      };
+      auto fullRange = [&](OpCase c) { return extreme ? makeExtreme(c, f, -128, 127) : c; };
       Attributes a;
       a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
       const std::string what = formName(f) + (extreme ? " extreme" : "");
@@ -147,15 +145,7 @@ TEST(QLinear, FullRangeWeightsRunExactlyOnAvx2) {
       checkAllTactics(*cpu, fullRange(qlinearCase("QLinearConv", {2, 12, 7, 7}, {10, 12, 1, 1}, 10, f, {})), "1x1 " + what, 1e-6, 1e-6);
       checkAllTactics(*cpu, fullRange(qlinearCase("QLinearConv", {2, 64, 20, 20}, {12, 64, 3, 3}, 12, f, a)), "chunks " + what, 1e-6, 1e-6);
       // QLinearMatMul: oneDNN's tactic splits such B over a doubled K without VNNI.
-      OpCase mm = qlinearCase("QLinearMatMul", {3, 64}, {64, 10}, 10, f, {});
-      if (extreme) {
-        for (int64_t i = 0; i < mm.inputs[3].count(); ++i) mm.inputs[3].as<int8_t>()[i] = (i / 10 / 2) % 2 ? 127 : -128;
-        HostTensor& x = mm.inputs[0];
-        for (int64_t i = 0; i < x.count(); ++i) {
-          if (f.x == DataType::kUINT8) x.as<uint8_t>()[i] = f.xZero < 128 ? 255 : 0;
-          else x.as<int8_t>()[i] = f.xZero < 0 ? 127 : -128;
-        }
-      }
+      const OpCase mm = fullRange(qlinearCase("QLinearMatMul", {3, 64}, {64, 10}, 10, f, {}));
 #ifdef KILN_HAVE_ONEDNN
       EXPECT_EQ(tacticNames(*cpu, mm)[0], "q_linear_matmul_int_onednn") << what;
 #endif
