@@ -25,6 +25,7 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_tactics.h"
+#include "backends/cpu/int8_pair_sums.h"
 #include "core/thread_pool.h"
 #include "ops/conv_geometry.h"
 #include "ops/fused_attrs.h"
@@ -37,7 +38,6 @@ namespace {
 
 constexpr int kTile = 16;       // pixels per packed tile (two 8-lane vectors)
 constexpr int kChannels = 4;    // output channels per micro-tile
-constexpr int kPairSafe = 64;   // |w| bound for exact int16 pair sums
 
 int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -56,7 +56,7 @@ class QConvAvx2 : public Kernel {
     M_ = w.dims()[0];
     K_ = w.count() / M_;
     const int8_t* wp = w.as<int8_t>();
-    split_ = std::any_of(wp, wp + w.count(), [](int8_t v) { return v < -kPairSafe || v > kPairSafe; });
+    split_ = !weightsPairSafe(w);
     K4_ = roundUp(split_ ? 2 * K_ : K_, 4) / 4;
     Mpad_ = roundUp(M_, kChannels);
     if (signedX_) q_.xZero += 128;
@@ -68,9 +68,9 @@ class QConvAvx2 : public Kernel {
       for (int64_t k = 0; k < K_; ++k) {
         const int8_t v = wp[m * K_ + k];
         if (split_) {
-          const auto hi = static_cast<int8_t>(v >> 1);  // floor(v / 2): arithmetic shift
+          const auto [hi, lo] = splitWeight(v);
           packed_[m * K4_ * 4 + 2 * k] = hi;
-          packed_[m * K4_ * 4 + 2 * k + 1] = static_cast<int8_t>(v - hi);
+          packed_[m * K4_ * 4 + 2 * k + 1] = lo;
         } else {
           packed_[m * K4_ * 4 + k] = v;
         }
@@ -96,10 +96,10 @@ class QConvAvx2 : public Kernel {
     g->batch = p.batch;
     // A 1x1, stride 1, unpadded conv reads X's rows as they are; others im2col them first.
     g->direct = G.KH == 1 && G.KW == 1 && G.SH == 1 && G.SW == 1 && G.PT == 0 && G.PL == 0 && G.OH == G.H && G.OW == G.W;
-    const int64_t ppad = G.tiles * kTile;
-    g->colBytes = g->direct ? 0 : static_cast<size_t>(roundUp(G.K * ppad, 64));
+    g->colBytes = g->direct ? 0 : static_cast<size_t>(roundUp(G.K * G.tiles * kTile, 64));
+    const size_t bytes = g->colBytes + static_cast<size_t>(G.tiles * G.K4 * kTile * 4);
     state = std::move(g);
-    return static_cast<const GeometryState*>(state.get())->colBytes + static_cast<size_t>(G.tiles * G.K4 * kTile * 4);
+    return bytes;
   }
 
   void execute(const KernelIO& io, KernelState* state) const override {

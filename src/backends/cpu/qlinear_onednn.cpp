@@ -23,6 +23,7 @@
 #include <unordered_map>
 
 #include "backends/cpu/cpu_tactics.h"
+#include "backends/cpu/int8_pair_sums.h"
 #include "backends/cpu/onednn_common.h"
 #include "core/thread_pool.h"
 #include "ops/conv_geometry.h"
@@ -47,14 +48,6 @@ bool vnniIsa() {
     case Isa::avx512_core_vnni: case Isa::avx512_core_bf16: case Isa::avx512_core_amx: case Isa::avx2_vnni: return true;
     default: return false;
   }
-}
-
-//! Without VNNI a pair w0 * x0 + w1 * x1 (x in [0, 255]) is summed in saturating int16.
-constexpr int kPairSafeWeight = 64;
-
-bool weightsPairSafe(const HostTensor& w) {
-  const int8_t* p = w.as<int8_t>();
-  return std::all_of(p, p + w.count(), [](int8_t v) { return v >= -kPairSafeWeight && v <= kPairSafeWeight; });
 }
 
 //! Without VNNI, s8 sources go to oneDNN as u8 (see the file comment).
@@ -278,10 +271,9 @@ class QMatMulKernel : public Kernel {
       HostTensor halves(DataType::kINT8, {2 * K, N});
       for (int64_t k = 0; k < K; ++k)
         for (int64_t n = 0; n < N; ++n) {
-          const int8_t v = weights_.as<int8_t>()[k * N + n];
-          const auto hi = static_cast<int8_t>(v >> 1);  // floor(v / 2): arithmetic shift
+          const auto [hi, lo] = splitWeight(weights_.as<int8_t>()[k * N + n]);
           halves.as<int8_t>()[2 * k * N + n] = hi;
-          halves.as<int8_t>()[(2 * k + 1) * N + n] = static_cast<int8_t>(v - hi);
+          halves.as<int8_t>()[(2 * k + 1) * N + n] = lo;
         }
       weights_ = halves;
     }
