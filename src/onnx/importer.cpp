@@ -9,6 +9,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <sys/stat.h>
 
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <map>
@@ -16,6 +17,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "ir/network_bytes.h"
 #include "kiln/onnx_parser.h"
 #include "onnx/node_expander.h"
 #include "onnx/tensor_proto.h"
@@ -70,6 +72,11 @@ struct Importer {
   OnnxParserOptions options;
   int opset = 0;
   std::map<std::string, int> domainOpsets;
+  //! The model (its local functions serve the bodies of run-time Loops too).
+  const onnx::ModelProto* model = nullptr;
+  //! Importing a run-time Loop's body: its inputs' values and dims are known only when the loop
+  //! runs, so import-time inference (inferAtImport) sees constants alone.
+  bool loopBody = false;
 
   Tensor* lookup(const std::string& name, const std::string& node) {
     Tensor* t = net.findTensor(name);
@@ -160,8 +167,13 @@ struct Importer {
         continue;
       }
       Attributes attrs;
-      for (const auto& a : node.attribute())
-        if (!plugin || a.name() != "plugin_version") attrs.set(a.name(), convertAttribute(a, name, baseDir));
+      const bool runtimeLoop = !plugin && isDefaultDomain(dom) && node.op_type() == "Loop";
+      for (const auto& a : node.attribute()) {
+        if (plugin && a.name() == "plugin_version") continue;
+        if (runtimeLoop && a.name() == "body") continue;  // below, once kiln_outer is known
+        attrs.set(a.name(), convertAttribute(a, name, baseDir));
+      }
+      if (runtimeLoop) importLoopBody(node, name, attrs);
       Layer* l;
       if (plugin) {
         int nbOut = 0;
@@ -221,10 +233,10 @@ struct Importer {
                      DataType* type = nullptr) {
     Network scratch;
     SilentLogger quiet;
-    Importer sub{scratch, baseDir, quiet, options, opset, domainOpsets};
+    Importer sub{scratch, baseDir, quiet, options, opset, domainOpsets, model, loopBody};
     try {
       for (const auto& t : net.tensors()) {
-        if (t->isInput) scratch.addInput(t->name, t->type, t->dims);
+        if (t->isInput && !loopBody) scratch.addInput(t->name, t->type, t->dims);
         else if (t->isConstant() && !t->producer) scratch.addConstant(t->name, t->value);
       }
       sub.importNodes(sofar);
@@ -261,8 +273,52 @@ struct Importer {
                                                   std::to_string(kNewestOpset) + "); importing with the newest semantics");
     if (opset < 7)
       logger.log(ILogger::Severity::kWARNING, "model opset " + std::to_string(opset) + " is older than 7; old forms are normalized where kiln knows them");
+    this->model = &model;
+    importGraph(model.graph(), {});
+  }
 
-    const auto& g = model.graph();
+  // A body input: its type when declared (float otherwise) and dims when given; the loop sets
+  // both from the values it runs with.
+  void importBodyInput(const onnx::ValueInfoProto& vi, const std::string& loop) {
+    if (vi.type().has_sequence_type() || vi.type().has_optional_type() || vi.type().has_map_type())
+      throw UnsupportedError("Loop node '" + loop + "': body input '" + vi.name() + "' is not a tensor (sequences and optionals are "
+                             "supported only in loops unrolled at import)");
+    DataType type = DataType::kFLOAT;
+    Dims dims;
+    if (vi.type().has_tensor_type()) {
+      const auto& tt = vi.type().tensor_type();
+      if (tt.elem_type()) type = fromOnnxType(tt.elem_type(), "body input '" + vi.name() + "'");
+      if (tt.has_shape())
+        for (const auto& d : tt.shape().dim()) dims.push_back(d.has_dim_value() && d.dim_value() >= 0 ? d.dim_value() : -1);
+    }
+    if (net.findTensor(vi.name())) throw Error("Loop node '" + loop + "': duplicate body input '" + vi.name() + "'");
+    net.addInput(vi.name(), type, dims);
+  }
+
+  // A run-time Loop's body (ops/loop.cpp): imported as a network of its own, with inputs [iter_num,
+  // cond, carried..., the enclosing scopes' tensors it reads (kiln_outer)...], stored as bytes in
+  // the attribute `body`; `num_outer` counts the last kind.
+  void importLoopBody(const onnx::NodeProto& node, const std::string& name, Attributes& attrs) {
+    const onnx::GraphProto* g = nullptr;
+    for (const auto& a : node.attribute())
+      if (a.name() == "body" && a.has_g()) g = &a.g();
+    if (!g) throw Error("Loop node '" + name + "' has no body graph");
+    const std::vector<std::string> outer = attrs.has("kiln_outer") ? attrs.getStrings("kiln_outer") : std::vector<std::string>{};
+    if (node.input_size() < 2 + static_cast<int>(outer.size()))
+      throw Error("Loop node '" + name + "': fewer inputs than the tensors its body reads from enclosing scopes");
+    Network body;
+    Importer sub{body, baseDir, logger, options, opset, domainOpsets, model, true};
+    sub.importGraph(*g, outer, name);
+    std::vector<uint8_t> bytes = serializeNetwork(body);
+    HostTensor t(DataType::kUINT8, {static_cast<int64_t>(bytes.size())});
+    if (!bytes.empty()) std::memcpy(t.data(), bytes.data(), bytes.size());
+    attrs.set("body", t);
+    attrs.set("num_outer", static_cast<int64_t>(outer.size()));
+  }
+
+  // The graph's initializers, inputs, nodes (expanded) and outputs. For a Loop body (`loop`
+  // names the node), `outer` are the enclosing scopes' tensors it reads, inputs after its own.
+  void importGraph(const onnx::GraphProto& g, const std::vector<std::string>& outer, const std::string& loop = "") {
     std::set<std::string> initNames;
     for (const auto& init : g.initializer()) {
       if (init.name().empty()) throw Error("an initializer has no name");
@@ -274,8 +330,13 @@ struct Importer {
     NodeExpander expander;
     for (const auto& in : g.input()) {
       if (initNames.count(in.name())) continue;  // IR < 4 lists initializers as inputs
-      if (in.type().has_sequence_type()) importSequenceInput(in, expander);
+      if (loopBody) importBodyInput(in, loop);
+      else if (in.type().has_sequence_type()) importSequenceInput(in, expander);
       else importValueInfoInput(in);
+    }
+    for (const auto& o : outer) {
+      if (net.findTensor(o)) throw Error("Loop node '" + loop + "': its body defines '" + o + "' and reads it from an enclosing scope");
+      net.addInput(o, DataType::kFLOAT, {});
     }
 
     expander.baseDir = baseDir;
@@ -293,7 +354,7 @@ struct Importer {
       HostTensor value;
       return inferAtImport(n, sofar, dims, value, &type);
     };
-    for (const auto& f : model.functions()) {
+    for (const auto& f : model->functions()) {
       auto key = std::make_tuple(f.domain(), f.name(), f.overload());
       if (!expander.functions.emplace(key, &f).second)
         throw Error("model-local function '" + f.domain() + "::" + f.name() + "' is defined twice");
@@ -326,6 +387,17 @@ struct Importer {
         t = id->outputs[0];
       }
       net.markOutput(t);
+      // A body output's declared type and dims: what the Loop layer reports when the body's shape
+      // inference cannot tell (ops/loop.cpp).
+      if (loopBody && out.type().has_tensor_type() && !t->dimsKnown) {
+        const auto& tt = out.type().tensor_type();
+        if (tt.elem_type()) t->type = fromOnnxType(tt.elem_type(), "body output '" + out.name() + "'");
+        if (tt.has_shape()) {
+          t->dims.clear();
+          for (const auto& d : tt.shape().dim()) t->dims.push_back(d.has_dim_value() && d.dim_value() >= 0 ? d.dim_value() : -1);
+          t->dimsKnown = true;
+        }
+      }
     }
     net.topoSort();
   }

@@ -74,6 +74,9 @@ struct NodeExpander {
   void expandFunction(const onnx::NodeProto& node, const onnx::FunctionProto& f, std::vector<const onnx::NodeProto*>& out, int depth);
   void expandIf(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
   void expandLoop(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
+  //! A Loop that cannot be unrolled, as one node for the run-time Loop layer (ops/loop.cpp).
+  void emitRuntimeLoop(const onnx::NodeProto& node, const onnx::GraphProto& body, const NameScope* scope,
+                       std::vector<const onnx::NodeProto*>& out);
   void expandScan(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
   //! ai.onnx.preview FlexAttention as its decomposition, score_mod / prob_mod inlined
   //! (node_expander_flex_attention.cpp).

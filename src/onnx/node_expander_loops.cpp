@@ -1,8 +1,11 @@
 // Loop and Scan, unrolled at import: each iteration's body is inlined with its inputs bound to the
-// previous iteration's values (node_expander.h). Both need their iteration count at import: a
+// previous iteration's values (node_expander.h). Unrolling needs the iteration count at import: a
 // Loop's trip count as a constant (or a value shape inference folds, such as a dim of a static
-// input), a Scan's length as a static dim of its scan inputs.
+// input), a Scan's length as a static dim of its scan inputs. A Loop that cannot be unrolled (its
+// trip count or condition computed from data, or too many iterations) stays one run-time Loop
+// layer (ops/loop.cpp) whose body the importer imports as a network of its own.
 #include <algorithm>
+#include <set>
 
 #include "onnx/node_expander.h"
 #include "onnx/node_expander_util.h"
@@ -28,19 +31,15 @@ void NodeExpander::expandLoop(const onnx::NodeProto& node, const NameScope* scop
     throw Error(what + ": its body has " + std::to_string(body.output_size()) + " outputs and the node " +
                 std::to_string(node.output_size()) + " for " + std::to_string(nCarried) +
                 " loop-carried values (expected 1 + carried + scan outputs in the body, carried + scan outputs on the node)");
-  if (node.input(0).empty())
-    throw UnsupportedError(what + " has no trip count (a while loop): kiln unrolls only loops with a constant trip count");
+  // Not unrollable: one run-time Loop layer.
+  if (node.input(0).empty()) return emitRuntimeLoop(node, body, scope, out);  // a while loop
   const HostTensor trip = inferredValue(node.input(0), out);
-  if (!trip.valid())
-    throw UnsupportedError(what + ": its trip count '" + node.input(0) +
-                           "' is computed at run time; kiln unrolls only loops whose trip count is known at import (a constant, "
-                           "or computed from static shapes)");
+  if (!trip.valid()) return emitRuntimeLoop(node, body, scope, out);  // trip count computed at run time
   if (trip.count() != 1) throw Error(what + ": the trip count must hold one value");
   int64_t trips = std::max<int64_t>(trip.getInt(0), 0);
   if (!node.input(1).empty()) {
     const HostTensor c = inferredValue(node.input(1), out);
-    if (!c.valid() || c.count() != 1)
-      throw UnsupportedError(what + ": its condition '" + node.input(1) + "' is computed at run time (only constant conditions are supported)");
+    if (!c.valid() || c.count() != 1) return emitRuntimeLoop(node, body, scope, out);  // condition computed at run time
     if (c.getInt(0) == 0) trips = 0;
   }
   // The body's condition output must stay true: the incoming cond passed on (through Identity
@@ -65,18 +64,12 @@ void NodeExpander::expandLoop(const onnx::NodeProto& node, const NameScope* scop
       alwaysTrue = v.valid() && v.count() == 1 && v.getInt(0) != 0;
       break;
     }
-    if (!alwaysTrue)
-      throw UnsupportedError(what + ": its body computes the loop condition (the loop may stop at a data-dependent iteration); kiln "
-                             "unrolls only loops with a constant trip count whose condition stays true");
+    if (!alwaysTrue) return emitRuntimeLoop(node, body, scope, out);  // may stop at a data-dependent iteration
   }
-  if (trips > kMaxLoopIterations)
-    throw UnsupportedError(what + ": " + std::to_string(trips) + " iterations exceed kiln's unroll limit of " +
-                           std::to_string(kMaxLoopIterations) + " (loops are unrolled at build time)");
-  if (trips * body.node_size() > kMaxUnrolledNodes)
-    throw UnsupportedError(what + ": unrolled it would have " + std::to_string(trips * body.node_size()) + " nodes (limit " +
-                           std::to_string(kMaxUnrolledNodes) + ")");
-  if (trips == 0 && nScan > 0)
-    throw UnsupportedError(what + " runs no iteration and has scan outputs (empty tensors of unknown shape are not supported)");
+  // Too long to unroll, or no iteration with scan outputs (whose element dims the run-time loop
+  // takes from the body's shape inference).
+  if (trips > kMaxLoopIterations || trips * body.node_size() > kMaxUnrolledNodes || (trips == 0 && nScan > 0))
+    return emitRuntimeLoop(node, body, scope, out);
 
   std::vector<std::string> carried(node.input().begin() + 2, node.input().end());
   std::vector<std::vector<std::string>> scans(static_cast<size_t>(nScan));
@@ -100,6 +93,57 @@ void NodeExpander::expandLoop(const onnx::NodeProto& node, const NameScope* scop
     const std::string& target = node.output(nCarried + j);
     if (!target.empty()) emitStack(scans[static_cast<size_t>(j)], 0, target, out);
   }
+}
+
+namespace {
+
+//! Names a graph (and the graphs nested in its nodes' attributes) defines and reads.
+void collectNames(const onnx::GraphProto& g, std::set<std::string>& defined, std::vector<std::string>& used) {
+  for (const auto& i : g.input()) defined.insert(i.name());
+  for (const auto& i : g.initializer()) defined.insert(i.name());
+  for (const auto& n : g.node()) {
+    for (const auto& i : n.input())
+      if (!i.empty()) used.push_back(i);
+    for (const auto& o : n.output()) defined.insert(o);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) collectNames(a.g(), defined, used);
+      for (const auto& sub : a.graphs()) collectNames(sub, defined, used);
+    }
+  }
+  for (const auto& o : g.output()) used.push_back(o.name());
+}
+
+}  // namespace
+
+// The Loop node as it is, plus the tensors of enclosing scopes that its body reads (in the order
+// the body first reads them) as extra inputs, resolved through `scope`; their body-side names go
+// in the attribute `kiln_outer`. The importer turns the body into a network (importer.cpp).
+void NodeExpander::emitRuntimeLoop(const onnx::NodeProto& node, const onnx::GraphProto& body, const NameScope* scope,
+                                   std::vector<const onnx::NodeProto*>& out) {
+  for (const auto& in : node.input())
+    if (sequences.count(in))
+      throw UnsupportedError("Loop node '" + nodeName(node, out.size()) +
+                             "': loop-carried sequences are supported only in loops unrolled at import");
+  std::set<std::string> defined;
+  std::vector<std::string> used;
+  collectNames(body, defined, used);
+  std::vector<std::string> outer;
+  std::set<std::string> seen;
+  for (const auto& u : used)
+    if (!defined.count(u) && seen.insert(u).second) outer.push_back(u);
+  onnx::NodeProto& n = inlined.emplace_back(node);
+  onnx::AttributeProto* a = n.add_attribute();
+  a->set_name("kiln_outer");
+  a->set_type(onnx::AttributeProto::STRINGS);
+  for (const auto& o : outer) {
+    const std::string resolved = scope ? scope->resolve(o) : o;
+    if (sequences.count(resolved))
+      throw UnsupportedError("Loop node '" + nodeName(node, out.size()) + "': its body reads the sequence '" + o +
+                             "' of an enclosing scope (supported only in loops unrolled at import)");
+    a->add_strings(o);
+    n.add_input(resolved);
+  }
+  out.push_back(&n);
 }
 
 // Scan (opset 9+): inputs [initial states (N)..., scan inputs (M)...]; the body maps [states,

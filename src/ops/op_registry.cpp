@@ -39,6 +39,7 @@ OpRegistry::OpRegistry() {
   registerConvIntegerOps(*this);
   registerMaxUnpoolOps(*this);
   registerControlFlowOps(*this);
+  registerLoopOps(*this);
 }
 
 OpRegistry& OpRegistry::instance() {

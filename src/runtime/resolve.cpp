@@ -16,6 +16,16 @@ constexpr int64_t kMaxHostEvalElements = int64_t(1) << 16;  // shape-sized value
 namespace {
 //! Whether tensor t may share another tensor's memory: an arena tensor (not an engine input or
 //! output, not a constant or host value).
+//! A layer computed on the host by its shape inference (OpDef::inferComputesValues: NonZero,
+//! Unique, a run-time Loop) is resolved only once its outputs' values are: a Loop whose outputs
+//! have static dims still waits for its inputs' values, since no kernel runs it.
+bool awaitsValues(const OpDef* def, const LayerDesc& d) {
+  if (!def || !def->inferComputesValues) return false;
+  for (const auto& o : d.outputs)
+    if (!o.value.valid()) return true;
+  return false;
+}
+
 bool arenaTensor(const EngineGraph& g, const ResolvedShapes& r, int t) {
   const EngineTensor& e = g.tensors[t];
   return !e.isInput && !e.isOutput && !e.value.valid() && !r.tensors[t].value.valid();
@@ -270,7 +280,7 @@ ResolvedShapes resolveShapes(const EngineGraph& g, const std::map<int, Dims>& in
     if (fetched && def) {
       // Data-dependent: values read back at run time complete what the layer lacks. Only layers
       // unresolved without them, so a layer resolves the same way in every round.
-      bool unresolved = false;
+      bool unresolved = awaitsValues(def, d);
       for (auto& o : d.outputs) unresolved = unresolved || !isStatic(o.dims);
       bool added = false;
       for (int k : def->valueInputs) {
@@ -322,6 +332,7 @@ bool layerResolved(const ResolvedShapes& r, size_t i) {
   const LayerDesc& d = r.layers[i];
   for (const auto& o : d.outputs)
     if (!isStatic(o.dims)) return false;
+  if (awaitsValues(OpRegistry::instance().find(d.op), d)) return false;
   for (size_t k = 0; k < d.inputs.size(); ++k)  // Shape of a data-dependent tensor has static dims, not its value
     if (d.present(k) && !isStatic(d.inputs[k].dims)) return false;
   return true;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ONNX control flow through the kiln CLI on the CPU: If (constant, shape-derived, run-time
 condition, branches of different shapes as data-dependent shapes), Loop (constant or shape-derived
-trip count, unrolled), Scan (unrolled over a static length: axes, directions, state), the sequence
+trip count, unrolled; run-time trip counts and conditions, nested, TorchScript's: one run-time Loop layer), Scan (unrolled over a static length: axes, directions, state), the sequence
 and optional ops (lowered at import), against ONNX Runtime, and FlexAttention (expanded at import,
 its score_mod / prob_mod subgraphs inlined) against a NumPy model; plus the errors for what kiln
 refuses (loops over the unroll limit, lengths known only at run time).
@@ -224,18 +224,132 @@ def test_loop_with_constant_trip_count_is_unrolled():
         cli.check(not re.search(r"\bLoop\b", proc.stdout), f"a Loop layer is left:\n{proc.stdout}")
 
 
-def test_loop_over_the_unroll_limit_is_refused():
-    p = cli.save_model(loop_model(100), "loop_100.onnx")
-    cli.expect_error(["--onnx=" + p, *FAST], r"Loop node 'loop': 100 iterations exceed kiln's unroll limit of 64")
+def has_loop_layer(proc):
+    return re.search(r"\bLoop\b", proc.stdout) is not None
 
 
-def test_loop_with_data_dependent_condition_is_refused():
-    m = loop_model(3)
+def test_loop_over_the_unroll_limit_runs_at_run_time():
+    """100 iterations (over the unroll limit of 64): one run-time Loop layer; its body reads the
+    outer-scope tensor x."""
+    rng = np.random.default_rng(6)
+    feeds = {"x": rng.uniform(-1, 1, (2, 3)).astype(np.float32), "acc0": rng.uniform(-1, 1, (2, 3)).astype(np.float32)}
+    proc = run_vs_ort(cli.save_model(loop_model(100), "loop_100.onnx"), feeds, "loop_100")
+    cli.check(has_loop_layer(proc), f"no run-time Loop layer:\n{proc.stdout}")
+
+
+def data_dependent_condition_model():
+    """Runs while max(acc) < 1 (at most 10 times): the iteration count, and so the scan outputs'
+    length, depend on the data."""
+    m = loop_model(10)
     body = m.graph.node[1].attribute[0].g
     body.node[0].CopyFrom(helper.make_node("ReduceMax", ["acc_in"], ["mx"], keepdims=0))
     body.node.append(helper.make_node("Less", ["mx", "bias"], ["cond_out"]))
-    p = save_unchecked(m, "loop_cond.onnx")
-    cli.expect_error(["--onnx=" + p, *FAST], r"Loop node 'loop'.*computes the loop condition")
+    for o in m.graph.output[1:]:
+        o.type.tensor_type.shape.dim[0].dim_param = "iterations"
+    return m
+
+
+def test_loop_with_data_dependent_condition_runs_at_run_time():
+    rng = np.random.default_rng(7)
+    p = save_unchecked(data_dependent_condition_model(), "loop_cond.onnx")
+    for tag, scale in (("few", 0.5), ("many", 0.05)):  # fewer iterations when acc grows fast
+        feeds = {"x": rng.uniform(0, scale, (2, 3)).astype(np.float32), "acc0": rng.uniform(-1, 0, (2, 3)).astype(np.float32)}
+        proc = run_vs_ort(p, feeds, f"loop_cond_{tag}")
+        cli.check(has_loop_layer(proc), f"no run-time Loop layer:\n{proc.stdout}")
+
+
+def run_time_trip_count_model():
+    """M is a graph input: the loop runs M times, its scan outputs have M rows."""
+    m = loop_model(3)
+    del m.graph.node[0]  # the Constant M
+    m.graph.input.append(vi("M", [], TensorProto.INT64))
+    for o in m.graph.output[1:]:
+        o.type.tensor_type.shape.dim[0].dim_param = "M"
+    return m
+
+
+def test_loop_with_run_time_trip_count():
+    rng = np.random.default_rng(8)
+    p = save_unchecked(run_time_trip_count_model(), "loop_m.onnx")
+    for trips in (0, 1, 7):
+        feeds = {"x": rng.uniform(-1, 1, (2, 3)).astype(np.float32), "acc0": rng.uniform(-1, 1, (2, 3)).astype(np.float32),
+                 "M": np.array(trips, np.int64)}
+        proc = run_vs_ort(p, feeds, f"loop_m{trips}")
+        cli.check(has_loop_layer(proc), f"no run-time Loop layer:\n{proc.stdout}")
+
+
+def test_while_loop_without_trip_count():
+    """No M: y = y * 2 while sum(y) < limit, the count of doublings as a loop-carried int64."""
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["y_in", "two"], ["y_out"]),
+         helper.make_node("Add", ["n_in", "one"], ["n_out"]),
+         helper.make_node("ReduceSum", ["y_out"], ["s"], keepdims=0),
+         helper.make_node("Less", ["s", "limit"], ["cond_out"])],
+        "body", [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("y_in", [3]),
+                 vi("n_in", [], TensorProto.INT64)],
+        [vi("cond_out", [], TensorProto.BOOL), vi("y_out", [3]), vi("n_out", [], TensorProto.INT64)],
+        [numpy_helper.from_array(np.float32(2), "two"), numpy_helper.from_array(np.array(1, np.int64), "one")])
+    nodes = [helper.make_node("ReduceSum", ["y0"], ["s0"], keepdims=0),
+             helper.make_node("Less", ["s0", "limit"], ["go"]),
+             helper.make_node("Loop", ["", "go", "y0", "n0"], ["y", "n"], name="while", body=body)]
+    m = model(nodes, [vi("y0", [3]), vi("limit", [])], [vi("y", [3]), vi("n", [], TensorProto.INT64)],
+              [numpy_helper.from_array(np.array(0, np.int64), "n0")])
+    p = cli.save_model(m, "while.onnx")
+    for tag, limit in (("none", -1.0), ("some", 1000.0)):  # the condition is false from the start, then true for a while
+        feeds = {"y0": np.array([0.5, 0.25, 1.0], np.float32), "limit": np.array(limit, np.float32)}
+        proc = run_vs_ort(p, feeds, f"while_{tag}")
+        cli.check(has_loop_layer(proc), f"no run-time Loop layer:\n{proc.stdout}")
+
+
+def test_nested_run_time_loops():
+    """An outer loop over a run-time M whose body holds an inner loop over a run-time count (k, a
+    tensor of the outermost scope): acc += x * k per outer iteration, in k inner steps."""
+    inner = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]),
+         helper.make_node("Add", ["a_in", "x"], ["a_out"])],
+        "inner", [vi("j", [], TensorProto.INT64), vi("c_in", [], TensorProto.BOOL), vi("a_in", [2, 3])],
+        [vi("c_out", [], TensorProto.BOOL), vi("a_out", [2, 3])])
+    outer = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Loop", ["k", "", "acc_in"], ["acc_out"], name="inner", body=inner),
+         helper.make_node("Identity", ["acc_out"], ["trace"])],
+        "outer", [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("acc_in", [2, 3])],
+        [vi("cond_out", [], TensorProto.BOOL), vi("acc_out", [2, 3]), vi("trace", [2, 3])])
+    nodes = [helper.make_node("Loop", ["M", "", "acc0"], ["acc", "traces"], name="outer", body=outer)]
+    m = model(nodes, [vi("x", [2, 3]), vi("acc0", [2, 3]), vi("M", [], TensorProto.INT64), vi("k", [], TensorProto.INT64)],
+              [vi("acc", [2, 3]), vi("traces", ["M", 2, 3])])
+    rng = np.random.default_rng(9)
+    feeds = {"x": rng.uniform(-1, 1, (2, 3)).astype(np.float32), "acc0": rng.uniform(-1, 1, (2, 3)).astype(np.float32),
+             "M": np.array(4, np.int64), "k": np.array(3, np.int64)}
+    proc = run_vs_ort(cli.save_model(m, "nested_loops.onnx"), feeds, "nested_loops")
+    cli.check(has_loop_layer(proc), f"no run-time Loop layer:\n{proc.stdout}")
+
+
+def test_torchscript_loop_runs_at_run_time():
+    """A loop exported from TorchScript (data/torchscript_loop.onnx: torch.jit.script of
+    `for i in range(int(n)): y = y * 0.5 + tanh(y) + i`, torch.onnx.export(dynamo=False, opset 17)):
+    its trip count is the graph input n."""
+    p = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "torchscript_loop.onnx")
+    rng = np.random.default_rng(10)
+    for n in (0, 5):
+        feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32), "n": np.array(n, np.int64)}
+        proc = run_vs_ort(p, feeds, f"torchscript_loop_{n}")
+        cli.check(has_loop_layer(proc), f"no run-time Loop layer:\n{proc.stdout}")
+
+
+def test_loop_that_never_stops_is_refused():
+    """A while loop whose condition stays true ends with an error at kiln's iteration limit, not a hang."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Identity", ["y_in"], ["y_out"])],
+        "body", [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("y_in", [1])],
+        [vi("cond_out", [], TensorProto.BOOL), vi("y_out", [1])])
+    m = model([helper.make_node("Loop", ["", "go", "y0"], ["y"], name="forever", body=body)],
+              [vi("y0", [1]), vi("go", [], TensorProto.BOOL)], [vi("y", [1])])
+    p = cli.save_model(m, "forever.onnx")
+    np.save(cli.path("forever_y0.npy"), np.zeros(1, np.float32))
+    np.save(cli.path("forever_go.npy"), np.array(True))
+    cli.expect_error(["--onnx=" + p, "--loadInputs=y0:" + cli.path("forever_y0.npy") + ",go:" + cli.path("forever_go.npy"),
+                      *FAST], r"forever.*iterations without its condition turning false")
 
 
 def test_loop_with_shape_derived_trip_count_is_unrolled():
