@@ -69,7 +69,7 @@ HostTensor scalar(DataType t, int64_t v) {
 //! unknown: dimsKnown false). Returns the body outputs' descriptions.
 std::vector<TensorDesc> runBody(Network& body, const std::vector<TensorDesc>& in, bool evaluate, const std::string& where) {
   for (auto& t : body.tensors())
-    if (!t->isInput && !t->isConstant()) {
+    if (t->producer) {  // every layer output: no value of an earlier iteration stays
       t->dimsKnown = false;
       t->value = HostTensor();
     }
@@ -80,8 +80,25 @@ std::vector<TensorDesc> runBody(Network& body, const std::vector<TensorDesc>& in
     t->value = in[i].value;
     t->dimsKnown = true;
   }
+  std::string firstError;  // of a layer that failed; it matters only if a body output needs it
   for (const auto& lp : body.layers()) {
     Layer& l = *lp;
+    // An If with a known condition passes the taken branch on: the other branch may have failed
+    // (exporters guard views that are invalid in the branch not taken).
+    if (l.op == "If" && !l.inputs.empty() && l.inputs[0] && l.inputs[0]->value.valid() &&
+        l.inputs.size() == 1 + 2 * l.outputs.size()) {
+      const size_t first = l.inputs[0]->value.getInt(0) != 0 ? 1 : 1 + l.outputs.size();
+      for (size_t k = 0; k < l.outputs.size(); ++k) {
+        const Tensor* src = l.inputs[first + k];
+        Tensor* t = l.outputs[k];
+        t->dimsKnown = src && src->dimsKnown;
+        if (!t->dimsKnown) continue;
+        t->type = src->type;
+        t->dims = src->dims;
+        t->value = src->value;
+      }
+      continue;
+    }
     bool ready = true;
     for (Tensor* t : l.inputs) ready = ready && (!t || t->dimsKnown);
     if (!ready) continue;
@@ -97,8 +114,10 @@ std::vector<TensorDesc> runBody(Network& body, const std::vector<TensorDesc>& in
         evaluateOnHost(d);
       }
     } catch (const Error& e) {
-      if (evaluate) throw Error(where + ": body layer '" + l.name + "' (" + l.op + "): " + e.what());
-      continue;  // shapes only: this layer's outputs and their dependents stay unknown
+      // This layer's outputs and their dependents stay unknown.
+      const std::string m = e.what();
+      if (evaluate && firstError.empty()) firstError = m.rfind("layer '", 0) == 0 ? m : "body layer '" + l.name + "' (" + l.op + "): " + m;
+      continue;
     }
     for (size_t k = 0; k < l.outputs.size(); ++k) {
       Tensor* t = l.outputs[k];
@@ -118,7 +137,8 @@ std::vector<TensorDesc> runBody(Network& body, const std::vector<TensorDesc>& in
     } else {
       d.dims = Dims{-2};  // marks "unknown" for the caller
     }
-    if (evaluate && !d.value.valid()) throw Error(where + ": body output '" + t->name + "' was not computed");
+    if (evaluate && !d.value.valid())
+      throw Error(where + ": " + (firstError.empty() ? "body output '" + t->name + "' was not computed" : firstError));
     out.push_back(std::move(d));
   }
   return out;
@@ -212,6 +232,14 @@ void runLoop(LayerDesc& l, Network& body, const LoopShape& s) {
 }
 
 void inferLoop(LayerDesc& l) {
+  // Bodies nest (a Loop in a Loop's body): bound the depth, so that a tampered plan cannot
+  // exhaust the stack.
+  static thread_local int depth = 0;
+  if (depth >= 32) opError(l, "Loop bodies nest more than 32 deep");
+  struct Nest {
+    Nest() { ++depth; }
+    ~Nest() { --depth; }
+  } nest;
   LoopShape s;
   std::unique_ptr<Network> body = loadBody(l, s);
   if (l.present(0) && l.inputs[0].type != DataType::kINT64) opError(l, "the trip count M must be int64");

@@ -325,6 +325,29 @@ def test_nested_run_time_loops():
     cli.check(has_loop_layer(proc), f"no run-time Loop layer:\n{proc.stdout}")
 
 
+def test_if_in_a_run_time_loop_runs_only_the_taken_branch():
+    """acc += table[i] while i < 2, else acc += 1: the then-branch's Gather is out of range from
+    i = 2 on, where the branch is not taken (ONNX Runtime evaluates If lazily too)."""
+    then_g = helper.make_graph([helper.make_node("Gather", ["table", "i"], ["t_out"], axis=0)], "then", [],
+                               [vi("t_out", [3])])
+    else_g = helper.make_graph([helper.make_node("Identity", ["ones"], ["e_out"])], "else", [], [vi("e_out", [3])])
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Less", ["i", "two"], ["small"]),
+         helper.make_node("If", ["small"], ["step"], then_branch=then_g, else_branch=else_g),
+         helper.make_node("Add", ["acc_in", "step"], ["acc_out"])],
+        "body", [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("acc_in", [3])],
+        [vi("cond_out", [], TensorProto.BOOL), vi("acc_out", [3])],
+        [numpy_helper.from_array(np.array(2, np.int64), "two"), numpy_helper.from_array(np.ones(3, np.float32), "ones")])
+    m = model([helper.make_node("Loop", ["M", "", "acc0"], ["acc"], name="loop", body=body)],
+              [vi("acc0", [3]), vi("M", [], TensorProto.INT64), vi("table", [2, 3])], [vi("acc", [3])])
+    rng = np.random.default_rng(11)
+    feeds = {"acc0": rng.uniform(-1, 1, 3).astype(np.float32), "M": np.array(5, np.int64),
+             "table": rng.uniform(-1, 1, (2, 3)).astype(np.float32)}
+    proc = run_vs_ort(cli.save_model(m, "loop_if.onnx"), feeds, "loop_if")
+    cli.check(has_loop_layer(proc), f"no run-time Loop layer:\n{proc.stdout}")
+
+
 def test_torchscript_loop_runs_at_run_time():
     """A loop exported from TorchScript (data/torchscript_loop.onnx: torch.jit.script of
     `for i in range(int(n)): y = y * 0.5 + tanh(y) + i`, torch.onnx.export(dynamo=False, opset 17)):
