@@ -224,8 +224,17 @@ def test_loop_with_constant_trip_count_is_unrolled():
         cli.check(not re.search(r"\bLoop\b", proc.stdout), f"a Loop layer is left:\n{proc.stdout}")
 
 
-def has_loop_layer(proc):
-    return re.search(r"\bLoop\b", proc.stdout) is not None
+def run_loop_vs_ort(model_path, feeds, tag):
+    """run_vs_ort, and the engine must hold a run-time Loop layer."""
+    proc = run_vs_ort(model_path, feeds, tag)
+    cli.check(re.search(r"\bLoop\b", proc.stdout), f"{tag}: no run-time Loop layer:\n{proc.stdout}")
+
+
+def with_dynamic_scan_rows(m, name):
+    """loop_model's scan outputs with a symbolic first dim (their row count is known at run time)."""
+    for o in m.graph.output[1:]:
+        o.type.tensor_type.shape.dim[0].dim_param = name
+    return m
 
 
 def test_loop_over_the_unroll_limit_runs_at_run_time():
@@ -233,8 +242,7 @@ def test_loop_over_the_unroll_limit_runs_at_run_time():
     outer-scope tensor x."""
     rng = np.random.default_rng(6)
     feeds = {"x": rng.uniform(-1, 1, (2, 3)).astype(np.float32), "acc0": rng.uniform(-1, 1, (2, 3)).astype(np.float32)}
-    proc = run_vs_ort(cli.save_model(loop_model(100), "loop_100.onnx"), feeds, "loop_100")
-    cli.check(has_loop_layer(proc), f"no run-time Loop layer:\n{proc.stdout}")
+    run_loop_vs_ort(cli.save_model(loop_model(100), "loop_100.onnx"), feeds, "loop_100")
 
 
 def data_dependent_condition_model():
@@ -244,9 +252,7 @@ def data_dependent_condition_model():
     body = m.graph.node[1].attribute[0].g
     body.node[0].CopyFrom(helper.make_node("ReduceMax", ["acc_in"], ["mx"], keepdims=0))
     body.node.append(helper.make_node("Less", ["mx", "bias"], ["cond_out"]))
-    for o in m.graph.output[1:]:
-        o.type.tensor_type.shape.dim[0].dim_param = "iterations"
-    return m
+    return with_dynamic_scan_rows(m, "iterations")
 
 
 def test_loop_with_data_dependent_condition_runs_at_run_time():
@@ -254,8 +260,7 @@ def test_loop_with_data_dependent_condition_runs_at_run_time():
     p = save_unchecked(data_dependent_condition_model(), "loop_cond.onnx")
     for tag, scale in (("few", 0.5), ("many", 0.05)):  # fewer iterations when acc grows fast
         feeds = {"x": rng.uniform(0, scale, (2, 3)).astype(np.float32), "acc0": rng.uniform(-1, 0, (2, 3)).astype(np.float32)}
-        proc = run_vs_ort(p, feeds, f"loop_cond_{tag}")
-        cli.check(has_loop_layer(proc), f"no run-time Loop layer:\n{proc.stdout}")
+        run_loop_vs_ort(p, feeds, f"loop_cond_{tag}")
 
 
 def run_time_trip_count_model():
@@ -263,9 +268,7 @@ def run_time_trip_count_model():
     m = loop_model(3)
     del m.graph.node[0]  # the Constant M
     m.graph.input.append(vi("M", [], TensorProto.INT64))
-    for o in m.graph.output[1:]:
-        o.type.tensor_type.shape.dim[0].dim_param = "M"
-    return m
+    return with_dynamic_scan_rows(m, "M")
 
 
 def test_loop_with_run_time_trip_count():
@@ -274,8 +277,7 @@ def test_loop_with_run_time_trip_count():
     for trips in (0, 1, 7):
         feeds = {"x": rng.uniform(-1, 1, (2, 3)).astype(np.float32), "acc0": rng.uniform(-1, 1, (2, 3)).astype(np.float32),
                  "M": np.array(trips, np.int64)}
-        proc = run_vs_ort(p, feeds, f"loop_m{trips}")
-        cli.check(has_loop_layer(proc), f"no run-time Loop layer:\n{proc.stdout}")
+        run_loop_vs_ort(p, feeds, f"loop_m{trips}")
 
 
 def test_while_loop_without_trip_count():
@@ -297,8 +299,7 @@ def test_while_loop_without_trip_count():
     p = cli.save_model(m, "while.onnx")
     for tag, limit in (("none", -1.0), ("some", 1000.0)):  # the condition is false from the start, then true for a while
         feeds = {"y0": np.array([0.5, 0.25, 1.0], np.float32), "limit": np.array(limit, np.float32)}
-        proc = run_vs_ort(p, feeds, f"while_{tag}")
-        cli.check(has_loop_layer(proc), f"no run-time Loop layer:\n{proc.stdout}")
+        run_loop_vs_ort(p, feeds, f"while_{tag}")
 
 
 def test_nested_run_time_loops():
@@ -321,8 +322,7 @@ def test_nested_run_time_loops():
     rng = np.random.default_rng(9)
     feeds = {"x": rng.uniform(-1, 1, (2, 3)).astype(np.float32), "acc0": rng.uniform(-1, 1, (2, 3)).astype(np.float32),
              "M": np.array(4, np.int64), "k": np.array(3, np.int64)}
-    proc = run_vs_ort(cli.save_model(m, "nested_loops.onnx"), feeds, "nested_loops")
-    cli.check(has_loop_layer(proc), f"no run-time Loop layer:\n{proc.stdout}")
+    run_loop_vs_ort(cli.save_model(m, "nested_loops.onnx"), feeds, "nested_loops")
 
 
 def test_if_in_a_run_time_loop_runs_only_the_taken_branch():
@@ -344,8 +344,7 @@ def test_if_in_a_run_time_loop_runs_only_the_taken_branch():
     rng = np.random.default_rng(11)
     feeds = {"acc0": rng.uniform(-1, 1, 3).astype(np.float32), "M": np.array(5, np.int64),
              "table": rng.uniform(-1, 1, (2, 3)).astype(np.float32)}
-    proc = run_vs_ort(cli.save_model(m, "loop_if.onnx"), feeds, "loop_if")
-    cli.check(has_loop_layer(proc), f"no run-time Loop layer:\n{proc.stdout}")
+    run_loop_vs_ort(cli.save_model(m, "loop_if.onnx"), feeds, "loop_if")
 
 
 def test_torchscript_loop_runs_at_run_time():
@@ -356,8 +355,7 @@ def test_torchscript_loop_runs_at_run_time():
     rng = np.random.default_rng(10)
     for n in (0, 5):
         feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32), "n": np.array(n, np.int64)}
-        proc = run_vs_ort(p, feeds, f"torchscript_loop_{n}")
-        cli.check(has_loop_layer(proc), f"no run-time Loop layer:\n{proc.stdout}")
+        run_loop_vs_ort(p, feeds, f"torchscript_loop_{n}")
 
 
 def test_loop_that_never_stops_is_refused():
