@@ -77,6 +77,10 @@ struct NodeExpander {
   //! A Loop that cannot be unrolled, as one node for the run-time Loop layer (ops/loop.cpp).
   void emitRuntimeLoop(const onnx::NodeProto& node, const onnx::GraphProto& body, const NameScope* scope,
                        std::vector<const onnx::NodeProto*>& out);
+  //! A Scan that cannot be unrolled, as a run-time Loop (node_expander_loops.cpp).
+  void emitRuntimeScan(const onnx::NodeProto& node, const onnx::GraphProto& body, int nState, int nScanIn,
+                       const std::vector<int64_t>& inAxes, const std::vector<int64_t>& inDirs, const std::vector<int64_t>& outAxes,
+                       const std::vector<int64_t>& outDirs, const NameScope* scope, std::vector<const onnx::NodeProto*>& out);
   void expandScan(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
   //! ai.onnx.preview FlexAttention as its decomposition, score_mod / prob_mod inlined
   //! (node_expander_flex_attention.cpp).

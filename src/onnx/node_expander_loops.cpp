@@ -5,6 +5,7 @@
 // trip count or condition computed from data, or too many iterations) stays one run-time Loop
 // layer (ops/loop.cpp) whose body the importer imports as a network of its own.
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "onnx/node_expander.h"
@@ -146,6 +147,126 @@ void NodeExpander::emitRuntimeLoop(const onnx::NodeProto& node, const onnx::Grap
   out.push_back(&n);
 }
 
+// A Scan (opset 9+) that cannot be unrolled, as a run-time Loop: the trip count is the scan
+// inputs' length (Shape -> Gather), the loop carries the states and, unchanged, the scan inputs and
+// the length; each iteration's body Gathers slice t of every scan input (length - 1 - t for a
+// reverse direction) under the Scan body's own input names, then runs the Scan body's nodes. The
+// stacked scan outputs are reversed (Slice with step -1) and moved to their axis (Transpose) after.
+void NodeExpander::emitRuntimeScan(const onnx::NodeProto& node, const onnx::GraphProto& scanBody, int nState, int nScanIn,
+                                   const std::vector<int64_t>& inAxes, const std::vector<int64_t>& inDirs,
+                                   const std::vector<int64_t>& outAxes, const std::vector<int64_t>& outDirs, const NameScope* scope,
+                                   std::vector<const onnx::NodeProto*>& out) {
+  const std::string name = nodeName(node, out.size());
+  const std::string what = "Scan node '" + name + "'";
+  const std::string p = name + "/run_time/";
+  const int nScanOut = node.output_size() - nState;
+  // The length: dim inAxes[0] of the first scan input (Gather takes a negative axis as it is).
+  emitConstant(p + "axis0", scalarProto(onnx::TensorProto::INT64, inAxes[0]), out);
+  emit("Shape", {node.input(nState)}, p + "shape0", p + "shape0", out);
+  emit("Gather", {p + "shape0", p + "axis0"}, p + "length", p + "length", out);
+
+  onnx::GraphProto b;
+  b.set_name(scanBody.name() + "_as_loop");
+  auto addInput = [&](const std::string& n) { b.add_input()->set_name(n); };
+  auto addOutput = [&](const std::string& n) { b.add_output()->set_name(n); };
+  auto addNode = [&](const std::string& op, const std::vector<std::string>& ins, const std::string& o) {
+    onnx::NodeProto* n = b.add_node();
+    n->set_op_type(op);
+    n->set_name(p + "body/" + o);
+    for (const auto& i : ins) n->add_input(i);
+    n->add_output(o);
+    return n;
+  };
+  const std::string iter = p + "i", condIn = p + "cond", lenIn = p + "len_in";
+  addInput(iter);
+  addInput(condIn);
+  for (int k = 0; k < nState; ++k) *b.add_input() = scanBody.input(k);
+  for (int j = 0; j < nScanIn; ++j) addInput(p + "x" + std::to_string(j) + "_in");
+  addInput(lenIn);
+  *b.add_initializer() = scalarProto(onnx::TensorProto::INT64, 1);
+  b.mutable_initializer(0)->set_name(p + "one");
+  addNode("Sub", {lenIn, p + "one"}, p + "last");
+  addNode("Sub", {p + "last", iter}, p + "back");
+  for (int j = 0; j < nScanIn; ++j) {
+    onnx::NodeProto* g = addNode("Gather", {p + "x" + std::to_string(j) + "_in", inDirs[static_cast<size_t>(j)] ? p + "back" : iter},
+                                 scanBody.input(nState + j).name());
+    onnx::AttributeProto* a = g->add_attribute();
+    a->set_name("axis");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(inAxes[static_cast<size_t>(j)]);
+  }
+  for (const auto& init : scanBody.initializer()) *b.add_initializer() = init;
+  for (const auto& n : scanBody.node()) *b.add_node() = n;
+  addNode("Identity", {condIn}, p + "cond_out");
+  addOutput(p + "cond_out");
+  for (int k = 0; k < nState; ++k) *b.add_output() = scanBody.output(k);
+  for (int j = 0; j < nScanIn; ++j) {
+    addNode("Identity", {p + "x" + std::to_string(j) + "_in"}, p + "x" + std::to_string(j) + "_out");
+    addOutput(p + "x" + std::to_string(j) + "_out");
+  }
+  addNode("Identity", {lenIn}, p + "len_out");
+  addOutput(p + "len_out");
+  for (int j = 0; j < nScanOut; ++j) *b.add_output() = scanBody.output(nState + j);
+
+  onnx::NodeProto& loop = inlined.emplace_back();
+  loop.set_op_type("Loop");
+  loop.set_name(name);
+  loop.add_input(p + "length");
+  loop.add_input("");
+  for (int k = 0; k < nState; ++k) loop.add_input(node.input(k));
+  for (int j = 0; j < nScanIn; ++j) loop.add_input(node.input(nState + j));
+  loop.add_input(p + "length");
+  for (int k = 0; k < nState; ++k) loop.add_output(node.output(k).empty() ? p + "state" + std::to_string(k) : node.output(k));
+  for (int j = 0; j <= nScanIn; ++j) loop.add_output(p + "carried" + std::to_string(j));
+  std::vector<std::string> stacked;
+  for (int j = 0; j < nScanOut; ++j) {
+    const bool direct = outDirs[static_cast<size_t>(j)] == 0 && outAxes[static_cast<size_t>(j)] == 0 && !node.output(nState + j).empty();
+    stacked.push_back(direct ? node.output(nState + j) : p + "stacked" + std::to_string(j));
+    loop.add_output(stacked.back());
+  }
+  onnx::AttributeProto* ba = loop.add_attribute();
+  ba->set_name("body");
+  ba->set_type(onnx::AttributeProto::GRAPH);
+  *ba->mutable_g() = std::move(b);
+  emitRuntimeLoop(loop, loop.attribute(0).g(), scope, out);
+
+  for (int j = 0; j < nScanOut; ++j) {
+    const std::string& target = node.output(nState + j);
+    if (target.empty() || stacked[static_cast<size_t>(j)] == target) continue;
+    std::string cur = stacked[static_cast<size_t>(j)];
+    if (outDirs[static_cast<size_t>(j)]) {  // reverse along the stacking axis 0
+      if (opset < 10) throw UnsupportedError(what + ": a reverse scan output of a run-time Scan needs opset 10 or newer");
+      const std::string r = p + "rev" + std::to_string(j) + "_";
+      emitConstant(r + "start", scalarProto(onnx::TensorProto::INT64, -1), out);
+      emitConstant(r + "end", scalarProto(onnx::TensorProto::INT64, std::numeric_limits<int64_t>::min()), out);
+      emitConstant(r + "axis", scalarProto(onnx::TensorProto::INT64, 0), out);
+      emitUnsqueeze(r + "start", 0, r + "starts", out);  // also the step, -1
+      emitUnsqueeze(r + "end", 0, r + "ends", out);
+      emitUnsqueeze(r + "axis", 0, r + "axes", out);
+      const std::string next = outAxes[static_cast<size_t>(j)] == 0 ? target : p + "reversed" + std::to_string(j);
+      emit("Slice", {cur, r + "starts", r + "ends", r + "axes", r + "starts"}, next, next, out);
+      cur = next;
+    }
+    int64_t axis = outAxes[static_cast<size_t>(j)];
+    if (axis == 0) continue;
+    // Moving the stacked axis needs the output's rank: from the Scan body's declared output.
+    const auto& vt = scanBody.output(nState + j).type();
+    if (!vt.has_tensor_type() || !vt.tensor_type().has_shape())
+      throw UnsupportedError(what + ": scan output " + std::to_string(j) + " goes to axis " + std::to_string(axis) +
+                             " and its rank is not declared in the body (needed for a Scan run at run time)");
+    const int64_t rank = vt.tensor_type().shape().dim_size() + 1;
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) throw Error(what + ": scan output axis " + std::to_string(outAxes[static_cast<size_t>(j)]) + " is out of range");
+    onnx::NodeProto& t = emit("Transpose", {cur}, target, target, out);
+    onnx::AttributeProto* perm = t.add_attribute();
+    perm->set_name("perm");
+    perm->set_type(onnx::AttributeProto::INTS);
+    for (int64_t k = 1; k <= axis; ++k) perm->add_ints(k);
+    perm->add_ints(0);
+    for (int64_t k = axis + 1; k < rank; ++k) perm->add_ints(k);
+  }
+}
+
 // Scan (opset 9+): inputs [initial states (N)..., scan inputs (M)...]; the body maps [states,
 // one slice of each scan input] to [new states, one slice of each scan output]. Unrolled: the
 // slice t of a scan input is Gather(x, t, axis) (t counted from the end for a reverse direction),
@@ -186,9 +307,12 @@ void NodeExpander::expandScan(const onnx::NodeProto& node, const NameScope* scop
   for (int j = 0; j < nScanIn; ++j) {
     const std::string& x = node.input(first + nState + j);
     Dims d;
-    if (!inferredDims(x, out, d))
-      throw UnsupportedError(what + ": the length of scan input '" + x +
-                             "' is not known at import (kiln unrolls a Scan over a static length; give the input static dims)");
+    if (!inferredDims(x, out, d)) {
+      if (batched)
+        throw UnsupportedError(what + ": the length of scan input '" + x +
+                               "' is not known at import (an opset-8 Scan is unrolled over a static length; give the input static dims)");
+      return emitRuntimeScan(node, body, nState, static_cast<int>(nScanIn), inAxes, inDirs, outAxes, outDirs, scope, out);
+    }
     const int64_t rank = static_cast<int64_t>(d.size());
     int64_t axis = batched ? 1 : inAxes[static_cast<size_t>(j)];
     if (axis < 0) axis += rank;
@@ -208,14 +332,15 @@ void NodeExpander::expandScan(const onnx::NodeProto& node, const NameScope* scop
     if (!full)
       throw UnsupportedError(what + ": sequence_lens shorter than the scan inputs' length (or known only at run time) are not supported");
   }
+  const bool tooLong = length > kMaxLoopIterations || length * batch * body.node_size() > kMaxUnrolledNodes;
+  if (!batched && (tooLong || (length == 0 && nScanOut > 0)))
+    return emitRuntimeScan(node, body, nState, static_cast<int>(nScanIn), inAxes, inDirs, outAxes, outDirs, scope, out);
   if (length == 0 && nScanOut > 0)
     throw UnsupportedError(what + " runs no iteration and has scan outputs (empty tensors of unknown shape are not supported)");
-  if (length > kMaxLoopIterations)
-    throw UnsupportedError(what + ": " + std::to_string(length) + " iterations exceed kiln's unroll limit of " +
-                           std::to_string(kMaxLoopIterations) + " (scans are unrolled at build time)");
-  if (length * batch * body.node_size() > kMaxUnrolledNodes)
-    throw UnsupportedError(what + ": unrolled it would have " + std::to_string(length * batch * body.node_size()) + " nodes (limit " +
-                           std::to_string(kMaxUnrolledNodes) + ")");
+  if (tooLong)
+    throw UnsupportedError(what + ": " + std::to_string(length) + " iterations of " + std::to_string(batch) + " batch entries exceed "
+                           "kiln's unroll limits (" + std::to_string(kMaxLoopIterations) + " iterations, " +
+                           std::to_string(kMaxUnrolledNodes) + " nodes; an opset-8 Scan is unrolled at build time)");
 
   const NameScope shared = sharedInitializers(body, name + "/init/", out);
   // Per batch entry (one entry without opset 8's batch axis): final states and stacked scan outputs.

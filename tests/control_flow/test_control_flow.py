@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ONNX control flow through the kiln CLI on the CPU: If (constant, shape-derived, run-time
 condition, branches of different shapes as data-dependent shapes), Loop (constant or shape-derived
-trip count, unrolled; run-time trip counts and conditions, nested, TorchScript's: one run-time Loop layer), Scan (unrolled over a static length: axes, directions, state), the sequence
+trip count, unrolled; run-time trip counts and conditions, nested, TorchScript's: one run-time Loop layer), Scan (unrolled over a static length, else a run-time Loop: axes, directions, state), the sequence
 and optional ops (lowered at import), against ONNX Runtime, and FlexAttention (expanded at import,
 its score_mod / prob_mod subgraphs inlined) against a NumPy model; plus the errors for what kiln
 refuses (loops over the unroll limit, lengths known only at run time).
@@ -224,9 +224,9 @@ def test_loop_with_constant_trip_count_is_unrolled():
         cli.check(not re.search(r"\bLoop\b", proc.stdout), f"a Loop layer is left:\n{proc.stdout}")
 
 
-def run_loop_vs_ort(model_path, feeds, tag):
+def run_loop_vs_ort(model_path, feeds, tag, extra=()):
     """run_vs_ort, and the engine must hold a run-time Loop layer."""
-    proc = run_vs_ort(model_path, feeds, tag)
+    proc = run_vs_ort(model_path, feeds, tag, extra=extra)
     cli.check(re.search(r"\bLoop\b", proc.stdout), f"{tag}: no run-time Loop layer:\n{proc.stdout}")
 
 
@@ -421,14 +421,16 @@ def test_scan_with_axes_directions_and_state_is_unrolled():
         cli.check(not re.search(r"\bScan\b", proc.stdout), f"a Scan layer is left:\n{proc.stdout}")
 
 
-def test_scan_of_unknown_length_is_refused():
+def test_scan_of_unknown_length_runs_at_run_time():
+    """The length is the dynamic dim n: a run-time Loop (slices gathered per iteration, reverse
+    directions and the output axis -1 included), for several lengths of one model."""
     p = cli.save_model(scan_model(dynamic=True), "scan_dynamic.onnx")
-    cli.expect_error(["--onnx=" + p, *FAST], r"Scan node 'scan': the length of scan input 'xs' is not known at import")
+    for length in (1, 4, 9):
+        run_loop_vs_ort(p, scan_feeds(length), f"scan_dynamic_{length}", extra=[f"--shapes=x:{length}x3,ys:{length}x3"])
 
 
-def test_scan_over_the_unroll_limit_is_refused():
-    p = cli.save_model(scan_model(length=65), "scan_65.onnx")
-    cli.expect_error(["--onnx=" + p, *FAST], r"Scan node 'scan': 65 iterations exceed kiln's unroll limit of 64")
+def test_scan_over_the_unroll_limit_runs_at_run_time():
+    run_loop_vs_ort(cli.save_model(scan_model(length=65), "scan_65.onnx"), scan_feeds(65), "scan_65")
 
 
 # ---------------------------------------------------------------- sequences
