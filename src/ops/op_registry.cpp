@@ -40,6 +40,7 @@ OpRegistry::OpRegistry() {
   registerMaxUnpoolOps(*this);
   registerControlFlowOps(*this);
   registerLoopOps(*this);
+  registerRandomOps(*this);
 }
 
 OpRegistry& OpRegistry::instance() {

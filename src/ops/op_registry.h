@@ -107,6 +107,8 @@ void registerDeformConvOps(OpRegistry& r);
 void registerConvIntegerOps(OpRegistry& r);
 //! MaxUnpool (ops/max_unpool.cpp).
 void registerMaxUnpoolOps(OpRegistry& r);
+//! RandomUniform(Like), RandomNormal(Like), Bernoulli (ops/random.cpp).
+void registerRandomOps(OpRegistry& r);
 
 //! Runs the op's inference on `layer`; throws kiln::Error prefixed with the layer's name.
 void inferLayer(LayerDesc& layer);

@@ -122,8 +122,17 @@ void inferUnique(LayerDesc& l) {
     using T = decltype(t);
     r = uniqueSlices<T>(static_cast<const T*>(xv.data()), g, l.attrs->getInt("sorted", 1) == 1);
   };
-  if (type == DataType::kBOOL) run(uint8_t{});
-  else dispatchNumeric(type, run);
+  if (type == DataType::kBOOL) {
+    run(uint8_t{});
+  } else if (isHalfType(type)) {
+    // float16/bfloat16 read back on the GPU (the CPU builder casts around the layer): compare the
+    // values widened to float (exact), copy the elements as they are.
+    std::vector<float> wide(static_cast<size_t>(xv.count()));
+    widenToFloat(TensorView{const_cast<void*>(xv.data()), type, xv.dims(), xv.count()}, wide.data());
+    r = uniqueSlices<float>(wide.data(), g, l.attrs->getInt("sorted", 1) == 1);
+  } else {
+    dispatchNumeric(type, run);
+  }
   const int64_t u = static_cast<int64_t>(r.firsts.size());
   Dims yd = g.flat ? Dims{u} : x;
   if (!g.flat) yd[g.axis] = u;

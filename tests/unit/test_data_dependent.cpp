@@ -11,6 +11,7 @@
 #include <map>
 
 #include "kiln/kiln.h"
+#include "ops/op_registry.h"
 #include "reference_eval.h"
 
 using namespace kiln;
@@ -327,5 +328,35 @@ TEST(DataDependent, TopKWithComputedKThenUnique) {
     }
     ASSERT_EQ(inv.shapes.at("inverse"), (Dims{n}));
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(inv.data<int64_t>()[i], position[v[static_cast<size_t>(i)].second % 2]) << i;
+  }
+}
+
+// Unique's shape inference computes its outputs once X is read back; on the GPU float16/bfloat16
+// data arrive as they are (the CPU builder casts them to float first): the values compare as
+// floats and come out in their own type (NumPy's unique of the same numbers, sorted).
+TEST(DataDependent, UniqueOfHalfAndBf16ValuesOnTheHost) {
+  const std::vector<float> x = {2.5f, -1.f, 2.5f, 0.f, -1.f, 7.f};
+  const std::vector<float> want = {-1.f, 0.f, 2.5f, 7.f};
+  const std::vector<int64_t> inverse = {2, 0, 2, 1, 0, 3};
+  for (DataType t : {DataType::kHALF, DataType::kBF16}) {
+    HostTensor v(t, {6});
+    for (size_t i = 0; i < x.size(); ++i) v.as<uint16_t>()[i] = t == DataType::kHALF ? floatToHalf(x[i]) : floatToBf16(x[i]);
+    Attributes a;
+    LayerDesc l;
+    l.name = "unique";
+    l.op = "Unique";
+    l.attrs = &a;
+    l.inputs.push_back(TensorDesc{t, {6}, v});
+    l.inputPresent = {true};
+    l.outputs.resize(3);
+    inferLayer(l);
+    const HostTensor& y = l.outputs[0].value;
+    ASSERT_TRUE(y.valid());
+    ASSERT_EQ(y.type(), t);
+    ASSERT_EQ(y.dims(), (Dims{4}));
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(t == DataType::kHALF ? halfToFloat(y.as<uint16_t>()[i]) : bf16ToFloat(y.as<uint16_t>()[i]), want[i]) << i;
+    ASSERT_EQ(l.outputs[2].value.count(), 6);
+    for (size_t i = 0; i < inverse.size(); ++i) EXPECT_EQ(l.outputs[2].value.as<int64_t>()[i], inverse[i]) << i;
   }
 }

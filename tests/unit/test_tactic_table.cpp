@@ -39,6 +39,8 @@ const std::map<std::string, std::string>& coveredElsewhere() {
       {"attention_", "test_cuda_attention.cpp"},
       {"layout_convert_", "test_cuda_conv_pool.cpp"},
       {"einsum_", "test_cuda_misc_ops.cpp"},
+      {"random_", "test_random.cpp"},  // random values: the reference's for one seed, checked there
+      {"bernoulli_", "test_random.cpp"},
       {"rnn_", "test_cuda_misc_ops.cpp"},
       {"gru_", "test_cuda_misc_ops.cpp"},
       {"lstm_", "test_cuda_misc_ops.cpp"},

@@ -94,6 +94,8 @@ KernelFactory matMulIntegerCuda();
 KernelFactory einsumCuda();
 KernelFactory recurrentCuda();  // RNN, GRU, LSTM
 KernelFactory rotaryEmbeddingCuda();
+// random_cuda.cu: RandomUniform(Like), RandomNormal(Like), Bernoulli
+KernelFactory randomCuda();
 KernelFactory quantizeCuda();  // QuantizeLinear, DequantizeLinear
 KernelFactory gridSampleCuda();
 // qlinear_matmul_cuda.cpp: QLinearMatMul with constant weights (int32 product by cuBLASLt / dp4a)

@@ -209,6 +209,11 @@ const std::vector<TacticDef>& cudaTacticTable() {
       {"GridSample", "grid_sample_fp_cuda", cuda::gridSampleCuda()},
       {"RoiAlign", "roi_align_fp_cuda", cuda::roiAlignCuda()},
       {"If", "if_any_select", cuda::ifCuda()},
+      {"RandomUniform", "random_uniform_fp_cuda", cuda::randomCuda()},
+      {"RandomNormal", "random_normal_fp_cuda", cuda::randomCuda()},
+      {"RandomUniformLike", "random_uniform_like_fp_cuda", cuda::randomCuda()},
+      {"RandomNormalLike", "random_normal_like_fp_cuda", cuda::randomCuda()},
+      {"Bernoulli", "bernoulli_fp_cuda", cuda::randomCuda()},
       // Integer layers of Q/DQ models (builder/passes/lower_qdq.cpp): int8 tensor cores, then the
       // dp4a kernel for what cuBLASLt refuses.
       {"QLinearMatMul", "q_linear_matmul_int_cublaslt", cuda::qlinearMatMulCublasLt()},
