@@ -279,6 +279,12 @@ TEST(CudaGroupNorm, GroupsPerChannelAndPerGroupAffine) {
     check(groupNormCase({1, 32, 64, 64}, 8, false, 33), t, "GroupNorm large groups");
     check(groupNormCase({3, 4}, 2, false, 34), t, "GroupNorm rank 2");
     check(groupNormCase({40, 16, 2, 3}, 8, false, 36), t, "GroupNorm 640 rows of 12 (lane groups)");
+    // One group of 262,144 (PoolFormer's GroupNorm(1)): the split tactic cuts it into many chunks.
+    check(groupNormCase({1, 4, 256, 256}, 1, false, 37), t, "GroupNorm one large group");
+    // A mean far from zero against the spread: the split tactic's shifted one-pass variance.
+    OpCase far = groupNormCase({2, 8, 32, 32}, 2, false, 38);
+    far.inputs[0] = uniform({2, 8, 32, 32}, 38, 99.f, 101.f);
+    check(far, t, "GroupNorm mean 100, spread 2");
   }
   // A fused activation (fuse_groupnorm + fuse_activation: GroupNorm -> SiLU in ResNet-GN, UNets).
   for (const char* act : {"Silu", "Relu", "Gelu", "Mish"}) {

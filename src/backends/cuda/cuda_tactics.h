@@ -48,6 +48,7 @@ KernelFactory softmaxCuda();  // Softmax, LogSoftmax
 KernelFactory layerNormCuda();  // LayerNormalization, RMSNormalization
 KernelFactory layerNormWarpRowsCuda();  // the same, rows in registers, a row per lane group (norm_warp_rows.cu)
 KernelFactory groupNormCuda();  // GroupNormalization, InstanceNormalization
+KernelFactory groupNormSplitCuda();  // the same over many blocks per group (norm_group_split.cu)
 KernelFactory batchNormCuda();
 KernelFactory reduceCuda();  // every Reduce* op
 KernelFactory argCuda();     // ArgMax, ArgMin

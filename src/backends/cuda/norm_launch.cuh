@@ -119,6 +119,18 @@ struct RowNormParams {
   float* invStd = nullptr;
 };
 void launchRowNorm(const RowNormParams& p, cudaStream_t stream);
+
+//! GroupNormalization / InstanceNormalization over many blocks per group (norm_group_split.cu):
+//! `chunks` blocks per group of `chunkElems` elements (whole vectors of `vec`).
+struct GroupSplitPlan {
+  int vec = 1;
+  int64_t chunkElems = 0, chunks = 1;
+  //! Workspace: one float2 (sum, sum of squares) per group and chunk.
+  size_t workspaceBytes(int64_t rows) const { return static_cast<size_t>(rows * chunks) * 2 * sizeof(float); }
+};
+GroupSplitPlan planGroupSplit(int64_t rows, int64_t cols, int64_t spatial, size_t elemSize);
+//! p: as for launchRowNorm with mode kPerChannel or kPerGroup; `workspace`: plan.workspaceBytes(p.rows).
+void launchGroupNormSplit(const RowNormParams& p, const GroupSplitPlan& plan, void* workspace, cudaStream_t stream);
 //! kDirect rows with one row per lane group (p.warp); where the buffers' alignment does not allow
 //! p.warp's vectors and single elements do not fit in registers, launchRowNorm runs instead.
 void launchRowNormWarp(const RowNormParams& p, cudaStream_t stream);

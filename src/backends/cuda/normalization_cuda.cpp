@@ -167,30 +167,35 @@ bool supportsGroupNorm(const LayerDesc& l) {
   return l.inputs.size() == 3 && isFloatType(l.inputs[0].type) && sameTypes(l, 1, 3);
 }
 
+//! The row-kernel parameters of a GroupNormalization / InstanceNormalization layer.
+void groupNormParams(const LayerDesc& l, RowNormParams& p) {
+  const Dims& x = l.inputs[0].dims;
+  const int64_t n = x[0], c = x[1], spatial = product(x, 2, x.size());
+  int64_t g = c;  // InstanceNormalization: one group per channel
+  if (l.op == "GroupNormalization") {
+    g = l.attrs->getInt("num_groups", 0);
+    if (g <= 0 || c % g != 0) opError(l, "channels must be divisible by num_groups > 0");
+  }
+  p.type = l.inputs[0].type;
+  p.eps = l.attrs->getFloat("epsilon", 1e-5f);
+  p.rows = n * g;
+  p.cols = (g > 0 ? c / g : 0) * spatial;
+  p.groups = std::max<int64_t>(g, 1);
+  p.perGroup = g > 0 ? c / g : 0;
+  p.spatial = spatial;
+  const bool affinePerGroup = perGroupAffine(*l.attrs) && volume(l.inputs[1].dims) == g;
+  p.mode = affinePerGroup ? RowNormParams::kPerGroup : RowNormParams::kPerChannel;
+  const Activation act = fusedActivation(*l.attrs);
+  p.act = static_cast<int>(act.kind);
+  p.actAlpha = act.alpha;
+  p.actBeta = act.beta;
+}
+
 class GroupNormKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
-    const Dims& x = l.inputs[0].dims;
-    const int64_t n = x[0], c = x[1], spatial = product(x, 2, x.size());
-    int64_t g = c;  // InstanceNormalization: one group per channel
-    if (l.op == "GroupNormalization") {
-      g = l.attrs->getInt("num_groups", 0);
-      if (g <= 0 || c % g != 0) opError(l, "channels must be divisible by num_groups > 0");
-    }
     auto& p = makeState<RowNormParams>(state);
-    p.type = l.inputs[0].type;
-    p.eps = l.attrs->getFloat("epsilon", 1e-5f);
-    p.rows = n * g;
-    p.cols = (g > 0 ? c / g : 0) * spatial;
-    p.groups = std::max<int64_t>(g, 1);
-    p.perGroup = g > 0 ? c / g : 0;
-    p.spatial = spatial;
-    const bool affinePerGroup = perGroupAffine(*l.attrs) && volume(l.inputs[1].dims) == g;
-    p.mode = affinePerGroup ? RowNormParams::kPerGroup : RowNormParams::kPerChannel;
-    const Activation act = fusedActivation(*l.attrs);
-    p.act = static_cast<int>(act.kind);
-    p.actAlpha = act.alpha;
-    p.actBeta = act.beta;
+    groupNormParams(l, p);
     p.geo = planRows(p.rows, p.cols, elementSize(p.type), true, /*subWarp=*/true);
     return 0;
   }
@@ -201,6 +206,32 @@ class GroupNormKernel : public Kernel {
     p.bias = io.in[2].data;
     p.y = io.out[0].data;
     launchRowNorm(p, streamOf(io));
+  }
+};
+
+// A group over many blocks (norm_group_split.cu): for few or large groups.
+struct GroupSplitParams {
+  RowNormParams p;
+  GroupSplitPlan plan;
+};
+
+class GroupNormSplitKernel : public Kernel {
+ public:
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    auto& s = makeState<GroupSplitParams>(state);
+    groupNormParams(l, s.p);
+    s.plan = planGroupSplit(s.p.rows, s.p.cols, s.p.spatial, elementSize(s.p.type));
+    return s.plan.workspaceBytes(s.p.rows);
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    const auto& s = paramsOf<GroupSplitParams>(state);
+    RowNormParams p = s.p;
+    p.x = io.in[0].data;
+    p.scale = io.in[1].data;
+    p.bias = io.in[2].data;
+    p.y = io.out[0].data;
+    if (io.workspaceSize < s.plan.workspaceBytes(p.rows)) throw Error("GroupNormalization (split): workspace too small");
+    launchGroupNormSplit(p, s.plan, io.workspace, streamOf(io));
   }
 };
 
@@ -439,6 +470,7 @@ KernelFactory softmaxCuda() { return {supportsSoftmax, createWithLayer<SoftmaxKe
 KernelFactory layerNormCuda() { return {supportsLayerNorm, createLayerNorm}; }  // and RMSNormalization
 KernelFactory layerNormWarpRowsCuda() { return {supportsLayerNormWarpRows, createLayerNormWarpRows}; }  // and RMSNormalization
 KernelFactory groupNormCuda() { return {supportsGroupNorm, createPlain<GroupNormKernel>}; }  // and InstanceNormalization
+KernelFactory groupNormSplitCuda() { return {supportsGroupNorm, createPlain<GroupNormSplitKernel>}; }  // and InstanceNormalization
 KernelFactory batchNormCuda() { return {supportsBatchNorm, createPlain<BatchNormKernel>}; }
 KernelFactory reduceCuda() { return {supportsReduce, createWithLayer<ReduceKernel>}; }  // every Reduce* op
 KernelFactory argCuda() { return {supportsArg, createPlain<ArgKernel>}; }  // ArgMax, ArgMin

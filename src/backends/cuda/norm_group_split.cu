@@ -1,0 +1,139 @@
+// CUDA kernels: GroupNormalization / InstanceNormalization split over many blocks per group
+// (tactic *_fp_cuda_split). The row kernel (norm_rows.cu) gives a group one block: PoolFormer's
+// one group over [64, 56, 56] ran on one SM at 4 GB/s, ResNet-50-GN at batch 64 (2048 groups of
+// 25,088 elements) at ~250 GB/s (H100, 12-06 zoo profile). Here a group is cut into chunks, one
+// block each, in two passes over the same grid:
+//   1. statistics: each block sums (x - K) and (x - K)^2 over its chunk in float32, K = the group's
+//      first element (a shift that keeps the one-pass variance from cancelling when the mean is
+//      large against the spread), into partials[group][chunk];
+//   2. apply: each block adds up its group's partials (mean = K + S/n, var = SS/n - (S/n)^2), then
+//      normalizes its chunk with the channel's scale and bias and the fused activation.
+// Vectors of 16 bytes when a channel's spatial extent allows them (one channel per vector: one
+// division per vector, scale and bias read once per vector).
+#include "backends/cuda/activation_math.cuh"
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/norm_common.cuh"
+#include "backends/cuda/norm_launch.cuh"
+#include "core/type_dispatch.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+constexpr int kSplitThreads = 256;
+
+//! The first vector of `chunk` of a row and the vector count of the chunk.
+__device__ __forceinline__ void chunkRange(int64_t nvec, int64_t chunkVecs, int64_t chunk, int64_t& first, int64_t& count) {
+  first = chunk * chunkVecs;
+  count = first < nvec ? min(chunkVecs, nvec - first) : 0;
+}
+
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kSplitThreads) groupStatsKernel(const RowNormParams p, int64_t chunks, int64_t chunkVecs,
+                                                                  float2* partials) {
+  __shared__ float smem[32];
+  const int64_t row = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
+  const T* x = static_cast<const T*>(p.x) + row * p.cols;
+  const float shift = toFloat(x[0]);
+  int64_t first, count;
+  chunkRange(p.cols / VEC, chunkVecs, chunk, first, count);
+  float s = 0.f, ss = 0.f;
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
+    float v[VEC];
+    loadFloats<T, VEC>(x + (first + j) * VEC, v);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float d = v[e] - shift;
+      s += d;
+      ss = fmaf(d, d, ss);
+    }
+  }
+  s = rowReduce(s, SumOp{}, 0.f, smem);
+  ss = rowReduce(ss, SumOp{}, 0.f, smem);
+  if (threadIdx.x == 0) partials[blockIdx.x] = make_float2(s, ss);
+}
+
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kSplitThreads) groupApplyKernel(const RowNormParams p, int64_t chunks, int64_t chunkVecs,
+                                                                  const float2* partials) {
+  __shared__ float smem[32];
+  const int64_t row = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
+  const T* x = static_cast<const T*>(p.x) + row * p.cols;
+  T* y = static_cast<T*>(p.y) + row * p.cols;
+  const float shift = toFloat(x[0]);
+  // The group's totals from every chunk's partial sums.
+  float s = 0.f, ss = 0.f;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    const float2 q = partials[row * chunks + c];
+    s += q.x;
+    ss += q.y;
+  }
+  s = rowReduce(s, SumOp{}, 0.f, smem);
+  ss = rowReduce(ss, SumOp{}, 0.f, smem);
+  const float invN = 1.f / static_cast<float>(p.cols);
+  const float dm = s * invN;
+  const float var = fmaxf(ss * invN - dm * dm, 0.f);
+  const float mean = shift + dm, inv = rsqrtf(var + p.eps);
+  int64_t first, count;
+  chunkRange(p.cols / VEC, chunkVecs, chunk, first, count);
+  const T* scale = static_cast<const T*>(p.scale);
+  const T* bias = static_cast<const T*>(p.bias);
+  const int64_t group = row % p.groups;
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
+    const int64_t k0 = (first + j) * VEC;
+    float v[VEC], out[VEC];
+    loadFloats<T, VEC>(x + k0, v);
+    // One channel for the whole vector (VEC > 1 only when spatial % VEC == 0).
+    const int64_t param = p.mode == RowNormParams::kPerGroup ? group : group * p.perGroup + k0 / p.spatial;
+    const float a = toFloat(scale[param]) * inv, b = bias ? toFloat(bias[param]) : 0.f;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+      out[e] = applyActivation(static_cast<ActKind>(p.act), p.actAlpha, p.actBeta, (v[e] - mean) * a + b);
+    storeFloats<T, VEC>(y + k0, out);
+  }
+}
+
+template <typename T>
+void groupSplitTyped(const RowNormParams& p, const GroupSplitPlan& plan, float2* partials, cudaStream_t stream) {
+  constexpr int kWide = 16 / sizeof(T);
+  const bool wide = plan.vec == kWide && aligned(p.x, 16) && aligned(p.y, 16);
+  const unsigned blocks = static_cast<unsigned>(p.rows * plan.chunks);
+  if (wide) {
+    const int64_t chunkVecs = plan.chunkElems / kWide;
+    groupStatsKernel<T, kWide><<<blocks, kSplitThreads, 0, stream>>>(p, plan.chunks, chunkVecs, partials);
+    KILN_CUDA_CHECK_LAUNCH();
+    groupApplyKernel<T, kWide><<<blocks, kSplitThreads, 0, stream>>>(p, plan.chunks, chunkVecs, partials);
+  } else {
+    groupStatsKernel<T, 1><<<blocks, kSplitThreads, 0, stream>>>(p, plan.chunks, plan.chunkElems, partials);
+    KILN_CUDA_CHECK_LAUNCH();
+    groupApplyKernel<T, 1><<<blocks, kSplitThreads, 0, stream>>>(p, plan.chunks, plan.chunkElems, partials);
+  }
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+GroupSplitPlan planGroupSplit(int64_t rows, int64_t cols, int64_t spatial, size_t elemSize) {
+  GroupSplitPlan g;
+  const int64_t wide = static_cast<int64_t>(16 / elemSize);
+  g.vec = (wide > 1 && spatial % wide == 0) ? static_cast<int>(wide) : 1;
+  // Enough blocks to fill the GPU four times over, each chunk at least 16 vectors per thread's
+  // worth (fewer, larger chunks when there are many groups), at most 1024 chunks per group.
+  const int64_t minChunk = int64_t(kSplitThreads) * 16 * g.vec;
+  const int64_t target = std::max<int64_t>(1, (int64_t(cuda::smCount()) * 4 + rows - 1) / std::max<int64_t>(rows, 1));
+  int64_t chunk = std::max(minChunk, (cols + target - 1) / target);
+  chunk = std::max(chunk, (cols + 1023) / 1024);
+  chunk = (chunk + g.vec - 1) / g.vec * g.vec;  // whole vectors
+  g.chunkElems = chunk;
+  g.chunks = std::max<int64_t>(1, (cols + chunk - 1) / chunk);
+  return g;
+}
+
+void launchGroupNormSplit(const RowNormParams& p, const GroupSplitPlan& plan, void* workspace, cudaStream_t stream) {
+  if (p.rows <= 0 || p.cols <= 0) return;
+  auto* partials = static_cast<float2*>(workspace);
+  dispatchCudaType<kFloatTypes>(p.type, [&](auto t) { groupSplitTyped<decltype(t)>(p, plan, partials, stream); },
+                                "launchGroupNormSplit");
+}
+
+}  // namespace kiln::cuda
