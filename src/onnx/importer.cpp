@@ -366,6 +366,10 @@ struct Importer {
     // Sequence outputs: one network output per element.
     std::map<std::string, std::vector<std::string>> sequenceOutputs;
     for (const auto& out : g.output())
+      if (expander.stackedSequences.count(out.name()))
+        throw UnsupportedError("graph output '" + out.name() + "' is a sequence whose length is known only at run time (a run-time "
+                               "Loop's appended list): concatenate it in the model (ConcatFromSequence)");
+    for (const auto& out : g.output())
       if (expander.sequences.count(out.name())) sequenceOutputs[out.name()] = expander.expandSequenceOutput(out.name(), nodes);
     importNodes(nodes);
     for (const auto& out : g.output()) {

@@ -50,6 +50,9 @@ struct NodeExpander {
   //! Sequence values by (network) tensor name: their elements' tensor names, in order. Graph
   //! inputs of sequence type are entered by the importer; sequence ops add the others.
   std::map<std::string, std::vector<std::string>> sequences;
+  //! Sequences of a length known only at run time, by (network) tensor name: one tensor of the
+  //! elements stacked along axis 0 (a run-time Loop's appended list, node_expander_loops.cpp).
+  std::map<std::string, std::string> stackedSequences;
   //! Optional values made empty by an Optional node without input (node_expander_optionals.cpp).
   std::set<std::string> emptyOptionals;
   std::string baseDir;
@@ -77,6 +80,12 @@ struct NodeExpander {
   //! A Loop that cannot be unrolled, as one node for the run-time Loop layer (ops/loop.cpp).
   void emitRuntimeLoop(const onnx::NodeProto& node, const onnx::GraphProto& body, const NameScope* scope,
                        std::vector<const onnx::NodeProto*>& out);
+  //! The Loop with its appended-to sequences turned into scan outputs (node_expander_loops.cpp).
+  const onnx::NodeProto& appendedSequencesAsScans(const onnx::NodeProto& node, const onnx::GraphProto& body,
+                                                  std::vector<const onnx::NodeProto*>& out);
+  //! ConcatFromSequence, SequenceAt, SequenceLength, Identity of a stacked sequence; false when
+  //! `node` reads none (node_expander_sequences.cpp).
+  bool expandStackedSequenceOp(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out);
   //! A Scan that cannot be unrolled, as a run-time Loop (node_expander_loops.cpp).
   void emitRuntimeScan(const onnx::NodeProto& node, const onnx::GraphProto& body, int nState, int nScanIn,
                        const std::vector<int64_t>& inAxes, const std::vector<int64_t>& inDirs, const std::vector<int64_t>& outAxes,

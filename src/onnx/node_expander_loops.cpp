@@ -116,15 +116,89 @@ void collectNames(const onnx::GraphProto& g, std::set<std::string>& defined, std
 
 }  // namespace
 
+namespace {
+
+//! Uses of `name` as a node input in `g` and the graphs nested in it.
+int countUses(const onnx::GraphProto& g, const std::string& name) {
+  int n = 0;
+  for (const auto& node : g.node()) {
+    for (const auto& i : node.input()) n += i == name;
+    for (const auto& a : node.attribute()) {
+      if (a.has_g()) n += countUses(a.g(), name);
+      for (const auto& sub : a.graphs()) n += countUses(sub, name);
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+// A run-time Loop that carries a sequence can keep it only in the form exporters give a Python
+// list appended to in a loop (`rows.append(t)`; torch.export's EmbeddingBag): it starts empty and
+// each iteration's body does `seq_out = SequenceInsert(seq_in, t)` (at the end) and nothing else
+// with it. Such a sequence becomes a scan output: t stacked over the iterations (one shape for
+// all), a "stacked sequence" (stackedSequences) that ConcatFromSequence / SequenceAt /
+// SequenceLength after the loop read. Returns the rewritten node (its body in its attribute).
+const onnx::NodeProto& NodeExpander::appendedSequencesAsScans(const onnx::NodeProto& node, const onnx::GraphProto& body,
+                                                              std::vector<const onnx::NodeProto*>& out) {
+  const std::string name = nodeName(node, out.size());
+  const std::string what = "Loop node '" + name + "'";
+  onnx::NodeProto& n = inlined.emplace_back(node);
+  onnx::GraphProto b = body;
+  const int carried = node.input_size() - 2;
+  for (int k = carried - 1; k >= 0; --k) {
+    const std::string& in = node.input(2 + k);
+    auto seq = sequences.find(in);
+    if (seq == sequences.end()) continue;
+    if (!seq->second.empty())
+      throw UnsupportedError(what + ": the loop-carried sequence '" + in + "' does not start empty (a loop run at run time can only "
+                             "append to an empty sequence)");
+    const std::string sIn = body.input(2 + k).name(), sOut = body.output(1 + k).name();
+    int producer = -1;
+    for (int i = 0; i < b.node_size(); ++i)
+      for (const auto& o : b.node(i).output())
+        if (o == sOut) producer = i;
+    const bool appends = producer >= 0 && b.node(producer).op_type() == "SequenceInsert" && b.node(producer).input_size() >= 2 &&
+                         b.node(producer).input(0) == sIn && (b.node(producer).input_size() == 2 || b.node(producer).input(2).empty());
+    if (!appends || countUses(body, sIn) != 1 || countUses(body, sOut) != 0)
+      throw UnsupportedError(what + ": the loop-carried sequence '" + in + "' is used otherwise than appended to once per iteration "
+                             "(supported only in loops unrolled at import)");
+    // The appended tensor becomes the body's last scan output.
+    onnx::NodeProto* ins = b.mutable_node(producer);
+    const std::string value = ins->input(1);
+    ins->set_op_type("Identity");
+    ins->clear_attribute();
+    ins->clear_input();
+    ins->add_input(value);
+    b.mutable_input()->DeleteSubrange(2 + k, 1);
+    b.mutable_output()->DeleteSubrange(1 + k, 1);
+    b.add_output()->set_name(sOut);
+    n.mutable_input()->DeleteSubrange(2 + k, 1);
+    const std::string seqOut = node.output(k);
+    n.mutable_output()->DeleteSubrange(k, 1);
+    const std::string stacked = name + "/appended_" + std::to_string(k);
+    n.add_output(stacked);
+    if (!seqOut.empty()) stackedSequences[seqOut] = stacked;
+  }
+  for (auto& a : *n.mutable_attribute())
+    if (a.name() == "body") *a.mutable_g() = std::move(b);
+  return n;
+}
+
 // The Loop node as it is, plus the tensors of enclosing scopes that its body reads (in the order
 // the body first reads them) as extra inputs, resolved through `scope`; their body-side names go
 // in the attribute `kiln_outer`. The importer turns the body into a network (importer.cpp).
 void NodeExpander::emitRuntimeLoop(const onnx::NodeProto& node, const onnx::GraphProto& body, const NameScope* scope,
                                    std::vector<const onnx::NodeProto*>& out) {
+  for (int k = 2; k < node.input_size(); ++k)
+    if (sequences.count(node.input(k))) {
+      const onnx::NodeProto& n = appendedSequencesAsScans(node, body, out);
+      return emitRuntimeLoop(n, *graphAttribute(n, "body", nodeName(n, out.size())), scope, out);
+    }
   for (const auto& in : node.input())
-    if (sequences.count(in))
+    if (sequences.count(in) || stackedSequences.count(in))
       throw UnsupportedError("Loop node '" + nodeName(node, out.size()) +
-                             "': loop-carried sequences are supported only in loops unrolled at import");
+                             "': its trip count or condition is a sequence");
   std::set<std::string> defined;
   std::vector<std::string> used;
   collectNames(body, defined, used);

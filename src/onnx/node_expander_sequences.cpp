@@ -4,6 +4,7 @@
 // known at import, except SequenceAt's, which may be a run-time index into elements of one shape
 // (stacked, then gathered). SequenceMap unrolls its body once per element.
 #include <algorithm>
+#include <limits>
 #include <iterator>
 
 #include "kiln/onnx_parser.h"
@@ -25,6 +26,7 @@ int64_t checkedPosition(int64_t pos, int64_t size, bool allowEnd, const std::str
 
 bool NodeExpander::expandSequenceOp(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out,
                                     int depth) {
+  if (expandStackedSequenceOp(node, out)) return true;
   const std::string& op = node.op_type();
   static const char* kSequenceOps[] = {"SequenceEmpty", "SequenceConstruct", "SequenceLength", "SequenceInsert", "SequenceErase",
                                        "SequenceAt", "ConcatFromSequence", "SplitToSequence", "SequenceMap"};
@@ -110,6 +112,66 @@ bool NodeExpander::expandSequenceOp(const onnx::NodeProto& node, const NameScope
       if (sequences.count(in))
         throw UnsupportedError(what + " reads the sequence '" + in + "'; kiln supports sequences only in the sequence ops");
     return false;
+  }
+  return true;
+}
+
+// A stacked sequence (a run-time Loop's appended list: elements of one shape along axis 0):
+// ConcatFromSequence along axis 0 (new_axis: the stacked tensor itself; else the first two dims
+// merged by a Reshape to [-1, the rest of the element's dims]), SequenceAt (a Gather along axis
+// 0), SequenceLength (dim 0), Identity (another name). Other axes and other ops are refused.
+bool NodeExpander::expandStackedSequenceOp(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out) {
+  auto it = node.input_size() > 0 ? stackedSequences.find(node.input(0)) : stackedSequences.end();
+  if (it == stackedSequences.end()) {
+    for (const auto& in : node.input())
+      if (stackedSequences.count(in))
+        throw UnsupportedError(node.op_type() + " node '" + nodeName(node, out.size()) + "' reads the sequence '" + in +
+                               "', whose length is known only at run time (supported: ConcatFromSequence, SequenceAt, SequenceLength)");
+    return false;
+  }
+  const std::string stacked = it->second;
+  const std::string name = nodeName(node, out.size());
+  const std::string& op = node.op_type();
+  const std::string what = op + " node '" + name + "'";
+  if (node.output_size() != 1 || node.output(0).empty()) throw Error(what + " must have one output");
+  const std::string& y = node.output(0);
+  auto gatherAxis0 = [&](onnx::NodeProto& g) {
+    onnx::AttributeProto* a = g.add_attribute();
+    a->set_name("axis");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(0);
+  };
+  if (op == "Identity") {
+    stackedSequences[y] = stacked;
+  } else if (op == "SequenceAt") {
+    if (node.input_size() < 2 || node.input(1).empty()) throw Error(what + " needs a position");
+    gatherAxis0(emit("Gather", {stacked, node.input(1)}, y, name, out));
+  } else if (op == "SequenceLength") {
+    emit("Shape", {stacked}, name + "/shape", name + "/shape", out);
+    emitConstant(name + "/zero", scalarProto(onnx::TensorProto::INT64, 0), out);
+    gatherAxis0(emit("Gather", {name + "/shape", name + "/zero"}, y, name, out));
+  } else if (op == "ConcatFromSequence") {
+    if (intAttribute(node, "axis", 0) != 0)
+      throw UnsupportedError(what + ": axis " + std::to_string(intAttribute(node, "axis", 0)) +
+                             " of a sequence whose length is known only at run time (supported: axis 0)");
+    if (intAttribute(node, "new_axis", 0)) {
+      emit("Identity", {stacked}, y, name, out);
+    } else {
+      if (opset < 10) throw UnsupportedError(what + ": needs opset 10 or newer for a sequence of run-time length");
+      emit("Shape", {stacked}, name + "/shape", name + "/shape", out);
+      emitConstant(name + "/two", scalarProto(onnx::TensorProto::INT64, 2), out);
+      emitConstant(name + "/end", scalarProto(onnx::TensorProto::INT64, std::numeric_limits<int64_t>::max()), out);
+      emitConstant(name + "/minus_one", scalarProto(onnx::TensorProto::INT64, -1), out);
+      emitUnsqueeze(name + "/two", 0, name + "/starts", out);
+      emitUnsqueeze(name + "/end", 0, name + "/ends", out);
+      emitUnsqueeze(name + "/minus_one", 0, name + "/lead", out);
+      emit("Slice", {name + "/shape", name + "/starts", name + "/ends"}, name + "/rest", name + "/rest", out);
+      emitConcat({name + "/lead", name + "/rest"}, 0, name + "/dims", out);
+      emit("Reshape", {stacked, name + "/dims"}, y, name, out);
+    }
+  } else {
+    throw UnsupportedError(what + " reads the sequence '" + node.input(0) +
+                           "', whose length is known only at run time (supported: ConcatFromSequence, SequenceAt, SequenceLength)");
   }
   return true;
 }

@@ -347,6 +347,59 @@ def test_if_in_a_run_time_loop_runs_only_the_taken_branch():
     run_loop_vs_ort(cli.save_model(m, "loop_if.onnx"), feeds, "loop_if")
 
 
+def appending_loop_model(start_empty=True, output_sequence=False):
+    """rows.append(acc) in a loop over a run-time M: a sequence carried from SequenceEmpty, read after
+    the loop by ConcatFromSequence (concatenated and stacked), SequenceLength and SequenceAt."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Add", ["acc_in", "x"], ["acc_out"]),
+         helper.make_node("SequenceInsert", ["rows_in", "acc_out"], ["rows_out"])],
+        "body", [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("acc_in", [2, 3]),
+                 helper.make_tensor_sequence_value_info("rows_in", F, None)],
+        [vi("cond_out", [], TensorProto.BOOL), vi("acc_out", [2, 3]), helper.make_tensor_sequence_value_info("rows_out", F, None)])
+    start = (helper.make_node("SequenceEmpty", [], ["rows0"], dtype=F) if start_empty
+             else helper.make_node("SequenceConstruct", ["x"], ["rows0"]))
+    nodes = [start, helper.make_node("Loop", ["M", "", "acc0", "rows0"], ["acc", "rows"], name="loop", body=body)]
+    outputs = [vi("acc", [2, 3])]
+    if output_sequence:
+        outputs.append(helper.make_tensor_sequence_value_info("rows", F, None))
+    else:
+        nodes += [helper.make_node("ConcatFromSequence", ["rows"], ["cat"], axis=0),
+                  helper.make_node("ConcatFromSequence", ["rows"], ["stack"], axis=0, new_axis=1),
+                  helper.make_node("SequenceLength", ["rows"], ["count"]),
+                  helper.make_node("SequenceAt", ["rows", "last"], ["final_row"])]
+        outputs += [vi("cat", ["n", 3]), vi("stack", ["M", 2, 3]), vi("count", [], TensorProto.INT64), vi("final_row", [2, 3])]
+    return model(nodes, [vi("x", [2, 3]), vi("acc0", [2, 3]), vi("M", [], TensorProto.INT64)], outputs,
+                 [numpy_helper.from_array(np.array(-1, np.int64), "last")])
+
+
+def test_loop_appending_to_a_list_runs_at_run_time():
+    p = save_unchecked(appending_loop_model(), "loop_append.onnx")
+    rng = np.random.default_rng(12)
+    for trips in (1, 6):
+        feeds = {"x": rng.uniform(-1, 1, (2, 3)).astype(np.float32), "acc0": rng.uniform(-1, 1, (2, 3)).astype(np.float32),
+                 "M": np.array(trips, np.int64)}
+        run_loop_vs_ort(p, feeds, f"loop_append_{trips}")
+
+
+def test_torch_export_embedding_bag_runs_at_run_time():
+    """data/embedding_bag_dynamo.onnx: torch.onnx.export(dynamo=True, opset 18) of
+    nn.EmbeddingBag(10, 4, mode="mean") on [[1, 2, 3], [4, 5, 9]] (random weights): a Loop over the
+    bags, appending each bag's row to a sequence, then ConcatFromSequence."""
+    p = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "embedding_bag_dynamo.onnx")
+    run_loop_vs_ort(p, {"i0": np.array([[1, 2, 3], [4, 5, 9]], np.int64)}, "embedding_bag")
+
+
+def test_loop_appending_to_a_non_empty_list_is_refused():
+    p = save_unchecked(appending_loop_model(start_empty=False), "loop_append_nonempty.onnx")
+    cli.expect_error(["--onnx=" + p, *FAST], r"loop.*sequence 'rows0' does not start empty")
+
+
+def test_appended_list_as_a_graph_output_is_refused():
+    p = save_unchecked(appending_loop_model(output_sequence=True), "loop_append_output.onnx")
+    cli.expect_error(["--onnx=" + p, *FAST], r"graph output 'rows' is a sequence whose length is known only at run time")
+
+
 def test_torchscript_loop_runs_at_run_time():
     """A loop exported from TorchScript (data/torchscript_loop.onnx: torch.jit.script of
     `for i in range(int(n)): y = y * 0.5 + tanh(y) + i`, torch.onnx.export(dynamo=False, opset 17)):
