@@ -77,6 +77,7 @@ struct Importer {
   //! Importing a run-time Loop's body: its inputs' values and dims are known only when the loop
   //! runs, so import-time inference (inferAtImport) sees constants alone.
   bool loopBody = false;
+  int bodyDepth = 0;  //!< nesting of run-time Loop bodies (bounded like the runtime's, ops/loop.cpp)
 
   Tensor* lookup(const std::string& name, const std::string& node) {
     Tensor* t = net.findTensor(name);
@@ -233,7 +234,7 @@ struct Importer {
                      DataType* type = nullptr) {
     Network scratch;
     SilentLogger quiet;
-    Importer sub{scratch, baseDir, quiet, options, opset, domainOpsets, model, loopBody};
+    Importer sub{scratch, baseDir, quiet, options, opset, domainOpsets, model, loopBody, bodyDepth};
     try {
       for (const auto& t : net.tensors()) {
         if (t->isInput && !loopBody) scratch.addInput(t->name, t->type, t->dims);
@@ -306,8 +307,9 @@ struct Importer {
     const std::vector<std::string> outer = attrs.has("kiln_outer") ? attrs.getStrings("kiln_outer") : std::vector<std::string>{};
     if (node.input_size() < 2 + static_cast<int>(outer.size()))
       throw Error("Loop node '" + name + "': fewer inputs than the tensors its body reads from enclosing scopes");
+    if (bodyDepth >= 32) throw Error("Loop node '" + name + "': Loop bodies nest more than 32 deep");
     Network body;
-    Importer sub{body, baseDir, logger, options, opset, domainOpsets, model, true};
+    Importer sub{body, baseDir, logger, options, opset, domainOpsets, model, true, bodyDepth + 1};
     sub.importGraph(*g, outer, name);
     std::vector<uint8_t> bytes = serializeNetwork(body);
     HostTensor t(DataType::kUINT8, {static_cast<int64_t>(bytes.size())});

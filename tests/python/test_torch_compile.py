@@ -122,13 +122,13 @@ def test_unsupported_op_is_named():
     import kiln
     import kiln.torch
 
-    class Coin(torch.nn.Module):  # ONNX Bernoulli: a random op kiln has no kernel for
+    class Draw(torch.nn.Module):  # ONNX Multinomial: a sampling op kiln has no kernel for
         def forward(self, x):
-            return torch.bernoulli(torch.sigmoid(x)) * 2
+            return torch.multinomial(torch.softmax(x, -1), 1) * 2
 
-    expect_error(lambda: kiln.torch.compile(Coin(), (torch.randn(8, device=device()),), cache=False),
-                 "Bernoulli", kiln.UnsupportedError)
-    expect_error(lambda: kiln.torch.compile(Coin(), torch.randn(8), cache=False, fp17=True), "unknown options", TypeError)
+    expect_error(lambda: kiln.torch.compile(Draw(), (torch.randn(2, 8, device=device()),), cache=False),
+                 "Multinomial", kiln.UnsupportedError)
+    expect_error(lambda: kiln.torch.compile(Draw(), torch.randn(2, 8), cache=False, fp17=True), "unknown options", TypeError)
 
 
 def test_data_dependent_output():
