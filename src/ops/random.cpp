@@ -109,32 +109,23 @@ uint64_t freshRandomSeed() {
 }
 
 void registerRandomOps(OpRegistry& r) {
-  for (const char* op : {"RandomUniform", "RandomNormal"}) {
+  // Never folded (a build-time draw would be one sample for every run); the kernels write every
+  // float type themselves (anyType).
+  auto add = [&](const char* op, InferFn infer, int minOpset) {
     OpDef d;
     d.name = op;
-    d.infer = inferRandomShaped;
-    d.ref = refRandom;
-    d.foldable = false;
-    d.anyType = true;  // the kernels write every float type themselves
-    r.add(d);
-  }
-  for (const char* op : {"RandomUniformLike", "RandomNormalLike"}) {
-    OpDef d;
-    d.name = op;
-    d.infer = inferRandomLike;
+    d.infer = infer;
     d.ref = refRandom;
     d.foldable = false;
     d.anyType = true;
+    d.minOpset = minOpset;
     r.add(d);
-  }
-  OpDef b;
-  b.name = "Bernoulli";
-  b.infer = inferBernoulli;
-  b.ref = refRandom;
-  b.foldable = false;
-  b.anyType = true;
-  b.minOpset = 15;
-  r.add(b);
+  };
+  add("RandomUniform", inferRandomShaped, 1);
+  add("RandomNormal", inferRandomShaped, 1);
+  add("RandomUniformLike", inferRandomLike, 1);
+  add("RandomNormalLike", inferRandomLike, 1);
+  add("Bernoulli", inferBernoulli, 15);
 }
 
 }  // namespace kiln
