@@ -65,6 +65,14 @@ AttrValue convertAttribute(const onnx::AttributeProto& a, const std::string& nod
                          AP::AttributeType_Name(a.type()) + " is not supported (subgraphs, sparse tensors, type protos)");
 }
 
+//! A run-time Loop body's declared dims (an unknown or negative dim is -1): only a hint, since the
+//! loop sets its inputs' dims from the values it runs with.
+Dims declaredDims(const onnx::TypeProto_Tensor& tt) {
+  Dims dims;
+  for (const auto& d : tt.shape().dim()) dims.push_back(d.has_dim_value() && d.dim_value() >= 0 ? d.dim_value() : -1);
+  return dims;
+}
+
 struct Importer {
   Network& net;
   std::string baseDir;
@@ -289,8 +297,7 @@ struct Importer {
     if (vi.type().has_tensor_type()) {
       const auto& tt = vi.type().tensor_type();
       if (tt.elem_type()) type = fromOnnxType(tt.elem_type(), "body input '" + vi.name() + "'");
-      if (tt.has_shape())
-        for (const auto& d : tt.shape().dim()) dims.push_back(d.has_dim_value() && d.dim_value() >= 0 ? d.dim_value() : -1);
+      if (tt.has_shape()) dims = declaredDims(tt);
     }
     if (net.findTensor(vi.name())) throw Error("Loop node '" + loop + "': duplicate body input '" + vi.name() + "'");
     net.addInput(vi.name(), type, dims);
@@ -399,8 +406,7 @@ struct Importer {
         const auto& tt = out.type().tensor_type();
         if (tt.elem_type()) t->type = fromOnnxType(tt.elem_type(), "body output '" + out.name() + "'");
         if (tt.has_shape()) {
-          t->dims.clear();
-          for (const auto& d : tt.shape().dim()) t->dims.push_back(d.has_dim_value() && d.dim_value() >= 0 ? d.dim_value() : -1);
+          t->dims = declaredDims(tt);
           t->dimsKnown = true;
         }
       }

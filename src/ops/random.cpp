@@ -91,7 +91,8 @@ RandomDraw randomDraw(const LayerDesc& l) {
     d.a = l.attrs->getFloat("mean", 0.f);
     d.b = l.attrs->getFloat("scale", 1.f);
   }
-  if (l.attrs->has("seed")) {
+  d.seeded = l.attrs->has("seed");
+  if (d.seeded) {
     const float s = l.attrs->getFloat("seed", 0.f);
     uint32_t bits;
     std::memcpy(&bits, &s, 4);

@@ -45,6 +45,7 @@ struct LayerDesc;
 struct RandomDraw {
   RandomKind kind = RandomKind::kUniform;
   float a = 0.f, b = 1.f;
+  bool seeded = false;  //!< the layer has the attribute `seed`: every run draws `seed`
   uint64_t seed = 0;
 };
 RandomDraw randomDraw(const LayerDesc& l);

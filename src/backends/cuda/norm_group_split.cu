@@ -93,22 +93,22 @@ __global__ void __launch_bounds__(kSplitThreads) groupApplyKernel(const RowNormP
   }
 }
 
+//! Both passes over one grid: rows x chunks blocks, chunkVecs vectors of VEC elements each.
+template <typename T, int VEC>
+void launchSplitPasses(const RowNormParams& p, const GroupSplitPlan& plan, float2* partials, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>(p.rows * plan.chunks);
+  const int64_t chunkVecs = plan.chunkElems / VEC;
+  groupStatsKernel<T, VEC><<<blocks, kSplitThreads, 0, stream>>>(p, plan.chunks, chunkVecs, partials);
+  KILN_CUDA_CHECK_LAUNCH();
+  groupApplyKernel<T, VEC><<<blocks, kSplitThreads, 0, stream>>>(p, plan.chunks, chunkVecs, partials);
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
 template <typename T>
 void groupSplitTyped(const RowNormParams& p, const GroupSplitPlan& plan, float2* partials, cudaStream_t stream) {
   constexpr int kWide = 16 / sizeof(T);
-  const bool wide = plan.vec == kWide && aligned(p.x, 16) && aligned(p.y, 16);
-  const unsigned blocks = static_cast<unsigned>(p.rows * plan.chunks);
-  if (wide) {
-    const int64_t chunkVecs = plan.chunkElems / kWide;
-    groupStatsKernel<T, kWide><<<blocks, kSplitThreads, 0, stream>>>(p, plan.chunks, chunkVecs, partials);
-    KILN_CUDA_CHECK_LAUNCH();
-    groupApplyKernel<T, kWide><<<blocks, kSplitThreads, 0, stream>>>(p, plan.chunks, chunkVecs, partials);
-  } else {
-    groupStatsKernel<T, 1><<<blocks, kSplitThreads, 0, stream>>>(p, plan.chunks, plan.chunkElems, partials);
-    KILN_CUDA_CHECK_LAUNCH();
-    groupApplyKernel<T, 1><<<blocks, kSplitThreads, 0, stream>>>(p, plan.chunks, plan.chunkElems, partials);
-  }
-  KILN_CUDA_CHECK_LAUNCH();
+  if (plan.vec == kWide && aligned(p.x, 16) && aligned(p.y, 16)) launchSplitPasses<T, kWide>(p, plan, partials, stream);
+  else launchSplitPasses<T, 1>(p, plan, partials, stream);
 }
 
 }  // namespace

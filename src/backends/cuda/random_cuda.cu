@@ -18,15 +18,9 @@ namespace {
 
 struct RandomParams {
   RandomDraw draw;
-  bool seeded = false;
   DataType in = DataType::kFLOAT, out = DataType::kFLOAT;
   int64_t count = 0;
 };
-
-template <typename T>
-__device__ inline float loadP(const void* p, int64_t i) {
-  return static_cast<float>(static_cast<const T*>(p)[i]);
-}
 
 __device__ inline float loadIn(DataType t, const void* p, int64_t i) {
   if (t == DataType::kHALF) return __half2float(static_cast<const __half*>(p)[i]);
@@ -53,7 +47,6 @@ class RandomKernel : public Kernel {
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     RandomParams& r = cuda::makeState<RandomParams>(state);
     r.draw = randomDraw(l);
-    r.seeded = l.attrs->has("seed");
     r.in = l.inputs.empty() ? DataType::kFLOAT : l.inputs[0].type;
     r.out = l.outputs[0].type;
     r.count = volume(l.outputs[0].dims);
@@ -62,7 +55,7 @@ class RandomKernel : public Kernel {
   void execute(const KernelIO& io, KernelState* state) const override {
     const RandomParams& r = cuda::paramsOf<RandomParams>(state);
     if (r.count == 0) return;
-    const uint64_t seed = r.seeded ? r.draw.seed : freshRandomSeed();
+    const uint64_t seed = r.draw.seeded ? r.draw.seed : freshRandomSeed();
     const void* p = io.in.empty() ? nullptr : io.in[0].data;
     cudaStream_t s = cuda::streamOf(io);
     switch (r.out) {
