@@ -209,12 +209,15 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
       std::string types;
       for (size_t k = 0; k < desc.inputs.size(); ++k)
         if (desc.present(k)) types += std::string(types.empty() ? "" : ", ") + toString(desc.inputs[k].type);
-      bool narrow = false;  // float8/float4/int4/int2 have reference (CPU) kernels only
+      bool narrow = false;  // float8/float4/int4/int2: the GPU has conversion kernels only
       for (const auto& t : desc.inputs) narrow = narrow || isNarrowFloat(t.type) || packedBits(t.type) < 8;
       for (const auto& t : desc.outputs) narrow = narrow || isNarrowFloat(t.type) || packedBits(t.type) < 8;
       throw UnsupportedError("layer '" + l.name + "' (" + l.op + ", inputs " + types + "): no " + toString(g.device) +
                              " kernel supports it" +
-                             (narrow ? " (the float8, float4, int4 and int2 types run on the CPU only)" : ""));
+                             (narrow && g.device == DeviceType::kGPU
+                                  ? " (the GPU converts the float8, float4, int4 and int2 types with Cast, CastLike, "
+                                    "QuantizeLinear and DequantizeLinear; other ops on them run on the CPU only)"
+                                  : ""));
     }
     choice.considered = static_cast<int>(tactics.size());
     const bool concrete = layerResolved(r, i);  // shapes that depend on run-time input values cannot be timed now

@@ -5,9 +5,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/minifloat.h"
 #include "kiln/types.h"
 
 namespace kiln {
+
+//! The minifloat format of a float8 kind (not float8e8m0) or float4e2m1; throws kiln::Error for other types.
+MiniFloat miniFloatOf(DataType t);
 
 //! Bytes ONNX needs for `count` elements of `t` packed (ceil for the sub-byte types).
 size_t packedBytes(DataType t, int64_t count);

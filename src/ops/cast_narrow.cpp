@@ -19,6 +19,7 @@ constexpr int64_t kChunk = 256;
 bool isSubByteInt(DataType t) {
   return t == DataType::kINT4 || t == DataType::kUINT4 || t == DataType::kINT2 || t == DataType::kUINT2;
 }
+bool isSigned(DataType t) { return t == DataType::kINT4 || t == DataType::kINT2; }
 bool isNarrow(DataType t) { return isNarrowFloat(t) || isSubByteInt(t); }
 
 //! The standard type whose bytes are the sub-byte integer's values.
@@ -34,26 +35,6 @@ TensorView slice(const TensorView& v, int64_t start, int64_t n) {
   return s;
 }
 
-//! Float -> sub-byte integer: truncation; NaN, infinity and out-of-range values give 0.
-uint8_t subByteFromFloat(DataType t, double v) {
-  const int bits = packedBits(t);
-  const bool isSigned = t == DataType::kINT4 || t == DataType::kINT2;
-  const double lo = isSigned ? -std::ldexp(1.0, bits - 1) : 0.0;
-  const double hi = isSigned ? std::ldexp(1.0, bits - 1) - 1 : std::ldexp(1.0, bits) - 1;
-  if (!std::isfinite(v)) return 0;
-  const double r = std::trunc(v);
-  if (r < lo || r > hi) return 0;
-  return static_cast<uint8_t>(static_cast<int8_t>(r));
-}
-
-//! Integer -> sub-byte integer: the low bits, sign-extended for int4/int2.
-uint8_t subByteFromInt(DataType t, int64_t v) {
-  const int bits = packedBits(t);
-  uint32_t u = static_cast<uint32_t>(v) & ((1u << bits) - 1);
-  if ((t == DataType::kINT4 || t == DataType::kINT2) && (u >> (bits - 1))) u |= ~((1u << bits) - 1);
-  return static_cast<uint8_t>(u);
-}
-
 //! A standard-type chunk -> narrow target.
 void toNarrow(const TensorView& in, const TensorView& out, bool saturate, E8M0Rounding rounding) {
   uint8_t* y = out.as<uint8_t>();
@@ -62,18 +43,18 @@ void toNarrow(const TensorView& in, const TensorView& out, bool saturate, E8M0Ro
     int64_t tmp[kChunk];
     TensorView t{tmp, DataType::kINT64, {}, in.count};
     castStandard(in, t);
-    for (int64_t i = 0; i < in.count; ++i) y[i] = subByteFromInt(out.type, tmp[i]);
+    for (int64_t i = 0; i < in.count; ++i) y[i] = subByteFromInt(packedBits(out.type), isSigned(out.type), tmp[i]);
     return;
   }
   double tmp[kChunk];
   TensorView t{tmp, DataType::kDOUBLE, {}, in.count};
   castStandard(in, t);
   if (out.type == DataType::kFP8E8M0) {  // from the float32 value's bits, as ONNX's reference
-    for (int64_t i = 0; i < in.count; ++i) y[i] = floatToE8M0(static_cast<float>(tmp[i]), saturate, rounding);
+    for (int64_t i = 0; i < in.count; ++i) y[i] = e8m0FromFloat(static_cast<float>(tmp[i]), saturate, rounding);
     return;
   }
   for (int64_t i = 0; i < in.count; ++i)
-    y[i] = isSubByteInt(out.type) ? subByteFromFloat(out.type, tmp[i]) : floatToNarrow(out.type, tmp[i], saturate);
+    y[i] = isSubByteInt(out.type) ? subByteFromDouble(packedBits(out.type), isSigned(out.type), tmp[i]) : floatToNarrow(out.type, tmp[i], saturate);
 }
 
 }  // namespace

@@ -12,6 +12,8 @@ bool isNarrowCast(DataType from, DataType to);
 //! out of range give 0, as the ONNX reference (ml_dtypes) does, ONNX leaving it undefined; integers
 //! to them keep the low bits.
 void castNarrow(const TensorView& in, const TensorView& out, bool saturate, E8M0Rounding rounding = E8M0Rounding::kUp);
+//! Cast-25+'s round_mode attribute ("up", the default, "down" or "nearest"): float8e8m0 targets only.
+E8M0Rounding castRounding(const LayerDesc& l);
 //! Casts between the 13 standard types (elementwise_cast.cpp), numpy's astype rules.
 void castStandard(const TensorView& in, const TensorView& out);
 

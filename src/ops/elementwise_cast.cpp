@@ -103,13 +103,6 @@ void castStandard(const TensorView& in, const TensorView& out) {
   });
 }
 
-namespace {
-
-void castBuffer(const TensorView& in, const TensorView& out, bool saturate, E8M0Rounding rounding) {
-  if (isNarrowCast(in.type, out.type) && in.type != out.type) castNarrow(in, out, saturate, rounding);
-  else castStandard(in, out);
-}
-
 //! Cast-25+'s round_mode ("up", the default, "down" or "nearest"), used by float8e8m0 targets only.
 E8M0Rounding castRounding(const LayerDesc& l) {
   const std::string mode = l.attrs->getString("round_mode", "up");
@@ -119,6 +112,12 @@ E8M0Rounding castRounding(const LayerDesc& l) {
   opError(l, "round_mode must be up, down or nearest, got '" + mode + "'");
 }
 
+namespace {
+
+void castBuffer(const TensorView& in, const TensorView& out, bool saturate, E8M0Rounding rounding) {
+  if (isNarrowCast(in.type, out.type) && in.type != out.type) castNarrow(in, out, saturate, rounding);
+  else castStandard(in, out);
+}
 
 void castInfer(LayerDesc& l) {
   requireInputs(l, 1, 1);

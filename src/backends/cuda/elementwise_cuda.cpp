@@ -6,6 +6,7 @@
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/elementwise_launch.cuh"
+#include "ops/cast_narrow.h"
 #include "ops/conv_layout.h"
 #include "ops/fused_attrs.h"
 #include "ops/op_util.h"
@@ -412,9 +413,18 @@ std::unique_ptr<Kernel> whereCreate(const LayerDesc&) { return std::make_unique<
 
 class CastKernel : public Kernel {
  public:
+  explicit CastKernel(const LayerDesc& l) : saturate_(l.attrs->getInt("saturate", 1) != 0), rounding_(castRounding(l)) {}
   void execute(const KernelIO& io, KernelState*) const override {
-    launchCast(io.in[0].type, io.out[0].type, io.in[0].data, io.out[0].data, io.in[0].count, cuda::streamOf(io));
+    const DataType from = io.in[0].type, to = io.out[0].type;
+    if (isNarrowCast(from, to))
+      launchCastNarrow(from, to, io.in[0].data, io.out[0].data, io.in[0].count, saturate_, rounding_, cuda::streamOf(io));
+    else
+      launchCast(from, to, io.in[0].data, io.out[0].data, io.in[0].count, cuda::streamOf(io));
   }
+
+ private:
+  bool saturate_;  // Cast-19+: float8 targets
+  E8M0Rounding rounding_;  // Cast-25+: float8e8m0 targets
 };
 
 bool castSupports(const LayerDesc& l) {
@@ -422,7 +432,7 @@ bool castSupports(const LayerDesc& l) {
   return l.inputs.size() == nIn && l.present(0) && !l.outputs.empty();
 }
 
-std::unique_ptr<Kernel> castCreate(const LayerDesc&) { return std::make_unique<CastKernel>(); }
+std::unique_ptr<Kernel> castCreate(const LayerDesc& l) { return std::make_unique<CastKernel>(l); }
 
 class CopyKernel : public Kernel {
  public:

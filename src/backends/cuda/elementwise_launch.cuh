@@ -114,6 +114,10 @@ void launchWhere(size_t elemSize, const Geom& g, const void* const* in, void* ou
 // ---------------------------------------------------------------------------------------------
 //! Cast of n elements between any two of the 13 kiln types (ONNX / CPU-reference semantics).
 void launchCast(DataType from, DataType to, const void* x, void* y, int64_t n, cudaStream_t s);
+//! Cast with a narrow type on either side (float8 kinds, float8e8m0, float4e2m1, int4/uint4/int2/
+//! uint2), as the CPU reference: `saturate` for float8 targets, `rounding` for float8e8m0 ones.
+void launchCastNarrow(DataType from, DataType to, const void* x, void* y, int64_t n, bool saturate, E8M0Rounding rounding,
+                      cudaStream_t s);
 
 // ---------------------------------------------------------------------------------------------
 // PointwiseChain (float32): a program of steps run per element in registers.

@@ -1,8 +1,9 @@
 // CUDA tactics (tactic_table.cpp) for QuantizeLinear / DequantizeLinear (ops/quantize.cpp has the semantics):
 // per-tensor, per-axis and blocked scales / zero points (QuantIndex, ops/quantize.h, shared with
-// the reference), int8/uint8/int16/uint16 (and int32 for DequantizeLinear) with float32/float16/
-// bfloat16 scales. One thread per element; the quotient is rounded to the reference's type and
-// then to nearest-even (rint), as the CPU reference does.
+// the reference), int8/uint8/int16/uint16 and int4/uint4/int2/uint2 (one per byte; and int32 for
+// DequantizeLinear), the float8 kinds and float4e2m1 (core/minifloat.h, the reference's
+// conversions), with float32/float16/bfloat16 scales. One thread per element; the quotient is
+// rounded to the reference's type and then to nearest-even (rint), as the CPU reference does.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -10,21 +11,26 @@
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
+#include "core/minifloat.h"
+#include "core/narrow_types.h"
 #include "ops/quantize.h"
 
 namespace kiln {
 
 namespace {
 
-enum Elem : int { kF32, kF16, kBF16, kI8, kU8, kI16, kU16, kI32 };
+// kNF: a float8 kind or float4e2m1 (QParams::narrow says which).
+enum Elem : int { kF32, kF16, kBF16, kI8, kU8, kI16, kU16, kI32, kNF };
 
 int elemOf(DataType t) {
   switch (t) {
     case DataType::kFLOAT: return kF32;
     case DataType::kHALF: return kF16;
     case DataType::kBF16: return kBF16;
-    case DataType::kINT8: return kI8;
-    case DataType::kUINT8: return kU8;
+    case DataType::kINT8: case DataType::kINT4: case DataType::kINT2: return kI8;  // sign-extended bytes
+    case DataType::kUINT8: case DataType::kUINT4: case DataType::kUINT2: return kU8;
+    case DataType::kFP8E4M3FN: case DataType::kFP8E4M3FNUZ: case DataType::kFP8E5M2: case DataType::kFP8E5M2FNUZ:
+    case DataType::kFP4E2M1: return kNF;
     case DataType::kINT16: return kI16;
     case DataType::kUINT16: return kU16;
     case DataType::kINT32: return kI32;
@@ -37,6 +43,8 @@ struct QParams {
   int x = kF32, scale = kF32, zp = -1, y = kU8, div = kF32;
   int64_t count = 0, lo = 0, hi = 255;
   QuantIndex si, zi;
+  MiniFloat narrow;       // the quantized type when it is kNF
+  bool saturate = true;   // QuantizeLinear-19+ to a float8 kind
 };
 
 __device__ float loadF(const void* p, int e, int64_t i) {
@@ -70,6 +78,11 @@ __global__ void quantizeKernel(const void* __restrict__ x, const void* __restric
         else if (p.div == kBF16) q = __bfloat162float(__float2bfloat16_rn(q));
         v = q;
       }
+      if (p.y == kNF) {  // (x / scale + zero_point) rounded once to the narrow float
+        if (z) v += miniToFloat(p.narrow, static_cast<const uint8_t*>(z)[p.zi(i)]);
+        static_cast<uint8_t*>(y)[i] = miniFromDouble(p.narrow, v, p.saturate);
+        continue;
+      }
       v = v > 1e18 ? 1e18 : (v < -1e18 ? -1e18 : v);
       int64_t r = isnan(v) ? 0 : static_cast<int64_t>(rint(v));  // NaN -> the zero point, as the CPU reference
       if (z) r += loadI(z, p.zp, p.zi(i));
@@ -81,8 +94,14 @@ __global__ void quantizeKernel(const void* __restrict__ x, const void* __restric
         default: static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>(r); break;
       }
     } else {
-      float d = static_cast<float>(loadI(x, p.x, i));
-      if (z) d -= static_cast<float>(loadI(z, p.zp, p.zi(i)));
+      float d;
+      if (p.x == kNF) {
+        d = miniToFloat(p.narrow, static_cast<const uint8_t*>(x)[i]);
+        if (z) d -= miniToFloat(p.narrow, static_cast<const uint8_t*>(z)[p.zi(i)]);
+      } else {
+        d = static_cast<float>(loadI(x, p.x, i));
+        if (z) d -= static_cast<float>(loadI(z, p.zp, p.zi(i)));
+      }
       const float f = d * loadF(s, p.scale, p.si(i));
       switch (p.y) {
         case kF16: static_cast<__half*>(y)[i] = __float2half_rn(f); break;
@@ -110,7 +129,10 @@ class QuantizeKernel : public Kernel {
     if (p.quantize) {
       quantRange(l.outputs[0].type, p.lo, p.hi);
       p.div = elemOf(quantizeDivisionType(l));
+      p.saturate = l.attrs->getInt("saturate", 1) != 0;
     }
+    const DataType q = p.quantize ? l.outputs[0].type : l.inputs[0].type;
+    if (elemOf(q) == kNF) p.narrow = miniFloatOf(q);
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
