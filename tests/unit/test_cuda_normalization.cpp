@@ -294,6 +294,55 @@ TEST(CudaGroupNorm, GroupsPerChannelAndPerGroupAffine) {
   }
 }
 
+//! The case with X and Y channels-last (the GPU layout pass's nhwc): every tactic offered must be
+//! a channels-last one (the NCHW tactics refuse the layout attributes), and Y brought back to
+//! NCHW matches the reference of the plain case.
+void checkChannelsLast(const OpCase& base, DataType type, const std::string& what) {
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const OpCase c = withType(base, type);
+  const auto ref = test::runReference(widened(c));
+  OpCase dev = c;
+  dev.attrs.set("kiln_layout_in", std::string("nhwc"));
+  dev.attrs.set("kiln_layout_out", std::string("nhwc"));
+  dev.inputs[0] = test::channelsLast(dev.inputs[0], true);
+  const auto names = test::tacticNames(*gpu, dev);
+  ASSERT_FALSE(names.empty()) << what << ": no channels-last tactic";
+  for (const auto& name : names) {
+    EXPECT_NE(name.find("_nhwc"), std::string::npos) << what << ": " << name << " took nhwc tensors";
+    const auto got = test::runTactic(*gpu, name, dev);
+    const Tol t = tolFor(type);
+    test::expectClose(test::channelsLast(got[0], false), ref[0], t.rtol, t.atol, what + " [" + toString(type) + ", " + name + "]");
+  }
+}
+
+TEST(CudaGroupNorm, ChannelsLast) {
+  KILN_REQUIRE_GPU();
+  for (DataType t : kFloatTypes) {
+    checkChannelsLast(groupNormCase({8, 64, 14, 14}, 32, false, 51), t, "GroupNorm nhwc 2 channels per group");
+    checkChannelsLast(groupNormCase({4, 256, 7, 9}, 32, false, 52), t, "GroupNorm nhwc 8 channels per group");
+    checkChannelsLast(groupNormCase({2, 96, 5, 5}, 32, false, 53), t, "GroupNorm nhwc 3 channels per group");
+    checkChannelsLast(groupNormCase({2, 64, 56, 56}, 1, false, 54), t, "GroupNorm nhwc one group (PoolFormer)");
+    checkChannelsLast(groupNormCase({2, 48, 6, 7}, 4, true, 55), t, "GroupNorm nhwc per-group affine");
+    checkChannelsLast(groupNormCase({2, 1024, 3, 5}, 32, false, 56), t, "GroupNorm nhwc 1024 channels");
+    OpCase far = groupNormCase({3, 32, 20, 20}, 8, false, 57);
+    far.inputs[0] = uniform({3, 32, 20, 20}, 57, 99.f, 101.f);
+    checkChannelsLast(far, t, "GroupNorm nhwc mean 100, spread 2");
+    OpCase silu = groupNormCase({2, 32, 6, 5}, 8, false, 58);
+    silu.attrs.set("kiln_activation", std::string("Silu"));
+    checkChannelsLast(silu, t, "GroupNorm nhwc + Silu");
+    OpCase in;
+    in.op = "InstanceNormalization";
+    in.attrs.set("epsilon", 1e-5f);
+    in.inputs = {uniform({2, 16, 9, 9}, 59, -1.f, 3.f), uniform({16}, 60, 0.5f, 1.5f), uniform({16}, 61, -1.f, 1.f)};
+    checkChannelsLast(in, t, "InstanceNorm nhwc");
+  }
+  // More channels than one block's row of vectors holds: no channels-last tactic.
+  OpCase wide = withType(groupNormCase({1, 4096, 2, 2}, 32, false, 62), DataType::kHALF);
+  wide.attrs.set("kiln_layout_in", std::string("nhwc"));
+  wide.attrs.set("kiln_layout_out", std::string("nhwc"));
+  EXPECT_TRUE(test::tacticNames(*getBackend(DeviceType::kGPU, 0), wide).empty());
+}
+
 TEST(CudaInstanceNorm, Shapes) {
   KILN_REQUIRE_GPU();
   for (const Dims& d : {Dims{2, 3, 17}, Dims{2, 4, 8, 8}, Dims{1, 2, 3, 3000}}) {

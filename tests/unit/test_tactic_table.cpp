@@ -33,6 +33,8 @@ const std::map<std::string, std::string>& coveredElsewhere() {
       {"pointwise_chain_", "test_pointwise_chain.cpp, test_cuda_elementwise.cpp"},
       {"conv_half_cudnn_pad8_", "test_cuda_conv_pool.cpp"},
       {"conv_half_depthwise_nhwc", "test_cuda_conv_pool.cpp"},
+      {"group_normalization_fp_cuda_nhwc", "test_cuda_normalization.cpp (CudaGroupNorm.ChannelsLast)"},
+      {"instance_normalization_fp_cuda_nhwc", "test_cuda_normalization.cpp (CudaGroupNorm.ChannelsLast)"},
       {"conv_fp_depthwise_nhwc_tiled", "test_cuda_conv_pool.cpp"},
       {"conv_fp_depthwise_nhwc_smem", "test_cuda_conv_pool.cpp"},
       {"conv_half_cublaslt_", "test_cuda_conv_pool.cpp"},

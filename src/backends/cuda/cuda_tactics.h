@@ -49,6 +49,7 @@ KernelFactory layerNormCuda();  // LayerNormalization, RMSNormalization
 KernelFactory layerNormWarpRowsCuda();  // the same, rows in registers, a row per lane group (norm_warp_rows.cu)
 KernelFactory groupNormCuda();  // GroupNormalization, InstanceNormalization
 KernelFactory groupNormSplitCuda();  // the same over many blocks per group (norm_group_split.cu)
+KernelFactory groupNormNhwcCuda();   // channels-last X and Y (norm_group_nhwc.cu)
 KernelFactory batchNormCuda();
 KernelFactory reduceCuda();  // every Reduce* op
 KernelFactory argCuda();     // ArgMax, ArgMin

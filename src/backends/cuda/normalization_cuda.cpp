@@ -9,7 +9,9 @@
 #include "core/type_dispatch.h"
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/norm_group_nhwc.h"
 #include "backends/cuda/norm_launch.cuh"
+#include "ops/conv_layout.h"
 #include "ops/fused_attrs.h"
 #include "ops/op_util.h"
 
@@ -164,7 +166,16 @@ class LayerNormKernel : public Kernel {
 // ---- GroupNormalization / InstanceNormalization ----------------------------------------------
 
 bool supportsGroupNorm(const LayerDesc& l) {
-  return l.inputs.size() == 3 && isFloatType(l.inputs[0].type) && sameTypes(l, 1, 3);
+  return l.inputs.size() == 3 && isFloatType(l.inputs[0].type) && sameTypes(l, 1, 3) && hasPlainLayouts(l);
+}
+
+//! The channels-last tactic: X and Y nhwc (the GPU layout pass's choice), 4-D.
+bool supportsGroupNormNhwc(const LayerDesc& l) {
+  if (l.inputs.size() != 3 || !isFloatType(l.inputs[0].type) || !sameTypes(l, 1, 3)) return false;
+  if (inLayoutBlock(l) != kNhwcBlock || outLayoutBlock(l) != kNhwcBlock || l.inputs[0].dims.size() != 4) return false;
+  const int64_t c = l.inputs[0].dims[1];
+  const int64_t g = l.op == "GroupNormalization" ? l.attrs->getInt("num_groups", 0) : c;
+  return groupNormNhwcFits(c, g, elementSize(l.inputs[0].type));
 }
 
 //! The row-kernel parameters of a GroupNormalization / InstanceNormalization layer.
@@ -232,6 +243,38 @@ class GroupNormSplitKernel : public Kernel {
     p.y = io.out[0].data;
     if (io.workspaceSize < s.plan.workspaceBytes(p.rows)) throw Error("GroupNormalization (split): workspace too small");
     launchGroupNormSplit(p, s.plan, io.workspace, streamOf(io));
+  }
+};
+
+// Channels-last X and Y (norm_group_nhwc.cu).
+class GroupNormNhwcKernel : public Kernel {
+ public:
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    RowNormParams r;
+    groupNormParams(l, r);
+    auto& p = makeState<GroupNormNhwcParams>(state);
+    const Dims& x = l.inputs[0].dims;
+    p.type = r.type;
+    p.n = x[0];
+    p.c = x[1];
+    p.hw = x[2] * x[3];
+    p.groups = r.groups;
+    p.eps = r.eps;
+    p.perGroupAffine = r.mode == RowNormParams::kPerGroup;
+    p.act = r.act;
+    p.actAlpha = r.actAlpha;
+    p.actBeta = r.actBeta;
+    planGroupNormNhwc(p);
+    return p.workspaceBytes();
+  }
+  void execute(const KernelIO& io, KernelState* state) const override {
+    GroupNormNhwcParams p = paramsOf<GroupNormNhwcParams>(state);
+    p.x = io.in[0].data;
+    p.scale = io.in[1].data;
+    p.bias = io.in[2].data;
+    p.y = io.out[0].data;
+    if (io.workspaceSize < p.workspaceBytes()) throw Error("GroupNormalization (nhwc): workspace too small");
+    launchGroupNormNhwc(p, io.workspace, streamOf(io));
   }
 };
 
@@ -471,6 +514,7 @@ KernelFactory layerNormCuda() { return {supportsLayerNorm, createLayerNorm}; }  
 KernelFactory layerNormWarpRowsCuda() { return {supportsLayerNormWarpRows, createLayerNormWarpRows}; }  // and RMSNormalization
 KernelFactory groupNormCuda() { return {supportsGroupNorm, createPlain<GroupNormKernel>}; }  // and InstanceNormalization
 KernelFactory groupNormSplitCuda() { return {supportsGroupNorm, createPlain<GroupNormSplitKernel>}; }  // and InstanceNormalization
+KernelFactory groupNormNhwcCuda() { return {supportsGroupNormNhwc, createPlain<GroupNormNhwcKernel>}; }  // and InstanceNormalization
 KernelFactory batchNormCuda() { return {supportsBatchNorm, createPlain<BatchNormKernel>}; }
 KernelFactory reduceCuda() { return {supportsReduce, createWithLayer<ReduceKernel>}; }  // every Reduce* op
 KernelFactory argCuda() { return {supportsArg, createPlain<ArgKernel>}; }  // ArgMax, ArgMin

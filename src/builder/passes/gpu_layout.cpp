@@ -180,12 +180,14 @@ bool assignGpuLayouts(Network& net, Backend& backend, const InputSamples& sample
       if (l.inputs[k]) d.inputs[k].dims = opt.of(l.inputs[k]);
     for (size_t k = 0; k < l.outputs.size() && k < d.outputs.size(); ++k) d.outputs[k].dims = opt.of(l.outputs[k]);
   };
+  // GroupNorm / InstanceNorm (ResNet-GN, PoolFormer) read and write nhwc in the middle of a conv
+  // chain (their channels-last tactic) instead of two conversions around each of them.
   p.reads = [](const Layer& l) {
-    return isLayoutConv(l) || isLayoutWindowPool(l) || isLayoutGlobalPool(l) || readsChannelsLast(l);
+    return isLayoutConv(l) || isLayoutWindowPool(l) || isLayoutGlobalPool(l) || isLayoutGroupNorm(l) || readsChannelsLast(l);
   };
   // Global pools write [N,C,1,1]; a [0, 3, 1, 2] permute reads plain and writes nhwc (the
   // planner gives it an nhwc X only if its producer writes one, and no tactic takes that).
-  p.writes = [](const Layer& l) { return isLayoutConv(l) || isLayoutWindowPool(l) || writesChannelsLast(l); };
+  p.writes = [](const Layer& l) { return isLayoutConv(l) || isLayoutWindowPool(l) || isLayoutGroupNorm(l) || writesChannelsLast(l); };
   p.transparent = [](const Layer& l) {
     static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Div", "PRelu", "PointwiseChain", "Relu", "LeakyRelu",
                                               "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Softplus", "Gelu",

@@ -14,6 +14,10 @@ namespace kiln {
 bool isLayoutConv(const Layer& l) { return l.op == "Conv" && l.outputs.size() == 1; }
 bool isLayoutWindowPool(const Layer& l) { return (l.op == "MaxPool" || l.op == "AveragePool") && l.outputs.size() == 1; }
 bool isLayoutGlobalPool(const Layer& l) { return l.op == "GlobalAveragePool" || l.op == "GlobalMaxPool"; }
+bool isLayoutGroupNorm(const Layer& l) {
+  return (l.op == "GroupNormalization" || l.op == "InstanceNormalization") && l.outputs.size() == 1 && !l.inputs.empty() &&
+         l.inputs[0] && l.inputs[0]->dims.size() == 4;
+}
 bool isLayoutChannelConcat(const Layer& l) {
   if (l.op != "Concat" || l.outputs.size() != 1 || l.outputs[0]->dims.size() != 4) return false;
   const int64_t axis = l.attrs.getInt("axis", 0);

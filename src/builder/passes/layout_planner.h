@@ -57,6 +57,8 @@ bool assignLayouts(Network& net, const LayoutPolicy& policy);
 bool isLayoutConv(const Layer& l);
 bool isLayoutWindowPool(const Layer& l);
 bool isLayoutGlobalPool(const Layer& l);
+//! GroupNormalization / InstanceNormalization of a 4-D X with one output (the GPU's nhwc tactics).
+bool isLayoutGroupNorm(const Layer& l);
 //! A 4-D Concat along axis 1 (-3) with one output.
 bool isLayoutChannelConcat(const Layer& l);
 

@@ -1,0 +1,183 @@
+// CUDA kernels: GroupNormalization / InstanceNormalization of channels-last tensors [N, H, W, C]
+// (norm_group_nhwc.h). A group is a run of C/G channels in every pixel, so the NCHW kernels'
+// rows do not exist here; instead a block takes a chunk of one image's pixels, all channels, with
+// tx threads across a pixel's channel vectors and ty pixels at a time, so each thread always
+// holds the same channels (their scale, bias, group). Two passes over the same grid:
+//   1. statistics: each thread sums (x - K) and (x - K)^2 of its channels over its pixels in
+//      float32, K = the group's first element (the shift that keeps the one-pass variance from
+//      cancelling when the mean is large against the spread, as norm_group_split.cu), then the
+//      block adds its threads' sums per group in shared memory into partials[image][chunk][group];
+//   2. apply: each block adds up its image's partials per group (mean = K + S/n,
+//      var = SS/n - (S/n)^2), then normalizes its pixels with the channels' scale and bias and the
+//      fused activation.
+#include <algorithm>
+
+#include "backends/cuda/activation_math.cuh"
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/norm_common.cuh"
+#include "backends/cuda/norm_group_nhwc.h"
+#include "core/type_dispatch.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxGroups = 2048;  // per-group sums in shared memory (InstanceNorm: one per channel)
+
+template <typename T, int VEC, bool kVector>
+__device__ __forceinline__ void loadVec(const T* p, float (&v)[VEC]) {
+  if constexpr (kVector) {
+    loadFloats<T, VEC>(p, v);
+  } else {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) v[e] = toFloat(p[e]);
+  }
+}
+
+template <typename T, int VEC, bool kVector>
+__device__ __forceinline__ void storeVec(T* p, const float (&v)[VEC]) {
+  if constexpr (kVector) {
+    storeFloats<T, VEC>(p, v);
+  } else {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) p[e] = fromFloat<T>(v[e]);
+  }
+}
+
+template <typename T, int VEC, bool kVector>
+__global__ void __launch_bounds__(kThreads) nhwcStatsKernel(const GroupNormNhwcParams p, float2* partials) {
+  __shared__ float sSum[kMaxGroups], sSq[kMaxGroups];
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x, nthreads = blockDim.x * blockDim.y;
+  for (int64_t g = tid; g < p.groups; g += nthreads) sSum[g] = sSq[g] = 0.f;
+  __syncthreads();
+  const int64_t img = blockIdx.y, chunk = blockIdx.x, cpg = p.c / p.groups;
+  const T* x = static_cast<const T*>(p.x) + img * p.hw * p.c;
+  const int64_t c0 = static_cast<int64_t>(threadIdx.x) * VEC;
+  float shift[VEC], s[VEC], ss[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    shift[e] = toFloat(x[(c0 + e) / cpg * cpg]);  // the group's first element (pixel 0)
+    s[e] = ss[e] = 0.f;
+  }
+  const int64_t first = chunk * p.pixels, last = min(first + p.pixels, p.hw);
+  for (int64_t px = first + threadIdx.y; px < last; px += blockDim.y) {
+    float v[VEC];
+    loadVec<T, VEC, kVector>(x + px * p.c + c0, v);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float d = v[e] - shift[e];
+      s[e] += d;
+      ss[e] = fmaf(d, d, ss[e]);
+    }
+  }
+  // Runs of channels of one group add up in registers, then one shared-memory add per run.
+  int64_t g = c0 / cpg;
+  float rs = 0.f, rss = 0.f;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    const int64_t ge = (c0 + e) / cpg;
+    if (ge != g) {
+      atomicAdd(&sSum[g], rs);
+      atomicAdd(&sSq[g], rss);
+      g = ge, rs = 0.f, rss = 0.f;
+    }
+    rs += s[e];
+    rss += ss[e];
+  }
+  atomicAdd(&sSum[g], rs);
+  atomicAdd(&sSq[g], rss);
+  __syncthreads();
+  float2* out = partials + (img * p.chunks + chunk) * p.groups;
+  for (int64_t k = tid; k < p.groups; k += nthreads) out[k] = make_float2(sSum[k], sSq[k]);
+}
+
+template <typename T, int VEC, bool kVector>
+__global__ void __launch_bounds__(kThreads) nhwcApplyKernel(const GroupNormNhwcParams p, const float2* partials) {
+  __shared__ float sMean[kMaxGroups], sInv[kMaxGroups];
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x, nthreads = blockDim.x * blockDim.y;
+  const int64_t img = blockIdx.y, chunk = blockIdx.x, cpg = p.c / p.groups;
+  const T* x = static_cast<const T*>(p.x) + img * p.hw * p.c;
+  T* y = static_cast<T*>(p.y) + img * p.hw * p.c;
+  const float invN = 1.f / static_cast<float>(p.hw * cpg);
+  const float2* part = partials + img * p.chunks * p.groups;
+  for (int64_t g = tid; g < p.groups; g += nthreads) {
+    float s = 0.f, ss = 0.f;
+    for (int64_t k = 0; k < p.chunks; ++k) {
+      const float2 q = part[k * p.groups + g];
+      s += q.x;
+      ss += q.y;
+    }
+    const float dm = s * invN;
+    sMean[g] = toFloat(x[g * cpg]) + dm;
+    sInv[g] = rsqrtf(fmaxf(ss * invN - dm * dm, 0.f) + p.eps);
+  }
+  __syncthreads();
+  const int64_t c0 = static_cast<int64_t>(threadIdx.x) * VEC;
+  const T* scale = static_cast<const T*>(p.scale);
+  const T* bias = static_cast<const T*>(p.bias);
+  float mean[VEC], a[VEC], b[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    const int64_t c = c0 + e, g = c / cpg, param = p.perGroupAffine ? g : c;
+    mean[e] = sMean[g];
+    a[e] = toFloat(scale[param]) * sInv[g];
+    b[e] = bias ? toFloat(bias[param]) : 0.f;
+  }
+  const ActKind act = static_cast<ActKind>(p.act);
+  const int64_t first = chunk * p.pixels, last = min(first + p.pixels, p.hw);
+  for (int64_t px = first + threadIdx.y; px < last; px += blockDim.y) {
+    float v[VEC];
+    loadVec<T, VEC, kVector>(x + px * p.c + c0, v);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) v[e] = (v[e] - mean[e]) * a[e] + b[e];
+    applyActivations<VEC>(act, p.actAlpha, p.actBeta, v);
+    storeVec<T, VEC, kVector>(y + px * p.c + c0, v);
+  }
+}
+
+template <typename T, int VEC, bool kVector>
+void launchPasses(const GroupNormNhwcParams& p, float2* partials, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.chunks), static_cast<unsigned>(p.n)), block(p.tx, p.ty);
+  nhwcStatsKernel<T, VEC, kVector><<<grid, block, 0, stream>>>(p, partials);
+  KILN_CUDA_CHECK_LAUNCH();
+  nhwcApplyKernel<T, VEC, kVector><<<grid, block, 0, stream>>>(p, partials);
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void launchTyped(const GroupNormNhwcParams& p, float2* partials, cudaStream_t stream) {
+  constexpr int kWide = 16 / sizeof(T);
+  if (p.vec != kWide) throw Error("GroupNormalization (nhwc): the plan's vector width does not match the type");
+  if (aligned(p.x, 16) && aligned(p.y, 16)) launchPasses<T, kWide, true>(p, partials, stream);
+  else launchPasses<T, kWide, false>(p, partials, stream);
+}
+
+}  // namespace
+
+bool groupNormNhwcFits(int64_t c, int64_t groups, size_t elemSize) {
+  const int64_t vec = static_cast<int64_t>(16 / elemSize);
+  return c > 0 && groups > 0 && groups <= kMaxGroups && c % groups == 0 && c % vec == 0 && c / vec <= kThreads;
+}
+
+void planGroupNormNhwc(GroupNormNhwcParams& p) {
+  p.vec = static_cast<int>(16 / elementSize(p.type));
+  p.tx = static_cast<int>(p.c / p.vec);
+  p.ty = std::max(1, kThreads / std::max(p.tx, 1));
+  // Blocks to fill the GPU four times over, each thread at least 4 pixels, at most 256 chunks per
+  // image (the apply pass adds every chunk's partials).
+  const int64_t wanted = std::max<int64_t>(1, (int64_t(smCount()) * 4 + p.n - 1) / std::max<int64_t>(p.n, 1));
+  int64_t pixels = std::max<int64_t>(int64_t(p.ty) * 4, (p.hw + wanted - 1) / wanted);
+  pixels = std::max(pixels, (p.hw + 255) / 256);
+  pixels = (pixels + p.ty - 1) / p.ty * p.ty;
+  p.pixels = pixels;
+  p.chunks = std::max<int64_t>(1, (p.hw + pixels - 1) / pixels);
+}
+
+void launchGroupNormNhwc(const GroupNormNhwcParams& p, void* workspace, cudaStream_t stream) {
+  if (p.n <= 0 || p.hw <= 0 || p.c <= 0) return;
+  auto* partials = static_cast<float2*>(workspace);
+  dispatchCudaType<kFloatTypes>(p.type, [&](auto t) { launchTyped<decltype(t)>(p, partials, stream); }, "launchGroupNormNhwc");
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,42 @@
+// GroupNormalization / InstanceNormalization on channels-last ("nhwc") tensors (tactics
+// *_fp_cuda_nhwc, norm_group_nhwc.cu): the GPU layout pass keeps a CNN's conv chain NHWC through
+// its GroupNorms (ResNet-GN, PoolFormer) instead of converting to NCHW around each of them.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kiln/types.h"
+
+namespace kiln::cuda {
+
+struct GroupNormNhwcParams {
+  DataType type = DataType::kHALF;
+  int64_t n = 0, hw = 0, c = 0, groups = 1;
+  float eps = 1e-5f;
+  bool perGroupAffine = false;  //!< scale / bias hold one value per group
+  int act = 0;                  //!< fused activation (ActKind), after the affine
+  float actAlpha = 0.f, actBeta = 0.f;
+  // Plan (planGroupNormNhwc): vectors of `vec` channels, a block of tx x ty threads (tx vectors
+  // cover one pixel's channels, ty pixels at a time), `pixels` pixels per block, `chunks` blocks
+  // per image.
+  int vec = 1, tx = 1, ty = 1;
+  int64_t pixels = 1, chunks = 1;
+  // Set at execute.
+  const void* x = nullptr;
+  void* y = nullptr;
+  const void* scale = nullptr;
+  const void* bias = nullptr;
+  //! Workspace: one float2 (sum, sum of squares) per image, chunk and group.
+  size_t workspaceBytes() const { return static_cast<size_t>(n * chunks * groups) * 2 * sizeof(float); }
+};
+
+//! Whether the kernel takes C channels of `elemSize` bytes in G groups (one pixel's channel
+//! vectors fit one block's row of threads).
+bool groupNormNhwcFits(int64_t c, int64_t groups, size_t elemSize);
+//! Fills p's plan from its shape (p.n, p.hw, p.c, p.groups, p.type).
+void planGroupNormNhwc(GroupNormNhwcParams& p);
+void launchGroupNormNhwc(const GroupNormNhwcParams& p, void* workspace, cudaStream_t stream);
+
+}  // namespace kiln::cuda
