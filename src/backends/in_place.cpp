@@ -28,6 +28,14 @@ bool elementwiseOverInput0(const std::string& op) {
 //! touches no other line: the reductions finish before the output pass.
 bool lineWiseOverInput0(const std::string& op) { return op == "Softmax" || op == "LogSoftmax"; }
 
+//! The same by groups: every GroupNormalization / InstanceNormalization kernel (reference,
+//! *_f32_avx2, CUDA's row kernel, and the split and channels-last tactics, whose statistics pass
+//! reads all of X and leaves the groups' shifts in the workspace before the apply pass writes)
+//! reads a group's elements for its statistics before it writes any of them, then element k
+//! before writing k. A residual network's norm then writes over its conv's output instead of
+//! holding both (ResNet-50-GN at batch 64: four 98 MiB buffers live at once instead of two).
+bool groupWiseOverInput0(const std::string& op) { return op == "GroupNormalization" || op == "InstanceNormalization"; }
+
 //! Conv tactics that may write Y over the residual R (input 3, in Y's layout by the fusion
 //! contract). Each reads R into Y's place before it accumulates into it:
 //! - conv_f32_onednn / _blocked: oneDNN's sum post-op accumulates into Y, which is first given
@@ -49,7 +57,7 @@ bool convOverResidual(const std::string& tactic) {
 
 int inPlaceInput(const std::string& op, const std::string& tactic, size_t inputs) {
   if (inputs == 0) return -1;
-  if (elementwiseOverInput0(op) || lineWiseOverInput0(op)) return 0;
+  if (elementwiseOverInput0(op) || lineWiseOverInput0(op) || groupWiseOverInput0(op)) return 0;
   if (op == "Conv" && inputs > 3 && convOverResidual(tactic)) return 3;
   return -1;
 }

@@ -342,6 +342,34 @@ TEST(MemoryPlan, ConvWritesOverItsResidualWhereTheTacticAllowsIt) {
   EXPECT_EQ(p.lowerBound, 3 * kTensor);
 }
 
+TEST(MemoryPlan, GroupNormWritesOverItsConvOutput) {
+  // ResNet-GN's block end: x -> Conv a -> GroupNorm n -> Add(n, x) -> y (x and y outside the
+  // arena). The norm reads a group before writing it (backends/in_place.h), so n takes a's bytes:
+  // one tensor in the arena, not two.
+  constexpr size_t kTensor = 8 * 16 * 16 * 4;
+  for (const char* op : {"GroupNormalization", "InstanceNormalization"}) {
+    EngineGraph g;
+    g.device = DeviceType::kCPU;
+    const Dims d = {1, 8, 16, 16};
+    const int x = addTensor(g, floatTensor("x", d));
+    g.tensors[x].isInput = true;
+    g.inputs = {x};
+    const int w = addConstant(g, "w", {8, 8, 1, 1}), bias = addConstant(g, "bias", {8});
+    const int scale = addConstant(g, "scale", {8}), shift = addConstant(g, "shift", {8});
+    const int a = addTensor(g, floatTensor("a", d)), n = addTensor(g, floatTensor("n", d)), y = addTensor(g, floatTensor("y", d));
+    g.tensors[y].isOutput = true;
+    g.outputs = {y};
+    addLayer(g, "conv", "Conv", {x, w, bias}, {a}, "conv_f32_onednn");
+    addLayer(g, "norm", op, {a, scale, shift}, {n}, "ref");
+    g.layers.back().attrs.set("num_groups", int64_t(2));
+    addLayer(g, "add", "Add", {n, x}, {y}, "ref");
+    const ResolvedShapes r = resolveShapes(g, {}, nullptr);
+    const MemoryPlan p = planMemory(g, r);
+    EXPECT_EQ(p.offsets[a], p.offsets[n]) << op << " over its input";
+    EXPECT_EQ(p.arenaBytes, kTensor) << op;
+  }
+}
+
 TEST(MemoryPlan, MemoryAwareOrderFinishesABranchBeforeStartingTheNext) {
   // x[16, 16] -> A1 = x @ W[16, 64] -> A2 = A1 @ V[64, 16]; the same for B; y = A2 + B2. Units of
   // 1 KiB: A1 and B1 are 4, A2 and B2 are 1. The network order A1 B1 A2 B2 Add holds A1 + B1 + A2

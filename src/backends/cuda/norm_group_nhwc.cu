@@ -9,7 +9,8 @@
 //      block adds its threads' sums per group in shared memory into partials[image][chunk][group];
 //   2. apply: each block adds up its image's partials per group (mean = K + S/n,
 //      var = SS/n - (S/n)^2), then normalizes its pixels with the channels' scale and bias and the
-//      fused activation.
+//      fused activation. It reads K from the workspace and each element before writing it, so Y
+//      may be written over X.
 #include <algorithm>
 
 #include "backends/cuda/activation_math.cuh"
@@ -90,6 +91,10 @@ __global__ void __launch_bounds__(kThreads) nhwcStatsKernel(const GroupNormNhwcP
   __syncthreads();
   float2* out = partials + (img * p.chunks + chunk) * p.groups;
   for (int64_t k = tid; k < p.groups; k += nthreads) out[k] = make_float2(sSum[k], sSq[k]);
+  if (chunk == 0) {
+    float* shifts = reinterpret_cast<float*>(partials + p.n * p.chunks * p.groups) + img * p.groups;
+    for (int64_t k = tid; k < p.groups; k += nthreads) shifts[k] = toFloat(x[k * cpg]);
+  }
 }
 
 template <typename T, int VEC, bool kVector>
@@ -101,6 +106,8 @@ __global__ void __launch_bounds__(kThreads) nhwcApplyKernel(const GroupNormNhwcP
   T* y = static_cast<T*>(p.y) + img * p.hw * p.c;
   const float invN = 1.f / static_cast<float>(p.hw * cpg);
   const float2* part = partials + img * p.chunks * p.groups;
+  // The statistics pass's shifts: X's first pixel may already hold Y here (Y over X in place).
+  const float* shifts = reinterpret_cast<const float*>(partials + p.n * p.chunks * p.groups) + img * p.groups;
   for (int64_t g = tid; g < p.groups; g += nthreads) {
     float s = 0.f, ss = 0.f;
     for (int64_t k = 0; k < p.chunks; ++k) {
@@ -109,7 +116,7 @@ __global__ void __launch_bounds__(kThreads) nhwcApplyKernel(const GroupNormNhwcP
       ss += q.y;
     }
     const float dm = s * invN;
-    sMean[g] = toFloat(x[g * cpg]) + dm;
+    sMean[g] = shifts[g] + dm;
     sInv[g] = rsqrtf(fmaxf(ss * invN - dm * dm, 0.f) + p.eps);
   }
   __syncthreads();

@@ -28,8 +28,9 @@ struct GroupNormNhwcParams {
   void* y = nullptr;
   const void* scale = nullptr;
   const void* bias = nullptr;
-  //! Workspace: one float2 (sum, sum of squares) per image, chunk and group.
-  size_t workspaceBytes() const { return static_cast<size_t>(n * chunks * groups) * 2 * sizeof(float); }
+  //! Workspace: one float2 (sum, sum of squares) per image, chunk and group, then each image's and
+  //! group's shift (read by the statistics pass: the apply pass may write over X).
+  size_t workspaceBytes() const { return static_cast<size_t>(n * chunks * groups * 2 + n * groups) * sizeof(float); }
 };
 
 //! Whether the kernel takes C channels of `elemSize` bytes in G groups (one pixel's channel

@@ -7,7 +7,8 @@
 //      first element (a shift that keeps the one-pass variance from cancelling when the mean is
 //      large against the spread), into partials[group][chunk];
 //   2. apply: each block adds up its group's partials (mean = K + S/n, var = SS/n - (S/n)^2), then
-//      normalizes its chunk with the channel's scale and bias and the fused activation.
+//      normalizes its chunk with the channel's scale and bias and the fused activation. It reads
+//      K from the workspace and each element before writing it, so Y may be written over X.
 // Vectors of 16 bytes when a channel's spatial extent allows them (one channel per vector: one
 // division per vector, scale and bias read once per vector).
 #include "backends/cuda/activation_math.cuh"
@@ -50,7 +51,10 @@ __global__ void __launch_bounds__(kSplitThreads) groupStatsKernel(const RowNormP
   }
   s = rowReduce(s, SumOp{}, 0.f, smem);
   ss = rowReduce(ss, SumOp{}, 0.f, smem);
-  if (threadIdx.x == 0) partials[blockIdx.x] = make_float2(s, ss);
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = make_float2(s, ss);
+    if (chunk == 0) reinterpret_cast<float*>(partials + gridDim.x)[row] = shift;
+  }
 }
 
 template <typename T, int VEC>
@@ -60,7 +64,8 @@ __global__ void __launch_bounds__(kSplitThreads) groupApplyKernel(const RowNormP
   const int64_t row = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
   const T* x = static_cast<const T*>(p.x) + row * p.cols;
   T* y = static_cast<T*>(p.y) + row * p.cols;
-  const float shift = toFloat(x[0]);
+  // The statistics pass's shift: X's first element may already hold Y here (Y over X in place).
+  const float shift = reinterpret_cast<const float*>(partials + gridDim.x)[row];
   // The group's totals from every chunk's partial sums.
   float s = 0.f, ss = 0.f;
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {

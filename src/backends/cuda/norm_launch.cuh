@@ -125,8 +125,9 @@ void launchRowNorm(const RowNormParams& p, cudaStream_t stream);
 struct GroupSplitPlan {
   int vec = 1;
   int64_t chunkElems = 0, chunks = 1;
-  //! Workspace: one float2 (sum, sum of squares) per group and chunk.
-  size_t workspaceBytes(int64_t rows) const { return static_cast<size_t>(rows * chunks) * 2 * sizeof(float); }
+  //! Workspace: one float2 (sum, sum of squares) per group and chunk, then each group's shift
+  //! (its first element, read by the statistics pass: the apply pass may write over X).
+  size_t workspaceBytes(int64_t rows) const { return static_cast<size_t>(rows * chunks * 2 + rows) * sizeof(float); }
 };
 GroupSplitPlan planGroupSplit(int64_t rows, int64_t cols, int64_t spatial, size_t elemSize);
 //! p: as for launchRowNorm with mode kPerChannel or kPerGroup; `workspace`: plan.workspaceBytes(p.rows).
