@@ -238,6 +238,37 @@ inline void expectClose(const HostTensor& got, const HostTensor& ref, double rto
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << ref.count() << " elements differ; first: " << first;
 }
 
+//! The ONNX TensorProto data type code of a kiln type (Cast's `to`, QuantizeLinear's output_dtype).
+inline int64_t onnxTypeCode(DataType t) {
+  switch (t) {
+    case DataType::kFLOAT: return 1;
+    case DataType::kUINT8: return 2;
+    case DataType::kINT8: return 3;
+    case DataType::kUINT16: return 4;
+    case DataType::kINT16: return 5;
+    case DataType::kINT32: return 6;
+    case DataType::kINT64: return 7;
+    case DataType::kBOOL: return 9;
+    case DataType::kHALF: return 10;
+    case DataType::kDOUBLE: return 11;
+    case DataType::kUINT32: return 12;
+    case DataType::kUINT64: return 13;
+    case DataType::kBF16: return 16;
+    case DataType::kFP8E4M3FN: return 17;
+    case DataType::kFP8E4M3FNUZ: return 18;
+    case DataType::kFP8E5M2: return 19;
+    case DataType::kFP8E5M2FNUZ: return 20;
+    case DataType::kUINT4: return 21;
+    case DataType::kINT4: return 22;
+    case DataType::kFP4E2M1: return 23;
+    case DataType::kFP8E8M0: return 24;
+    case DataType::kUINT2: return 25;
+    case DataType::kINT2: return 26;
+  }
+  ADD_FAILURE() << "no ONNX code for " << toString(t);
+  return 0;
+}
+
 //! A 4-D NCHW tensor's bytes rearranged as NHWC (or back with `toLast` false): how the GPU layout
 //! pass's channels-last tensors are stored.
 inline HostTensor channelsLast(const HostTensor& t, bool toLast) {

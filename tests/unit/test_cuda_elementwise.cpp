@@ -423,24 +423,7 @@ TEST(CudaElementwise, CastEveryPair) {
     for (int ti = 0; ti < kNumTypes; ++ti) {
       DataType to = static_cast<DataType>(ti);
       Attributes a;
-      a.set("to", static_cast<int64_t>([&] {
-              switch (to) {
-                case DataType::kFLOAT: return 1;
-                case DataType::kUINT8: return 2;
-                case DataType::kINT8: return 3;
-                case DataType::kUINT16: return 4;
-                case DataType::kINT16: return 5;
-                case DataType::kINT32: return 6;
-                case DataType::kINT64: return 7;
-                case DataType::kBOOL: return 9;
-                case DataType::kHALF: return 10;
-                case DataType::kDOUBLE: return 11;
-                case DataType::kUINT32: return 12;
-                case DataType::kUINT64: return 13;
-                case DataType::kBF16: return 16;
-              }
-              return 0;
-            }()));
+      a.set("to", test::onnxTypeCode(to));
       auto c = makeCase("Cast", {x}, a);
       auto ref = test::runReference(c);
       auto got = test::runTactic(*gpu, "cast_any_cuda", c);

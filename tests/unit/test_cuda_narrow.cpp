@@ -18,35 +18,6 @@ const std::vector<DataType> kNarrow = {DataType::kFP8E4M3FN, DataType::kFP8E4M3F
                                        DataType::kFP4E2M1,   DataType::kFP8E8M0,     DataType::kINT4,    DataType::kUINT4,
                                        DataType::kINT2,      DataType::kUINT2};
 
-int onnxCode(DataType t) {
-  switch (t) {
-    case DataType::kFLOAT: return 1;
-    case DataType::kUINT8: return 2;
-    case DataType::kINT8: return 3;
-    case DataType::kUINT16: return 4;
-    case DataType::kINT16: return 5;
-    case DataType::kINT32: return 6;
-    case DataType::kINT64: return 7;
-    case DataType::kBOOL: return 9;
-    case DataType::kHALF: return 10;
-    case DataType::kDOUBLE: return 11;
-    case DataType::kUINT32: return 12;
-    case DataType::kUINT64: return 13;
-    case DataType::kBF16: return 16;
-    case DataType::kFP8E4M3FN: return 17;
-    case DataType::kFP8E4M3FNUZ: return 18;
-    case DataType::kFP8E5M2: return 19;
-    case DataType::kFP8E5M2FNUZ: return 20;
-    case DataType::kUINT4: return 21;
-    case DataType::kINT4: return 22;
-    case DataType::kFP4E2M1: return 23;
-    case DataType::kFP8E8M0: return 24;
-    case DataType::kUINT2: return 25;
-    case DataType::kINT2: return 26;
-  }
-  return 0;
-}
-
 //! Values that probe every rounding decision of a narrow target: each code's value and the
 //! midpoints between neighbours (ties), slightly off them, the overflow edges, zeros, NaN,
 //! infinities, integers around the sub-byte ranges, and random values over many binades.
@@ -139,7 +110,7 @@ std::vector<HostTensor> runCuda(const test::OpCase& c, const std::string& what) 
 
 void checkCast(const HostTensor& x, DataType to, int saturate, const std::string& roundMode) {
   Attributes a;
-  a.set("to", static_cast<int64_t>(onnxCode(to)));
+  a.set("to", test::onnxTypeCode(to));
   a.set("saturate", static_cast<int64_t>(saturate));
   if (!roundMode.empty()) a.set("round_mode", roundMode);
   const test::OpCase c = test::unaryCase("Cast", x, a);

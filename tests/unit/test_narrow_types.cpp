@@ -47,21 +47,6 @@ HostTensor castOp(const HostTensor& x, DataType to, int64_t onnxCode, int64_t sa
   return y;
 }
 
-int64_t onnxCode(DataType t) {
-  switch (t) {
-    case DataType::kFP8E4M3FN: return 17;
-    case DataType::kFP8E4M3FNUZ: return 18;
-    case DataType::kFP8E5M2: return 19;
-    case DataType::kFP8E5M2FNUZ: return 20;
-    case DataType::kUINT4: return 21;
-    case DataType::kINT4: return 22;
-    case DataType::kFP4E2M1: return 23;
-    case DataType::kUINT2: return 25;
-    case DataType::kINT2: return 26;
-    default: return 0;
-  }
-}
-
 std::string writeTemp(const std::vector<uint8_t>& bytes, const char* name) {
   std::string path = testing::TempDir() + name;
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
@@ -99,7 +84,7 @@ TEST(NarrowTypes, CastToAndFromNarrowFloats) {
   for (const auto& c : narrow_ref::kEncode) {
     HostTensor x = floatTensor(c.in);
     for (int64_t saturate : {1, 0}) {
-      HostTensor y = castOp(x, c.type, onnxCode(c.type), saturate);
+      HostTensor y = castOp(x, c.type, test::onnxTypeCode(c.type), saturate);
       const auto& want = saturate ? c.sat : c.noSat;
       for (int64_t i = 0; i < y.count(); ++i)
         ASSERT_TRUE(sameFloat(y.getDouble(i), narrowToFloat(c.type, want[i]))) << toString(c.type) << " element " << i;
@@ -109,7 +94,7 @@ TEST(NarrowTypes, CastToAndFromNarrowFloats) {
     // float16 in: every float16 value converts exactly to float, so one rounding, as from float32.
     HostTensor h(DataType::kHALF, x.dims());
     for (int64_t i = 0; i < x.count(); ++i) h.as<uint16_t>()[i] = floatToHalf(x.as<float>()[i]);
-    HostTensor y = castOp(h, c.type, onnxCode(c.type));
+    HostTensor y = castOp(h, c.type, test::onnxTypeCode(c.type));
     for (int64_t i = 0; i < y.count(); ++i)
       ASSERT_TRUE(sameFloat(y.getDouble(i), narrowToFloat(c.type, floatToNarrow(c.type, halfToFloat(h.as<uint16_t>()[i]), true))));
   }
@@ -118,12 +103,12 @@ TEST(NarrowTypes, CastToAndFromNarrowFloats) {
 // Floats truncate (out of range, NaN, inf: 0, as ml_dtypes); integers keep their low bits.
 TEST(NarrowTypes, CastToSubByteIntegers) {
   for (const auto& c : narrow_ref::kIntCasts) {
-    HostTensor y = castOp(floatTensor(c.fromFloat), c.type, onnxCode(c.type));
+    HostTensor y = castOp(floatTensor(c.fromFloat), c.type, test::onnxTypeCode(c.type));
     for (int64_t i = 0; i < y.count(); ++i)
       EXPECT_EQ(y.getInt(i), c.fromFloatWant[i]) << toString(c.type) << " from float " << fromBits(c.fromFloat[i]);
     HostTensor xi(DataType::kINT64, {static_cast<int64_t>(c.fromInt.size())});
     std::memcpy(xi.data(), c.fromInt.data(), xi.bytes());
-    HostTensor z = castOp(xi, c.type, onnxCode(c.type));
+    HostTensor z = castOp(xi, c.type, test::onnxTypeCode(c.type));
     for (int64_t i = 0; i < z.count(); ++i) EXPECT_EQ(z.getInt(i), c.fromIntWant[i]) << toString(c.type) << " from " << c.fromInt[i];
     // ... and back: int4 -> int8 / float sign-extends, uint4 -> uint8 does not.
     HostTensor w = castOp(z, DataType::kINT32, 6);

@@ -40,21 +40,6 @@ HostTensor narrow(DataType type, const Dims& d, const std::vector<int>& v) {
 
 bool sameFloat(float a, float b) { return std::isnan(a) ? std::isnan(b) : a == b; }
 
-int64_t onnxCode(DataType t) {
-  switch (t) {
-    case DataType::kFP8E4M3FN: return 17;
-    case DataType::kFP8E4M3FNUZ: return 18;
-    case DataType::kFP8E5M2: return 19;
-    case DataType::kFP8E5M2FNUZ: return 20;
-    case DataType::kUINT4: return 21;
-    case DataType::kINT4: return 22;
-    case DataType::kFP4E2M1: return 23;
-    case DataType::kUINT2: return 25;
-    case DataType::kINT2: return 26;
-    default: ADD_FAILURE() << "no ONNX code for " << toString(t); return 0;
-  }
-}
-
 }  // namespace
 
 TEST(QuantizeNarrow, MatchesOnnxReference) {
@@ -70,7 +55,7 @@ TEST(QuantizeNarrow, MatchesOnnxReference) {
     oc.inputs.push_back(q ? floats(c.x, c.xf) : narrow(c.quantType, c.x, c.xq));
     oc.inputs.push_back(floats(c.scale, c.scaleF));
     if (!c.zeroPoint.empty()) oc.inputs.push_back(narrow(c.quantType, c.scale, c.zeroPoint));
-    else if (q) oc.attrs.set("output_dtype", onnxCode(c.quantType));
+    else if (q) oc.attrs.set("output_dtype", test::onnxTypeCode(c.quantType));
     HostTensor y = test::runReference(oc).at(0);
     ASSERT_EQ(y.dims(), c.x);
     if (q) {

@@ -202,6 +202,14 @@ void groupNormParams(const LayerDesc& l, RowNormParams& p) {
   p.actBeta = act.beta;
 }
 
+//! X, scale, bias and Y of a GroupNormalization / InstanceNormalization run, into any tactic's params.
+template <class P> void bindGroupNormIO(P& p, const KernelIO& io) {
+  p.x = io.in[0].data;
+  p.scale = io.in[1].data;
+  p.bias = io.in[2].data;
+  p.y = io.out[0].data;
+}
+
 class GroupNormKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
@@ -212,10 +220,7 @@ class GroupNormKernel : public Kernel {
   }
   void execute(const KernelIO& io, KernelState* state) const override {
     auto p = paramsOf<RowNormParams>(state);
-    p.x = io.in[0].data;
-    p.scale = io.in[1].data;
-    p.bias = io.in[2].data;
-    p.y = io.out[0].data;
+    bindGroupNormIO(p, io);
     launchRowNorm(p, streamOf(io));
   }
 };
@@ -237,10 +242,7 @@ class GroupNormSplitKernel : public Kernel {
   void execute(const KernelIO& io, KernelState* state) const override {
     const auto& s = paramsOf<GroupSplitParams>(state);
     RowNormParams p = s.p;
-    p.x = io.in[0].data;
-    p.scale = io.in[1].data;
-    p.bias = io.in[2].data;
-    p.y = io.out[0].data;
+    bindGroupNormIO(p, io);
     if (io.workspaceSize < s.plan.workspaceBytes(p.rows)) throw Error("GroupNormalization (split): workspace too small");
     launchGroupNormSplit(p, s.plan, io.workspace, streamOf(io));
   }
@@ -269,10 +271,7 @@ class GroupNormNhwcKernel : public Kernel {
   }
   void execute(const KernelIO& io, KernelState* state) const override {
     GroupNormNhwcParams p = paramsOf<GroupNormNhwcParams>(state);
-    p.x = io.in[0].data;
-    p.scale = io.in[1].data;
-    p.bias = io.in[2].data;
-    p.y = io.out[0].data;
+    bindGroupNormIO(p, io);
     if (io.workspaceSize < p.workspaceBytes()) throw Error("GroupNormalization (nhwc): workspace too small");
     launchGroupNormNhwc(p, io.workspace, streamOf(io));
   }
