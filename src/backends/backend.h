@@ -74,6 +74,13 @@ class Backend {
   virtual std::string fingerprint() const = 0;
   //! Every tactic that can run `layer`, best guess first. Empty: the backend cannot run it.
   virtual std::vector<Tactic> tactics(const LayerDesc& layer) const = 0;
+  //! Tactics of last resort for a layer that tactics() leaves empty (CUDA: the reference kernel on
+  //! the host between copies). Only the tactic selection (with a warning naming the layer) and the
+  //! plan loader take them: passes that ask tactics() whether a kernel exists are not misled.
+  virtual std::vector<Tactic> fallbackTactics(const LayerDesc& layer) const {
+    (void)layer;
+    return {};
+  }
   //! Device memory (host memory on the CPU). 64-byte aligned at least.
   virtual void* allocate(size_t bytes) = 0;
   virtual void release(void* p) = 0;

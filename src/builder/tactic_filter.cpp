@@ -27,6 +27,7 @@ class TacticFilter : public Backend {
     if (kept.empty() && inner_->device() == DeviceType::kCPU) return inner_->tactics(layer);
     return kept;
   }
+  std::vector<Tactic> fallbackTactics(const LayerDesc& layer) const override { return inner_->fallbackTactics(layer); }
   DeviceType device() const override { return inner_->device(); }
   std::string fingerprint() const override { return inner_->fingerprint(); }
   void* allocate(size_t bytes) override { return inner_->allocate(bytes); }

@@ -206,6 +206,13 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
     LayerDesc desc = buildTimeDesc(g, i);
     std::vector<Tactic> tactics = backend.tactics(desc);
     if (tactics.empty()) {
+      // A last resort (CUDA: the reference kernel on the host between copies), said loudly.
+      tactics = backend.fallbackTactics(desc);
+      if (!tactics.empty() && profile == 0)
+        logger.log(ILogger::Severity::kWARNING, "layer '" + l.name + "' (" + l.op + "): no " + toString(g.device) + " kernel supports it; it runs as " +
+                                      tactics.front().name + " (its inputs copied to the host, the reference kernel, the outputs copied back): slow");
+    }
+    if (tactics.empty()) {
       std::string types;
       for (size_t k = 0; k < desc.inputs.size(); ++k)
         if (desc.present(k)) types += std::string(types.empty() ? "" : ", ") + toString(desc.inputs[k].type);

@@ -44,7 +44,10 @@ std::unique_ptr<EngineImpl> instantiateEngine(EngineGraph graph, ILogger& logger
     auto kernelOf = [&](const std::string& name) {
       auto it = made.find(name);
       if (it == made.end()) {
-        if (tactics.empty()) tactics = e->backend->tactics(d);
+        if (tactics.empty()) {
+          tactics = e->backend->tactics(d);
+          for (Tactic& t : e->backend->fallbackTactics(d)) tactics.push_back(std::move(t));
+        }
         std::unique_ptr<Kernel> k;
         for (auto& t : tactics)
           if (t.name == name) {

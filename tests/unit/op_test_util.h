@@ -153,6 +153,8 @@ inline std::vector<HostTensor> runTactic(Backend& backend, const std::string& na
   std::unique_ptr<Kernel> k;
   for (auto& t : backend.tactics(build))
     if (t.name == name) k = t.create(build);
+  for (auto& t : backend.fallbackTactics(build))
+    if (!k && t.name == name) k = t.create(build);
   if (!k && name == "ref") k = referenceTactic(c.op).create(build);
   if (!k) throw Error("tactic '" + name + "' not offered for " + c.op);
   if (overInput >= 0 && (static_cast<size_t>(overInput) >= c.inputs.size() || !c.inputs[overInput].valid() ||

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_tactics.h"
+#include "backends/cuda/host_fallback.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/device_peak_cuda.h"
 #include "plugin/plugin_layer.h"
@@ -45,6 +46,7 @@ class CudaBackend : public Backend {
     if (layer.op == kPluginOp) return pluginTactics(layer, DeviceType::kGPU);
     return tacticsFromTable(cudaTacticTable(), layer);
   }
+  std::vector<Tactic> fallbackTactics(const LayerDesc& layer) const override { return cuda::hostFallbackTactics(layer); }
   void makeCurrent() override { KILN_CUDA_CHECK(cudaSetDevice(device_)); }
   int deviceIndex() const override { return device_; }
   void fill(void* p, int value, size_t bytes, void* stream) override {
