@@ -9,6 +9,7 @@
 // OpDef::inferComputesValues), plugins, or layers with layout attributes.
 #include "backends/cuda/host_fallback.h"
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -45,7 +46,10 @@ struct HostFallbackState : KernelState {
   Attributes attrs;  // the layer's, owned: the host function reads them after reshape returned
   LayerDesc desc;    // concrete dims; input values filled at each run
   std::vector<std::unique_ptr<PinnedBuffer>> in, out;  // null for omitted optional inputs
-  std::string error;  // set by the host function (it cannot throw into CUDA)
+  // A failure of the host function (it cannot throw into CUDA): the message is written once,
+  // before `failed` is set, and read by the next execute only after it sees `failed`.
+  std::atomic<bool> failed{false};
+  std::string error;
 };
 
 //! Runs on a CUDA host thread once the input copies finished: no CUDA calls here.
@@ -68,7 +72,10 @@ void CUDART_CB evaluateLayer(void* arg) {
       std::memcpy(s->out[k]->p, v.data(), v.bytes());
     }
   } catch (const std::exception& e) {
-    s->error = e.what();
+    if (!s->failed.load(std::memory_order_acquire)) {
+      s->error = e.what();
+      s->failed.store(true, std::memory_order_release);
+    }
   }
 }
 
@@ -100,7 +107,7 @@ class HostFallbackKernel : public Kernel {
   void execute(const KernelIO& io, KernelState* state) const override {
     auto* s = static_cast<HostFallbackState*>(state);
     // A failure of an earlier run (reported here: the host function had no way to).
-    if (!s->error.empty()) throw Error("layer '" + s->desc.name + "' (" + s->desc.op + ", on the host): " + s->error);
+    if (s->failed.load(std::memory_order_acquire)) throw Error("layer '" + s->desc.name + "' (" + s->desc.op + ", on the host): " + s->error);
     const cudaStream_t stream = cuda::streamOf(io);
     for (size_t i = 0; i < s->in.size(); ++i)
       if (s->in[i] && s->in[i]->bytes)
