@@ -174,7 +174,7 @@ if has conformance; then
   # CONF_DATA: test data already generated (tests of this script use a small fake set).
   CD=${CONF_DATA:-/tmp/conf}
   [ -n "${CONF_DATA:-}" ] || python3 tests/conformance/generate.py --out $CD >/dev/null 2>&1
-  timeout 300 scripts/gpu/run_conformance.sh $K $CD $OUT/conf_gpu.log
+  timeout ${CONF_TIMEOUT:-300} scripts/gpu/run_conformance.sh $K $CD $OUT/conf_gpu.log
   rc=$?
   finish conformance $rc "exit $rc: $(tail -1 $OUT/conf_gpu.log 2>/dev/null | cut -c1-200)"
 fi
