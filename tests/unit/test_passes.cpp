@@ -533,6 +533,34 @@ TEST(Passes, LargeConstantsFoldThroughViewsBySharingTheirBuffer) {
   EXPECT_EQ(net.layer(0)->op, "Add");
 }
 
+// --fp16: a network output that layers inside the network also read (BERT's last_hidden_state,
+// which the pooler gathers from) is cast back to float32 for the caller only: the readers keep the
+// float16 tensor, so that a Gemm behind them sees float16 on both operands (it saw A float32, B
+// float16 and refused to build: "A and B types differ").
+TEST(Passes, ReducedPrecisionOutputReadInsideKeepsItsReaders) {
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {2, 16});
+  Tensor* h = net.addActivation(x, "Relu")->outputs[0];
+  net.markOutput(h);
+  Attributes g;
+  g.set("transB", int64_t(1));
+  Layer* gemm = net.addLayer("Gemm", {h, net.addConstant("w", randomTensor({8, 16}, 5))}, 1, g, "gemm");
+  net.markOutput(gemm->outputs[0]);
+  net.topoSort();
+  propagateShapes(net, nullptr, true);
+  const std::string hName = h->name;
+  ASSERT_TRUE(assignPrecision(net, DataType::kHALF, false));
+  propagateShapes(net, nullptr, true);  // threw "A and B types differ"
+  EXPECT_EQ(gemm->inputs[0]->type, DataType::kHALF);
+  EXPECT_EQ(gemm->inputs[0]->producer->op, "Relu");
+  ASSERT_EQ(net.outputs().size(), 2u);
+  for (const Tensor* out : net.outputs()) {
+    EXPECT_EQ(out->type, DataType::kFLOAT);
+    EXPECT_EQ(out->producer->op, "Cast");
+  }
+  EXPECT_EQ(net.outputs()[0]->name, hName) << "the float32 output keeps the name the caller binds";
+}
+
 // --fp16: constants that share one buffer (folded views of shared weights) share the converted
 // buffer too, so that the plan stores the float16 weights once.
 TEST(Passes, SharedWeightsShareTheirReducedPrecisionCopy) {

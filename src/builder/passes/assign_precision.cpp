@@ -95,8 +95,14 @@ bool assignPrecision(Network& net, DataType target, bool obeyConstraints) {
     c->outputs[0]->type = it->second;
     c->outputs[0]->dims = out->dims;
     c->outputs[0]->dimsKnown = true;
-    net.replaceUses(out, c->outputs[0]);  // the cast's output takes the output's name and slot
+    // The cast's output takes the output's name and slot; layers inside the network that read the
+    // output (BERT's pooler reads last_hidden_state) keep reading the reduced-precision tensor.
+    std::vector<Layer*> readers = net.consumers(out);
+    net.replaceUses(out, c->outputs[0]);
     c->inputs[0] = out;
+    for (Layer* r : readers)
+      for (Tensor*& in : r->inputs)
+        if (r != c && in == c->outputs[0]) in = out;
     changed = true;
   }
   if (changed) net.topoSort();
