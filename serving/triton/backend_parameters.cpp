@@ -80,6 +80,8 @@ BackendParameters readBackendParameters(const std::map<std::string, std::string>
       p.cudaGraphs = readBool(key, value);
     } else if (key == "cuda_graph_shapes") {
       p.cudaGraphShapes = static_cast<int>(readInt(key, value, 1, 1024));
+    } else if (key == "batches_in_flight") {
+      p.batchesInFlight = static_cast<int>(readInt(key, value, 1, 8));
     } else {
       warnings.push_back("parameters '" + key + "' is not a kiln backend parameter and has no effect");
     }

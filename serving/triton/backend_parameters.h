@@ -20,6 +20,9 @@ struct BackendParameters {
   int maxAuxStreams = -1;          //!< GPU aux streams of a build (-1: kiln's default)
   bool cudaGraphs = false;         //!< GPU instances capture one CUDA graph per input-shape set
   int cudaGraphShapes = 16;        //!< at most this many captured shape sets per instance
+  //! Batches an instance keeps in flight (each with its own context, stream and buffers): while one
+  //! runs, the next one's inputs are copied in. -1: 2 on a GPU, 1 on the CPU.
+  int batchesInFlight = -1;
   bool onnxOnlyGiven = false;      //!< a build-only parameter was given (warned about for plans)
 };
 

@@ -1,7 +1,10 @@
 #include "memory_copy.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "triton_util.h"
 #ifdef KILN_TRITON_WITH_CUDA
@@ -26,6 +29,24 @@ void copyBytes(void* dst, MemoryPlace dstPlace, const void* src, MemoryPlace src
   throw TritonError(TRITONSERVER_ERROR_UNSUPPORTED,
                     "a tensor in GPU memory reached a kiln backend built without CUDA; send it in CPU memory");
 #endif
+}
+
+void copyHostParallel(void* dst, const void* src, size_t bytes) {
+  constexpr size_t kMinPerThread = size_t(4) << 20;  // below this, starting a thread costs more than it saves
+  const size_t threads = std::min<size_t>({4, std::max(1u, std::thread::hardware_concurrency()), bytes / kMinPerThread});
+  if (threads <= 1) {
+    if (bytes) std::memcpy(dst, src, bytes);
+    return;
+  }
+  const size_t chunk = (bytes + threads - 1) / threads;
+  auto part = [&](size_t i) {
+    const size_t begin = i * chunk, end = std::min(bytes, begin + chunk);
+    if (begin < end) std::memcpy(static_cast<uint8_t*>(dst) + begin, static_cast<const uint8_t*>(src) + begin, end - begin);
+  };
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < threads; ++i) helpers.emplace_back(part, i);
+  part(0);
+  for (std::thread& t : helpers) t.join();
 }
 
 }  // namespace kiln::triton

@@ -157,7 +157,8 @@ parameters {{ key: "threads" value {{ string_value: "1" }} }}
 
     # cnn_plan: a plan saved by the CLI; config gives only the backend: everything else
     # (I/O and max_batch_size from the plan's profile) is auto-completed. Two instances with
-    # per-shape contexts (cuda_graphs: on the CPU it warns and keeps one context per shape set).
+    # per-shape contexts (cuda_graphs: on the CPU it warns and keeps one context per shape set),
+    # three batches in flight per instance (lanes answered by the completion thread).
     plan = os.path.join(onnx_dir, "cnn.plan")
     device_flags = ["--backend=gpu", "--noTF32"] if DEVICE == "gpu" else ["--backend=cpu", "--threads=1"]
     subprocess.run([kiln, f"--onnx={paths['cnn']}", *device_flags, "--builderOptimizationLevel=1",
@@ -171,6 +172,7 @@ backend: "kiln"
 dynamic_batching {{ max_queue_delay_microseconds: 5000 }}
 instance_group [ {{ kind: {KIND}, count: 2 }} ]
 parameters {{ key: "cuda_graphs" value {{ string_value: "true" }} }}
+parameters {{ key: "batches_in_flight" value {{ string_value: "3" }} }}
 """, {"model.plan": plan_bytes})
 
     # encoder: explicit I/O (checked against the engine), dynamic batch and sequence ranges.
