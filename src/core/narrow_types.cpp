@@ -53,7 +53,7 @@ void unpackSubByte(DataType t, const uint8_t* packed, int64_t count, uint8_t* ou
   const int bits = packedBits(t);
   const int perByte = 8 / bits;
   const uint32_t mask = (1u << bits) - 1;
-  const bool isSigned = t == DataType::kINT4 || t == DataType::kINT2;
+  const bool isSigned = isSignedSubByte(t);
   for (int64_t i = 0; i < count; ++i) {
     uint32_t v = (packed[i / perByte] >> ((i % perByte) * bits)) & mask;
     if (isSigned && (v >> (bits - 1))) v |= ~mask;  // sign-extend

@@ -10,6 +10,15 @@
 
 namespace kiln {
 
+//! int4 / uint4 / int2 / uint2.
+inline bool isSubByteInt(DataType t) {
+  return t == DataType::kINT4 || t == DataType::kUINT4 || t == DataType::kINT2 || t == DataType::kUINT2;
+}
+//! int4 / int2: the signed sub-byte integers (sign-extended in their byte).
+inline bool isSignedSubByte(DataType t) { return t == DataType::kINT4 || t == DataType::kINT2; }
+//! The standard type whose bytes hold a sub-byte integer's values: int8 for the signed ones, else uint8.
+inline DataType subByteStorageType(DataType t) { return isSignedSubByte(t) ? DataType::kINT8 : DataType::kUINT8; }
+
 //! The minifloat format of a float8 kind (not float8e8m0) or float4e2m1; throws kiln::Error for other types.
 MiniFloat miniFloatOf(DataType t);
 

@@ -31,7 +31,7 @@ void bitcastRef(const LayerDesc&, const KernelIO& io) {
     return;
   }
   const uint32_t mask = (1u << bits) - 1;
-  const bool signExtend = y.type == DataType::kINT4 || y.type == DataType::kINT2;
+  const bool signExtend = isSignedSubByte(y.type);
   for (int64_t i = 0; i < x.count; ++i) {
     uint32_t v = x.as<const uint8_t>()[i] & mask;
     if (signExtend && (v >> (bits - 1))) v |= ~mask;

@@ -16,16 +16,7 @@ namespace {
 
 constexpr int64_t kChunk = 256;
 
-bool isSubByteInt(DataType t) {
-  return t == DataType::kINT4 || t == DataType::kUINT4 || t == DataType::kINT2 || t == DataType::kUINT2;
-}
-bool isSigned(DataType t) { return t == DataType::kINT4 || t == DataType::kINT2; }
 bool isNarrow(DataType t) { return isNarrowFloat(t) || isSubByteInt(t); }
-
-//! The standard type whose bytes are the sub-byte integer's values.
-DataType storageType(DataType t) {
-  return t == DataType::kINT4 || t == DataType::kINT2 ? DataType::kINT8 : DataType::kUINT8;
-}
 
 TensorView slice(const TensorView& v, int64_t start, int64_t n) {
   TensorView s;
@@ -43,7 +34,7 @@ void toNarrow(const TensorView& in, const TensorView& out, bool saturate, E8M0Ro
     int64_t tmp[kChunk];
     TensorView t{tmp, DataType::kINT64, {}, in.count};
     castStandard(in, t);
-    for (int64_t i = 0; i < in.count; ++i) y[i] = subByteFromInt(packedBits(out.type), isSigned(out.type), tmp[i]);
+    for (int64_t i = 0; i < in.count; ++i) y[i] = subByteFromInt(packedBits(out.type), isSignedSubByte(out.type), tmp[i]);
     return;
   }
   double tmp[kChunk];
@@ -54,7 +45,7 @@ void toNarrow(const TensorView& in, const TensorView& out, bool saturate, E8M0Ro
     return;
   }
   for (int64_t i = 0; i < in.count; ++i)
-    y[i] = isSubByteInt(out.type) ? subByteFromDouble(packedBits(out.type), isSigned(out.type), tmp[i]) : floatToNarrow(out.type, tmp[i], saturate);
+    y[i] = isSubByteInt(out.type) ? subByteFromDouble(packedBits(out.type), isSignedSubByte(out.type), tmp[i]) : floatToNarrow(out.type, tmp[i], saturate);
 }
 
 }  // namespace
@@ -68,7 +59,7 @@ void castNarrow(const TensorView& in, const TensorView& out, bool saturate, E8M0
     // A narrow source becomes a standard one: relabelled bytes or decoded floats.
     float decoded[kChunk];
     if (isSubByteInt(x.type)) {
-      x.type = storageType(x.type);
+      x.type = subByteStorageType(x.type);
     } else if (isNarrowFloat(x.type)) {
       for (int64_t i = 0; i < n; ++i) decoded[i] = narrowToFloat(in.type, x.as<uint8_t>()[i]);
       x = TensorView{decoded, DataType::kFLOAT, {}, n};

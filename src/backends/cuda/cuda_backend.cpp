@@ -13,6 +13,7 @@
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/host_fallback.h"
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/pinned_memory.h"
 #include "backends/cuda/device_peak_cuda.h"
 #include "plugin/plugin_layer.h"
 
@@ -166,11 +167,9 @@ class CudaBackend : public Backend {
   }
   void* allocateHost(size_t bytes) override {
     makeCurrent();
-    void* p = nullptr;
-    KILN_CUDA_CHECK(cudaMallocHost(&p, std::max<size_t>(bytes, 64)));
-    return p;
+    return cuda::allocatePinned(bytes);
   }
-  void releaseHost(void* p) override { cudaFreeHost(p); }
+  void releaseHost(void* p) override { cuda::releasePinned(p); }
 
  private:
   static void copy(void* dst, const void* src, size_t bytes, void* stream) {

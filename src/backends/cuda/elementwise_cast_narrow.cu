@@ -12,10 +12,6 @@ namespace kiln::cuda::ew {
 
 namespace {
 
-bool isSubByteInt(DataType t) {
-  return t == DataType::kINT4 || t == DataType::kUINT4 || t == DataType::kINT2 || t == DataType::kUINT2;
-}
-
 //! How a narrow code is read (source) or written (target).
 struct NarrowCode {
   enum Kind : uint8_t { kMini, kE8M0, kSubByte } kind = kMini;
@@ -34,7 +30,7 @@ NarrowCode codeOf(DataType t, bool saturate, E8M0Rounding rounding) {
   } else if (isSubByteInt(t)) {
     c.kind = NarrowCode::kSubByte;
     c.bits = packedBits(t);
-    c.isSigned = t == DataType::kINT4 || t == DataType::kINT2;
+    c.isSigned = isSignedSubByte(t);
   } else {
     c.mini = miniFloatOf(t);
   }
@@ -59,15 +55,19 @@ template <class S> struct EncodeOp {
   __device__ __forceinline__ void prepare() {}
   __device__ __forceinline__ uint8_t operator()(S s) const {
     constexpr bool kFloatSource = kIsHalfLike<S> || std::is_floating_point_v<S>;
-    double v = castOne<double>(s);
+    double v = 0;
     int64_t iv = 0;
     bool fromFloat = kFloatSource;
-    if constexpr (!kFloatSource) iv = castOne<int64_t>(s);
+    bool decoded = false;
     if constexpr (std::is_same_v<S, uint8_t>) {
-      if (decodeSrc) {
+      if (decodeSrc) {  // codes of a narrow float: their value, not the code as a number
         v = decodeFloat(src, s);
-        fromFloat = true;
+        fromFloat = decoded = true;
       }
+    }
+    if (!decoded) {
+      v = castOne<double>(s);
+      if constexpr (!kFloatSource) iv = castOne<int64_t>(s);
     }
     switch (dst.kind) {
       case NarrowCode::kSubByte: return fromFloat ? subByteFromDouble(dst.bits, dst.isSigned, v) : subByteFromInt(dst.bits, dst.isSigned, iv);
@@ -84,7 +84,7 @@ void launchCastNarrow(DataType from, DataType to, const void* x, void* y, int64_
   if (n <= 0) return;
   if (from == to) return launchCast(DataType::kUINT8, DataType::kUINT8, x, y, n, s);  // a copy, as the reference
   // Sub-byte integer sources are their int8 / uint8 bytes.
-  if (isSubByteInt(from)) from = from == DataType::kINT4 || from == DataType::kINT2 ? DataType::kINT8 : DataType::kUINT8;
+  if (isSubByteInt(from)) from = subByteStorageType(from);
   const bool narrowFrom = isNarrowFloat(from), narrowTo = isNarrowFloat(to) || isSubByteInt(to);
   if (!narrowFrom && !narrowTo) return launchCast(from, to, x, y, n, s);
   const NarrowCode src = narrowFrom ? codeOf(from, saturate, rounding) : NarrowCode{};

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/pinned_memory.h"
 #include "ops/fused_attrs.h"
 #include "ops/op_registry.h"
 #include "plugin/plugin_layer.h"
@@ -34,11 +35,11 @@ struct PinnedBuffer {
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
   ~PinnedBuffer() {
-    if (p) cudaFreeHost(p);
+    if (p) cuda::releasePinned(p);
   }
   void allocate(size_t n) {
     bytes = n;
-    KILN_CUDA_CHECK(cudaMallocHost(&p, n ? n : 1));
+    p = cuda::allocatePinned(n);
   }
 };
 
