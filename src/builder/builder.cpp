@@ -102,7 +102,7 @@ std::vector<std::map<std::string, ProfileRange>> collectProfiles(const Network& 
 // sequence lengths), the group moved off opt, and two shapes drawn per group; then the same per
 // dim alone and drawn per dim, which keepRunnableSamples drops where the network cannot run
 // (dims that must be equal), and which keep apart dims that only share a range.
-InputSamples sampleInputShapes(const Network& net, const std::vector<std::map<std::string, ProfileRange>>& profiles) {
+InputSamples drawInputSamples(const std::vector<std::map<std::string, ProfileRange>>& profiles) {
   InputSamples out;
   uint64_t state = 0x9E3779B97F4A7C15ull;  // xorshift: the same samples on every build
   auto draw = [&](int64_t lo, int64_t hi) {
@@ -142,7 +142,11 @@ InputSamples sampleInputShapes(const Network& net, const std::vector<std::map<st
       out.push_back(std::move(drawn));
     }
   }
-  return keepRunnableSamples(net, std::move(out));
+  return out;
+}
+
+InputSamples sampleInputShapes(const Network& net, const std::vector<std::map<std::string, ProfileRange>>& profiles) {
+  return keepRunnableSamples(net, drawInputSamples(profiles));
 }
 
 void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& backend, const InputSamples& samples,
@@ -387,7 +391,8 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
   warnQuantizationFlags(net, cfg, logger_);
   auto profiles = collectProfiles(net, cfg);
   net.topoSort();
-  if (inlineConstantIfs(net)) logger_.log(Sev::kVERBOSE, "pass: If layers with a build-time condition replaced by their taken branch");
+  // Drawn samples, not only the runnable ones: the If's dead branch may not infer at any shape.
+  if (inlineConstantIfs(net, [&profiles] { return drawInputSamples(profiles); })) logger_.log(Sev::kVERBOSE, "pass: If layers with a build-time condition replaced by their taken branch");
   propagateShapes(net, nullptr, true);
   const auto constraints = collectConstraints(net);
   const bool constrained = cfg.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS) || cfg.getFlag(BuilderFlag::kPREFER_PRECISION_CONSTRAINTS);

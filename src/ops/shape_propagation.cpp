@@ -1,5 +1,6 @@
 #include "ops/shape_propagation.h"
 
+#include <algorithm>
 #include <string>
 
 #include "ops/op_registry.h"
@@ -17,7 +18,40 @@ constexpr int64_t kMaxFoldElements = int64_t(1) << 22;
 bool viewOfInput(const std::string& op) {
   return op == "Identity" || op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze";
 }
+
+//! Gather(Shape(x), constant indices) of dims of x that are static is a constant even where other
+//! dims of x are dynamic: torch's `if x.shape[1] > 4:` under a dynamic batch. (Shape alone has no
+//! value then, so the condition would stay a run-time one; the split sizes of torch's
+//! tensor_split, computed from a static dim, would stay unknown at import.)
+bool foldStaticDimsOfShape(Layer* l) {
+  if (l->op != "Gather" || l->inputs.size() != 2 || !l->inputs[0] || !l->inputs[1] || l->outputs.size() != 1 ||
+      l->attrs.getInt("axis", 0) != 0)
+    return false;
+  const Layer* shape = l->inputs[0]->producer;
+  const Tensor* idx = l->inputs[1];
+  if (!shape || shape->op != "Shape" || shape->inputs.empty() || !shape->inputs[0] || !shape->inputs[0]->dimsKnown ||
+      !idx->isConstant())
+    return false;
+  const Dims& d = shape->inputs[0]->dims;
+  const int64_t rank = static_cast<int64_t>(d.size());
+  auto clampAxis = [&](int64_t a) { return std::clamp(a < 0 ? a + rank : a, int64_t(0), rank); };
+  const int64_t start = clampAxis(shape->attrs.getInt("start", 0)), end = clampAxis(shape->attrs.getInt("end", rank));
+  const int64_t n = std::max(int64_t(0), end - start);
+  HostTensor v(DataType::kINT64, idx->value.dims());
+  for (int64_t i = 0; i < idx->value.count(); ++i) {
+    int64_t k = idx->value.getInt(i);
+    if (k < 0) k += n;
+    if (k < 0 || k >= n || d[start + k] < 0) return false;
+    v.as<int64_t>()[i] = d[start + k];
+  }
+  Tensor* out = l->outputs[0];
+  out->type = DataType::kINT64;
+  out->dims = v.dims();
+  out->dimsKnown = true;
+  out->value = v;
+  return true;
 }
+}  // namespace
 
 LayerDesc describeLayer(const Layer& l) {
   LayerDesc d;
@@ -49,6 +83,7 @@ void inferLayerInPlace(Layer& l, bool fold) {
     if (in && !in->dimsKnown) throw Error("layer '" + l.name + "' reads tensor '" + in->name + "' which has no producer");
   if (!l.domain.empty() && l.domain != "ai.onnx")
     throw Error("layer '" + l.name + "': no shape inference for op '" + l.op + "' in domain '" + l.domain + "'");
+  if (fold && foldStaticDimsOfShape(&l)) return;
   LayerDesc d = describeLayer(l);
   for (auto& o : d.outputs) o = TensorDesc{};
   inferLayer(d);

@@ -98,6 +98,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--module-dir", required=True, help="folder holding the kiln Python package")
     ap.add_argument("--dynamo", action="store_true", help="export with the torch.export-based exporter (opset 18)")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="export dim 0 of every input of rank >= 2 as one dynamic 'batch' dim, build a profile "
+                         "[1, batch + 2] and also run at batch + 1 (rows appended by repeating the first)")
     ap.add_argument("--only", default="", help="comma list of case names")
     args = ap.parse_args()
     sys.path.insert(0, args.module_dir)
@@ -115,25 +118,39 @@ def main():
             m.eval()
             path = os.path.join(tmp, name + ".onnx")
             names = [f"i{k}" for k in range(len(inputs))]
+            batched = [n for n, t in zip(names, inputs) if args.dynamic and t.dim() >= 2]
             try:
                 with torch.no_grad():
                     torch.onnx.export(m, inputs, path, dynamo=args.dynamo, opset_version=18 if args.dynamo else 17,
-                                      input_names=names)
+                                      input_names=names, dynamic_axes={n: {0: "batch"} for n in batched} or None)
             except Exception as e:
                 skipped.append((name, "PyTorch cannot export it: " + str(e).strip().splitlines()[0][:120]))
                 continue
             model = onnx.load(path)
             graph_inputs = {i.name for i in model.graph.input}
-            feeds = {n: t.numpy() for n, t in zip(names, inputs) if n in graph_inputs}  # constants fold away
+            # Constants fold away at export: feed only what the graph still takes.
+            runs = [{n: t.numpy() for n, t in zip(names, inputs) if n in graph_inputs}]
+            if batched:
+                runs.append({n: np.concatenate([v, v[:1]]) if n in batched else v for n, v in runs[0].items()})
             try:
-                want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+                wants = [ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, f) for f in runs]
             except Exception as e:
                 skipped.append((name, "ONNX Runtime cannot run it: " + str(e).strip().splitlines()[0][:120]))
                 continue
             try:
-                engine = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device="cpu"))
-                got = engine.create_execution_context().infer(feeds)
-                problems = [f"{o.name}: {p}" for o, w in zip(model.graph.output, want) if (p := compare(got[o.name], w))]
+                cfg = kiln.BuilderConfig(tf32=False, device="cpu")
+                live = [n for n in batched if n in graph_inputs]
+                if live:
+                    p = kiln.OptimizationProfile()
+                    for n in live:
+                        dims = list(runs[0][n].shape)
+                        p.set_shape(n, [1] + dims[1:], dims, [dims[0] + 2] + dims[1:])
+                    cfg.add_optimization_profile(p)
+                ctx = kiln.build_engine(path, cfg).create_execution_context()
+                problems = []
+                for feeds, want in zip(runs, wants):
+                    got = ctx.infer(feeds)
+                    problems += [f"{o.name}: {p}" for o, w in zip(model.graph.output, want) if (p := compare(got[o.name], w))]
             except Exception as e:
                 problems = ["kiln: " + " ".join(str(e).split())[:300]]
             (failed if problems else passed).append((name, "; ".join(problems)))
@@ -141,7 +158,8 @@ def main():
         print(f"not comparable  {name}: {why}")
     for name, why in failed:
         print(f"FAIL  {name}: {why}")
-    print(f"torch ops vs ONNX Runtime ({'dynamo' if args.dynamo else 'TorchScript'} exporter): "
+    print(f"torch ops vs ONNX Runtime ({'dynamo' if args.dynamo else 'TorchScript'} exporter"
+          f"{', dynamic batch' if args.dynamic else ''}): "
           f"{len(passed)} passed, {len(failed)} failed, {len(skipped)} not comparable")
     return 1 if failed or not passed else 0
 

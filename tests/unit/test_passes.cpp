@@ -533,6 +533,31 @@ TEST(Passes, LargeConstantsFoldThroughViewsBySharingTheirBuffer) {
   EXPECT_EQ(net.layer(0)->op, "Add");
 }
 
+// Gather(Shape(x), k) of a static dim of x folds to that dim while x's batch is dynamic (torch's
+// tensor_split computes its split sizes so; LocalResponseNorm's If tests such a dim); a dynamic
+// dim stays a run-time value.
+TEST(Passes, StaticDimsOfAPartlyDynamicShapeFold) {
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {-1, 5, 7});
+  Tensor* shape = net.addLayer("Shape", {x}, 1)->outputs[0];
+  Attributes axis0;
+  axis0.set("axis", int64_t(0));
+  auto gather = [&](int64_t k) {
+    HostTensor idx(DataType::kINT64, {1});
+    idx.as<int64_t>()[0] = k;
+    return net.addLayer("Gather", {shape, net.addConstant("", idx)}, 1, axis0)->outputs[0];
+  };
+  Tensor* last = gather(-1);
+  Tensor* batch = gather(0);
+  net.markOutput(net.addLayer("Concat", {last, batch}, 1, axis0)->outputs[0]);
+  net.topoSort();
+  propagateShapes(net, nullptr, true);
+  ASSERT_TRUE(last->value.valid());
+  EXPECT_EQ(last->value.dims(), Dims{1});
+  EXPECT_EQ(last->value.getInt(0), 7);
+  EXPECT_FALSE(batch->value.valid()) << "the dynamic batch is known only at run time";
+}
+
 // --fp16: a network output that layers inside the network also read (BERT's last_hidden_state,
 // which the pooler gathers from) is cast back to float32 for the caller only: the readers keep the
 // float16 tensor, so that a Gemm behind them sees float16 on both operands (it saw A float32, B

@@ -1,6 +1,7 @@
 #include "builder/passes/inline_constant_if.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -10,39 +11,8 @@ namespace kiln {
 
 namespace {
 
-//! Gather(Shape(x), constant indices) of dims of x that are static is a constant even where other
-//! dims of x are dynamic: torch's `if x.shape[1] > 4:` under a dynamic batch. (Shape alone has no
-//! value then, so the condition would stay a run-time one.)
-bool foldStaticDimsOfShape(Layer* l) {
-  if (l->op != "Gather" || l->inputs.size() != 2 || !l->inputs[0] || !l->inputs[1] || l->outputs.size() != 1 ||
-      l->attrs.getInt("axis", 0) != 0)
-    return false;
-  const Layer* shape = l->inputs[0]->producer;
-  const Tensor* idx = l->inputs[1];
-  if (!shape || shape->op != "Shape" || shape->inputs.empty() || !shape->inputs[0] || !shape->inputs[0]->dimsKnown ||
-      !idx->isConstant())
-    return false;
-  const Dims& d = shape->inputs[0]->dims;
-  const int64_t rank = static_cast<int64_t>(d.size());
-  auto clampAxis = [&](int64_t a) { return std::clamp(a < 0 ? a + rank : a, int64_t(0), rank); };
-  const int64_t start = clampAxis(shape->attrs.getInt("start", 0)), end = clampAxis(shape->attrs.getInt("end", rank));
-  const int64_t n = std::max(int64_t(0), end - start);
-  HostTensor v(DataType::kINT64, idx->value.dims());
-  for (int64_t i = 0; i < idx->value.count(); ++i) {
-    int64_t k = idx->value.getInt(i);
-    if (k < 0) k += n;
-    if (k < 0 || k >= n || d[start + k] < 0) return false;
-    v.as<int64_t>()[i] = d[start + k];
-  }
-  Tensor* out = l->outputs[0];
-  out->type = DataType::kINT64;
-  out->dims = v.dims();
-  out->dimsKnown = true;
-  out->value = v;
-  return true;
-}
-
-//! Infers the layers `t` depends on (in network order), folding what the host can compute.
+//! Infers the layers `t` depends on (in network order), folding what the host can compute
+//! (static dims of a partly dynamic shape included: inferLayerInPlace folds them).
 //! A layer that cannot be inferred (a branch invalid for these shapes) leaves `t` unknown.
 void inferAncestors(Network& net, Tensor* t, std::set<const Layer*>& done) {
   std::unordered_map<const Layer*, size_t> order;
@@ -60,7 +30,6 @@ void inferAncestors(Network& net, Tensor* t, std::set<const Layer*>& done) {
   std::sort(layers.begin(), layers.end(), [&](const Layer* a, const Layer* b) { return order[a] < order[b]; });
   for (Layer* l : layers) {
     done.insert(l);
-    if (foldStaticDimsOfShape(l)) continue;
     try {
       inferLayerInPlace(*l, /*fold=*/true);
     } catch (const Error&) {
@@ -86,7 +55,7 @@ void replaceByTakenBranch(Network& net, Layer* l, bool taken) {
 
 }  // namespace
 
-bool inlineConstantIfs(Network& net) {
+bool inlineConstantIfs(Network& net, const std::function<InputSamples()>& samples) {
   net.topoSort();
   std::vector<Layer*> ifs;
   for (auto& l : net.layers())
@@ -96,11 +65,23 @@ bool inlineConstantIfs(Network& net) {
   if (ifs.empty()) return false;
   std::set<const Layer*> done;
   bool changed = false;
+  std::optional<InputSamples> drawn;
   for (Layer* l : ifs) {  // network order: an outer If's condition is settled before its branches' Ifs
     Tensor* cond = l->inputs[0];
     inferAncestors(net, cond, done);
-    if (!cond->isConstant() || cond->value.count() != 1) continue;
-    replaceByTakenBranch(net, l, cond->value.getInt(0) != 0);
+    if (cond->isConstant() && cond->value.count() == 1) {
+      replaceByTakenBranch(net, l, cond->value.getInt(0) != 0);
+      changed = true;
+      continue;
+    }
+    if (!samples) continue;
+    if (!drawn) drawn = samples();
+    if (drawn->empty()) continue;  // a static network: no sample moves anything
+    // A fresh SymbolicDims per If: the ones replaced before changed what their readers compute.
+    SymbolicDims sym(*drawn);
+    const HostTensor* v = sym.constantValue(cond);
+    if (!v || v->count() != 1) continue;
+    replaceByTakenBranch(net, l, v->getInt(0) != 0);
     changed = true;
   }
   if (changed) {
