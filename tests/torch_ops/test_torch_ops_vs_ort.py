@@ -10,7 +10,7 @@ integers and booleans exactly, shapes and dtype kinds equal. A module PyTorch ca
 ONNX Runtime cannot run) is listed as not comparable and does not fail the run; a build error, a
 run error or a mismatch does.
 
-  test_torch_ops_vs_ort.py --module-dir build/python [--dynamo] [--only name,...]
+  test_torch_ops_vs_ort.py --module-dir build/python [--dynamo] [--dynamic] [--gpu-fusions] [--only name,...]
 
 Exits 77 (skipped) without torch, onnx, onnxruntime or the kiln module."""
 import argparse
@@ -101,6 +101,8 @@ def main():
     ap.add_argument("--dynamic", action="store_true",
                     help="export dim 0 of every input of rank >= 2 as one dynamic 'batch' dim, build a profile "
                          "[1, batch + 2] and also run at batch + 1 (rows appended by repeating the first)")
+    ap.add_argument("--gpu-fusions", action="store_true",
+                    help="run the GPU-only fusions (attention, skip LayerNorm, ...) in the CPU build too, at optimization level 5")
     ap.add_argument("--only", default="", help="comma list of case names")
     args = ap.parse_args()
     sys.path.insert(0, args.module_dir)
@@ -138,7 +140,8 @@ def main():
                 skipped.append((name, "ONNX Runtime cannot run it: " + str(e).strip().splitlines()[0][:120]))
                 continue
             try:
-                cfg = kiln.BuilderConfig(tf32=False, device="cpu")
+                cfg = kiln.BuilderConfig(tf32=False, device="cpu", gpu_fusions=args.gpu_fusions,
+                                         optimization_level=5 if args.gpu_fusions else 3)
                 live = [n for n in batched if n in graph_inputs]
                 if live:
                     p = kiln.OptimizationProfile()
@@ -159,7 +162,7 @@ def main():
     for name, why in failed:
         print(f"FAIL  {name}: {why}")
     print(f"torch ops vs ONNX Runtime ({'dynamo' if args.dynamo else 'TorchScript'} exporter"
-          f"{', dynamic batch' if args.dynamic else ''}): "
+          f"{', dynamic batch' if args.dynamic else ''}{', GPU fusions' if args.gpu_fusions else ''}): "
           f"{len(passed)} passed, {len(failed)} failed, {len(skipped)} not comparable")
     return 1 if failed or not passed else 0
 
