@@ -60,6 +60,8 @@ void NodeExpander::expand(const onnx::NodeProto& node, const NameScope* scope, s
   if (isDefaultDomain(node.domain()) && node.op_type() == "Loop") return expandLoop(node, scope, out, depth);
   if (isDefaultDomain(node.domain()) && node.op_type() == "Scan") return expandScan(node, scope, out, depth);
   if (node.domain() == "ai.onnx.preview" && node.op_type() == "FlexAttention") return expandFlexAttention(node, scope, out, depth);
+  if (node.domain() == "com.microsoft" && node.op_type() == "MatMulNBits" && !(pluginReplaces && pluginReplaces(node)))
+    return expandMatMulNBits(node, out);
   if (isDefaultDomain(node.domain()) && expandOptionalOp(node, out)) return;
   if (isDefaultDomain(node.domain()) && expandSequenceOp(node, scope, out, depth)) return;
   if (isDefaultDomain(node.domain()) && node.op_type() == "Constant" && node.output_size() == 1)

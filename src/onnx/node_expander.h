@@ -94,6 +94,9 @@ struct NodeExpander {
   //! ai.onnx.preview FlexAttention as its decomposition, score_mod / prob_mod inlined
   //! (node_expander_flex_attention.cpp).
   void expandFlexAttention(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
+  //! com.microsoft MatMulNBits as a MatMul with its weights dequantized at import
+  //! (node_expander_matmul_nbits.cpp).
+  void expandMatMulNBits(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out);
   //! Optional, OptionalHasElement, OptionalGetElement (node_expander_optionals.cpp); false when
   //! `node` is none of them.
   bool expandOptionalOp(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out);
