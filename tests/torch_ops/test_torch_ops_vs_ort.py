@@ -10,7 +10,7 @@ integers and booleans exactly, shapes and dtype kinds equal. A module PyTorch ca
 ONNX Runtime cannot run) is listed as not comparable and does not fail the run; a build error, a
 run error or a mismatch does.
 
-  test_torch_ops_vs_ort.py --module-dir build/python [--dynamo] [--dynamic] [--gpu-fusions] [--only name,...]
+  test_torch_ops_vs_ort.py --module-dir build/python [--dynamo] [--dynamic] [--gpu-fusions] [--opset N] [--only name,...]
 
 Exits 77 (skipped) without torch, onnx, onnxruntime or the kiln module."""
 import argparse
@@ -103,6 +103,7 @@ def main():
                          "[1, batch + 2] and also run at batch + 1 (rows appended by repeating the first)")
     ap.add_argument("--gpu-fusions", action="store_true",
                     help="run the GPU-only fusions (attention, skip LayerNorm, ...) in the CPU build too, at optimization level 5")
+    ap.add_argument("--opset", type=int, default=0, help="export opset (default: 17, 18 with --dynamo)")
     ap.add_argument("--only", default="", help="comma list of case names")
     args = ap.parse_args()
     sys.path.insert(0, args.module_dir)
@@ -123,7 +124,7 @@ def main():
             batched = [n for n, t in zip(names, inputs) if args.dynamic and t.dim() >= 2]
             try:
                 with torch.no_grad():
-                    torch.onnx.export(m, inputs, path, dynamo=args.dynamo, opset_version=18 if args.dynamo else 17,
+                    torch.onnx.export(m, inputs, path, dynamo=args.dynamo, opset_version=args.opset or (18 if args.dynamo else 17),
                                       input_names=names, dynamic_axes={n: {0: "batch"} for n in batched} or None)
             except Exception as e:
                 skipped.append((name, "PyTorch cannot export it: " + str(e).strip().splitlines()[0][:120]))
