@@ -62,6 +62,7 @@ void NodeExpander::expand(const onnx::NodeProto& node, const NameScope* scope, s
   if (node.domain() == "ai.onnx.preview" && node.op_type() == "FlexAttention") return expandFlexAttention(node, scope, out, depth);
   if (node.domain() == "com.microsoft" && node.op_type() == "MatMulNBits" && !(pluginReplaces && pluginReplaces(node)))
     return expandMatMulNBits(node, out);
+  if (isDefaultDomain(node.domain()) && expandExperimentalOp(node, out)) return;
   if (isDefaultDomain(node.domain()) && expandOptionalOp(node, out)) return;
   if (isDefaultDomain(node.domain()) && expandSequenceOp(node, scope, out, depth)) return;
   if (isDefaultDomain(node.domain()) && node.op_type() == "Constant" && node.output_size() == 1)

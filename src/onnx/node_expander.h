@@ -94,6 +94,9 @@ struct NodeExpander {
   //! ai.onnx.preview FlexAttention as its decomposition, score_mod / prob_mod inlined
   //! (node_expander_flex_attention.cpp).
   void expandFlexAttention(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out, int depth);
+  //! ONNX 1.0-1.4's experimental ops (ImageScaler, Crop, ScaledTanh, ParametricSoftplus, Affine)
+  //! as the standard ops they were defined by; false for any other op (node_expander_experimental.cpp).
+  bool expandExperimentalOp(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out);
   //! com.microsoft MatMulNBits as a MatMul with its weights dequantized at import
   //! (node_expander_matmul_nbits.cpp).
   void expandMatMulNBits(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out);

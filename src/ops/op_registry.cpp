@@ -8,6 +8,8 @@
 
 namespace kiln {
 
+void registerMaxRoiPoolOps(OpRegistry& r);  // max_roi_pool.cpp
+
 OpRegistry::OpRegistry() {
   registerElementwiseOps(*this);
   registerConvPoolOps(*this);
@@ -38,6 +40,7 @@ OpRegistry::OpRegistry() {
   registerDeformConvOps(*this);
   registerConvIntegerOps(*this);
   registerMaxUnpoolOps(*this);
+  registerMaxRoiPoolOps(*this);
   registerControlFlowOps(*this);
   registerLoopOps(*this);
   registerRandomOps(*this);
