@@ -30,6 +30,10 @@
 #               resnet50_b32,bert_base_s128_b32; run after bench) -> profile.txt
 #   streams     throughput of the benchmark engines in $STREAMS_ROWS (default resnet50_b32) with
 #               --streams=1,2,4 (run after bench; with data transfers) -> streams.txt
+#   sanitizer   compute-sanitizer over the GPU unit suites ($SANITIZER_SUITES, default every Cuda*
+#               suite; memcheck, and racecheck on the suites with shared-memory kernels) and memcheck
+#               over CLI runs of the model tests' engines ($SANITIZER_MODELS, default mlp,mobilenetv2,bert)
+#               -> sanitizer.log; a suite that outruns SANITIZER_TIMEOUT (s, default 240) is reported, not failed
 #   tests       all the test steps above: unit,plugins,models,zoo,python,fuzz,conformance
 #               (scripts/gpu/validate_and_bench.sh tests: every GPU suite, one command; needs
 #               ~15 min of device time, so a 10-minute call may run it in two halves)
@@ -50,7 +54,7 @@ BATCHES=${3:-1,32}
 [ "$BATCHES" = default ] && BATCHES=""
 : "${OUT:?set OUT to the folder for the logs}"
 mkdir -p "$OUT"
-KNOWN=unit,plugins,models,zoo,python,fuzz,conformance,triton,tritonbench,bench,perfzoo,dynzoo,profile,streams
+KNOWN=unit,plugins,models,zoo,python,fuzz,conformance,sanitizer,triton,tritonbench,bench,perfzoo,dynzoo,profile,streams
 for s in ${STEPS//,/ }; do
   [[ ",$KNOWN," == *",$s,"* ]] || { echo "step $s: FAIL (unknown step; known: $KNOWN)" | tee -a $OUT/steps.log; exit 1; }
 done
@@ -177,6 +181,38 @@ if has conformance; then
   timeout ${CONF_TIMEOUT:-300} scripts/gpu/run_conformance.sh $K $CD $OUT/conf_gpu.log
   rc=$?
   finish conformance $rc "exit $rc: $(tail -1 $OUT/conf_gpu.log 2>/dev/null | cut -c1-200)"
+fi
+if has sanitizer; then
+  # compute-sanitizer (issue 17): each tool over each suite in its own process; exit 99 = it found
+  # errors, 124 = timed out (the suites run 10-100x slower under it).
+  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  export KILN_TEST_LIBDIR=$K/lib
+  : > $OUT/sanitizer.log
+  suites=${SANITIZER_SUITES:-$($K/bin/kiln_unit_tests --gtest_list_tests | grep -E '^Cuda' | tr -d '.' | tr '\n' ' ')}
+  clean=0; dirty=0; slow=0; broke=0
+  run_tool() {  # tool, label, command...
+    local tool=$1 label=$2; shift 2
+    timeout ${SANITIZER_TIMEOUT:-240} $CS --tool $tool --error-exitcode 99 --print-limit 20 "$@" > /tmp/cs.log 2>&1
+    local rc=$?
+    local verdict=clean
+    case $rc in 0) clean=$((clean + 1)) ;; 99) verdict=ERRORS; dirty=$((dirty + 1)) ;; 124) verdict="timed out"; slow=$((slow + 1)) ;;
+      *) verdict="exit $rc"; broke=$((broke + 1)) ;; esac
+    echo "=== $tool $label: $verdict" >> $OUT/sanitizer.log
+    [ $rc -eq 0 ] || grep -E "=========|FAILED|Error|error" /tmp/cs.log | head -40 >> $OUT/sanitizer.log
+    grep -E "ERROR SUMMARY" /tmp/cs.log | tail -1 >> $OUT/sanitizer.log
+  }
+  for suite in $suites; do run_tool memcheck "$suite" $K/bin/kiln_unit_tests --gtest_filter="$suite.*"; done
+  for suite in $suites; do
+    [[ $suite =~ (Attention|Norm|Reduce|Softmax|Pool|Conv|Flash) ]] && run_tool racecheck "$suite" $K/bin/kiln_unit_tests --gtest_filter="$suite.*"
+  done
+  python3 tests/models/gen_models.py --out /tmp/cs_models > /dev/null 2>&1
+  for m in $(echo "${SANITIZER_MODELS:-mlp,mobilenetv2,bert}" | tr ',' ' '); do
+    f=/tmp/cs_models/$m.onnx; [ -f "$f" ] || f=
+    [ -n "$f" ] || { echo "=== memcheck engine $m: no such model in tests/models/gen_models.py's output" >> $OUT/sanitizer.log; broke=$((broke + 1)); continue; }
+    run_tool memcheck "engine $m (fp16, build and 2 runs)" $K/bin/kiln --onnx=$f --backend=gpu --fp16 --iterations=2 --warmUp=0 --duration=0
+  done
+  grep -E "^===" $OUT/sanitizer.log | head -120
+  finish sanitizer $(( dirty > 0 || broke > 0 || clean == 0 )) "$clean clean, $dirty with errors, $slow timed out, $broke broken"
 fi
 if has bench; then
   timeout ${BENCH_TIMEOUT:-480} python3 bench/gpu_bench.py --kiln $K/bin/kiln --peers .device_deps/peers.py --out $OUT/gpu-h200.md \
