@@ -97,6 +97,9 @@ struct NodeExpander {
   //! ONNX 1.0-1.4's experimental ops (ImageScaler, Crop, ScaledTanh, ParametricSoftplus, Affine)
   //! as the standard ops they were defined by; false for any other op (node_expander_experimental.cpp).
   bool expandExperimentalOp(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out);
+  //! ONNX Runtime's com.microsoft quantized ops (QLinearAdd, QLinearConcat, QGemm, ...) as DQ -> op
+  //! -> Q in standard ops; false for any other op (node_expander_qlinear_contrib.cpp).
+  bool expandQLinearContribOp(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out);
   //! com.microsoft MatMulNBits as a MatMul with its weights dequantized at import
   //! (node_expander_matmul_nbits.cpp).
   void expandMatMulNBits(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out);
