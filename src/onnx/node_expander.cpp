@@ -61,6 +61,7 @@ void NodeExpander::expand(const onnx::NodeProto& node, const NameScope* scope, s
   if (isDefaultDomain(node.domain()) && node.op_type() == "Scan") return expandScan(node, scope, out, depth);
   if (node.domain() == "ai.onnx.preview" && node.op_type() == "FlexAttention") return expandFlexAttention(node, scope, out, depth);
   if (expandQLinearContribOp(node, out)) return;
+  if (expandOrtTransformerOp(node, out)) return;
   if (node.domain() == "com.microsoft" && node.op_type() == "MatMulNBits" && !(pluginReplaces && pluginReplaces(node)))
     return expandMatMulNBits(node, out);
   if (isDefaultDomain(node.domain()) && expandExperimentalOp(node, out)) return;

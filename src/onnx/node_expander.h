@@ -100,6 +100,9 @@ struct NodeExpander {
   //! ONNX Runtime's com.microsoft quantized ops (QLinearAdd, QLinearConcat, QGemm, ...) as DQ -> op
   //! -> Q in standard ops; false for any other op (node_expander_qlinear_contrib.cpp).
   bool expandQLinearContribOp(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out);
+  //! ONNX Runtime's transformer-optimizer ops (Gelu, BiasGelu, FastGelu, QuickGelu, the skip and
+  //! simplified LayerNorms) in standard ops; false for any other op (node_expander_ort_transformer.cpp).
+  bool expandOrtTransformerOp(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out);
   //! com.microsoft MatMulNBits as a MatMul with its weights dequantized at import
   //! (node_expander_matmul_nbits.cpp).
   void expandMatMulNBits(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out);

@@ -497,7 +497,10 @@ void registerNormalizationOps(OpRegistry& r) {
   r.add(makeOp("BatchNormalization", inferBatchNorm, refBatchNorm, 1, normalizeBatchNorm));
   r.add(makeOp("InstanceNormalization", inferInstanceNorm, refGroupNorm, 1, normalizeInstanceNorm));
   r.add(makeOp("GroupNormalization", inferGroupNorm, refGroupNorm, 18, normalizeGroupNorm));
-  r.add(makeOp("LayerNormalization", inferLayerNorm, refLayerNorm, 17));
+  // From opset 1: ONNX Runtime's LayerNormalization (default domain since opset 1, the same inputs,
+  // attributes and outputs as ONNX's of opset 17) is in the models its transformer optimizer wrote
+  // at opsets 13-16.
+  r.add(makeOp("LayerNormalization", inferLayerNorm, refLayerNorm, 1));
   r.add(makeOp("RMSNormalization", inferLayerNorm, refLayerNorm, 23));
   for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"})
     r.add(makeOp(op, inferSoftmax, refSoftmax, 1, normalizeSoftmax));

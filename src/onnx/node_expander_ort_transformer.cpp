@@ -1,0 +1,176 @@
+// The fused ops of ONNX Runtime's transformer optimizer (onnxruntime.transformers.optimizer, and
+// optimum's ORT-optimized exports) that a model keeps when it comes to kiln, expanded at import into
+// their definition in standard ops; kiln's own passes then fuse them again (LayerNormalization and
+// the RMSNorm / GELU patterns, the GPU's skip-LayerNorm and pointwise fusions):
+//   com.microsoft Gelu(X)                    0.5 X (1 + erf(X / sqrt 2))
+//   com.microsoft BiasGelu(A, B)             Gelu(A + B)
+//   com.microsoft FastGelu(X, bias?)         tanh form on X (+ bias): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+//   com.microsoft QuickGelu(X; alpha=1.702)  X sigmoid(alpha X)
+//   com.microsoft SkipLayerNormalization(input, skip, gamma, beta?, bias?; epsilon)
+//        s = input + skip (+ bias); outputs LayerNormalization(s) (its mean and 1/std) and s (index 3)
+//   SimplifiedLayerNormalization(X, scale; axis, epsilon)   (default domain in ONNX Runtime)
+//        X / sqrt(mean(X^2 over axis..) + epsilon) * scale; output 1 its 1/rms
+//   com.microsoft SkipSimplifiedLayerNormalization(input, skip, gamma, bias?; epsilon)
+//        the same on s = input + skip (+ bias); outputs (y, unused, 1/rms, s)
+#include <algorithm>
+#include <cmath>
+
+#include "onnx/node_expander.h"
+#include "onnx/node_expander_util.h"
+
+namespace kiln {
+
+namespace {
+
+float floatAttribute(const onnx::NodeProto& node, const char* name, float fallback) {
+  const onnx::AttributeProto* a = findAttribute(node, name);
+  return a ? a->f() : fallback;
+}
+
+void setAttr(onnx::NodeProto& n, const char* name, int64_t v) {
+  onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+void setFloat(onnx::NodeProto& n, const char* name, float v) {
+  onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+
+}  // namespace
+
+bool NodeExpander::expandOrtTransformerOp(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out) {
+  const std::string& op = node.op_type();
+  const bool ms = node.domain() == "com.microsoft";
+  const bool known = (ms && (op == "Gelu" || op == "BiasGelu" || op == "FastGelu" || op == "QuickGelu" || op == "SkipLayerNormalization" ||
+                             op == "SkipSimplifiedLayerNormalization")) ||
+                     ((ms || isDefaultDomain(node.domain())) && op == "SimplifiedLayerNormalization");
+  if (!known || (pluginReplaces && pluginReplaces(node))) return false;
+  const std::string name = nodeName(node, out.size());
+  const std::string what = op + " node '" + name + "'";
+  const std::string p = name + "/";
+  auto in = [&](int i) { return i < node.input_size() ? node.input(i) : std::string(); };
+  auto outName = [&](int i) { return i < node.output_size() ? node.output(i) : std::string(); };
+  if (in(0).empty() || outName(0).empty()) throw Error(what + " needs an input and an output");
+  int counter = 0;
+  auto fresh = [&](const char* stem) { return p + stem + std::to_string(counter++); };
+  // The element type of X sets the constants' type (float32, float16, bfloat16).
+  DataType type = DataType::kFLOAT;
+  if (!inferType || !inferType(in(0), out, type)) throw UnsupportedError(what + ": the element type of its input is not known at import");
+  int code = 0;
+  switch (type) {
+    case DataType::kFLOAT: code = onnx::TensorProto::FLOAT; break;
+    case DataType::kHALF: code = onnx::TensorProto::FLOAT16; break;
+    case DataType::kBF16: code = onnx::TensorProto::BFLOAT16; break;
+    case DataType::kDOUBLE: code = onnx::TensorProto::DOUBLE; break;
+    default: throw Error(what + ": its input must be a float type, got " + toString(type));
+  }
+  auto scalar = [&](float v) {  // a float32 constant cast to X's type (folded at build)
+    onnx::TensorProto t;
+    t.set_data_type(onnx::TensorProto::FLOAT);
+    t.add_float_data(v);
+    const std::string c = fresh("c");
+    emitConstant(c, t, out);
+    if (code == onnx::TensorProto::FLOAT) return c;
+    const std::string cast = fresh("cast");
+    setAttr(emit("Cast", {c}, cast, cast, out), "to", code);
+    return cast;
+  };
+  auto binary = [&](const char* bop, const std::string& a, const std::string& b, std::string result = "") {
+    if (result.empty()) result = fresh("t");
+    emit(bop, {a, b}, result, result == outName(0) ? name : result, out);
+    return result;
+  };
+  auto unary = [&](const char* uop, const std::string& a, std::string result = "") {
+    if (result.empty()) result = fresh("t");
+    emit(uop, {a}, result, result == outName(0) ? name : result, out);
+    return result;
+  };
+  // Gelu forms on x, writing `result`.
+  auto erfGelu = [&](const std::string& x, const std::string& result) {
+    const std::string e = unary("Erf", binary("Div", x, scalar(static_cast<float>(std::sqrt(2.0)))));
+    binary("Mul", binary("Mul", x, scalar(0.5f)), binary("Add", e, scalar(1.f)), result);
+  };
+  auto tanhGelu = [&](const std::string& x, const std::string& result) {
+    const std::string cube = binary("Mul", binary("Mul", x, x), x);
+    const std::string inner = binary("Mul", binary("Add", x, binary("Mul", cube, scalar(0.044715f))),
+                                     scalar(static_cast<float>(std::sqrt(2.0 / M_PI))));
+    binary("Mul", binary("Mul", x, scalar(0.5f)), binary("Add", unary("Tanh", inner), scalar(1.f)), result);
+  };
+  // y = x / sqrt(mean(x^2 over the axes from `axis`) + eps) * scale; 1/rms into `invStd` if asked.
+  auto rmsNorm = [&](const std::string& x, const std::string& scale, int64_t axis, float eps, const std::string& result,
+                     const std::string& invStd) {
+    Dims d;
+    HostTensor v;
+    if (!inferTensor || !inferTensor(x, out, d, v)) throw UnsupportedError(what + ": the rank of its input is not known at import");
+    const int64_t rank = static_cast<int64_t>(d.size());
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) throw Error(what + ": axis is out of range for rank " + std::to_string(rank));
+    std::vector<int64_t> axes;
+    for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
+    const std::string sq = binary("Mul", x, x), mean = fresh("mean");
+    onnx::NodeProto& rm = emit("ReduceMean", {sq}, mean, mean, out);
+    if (opset >= 18) {
+      onnx::TensorProto t;
+      t.set_data_type(onnx::TensorProto::INT64);
+      t.add_dims(static_cast<int64_t>(axes.size()));
+      for (int64_t a : axes) t.add_int64_data(a);
+      const std::string ax = fresh("axes");
+      emitConstant(ax, t, out);
+      rm.add_input(ax);
+    } else {
+      onnx::AttributeProto* a = rm.add_attribute();
+      a->set_name("axes");
+      a->set_type(onnx::AttributeProto::INTS);
+      for (int64_t x2 : axes) a->add_ints(x2);
+    }
+    setAttr(rm, "keepdims", 1);
+    const std::string rms = unary("Sqrt", binary("Add", mean, scalar(eps)));
+    binary("Mul", binary("Div", x, rms), scale, result);
+    if (!invStd.empty()) binary("Div", scalar(1.f), rms, invStd);
+  };
+  // input + skip (+ bias) for the skip norms, into output 3 when the node asks for it.
+  auto skipSum = [&](int biasInput) {
+    if (in(1).empty() || in(2).empty()) throw Error(what + " needs input, skip and gamma");
+    const std::string sumOut = outName(3);
+    const bool bias = !in(biasInput).empty();
+    std::string s = binary("Add", in(0), in(1), bias ? "" : sumOut);
+    if (bias) s = binary("Add", s, in(biasInput), sumOut);
+    return s;
+  };
+
+  if (op == "Gelu") {
+    erfGelu(in(0), outName(0));
+  } else if (op == "BiasGelu") {
+    if (in(1).empty()) throw Error(what + " needs A and B");
+    erfGelu(binary("Add", in(0), in(1)), outName(0));
+  } else if (op == "FastGelu") {
+    tanhGelu(in(1).empty() ? in(0) : binary("Add", in(0), in(1)), outName(0));
+  } else if (op == "QuickGelu") {
+    binary("Mul", in(0), unary("Sigmoid", binary("Mul", in(0), scalar(floatAttribute(node, "alpha", 1.702f)))), outName(0));
+  } else if (op == "SkipLayerNormalization") {
+    const std::string s = skipSum(4);
+    onnx::NodeProto& ln = emit("LayerNormalization", {s, in(2)}, outName(0), name, out);
+    if (!in(3).empty()) ln.add_input(in(3));
+    for (int k = 1; k <= 2; ++k)
+      if (!outName(k).empty()) {
+        while (ln.output_size() < k) ln.add_output("");
+        ln.add_output(outName(k));
+      }
+    setAttr(ln, "axis", -1);
+    setFloat(ln, "epsilon", floatAttribute(node, "epsilon", 1e-12f));
+  } else if (op == "SkipSimplifiedLayerNormalization") {
+    if (!outName(1).empty()) throw UnsupportedError(what + ": output 1 (a mean, which RMS normalization does not compute) is read");
+    rmsNorm(skipSum(3), in(2), -1, floatAttribute(node, "epsilon", 1e-12f), outName(0), outName(2));
+  } else {  // SimplifiedLayerNormalization
+    if (in(1).empty()) throw Error(what + " needs X and scale");
+    rmsNorm(in(0), in(1), intAttribute(node, "axis", -1), floatAttribute(node, "epsilon", 1e-5f), outName(0), outName(1));
+  }
+  return true;
+}
+
+}  // namespace kiln
