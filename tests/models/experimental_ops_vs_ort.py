@@ -20,13 +20,15 @@ import tempfile
 try:
     import numpy as np
     import onnx
-    import onnxruntime as ort
+    import onnxruntime  # noqa: F401 (the reference, through vs_ort)
     from onnx import TensorProto, helper, numpy_helper
 except ImportError as e:  # pragma: no cover
     print(f"SKIP: {e}")
     sys.exit(77)
 
 TOL = 1e-5
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from vs_ort import Tally, import_kiln, kiln_error, kiln_outputs, ort_outputs  # noqa: E402
 
 
 def one_node(op, opset, x_shape, attrs, extra=(), dtype=TensorProto.FLOAT):
@@ -81,13 +83,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--module-dir", required=True)
     args = ap.parse_args()
-    sys.path.insert(0, args.module_dir)
-    try:
-        import kiln
-    except ImportError as e:
-        print(f"SKIP: kiln module: {e}")
+    kiln = import_kiln(args.module_dir)
+    if kiln is None:
         return 77
-    passed, failed = 0, []
+    tally = Tally("experimental ops vs ONNX Runtime")
     with tempfile.TemporaryDirectory(prefix="kiln_experimental_") as tmp:
         for name, model, feeds, *numpy_ref in cases(np.random.default_rng(11)):
             model, ref_model = model if isinstance(model, tuple) else (model, model)
@@ -95,27 +94,20 @@ def main():
             onnx.save(model, path)
             onnx.save(ref_model, ref_path)
             ref_feeds = feeds if ref_model is model else {k: v.astype(np.float32) for k, v in feeds.items()}
-            quiet = ort.SessionOptions()
-            quiet.log_severity_level = 3  # opset 6 draws a warning per session
-            want = numpy_ref[0] if numpy_ref else \
-                ort.InferenceSession(ref_path, quiet, providers=["CPUExecutionProvider"]).run(None, ref_feeds)[0]
+            want = numpy_ref[0] if numpy_ref else ort_outputs(ref_path, ref_feeds)[0]
             if ref_model is not model:
                 want = want.astype(np.float64)
             try:
-                engine = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device="cpu"))
-                got = engine.create_execution_context().infer(feeds)["y"]
+                got = kiln_outputs(kiln, path, feeds)["y"]
             except Exception as e:
-                failed.append(f"{name}: kiln: {' '.join(str(e).split())[:200]}")
+                tally.fail(name, kiln_error(e))
                 continue
             if got.shape != want.shape or got.dtype != want.dtype or not np.allclose(got, want, rtol=TOL, atol=TOL):
-                failed.append(f"{name}: {got.dtype} {got.shape} vs {want.dtype} {want.shape}" +
-                              (f", max |error| {np.abs(got - want).max():.3g}" if got.shape == want.shape else ""))
+                tally.fail(name, f"{got.dtype} {got.shape} vs {want.dtype} {want.shape}" +
+                           (f", max |error| {np.abs(got - want).max():.3g}" if got.shape == want.shape else ""))
             else:
-                passed += 1
-    for f in failed:
-        print("FAIL  " + f)
-    print(f"experimental ops vs ONNX Runtime: {passed} passed, {len(failed)} failed")
-    return 1 if failed or not passed else 0
+                tally.ok()
+    return tally.finish()
 
 
 if __name__ == "__main__":

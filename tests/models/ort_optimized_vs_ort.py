@@ -23,13 +23,15 @@ import warnings
 try:
     import numpy as np
     import onnx
-    import onnxruntime as ort
+    import onnxruntime  # noqa: F401 (the reference, through vs_ort)
     from onnx import TensorProto, helper, numpy_helper
 except ImportError as e:  # pragma: no cover
     print(f"SKIP: {e}")
     sys.exit(77)
 
 TOL = 1e-4
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from vs_ort import Tally, import_kiln, kiln_error, kiln_outputs, ort_outputs  # noqa: E402
 
 
 def one_node(op, domain, inputs, outputs, inits=(), opset=17, **attrs):
@@ -73,7 +75,7 @@ def single_cases(rng):
     return cases
 
 
-def hf_cases(tmp):
+def hf_cases(tmp, tally):
     """(name, path, feeds) of ORT-optimized Hugging Face models; [] with a note without torch / transformers."""
     try:
         import torch
@@ -128,7 +130,7 @@ def hf_cases(tmp):
             try:
                 optimize_model(path, model_type=model_type, num_heads=4, hidden_size=64, opt_level=level).save_model_to_file(opt)
             except Exception as e:  # the optimizer's own failure (its GPT-2 pass on a torch.export graph): nothing to compare
-                print(f"note: {name} at opt level {level} not comparable: ONNX Runtime's optimizer failed ({type(e).__name__}: {e})")
+                tally.not_comparable(f"{name}_ort_opt{level}", f"ONNX Runtime's optimizer failed ({type(e).__name__}: {e})")
                 continue
             ops = sorted({n.op_type for n in onnx.load(opt).graph.node if n.domain == "com.microsoft"})
             out.append((f"{name}_ort_opt{level} ({', '.join(ops) or 'no contrib ops'})", opt, feeds))
@@ -139,39 +141,32 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--module-dir", required=True)
     args = ap.parse_args()
-    sys.path.insert(0, args.module_dir)
-    try:
-        import kiln
-    except ImportError as e:
-        print(f"SKIP: kiln module: {e}")
+    kiln = import_kiln(args.module_dir)
+    if kiln is None:
         return 77
-    passed, failed = 0, []
+    tally = Tally("ORT-optimized models vs ONNX Runtime")
     with tempfile.TemporaryDirectory(prefix="kiln_ortopt_") as tmp:
         runs = []
         for name, model, feeds in single_cases(np.random.default_rng(8)):
             path = os.path.join(tmp, name + ".onnx")
             onnx.save(model, path)
             runs.append((name, path, feeds))
-        runs += hf_cases(tmp)
+        runs += hf_cases(tmp, tally)
         for name, path, feeds in runs:
             outputs = [o.name for o in onnx.load(path).graph.output]
-            want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+            want = ort_outputs(path, feeds)
             try:
-                got = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device="cpu")).create_execution_context().infer(feeds)
+                got = kiln_outputs(kiln, path, feeds)
             except Exception as e:
-                failed.append(f"{name}: kiln: {' '.join(str(e).split())[:200]}")
+                tally.fail(name, kiln_error(e))
                 continue
             bad = [f"{o}: max |error| {np.abs(np.asarray(got[o]) - w).max() if np.shape(got[o]) == w.shape else 'shape'}"
                    for o, w in zip(outputs, want) if np.shape(got[o]) != w.shape or not np.allclose(got[o], w, rtol=TOL, atol=TOL)]
             if bad:
-                failed.append(f"{name}: " + "; ".join(bad))
+                tally.fail(name, "; ".join(bad))
             else:
-                passed += 1
-                print(f"ok    {name}")
-    for f in failed:
-        print("FAIL  " + f)
-    print(f"ORT-optimized models vs ONNX Runtime: {passed} passed, {len(failed)} failed")
-    return 1 if failed or not passed else 0
+                tally.ok(name)
+    return tally.finish()
 
 
 if __name__ == "__main__":

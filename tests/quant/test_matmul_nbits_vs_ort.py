@@ -19,13 +19,15 @@ import tempfile
 try:
     import numpy as np
     import onnx
-    import onnxruntime as ort
+    import onnxruntime  # noqa: F401 (the reference, through vs_ort)
     from onnx import TensorProto, helper, numpy_helper
 except ImportError as e:  # pragma: no cover
     print(f"SKIP: {e}")
     sys.exit(77)
 
 TOL = 1e-4
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from vs_ort import Tally, import_kiln, kiln_error, kiln_outputs, ort_outputs  # noqa: E402
 
 
 def pack(codes, bits):
@@ -100,43 +102,34 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--module-dir", required=True)
     args = ap.parse_args()
-    sys.path.insert(0, args.module_dir)
-    try:
-        import kiln
-    except ImportError as e:
-        print(f"SKIP: kiln module: {e}")
+    kiln = import_kiln(args.module_dir)
+    if kiln is None:
         return 77
     rng = np.random.default_rng(7)
-    passed, failed, skipped = 0, [], []
+    tally = Tally("MatMulNBits vs ONNX Runtime")
     with tempfile.TemporaryDirectory(prefix="kiln_nbits_") as tmp:
         for case in CASES:
             m, a = model(case, rng)
             path = os.path.join(tmp, case["name"] + ".onnx")
             onnx.save(m, path)
             try:
-                want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"A": a})[0]
+                want = ort_outputs(path, {"A": a})[0]
             except Exception as e:
-                skipped.append(f"{case['name']}: ONNX Runtime cannot run it: {str(e).splitlines()[0][:120]}")
+                tally.not_comparable(case["name"], f"ONNX Runtime cannot run it: {str(e).splitlines()[0][:120]}")
                 continue
             try:
-                engine = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device="cpu"))
-                got = engine.create_execution_context().infer({"A": a})["Y"]
+                got = kiln_outputs(kiln, path, {"A": a})["Y"]
             except Exception as e:
-                failed.append(f"{case['name']}: kiln: {' '.join(str(e).split())[:200]}")
+                tally.fail(case["name"], kiln_error(e))
                 continue
             tol = case.get("tol", TOL)
             if got.shape != want.shape or got.dtype != want.dtype or not np.allclose(got, want, rtol=tol, atol=tol):
                 err = (np.abs(got.astype(np.float64) - want).max() if got.shape == want.shape and got.dtype == want.dtype
                        else f"{got.dtype} {got.shape} vs {want.dtype} {want.shape}")
-                failed.append(f"{case['name']}: max |error| {err}")
+                tally.fail(case["name"], f"max |error| {err}")
             else:
-                passed += 1
-    for s in skipped:
-        print("not comparable  " + s)
-    for f in failed:
-        print("FAIL  " + f)
-    print(f"MatMulNBits vs ONNX Runtime: {passed} passed, {len(failed)} failed, {len(skipped)} not comparable")
-    return 1 if failed or not passed else 0
+                tally.ok()
+    return tally.finish()
 
 
 if __name__ == "__main__":

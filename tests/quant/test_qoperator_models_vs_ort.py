@@ -26,12 +26,15 @@ import tempfile
 try:
     import numpy as np
     import onnx
-    import onnxruntime as ort
+    import onnxruntime  # noqa: F401 (the reference, through vs_ort)
     from onnx import TensorProto, helper, numpy_helper
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 except ImportError as e:  # pragma: no cover
     print(f"SKIP: {e}")
     sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from vs_ort import Tally, import_kiln, kiln_error, kiln_outputs, ort_outputs  # noqa: E402
 
 
 def cnn(opset, rng):
@@ -115,30 +118,24 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--module-dir", required=True)
     args = ap.parse_args()
-    sys.path.insert(0, args.module_dir)
-    try:
-        import kiln
-    except ImportError as e:
-        print(f"SKIP: kiln module: {e}")
+    kiln = import_kiln(args.module_dir)
+    if kiln is None:
         return 77
     rng = np.random.default_rng(3)
-    passed, failed = 0, []
+    tally = Tally("QOperator models vs ONNX Runtime")
 
     def check(name, path, feeds, tol, argmax=False):
-        nonlocal passed
-        quiet = ort.SessionOptions()
-        quiet.log_severity_level = 3
-        want = ort.InferenceSession(path, quiet, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        want = ort_outputs(path, feeds)[0]
         try:
-            got = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device="cpu")).create_execution_context().infer(feeds)["y"]
+            got = kiln_outputs(kiln, path, feeds)["y"]
         except Exception as e:
-            failed.append(f"{name}: kiln: {' '.join(str(e).split())[:200]}")
+            tally.fail(name, kiln_error(e))
             return
         err = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
         if err > tol or (argmax and not (got.argmax(1) == want.argmax(1)).all()):
-            failed.append(f"{name}: max |error| {err:.3g} (tolerance {tol:.3g}){'' if got.shape == want.shape else f', shape {got.shape} vs {want.shape}'}")
+            tally.fail(name, f"max |error| {err:.3g} (tolerance {tol:.3g}){'' if got.shape == want.shape else f', shape {got.shape} vs {want.shape}'}")
         else:
-            passed += 1
+            tally.ok()
 
     with tempfile.TemporaryDirectory(prefix="kiln_qop_") as tmp:
         x = rng.standard_normal((2, 3, 16, 16)).astype(np.float32)
@@ -157,17 +154,14 @@ def main():
                                     reduce_range=act == QuantType.QUInt8)
                     ops = {n.op_type for n in onnx.load(qp).graph.node if n.domain == "com.microsoft"}
                     if len(ops) < 8:
-                        failed.append(f"{name}: quantize_static wrote only {sorted(ops)} (the test expects the com.microsoft ops)")
+                        tally.fail(name, f"quantize_static wrote only {sorted(ops)} (the test expects the com.microsoft ops)")
                         continue
                     check(name, qp, {"x": x}, 2 / 256, argmax=True)
         for name, model, feeds, tol in single_cases(rng):
             path = os.path.join(tmp, name + ".onnx")
             onnx.save(model, path)
             check(name, path, feeds, tol)
-    for f in failed:
-        print("FAIL  " + f)
-    print(f"QOperator models vs ONNX Runtime: {passed} passed, {len(failed)} failed")
-    return 1 if failed or not passed else 0
+    return tally.finish()
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import warnings
 try:
     import numpy as np
     import onnx
-    import onnxruntime as ort
+    import onnxruntime  # noqa: F401 (the reference, through vs_ort)
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -32,6 +32,8 @@ except ImportError as e:  # pragma: no cover
 
 warnings.filterwarnings("ignore")
 TOL = 1e-4
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from vs_ort import Tally, import_kiln, kiln_error, ort_outputs  # noqa: E402
 
 
 def cases():
@@ -106,14 +108,12 @@ def main():
     ap.add_argument("--opset", type=int, default=0, help="export opset (default: 17, 18 with --dynamo)")
     ap.add_argument("--only", default="", help="comma list of case names")
     args = ap.parse_args()
-    sys.path.insert(0, args.module_dir)
-    try:
-        import kiln
-    except ImportError as e:
-        print(f"SKIP: kiln module: {e}")
+    kiln = import_kiln(args.module_dir)
+    if kiln is None:
         return 77
     only = set(filter(None, args.only.split(",")))
-    passed, failed, skipped = [], [], []
+    tally = Tally(f"torch ops vs ONNX Runtime ({'dynamo' if args.dynamo else 'TorchScript'} exporter"
+                  f"{', dynamic batch' if args.dynamic else ''}{', GPU fusions' if args.gpu_fusions else ''})")
     with tempfile.TemporaryDirectory(prefix="kiln_torch_ops_") as tmp:
         for name, m, inputs in cases():
             if only and name not in only:
@@ -127,7 +127,7 @@ def main():
                     torch.onnx.export(m, inputs, path, dynamo=args.dynamo, opset_version=args.opset or (18 if args.dynamo else 17),
                                       input_names=names, dynamic_axes={n: {0: "batch"} for n in batched} or None)
             except Exception as e:
-                skipped.append((name, "PyTorch cannot export it: " + str(e).strip().splitlines()[0][:120]))
+                tally.not_comparable(name, "PyTorch cannot export it: " + str(e).strip().splitlines()[0][:120])
                 continue
             model = onnx.load(path)
             graph_inputs = {i.name for i in model.graph.input}
@@ -136,9 +136,9 @@ def main():
             if batched:
                 runs.append({n: np.concatenate([v, v[:1]]) if n in batched else v for n, v in runs[0].items()})
             try:
-                wants = [ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, f) for f in runs]
+                wants = [ort_outputs(path, f) for f in runs]
             except Exception as e:
-                skipped.append((name, "ONNX Runtime cannot run it: " + str(e).strip().splitlines()[0][:120]))
+                tally.not_comparable(name, "ONNX Runtime cannot run it: " + str(e).strip().splitlines()[0][:120])
                 continue
             try:
                 cfg = kiln.BuilderConfig(tf32=False, device="cpu", gpu_fusions=args.gpu_fusions,
@@ -156,16 +156,12 @@ def main():
                     got = ctx.infer(feeds)
                     problems += [f"{o.name}: {p}" for o, w in zip(model.graph.output, want) if (p := compare(got[o.name], w))]
             except Exception as e:
-                problems = ["kiln: " + " ".join(str(e).split())[:300]]
-            (failed if problems else passed).append((name, "; ".join(problems)))
-    for name, why in skipped:
-        print(f"not comparable  {name}: {why}")
-    for name, why in failed:
-        print(f"FAIL  {name}: {why}")
-    print(f"torch ops vs ONNX Runtime ({'dynamo' if args.dynamo else 'TorchScript'} exporter"
-          f"{', dynamic batch' if args.dynamic else ''}{', GPU fusions' if args.gpu_fusions else ''}): "
-          f"{len(passed)} passed, {len(failed)} failed, {len(skipped)} not comparable")
-    return 1 if failed or not passed else 0
+                problems = [kiln_error(e)]
+            if problems:
+                tally.fail(name, "; ".join(problems))
+            else:
+                tally.ok()
+    return tally.finish()
 
 
 if __name__ == "__main__":
