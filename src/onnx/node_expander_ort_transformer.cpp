@@ -7,11 +7,11 @@
 //   com.microsoft FastGelu(X, bias?)         tanh form on X (+ bias): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 //   com.microsoft QuickGelu(X; alpha=1.702)  X sigmoid(alpha X)
 //   com.microsoft SkipLayerNormalization(input, skip, gamma, beta?, bias?; epsilon)
-//        s = input + skip (+ bias); outputs LayerNormalization(s) (its mean and 1/std) and s (index 3)
+//        s = (input + bias) + skip; outputs LayerNormalization(s) (its mean and 1/std) and s (index 3)
 //   SimplifiedLayerNormalization(X, scale; axis, epsilon)   (default domain in ONNX Runtime)
 //        X / sqrt(mean(X^2 over axis..) + epsilon) * scale; output 1 its 1/rms
 //   com.microsoft SkipSimplifiedLayerNormalization(input, skip, gamma, bias?; epsilon)
-//        the same on s = input + skip (+ bias); outputs (y, unused, 1/rms, s)
+//        the same on s = (input + bias) + skip; outputs (y, unused, 1/rms, s)
 #include <algorithm>
 #include <cmath>
 
@@ -133,14 +133,12 @@ bool NodeExpander::expandOrtTransformerOp(const onnx::NodeProto& node, std::vect
     binary("Mul", binary("Div", x, rms), scale, result);
     if (!invStd.empty()) binary("Div", scalar(1.f), rms, invStd);
   };
-  // input + skip (+ bias) for the skip norms, into output 3 when the node asks for it.
+  // (input + bias) + skip for the skip norms, into output 3 when the node asks for it. The bias
+  // first: the optimizer moved a MatMul's bias here, and kiln's MatMul + bias fusion takes it back.
   auto skipSum = [&](int biasInput) {
     if (in(1).empty() || in(2).empty()) throw Error(what + " needs input, skip and gamma");
-    const std::string sumOut = outName(3);
-    const bool bias = !in(biasInput).empty();
-    std::string s = binary("Add", in(0), in(1), bias ? "" : sumOut);
-    if (bias) s = binary("Add", s, in(biasInput), sumOut);
-    return s;
+    const std::string biased = in(biasInput).empty() ? in(0) : binary("Add", in(0), in(biasInput));
+    return binary("Add", biased, in(1), outName(3));
   };
 
   if (op == "Gelu") {
