@@ -12,8 +12,17 @@
 //        X / sqrt(mean(X^2 over axis..) + epsilon) * scale; output 1 its 1/rms
 //   com.microsoft SkipSimplifiedLayerNormalization(input, skip, gamma, bias?; epsilon)
 //        the same on s = (input + bias) + skip; outputs (y, unused, 1/rms, s)
+// and those ONNX Runtime writes when it saves a model it optimized (ORT_ENABLE_EXTENDED):
+//   com.microsoft FusedConv(X, W, B?, Z?; Conv's attributes, activation, activation_params)
+//        act(Conv(X, W, B) + Z)
+//   com.microsoft FusedGemm(A, B, C?; Gemm's attributes, activation, activation_alpha/beta)
+//        act(Gemm(A, B, C))
+//   com.microsoft FusedMatMul(A, B; alpha, transA, transB)
+//        alpha * (A or A^T of its last two axes) @ (B or B^T)
+// with act one of Relu, Tanh, Sigmoid, LeakyRelu(alpha), Clip(min, max), HardSigmoid(alpha, beta).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "onnx/node_expander.h"
 #include "onnx/node_expander_util.h"
@@ -47,7 +56,7 @@ bool NodeExpander::expandOrtTransformerOp(const onnx::NodeProto& node, std::vect
   const std::string& op = node.op_type();
   const bool ms = node.domain() == "com.microsoft";
   const bool known = (ms && (op == "Gelu" || op == "BiasGelu" || op == "FastGelu" || op == "QuickGelu" || op == "SkipLayerNormalization" ||
-                             op == "SkipSimplifiedLayerNormalization")) ||
+                             op == "SkipSimplifiedLayerNormalization" || op == "FusedConv" || op == "FusedGemm" || op == "FusedMatMul")) ||
                      ((ms || isDefaultDomain(node.domain())) && op == "SimplifiedLayerNormalization");
   if (!known || (pluginReplaces && pluginReplaces(node))) return false;
   const std::string name = nodeName(node, out.size());
@@ -141,7 +150,93 @@ bool NodeExpander::expandOrtTransformerOp(const onnx::NodeProto& node, std::vect
     return binary("Add", biased, in(1), outName(3));
   };
 
-  if (op == "Gelu") {
+  // ORT's activation after a fused Conv / Gemm, into `result`; `params` as activation_params.
+  auto activation = [&](const std::string& x, const std::string& result, const std::vector<float>& params) {
+    const onnx::AttributeProto* a = findAttribute(node, "activation");
+    const std::string act = a ? a->s() : "";
+    auto param = [&](size_t i, float fallback) { return i < params.size() ? params[i] : fallback; };
+    if (act.empty() || act == "Identity") {
+      unary("Identity", x, result);
+    } else if (act == "Relu" || act == "Tanh" || act == "Sigmoid") {
+      unary(act.c_str(), x, result);
+    } else if (act == "LeakyRelu") {
+      setFloat(emit("LeakyRelu", {x}, result, result == outName(0) ? name : result, out), "alpha", param(0, 0.01f));
+    } else if (act == "HardSigmoid") {
+      onnx::NodeProto& n = emit("HardSigmoid", {x}, result, result == outName(0) ? name : result, out);
+      setFloat(n, "alpha", param(0, 0.2f));
+      setFloat(n, "beta", param(1, 0.5f));
+    } else if (act == "Clip") {
+      const float lo = param(0, -std::numeric_limits<float>::max()), hi = param(1, std::numeric_limits<float>::max());
+      if (opset < 11) {
+        onnx::NodeProto& n = emit("Clip", {x}, result, result == outName(0) ? name : result, out);
+        setFloat(n, "min", lo);
+        setFloat(n, "max", hi);
+      } else {
+        emit("Clip", {x, scalar(lo), scalar(hi)}, result, result == outName(0) ? name : result, out);
+      }
+    } else {
+      throw UnsupportedError(what + ": activation '" + act + "' (supported: Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid)");
+    }
+  };
+  auto floats = [&](const char* attr) {
+    const onnx::AttributeProto* a = findAttribute(node, attr);
+    return a ? std::vector<float>(a->floats().begin(), a->floats().end()) : std::vector<float>{};
+  };
+  // The node's attributes but those named, onto n.
+  auto copyAttributes = [&](onnx::NodeProto& n, std::initializer_list<const char*> drop) {
+    for (const auto& a : node.attribute())
+      if (std::none_of(drop.begin(), drop.end(), [&](const char* d) { return a.name() == d; })) *n.add_attribute() = a;
+  };
+
+  if (op == "FusedConv") {
+    if (in(1).empty()) throw Error(what + " needs X and W");
+    const std::string conv = fresh("conv");
+    onnx::NodeProto& c = emit("Conv", {in(0), in(1)}, conv, conv, out);
+    if (!in(2).empty()) c.add_input(in(2));
+    copyAttributes(c, {"activation", "activation_params"});
+    activation(in(3).empty() ? conv : binary("Add", conv, in(3)), outName(0), floats("activation_params"));
+  } else if (op == "FusedGemm") {
+    if (in(1).empty()) throw Error(what + " needs A and B");
+    const std::string gemm = fresh("gemm");
+    onnx::NodeProto& g = emit("Gemm", {in(0), in(1)}, gemm, gemm, out);
+    if (!in(2).empty()) g.add_input(in(2));
+    copyAttributes(g, {"activation", "activation_alpha", "activation_beta", "activation_gamma"});
+    std::vector<float> params;
+    if (const onnx::AttributeProto* a = findAttribute(node, "activation_alpha")) params.push_back(a->f());
+    if (const onnx::AttributeProto* b = findAttribute(node, "activation_beta")) {
+      if (params.empty()) params.push_back(0.01f);
+      params.push_back(b->f());
+    }
+    activation(gemm, outName(0), params);
+  } else if (op == "FusedMatMul") {
+    if (in(1).empty()) throw Error(what + " needs A and B");
+    if (intAttribute(node, "transBatchA", 0) || intAttribute(node, "transBatchB", 0))
+      throw UnsupportedError(what + ": transBatchA / transBatchB are not supported");
+    auto transposedLast2 = [&](const std::string& x) {  // x with its last two axes swapped
+      Dims d;
+      HostTensor v;
+      if (!inferTensor || !inferTensor(x, out, d, v) || d.size() < 2)
+        throw UnsupportedError(what + ": the rank of '" + x + "' is not known at import (or is below 2)");
+      std::vector<int64_t> perm;
+      for (int64_t a = 0; a < static_cast<int64_t>(d.size()); ++a) perm.push_back(a);
+      std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+      const std::string t = fresh("transposed");
+      onnx::NodeProto& n = emit("Transpose", {x}, t, t, out);
+      onnx::AttributeProto* pa = n.add_attribute();
+      pa->set_name("perm");
+      pa->set_type(onnx::AttributeProto::INTS);
+      for (int64_t a : perm) pa->add_ints(a);
+      return t;
+    };
+    const std::string a = intAttribute(node, "transA", 0) ? transposedLast2(in(0)) : in(0);
+    const std::string b = intAttribute(node, "transB", 0) ? transposedLast2(in(1)) : in(1);
+    const float alpha = floatAttribute(node, "alpha", 1.f);
+    if (alpha == 1.f) {
+      binary("MatMul", a, b, outName(0));
+    } else {
+      binary("Mul", binary("MatMul", a, b), scalar(alpha), outName(0));
+    }
+  } else if (op == "Gelu") {
     erfGelu(in(0), outName(0));
   } else if (op == "BiasGelu") {
     if (in(1).empty()) throw Error(what + " needs A and B");

@@ -7,7 +7,9 @@ com.microsoft Gelu / BiasGelu / FastGelu, SkipLayerNormalization, ONNX Runtime's
 then one-node models of each op the expander takes (com.microsoft Gelu, BiasGelu, FastGelu with
 and without bias, QuickGelu, SkipLayerNormalization with bias and all four outputs,
 SkipSimplifiedLayerNormalization, SimplifiedLayerNormalization at opsets 14 and 18, LayerNormalization
-at opset 14). kiln (CPU, Python API) and ONNX Runtime (CPU EP) run each on the same inputs;
+at opset 14), and the model tests' MobileNetV2, BERT, GPT-2 and MLP as ONNX Runtime saves them after its
+extended optimizations (com.microsoft FusedConv, FusedGemm, FusedMatMul; one-node forms of each with
+sums, LeakyRelu / HardSigmoid / Clip, transposes and alpha). kiln (CPU, Python API) and ONNX Runtime (CPU EP) run each on the same inputs;
 outputs must agree at 1e-4 (absolute and relative).
 
   ort_optimized_vs_ort.py --module-dir build/python
@@ -23,7 +25,7 @@ import warnings
 try:
     import numpy as np
     import onnx
-    import onnxruntime  # noqa: F401 (the reference, through vs_ort)
+    import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 except ImportError as e:  # pragma: no cover
     print(f"SKIP: {e}")
@@ -70,6 +72,26 @@ def single_cases(rng):
         cases.append((f"simplified_layer_norm_opset{opset}",
                       one_node("SimplifiedLayerNormalization", "", X, [("y", None), ("inv_std", None)], [gamma], opset=opset,
                                axis=-1, epsilon=1e-5), {"x": x}))
+    # What ONNX Runtime writes when it saves a model it optimized (ORT_ENABLE_EXTENDED).
+    img = rng.standard_normal((2, 4, 7, 7)).astype(np.float32)
+    w = numpy_helper.from_array(rng.standard_normal((6, 4, 3, 3)).astype(np.float32) * 0.3, "w")
+    b = numpy_helper.from_array(rng.standard_normal(6).astype(np.float32) * 0.1, "b")
+    conv_attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    z = numpy_helper.from_array(rng.standard_normal((2, 6, 7, 7)).astype(np.float32), "z")  # the sum input, after B
+    cases.append(("fused_conv_sum_leaky", one_node("FusedConv", "com.microsoft", [("x", [2, 4, 7, 7])], [("y", None)],
+                                                   [w, b, z], activation="LeakyRelu", activation_params=[0.2], **conv_attrs),
+                  {"x": img}))
+    cases.append(("fused_conv_hardsigmoid", one_node("FusedConv", "com.microsoft", [("x", [2, 4, 7, 7])], [("y", None)], [w, b],
+                                                     activation="HardSigmoid", activation_params=[0.3, 0.4], **conv_attrs), {"x": img}))
+    cases.append(("fused_conv_clip_opset9", one_node("FusedConv", "com.microsoft", [("x", [2, 4, 7, 7])], [("y", None)], [w, b], opset=9,
+                                                     activation="Clip", activation_params=[0.0, 6.0], **conv_attrs), {"x": img}))
+    wg = numpy_helper.from_array(rng.standard_normal((5, 16)).astype(np.float32), "wg")
+    cases.append(("fused_gemm_leaky", one_node("FusedGemm", "com.microsoft", [("x", [3, 16])], [("y", None)], [wg],
+                                               transB=1, alpha=0.5, activation="LeakyRelu", activation_alpha=0.3),
+                  {"x": rng.standard_normal((3, 16)).astype(np.float32)}))
+    cases.append(("fused_matmul_trans_alpha", one_node("FusedMatMul", "com.microsoft", [("x", [2, 16, 5]), ("z", [2, 3, 16])], [("y", None)],
+                                                       transA=1, transB=1, alpha=0.25),
+                  {"x": rng.standard_normal((2, 16, 5)).astype(np.float32), "z": rng.standard_normal((2, 3, 16)).astype(np.float32)}))
     cases.append(("layer_norm_opset14", one_node("LayerNormalization", "", X, [("y", None)], [gamma, beta], opset=14, epsilon=1e-5),
                   {"x": x}))
     return cases
@@ -137,6 +159,34 @@ def hf_cases(tmp, tally):
     return out
 
 
+def ort_saved_cases(tmp):
+    """The model tests' MobileNetV2, BERT, GPT-2 and MLP as ONNX Runtime saves them after its extended
+    optimizations (FusedConv, FusedGemm, FusedMatMul, SkipLayerNormalization, Gelu, FastGelu)."""
+    import subprocess
+    gen = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gen_models.py")
+    subprocess.run([sys.executable, gen, "--out", tmp, "--only", "mobilenetv2,bert,gpt2,mlp"], check=True, stdout=subprocess.DEVNULL)
+    rng = np.random.default_rng(6)
+    out = []
+    for name in ("mobilenetv2", "bert", "gpt2", "mlp"):
+        src, saved = os.path.join(tmp, name + ".onnx"), os.path.join(tmp, name + "_ort_saved.onnx")
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        so.optimized_model_filepath = saved
+        so.log_severity_level = 3
+        ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+        model = onnx.load(saved)
+        feeds = {}
+        for i in model.graph.input:
+            dims = [d.dim_value or 2 for d in i.type.tensor_type.shape.dim]
+            if i.type.tensor_type.elem_type == TensorProto.INT64:
+                feeds[i.name] = rng.integers(0, 2 if "mask" in i.name or "type" in i.name else 50, dims).astype(np.int64)
+            else:
+                feeds[i.name] = rng.standard_normal(dims).astype(np.float32)
+        ops = sorted({n.op_type for n in model.graph.node if n.domain == "com.microsoft"})
+        out.append((f"{name}_ort_saved ({', '.join(ops)})", saved, feeds))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--module-dir", required=True)
@@ -152,6 +202,7 @@ def main():
             onnx.save(model, path)
             runs.append((name, path, feeds))
         runs += hf_cases(tmp, tally)
+        runs += ort_saved_cases(tmp)
         for name, path, feeds in runs:
             outputs = [o.name for o in onnx.load(path).graph.output]
             want = ort_outputs(path, feeds)
