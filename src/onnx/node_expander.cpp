@@ -36,6 +36,42 @@ int64_t intAttribute(const onnx::NodeProto& node, const std::string& attr, int64
   return a ? a->i() : fallback;
 }
 
+float floatAttribute(const onnx::NodeProto& node, const std::string& attr, float fallback) {
+  const onnx::AttributeProto* a = findAttribute(node, attr);
+  return a ? a->f() : fallback;
+}
+
+void setAttribute(onnx::NodeProto& node, const std::string& attr, int64_t v) {
+  onnx::AttributeProto* a = node.add_attribute();
+  a->set_name(attr);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+void setAttribute(onnx::NodeProto& node, const std::string& attr, float v) {
+  onnx::AttributeProto* a = node.add_attribute();
+  a->set_name(attr);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+
+void setAttribute(onnx::NodeProto& node, const std::string& attr, const std::vector<int64_t>& v) {
+  onnx::AttributeProto* a = node.add_attribute();
+  a->set_name(attr);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+int onnxFloatCode(DataType t) {
+  switch (t) {
+    case DataType::kFLOAT: return onnx::TensorProto::FLOAT;
+    case DataType::kHALF: return onnx::TensorProto::FLOAT16;
+    case DataType::kBF16: return onnx::TensorProto::BFLOAT16;
+    case DataType::kDOUBLE: return onnx::TensorProto::DOUBLE;
+    default: return 0;
+  }
+}
+
 std::vector<int64_t> intsAttribute(const onnx::NodeProto& node, const std::string& attr) {
   const onnx::AttributeProto* a = findAttribute(node, attr);
   return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
@@ -195,6 +231,29 @@ onnx::NodeProto& NodeExpander::emit(const std::string& op, const std::vector<std
   for (const auto& i : inputs) n.add_input(i);
   n.add_output(output);
   out.push_back(&n);
+  return n;
+}
+
+int64_t NodeExpander::inferredRank(const std::string& name, const std::vector<const onnx::NodeProto*>& out) const {
+  Dims dims;
+  HostTensor value;
+  return inferTensor && inferTensor(name, out, dims, value) ? static_cast<int64_t>(dims.size()) : -1;
+}
+
+onnx::NodeProto& NodeExpander::emitReduceMean(const std::string& x, const std::vector<int64_t>& axes, const std::string& output,
+                                              std::vector<const onnx::NodeProto*>& out) {
+  onnx::NodeProto& n = emit("ReduceMean", {x}, output, output, out);
+  setAttribute(n, "keepdims", int64_t(1));
+  if (opset < 18) {
+    setAttribute(n, "axes", axes);
+    return n;
+  }
+  onnx::TensorProto t;  // axes became an input in opset 18
+  t.set_data_type(onnx::TensorProto::INT64);
+  t.add_dims(static_cast<int64_t>(axes.size()));
+  for (int64_t a : axes) t.add_int64_data(a);
+  emitConstant(output + "/axes", t, out);
+  n.add_input(output + "/axes");
   return n;
 }
 

@@ -130,6 +130,12 @@ struct NodeExpander {
   //! importTimeValue, else the value computed by shape inference over the nodes so far (shapes
   //! folded: `Shape(x)`, sizes derived from them); invalid when known only at run time.
   HostTensor inferredValue(const std::string& name, const std::vector<const onnx::NodeProto*>& out) const;
+  //! The rank of a tensor by shape inference over the nodes so far; -1 when unknown.
+  int64_t inferredRank(const std::string& name, const std::vector<const onnx::NodeProto*>& out) const;
+  //! ReduceMean of x over `axes` with keepdims, in the model opset's form (axes an attribute
+  //! before 18, an input from 18).
+  onnx::NodeProto& emitReduceMean(const std::string& x, const std::vector<int64_t>& axes, const std::string& output,
+                                  std::vector<const onnx::NodeProto*>& out);
   //! The dims of a tensor by shape inference over the nodes so far; false when not static.
   bool inferredDims(const std::string& name, const std::vector<const onnx::NodeProto*>& out, Dims& dims) const;
   //! Small node builders for expansions (in the form the model's opset expects).

@@ -18,24 +18,12 @@ namespace kiln {
 
 namespace {
 
-float floatAttr(const onnx::NodeProto& node, const char* name, float fallback) {
-  const onnx::AttributeProto* a = findAttribute(node, name);
-  return a ? a->f() : fallback;
-}
-
 onnx::TensorProto floatTensor(const std::vector<int64_t>& dims, const std::vector<float>& values) {
   onnx::TensorProto t;
   t.set_data_type(onnx::TensorProto::FLOAT);
   for (int64_t d : dims) t.add_dims(d);
   t.set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
   return t;
-}
-
-void addInts(onnx::NodeProto& n, const char* name, const std::vector<int64_t>& v) {
-  onnx::AttributeProto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
 }
 
 }  // namespace
@@ -52,12 +40,7 @@ bool NodeExpander::expandExperimentalOp(const onnx::NodeProto& node, std::vector
   // Binary op with a constant operand, in the opset's broadcasting form.
   auto binary = [&](const char* bop, const std::string& a, const std::string& constant, const std::string& result) {
     onnx::NodeProto& n = emit(bop, {a, constant}, result, p + result.substr(result.rfind('/') + 1), out);
-    if (opset < 7) {
-      onnx::AttributeProto* b = n.add_attribute();
-      b->set_name("broadcast");
-      b->set_type(onnx::AttributeProto::INT);
-      b->set_i(1);
-    }
+    if (opset < 7) setAttribute(n, "broadcast", int64_t(1));
   };
   auto scalar = [&](const std::string& id, float v) {
     emitConstant(p + id, floatTensor({}, {v}), out);
@@ -66,19 +49,19 @@ bool NodeExpander::expandExperimentalOp(const onnx::NodeProto& node, std::vector
   if (op == "ImageScaler") {
     const onnx::AttributeProto* bias = findAttribute(node, "bias");
     const std::string scaled = bias ? p + "scaled" : y;
-    binary("Mul", x, scalar("scale", floatAttr(node, "scale", 1.f)), scaled);
+    binary("Mul", x, scalar("scale", floatAttribute(node, "scale", 1.f)), scaled);
     if (bias) {
       std::vector<float> b(bias->floats().begin(), bias->floats().end());
       emitConstant(p + "bias", floatTensor({1, static_cast<int64_t>(b.size()), 1, 1}, b), out);
       binary("Add", scaled, p + "bias", y);
     }
   } else if (op == "Affine") {
-    binary("Mul", x, scalar("alpha", floatAttr(node, "alpha", 1.f)), p + "scaled");
-    binary("Add", p + "scaled", scalar("beta", floatAttr(node, "beta", 0.f)), y);
+    binary("Mul", x, scalar("alpha", floatAttribute(node, "alpha", 1.f)), p + "scaled");
+    binary("Add", p + "scaled", scalar("beta", floatAttribute(node, "beta", 0.f)), y);
   } else if (op == "ScaledTanh" || op == "ParametricSoftplus") {
-    binary("Mul", x, scalar("beta", floatAttr(node, "beta", 1.f)), p + "inner");
+    binary("Mul", x, scalar("beta", floatAttribute(node, "beta", 1.f)), p + "inner");
     emit(op == "ScaledTanh" ? "Tanh" : "Softplus", {p + "inner"}, p + "act", p + "act", out);
-    binary("Mul", p + "act", scalar("alpha", floatAttr(node, "alpha", 1.f)), y);
+    binary("Mul", p + "act", scalar("alpha", floatAttribute(node, "alpha", 1.f)), y);
   } else {  // Crop: NCHW, along H and W
     const std::vector<int64_t> border = intsAttribute(node, "border"), scale = intsAttribute(node, "scale");
     if (border.size() != 4) throw Error(what + ": border must be [left, top, right, bottom]");
@@ -93,9 +76,9 @@ bool NodeExpander::expandExperimentalOp(const onnx::NodeProto& node, std::vector
     const std::vector<int64_t> axes = {2, 3};
     if (opset < 10) {
       onnx::NodeProto& s = emit("Slice", {x}, y, p + "slice", out);
-      addInts(s, "starts", starts);
-      addInts(s, "ends", ends);
-      addInts(s, "axes", axes);
+      setAttribute(s, "starts", starts);
+      setAttribute(s, "ends", ends);
+      setAttribute(s, "axes", axes);
     } else {
       auto ints = [&](const std::string& id, const std::vector<int64_t>& v) {
         onnx::TensorProto t;

@@ -15,27 +15,6 @@
 
 namespace kiln {
 
-namespace {
-
-int onnxFloatCode(DataType t) {
-  switch (t) {
-    case DataType::kFLOAT: return onnx::TensorProto::FLOAT;
-    case DataType::kHALF: return onnx::TensorProto::FLOAT16;
-    case DataType::kBF16: return onnx::TensorProto::BFLOAT16;
-    case DataType::kDOUBLE: return onnx::TensorProto::DOUBLE;
-    default: return 0;
-  }
-}
-
-void setInt(onnx::NodeProto& n, const char* name, int64_t v) {
-  onnx::AttributeProto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
-}  // namespace
-
 void NodeExpander::expandFlexAttention(const onnx::NodeProto& node, const NameScope* scope, std::vector<const onnx::NodeProto*>& out,
                                        int depth) {
   const std::string name = nodeName(node, out.size());
@@ -61,7 +40,7 @@ void NodeExpander::expandFlexAttention(const onnx::NodeProto& node, const NameSc
     if (a.name() != "scale" && a.name() != "softmax_precision" && a.name() != "score_mod" && a.name() != "prob_mod")
       throw Error(what + ": unknown attribute '" + a.name() + "'");
 
-  auto cast = [&](const std::string& x, int64_t to, const std::string& y) { setInt(emit("Cast", {x}, y, y, out), "to", to); };
+  auto cast = [&](const std::string& x, int64_t to, const std::string& y) { setAttribute(emit("Cast", {x}, y, y, out), "to", to); };
   auto constant = [&](const std::string& y, onnx::TensorProto t) { emitConstant(y, t, out); };
   // A dim of x as a 1-D int64 tensor: Gather(Shape(x), [i]).
   auto dim = [&](const std::string& x, int64_t i, const std::string& y) {
@@ -69,7 +48,7 @@ void NodeExpander::expandFlexAttention(const onnx::NodeProto& node, const NameSc
     onnx::TensorProto index = scalarProto(onnx::TensorProto::INT64, i);
     index.add_dims(1);
     constant(y + "/index", index);
-    setInt(emit("Gather", {y + "/shape", y + "/index"}, y, y, out), "axis", 0);
+    setAttribute(emit("Gather", {y + "/shape", y + "/index"}, y, y, out), "axis", 0);
   };
 
   // K and V aligned with the query heads, unless the heads are known to be as many.
@@ -141,7 +120,7 @@ void NodeExpander::expandFlexAttention(const onnx::NodeProto& node, const NameSc
     return s.resolve(g.output(0).name());
   };
   const std::string score = applyModifier("score_mod", p + "score_sp");
-  setInt(emit("Softmax", {score}, p + "prob", p + "prob", out), "axis", 3);
+  setAttribute(emit("Softmax", {score}, p + "prob", p + "prob", out), "axis", 3);
   const std::string prob = applyModifier("prob_mod", p + "prob");
   if (softmaxCode == typeCode) {
     emit("MatMul", {prob, vAligned}, node.output(0), name, out);

@@ -17,15 +17,6 @@ namespace kiln {
 
 namespace {
 
-int onnxCodeOf(DataType t) {
-  switch (t) {
-    case DataType::kFLOAT: return onnx::TensorProto::FLOAT;
-    case DataType::kHALF: return onnx::TensorProto::FLOAT16;
-    case DataType::kBF16: return onnx::TensorProto::BFLOAT16;
-    default: return 0;
-  }
-}
-
 //! Element `i` of a row of `bits`-bit values packed lowest bits first.
 uint32_t unpacked(const uint8_t* row, int64_t i, int bits) {
   const int64_t bit = i * bits;
@@ -78,7 +69,7 @@ void NodeExpander::expandMatMulNBits(const onnx::NodeProto& node, std::vector<co
   DataType type = DataType::kFLOAT;
   if (!inferType || !inferType(input(0), out, type))
     throw UnsupportedError(what + ": the element type of A is not known at import");
-  const int typeCode = onnxCodeOf(type);
+  const int typeCode = type == DataType::kDOUBLE ? 0 : onnxFloatCode(type);  // the op's T1: no float64
   if (!typeCode) throw Error(what + ": A must be float, float16 or bfloat16, got " + toString(type));
 
   // W [K, N], float32.
@@ -107,11 +98,7 @@ void NodeExpander::expandMatMulNBits(const onnx::NodeProto& node, std::vector<co
   emitConstant(p + "weight", w, out);
   std::string weight = p + "weight";
   if (typeCode != onnx::TensorProto::FLOAT) {
-    onnx::NodeProto& cast = emit("Cast", {weight}, p + "weight_cast", p + "cast", out);
-    onnx::AttributeProto* to = cast.add_attribute();
-    to->set_name("to");
-    to->set_type(onnx::AttributeProto::INT);
-    to->set_i(typeCode);
+    setAttribute(emit("Cast", {weight}, p + "weight_cast", p + "cast", out), "to", int64_t(typeCode));
     weight = p + "weight_cast";
   }
   const bool bias = !input(5).empty();

@@ -29,29 +29,6 @@
 
 namespace kiln {
 
-namespace {
-
-float floatAttribute(const onnx::NodeProto& node, const char* name, float fallback) {
-  const onnx::AttributeProto* a = findAttribute(node, name);
-  return a ? a->f() : fallback;
-}
-
-void setAttr(onnx::NodeProto& n, const char* name, int64_t v) {
-  onnx::AttributeProto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
-void setFloat(onnx::NodeProto& n, const char* name, float v) {
-  onnx::AttributeProto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(v);
-}
-
-}  // namespace
-
 bool NodeExpander::expandOrtTransformerOp(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out) {
   const std::string& op = node.op_type();
   const bool ms = node.domain() == "com.microsoft";
@@ -70,14 +47,8 @@ bool NodeExpander::expandOrtTransformerOp(const onnx::NodeProto& node, std::vect
   // The element type of X sets the constants' type (float32, float16, bfloat16).
   DataType type = DataType::kFLOAT;
   if (!inferType || !inferType(in(0), out, type)) throw UnsupportedError(what + ": the element type of its input is not known at import");
-  int code = 0;
-  switch (type) {
-    case DataType::kFLOAT: code = onnx::TensorProto::FLOAT; break;
-    case DataType::kHALF: code = onnx::TensorProto::FLOAT16; break;
-    case DataType::kBF16: code = onnx::TensorProto::BFLOAT16; break;
-    case DataType::kDOUBLE: code = onnx::TensorProto::DOUBLE; break;
-    default: throw Error(what + ": its input must be a float type, got " + toString(type));
-  }
+  const int code = onnxFloatCode(type);
+  if (!code) throw Error(what + ": its input must be a float type, got " + toString(type));
   auto scalar = [&](float v) {  // a float32 constant cast to X's type (folded at build)
     onnx::TensorProto t;
     t.set_data_type(onnx::TensorProto::FLOAT);
@@ -86,7 +57,7 @@ bool NodeExpander::expandOrtTransformerOp(const onnx::NodeProto& node, std::vect
     emitConstant(c, t, out);
     if (code == onnx::TensorProto::FLOAT) return c;
     const std::string cast = fresh("cast");
-    setAttr(emit("Cast", {c}, cast, cast, out), "to", code);
+    setAttribute(emit("Cast", {c}, cast, cast, out), "to", code);
     return cast;
   };
   auto binary = [&](const char* bop, const std::string& a, const std::string& b, std::string result = "") {
@@ -113,31 +84,14 @@ bool NodeExpander::expandOrtTransformerOp(const onnx::NodeProto& node, std::vect
   // y = x / sqrt(mean(x^2 over the axes from `axis`) + eps) * scale; 1/rms into `invStd` if asked.
   auto rmsNorm = [&](const std::string& x, const std::string& scale, int64_t axis, float eps, const std::string& result,
                      const std::string& invStd) {
-    Dims d;
-    HostTensor v;
-    if (!inferTensor || !inferTensor(x, out, d, v)) throw UnsupportedError(what + ": the rank of its input is not known at import");
-    const int64_t rank = static_cast<int64_t>(d.size());
+    const int64_t rank = inferredRank(x, out);
+    if (rank < 0) throw UnsupportedError(what + ": the rank of its input is not known at import");
     if (axis < 0) axis += rank;
     if (axis < 0 || axis >= rank) throw Error(what + ": axis is out of range for rank " + std::to_string(rank));
     std::vector<int64_t> axes;
     for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
-    const std::string sq = binary("Mul", x, x), mean = fresh("mean");
-    onnx::NodeProto& rm = emit("ReduceMean", {sq}, mean, mean, out);
-    if (opset >= 18) {
-      onnx::TensorProto t;
-      t.set_data_type(onnx::TensorProto::INT64);
-      t.add_dims(static_cast<int64_t>(axes.size()));
-      for (int64_t a : axes) t.add_int64_data(a);
-      const std::string ax = fresh("axes");
-      emitConstant(ax, t, out);
-      rm.add_input(ax);
-    } else {
-      onnx::AttributeProto* a = rm.add_attribute();
-      a->set_name("axes");
-      a->set_type(onnx::AttributeProto::INTS);
-      for (int64_t x2 : axes) a->add_ints(x2);
-    }
-    setAttr(rm, "keepdims", 1);
+    const std::string mean = fresh("mean");
+    emitReduceMean(binary("Mul", x, x), axes, mean, out);
     const std::string rms = unary("Sqrt", binary("Add", mean, scalar(eps)));
     binary("Mul", binary("Div", x, rms), scale, result);
     if (!invStd.empty()) binary("Div", scalar(1.f), rms, invStd);
@@ -160,17 +114,17 @@ bool NodeExpander::expandOrtTransformerOp(const onnx::NodeProto& node, std::vect
     } else if (act == "Relu" || act == "Tanh" || act == "Sigmoid") {
       unary(act.c_str(), x, result);
     } else if (act == "LeakyRelu") {
-      setFloat(emit("LeakyRelu", {x}, result, result == outName(0) ? name : result, out), "alpha", param(0, 0.01f));
+      setAttribute(emit("LeakyRelu", {x}, result, result == outName(0) ? name : result, out), "alpha", param(0, 0.01f));
     } else if (act == "HardSigmoid") {
       onnx::NodeProto& n = emit("HardSigmoid", {x}, result, result == outName(0) ? name : result, out);
-      setFloat(n, "alpha", param(0, 0.2f));
-      setFloat(n, "beta", param(1, 0.5f));
+      setAttribute(n, "alpha", param(0, 0.2f));
+      setAttribute(n, "beta", param(1, 0.5f));
     } else if (act == "Clip") {
       const float lo = param(0, -std::numeric_limits<float>::max()), hi = param(1, std::numeric_limits<float>::max());
       if (opset < 11) {
         onnx::NodeProto& n = emit("Clip", {x}, result, result == outName(0) ? name : result, out);
-        setFloat(n, "min", lo);
-        setFloat(n, "max", hi);
+        setAttribute(n, "min", lo);
+        setAttribute(n, "max", hi);
       } else {
         emit("Clip", {x, scalar(lo), scalar(hi)}, result, result == outName(0) ? name : result, out);
       }
@@ -213,19 +167,13 @@ bool NodeExpander::expandOrtTransformerOp(const onnx::NodeProto& node, std::vect
     if (intAttribute(node, "transBatchA", 0) || intAttribute(node, "transBatchB", 0))
       throw UnsupportedError(what + ": transBatchA / transBatchB are not supported");
     auto transposedLast2 = [&](const std::string& x) {  // x with its last two axes swapped
-      Dims d;
-      HostTensor v;
-      if (!inferTensor || !inferTensor(x, out, d, v) || d.size() < 2)
-        throw UnsupportedError(what + ": the rank of '" + x + "' is not known at import (or is below 2)");
+      const int64_t rank = inferredRank(x, out);
+      if (rank < 2) throw UnsupportedError(what + ": the rank of '" + x + "' is not known at import (or is below 2)");
       std::vector<int64_t> perm;
-      for (int64_t a = 0; a < static_cast<int64_t>(d.size()); ++a) perm.push_back(a);
+      for (int64_t a = 0; a < rank; ++a) perm.push_back(a);
       std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
       const std::string t = fresh("transposed");
-      onnx::NodeProto& n = emit("Transpose", {x}, t, t, out);
-      onnx::AttributeProto* pa = n.add_attribute();
-      pa->set_name("perm");
-      pa->set_type(onnx::AttributeProto::INTS);
-      for (int64_t a : perm) pa->add_ints(a);
+      setAttribute(emit("Transpose", {x}, t, t, out), "perm", perm);
       return t;
     };
     const std::string a = intAttribute(node, "transA", 0) ? transposedLast2(in(0)) : in(0);
@@ -254,8 +202,8 @@ bool NodeExpander::expandOrtTransformerOp(const onnx::NodeProto& node, std::vect
         while (ln.output_size() < k) ln.add_output("");
         ln.add_output(outName(k));
       }
-    setAttr(ln, "axis", -1);
-    setFloat(ln, "epsilon", floatAttribute(node, "epsilon", 1e-12f));
+    setAttribute(ln, "axis", int64_t(-1));
+    setAttribute(ln, "epsilon", floatAttribute(node, "epsilon", 1e-12f));
   } else if (op == "SkipSimplifiedLayerNormalization") {
     if (!outName(1).empty()) throw UnsupportedError(what + ": output 1 (a mean, which RMS normalization does not compute) is read");
     rmsNorm(skipSum(3), in(2), -1, floatAttribute(node, "epsilon", 1e-12f), outName(0), outName(2));

@@ -35,20 +35,6 @@ int onnxIntCode(DataType t) {
   }
 }
 
-void setAttr(onnx::NodeProto& n, const char* name, int64_t v) {
-  onnx::AttributeProto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
-void setInts(onnx::NodeProto& n, const char* name, const std::vector<int64_t>& v) {
-  onnx::AttributeProto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
 }  // namespace
 
 bool NodeExpander::expandQLinearContribOp(const onnx::NodeProto& node, std::vector<const onnx::NodeProto*>& out) {
@@ -104,10 +90,9 @@ bool NodeExpander::expandQLinearContribOp(const onnx::NodeProto& node, std::vect
   };
   // The rank of a quantized input, from the nodes so far.
   auto rankOf = [&](const std::string& x) {
-    Dims d;
-    HostTensor v;
-    if (!inferTensor || !inferTensor(x, out, d, v)) throw UnsupportedError(what + ": the rank of '" + x + "' is not known at import");
-    return static_cast<int64_t>(d.size());
+    const int64_t rank = inferredRank(x, out);
+    if (rank < 0) throw UnsupportedError(what + ": the rank of '" + x + "' is not known at import");
+    return rank;
   };
 
   if (op == "QLinearAdd" || op == "QLinearMul") {
@@ -117,13 +102,7 @@ bool NodeExpander::expandQLinearContribOp(const onnx::NodeProto& node, std::vect
   } else if (op == "QLinearSigmoid" || op == "QLinearLeakyRelu") {
     const std::string r = fresh("f");
     onnx::NodeProto& n = emit(op == "QLinearSigmoid" ? "Sigmoid" : "LeakyRelu", {dq(in(0), in(1), in(2))}, r, r, out);
-    if (op == "QLinearLeakyRelu") {
-      const onnx::AttributeProto* alpha = findAttribute(node, "alpha");
-      onnx::AttributeProto* a = n.add_attribute();
-      a->set_name("alpha");
-      a->set_type(onnx::AttributeProto::FLOAT);
-      a->set_f(alpha ? alpha->f() : 0.01f);
-    }
+    if (op == "QLinearLeakyRelu") setAttribute(n, "alpha", floatAttribute(node, "alpha", 0.01f));
     quantize(r, in(3), in(4), y);
   } else if (op == "QLinearSoftmax") {
     const int64_t semantics = intAttribute(node, "opset", -1), axis = intAttribute(node, "axis", -1);
@@ -132,11 +111,11 @@ bool NodeExpander::expandQLinearContribOp(const onnx::NodeProto& node, std::vect
     const std::string r = fresh("f");
     if (semantics >= 13 || opset < 13) {
       if (semantics >= 13 && opset < 13) throw UnsupportedError(what + ": Softmax-13 semantics in a model of opset " + std::to_string(opset));
-      setAttr(emit("Softmax", {x}, r, r, out), "axis", axis);
+      setAttribute(emit("Softmax", {x}, r, r, out), "axis", axis);
     } else {  // Softmax-1/11 in a newer model: over the flattened trailing axes
       const std::string flat = fresh("flat"), soft = fresh("soft"), shape = fresh("shape");
-      setAttr(emit("Flatten", {x}, flat, flat, out), "axis", axis);
-      setAttr(emit("Softmax", {flat}, soft, soft, out), "axis", 1);
+      setAttribute(emit("Flatten", {x}, flat, flat, out), "axis", axis);
+      setAttribute(emit("Softmax", {flat}, soft, soft, out), "axis", 1);
       emit("Shape", {x}, shape, shape, out);
       emit("Reshape", {soft, shape}, r, r, out);
     }
@@ -147,18 +126,7 @@ bool NodeExpander::expandQLinearContribOp(const onnx::NodeProto& node, std::vect
     if (intAttribute(node, "channels_last", 0) != 0) {
       std::vector<int64_t> axes;
       for (int64_t a = 1, rank = rankOf(in(0)); a + 1 < rank; ++a) axes.push_back(a);
-      onnx::NodeProto& n = emit("ReduceMean", {x}, r, r, out);
-      if (opset >= 18) {
-        onnx::TensorProto t;
-        t.set_data_type(onnx::TensorProto::INT64);
-        t.add_dims(static_cast<int64_t>(axes.size()));
-        for (int64_t a : axes) t.add_int64_data(a);
-        emitConstant(p + "axes", t, out);
-        n.add_input(p + "axes");
-      } else {
-        setInts(n, "axes", axes);
-      }
-      setAttr(n, "keepdims", 1);
+      emitReduceMean(x, axes, r, out);
     } else {
       emit("GlobalAveragePool", {x}, r, r, out);
     }
@@ -171,7 +139,7 @@ bool NodeExpander::expandQLinearContribOp(const onnx::NodeProto& node, std::vect
       std::vector<int64_t> toFirst{0, rank - 1};
       for (int64_t a = 1; a + 1 < rank; ++a) toFirst.push_back(a);
       const std::string t = fresh("nchw");
-      setInts(emit("Transpose", {x}, t, t, out), "perm", toFirst);
+      setAttribute(emit("Transpose", {x}, t, t, out), "perm", toFirst);
       x = t;
     }
     const std::string r = fresh("f");
@@ -184,7 +152,7 @@ bool NodeExpander::expandQLinearContribOp(const onnx::NodeProto& node, std::vect
       for (int64_t a = 2; a < rank; ++a) toLast.push_back(a);
       toLast.push_back(1);
       result = fresh("nhwc");
-      setInts(emit("Transpose", {r}, result, result, out), "perm", toLast);
+      setAttribute(emit("Transpose", {r}, result, result, out), "perm", toLast);
     }
     quantize(result, in(3), in(4), y);
   } else if (op == "QLinearConcat") {
@@ -193,7 +161,7 @@ bool NodeExpander::expandQLinearContribOp(const onnx::NodeProto& node, std::vect
     std::vector<std::string> parts;
     for (int i = 2; i < node.input_size(); i += 3) parts.push_back(dq(in(i), in(i + 1), in(i + 2)));
     const std::string r = fresh("f");
-    setAttr(emit("Concat", parts, r, r, out), "axis", intAttribute(node, "axis", 0));
+    setAttribute(emit("Concat", parts, r, r, out), "axis", intAttribute(node, "axis", 0));
     quantize(r, in(0), in(1), y);
   } else {  // QGemm
     const int64_t transA = intAttribute(node, "transA", 0), transB = intAttribute(node, "transB", 0);
@@ -203,16 +171,16 @@ bool NodeExpander::expandQLinearContribOp(const onnx::NodeProto& node, std::vect
     const std::string bq = fresh("dq");
     onnx::NodeProto& bn = emit("DequantizeLinear", {in(3), in(4)}, bq, bq, out);
     if (!in(5).empty()) bn.add_input(in(5));
-    setAttr(bn, "axis", transB ? 0 : 1);
+    setAttribute(bn, "axis", transB ? 0 : 1);
     const std::string r = fresh("f");
     onnx::NodeProto& g = emit("Gemm", {a, bq}, r, r, out);
-    setAttr(g, "transA", transA);
-    setAttr(g, "transB", transB);
+    setAttribute(g, "transA", transA);
+    setAttribute(g, "transB", transB);
     if (alpha) *g.add_attribute() = *alpha;
     if (!in(6).empty()) {  // int32 C in units of a_scale * b_scale (per column where B's scale is)
       const std::string cs = fresh("c_scale"), c = fresh("c");
       emit("Mul", {in(1), in(4)}, cs, cs, out);
-      setAttr(emit("DequantizeLinear", {in(6), cs}, c, c, out), "axis", rankOf(in(6)) - 1);
+      setAttribute(emit("DequantizeLinear", {in(6), cs}, c, c, out), "axis", rankOf(in(6)) - 1);
       g.add_input(c);
       if (alpha) {  // ONNX Runtime's QGemm scales the sum: alpha * (A B + C)
         onnx::AttributeProto* beta = g.add_attribute();
