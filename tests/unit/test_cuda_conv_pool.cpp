@@ -481,6 +481,29 @@ TEST(CudaLayout, ConvChannelsLast) {
   EXPECT_FALSE(offered(namesNhwc(cases[1]), "conv_half_cublaslt_1x1_0")) << "stride 2";
 }
 
+// A patch stem from an NCHW image to a channels-last Y (conv_half_cublaslt_patch_nhwc_*): ViT's 16x16
+// (bias), and a Swin / ConvNeXt-style 4x4 with ReLU and a residual (laid out like Y), against the
+// reference; not offered for an nhwc X or P = 1.
+TEST(CudaLayout, PatchConvNchwToNhwc) {
+  KILN_REQUIRE_GPU();
+  Attributes p4 = attrs({{"strides", {4, 4}}});
+  p4.set("kiln_activation", std::string("Relu"));
+  const OpCase cases[] = {convCase({2, 3, 32, 48}, {24, 3, 16, 16}, attrs({{"strides", {16, 16}}}), true, false, 240),
+                          convCase({3, 3, 12, 16}, {16, 3, 4, 4}, p4, true, true, 241)};
+  for (const OpCase& c : cases)
+    for (DataType t : {DataType::kHALF, DataType::kBF16}) {
+      checkLayouts(c, t, false, true, convTol(t, reduction(c)), "patch conv nchw -> nhwc");
+      OpCase d = withLayouts(typed(c, t).device, false, true);
+      EXPECT_TRUE(offered(test::tacticNames(*getBackend(DeviceType::kGPU, 0), d), "conv_half_cublaslt_patch_nhwc_0")) << toString(t);
+    }
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  EXPECT_FALSE(offered(test::tacticNames(*gpu, withLayouts(typed(cases[0], DataType::kHALF).device, true, true)),
+                       "conv_half_cublaslt_patch_nhwc_0")) << "nhwc X";
+  EXPECT_FALSE(offered(test::tacticNames(*gpu, withLayouts(typed(convCase({8, 16, 6, 6}, {8, 16, 1, 1}, {}, true, false, 242),
+                                                                 DataType::kHALF).device, false, true)),
+                       "conv_half_cublaslt_patch_nhwc_0")) << "P = 1";
+}
+
 TEST(CudaLayout, PoolsChannelsLast) {
   KILN_REQUIRE_GPU();
   // float16 / bfloat16 with nhwc X and Y and C % 8 == 0 take the vectorized kernel (a 3x3 window

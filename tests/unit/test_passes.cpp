@@ -268,6 +268,7 @@ TEST(Passes, PointwiseChainFuses) {
 
 #include "builder/passes/passes.h"
 #include "ops/shape_propagation.h"
+#include "ops/pointwise_chain.h"
 
 // SiLU (x * Sigmoid(x), either operand order) after a Conv and Mish (x * Tanh(Softplus(x))) after a
 // MatMul, as exporters write them, join their producer's epilogue; results equal the unfused
@@ -306,6 +307,50 @@ TEST(Passes, GatedActivationsFuseIntoProducers) {
   net.topoSort();
   propagateShapes(net, nullptr, true);
   EXPECT_FALSE(fuseActivation(net));
+}
+
+// SwiGLU (silu(x W1) * (x W3)): for the GPU (epilogueActsOnly) the SiLU stays out of the MatMul,
+// whose epilogue cannot compute it, and the pointwise chain takes Sigmoid, both Muls in one
+// layer; a ReLU still fuses into the MatMul; the CPU build fuses the SiLU (oneDNN's post-op).
+TEST(Passes, GpuLeavesNonEpilogueActivationToPointwiseChain) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {4, 16});
+    Layer* gate = n.addMatMul(x, n.addConstant("w1", randomTensor({16, 8}, 3)));
+    Layer* up = n.addMatMul(x, n.addConstant("w3", randomTensor({16, 8}, 4)));
+    Layer* sig = n.addActivation(gate->outputs[0], "Sigmoid");
+    Layer* silu = n.addElementWise(gate->outputs[0], sig->outputs[0], "Mul");
+    Layer* mul = n.addElementWise(silu->outputs[0], up->outputs[0], "Mul");
+    Layer* relu = n.addActivation(n.addMatMul(mul->outputs[0], n.addConstant("w2", randomTensor({8, 8}, 5)))->outputs[0], "Relu");
+    Layer* out = n.addElementWise(relu->outputs[0], mul->outputs[0], "Add");
+    n.markOutput(out->outputs[0]);
+    n.topoSort();
+    propagateShapes(n, nullptr, true);
+  };
+  auto count = [](const Network& n, const std::string& op) {
+    int c = 0;
+    for (auto& l : n.layers()) c += l->op == op;
+    return c;
+  };
+  Network gpu;
+  make(gpu);
+  ASSERT_TRUE(fuseActivation(gpu, true));  // the ReLU
+  removeFoldedLayers(gpu);
+  gpu.topoSort();
+  EXPECT_EQ(count(gpu, "Sigmoid"), 1);
+  EXPECT_EQ(count(gpu, "Relu"), 0);
+  ASSERT_TRUE(fusePointwiseChains(gpu));
+  removeFoldedLayers(gpu);
+  EXPECT_EQ(count(gpu, "Sigmoid"), 0);
+  EXPECT_EQ(count(gpu, "Mul"), 0);
+  ASSERT_EQ(count(gpu, "PointwiseChain"), 1);
+  for (auto& l : gpu.layers())
+    if (l->op == "PointwiseChain") EXPECT_EQ(pointwiseChainAttrs(l->attrs).steps, (std::vector<std::string>{"Sigmoid", "Mul", "Mul"}));
+  Network cpu;
+  make(cpu);
+  ASSERT_TRUE(fuseActivation(cpu));
+  removeFoldedLayers(cpu);
+  EXPECT_EQ(count(cpu, "Sigmoid"), 0);
+  EXPECT_EQ(count(cpu, "Mul"), 1);  // silu * up
 }
 
 TEST(Passes, PrecisionConstraintsSurviveFusionAndAreObeyed) {

@@ -12,6 +12,11 @@
 // the conv epilogue kernel. cuDNN runs the patch embedding at a small fraction of the tensor
 // cores' rate, and its NCHW engines took 0.17 ms for MobileNetV2's last 1x1 conv at batch 1 on
 // the H200 (a 0.2 GFLOP GEMM).
+// "conv_half_cublaslt_patch_nhwc_0" .. "_1": the same patch convolution (P > 1) from an NCHW X to a
+// channels-last Y, which the layout planner asks for when the token view after the stem is then
+// free (ViT / DeiT / Mixer / Swin / ConvNeXt at batch >= 8): Y's pixels are the rows, so the whole
+// layer is one GEMM with cuBLASLt's bias epilogue. cuDNN's channel-padded NHWC engine took 0.26 ms
+// for ViT-B/16's stem at batch 32 on the H100 (28 TFLOP/s).
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/conv_cuda_common.h"
 #include "backends/cuda/cuda_util.h"
@@ -90,9 +95,10 @@ class Gemm1x1Kernel : public Kernel {
   cuda::DeviceWeights weights_;
 };
 
-bool supportsPatchGemm(const LayerDesc& l) {
-  if (!halfConv(l)) return false;
-  if (!hasPlainLayouts(l) || !cuda::knownActivation(l)) return false;
+//! A conv whose square kernel equals its stride (no padding, dilation or groups) on an image of
+//! whole patches, with constant weights (and bias).
+bool patchGeometry(const LayerDesc& l) {
+  if (!halfConv(l) || !cuda::knownActivation(l)) return false;
   const Dims &x = l.inputs[0].dims, &w = l.inputs[1].dims;
   if (x.size() != 4 || w.size() != 4 || w[1] != x[1] || w[2] != w[3] || w[2] < 1 || !l.inputs[1].value.valid()) return false;
   if (l.present(2) && !l.inputs[2].value.valid()) return false;
@@ -106,6 +112,15 @@ bool supportsPatchGemm(const LayerDesc& l) {
     if (v != 1) return false;
   const std::string pad = a.getString("auto_pad", "NOTSET");
   return pad == "NOTSET" || pad == "VALID";
+}
+
+bool supportsPatchGemm(const LayerDesc& l) { return hasPlainLayouts(l) && patchGeometry(l); }
+
+//! NCHW X, channels-last Y, P > 1: the stem of a channels-last net (ViT / DeiT / Mixer at the
+//! throughput batch, Swin's and ConvNeXt's 4x4 stems), whose Y the layout planner keeps nhwc
+//! because the token view after it is then free.
+bool supportsPatchGemmNhwc(const LayerDesc& l) {
+  return inLayoutBlock(l) == 1 && outLayoutBlock(l) == kNhwcBlock && patchGeometry(l) && l.inputs[1].dims[2] > 1;
 }
 
 struct PatchState : KernelState {
@@ -192,6 +207,69 @@ class PatchGemmKernel : public Kernel {
   cuda::DevAct act_;
 };
 
+//! Y (nhwc) = rows[N*patches, C*P*P] @ W[K, C*P*P]^T: one plain GEMM whose rows are Y's pixels,
+//! so bias (+ ReLU / tanh GELU) run in cuBLASLt's epilogue and a residual (laid out like Y) is its
+//! C matrix, through the matmul path (matmul_lt_run.h); the rows come first in the workspace.
+struct PatchNhwcState : KernelState {
+  std::unique_ptr<cuda::LtState> lt;
+  int64_t n = 0, c = 0, h = 0, w = 0, p = 0;
+  size_t rowsBytes = 0;
+};
+
+class PatchGemmNhwcKernel : public Kernel {
+ public:
+  PatchGemmNhwcKernel(const LayerDesc& l, int algoIndex)
+      : algoIndex_(algoIndex),
+        // [K, C, P, P] is [N, K] in GEMM terms (K = C*P*P contiguous, the rows' order): copied as it is.
+        weights_(l.inputs[1].value, 1, volume(Dims{l.inputs[1].dims[1], l.inputs[1].dims[2], l.inputs[1].dims[3]}),
+                 l.inputs[1].dims[0], true) {}
+
+  size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
+    const Dims &x = l.inputs[0].dims, &w = l.inputs[1].dims;
+    auto st = std::make_unique<PatchNhwcState>();
+    st->n = x[0], st->c = x[1], st->h = x[2], st->w = x[3], st->p = w[2];
+    const int64_t es = static_cast<int64_t>(elementSize(l.inputs[0].type));
+    cuda::GemmSetup s;
+    s.prob.type = l.inputs[0].type;
+    s.prob.M = st->n * (st->h / st->p) * (st->w / st->p);
+    s.prob.K = volume(Dims{st->c, st->p, st->p});
+    s.prob.N = w[0];
+    s.prob.transB = true;
+    s.outDims = {s.prob.M, s.prob.N};
+    s.empty = s.prob.M == 0 || s.prob.N == 0;
+    s.zeroK = s.prob.K == 0;
+    if (l.present(2)) s.rowBias = 2, s.rowBiasDims = {s.prob.N};
+    if (l.inputs.size() > 3 && l.present(3)) s.fullC = 3, s.prob.beta = 1.f;  // the residual, laid out like Y
+    s.act = fusedActivation(*l.attrs);
+    if (!s.empty && !s.zeroK) s.calls.push_back({});
+    st->rowsBytes = static_cast<size_t>(cuda::roundUp(volume(Dims{s.prob.M, s.prob.K, es}), cuda::kWorkspaceAlign));
+    size_t ltWs = 0;
+    st->lt = cuda::buildLtState(std::move(s), algoIndex_, ltWs);
+    const size_t ws = st->rowsBytes + ltWs;
+    state = std::move(st);
+    return ws;
+  }
+
+  void execute(const KernelIO& io, KernelState* state) const override {
+    auto* st = static_cast<PatchNhwcState*>(state);
+    if (st->lt->setup.empty) return;
+    if (!st->lt->setup.zeroK)
+      cuda::launchPatchesToRows(io.in[0].type, io.in[0].data, io.workspace, st->n, st->c, st->h, st->w, st->p, cuda::streamOf(io));
+    cuda::runLtState(*st->lt, io, weights_.data(), io.workspace, st->rowsBytes);
+  }
+
+  bool holdsInput(size_t i) const override { return i == 1 && weights_.data(); }
+
+ private:
+  int algoIndex_;
+  cuda::DeviceWeights weights_;
+};
+
+template <int I>
+std::unique_ptr<Kernel> createPatchGemmNhwc(const LayerDesc& l) {
+  return std::make_unique<PatchGemmNhwcKernel>(l, I);
+}
+
 template <int I>
 std::unique_ptr<Kernel> createPatchGemm(const LayerDesc& l) {
   return std::make_unique<PatchGemmKernel>(l, I);
@@ -212,6 +290,11 @@ KernelFactory gemm1x1Conv(int algo) {
 }
 KernelFactory patchGemmConv(int algo) {
   static constexpr KernelFactory kByAlgo[] = {{supportsPatchGemm, createPatchGemm<0>}, {supportsPatchGemm, createPatchGemm<1>}};
+  return kByAlgo[algo];
+}
+KernelFactory patchGemmNhwcConv(int algo) {
+  static constexpr KernelFactory kByAlgo[] = {{supportsPatchGemmNhwc, createPatchGemmNhwc<0>},
+                                              {supportsPatchGemmNhwc, createPatchGemmNhwc<1>}};
   return kByAlgo[algo];
 }
 }  // namespace cuda

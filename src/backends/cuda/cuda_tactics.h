@@ -39,6 +39,7 @@ KernelFactory depthwiseConvNhwcSmemCuda();
 KernelFactory depthwiseConvNchwTiledCuda();
 KernelFactory gemm1x1Conv(int algo);    // 0..2
 KernelFactory patchGemmConv(int algo);  // 0..1
+KernelFactory patchGemmNhwcConv(int algo);  // 0..1
 // pool_cuda.cu
 KernelFactory windowPoolCuda();  // MaxPool, AveragePool, LpPool
 KernelFactory globalPoolCuda();

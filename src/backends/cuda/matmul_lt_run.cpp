@@ -131,7 +131,7 @@ std::unique_ptr<LtState> buildLtState(GemmSetup s, int algoIndex, size_t& worksp
   return st;
 }
 
-void runLtState(LtState& st, const KernelIO& io, const void* bOverride) {
+void runLtState(LtState& st, const KernelIO& io, const void* bOverride, const void* aOverride, size_t workspaceOffset) {
   const GemmSetup& g = st.setup;
   if (g.empty) return;
   const cudaStream_t stream = streamOf(io);
@@ -143,7 +143,7 @@ void runLtState(LtState& st, const KernelIO& io, const void* bOverride) {
     return;
   }
   const int64_t es = static_cast<int64_t>(elementSize(type));
-  const char* A = static_cast<const char*>(io.in[0].data);
+  const char* A = static_cast<const char*>(aOverride ? aOverride : io.in[0].data);
   const char* B = static_cast<const char*>(bOverride ? bOverride : io.in[1].data);
   const char* C = static_cast<const char*>(input(g.fullC));
   const void* bias = input(g.rowBias);
@@ -152,11 +152,12 @@ void runLtState(LtState& st, const KernelIO& io, const void* bOverride) {
     ok = ok && aligned16(A + c.a * es) && aligned16(B + c.b * es) && aligned16(D + c.d * es) && (!C || aligned16(C + c.d * es));
   if (!ok && !st.safe.plan) throw Error("cuBLASLt matmul: buffers are not 16-byte aligned and no element-aligned algorithm exists");
   LtVariant& v = ok ? st.fast : st.safe;
-  if (v.plan->workspace() > io.workspaceSize)
-    throw Error("cuBLASLt matmul: workspace of " + std::to_string(io.workspaceSize) + " bytes, " + std::to_string(v.plan->workspace()) +
-                " needed");
+  if (workspaceOffset > io.workspaceSize || v.plan->workspace() > io.workspaceSize - workspaceOffset)
+    throw Error("cuBLASLt matmul: workspace of " + std::to_string(io.workspaceSize - std::min(workspaceOffset, io.workspaceSize)) +
+                " bytes, " + std::to_string(v.plan->workspace()) + " needed");
+  void* ws = static_cast<char*>(io.workspace) + workspaceOffset;
   for (const LtCall& c : g.calls)
-    v.plan->run(A + c.a * es, B + c.b * es, C ? C + c.d * es : nullptr, D + c.d * es, bias, io.workspace, stream);
+    v.plan->run(A + c.a * es, B + c.b * es, C ? C + c.d * es : nullptr, D + c.d * es, bias, ws, stream);
   launchMatMulPost(type, D, st.outCount, input(v.postInput), v.post, stream);
 }
 

@@ -119,6 +119,8 @@ const std::vector<TacticDef>& cudaTacticTable() {
       {"Conv", "conv_half_cublaslt_1x1_2", cuda::gemm1x1Conv(2)},
       {"Conv", "conv_half_cublaslt_patch_0", cuda::patchGemmConv(0)},
       {"Conv", "conv_half_cublaslt_patch_1", cuda::patchGemmConv(1)},
+      {"Conv", "conv_half_cublaslt_patch_nhwc_0", cuda::patchGemmNhwcConv(0)},
+      {"Conv", "conv_half_cublaslt_patch_nhwc_1", cuda::patchGemmNhwcConv(1)},
       {"MaxPool", "max_pool_num_direct", cuda::windowPoolCuda()},
       {"AveragePool", "average_pool_fp_direct", cuda::windowPoolCuda()},
       {"GlobalMaxPool", "global_max_pool_num_direct", cuda::globalPoolCuda()},

@@ -2,12 +2,20 @@
 // producer's epilogue (oneDNN post-op, cuDNN graph, GEMM epilogue) instead of a second pass over
 // memory. Besides single activation ops, the gated forms exporters write for SiLU/Swish
 // (x * Sigmoid(x)) and Mish (x * Tanh(Softplus(x))), where x feeds both the gate and the Mul.
+//
+// GPU (`epilogueActsOnly`): cuBLASLt's epilogue computes only ReLU and tanh-GELU; any other
+// activation fused into a MatMul / Gemm runs as a post pass over the product (one more read and
+// write of it). When the activation's output goes on to an elementwise layer (LLaMA / Qwen's
+// SwiGLU: silu(gate) * up), the activation stays out of the GEMM so that the pointwise chain
+// fusion takes it together with that layer: zero extra passes instead of one (qwen2 s512 b16 on
+// the H100: the gate projection took 0.288 ms against the up projection's 0.211 ms).
 #include <cmath>
 #include <limits>
 #include <set>
 #include <vector>
 
 #include "builder/passes/passes.h"
+#include "ops/pointwise_chain.h"
 
 namespace kiln {
 
@@ -82,9 +90,20 @@ bool matchGatedActivation(const Network& net, Tensor* x, Activation* a, std::vec
   return false;
 }
 
+//! Whether the activation ending at `out` (of MatMul / Gemm `p`) is better left to the pointwise
+//! chain fusion (see the top of the file).
+bool leaveToPointwiseChain(const Network& net, const Layer* p, const Activation& a, const Tensor* out) {
+  if (p->op != "MatMul" && p->op != "Gemm") return false;
+  if (a.kind == ActKind::kNone || a.kind == ActKind::kRelu || a.kind == ActKind::kGeluTanh) return false;
+  if (out->isOutput) return false;
+  const Layer* next = soleConsumer(net, out);
+  return next && isChainableOp(next->op) && next->outputs.size() == 1 && next->outputs[0]->dims == out->dims &&
+         next->outputs[0]->type == out->type;
+}
+
 }  // namespace
 
-bool fuseActivation(Network& net) {
+bool fuseActivation(Network& net, bool epilogueActsOnly) {
   static const std::set<std::string> producers{"Conv", "ConvTranspose", "Gemm", "MatMul", "GroupNormalization"};
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
@@ -104,7 +123,8 @@ bool fuseActivation(Network& net) {
     Tensor* actIn = view ? view->outputs[0] : p->outputs[0];
     std::vector<Layer*> gated;
     Activation g;
-    if (!act && matchGatedActivation(net, p->outputs[0], &g, &gated)) {
+    if (!act && matchGatedActivation(net, p->outputs[0], &g, &gated) &&
+        !(epilogueActsOnly && leaveToPointwiseChain(net, p, g, gated.back()->outputs[0]))) {
       setFusedActivation(p->attrs, g);
       for (Layer* l : gated) recordFusion(p, l);
       Tensor* out = gated.back()->outputs[0];
@@ -116,6 +136,7 @@ bool fuseActivation(Network& net) {
     if (!act || act->outputs.size() != 1 || act->inputs.empty() || act->inputs[0] != actIn) continue;
     Activation a;
     if (!describeActivation(act, &a)) continue;
+    if (epilogueActsOnly && leaveToPointwiseChain(net, p, a, act->outputs[0])) continue;
     setFusedActivation(p->attrs, a);
     recordFusion(p, act);
     Tensor* out = act->outputs[0];

@@ -66,7 +66,9 @@ bool fuseMatMulBias(Network& net);
 //! Conv -> Add(other tensor of the same shape) -> Conv with a residual input.
 bool fuseConvResidual(Network& net, const InputSamples& samples = {});
 //! Conv/ConvTranspose/Gemm/MatMul -> activation -> one layer with kiln_activation.
-bool fuseActivation(Network& net);
+//! `epilogueActsOnly` (GPU): a MatMul / Gemm takes only the activations its GEMM epilogue computes
+//! when the activation's output goes on to an elementwise layer (the pointwise chain takes both).
+bool fuseActivation(Network& net, bool epilogueActsOnly = false);
 //! Chains of float32 elementwise layers -> one PointwiseChain layer.
 bool fusePointwiseChains(Network& net, const InputSamples& samples = {});
 //! CPU: conv/pool chains exchange tensors in oneDNN's blocked layout, with LayoutConvert layers at the edges.
