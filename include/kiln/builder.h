@@ -104,8 +104,8 @@ class BuilderConfig {
   //! GPU: float16/bfloat16 conv/pool chains exchange channels-last (nhwc) tensors (default on).
   void setChannelsLast(bool on) { channelsLast_ = on; }
   bool channelsLast() const { return channelsLast_; }
-  //! GPU: the smallest batch (at the opt shape) whose conv/pool chains go channels-last (default 8;
-  //! smaller batches keep NCHW).
+  //! GPU: the smallest batch (at the opt shape) whose conv/pool chains go channels-last (default 1:
+  //! every batch; smaller batches keep NCHW).
   void setChannelsLastMinBatch(int64_t batch) { channelsLastMinBatch_ = batch < 1 ? 1 : batch; }
   int64_t channelsLastMinBatch() const { return channelsLastMinBatch_; }
   //! Testing aid: the GPU-only fusions (attention, skip LayerNorm) also in a CPU build, where the
@@ -139,7 +139,7 @@ class BuilderConfig {
   std::vector<std::string> disabledTactics_;
   std::vector<std::string> skippedPasses_;
   bool channelsLast_ = true;
-  int64_t channelsLastMinBatch_ = 8;
+  int64_t channelsLastMinBatch_ = 1;
   bool gpuFusions_ = false;
   size_t workspaceLimit_ = 0;
   IInt8Calibrator* calibrator_ = nullptr;

@@ -9,6 +9,7 @@
 namespace kiln {
 
 void registerMaxRoiPoolOps(OpRegistry& r);  // max_roi_pool.cpp
+void registerFp8MatMulOps(OpRegistry& r);   // fp8_matmul.cpp
 
 OpRegistry::OpRegistry() {
   registerElementwiseOps(*this);
@@ -41,6 +42,7 @@ OpRegistry::OpRegistry() {
   registerConvIntegerOps(*this);
   registerMaxUnpoolOps(*this);
   registerMaxRoiPoolOps(*this);
+  registerFp8MatMulOps(*this);
   registerControlFlowOps(*this);
   registerLoopOps(*this);
   registerRandomOps(*this);

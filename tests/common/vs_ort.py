@@ -15,11 +15,14 @@ def import_kiln(module_dir):
     return kiln
 
 
-def ort_outputs(path, feeds):
-    """ONNX Runtime's CPU outputs of the model at `path`, its warnings silenced (old opsets draw one)."""
+def ort_outputs(path, feeds, optimize=True):
+    """ONNX Runtime's CPU outputs of the model at `path`, its warnings silenced (old opsets draw one).
+    optimize=False: its graph optimizations off (the model's ops exactly as written)."""
     import onnxruntime as ort
     quiet = ort.SessionOptions()
     quiet.log_severity_level = 3
+    if not optimize:
+        quiet.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(path, quiet, providers=["CPUExecutionProvider"]).run(None, feeds)
 
 

@@ -370,3 +370,56 @@ TEST(CudaMatMul, ConvConstantsShareOneDeviceCopyPerPacking) {
   for (int64_t i = 0; i < 60; ++i) ASSERT_EQ(got[i], w.as<float>()[i]) << i;
   EXPECT_EQ(cuda::DeviceConstant(HostTensor()).get(), nullptr);  // no constant: the kernel reads its input
 }
+
+// Fp8MatMul (an FP8 Q/DQ MatMul, lower_qdq_fp8.cpp) on the FP8 tensor cores against the reference
+// kernel (float32 quantization of X, double accumulation): X in float32 / float16 / bfloat16, batch
+// dims folded into rows, with and without the bias (epilogue for 16-bit outputs, post pass for
+// float32), and values beyond +-448 steps that saturate. K % 16 != 0 is not offered.
+TEST(CudaFp8MatMul, AgreesWithTheReference) {
+  KILN_REQUIRE_GPU();
+  int major = 0, minor = 0, dev = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  if (major * 10 + minor < 89) GTEST_SKIP() << "no FP8 tensor cores";
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  struct Shape { Dims x; int64_t n; bool bias; };
+  const Shape shapes[] = {{{2, 7, 64}, 48, true}, {{33, 128}, 40, false}, {{5, 48}, 24, true}, {{64, 256}, 96, true}};
+  uint32_t seed = 90;
+  for (const Shape& s : shapes)
+    for (const TypeCfg& t : {kF32, kF16, kBF16}) {
+      std::mt19937 rng(seed++);
+      const int64_t K = s.x.back();
+      HostTensor x = randomTensor(s.x, rng);
+      for (int64_t i = 0; i < x.count(); i += 11) x.as<float>()[i] *= 12.f;  // beyond 448 * x_scale: saturates
+      HostTensor w(DataType::kFP8E4M3FN, {K, s.n});
+      std::uniform_real_distribution<float> u(-300.f, 300.f);
+      for (int64_t i = 0; i < w.count(); ++i) w.as<uint8_t>()[i] = floatToNarrow(DataType::kFP8E4M3FN, u(rng), true);
+      OpCase c;
+      c.op = "Fp8MatMul";
+      c.attrs.set("x_scale", 0.0125f);
+      c.attrs.set("w_scale", 0.004f);
+      c.inputs = {test::convertTo(x, t.type), w};
+      c.constant = {false, true};
+      if (s.bias) {
+        c.inputs.push_back(test::convertTo(randomTensor({s.n}, rng), t.type));
+        c.constant.push_back(true);
+      }
+      const std::string what = "Fp8MatMul " + toString(s.x) + " x [" + std::to_string(K) + ", " + std::to_string(s.n) + "] " + t.name;
+      std::vector<std::string> names = test::tacticNames(*gpu, c);
+      ASSERT_EQ(names.size(), 2u) << what;
+      HostTensor ref = test::runReference(c)[0];
+      double rtol, atol;
+      tolerance(t, K, rtol, atol);
+      if (t.type == DataType::kFLOAT) rtol = 1e-3, atol = 2e-4 * std::sqrt(double(K));  // FP8 tensor-core accumulation
+      for (const std::string& name : names)
+        test::expectClose(test::runTactic(*gpu, name, c)[0], ref, rtol, atol, what + " [" + name + "]");
+    }
+  OpCase odd;
+  odd.op = "Fp8MatMul";
+  odd.attrs.set("x_scale", 0.5f);
+  odd.attrs.set("w_scale", 0.5f);
+  odd.inputs = {HostTensor(DataType::kHALF, {4, 40}), HostTensor(DataType::kFP8E4M3FN, {40, 8})};
+  odd.constant = {false, true};
+  EXPECT_TRUE(test::tacticNames(*gpu, odd).empty()) << "K = 40 is not a multiple of 16";
+}

@@ -135,8 +135,10 @@ TEST(GpuLayoutPass, StaysNchwWhereChannelsLastDoesNotApply) {
   FakeGpu gpu;
   Chain fp32(8, 32, DataType::kFLOAT);  // float32 engines keep NCHW
   EXPECT_FALSE(assignGpuLayouts(fp32.net, gpu));
-  Chain small(4, 32, DataType::kHALF);  // batch below 8
-  EXPECT_FALSE(assignGpuLayouts(small.net, gpu));
+  Chain small(4, 32, DataType::kHALF);  // batch below the threshold asked for
+  EXPECT_FALSE(assignGpuLayouts(small.net, gpu, {}, 8));
+  Chain smallDefault(4, 32, DataType::kHALF);  // the default threshold: every batch
+  EXPECT_TRUE(assignGpuLayouts(smallDefault.net, gpu));
   Chain odd(8, 20, DataType::kHALF);  // 20 channels: not a multiple of 8
   EXPECT_FALSE(assignGpuLayouts(odd.net, gpu));
   auto cpuBackend = getBackend(DeviceType::kCPU, 1);
@@ -146,7 +148,7 @@ TEST(GpuLayoutPass, StaysNchwWhereChannelsLastDoesNotApply) {
 
 // A dynamic batch (profile 1..64): the layout is chosen at the opt shape (samples[0], as the
 // builder passes them), so an engine tuned for batch 32 runs channels-last at every batch and one
-// tuned for batch 1 stays NCHW; without samples unknown dims keep NCHW.
+// tuned for batch 1 stays NCHW under a threshold of 8; without samples unknown dims keep NCHW.
 TEST(GpuLayoutPass, DynamicBatchIsJudgedAtTheOptShape) {
   FakeGpu gpu;
   auto samples = [](int64_t opt) {
@@ -162,7 +164,7 @@ TEST(GpuLayoutPass, DynamicBatchIsJudgedAtTheOptShape) {
   EXPECT_EQ(layout(tuned32.gap, attr::kLayoutIn), "nhwc");
   EXPECT_EQ(tuned32.converts(), 0);
   Chain tuned1(-1, 32, DataType::kHALF);
-  EXPECT_FALSE(assignGpuLayouts(tuned1.net, gpu, samples(1)));
+  EXPECT_FALSE(assignGpuLayouts(tuned1.net, gpu, samples(1), 8));
   Chain noSamples(-1, 32, DataType::kHALF);
   EXPECT_FALSE(assignGpuLayouts(noSamples.net, gpu));
   // Each layer's kernel is verified at the opt shape: one with no channels-last engine at batch 32

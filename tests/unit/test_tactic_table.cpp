@@ -54,6 +54,7 @@ const std::map<std::string, std::string>& coveredElsewhere() {
       {"if_any_select", "test_cuda_detection.cpp"},
       {"matmul_integer_", "test_cuda_matmul.cpp"},
       {"q_linear_", "test_qlinear.cpp, test_cuda_qlinear.cpp"},
+      {"fp8_matmul_", "test_cuda_matmul.cpp (CudaFp8MatMul)"},
   };
   return m;
 }

@@ -340,7 +340,7 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
       ->delimiter(',');
   app.add_flag("--noChannelsLast", o.noChannelsLast, "Build (GPU): keep float16/bfloat16 conv/pool chains NCHW");
   app.add_option("--channelsLastMinBatch", o.channelsLastMinBatch,
-                 "Build (GPU): smallest batch (at the opt shape) whose float16/bfloat16 conv/pool chains go channels-last (default 8)")
+                 "Build (GPU): smallest batch (at the opt shape) whose float16/bfloat16 conv/pool chains go channels-last (default 1: every batch)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   app.add_flag("--gpuFusions", o.gpuFusions,
                "Build (testing aid): the GPU-only fusions (attention, skip LayerNorm) also on the CPU, on reference kernels");

@@ -14,7 +14,7 @@
 // the H200 (a 0.2 GFLOP GEMM).
 // "conv_half_cublaslt_patch_nhwc_0" .. "_1": the same patch convolution (P > 1) from an NCHW X to a
 // channels-last Y, which the layout planner asks for when the token view after the stem is then
-// free (ViT / DeiT / Mixer / Swin / ConvNeXt at batch >= 8): Y's pixels are the rows, so the whole
+// free (ViT / DeiT / Mixer / Swin / ConvNeXt stems): Y's pixels are the rows, so the whole
 // layer is one GEMM with cuBLASLt's bias epilogue. cuDNN's channel-padded NHWC engine took 0.26 ms
 // for ViT-B/16's stem at batch 32 on the H100 (28 TFLOP/s).
 #include "backends/cuda/cuda_tactics.h"

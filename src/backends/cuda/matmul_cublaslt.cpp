@@ -72,13 +72,18 @@ LtPlan::LtPlan(const GemmProblem& p, int algoIndex, unsigned alignBytes, size_t 
   checkInt32(p.K, "K");
   checkInt32(p.batch, "batch count");
   const cudaDataType_t dt = cudaTypeOf(p.type);
-  const int64_t es = static_cast<int64_t>(elementSize(p.type));
   const bool int8 = p.type == DataType::kINT8;
   if (int8 && (!p.transB || p.transA || p.batch > 1 || p.useC || p.bias || p.act != LtAct::kNone))
     throw UnsupportedError("cuBLASLt int8 matmul: only a single [M,K] x [N,K]^T product without epilogue");
+  if (p.fp8 && (int8 || !p.transB || p.transA || p.K % 16 != 0 || (p.bias && p.type == DataType::kFLOAT)))
+    throw UnsupportedError("cuBLASLt fp8 matmul: only [M,K] x [N,K]^T with K % 16 == 0 (and a bias only with a 16-bit D)");
+  // Operand (A, B) type and bytes; C and D are `type`.
+  const cudaDataType_t abType = p.fp8 ? CUDA_R_8F_E4M3 : dt;
+  const int64_t es = p.fp8 ? 1 : static_cast<int64_t>(elementSize(p.type));
+  const int64_t esD = static_cast<int64_t>(elementSize(p.type)) * (int8 ? 4 : 1);
   const cudaDataType_t outType = int8 ? CUDA_R_32I : dt;
   const cublasComputeType_t compute = int8                                 ? CUBLAS_COMPUTE_32I
-                                      : p.type == DataType::kFLOAT && p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                      : p.type == DataType::kFLOAT && p.tf32 && !p.fp8 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                              : CUBLAS_COMPUTE_32F;
   try {
     checkLt(cublasLtMatmulDescCreate(&op_, compute, int8 ? CUDA_R_32I : CUDA_R_32F), "cublasLtMatmulDescCreate");
@@ -94,16 +99,16 @@ LtPlan::LtPlan(const GemmProblem& p, int algoIndex, unsigned alignBytes, size_t 
     else if (p.bias) epi = CUBLASLT_EPILOGUE_BIAS;
     checkLt(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
 
-    la_ = p.transB ? makeLayout(dt, p.K, p.N, p.K, p.batch, p.strideB) : makeLayout(dt, p.N, p.K, p.N, p.batch, p.strideB);
-    lb_ = p.transA ? makeLayout(dt, p.M, p.K, p.M, p.batch, p.strideA) : makeLayout(dt, p.K, p.M, p.K, p.batch, p.strideA);
+    la_ = p.transB ? makeLayout(abType, p.K, p.N, p.K, p.batch, p.strideB) : makeLayout(abType, p.N, p.K, p.N, p.batch, p.strideB);
+    lb_ = p.transA ? makeLayout(abType, p.M, p.K, p.M, p.batch, p.strideA) : makeLayout(abType, p.K, p.M, p.K, p.batch, p.strideA);
     lc_ = makeLayout(outType, p.N, p.M, p.N, p.batch, p.strideD);
     ld_ = makeLayout(outType, p.N, p.M, p.N, p.batch, p.strideD);
 
     // Later matrices of a strided batch are only as aligned as the stride.
-    auto operandAlign = [&](int64_t stride) {
-      return p.batch > 1 && stride != 0 ? alignOf(stride * es, alignBytes) : alignBytes;
+    auto operandAlign = [&](int64_t stride, int64_t bytes) {
+      return p.batch > 1 && stride != 0 ? alignOf(stride * bytes, alignBytes) : alignBytes;
     };
-    uint32_t alA = operandAlign(p.strideB), alB = operandAlign(p.strideA), alD = operandAlign(p.strideD);
+    uint32_t alA = operandAlign(p.strideB, es), alB = operandAlign(p.strideA, es), alD = operandAlign(p.strideD, esD);
     uint64_t wsMax = maxWorkspace;
     cublasLtMatmulPreference_t pref = nullptr;
     checkLt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");

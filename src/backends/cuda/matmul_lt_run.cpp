@@ -169,6 +169,7 @@ DeviceWeights::DeviceWeights(const HostTensor& value, int64_t matrices, int64_t 
       const size_t es = elementSize(w.type());
       if (es == 4) transposeMatrices(w.as<uint32_t>(), packed.as<uint32_t>(), matrices, K, N);
       else if (es == 2) transposeMatrices(w.as<uint16_t>(), packed.as<uint16_t>(), matrices, K, N);
+      else if (es == 1) transposeMatrices(w.as<uint8_t>(), packed.as<uint8_t>(), matrices, K, N);  // float8 codes
       else throw UnsupportedError(std::string("cuBLASLt matmul: weights of type ") + toString(w.type()));
       return packed;
     };

@@ -7,6 +7,7 @@
 //   2. DQ(q) -> MaxPool / data movement (Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Concat)
 //      -> Q with the same scale and zero point is the op on the integers themselves (max and copies
 //      commute with a monotone per-tensor map), so the DQ/Q pair goes.
+//   3. FP8 (float8e4m3fn) Q/DQ around MatMul / Gemm becomes Fp8MatMul (lower_qdq_fp8.cpp).
 // What stays (DQ -> Add -> Q, average pools, ...) runs as float arithmetic: ONNX's semantics exactly.
 // Runs before constant folding removes the weights' DQ layers: it reads their int8 inputs.
 // `supported` vetoes a rewrite whose new layer no kernel of the target backend runs.
@@ -257,6 +258,7 @@ bool lowerOne(Network& net, Layer* l, const std::function<bool(const LayerDesc&)
 
 bool lowerQdq(Network& net, const std::function<bool(const LayerDesc&)>& supported) {
   bool changed = dropAroundPassThrough(net, supported);
+  changed = lowerFp8Qdq(net, supported) || changed;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     if (lowerOne(net, net.layer(static_cast<int>(i)), supported)) {
       changed = true;

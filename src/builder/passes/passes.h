@@ -77,7 +77,7 @@ bool assignCpuLayouts(Network& net);
 //! Runs after precision assignment (it needs the final types); BuilderConfig::setChannelsLast(false) skips it.
 //! Dynamic dims are judged at samples[0] (the first profile's opt shape).
 //! minBatch: the smallest batch (at opt) that goes channels-last (BuilderConfig::setChannelsLastMinBatch).
-bool assignGpuLayouts(Network& net, Backend& backend, const InputSamples& samples = {}, int64_t minBatch = 8);
+bool assignGpuLayouts(Network& net, Backend& backend, const InputSamples& samples = {}, int64_t minBatch = 1);
 //! --fp16/--bf16: float layers compute in `target` (precision constraints obeyed when asked);
 //! casts at the network's float inputs and outputs keep its interface types.
 bool assignPrecision(Network& net, DataType target, bool obeyConstraints);

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""FP8 Q/DQ models (float8e4m3fn, ModelOpt-style explicit quantization) against ONNX Runtime.
+
+Each case is a model written with onnx.helper (opset 19): activations pass QuantizeLinear ->
+DequantizeLinear with a per-tensor scale and a float8e4m3fn zero point, weights are float8e4m3fn
+constants behind a DequantizeLinear (or float constants behind Q -> DQ), and the MatMul / Gemm
+consumes both: an MLP with a bias Add and Relu, a Gemm with transB and C, one activation Q shared
+by three projections of a 3-D input (attention's Q, K, V), activations that saturate at +-448,
+and a per-channel weight (which kiln keeps on the float Q/DQ path). kiln (CPU engine through the
+Python API) and ONNX Runtime (CPU EP, graph optimizations off: with them, ONNX Runtime 1.32 computed
+an FP8 Q/DQ Gemm with transB wrongly, 130% of the output's range off its own unoptimized result and
+the ONNX reference evaluator) run it on the same input; outputs must agree at
+rtol = atol = 1e-4 of the output's range, and the engine's layers must be the lowered Fp8MatMul
+where the pattern allows it (and not where it does not).
+
+  test_fp8_qdq_vs_ort.py --module-dir build/python
+
+Exits 77 (skipped) without numpy, onnx, onnxruntime or the kiln module."""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import onnx
+    import onnxruntime  # noqa: F401 (the reference, through vs_ort)
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError as e:  # pragma: no cover
+    print(f"SKIP: {e}")
+    sys.exit(77)
+
+TOL = 1e-4
+E4M3 = TensorProto.FLOAT8E4M3FN
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from vs_ort import Tally, import_kiln, kiln_error, ort_outputs  # noqa: E402
+
+
+class Graph:
+    """A small builder of float32 graphs with FP8 Q/DQ."""
+
+    def __init__(self, rng):
+        self.rng, self.nodes, self.inits, self.n = rng, [], [], 0
+
+    def name(self, base):
+        self.n += 1
+        return f"{base}{self.n}"
+
+    def const(self, value, base="c"):
+        n = self.name(base)
+        self.inits.append(numpy_helper.from_array(np.asarray(value, np.float32), n))
+        return n
+
+    def fp8_const(self, value, base="w"):
+        n = self.name(base)
+        self.inits.append(helper.make_tensor(n, E4M3, list(value.shape), value.flatten().tolist()))
+        return n
+
+    def node(self, op, inputs, **attrs):
+        out = self.name(op.lower())
+        self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        return out
+
+    def qdq(self, x, scale):
+        """DQ(Q(x)) with a per-tensor scale and a float8e4m3fn zero point."""
+        s = self.const(scale, "s")
+        z = self.name("z")
+        self.inits.append(helper.make_tensor(z, E4M3, [], [0.0]))
+        return self.node("DequantizeLinear", [self.node("QuantizeLinear", [x, s, z]), s, z])
+
+    def weight(self, shape, in_graph=False, per_channel_axis=None):
+        """DQ(float8e4m3fn codes) (or DQ(Q(float constant)) when in_graph) of random weights."""
+        w = self.rng.standard_normal(shape).astype(np.float32) * 0.2
+        if per_channel_axis is not None:
+            scale = np.abs(w).max(axis=1 - per_channel_axis) / 448.0
+            s = self.const(scale.astype(np.float32), "ws")
+            codes = w / (scale[None, :] if per_channel_axis == 1 else scale[:, None])
+            return self.node("DequantizeLinear", [self.fp8_const(codes), s], axis=per_channel_axis)
+        scale = float(np.abs(w).max() / 448.0)
+        if in_graph:
+            s = self.const(scale, "ws")
+            return self.node("DequantizeLinear", [self.node("QuantizeLinear", [self.const(w, "wf"), s, self._zero()]), s, self._zero()])
+        return self.node("DequantizeLinear", [self.fp8_const(w / scale), self.const(scale, "ws")])
+
+    def _zero(self):
+        z = self.name("z")
+        self.inits.append(helper.make_tensor(z, E4M3, [], [0.0]))
+        return z
+
+    def model(self, x_shape, outputs):
+        graph = helper.make_graph(self.nodes, "fp8", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                                  [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], self.inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+
+
+def mlp(g):
+    h = g.node("MatMul", [g.qdq("x", 0.01), g.weight((64, 128))])
+    h = g.node("Relu", [g.node("Add", [h, g.const(g.rng.standard_normal(128) * 0.1, "b")])])
+    y = g.node("Add", [g.node("MatMul", [g.qdq(h, 0.02), g.weight((128, 32))]), g.const(g.rng.standard_normal(32) * 0.1, "b")])
+    return g.model([4, 64], [y]), (4, 64), 2
+
+
+def gemm_trans_b(g):
+    y = g.node("Gemm", [g.qdq("x", 0.008), g.weight((32, 48)), g.const(g.rng.standard_normal(32) * 0.1, "c")], transB=1)
+    return g.model([8, 48], [y]), (8, 48), 1
+
+
+def shared_q_qkv(g):
+    s = g.const(0.01, "s")
+    z = g._zero()
+    q = g.node("QuantizeLinear", ["x", s, z])
+    outs = [g.node("MatMul", [g.node("DequantizeLinear", [q, s, z]), g.weight((64, 64), in_graph=True)]) for _ in range(3)]
+    return g.model([2, 5, 64], outs), (2, 5, 64), 3
+
+
+def saturating(g):
+    # x in +-20 at scale 0.01: |x| / scale up to 2000, far beyond E4M3's 448.
+    y = g.node("MatMul", [g.qdq("x", 0.01), g.weight((32, 16))])
+    return g.model([6, 32], [y]), (6, 32), 1
+
+
+def per_channel_weight(g):
+    y = g.node("MatMul", [g.qdq("x", 0.01), g.weight((32, 16), per_channel_axis=1)])
+    return g.model([3, 32], [y]), (3, 32), 0
+
+
+CASES = [("mlp_bias_relu", mlp, 1.0), ("gemm_transB_C", gemm_trans_b, 1.0), ("shared_q_qkv_3d", shared_q_qkv, 1.0),
+         ("saturating_x", saturating, 20.0), ("per_channel_weight_stays_float", per_channel_weight, 1.0)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--module-dir", required=True)
+    args = ap.parse_args()
+    kiln = import_kiln(args.module_dir)
+    if kiln is None:
+        return 77
+    rng = np.random.default_rng(11)
+    tally = Tally("FP8 Q/DQ models vs ONNX Runtime")
+    with tempfile.TemporaryDirectory(prefix="kiln_fp8_") as tmp:
+        for name, make, amplitude in CASES:
+            m, x_shape, lowered = make(Graph(rng))
+            path = os.path.join(tmp, name + ".onnx")
+            onnx.save(m, path)
+            x = (rng.standard_normal(x_shape) * amplitude).astype(np.float32)
+            try:
+                want = ort_outputs(path, {"x": x}, optimize=False)
+            except Exception as e:
+                tally.not_comparable(name, f"ONNX Runtime cannot run it: {str(e).splitlines()[0][:120]}")
+                continue
+            try:
+                engine = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device="cpu"))
+                got = engine.create_execution_context().infer({"x": x})
+                layers = json.loads(engine.layer_information)
+            except Exception as e:
+                tally.fail(name, kiln_error(e))
+                continue
+            ops = [layer.get("op") for layer in (layers.get("layers", layers) if isinstance(layers, dict) else layers)]
+            if ops.count("Fp8MatMul") != lowered:
+                tally.fail(name, f"{ops.count('Fp8MatMul')} Fp8MatMul layers, {lowered} expected (layers: {ops})")
+                continue
+            bad = []
+            for out, w in zip(m.graph.output, want):
+                g_ = got[out.name]
+                tol = TOL * max(float(np.abs(w).max()), 1.0)
+                if g_.shape != w.shape or not np.allclose(g_, w, rtol=TOL, atol=tol):
+                    bad.append(f"{out.name}: max |error| {np.abs(g_.astype(np.float64) - w).max() if g_.shape == w.shape else g_.shape}")
+            if bad:
+                tally.fail(name, "; ".join(bad))
+            else:
+                tally.ok(name)
+    return tally.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
