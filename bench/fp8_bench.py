@@ -35,7 +35,24 @@ def last_line(p):
     return lines[-1][:300] if lines else f"exit {p.returncode}"
 
 
-def engine_row(kiln, onnx_path, tag, d, ref_dir):
+def profile_groups(prof_path, info_path, groups=8):
+    """Total ms per (op, tactic, precision) of one engine (kiln's --exportProfile / --exportLayerInfo)."""
+    with open(prof_path) as f:
+        prof = json.load(f)
+    with open(info_path) as f:
+        info = {layer["name"]: layer for layer in json.load(f).get("layers", [])}
+    by = {}
+    for r in prof[1:]:
+        if "averageMs" not in r:
+            continue
+        layer = info.get(r["name"], {})
+        key = f'{layer.get("op", "?")} {layer.get("tactic", "?")} {layer.get("precision", "?")}'
+        n, ms = by.get(key, (0, 0.0))
+        by[key] = (n + 1, ms + r["averageMs"])
+    return [[k, n, round(ms, 4)] for k, (n, ms) in sorted(by.items(), key=lambda kv: -kv[1][1])[:groups]]
+
+
+def engine_row(kiln, onnx_path, tag, d, ref_dir, profile=False):
     plan = os.path.join(d, f"{tag}.plan")
     row = {}
     b = sh([kiln, f"--onnx={onnx_path}", "--fp16", f"--saveEngine={plan}", "--skipInference"])
@@ -49,6 +66,11 @@ def engine_row(kiln, onnx_path, tag, d, ref_dir):
     with open(times) as f:
         t = json.load(f)
     row["ms"] = statistics.median(x["computeMs"] for x in (t["iterations"] if isinstance(t, dict) else t) if "computeMs" in x)
+    if profile:
+        prof = os.path.join(d, f"{tag}_profile.json")
+        p = sh([kiln, f"--loadEngine={plan}", "--iterations=20", "--warmUp=50", "--duration=0", f"--exportProfile={prof}"])
+        if p.returncode == 0:
+            row["profile"] = profile_groups(prof, info)
     with open(info) as f:
         layers = json.load(f)
     layers = layers.get("layers", layers) if isinstance(layers, dict) else layers
@@ -76,6 +98,7 @@ def main():
     ap.add_argument("--models", default="bert_base_s128,gpt2_s512")
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--work", default="/tmp/kiln_fp8_bench")
+    ap.add_argument("--profile", action="store_true", help="also each engine's time per (op, tactic, precision)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     e = sh([sys.executable, a.peers, "--modes", "none", "--export", a.work, "--models", a.models, "--batches", a.batches], timeout=1800)
@@ -100,8 +123,8 @@ def main():
             fp8_path = os.path.join(d, "model_fp8.onnx")
             onnx.save(fp8_qdq.quantize_fp8(m, amax), fp8_path)
             row = {"model": name, "batch": batch}
-            fp16 = engine_row(a.kiln, src, "fp16", d, ref_dir)
-            fp8 = engine_row(a.kiln, fp8_path, "fp8", d, ref_dir)
+            fp16 = engine_row(a.kiln, src, "fp16", d, ref_dir, a.profile)
+            fp8 = engine_row(a.kiln, fp8_path, "fp8", d, ref_dir, a.profile)
             row.update({f"fp16_{k}": v for k, v in fp16.items()})
             row.update({f"fp8_{k}": v for k, v in fp8.items()})
             if "ms" in fp16 and "ms" in fp8:
@@ -124,6 +147,11 @@ def main():
             err = lambda k: f"{r[k]:.2e}" if k in r else "-"  # noqa: E731
             f.write(f"| {r['model']} | {r['batch']} | {fmt(r.get('fp16_ms'), 3)} | {fmt(r.get('fp8_ms'), 3)} | "
                     f"{fmt(r.get('speedup'), 2)}x | {r.get('fp8_fp8_layers', '-')} | {err('fp16_err')} | {err('fp8_err')} | {note} |\n")
+        for r in rows:
+            for tag in ("fp16", "fp8"):
+                if f"{tag}_profile" in r:
+                    f.write(f"\n{r['model']} b{r['batch']} {tag} (`--exportProfile`, ms per op / tactic / precision): " +
+                            "; ".join(f"{k} x{n} {ms}" for k, n, ms in r[f"{tag}_profile"]) + "\n")
     return 0
 
 

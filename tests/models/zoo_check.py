@@ -206,6 +206,7 @@ def check_model(a, name):
         return [(None, f"SKIP {name:20s} export/reference failed: {str(ex).splitlines()[0][:200]}")]
     _, pt_text = compare(pt, ref, 1e-3, 1e-3)
     lines.append((None, f"     {name:20s} {'ort~torch':10s} {pt_text} (export {time.time() - t0:.1f} s)"))
+    half_bar = a.half_rel
     got, err = kiln_run(a.kiln, path, xn, "fp32", base)
     report("fp32", False, err) if err else report("fp32", *compare(got, ref, 1e-3, 1e-3))
     for prec in ([p for p in a.precisions.split(",") if p] if gpu else []):
@@ -219,6 +220,8 @@ def check_model(a, name):
         bar = max(a.half_rel, 2 * peer) if peer is not None else a.half_rel
         text += f", torch rel {peer:.3g}" if peer is not None else ", torch rel n/a"
         report(prec, bool(np.isfinite(got).all()) and rel <= bar, f"{text}, bar {bar:.3g}")
+        if prec == "fp16":
+            half_bar = bar
     if name in DYNAMIC:
         lo, opt, hi = DYNAMIC[name]
         dims = "x".join(str(s) for s in xn.shape[1:])
@@ -238,8 +241,10 @@ def check_model(a, name):
             if err:
                 report(check, False, err)
                 continue
+            # The static FP16 check's bar (max(--half-rel, 2x PyTorch's own FP16 error at batch 1)):
+            # Inception-v3's FP16 error is ~5% in PyTorch itself.
             rel = float(np.abs(got - refb).max()) / (float(np.abs(refb).max()) or 1.0)
-            report(check, bool(np.isfinite(got).all()) and rel <= a.half_rel, f"rel {rel:.3g}, bar {a.half_rel:.3g}")
+            report(check, bool(np.isfinite(got).all()) and rel <= half_bar, f"rel {rel:.3g}, bar {half_bar:.3g}")
     return lines
 
 

@@ -2,7 +2,7 @@
 //   fp8_matmul_fp_cublaslt_0 .. _1: X quantized to float8e4m3fn codes in the workspace
 //   (fp8_matmul_kernels.cu), then one cuBLASLt FP8 GEMM on Hopper's tensor cores, [rows, K] x
 //   [N, K]^T (the "TN" layout FP8 GEMMs require; the constant codes repacked once) with FP32
-//   accumulation, alpha = x_scale * w_scale, D in X's type, and the bias in cuBLASLt's epilogue
+//   (fast) accumulation, alpha = x_scale * w_scale, D in X's type, and the bias in cuBLASLt's epilogue
 //   (float16 / bfloat16 D; a float32 D adds it in the post pass). The i-th tactic uses cuBLASLt's
 //   i-th heuristic candidate. Needs K % 16 == 0 and compute capability 8.9 or newer.
 #include <memory>

@@ -26,7 +26,8 @@ struct GemmProblem {
   DataType type = DataType::kFLOAT;
   //! A and B are float8e4m3fn codes and `type` (float32, float16, bfloat16) is C's, D's and the
   //! bias's: the FP8 tensor cores (Hopper), FP32 accumulation, transB only ("TN"), K a multiple
-  //! of 16; the per-tensor scales go into alpha; a bias epilogue only with a 16-bit D.
+  //! of 16; the per-tensor scales go into alpha; a bias epilogue only with a 16-bit D; fast
+  //! accumulation (partial sums kept at the tensor cores' precision, ~2^-8 relative).
   bool fp8 = false;
   bool tf32 = true;                  //!< float32 only: TF32 tensor cores allowed
   int64_t M = 0, N = 0, K = 0;
