@@ -23,7 +23,7 @@ Dims toDims(const std::vector<int64_t>& v) { return Dims(v.begin(), v.end()); }
 struct PyBuilderConfig {
   std::string device = "auto";  // the CLI's default: the GPU when there is one
   int deviceIndex = 0;
-  bool fp16 = false, bf16 = false, int8 = false, tf32 = true, stronglyTyped = false;
+  bool fp16 = false, bf16 = false, int8 = false, fp8 = false, tf32 = true, stronglyTyped = false;
   std::string precisionConstraints = "none";
   std::map<std::string, std::string> layerPrecisions;
   int optimizationLevel = 3;
@@ -76,7 +76,7 @@ BuildPlan plan(const PyBuilderConfig& c, bool warnings) {
     throw Error("tactic_shape_points must be 1, 3 or 5");
   if (c.precisionConstraints != "none" && c.precisionConstraints != "prefer" && c.precisionConstraints != "obey")
     throw Error("precision_constraints must be 'none', 'prefer' or 'obey', not '" + c.precisionConstraints + "'");
-  if (c.stronglyTyped && (c.fp16 || c.bf16 || c.int8)) throw Error("fp16/bf16/int8 conflict with strongly_typed (types come from the network)");
+  if (c.stronglyTyped && (c.fp16 || c.bf16 || c.int8 || c.fp8)) throw Error("fp16/bf16/int8/fp8 conflict with strongly_typed (types come from the network)");
   if (!c.layerPrecisions.empty() && c.precisionConstraints == "none")
     throw Error("layer_precisions needs precision_constraints='prefer' or 'obey' (as trtexec)");
   if (c.deviceIndex < 0) throw Error("device_index must be >= 0");
@@ -95,7 +95,8 @@ BuildPlan plan(const PyBuilderConfig& c, bool warnings) {
   precision(c.fp16, BuilderFlag::kFP16, "fp16");
   precision(c.bf16, BuilderFlag::kBF16, "bf16");
   cfg.setFlag(BuilderFlag::kINT8, c.int8);  // either device: Q/DQ models, or calibration
-  if (c.calibrator && !c.int8) throw Error("calibrator needs int8=True");
+  cfg.setFlag(BuilderFlag::kFP8, c.fp8);    // implicit FP8 for MatMul / Gemm with a calibrator
+  if (c.calibrator && !c.int8 && !c.fp8) throw Error("calibrator needs int8=True or fp8=True");
   if (c.calibrator) {
     p.calibrator = std::make_unique<PyCalibrator>(c.calibrator, calibrationAlgorithm(c.calibrationAlgorithm), c.calibrationPercentile);
     cfg.setInt8Calibrator(p.calibrator.get());
@@ -225,6 +226,8 @@ void bindBuilder(py::module_& m) {
       .def_readwrite("fp16", &PyBuilderConfig::fp16)
       .def_readwrite("bf16", &PyBuilderConfig::bf16)
       .def_readwrite("int8", &PyBuilderConfig::int8)
+      .def_readwrite("fp8", &PyBuilderConfig::fp8,
+                     "FP8 E4M3 (--fp8): with a calibrator, MatMul / Gemm with constant weights are quantized to FP8 per tensor")
       .def_readwrite("tf32", &PyBuilderConfig::tf32, "TF32 for float32 matmul/conv on the GPU (--noTF32 = False)")
       .def_readwrite("strongly_typed", &PyBuilderConfig::stronglyTyped)
       .def_readwrite("precision_constraints", &PyBuilderConfig::precisionConstraints, "'none', 'prefer' or 'obey'")

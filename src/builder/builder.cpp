@@ -222,10 +222,11 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse MatMul + bias", fuseMatMulBias},
       // Implicit INT8 after BatchNorm folding (the weights it quantizes are the folded ones) and
       // before the residual / activation fusions, which lowerQdq's patterns do not take.
-      {"quantize calibrated layers (implicit INT8)",
+      {"quantize calibrated layers (implicit INT8 / FP8)",
        [&](Network& n) {
+         const ImplicitTargets targets{cfg.getFlag(BuilderFlag::kINT8), cfg.getFlag(BuilderFlag::kFP8)};
          return calibration && quantizeCalibrated(n, *calibration, [&backend](const LayerDesc& d) { return !backend.tactics(d).empty(); },
-                                                  backend.int8WeightLimit(), quantization);
+                                                  backend.int8WeightLimit(), targets, quantization);
        }},
       {"fuse residual Add + LayerNorm (GPU)",
        [&](Network& n) { return gpuFusions && fuseSkipLayerNorm(n, hasKernel, samples); }},
@@ -287,20 +288,22 @@ void warnQuantizationFlags(const Network& net, const BuilderConfig& cfg, ILogger
   bool qdq = false;
   for (const auto& l : net.layers()) qdq = qdq || isQdq(*l);
   const bool calibrated = cfg.getInt8Calibrator() != nullptr;
-  if (calibrated && !cfg.getFlag(BuilderFlag::kINT8))
-    log.log(Sev::kWARNING, "an INT8 calibrator is set but INT8 (kINT8, --int8) is not: no calibration, no INT8 layer");
+  if (calibrated && !cfg.getFlag(BuilderFlag::kINT8) && !cfg.getFlag(BuilderFlag::kFP8))
+    log.log(Sev::kWARNING, "a calibrator is set but neither INT8 (kINT8, --int8) nor FP8 (kFP8, --fp8) is: no calibration, no quantized layer");
   for (auto [flag, name] : {std::pair{BuilderFlag::kINT8, "INT8 (kINT8, --int8)"}, std::pair{BuilderFlag::kFP8, "FP8 (kFP8, --fp8)"}}) {
     if (!cfg.getFlag(flag)) continue;
-    if (flag == BuilderFlag::kINT8 && calibrated) continue;  // runPasses reports what it quantized
+    if (calibrated) continue;  // runPasses reports what it quantized
     if (!qdq)
-      log.log(Sev::kWARNING, std::string(name) + " has no effect: no layer runs INT8, because the network has no "
+      log.log(Sev::kWARNING, std::string(name) + " has no effect: no layer runs " + (flag == BuilderFlag::kINT8 ? "INT8" : "FP8") +
+                             ", because the network has no "
                              "QuantizeLinear/DequantizeLinear layers and no calibration data was given "
                              "(--calibData=DIR or --calib=FILE; BuilderConfig::setInt8Calibrator); layers compute in float types");
     else if (flag == BuilderFlag::kINT8)
       log.log(Sev::kINFO, "INT8 layers come from the network's QuantizeLinear/DequantizeLinear layers (explicit quantization); "
                           "the flag itself changes nothing");
     else
-      log.log(Sev::kWARNING, std::string(name) + " has no effect: kiln lowers only int8/uint8 Q/DQ patterns yet");
+      log.log(Sev::kINFO, "FP8 layers come from the network's float8e4m3fn QuantizeLinear/DequantizeLinear around MatMul / Gemm "
+                          "(explicit quantization); the flag itself changes nothing");
   }
 }
 
@@ -316,7 +319,9 @@ void reportQuantization(const ImplicitQuantization& q, ILogger& log) {
                                                                             : "; kept float: " + kept));
     return;
   }
-  log.log(Sev::kINFO, "INT8 (implicit): " + std::to_string(q.quantized.size()) + " layer(s) quantized" +
+  const bool allFp8 = q.fp8 == static_cast<int>(q.quantized.size());
+  log.log(Sev::kINFO, std::string(allFp8 ? "FP8 (implicit): " : "INT8 (implicit): ") + std::to_string(q.quantized.size()) +
+                          " layer(s) quantized" + (q.fp8 && !allFp8 ? " (" + std::to_string(q.fp8) + " of them FP8 E4M3)" : std::string()) +
                           (kept.empty() ? std::string() : "; " + std::to_string(n) + " kept float: " + kept));
 }
 
@@ -326,7 +331,7 @@ void warnFloatQdq(const Network& net, ILogger& log) {
   int qdq = 0, integer = 0;
   for (const auto& l : net.layers()) {
     qdq += isQdq(*l);
-    integer += l->op == "QLinearConv" || l->op == "QLinearMatMul";
+    integer += l->op == "QLinearConv" || l->op == "QLinearMatMul" || l->op == "Fp8MatMul";
   }
   if (qdq > 0 && integer == 0)
     log.log(Sev::kWARNING, std::to_string(qdq) + " QuantizeLinear/DequantizeLinear layers run as float arithmetic: this backend "
@@ -366,6 +371,7 @@ EngineGraph lowerToGraph(const Network& net, const std::vector<std::map<std::str
     for (Tensor* t : l->outputs)
       if (isFloat(t->type)) { el.precision = t->type; break; }
     if (l->op == "QLinearConv" || l->op == "QLinearMatMul") el.precision = DataType::kINT8;
+    if (l->op == "Fp8MatMul") el.precision = DataType::kFP8E4M3FN;
     g.layers.push_back(std::move(el));
   }
   for (Tensor* out : net.outputs()) g.outputs.push_back(idx(out));
@@ -400,7 +406,7 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
   // Implicit INT8: calibrate the network as given (tensor names as in the model) before any pass.
   std::unique_ptr<CalibrationTable> calibration;
   ImplicitQuantization quantization;
-  if (cfg.getFlag(BuilderFlag::kINT8) && cfg.getInt8Calibrator())
+  if ((cfg.getFlag(BuilderFlag::kINT8) || cfg.getFlag(BuilderFlag::kFP8)) && cfg.getInt8Calibrator())
     calibration = std::make_unique<CalibrationTable>(calibrate(net, cfg, *cfg.getInt8Calibrator(), logger_));
   auto backend = withoutTactics(getBackend(cfg.device(), cfg.threads(), cfg.deviceIndex()), cfg.disabledTactics());
   backend->makeCurrent();  // instantiateEngine below takes the calling thread's current device

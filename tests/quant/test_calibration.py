@@ -291,6 +291,16 @@ def main():
     expect_error(["--onnx=" + cnn, "--int8", "--calib=" + p("corrupt.cache"), *FAST], r"calibration cache, line 2", status=1)
     proc = run(["--onnx=" + cnn, "--int8", *FAST])
     check(re.search(r"\[W\] INT8 .*no layer runs INT8", proc.stderr), "--int8 alone: no warning:\n" + proc.stderr[-1500:])
+    # Implicit FP8 (--fp8 with calibration): the Gemm becomes an Fp8MatMul, the convs stay float;
+    # with --int8 as well, the convs go INT8 and the Gemm stays FP8; --fp8 alone warns.
+    proc = run(["--onnx=" + cnn, "--fp8", "--calibData=" + calib_dir, "--dumpLayerInfo", *FAST])
+    check(proc.returncode == 0 and "FP8 (implicit): 1 layer(s) quantized" in proc.stdout and '"op":"Fp8MatMul"' in proc.stdout
+          and '"op":"QLinearConv"' not in proc.stdout, "--fp8 --calibData:\n" + proc.stdout[-2000:] + proc.stderr[-1000:])
+    proc = run(["--onnx=" + cnn, "--fp8", "--int8", "--calibData=" + calib_dir, "--dumpLayerInfo", *FAST])
+    check(proc.returncode == 0 and '"op":"Fp8MatMul"' in proc.stdout and '"op":"QLinearConv"' in proc.stdout
+          and "(1 of them FP8 E4M3)" in proc.stdout, "--fp8 --int8 --calibData:\n" + proc.stdout[-2000:] + proc.stderr[-1000:])
+    proc = run(["--onnx=" + cnn, "--fp8", *FAST])
+    check(re.search(r"\[W\] FP8 .*no layer runs FP8", proc.stderr), "--fp8 alone: no warning:\n" + proc.stderr[-1500:])
     if a.module_dir:
         python_api(a.module_dir, cnn, p)
 

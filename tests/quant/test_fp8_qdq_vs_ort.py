@@ -6,7 +6,10 @@ DequantizeLinear with a per-tensor scale and a float8e4m3fn zero point, weights 
 constants behind a DequantizeLinear (or float constants behind Q -> DQ), and the MatMul / Gemm
 consumes both: an MLP with a bias Add and Relu, a Gemm with transB and C, one activation Q shared
 by three projections of a 3-D input (attention's Q, K, V), activations that saturate at +-448,
-and a per-channel weight (which kiln keeps on the float Q/DQ path). kiln (CPU engine through the
+and a per-channel weight (which kiln keeps on the float Q/DQ path). Implicit FP8 too: a float MLP
+built with fp8=True and a min-max calibrator (Python API) must give what ONNX Runtime gives for the
+same MLP with explicit FP8 Q/DQ at the scales min-max calibration means (activation amax / 448 over
+the calibration batches, weight max|W| / 448), with every MatMul an Fp8MatMul. kiln (CPU engine through the
 Python API) and ONNX Runtime (CPU EP, graph optimizations off: with them, ONNX Runtime 1.32 computed
 an FP8 Q/DQ Gemm with transB wrongly, 130% of the output's range off its own unoptimized result and
 the ONNX reference evaluator) run it on the same input; outputs must agree at
@@ -129,6 +132,62 @@ CASES = [("mlp_bias_relu", mlp, 1.0), ("gemm_transB_C", gemm_trans_b, 1.0), ("sh
          ("saturating_x", saturating, 20.0), ("per_channel_weight_stays_float", per_channel_weight, 1.0)]
 
 
+def implicit_fp8(kiln, rng, tmp, tally):
+    """A float MLP quantized by kiln's calibration (fp8=True, min-max) against ONNX Runtime on the
+    explicit FP8 Q/DQ MLP with the scales that calibration means."""
+    name = "implicit_fp8_minmax_mlp"
+    w1, b1 = rng.standard_normal((32, 64)).astype(np.float32) * 0.3, rng.standard_normal(64).astype(np.float32) * 0.1
+    w2, b2 = rng.standard_normal((64, 16)).astype(np.float32) * 0.3, rng.standard_normal(16).astype(np.float32) * 0.1
+    batches = [rng.standard_normal((8, 32)).astype(np.float32) for _ in range(3)]
+    relu = lambda v: np.maximum(v, 0)  # noqa: E731
+    amax_x = max(float(np.abs(b).max()) for b in batches)
+    amax_h = max(float(relu(b @ w1 + b1).max()) for b in batches)
+
+    def mlp(qdq):
+        g = Graph(rng)
+        xin = g.qdq("x", amax_x / 448.0) if qdq else "x"
+
+        def weight(w):
+            if not qdq:
+                return g.const(w, "w")
+            s = float(np.abs(w).max() / 448.0)
+            return g.node("DequantizeLinear", [g.fp8_const(w / s), g.const(s, "ws")])
+        h = g.node("Relu", [g.node("Add", [g.node("MatMul", [xin, weight(w1)]), g.const(b1, "b")])])
+        y = g.node("Add", [g.node("MatMul", [g.qdq(h, amax_h / 448.0) if qdq else h, weight(w2)]), g.const(b2, "b")])
+        return g.model([8, 32], [y])
+
+    float_path, qdq_path = os.path.join(tmp, name + ".onnx"), os.path.join(tmp, name + "_qdq.onnx")
+    onnx.save(mlp(False), float_path)
+    onnx.save(mlp(True), qdq_path)
+
+    class Batches:
+        def __init__(self):
+            self.left = list(batches)
+
+        def get_batch(self):
+            return {"x": self.left.pop(0)} if self.left else None
+
+    x = (rng.standard_normal((8, 32)) * 1.5).astype(np.float32)
+    try:
+        want = ort_outputs(qdq_path, {"x": x}, optimize=False)[0]
+        cfg = kiln.BuilderConfig(tf32=False, device="cpu")
+        cfg.fp8 = True
+        cfg.calibrator = Batches()
+        cfg.calibration_algorithm = "minmax"
+        engine = kiln.build_engine(float_path, cfg)
+        got = list(engine.create_execution_context().infer({"x": x}).values())[0]
+        ops = [layer.get("op") for layer in json.loads(engine.layer_information)["layers"]]
+    except Exception as e:
+        tally.fail(name, kiln_error(e))
+        return
+    if ops.count("Fp8MatMul") != 2 or "MatMul" in ops:
+        tally.fail(name, f"layers {ops}: 2 Fp8MatMul and no float MatMul expected")
+    elif not np.allclose(got, want, rtol=TOL, atol=TOL * max(float(np.abs(want).max()), 1.0)):
+        tally.fail(name, f"max |error| {np.abs(got.astype(np.float64) - want).max()}")
+    else:
+        tally.ok(name)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--module-dir", required=True)
@@ -170,6 +229,7 @@ def main():
                 tally.fail(name, "; ".join(bad))
             else:
                 tally.ok(name)
+        implicit_fp8(kiln, rng, tmp, tally)
     return tally.finish()
 
 

@@ -282,7 +282,7 @@ TEST(Calibration, LayerWithoutIntegerKernelStaysFloat) {
     if (l->op == "Conv") t.scales[l->inputs[0]->name] = {0.05f, !l->inputs[0]->isInput};
   ImplicitQuantization q;
   auto noQLinearConv = [](const LayerDesc& d) { return d.op != "QLinearConv"; };
-  EXPECT_TRUE(quantizeCalibrated(net, t, noQLinearConv, 127, &q));
+  EXPECT_TRUE(quantizeCalibrated(net, t, noQLinearConv, 127, ImplicitTargets{}, &q));
   EXPECT_TRUE(q.quantized.empty());
   EXPECT_EQ(q.keptFloat.size(), 2u);
   for (const auto& [name, why] : q.keptFloat) EXPECT_NE(why.find("no INT8 kernel"), std::string::npos) << name << ": " << why;
@@ -313,7 +313,7 @@ TEST(Calibration, WeightsUseTheBackendsLimit) {
     for (auto& l : net.layers())
       if (l->op == "Conv") t.scales[l->inputs[0]->name] = {0.05f, !l->inputs[0]->isInput};
     ImplicitQuantization q;
-    EXPECT_TRUE(quantizeCalibrated(net, t, [](const LayerDesc&) { return true; }, limit, &q));
+    EXPECT_TRUE(quantizeCalibrated(net, t, [](const LayerDesc&) { return true; }, limit, ImplicitTargets{}, &q));
     int convs = 0;
     for (auto& l : net.layers()) {
       if (l->op != "QLinearConv") continue;

@@ -127,6 +127,7 @@ BuilderConfig makeBuilderConfig(const Options& o, DeviceType device, ILogger& lo
   precision(o.bf16, BuilderFlag::kBF16, "BF16 (--bf16)");
   // INT8 on either device: the builder says whether it has an effect (Q/DQ models) or not.
   if (o.int8) cfg.setFlag(BuilderFlag::kINT8, true);
+  if (o.fp8) cfg.setFlag(BuilderFlag::kFP8, true);
   if (o.noTF32) cfg.setFlag(BuilderFlag::kTF32, false);
   if (o.precisionConstraints == "obey") cfg.setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS, true);
   if (o.precisionConstraints == "prefer") cfg.setFlag(BuilderFlag::kPREFER_PRECISION_CONSTRAINTS, true);
@@ -167,7 +168,7 @@ void applyLayerConstraints(Network& net, const Options& o) {
 
 //! --calibData / --calib: the calibrator of an implicit INT8 build, or null.
 std::unique_ptr<DirectoryCalibrator> makeCalibrator(const Network& net, const Options& o) {
-  if (!o.int8 || (o.calibData.empty() && o.calibCache.empty())) return nullptr;
+  if ((!o.int8 && !o.fp8) || (o.calibData.empty() && o.calibCache.empty())) return nullptr;
   if (o.calibData.empty() && !std::ifstream(o.calibCache))
     throw Error("--calib: '" + o.calibCache + "' does not exist and no --calibData was given to calibrate with");
   return std::make_unique<DirectoryCalibrator>(net, o.calibData, o.calibCache, parseCalibAlgo(o.calibAlgo), o.calibPercentile);
@@ -213,12 +214,12 @@ std::unique_ptr<Engine> buildEngine(const Options& o, DeviceType device, CliLogg
 }
 
 std::unique_ptr<Engine> loadEngine(const Options& o, ILogger& logger) {
-  bool buildFlags = o.fp16 || o.bf16 || o.int8 || o.noTF32 || o.stronglyTyped || o.builderOptimizationLevel || o.tacticShapePoints || o.avgTiming ||
+  bool buildFlags = o.fp16 || o.bf16 || o.int8 || o.fp8 || o.noTF32 || o.stronglyTyped || o.builderOptimizationLevel || o.tacticShapePoints || o.avgTiming ||
                     o.maxAuxStreams.has_value() || !o.timingCacheFile.empty() || !o.disableTactics.empty() ||
                     !o.skipPasses.empty() || o.noChannelsLast || o.channelsLastMinBatch || o.gpuFusions || o.workspaceLimit;
   if (buildFlags)
     logger.log(Severity::kWARNING,
-               "build options (--fp16, --bf16, --int8, --noTF32, --stronglyTyped, --builderOptimizationLevel, "
+               "build options (--fp16, --bf16, --int8, --fp8, --noTF32, --stronglyTyped, --builderOptimizationLevel, "
                "--tacticShapePoints, --maxAuxStreams, --timingCacheFile, --disableTactics, --skipPasses, --noChannelsLast, --channelsLastMinBatch, --gpuFusions, --memPoolSize) "
                "apply when building; they are ignored with --loadEngine");
   double t0 = nowMs();

@@ -261,13 +261,17 @@ void checkConsistency(const Options& o) {
     throw UsageError("--bf16 conflicts with --stronglyTyped (types come from the network)");
   if (o.int8 && o.stronglyTyped)
     throw UsageError("--int8 conflicts with --stronglyTyped (types come from the network)");
+  if (o.fp8 && o.stronglyTyped)
+    throw UsageError("--fp8 conflicts with --stronglyTyped (types come from the network)");
   for (const auto* flagged : {&o.layerPrecisions, &o.layerOutputTypes})
     for (const auto& [name, t] : *flagged)
       if (t == DataType::kINT8 && !o.int8)
         throw UsageError(std::string(flagged == &o.layerPrecisions ? "--layerPrecisions" : "--layerOutputTypes") + ": '" + name +
                          ":int8' needs --int8");
-  if (!o.calibData.empty() && !o.int8) throw UsageError("--calibData needs --int8 (calibration data is for INT8 quantization)");
-  if (!o.calibCache.empty() && !o.int8) throw UsageError("--calib needs --int8 (a calibration cache is for INT8 quantization)");
+  if (!o.calibData.empty() && !o.int8 && !o.fp8)
+    throw UsageError("--calibData needs --int8 or --fp8 (calibration data is for implicit quantization)");
+  if (!o.calibCache.empty() && !o.int8 && !o.fp8)
+    throw UsageError("--calib needs --int8 or --fp8 (a calibration cache is for implicit quantization)");
   if ((!o.calibData.empty() || !o.calibCache.empty()) && o.onnx.empty())
     throw UsageError("--calibData / --calib apply when building (--onnx); a loaded engine keeps its scales");
   if (!o.compareWith.empty() && o.compareWith != "fp32") throw UsageError("--compareWith: only 'fp32' is supported, got '" + o.compareWith + "'");
@@ -350,6 +354,10 @@ ParseOutcome parseOptions(int argc, char** argv, Options& o) {
   app.add_flag("--int8", o.int8,
                "Allow INT8: Q/DQ models run their integer layers; with --calibData or --calib, Conv/MatMul/Gemm are "
                "quantized from calibration (implicit INT8)");
+  app.add_flag("--fp8", o.fp8,
+               "Allow FP8 (E4M3, compute capability 8.9+ on the GPU): a model's float8e4m3fn Q/DQ MatMul/Gemm run as FP8 GEMMs "
+               "anyway; with --calibData or --calib, MatMul/Gemm with constant weights are quantized to FP8 from calibration "
+               "(per-tensor scales; Conv goes INT8 with --int8)");
   app.add_flag("--noTF32", o.noTF32, "Disallow TF32 for FP32 matmul/conv");
   app.add_flag("--stronglyTyped", o.stronglyTyped, "Keep exactly the types the network states");
   app.add_option("--builderOptimizationLevel", o.builderOptimizationLevel,

@@ -56,7 +56,7 @@ struct Options {
   // Build.
   std::optional<std::string> device;  //!< backend, "cpu" or "gpu" (--backend; --device=cpu|gpu); unset: gpu when available
   std::optional<int> threads;         //!< unset: build with all hardware threads; a plan keeps its own
-  bool fp16 = false, bf16 = false, int8 = false, noTF32 = false, stronglyTyped = false;
+  bool fp16 = false, bf16 = false, int8 = false, fp8 = false, noTF32 = false, stronglyTyped = false;
   std::optional<int> builderOptimizationLevel;
   std::optional<int> tacticShapePoints;  //!< shapes of a dynamic profile tactics are timed at (1, 3 or 5)
   std::optional<int> maxAuxStreams;

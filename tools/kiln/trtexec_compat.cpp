@@ -55,7 +55,6 @@ constexpr NoEffect kNoEffect[] = {
     {"--minShapesCalib", true, "kiln calibrates with optimization profile 0's shapes"},
     {"--optShapesCalib", true, "kiln calibrates with optimization profile 0's shapes"},
     {"--maxShapesCalib", true, "kiln calibrates with optimization profile 0's shapes"},
-    {"--fp8", false, "kiln has no implicit (calibrated) FP8; a model's own float8e4m3fn Q/DQ MatMul / Gemm run as FP8 GEMMs without this flag"},
     {"--int4", false, "kiln has no INT4 weight-only kernels"},
     {"--explicitBatch", false, "every kiln network has an explicit batch dimension"},
     {"--useDLACore", true, "kiln has no DLA; every layer runs on the chosen backend"},

@@ -58,6 +58,25 @@ bool supportsGemm1x1(const LayerDesc& l) {
   return true;
 }
 
+//! The conv as one GEMM whose rows are Y's pixels (channels-last Y): Y[M, N] = rows[M, K] @ W[N, K]^T
+//! with the bias in cuBLASLt's epilogue, a residual (laid out like Y) as its C and the fused activation.
+cuda::GemmSetup pixelRowsGemm(const LayerDesc& l, int64_t M, int64_t K) {
+  cuda::GemmSetup s;
+  s.prob.type = l.inputs[0].type;
+  s.prob.M = M;
+  s.prob.K = K;
+  s.prob.N = l.inputs[1].dims[0];
+  s.prob.transB = true;
+  s.outDims = {s.prob.M, s.prob.N};
+  s.empty = s.prob.M == 0 || s.prob.N == 0;
+  s.zeroK = s.prob.K == 0;
+  if (l.present(2)) s.rowBias = 2, s.rowBiasDims = {s.prob.N};
+  if (l.inputs.size() > 3 && l.present(3)) s.fullC = 3, s.prob.beta = 1.f;  // the residual, laid out like Y
+  s.act = fusedActivation(*l.attrs);
+  if (!s.empty && !s.zeroK) s.calls.push_back({});
+  return s;
+}
+
 class Gemm1x1Kernel : public Kernel {
  public:
   Gemm1x1Kernel(const LayerDesc& l, int algoIndex)
@@ -66,20 +85,8 @@ class Gemm1x1Kernel : public Kernel {
         weights_(l.inputs[1].value, 1, l.inputs[1].dims[1], l.inputs[1].dims[0], true) {}
 
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
-    const Dims &x = l.inputs[0].dims, &w = l.inputs[1].dims;
-    cuda::GemmSetup s;
-    s.prob.type = l.inputs[0].type;
-    s.prob.M = volume(Dims{x[0], x[2], x[3]});
-    s.prob.K = x[1];
-    s.prob.N = w[0];
-    s.prob.transB = true;
-    s.outDims = {s.prob.M, s.prob.N};
-    s.empty = s.prob.M == 0 || s.prob.N == 0;
-    s.zeroK = s.prob.K == 0;
-    if (l.present(2)) s.rowBias = 2, s.rowBiasDims = {s.prob.N};
-    if (l.inputs.size() > 3 && l.present(3)) s.fullC = 3, s.prob.beta = 1.f;  // the residual, laid out like Y
-    s.act = fusedActivation(*l.attrs);
-    if (!s.empty && !s.zeroK) s.calls.push_back({});
+    const Dims& x = l.inputs[0].dims;
+    cuda::GemmSetup s = pixelRowsGemm(l, volume(Dims{x[0], x[2], x[3]}), x[1]);
     size_t ws = 0;
     state = cuda::buildLtState(std::move(s), algoIndex_, ws);
     return ws;
@@ -229,19 +236,7 @@ class PatchGemmNhwcKernel : public Kernel {
     auto st = std::make_unique<PatchNhwcState>();
     st->n = x[0], st->c = x[1], st->h = x[2], st->w = x[3], st->p = w[2];
     const int64_t es = static_cast<int64_t>(elementSize(l.inputs[0].type));
-    cuda::GemmSetup s;
-    s.prob.type = l.inputs[0].type;
-    s.prob.M = st->n * (st->h / st->p) * (st->w / st->p);
-    s.prob.K = volume(Dims{st->c, st->p, st->p});
-    s.prob.N = w[0];
-    s.prob.transB = true;
-    s.outDims = {s.prob.M, s.prob.N};
-    s.empty = s.prob.M == 0 || s.prob.N == 0;
-    s.zeroK = s.prob.K == 0;
-    if (l.present(2)) s.rowBias = 2, s.rowBiasDims = {s.prob.N};
-    if (l.inputs.size() > 3 && l.present(3)) s.fullC = 3, s.prob.beta = 1.f;  // the residual, laid out like Y
-    s.act = fusedActivation(*l.attrs);
-    if (!s.empty && !s.zeroK) s.calls.push_back({});
+    cuda::GemmSetup s = pixelRowsGemm(l, st->n * (st->h / st->p) * (st->w / st->p), volume(Dims{st->c, st->p, st->p}));
     st->rowsBytes = static_cast<size_t>(cuda::roundUp(volume(Dims{s.prob.M, s.prob.K, es}), cuda::kWorkspaceAlign));
     size_t ltWs = 0;
     st->lt = cuda::buildLtState(std::move(s), algoIndex_, ltWs);

@@ -3,7 +3,7 @@
 // tensor cores:
 //   X -> QuantizeLinear(x_scale, float8e4m3fn zero) -> DequantizeLinear(x_scale) -> MatMul / Gemm
 //   W:  DequantizeLinear(float8e4m3fn constant, w_scale), or DQ(Q(float constant)) (codes computed here)
-//   bias: Gemm's C, or an Add of a constant [N] row after the MatMul
+//   bias: Gemm's C, a MatMul's fused bias, or an Add of a constant [N] row after the MatMul
 // Per-tensor scales only (a per-channel weight keeps the float Q/DQ path, ONNX's semantics exactly);
 // the Q may feed several DQ / MatMul pairs (Q, K and V projections): each layer quantizes X itself.
 #include <cmath>
@@ -100,7 +100,7 @@ bool lowerOne(Network& net, Layer* l, const std::function<bool(const LayerDesc&)
   std::vector<Layer*> dead = {l};
   Tensor* result = l->outputs[0];
   const Tensor* bias = nullptr;
-  if (gemm && l->inputs.size() > 2 && l->inputs[2]) {
+  if (l->inputs.size() > 2 && l->inputs[2]) {  // Gemm's C, or a MatMul's fused bias (fuseMatMulBias)
     if (!biasRow(l->inputs[2], N)) return false;
     bias = l->inputs[2];
   } else if (!gemm) {  // MatMul -> Add(constant row): the bias

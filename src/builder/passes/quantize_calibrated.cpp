@@ -4,6 +4,10 @@
 // s_x from the calibration table (uint8 when the tensor never went negative, else int8; zero point
 // 0), s_w[c] = max|W[c]| / L with L the backend's int8WeightLimit (127, or 63 on CPUs whose int8
 // instructions saturate wider weights). A tensor read by several quantized layers gets one Q/DQ pair.
+// Implicit FP8 (--fp8): MatMul / Gemm get float8e4m3fn Q/DQ instead, per tensor:
+//   x -> MatMul(W)   becomes   x -> Q(a / 448) -> DQ -> MatMul(DQ(W_e4m3, max|W| / 448))
+// with a the calibrated amax (the table's int8 step times 127, or 255 for an unsigned tensor), which
+// lowerQdq makes one Fp8MatMul (lower_qdq_fp8.cpp).
 #include "builder/passes/quantize_calibrated.h"
 
 #include <algorithm>
@@ -51,6 +55,16 @@ HostTensor quantizeWeight(const HostTensor& w, int64_t axis, int limit, HostTens
   return q;
 }
 
+//! float8e4m3fn codes of w / scale, scale = max|w| / 448 (1 when w is all zeros).
+HostTensor quantizeWeightFp8(const HostTensor& w, float* scale) {
+  float amax = 0.f;
+  for (int64_t i = 0; i < w.count(); ++i) amax = std::max(amax, std::fabs(w.as<float>()[i]));
+  *scale = amax > 0.f ? amax / 448.f : 1.f;
+  HostTensor q(DataType::kFP8E4M3FN, w.dims());
+  for (int64_t i = 0; i < w.count(); ++i) q.as<uint8_t>()[i] = floatToNarrow(DataType::kFP8E4M3FN, w.as<float>()[i] / *scale, true);
+  return q;
+}
+
 Tensor* newOutput(Layer* l, DataType type, const Dims& dims) {
   Tensor* t = l->outputs[0];
   t->type = type;
@@ -76,13 +90,15 @@ bool isQuantizable(const Layer& l) {
 }
 
 bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::function<bool(const LayerDesc&)>& supported,
-                        int weightLimit, ImplicitQuantization* result) {
+                        int weightLimit, ImplicitTargets targets, ImplicitQuantization* result) {
+  auto fp8Layer = [&](const Layer& l) { return targets.fp8 && l.op != "Conv"; };
   std::vector<Layer*> candidates;
   for (auto& l : net.layers())
-    if (isQuantizable(*l)) candidates.push_back(l.get());
-  std::map<Tensor*, Tensor*> dequantized;  // activation -> its DQ output
+    if (isQuantizable(*l) && (fp8Layer(*l) || targets.int8)) candidates.push_back(l.get());
+  std::map<std::pair<Tensor*, bool>, Tensor*> dequantized;  // (activation, FP8) -> its DQ output
   std::set<std::string> ours;              // names of the Q/DQ layers made here
   std::map<std::string, HostTensor> floatWeights;
+  std::set<std::string> fp8Names;  // layers quantized FP8
   std::vector<std::string> order;
   for (Layer* l : candidates) {
     Tensor* x = l->inputs[0];
@@ -91,11 +107,12 @@ bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::
       result->keptFloat[l->name] = "no calibration scale for its input '" + x->name + "'";
       continue;
     }
-    Tensor*& dq = dequantized[x];
+    const bool fp8 = fp8Layer(*l);
+    Tensor*& dq = dequantized[{x, fp8}];
     if (!dq) {
       const ActivationScale& a = it->second;
-      HostTensor s(DataType::kFLOAT, {}), z(a.isUnsigned ? DataType::kUINT8 : DataType::kINT8, {});
-      *s.as<float>() = a.scale;
+      HostTensor s(DataType::kFLOAT, {}), z(fp8 ? DataType::kFP8E4M3FN : a.isUnsigned ? DataType::kUINT8 : DataType::kINT8, {});
+      *s.as<float>() = fp8 ? a.scale * (a.isUnsigned ? 255.f : 127.f) / 448.f : a.scale;
       Tensor* st = net.addConstant(net.uniqueName(x->name + "_scale"), s);
       Tensor* zt = net.addConstant(net.uniqueName(x->name + "_zero_point"), z);
       Layer* q = net.addLayer("QuantizeLinear", {x, st, zt}, 1, {}, net.uniqueName(x->name + "_calib_q"));
@@ -105,14 +122,23 @@ bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::
     }
     Tensor* w = l->inputs[1];
     HostTensor ws;
-    HostTensor wq = quantizeWeight(w->value, weightAxis(*l), weightLimit, &ws);
+    HostTensor wq;
     Attributes axis;
-    axis.set("axis", weightAxis(*l));
-    Layer* dw = net.addLayer("DequantizeLinear", {net.addConstant(net.uniqueName(w->name + "_int8"), wq),
+    if (fp8) {
+      float s = 1.f;
+      wq = quantizeWeightFp8(w->value, &s);
+      ws = HostTensor(DataType::kFLOAT, {});
+      *ws.as<float>() = s;
+    } else {
+      wq = quantizeWeight(w->value, weightAxis(*l), weightLimit, &ws);
+      axis.set("axis", weightAxis(*l));
+    }
+    Layer* dw = net.addLayer("DequantizeLinear", {net.addConstant(net.uniqueName(w->name + (fp8 ? "_e4m3" : "_int8")), wq),
                                                   net.addConstant(net.uniqueName(w->name + "_scale"), ws)},
                              1, axis, net.uniqueName(w->name + "_calib_dq"));
     ours.insert(dw->name);
     floatWeights[l->name] = w->value;
+    if (fp8) fp8Names.insert(l->name);
     order.push_back(l->name);
     l->inputs[0] = dq;
     l->inputs[1] = newOutput(dw, DataType::kFLOAT, w->dims);
@@ -123,15 +149,19 @@ bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::
   // What lowerQdq left (the backend has no integer kernel for it) reads its float inputs again.
   for (auto& l : net.layers()) {
     if (!floatWeights.count(l->name)) continue;
-    result->keptFloat[l->name] = "no INT8 kernel for its integer form (" + std::string(l->op == "Conv" ? "QLinearConv" : "QLinearMatMul") +
-                                 ") on this backend";
+    result->keptFloat[l->name] = fp8Names.count(l->name) ? std::string("no FP8 kernel for it (Fp8MatMul) on this backend or device")
+                                                          : "no INT8 kernel for its integer form (" + std::string(l->op == "Conv" ? "QLinearConv" : "QLinearMatMul") +
+                                                                ") on this backend";
     Layer* dq = l->inputs[0]->producer;
     Layer* q = dq && ours.count(dq->name) ? dq->inputs[0]->producer : nullptr;
     if (q && ours.count(q->name)) l->inputs[0] = q->inputs[0];
     l->inputs[1] = net.addConstant(net.uniqueName(l->name + "_weight"), floatWeights[l->name]);
   }
   for (const std::string& name : order)
-    if (!result->keptFloat.count(name)) result->quantized.push_back(name);
+    if (!result->keptFloat.count(name)) {
+      result->quantized.push_back(name);
+      result->fp8 += static_cast<int>(fp8Names.count(name));
+    }
   net.removeDeadLayers();
   net.topoSort();
   return true;

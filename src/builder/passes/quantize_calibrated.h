@@ -1,5 +1,5 @@
-// Implicit INT8 (quantize_calibrated.cpp): calibrated scales become Q/DQ pairs that lowerQdq
-// turns into integer layers.
+// Implicit INT8 / FP8 (quantize_calibrated.cpp): calibrated scales become Q/DQ pairs that lowerQdq
+// turns into integer (or FP8) layers.
 #pragma once
 #include <functional>
 #include <map>
@@ -19,7 +19,8 @@ namespace kiln {
 bool isQuantizable(const Layer& l);
 
 struct ImplicitQuantization {
-  std::vector<std::string> quantized;              //!< original layer names now running INT8
+  std::vector<std::string> quantized;              //!< original layer names now running INT8 or FP8
+  int fp8 = 0;                                     //!< how many of them run FP8
   std::map<std::string, std::string> keptFloat;    //!< original layer name -> why it stays float
 };
 
@@ -28,7 +29,15 @@ struct ImplicitQuantization {
 //! weightLimit]: Backend::int8WeightLimit), runs lowerQdq, and puts back the float inputs of a layer
 //! lowerQdq did not lower (`supported` refused its integer form), so that no Q/DQ is left to compute
 //! as float arithmetic.
+//! What implicit quantization makes: with `fp8`, MatMul / Gemm go FP8 E4M3 (per-tensor scales: the
+//! calibrated amax / 448 and max|W| / 448; lowered to Fp8MatMul); with `int8`, Conv (and MatMul /
+//! Gemm when not FP8) go INT8.
+struct ImplicitTargets {
+  bool int8 = true;
+  bool fp8 = false;
+};
+
 bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::function<bool(const LayerDesc&)>& supported,
-                        int weightLimit, ImplicitQuantization* result);
+                        int weightLimit, ImplicitTargets targets, ImplicitQuantization* result);
 
 }  // namespace kiln
