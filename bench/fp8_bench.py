@@ -136,7 +136,7 @@ def main():
         f.write("# FP8 (explicit Q/DQ, ModelOpt-style per-tensor) vs FP16, kiln alone\n\n")
         f.write(f"- Date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}\n")
         f.write(f"- Machine: {gpu}; {platform.node()}\n")
-        f.write(f"- Command: `python3 bench/fp8_bench.py --kiln {a.kiln} --peers {a.peers} --models {a.models} --batches {a.batches}`\n")
+        f.write(f"- Command: `python3 bench/fp8_bench.py --kiln {a.kiln} --peers {a.peers} --models {a.models} --batches {a.batches}{' --profile' if a.profile else ''}`\n")
         f.write("- Both engines `kiln --fp16`; the FP8 one from bench/fp8_qdq.py's Q/DQ export (calibrated on the batch-1 input). "
                 "CUDA graph, no transfers, median of 100. err = max |out - PyTorch FP32| / range, batch 1.\n\n")
         f.write("| model | batch | FP16 ms | FP8 ms | FP8 speed-up | Fp8MatMul layers | FP16 err | FP8 err | note |\n")
