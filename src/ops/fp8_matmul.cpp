@@ -13,22 +13,11 @@
 
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
+#include "ops/quantize.h"
 
 namespace kiln {
 
 namespace {
-
-float readAt(const TensorView& v, int64_t i) {
-  if (v.type == DataType::kHALF) return halfToFloat(v.as<const uint16_t>()[i]);
-  if (v.type == DataType::kBF16) return bf16ToFloat(v.as<const uint16_t>()[i]);
-  return v.as<const float>()[i];
-}
-
-void writeAt(const TensorView& v, int64_t i, float f) {
-  if (v.type == DataType::kHALF) v.as<uint16_t>()[i] = floatToHalf(f);
-  else if (v.type == DataType::kBF16) v.as<uint16_t>()[i] = floatToBf16(f);
-  else v.as<float>()[i] = f;
-}
 
 void inferFp8MatMul(LayerDesc& l) {
   requireInputs(l, 2, 3);
@@ -65,15 +54,15 @@ void refFp8MatMul(const LayerDesc& l, const KernelIO& io) {
   std::vector<float> xq(static_cast<size_t>(K));
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t k = 0; k < K; ++k) {
-      const float q = readAt(x, r * K + k) / xs;  // QuantizeLinear: one division, one rounding
+      const float q = quantReadFloat(x, r * K + k) / xs;  // QuantizeLinear: one division, one rounding
       xq[k] = narrowToFloat(DataType::kFP8E4M3FN, floatToNarrow(DataType::kFP8E4M3FN, q, true)) * xs;
     }
     for (int64_t n = 0; n < N; ++n) {
       double acc = 0.0;
       for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(xq[k]) * wf[k * N + n];
       float v = static_cast<float>(acc);
-      if (bias) v += readAt(io.in[2], n);
-      writeAt(y, r * N + n, v);
+      if (bias) v += quantReadFloat(io.in[2], n);
+      quantWriteFloat(y, r * N + n, v);
     }
   }
 }

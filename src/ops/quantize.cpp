@@ -47,13 +47,6 @@ void writeInt(const TensorView& v, int64_t i, int64_t q) {
   }
 }
 
-void writeFloat(const TensorView& v, int64_t i, float f) {
-  switch (v.type) {
-    case DataType::kHALF: v.as<uint16_t>()[i] = floatToHalf(f); break;
-    case DataType::kBF16: v.as<uint16_t>()[i] = floatToBf16(f); break;
-    default: v.as<float>()[i] = f;
-  }
-}
 
 // ---- QuantizeLinear -------------------------------------------------------------------------------
 
@@ -142,7 +135,7 @@ void refDequantize(const LayerDesc& l, const KernelIO& io) {
   for (int64_t i = 0; i < x.count; ++i) {
     float d = read(x, i);
     if (hasZp) d -= read(io.in[2], zi(i));
-    writeFloat(y, i, d * quantReadFloat(s, si(i)));
+    quantWriteFloat(y, i, d * quantReadFloat(s, si(i)));
   }
 }
 
@@ -153,6 +146,14 @@ float quantReadFloat(const TensorView& v, int64_t i) {
     case DataType::kHALF: return halfToFloat(v.as<const uint16_t>()[i]);
     case DataType::kBF16: return bf16ToFloat(v.as<const uint16_t>()[i]);
     default: return v.as<const float>()[i];
+  }
+}
+
+void quantWriteFloat(const TensorView& v, int64_t i, float f) {
+  switch (v.type) {
+    case DataType::kHALF: v.as<uint16_t>()[i] = floatToHalf(f); break;
+    case DataType::kBF16: v.as<uint16_t>()[i] = floatToBf16(f); break;
+    default: v.as<float>()[i] = f;
   }
 }
 

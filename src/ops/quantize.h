@@ -28,6 +28,8 @@ struct QuantIndex {
 QuantIndex quantIndex(const LayerDesc& l, const Dims& x, const Dims& s, const char* what);
 //! Element i of a float32 / float16 / bfloat16 view as float.
 float quantReadFloat(const TensorView& v, int64_t i);
+//! Writes f to element i of a float32 / float16 / bfloat16 view (rounded to nearest even).
+void quantWriteFloat(const TensorView& v, int64_t i, float f);
 //! Element i of an int8 / uint8 / int16 / uint16 / int32 / int4 / uint4 / int2 / uint2 view (0 for other types).
 int64_t quantReadInt(const TensorView& v, int64_t i);
 //! [lo, hi] of int8 / uint8 / int16 / uint16 / int4 / uint4 / int2 / uint2 (0, 0 for other types).

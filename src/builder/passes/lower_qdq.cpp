@@ -165,16 +165,6 @@ bool activationOf(const Layer* l, Activation* act) {
   return true;
 }
 
-HostTensor transposed2d(const HostTensor& w) {  // [R, C] -> [C, R], one-byte elements
-  const int64_t r = w.dims()[0], c = w.dims()[1];
-  HostTensor t(w.type(), {c, r});
-  const uint8_t* s = w.as<uint8_t>();
-  uint8_t* d = t.as<uint8_t>();
-  for (int64_t i = 0; i < r; ++i)
-    for (int64_t j = 0; j < c; ++j) d[j * r + i] = s[i * c + j];
-  return t;
-}
-
 bool lowerOne(Network& net, Layer* l, const std::function<bool(const LayerDesc&)>& supported) {
   const bool conv = l->op == "Conv", gemm = l->op == "Gemm";
   if (!conv && !gemm && l->op != "MatMul") return false;
@@ -255,6 +245,16 @@ bool lowerOne(Network& net, Layer* l, const std::function<bool(const LayerDesc&)
 }
 
 }  // namespace
+
+HostTensor transposed2d(const HostTensor& w) {
+  const int64_t r = w.dims()[0], c = w.dims()[1];
+  HostTensor t(w.type(), {c, r});
+  const uint8_t* s = w.as<uint8_t>();
+  uint8_t* d = t.as<uint8_t>();
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j) d[j * r + i] = s[i * c + j];
+  return t;
+}
 
 bool lowerQdq(Network& net, const std::function<bool(const LayerDesc&)>& supported) {
   bool changed = dropAroundPassThrough(net, supported);

@@ -16,6 +16,9 @@ namespace kiln {
 //! NaN scale of a layer it rewrites.
 bool lowerQdq(Network& net, const std::function<bool(const LayerDesc&)>& supported);
 
+//! [R, C] -> [C, R] of a 2-D tensor of one-byte elements (int8 / uint8 / float8 weights: Gemm's transB).
+HostTensor transposed2d(const HostTensor& w);
+
 //! FP8 (lower_qdq_fp8.cpp; lowerQdq runs it): MatMul / Gemm between per-tensor float8e4m3fn Q/DQ
 //! (activations) and DQ'd float8e4m3fn constant weights, with a constant bias row, -> Fp8MatMul.
 bool lowerFp8Qdq(Network& net, const std::function<bool(const LayerDesc&)>& supported);

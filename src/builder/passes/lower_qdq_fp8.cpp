@@ -71,14 +71,6 @@ bool weightCodes(const Tensor* w, HostTensor* codes, float* scale) {
   return true;
 }
 
-HostTensor transposedCodes(const HostTensor& w) {  // [R, C] -> [C, R]
-  const int64_t r = w.dims()[0], c = w.dims()[1];
-  HostTensor t(w.type(), {c, r});
-  for (int64_t i = 0; i < r; ++i)
-    for (int64_t j = 0; j < c; ++j) t.as<uint8_t>()[j * r + i] = w.as<uint8_t>()[i * c + j];
-  return t;
-}
-
 //! A constant float32 row of n values ([N] or [1, .., 1, N]).
 bool biasRow(const Tensor* b, int64_t n) {
   if (!b || !b->isConstant() || b->type != DataType::kFLOAT || b->value.count() != n || b->dims.empty() || b->dims.back() != n) return false;
@@ -95,7 +87,7 @@ bool lowerOne(Network& net, Layer* l, const std::function<bool(const LayerDesc&)
   float xs = 0.f, ws = 0.f;
   HostTensor codes;
   if (!activationQdq(l->inputs[0], &x, &xs) || !weightCodes(l->inputs[1], &codes, &ws)) return false;
-  if (gemm && l->attrs.getInt("transB", 0) != 0) codes = transposedCodes(codes);
+  if (gemm && l->attrs.getInt("transB", 0) != 0) codes = transposed2d(codes);
   const int64_t N = codes.dims()[1];
   std::vector<Layer*> dead = {l};
   Tensor* result = l->outputs[0];
