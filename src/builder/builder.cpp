@@ -271,6 +271,10 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
     log.log(Sev::kVERBOSE, "pass: float32 compute for float16/bfloat16 layers the backend cannot run as they are");
     repropagate();
   }
+  if (gpuFusions && !skipped("fuse FP8 quantization") && fuseFp8Quantize(net, [&backend](const LayerDesc& d) { return !backend.tactics(d).empty(); })) {
+    log.log(Sev::kVERBOSE, "pass: fuse FP8 quantization (shared Fp8Quantize layers, quantized Fp8MatMul outputs)");
+    repropagate();
+  }
   if (cfg.device() == DeviceType::kGPU && cfg.channelsLast() && assignGpuLayouts(net, backend, samples, cfg.channelsLastMinBatch())) {
     log.log(Sev::kVERBOSE, "pass: channels-last (nhwc) tensors between conv/pool layers (GPU)");
     net.topoSort();
@@ -371,7 +375,7 @@ EngineGraph lowerToGraph(const Network& net, const std::vector<std::map<std::str
     for (Tensor* t : l->outputs)
       if (isFloat(t->type)) { el.precision = t->type; break; }
     if (l->op == "QLinearConv" || l->op == "QLinearMatMul") el.precision = DataType::kINT8;
-    if (l->op == "Fp8MatMul") el.precision = DataType::kFP8E4M3FN;
+    if (l->op == "Fp8MatMul" || l->op == "Fp8Quantize") el.precision = DataType::kFP8E4M3FN;
     g.layers.push_back(std::move(el));
   }
   for (Tensor* out : net.outputs()) g.outputs.push_back(idx(out));

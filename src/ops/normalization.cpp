@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "kiln/network.h"
+#include "ops/fp8_matmul.h"
 #include "ops/fused_attrs.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
@@ -343,7 +344,10 @@ void inferLayerNorm(LayerDesc& l) {
   }
   size_t nOut = std::max<size_t>(l.outputs.size(), 1);
   if (nOut > (rms ? 1u : (skip ? 2u : 3u))) opError(l, "too many outputs (" + std::to_string(nOut) + ")");
-  setOutput(l, 0, l.inputs[0].type, x);
+  // Y as float8e4m3fn codes when fuse_fp8_quantize moved the following quantization in.
+  if (l.attrs->has(kFp8OutScaleAttr) && !(l.attrs->getFloat(kFp8OutScaleAttr, 0.f) > 0.f && std::isfinite(l.attrs->getFloat(kFp8OutScaleAttr, 0.f))))
+    opError(l, std::string(kFp8OutScaleAttr) + " must be positive and finite");
+  setOutput(l, 0, l.attrs->has(kFp8OutScaleAttr) ? DataType::kFP8E4M3FN : l.inputs[0].type, x);
   if (skip) {
     if (nOut > 1) setOutput(l, 1, l.inputs[0].type, x);  // the sum X + R
     return;
@@ -365,7 +369,8 @@ void layerNormKernel(const LayerDesc& l, const KernelIO& io) {
   BroadcastIndex biasAt(hasBias ? io.in[2].dims : Dims{}, x);
   const T* in = io.in[0].as<T>();
   const T* skip = skipNorm(l) ? io.in[3].as<T>() : nullptr;
-  T* out = io.out[0].as<T>();
+  T* out = io.out[0].type == DataType::kFP8E4M3FN ? nullptr : io.out[0].as<T>();
+  const float codeScale = l.attrs->getFloat(kFp8OutScaleAttr, 1.f);
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = in + r * cols;
     const T* add = skip ? skip + r * cols : nullptr;
@@ -387,7 +392,8 @@ void layerNormKernel(const LayerDesc& l, const KernelIO& io) {
       int64_t e = r * cols + k;
       double y = (at(k) - mean) * inv * loadAsDouble(io.in[1], scaleAt(e));
       if (hasBias) y += loadAsDouble(io.in[2], biasAt(e));
-      out[e] = static_cast<T>(y);
+      if (out) out[e] = static_cast<T>(y);
+      else io.out[0].as<uint8_t>()[e] = static_cast<uint8_t>(floatToNarrow(DataType::kFP8E4M3FN, static_cast<float>(y) / codeScale, true));
     }
     if (skip) {
       if (io.out.size() > 1 && io.out[1].data)

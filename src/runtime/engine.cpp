@@ -221,6 +221,10 @@ std::string quantizationJson(const EngineGraph& g, const EngineLayer& l) {
         field("y_zero_point", 7);
   else if (l.op == "QuantizeLinear" || l.op == "DequantizeLinear")
     f = field("scale", 1) + field("zero_point", 2);
+  // The FP8 family keeps its per-tensor scales as attributes (ops/fp8_matmul.cpp).
+  for (const char* a : {"x_scale", "w_scale", "y_scale", "scale"})
+    if ((l.op == "Fp8MatMul" || l.op == "Fp8Quantize") && l.attrs.has(a))
+      f += std::string(",\"") + a + "\":" + jsonNumber(l.attrs.getFloat(a, 0.f));
   return f.empty() ? f : ",\"quantization\":{" + f.substr(1) + "}";
 }
 

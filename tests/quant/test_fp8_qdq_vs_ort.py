@@ -6,7 +6,10 @@ DequantizeLinear with a per-tensor scale and a float8e4m3fn zero point, weights 
 constants behind a DequantizeLinear (or float constants behind Q -> DQ), and the MatMul / Gemm
 consumes both: an MLP with a bias Add and Relu, a Gemm with transB and C, one activation Q shared
 by three projections of a 3-D input (attention's Q, K, V), activations that saturate at +-448,
-and a per-channel weight (which kiln keeps on the float Q/DQ path). Implicit FP8 too: a float MLP
+a per-channel weight (which kiln keeps on the float Q/DQ path), and transformer FFNs with
+erf-GELU and tanh-GELU between two FP8 matmuls, a LayerNorm quantized once for three projections. Each also with the GPU fusions (on the CPU's
+reference kernels): shared Fp8Quantize layers, and quantized outputs fused into the Fp8MatMul
+that produces them (y_scale), where the layer counts say so. Implicit FP8 too: a float MLP
 built with fp8=True and a min-max calibrator (Python API) must give what ONNX Runtime gives for the
 same MLP with explicit FP8 Q/DQ at the scales min-max calibration means (activation amax / 448 over
 the calibration batches, weight max|W| / 448), with every MatMul an Fp8MatMul. kiln (CPU engine through the
@@ -128,8 +131,48 @@ def per_channel_weight(g):
     return g.model([3, 32], [y]), (3, 32), 0
 
 
+def gelu_erf(g, x):
+    """x * 0.5 * (1 + erf(x / sqrt(2))), as PyTorch exports nn.GELU()."""
+    e = g.node("Erf", [g.node("Div", [x, g.const(np.sqrt(2.0))])])
+    return g.node("Mul", [g.node("Mul", [x, g.const(0.5)]), g.node("Add", [e, g.const(1.0)])])
+
+
+def gelu_tanh(g, x):
+    """0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), GPT-2's GELU."""
+    cube = g.node("Mul", [g.node("Pow", [x, g.const(3.0)]), g.const(0.044715)])
+    t = g.node("Tanh", [g.node("Mul", [g.node("Add", [x, cube]), g.const(np.sqrt(2.0 / np.pi))])])
+    return g.node("Mul", [g.node("Mul", [x, g.const(0.5)]), g.node("Add", [t, g.const(1.0)])])
+
+
+def ffn(gelu):
+    """A transformer FFN: up projection + bias -> GELU -> Q/DQ -> down projection + bias."""
+    def make(g):
+        h = g.node("Add", [g.node("MatMul", [g.qdq("x", 0.01), g.weight((64, 128))]), g.const(g.rng.standard_normal(128) * 0.1, "b")])
+        y = g.node("Add", [g.node("MatMul", [g.qdq(gelu(g, h), 0.004), g.weight((128, 64))]), g.const(g.rng.standard_normal(64) * 0.1, "b")])
+        return g.model([2, 6, 64], [y]), (2, 6, 64), 2
+    return make
+
+
+def layernorm_qkv(g):
+    """LayerNorm -> one Q shared by three projections (a post-LN block's QKV)."""
+    ln = g.node("LayerNormalization", ["x", g.const(1.0 + 0.1 * g.rng.standard_normal(64), "gamma"), g.const(0.1 * g.rng.standard_normal(64), "beta")], axis=-1)
+    s = g.const(0.02, "s")
+    z = g._zero()
+    q = g.node("QuantizeLinear", [ln, s, z])
+    outs = [g.node("MatMul", [g.node("DequantizeLinear", [q, s, z]), g.weight((64, 32))]) for _ in range(3)]
+    return g.model([2, 7, 64], outs), (2, 7, 64), 3
+
+
 CASES = [("mlp_bias_relu", mlp, 1.0), ("gemm_transB_C", gemm_trans_b, 1.0), ("shared_q_qkv_3d", shared_q_qkv, 1.0),
-         ("saturating_x", saturating, 20.0), ("per_channel_weight_stays_float", per_channel_weight, 1.0)]
+         ("saturating_x", saturating, 20.0), ("per_channel_weight_stays_float", per_channel_weight, 1.0),
+         ("ffn_gelu_erf", ffn(gelu_erf), 1.0), ("ffn_gelu_tanh", ffn(gelu_tanh), 1.0), ("layernorm_qkv", layernorm_qkv, 3.0)]
+
+# With the GPU fusions (gpu_fusions=True: the GPU's passes on the CPU's reference kernels), the
+# quantizations become Fp8Quantize layers, one per quantized tensor, and those of an Fp8MatMul's
+# output move into it (y_scale): (Fp8Quantize layers, Fp8MatMul layers writing codes) expected.
+GPU_FUSED = {"mlp_bias_relu": (1, 1), "gemm_transB_C": (1, 0), "shared_q_qkv_3d": (1, 0), "saturating_x": (1, 0),
+             "per_channel_weight_stays_float": (0, 0), "ffn_gelu_erf": (1, 1), "ffn_gelu_tanh": (1, 1),
+             "layernorm_qkv": (0, 0)}  # the LayerNorm writes the codes
 
 
 def implicit_fp8(kiln, rng, tmp, tally):
@@ -188,6 +231,36 @@ def implicit_fp8(kiln, rng, tmp, tally):
         tally.ok(name)
 
 
+def check(kiln, m, path, x, want, name, lowered, fused, tally):
+    try:
+        engine = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device="cpu", gpu_fusions=fused is not None))
+        got = engine.create_execution_context().infer({"x": x})
+        info = json.loads(engine.layer_information)
+    except Exception as e:
+        tally.fail(name, kiln_error(e))
+        return
+    layers = info.get("layers", info) if isinstance(info, dict) else info
+    ops = [layer.get("op") for layer in layers]
+    if ops.count("Fp8MatMul") != lowered:
+        tally.fail(name, f"{ops.count('Fp8MatMul')} Fp8MatMul layers, {lowered} expected (layers: {ops})")
+        return
+    if fused is not None:
+        codes_out = sum(1 for layer in layers if layer.get("op") == "Fp8MatMul" and "y_scale" in layer.get("quantization", {}))
+        if (ops.count("Fp8Quantize"), codes_out) != fused:
+            tally.fail(name, f"(Fp8Quantize layers, Fp8MatMul writing codes) = {(ops.count('Fp8Quantize'), codes_out)}, {fused} expected (layers: {ops})")
+            return
+    bad = []
+    for out, w in zip(m.graph.output, want):
+        g_ = got[out.name]
+        tol = TOL * max(float(np.abs(w).max()), 1.0)
+        if g_.shape != w.shape or not np.allclose(g_, w, rtol=TOL, atol=tol):
+            bad.append(f"{out.name}: max |error| {np.abs(g_.astype(np.float64) - w).max() if g_.shape == w.shape else g_.shape}")
+    if bad:
+        tally.fail(name, "; ".join(bad))
+    else:
+        tally.ok(name)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--module-dir", required=True)
@@ -208,27 +281,8 @@ def main():
             except Exception as e:
                 tally.not_comparable(name, f"ONNX Runtime cannot run it: {str(e).splitlines()[0][:120]}")
                 continue
-            try:
-                engine = kiln.build_engine(path, kiln.BuilderConfig(tf32=False, device="cpu"))
-                got = engine.create_execution_context().infer({"x": x})
-                layers = json.loads(engine.layer_information)
-            except Exception as e:
-                tally.fail(name, kiln_error(e))
-                continue
-            ops = [layer.get("op") for layer in (layers.get("layers", layers) if isinstance(layers, dict) else layers)]
-            if ops.count("Fp8MatMul") != lowered:
-                tally.fail(name, f"{ops.count('Fp8MatMul')} Fp8MatMul layers, {lowered} expected (layers: {ops})")
-                continue
-            bad = []
-            for out, w in zip(m.graph.output, want):
-                g_ = got[out.name]
-                tol = TOL * max(float(np.abs(w).max()), 1.0)
-                if g_.shape != w.shape or not np.allclose(g_, w, rtol=TOL, atol=tol):
-                    bad.append(f"{out.name}: max |error| {np.abs(g_.astype(np.float64) - w).max() if g_.shape == w.shape else g_.shape}")
-            if bad:
-                tally.fail(name, "; ".join(bad))
-            else:
-                tally.ok(name)
+            for fused in (False, True):
+                check(kiln, m, path, x, want, name + (" (gpu fusions)" if fused else ""), lowered, GPU_FUSED[name] if fused else None, tally)
         implicit_fp8(kiln, rng, tmp, tally)
     return tally.finish()
 

@@ -423,3 +423,95 @@ TEST(CudaFp8MatMul, AgreesWithTheReference) {
   odd.constant = {false, true};
   EXPECT_TRUE(test::tacticNames(*gpu, odd).empty()) << "K = 40 is not a multiple of 16";
 }
+
+namespace {
+
+//! float8e4m3fn codes as float32 values (times `scale`).
+HostTensor decodeE4M3(const HostTensor& codes, float scale) {
+  HostTensor f(DataType::kFLOAT, codes.dims());
+  for (int64_t i = 0; i < codes.count(); ++i) f.as<float>()[i] = narrowToFloat(DataType::kFP8E4M3FN, codes.as<uint8_t>()[i]) * scale;
+  return f;
+}
+
+bool deviceHasFp8ForTests() {
+  int major = 0, minor = 0, dev = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major * 10 + minor >= 89;
+}
+
+}  // namespace
+
+// The forms fuse_fp8_quantize.cpp makes: X as codes (dtype), a fused activation (cuBLASLt's
+// epilogue for ReLU / tanh-GELU, the post pass for erf-GELU), and Y as codes (y_scale: cuBLASLt's
+// FP8 D, or staged and quantized after for erf-GELU and a float32 dtype).
+TEST(CudaFp8MatMul, CodesInCodesOutAndActivations) {
+  KILN_REQUIRE_GPU();
+  if (!deviceHasFp8ForTests()) GTEST_SKIP() << "no FP8 tensor cores";
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const Dims xDims{3, 21, 64};
+  const int64_t K = 64, N = 48;
+  uint32_t seed = 300;
+  for (const TypeCfg& t : {kF32, kF16, kBF16})
+    for (const char* act : {"", "Relu", "GeluTanh", "Gelu"})
+      for (bool codesIn : {false, true})
+        for (bool codesOut : {false, true}) {
+          std::mt19937 rng(seed++);
+          HostTensor x = randomTensor(xDims, rng);
+          const float xScale = 0.004f, wScale = 0.003f, yScale = 0.02f;  // |Y| / y_scale within E4M3's range
+          HostTensor xIn = test::convertTo(x, t.type);
+          if (codesIn) {
+            xIn = HostTensor(DataType::kFP8E4M3FN, xDims);
+            for (int64_t i = 0; i < x.count(); ++i) xIn.as<uint8_t>()[i] = floatToNarrow(DataType::kFP8E4M3FN, x.as<float>()[i] / xScale, true);
+          }
+          HostTensor w(DataType::kFP8E4M3FN, {K, N});
+          std::uniform_real_distribution<float> u(-300.f, 300.f);
+          for (int64_t i = 0; i < w.count(); ++i) w.as<uint8_t>()[i] = floatToNarrow(DataType::kFP8E4M3FN, u(rng), true);
+          OpCase c;
+          c.op = "Fp8MatMul";
+          c.attrs.set("x_scale", xScale);
+          c.attrs.set("w_scale", wScale);
+          if (codesIn) c.attrs.set("dtype", static_cast<int64_t>(t.type));
+          if (codesOut) c.attrs.set("y_scale", yScale);
+          if (*act) c.attrs.set("kiln_activation", std::string(act));
+          c.inputs = {xIn, w, test::convertTo(randomTensor({N}, rng), t.type)};
+          c.constant = {false, true, true};
+          const std::string what = std::string("Fp8MatMul ") + t.name + (codesIn ? " codes in" : "") + (codesOut ? " codes out" : "") + " " + act;
+          std::vector<std::string> names = test::tacticNames(*gpu, c);
+          ASSERT_EQ(names.size(), 2u) << what;
+          HostTensor ref = test::runReference(c)[0];
+          for (const std::string& name : names) {
+            HostTensor got = test::runTactic(*gpu, name, c)[0];
+            if (codesOut) {
+              // One E4M3 step is 2^-3 relative: the GPU's product (fast accumulation, D scale as a
+              // multiplication) may round to the neighbouring code; a wrong scale is far beyond.
+              test::expectClose(decodeE4M3(got, yScale), decodeE4M3(ref, yScale), 0.13, 3e-3 * std::sqrt(double(K)), what + " [" + name + "]");
+            } else {
+              test::expectClose(got, ref, 1e-2, 3e-3 * std::sqrt(double(K)), what + " [" + name + "]");
+            }
+          }
+        }
+}
+
+// Fp8Quantize: the hardware's saturating conversion equals the reference's code for code (both
+// divide once in IEEE float and round to nearest even), on the vectorized and the scalar path.
+TEST(CudaFp8Quantize, EqualsTheReference) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  uint32_t seed = 7;
+  for (const TypeCfg& t : {kF32, kF16, kBF16})
+    for (const Dims& d : {Dims{4, 64}, Dims{3, 7, 5}}) {
+      std::mt19937 rng(seed++);
+      HostTensor x = randomTensor(d, rng);
+      for (int64_t i = 0; i < x.count(); i += 9) x.as<float>()[i] *= 40.f;  // saturates at scale 0.05
+      OpCase c;
+      c.op = "Fp8Quantize";
+      c.attrs.set("scale", 0.05f);
+      c.inputs = {test::convertTo(x, t.type)};
+      const std::string what = std::string("Fp8Quantize ") + toString(d) + " " + t.name;
+      std::vector<std::string> names = test::tacticNames(*gpu, c);
+      ASSERT_EQ(names.size(), 1u) << what;
+      test::expectClose(test::runTactic(*gpu, names[0], c)[0], test::runReference(c)[0], 0, 0, what);
+    }
+}

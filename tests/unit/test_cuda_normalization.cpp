@@ -578,3 +578,39 @@ TEST(CudaNormalizationSupports, RefusesWhatItDoesNotHandle) {
 }
 
 }  // namespace
+
+// LayerNorm writing the next FP8 matmul's input codes (kiln_fp8_out_scale, fuse_fp8_quantize.cpp):
+// only the warp-row kernel takes it; the codes decode to the reference's within one E4M3 step
+// (the kernel's float32 statistics against the reference's double ones may round to a neighbour).
+TEST(CudaLayerNorm, Float8CodesOut) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const float scale = 0.02f;
+  auto decode = [&](const HostTensor& codes) {
+    HostTensor f(DataType::kFLOAT, codes.dims());
+    for (int64_t i = 0; i < codes.count(); ++i) f.as<float>()[i] = narrowToFloat(DataType::kFP8E4M3FN, codes.as<uint8_t>()[i]) * scale;
+    return f;
+  };
+  uint32_t seed = 500;
+  for (const Dims& x : {Dims{4, 768}, Dims{6, 384}, Dims{3, 4096}, Dims{2, 770}})
+    for (bool skip : {false, true})
+      for (DataType t : {DataType::kFLOAT, DataType::kHALF, DataType::kBF16}) {
+        OpCase c = layerNormCase("LayerNormalization", x, {x.back()}, -1, true, seed += 10);
+        c.attrs.set("kiln_fp8_out_scale", scale);
+        if (skip) {
+          c.attrs.set("kiln_skip", int64_t(1));
+          c.inputs.push_back(uniform(x, seed + 5, -2.f, 2.f));
+          c.constant = {false, true, true, false};
+        }
+        const OpCase typed = withType(c, t);
+        const std::string what = std::string("LayerNorm to float8 codes ") + toString(x) + (skip ? " skip " : " ") + toString(t);
+        const auto names = test::tacticNames(*gpu, typed);
+        ASSERT_EQ(names, std::vector<std::string>{"layer_normalization_fp_warp_rows"}) << what;
+        const HostTensor ref = test::runReference(widened(typed))[0];
+        ASSERT_EQ(ref.type(), DataType::kFP8E4M3FN) << what;
+        test::expectClose(decode(test::runTactic(*gpu, names[0], typed)[0]), decode(ref), 0.13, scale / 64, what);
+      }
+  OpCase wide = layerNormCase("LayerNormalization", {2, 1100}, {1100}, -1, true, 7);
+  wide.attrs.set("kiln_fp8_out_scale", scale);
+  EXPECT_FALSE(offered(withType(wide, DataType::kHALF))) << "1100 halves do not fit the warp rows: no kernel writes the codes";
+}

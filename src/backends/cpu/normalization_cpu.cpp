@@ -193,6 +193,7 @@ int64_t layerNormAxis(const LayerDesc& l) {
 
 bool supportsLayerNorm(const LayerDesc& l) {
   if (!cpuHasAvx2Fma() || l.inputs.size() < 2 || !allFloat32(l)) return false;
+  if (l.outputs.empty() || l.outputs[0].type != DataType::kFLOAT) return false;  // float8 codes (FP8 fusion): the reference
   if (l.op == "RMSNormalization" && (l.present(2) || l.outputs.size() > 1)) return false;  // no bias, Y only
   if (l.attrs->getInt("stash_type", 1) != 1) return false;
   if (hasSkipInput(*l.attrs)) return false;  // skip LayerNorm: the reference kernel

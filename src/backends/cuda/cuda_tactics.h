@@ -41,6 +41,7 @@ KernelFactory gemm1x1Conv(int algo);    // 0..2
 KernelFactory patchGemmConv(int algo);  // 0..1
 KernelFactory patchGemmNhwcConv(int algo);  // 0..1
 KernelFactory fp8MatMulCublasLt(int algo);  // 0..1 (Fp8MatMul)
+KernelFactory fp8Quantize();                // Fp8Quantize
 // pool_cuda.cu
 KernelFactory windowPoolCuda();  // MaxPool, AveragePool, LpPool
 KernelFactory globalPoolCuda();

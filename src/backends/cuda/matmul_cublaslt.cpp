@@ -77,11 +77,14 @@ LtPlan::LtPlan(const GemmProblem& p, int algoIndex, unsigned alignBytes, size_t 
     throw UnsupportedError("cuBLASLt int8 matmul: only a single [M,K] x [N,K]^T product without epilogue");
   if (p.fp8 && (int8 || !p.transB || p.transA || p.K % 16 != 0 || (p.bias && p.type == DataType::kFLOAT)))
     throw UnsupportedError("cuBLASLt fp8 matmul: only [M,K] x [N,K]^T with K % 16 == 0 (and a bias only with a 16-bit D)");
-  // Operand (A, B) type and bytes; C and D are `type`.
+  if (p.fp8Out && (!p.fp8 || p.type == DataType::kFLOAT || p.useC || !p.dScale))
+    throw UnsupportedError("cuBLASLt fp8 matmul: float8 D only with float16 / bfloat16 C, no C read, and a D scale");
+  // Operand (A, B) type and bytes; C and D are `type` (D: float8 codes with fp8Out).
   const cudaDataType_t abType = p.fp8 ? CUDA_R_8F_E4M3 : dt;
   const int64_t es = p.fp8 ? 1 : static_cast<int64_t>(elementSize(p.type));
-  const int64_t esD = static_cast<int64_t>(elementSize(p.type)) * (int8 ? 4 : 1);
+  const int64_t esD = p.fp8Out ? 1 : static_cast<int64_t>(elementSize(p.type)) * (int8 ? 4 : 1);
   const cudaDataType_t outType = int8 ? CUDA_R_32I : dt;
+  const cudaDataType_t dType = p.fp8Out ? CUDA_R_8F_E4M3 : outType;
   const cublasComputeType_t compute = int8                                 ? CUBLAS_COMPUTE_32I
                                       : p.type == DataType::kFLOAT && p.tf32 && !p.fp8 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                              : CUBLAS_COMPUTE_32F;
@@ -104,11 +107,18 @@ LtPlan::LtPlan(const GemmProblem& p, int algoIndex, unsigned alignBytes, size_t 
       const int8_t fast = 1;
       checkLt(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)), "set FAST_ACCUM");
     }
+    if (p.fp8Out) {
+      checkLt(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &p.dScale, sizeof(p.dScale)), "set D_SCALE_POINTER");
+      if (p.bias) {  // the bias is C's type (the float8 D's default would be another)
+        const int32_t biasType = dt;
+        checkLt(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType, sizeof(biasType)), "set BIAS_DATA_TYPE");
+      }
+    }
 
     la_ = p.transB ? makeLayout(abType, p.K, p.N, p.K, p.batch, p.strideB) : makeLayout(abType, p.N, p.K, p.N, p.batch, p.strideB);
     lb_ = p.transA ? makeLayout(abType, p.M, p.K, p.M, p.batch, p.strideA) : makeLayout(abType, p.K, p.M, p.K, p.batch, p.strideA);
     lc_ = makeLayout(outType, p.N, p.M, p.N, p.batch, p.strideD);
-    ld_ = makeLayout(outType, p.N, p.M, p.N, p.batch, p.strideD);
+    ld_ = makeLayout(dType, p.N, p.M, p.N, p.batch, p.strideD);
 
     // Later matrices of a strided batch are only as aligned as the stride.
     auto operandAlign = [&](int64_t stride, int64_t bytes) {
@@ -161,7 +171,9 @@ void LtPlan::run(const void* a, const void* b, const void* c, void* d, const voi
   const bool int8 = p_.type == DataType::kINT8;
   const void* alpha = int8 ? static_cast<const void*>(&kOne) : &p_.alpha;
   const void* betaPtr = int8 ? static_cast<const void*>(&kZero) : &beta;
-  checkLt(cublasLtMatmul(ltHandle(), op_, alpha, b, la_, a, lb_, betaPtr, p_.useC ? c : d, lc_, d, ld_, &algo_,
+  // No C is read (beta 0): D itself, or nothing when D holds float8 codes (another type than C's).
+  const void* cArg = p_.useC ? c : p_.fp8Out ? nullptr : d;
+  checkLt(cublasLtMatmul(ltHandle(), op_, alpha, b, la_, a, lb_, betaPtr, cArg, lc_, d, ld_, &algo_,
                          workspace_ ? ws : nullptr, workspace_, s),
           "cublasLtMatmul");
 }

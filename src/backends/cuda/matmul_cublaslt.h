@@ -29,6 +29,10 @@ struct GemmProblem {
   //! of 16; the per-tensor scales go into alpha; a bias epilogue only with a 16-bit D; fast
   //! accumulation (partial sums kept at the tensor cores' precision, ~2^-8 relative).
   bool fp8 = false;
+  //! With fp8 and a 16-bit `type`: D holds float8e4m3fn codes of dScale[0] * act(...) (a device
+  //! float; cuBLASLt's saturating conversion), C (unused) and the bias are `type`.
+  bool fp8Out = false;
+  const float* dScale = nullptr;
   bool tf32 = true;                  //!< float32 only: TF32 tensor cores allowed
   int64_t M = 0, N = 0, K = 0;
   bool transA = false, transB = false;

@@ -20,8 +20,6 @@ LtAct ltActOf(ActKind k) {
   return LtAct::kNone;
 }
 
-bool ltFusable(ActKind k) { return k == ActKind::kNone || k == ActKind::kRelu || k == ActKind::kGeluTanh; }
-
 //! Transposes `matrices` row-major [R,C] matrices of T into [C,R], in 32x32 tiles.
 template <typename T>
 void transposeMatrices(const T* src, T* dst, int64_t matrices, int64_t R, int64_t C) {
@@ -37,6 +35,8 @@ void transposeMatrices(const T* src, T* dst, int64_t matrices, int64_t R, int64_
 }
 
 }  // namespace
+
+bool ltFusable(ActKind k) { return k == ActKind::kNone || k == ActKind::kRelu || k == ActKind::kGeluTanh; }
 
 void splitBatch(GemmSetup& s, const Dims& aBatch, const Dims& bBatch, const Dims& batch) {
   GemmProblem& p = s.prob;
@@ -131,18 +131,19 @@ std::unique_ptr<LtState> buildLtState(GemmSetup s, int algoIndex, size_t& worksp
   return st;
 }
 
-void runLtState(LtState& st, const KernelIO& io, const void* bOverride, const void* aOverride, size_t workspaceOffset) {
+void runLtState(LtState& st, const KernelIO& io, const void* bOverride, const void* aOverride, size_t workspaceOffset, void* dOverride) {
   const GemmSetup& g = st.setup;
   if (g.empty) return;
   const cudaStream_t stream = streamOf(io);
   const DataType type = g.prob.type;
-  char* D = static_cast<char*>(io.out[0].data);
+  char* D = static_cast<char*>(dOverride ? dOverride : io.out[0].data);
   auto input = [&](int i) -> const void* { return i >= 0 ? io.in[static_cast<size_t>(i)].data : nullptr; };
   if (g.zeroK) {
     launchMatMulPost(type, D, st.outCount, input(st.fast.postInput), st.fast.post, stream);
     return;
   }
   const int64_t es = static_cast<int64_t>(elementSize(type));
+  if (g.prob.fp8 && g.calls.size() > 1) throw Error("cuBLASLt fp8 matmul: one launch only");  // offsets below count es-byte elements
   const char* A = static_cast<const char*>(aOverride ? aOverride : io.in[0].data);
   const char* B = static_cast<const char*>(bOverride ? bOverride : io.in[1].data);
   const char* C = static_cast<const char*>(input(g.fullC));

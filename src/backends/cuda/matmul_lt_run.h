@@ -48,13 +48,18 @@ struct LtState : KernelState {
 
 constexpr size_t kLtMaxWorkspace = size_t(32) << 20;
 
+//! Whether cuBLASLt's epilogue computes activation `k` (ReLU, tanh-GELU; kNone); others run in
+//! the post pass.
+bool ltFusable(ActKind k);
+
 //! Builds the plans for `s` (heuristic candidate `algoIndex`); sets `workspace`.
 std::unique_ptr<LtState> buildLtState(GemmSetup s, int algoIndex, size_t& workspace);
 
-//! Enqueues the layer. `b` overrides input 1 (repacked weights) and `a` input 0 (operands the
-//! caller prepared, e.g. patch rows) when not null; cuBLASLt's workspace starts `workspaceOffset`
-//! bytes into io.workspace (a multiple of 256: the caller's own scratch comes first).
-void runLtState(LtState& st, const KernelIO& io, const void* b, const void* a = nullptr, size_t workspaceOffset = 0);
+//! Enqueues the layer. `b` overrides input 1 (repacked weights), `a` input 0 (operands the
+//! caller prepared, e.g. patch rows) and `d` output 0 (a staging buffer) when not null; cuBLASLt's
+//! workspace starts `workspaceOffset` bytes into io.workspace (a multiple of 256: the caller's own
+//! scratch comes first).
+void runLtState(LtState& st, const KernelIO& io, const void* b, const void* a = nullptr, size_t workspaceOffset = 0, void* d = nullptr);
 
 //! Fills s.prob's batch/strides and s.calls from the operands' batch dims (numpy broadcast to
 //! `batch`): the longest run of inner batch dims with one stride per operand becomes cuBLASLt's

@@ -108,6 +108,8 @@ struct RowNormParams {
   int64_t biasStrides[kMaxReduceDims] = {};
   RowGeometry geo;
   WarpRowPlan warp;  //!< launchRowNormWarp's geometry (kDirect rows only)
+  //! > 0: Y holds float8e4m3fn codes of Y / yCodeScale (launchRowNormWarp only; kFp8OutScaleAttr)
+  float yCodeScale = 0.f;
   // Set at execute.
   const void* x = nullptr;
   void* y = nullptr;

@@ -9,6 +9,8 @@
 // count / mean / M2, exact like a two-pass variance; RMSNorm: the sum of squares), no shared memory
 // and no block barrier, 256 threads a block. The register count is a template parameter (items per
 // thread, kWarpRowItems), so BERT's 768, 384, 1024 and LLMs' 4096 rows are held without idle slots.
+#include <cuda_fp8.h>
+
 #include <string>
 
 #include "core/type_dispatch.h"
@@ -137,13 +139,22 @@ __global__ void __launch_bounds__(kWarpRowThreads) rowNormWarpKernel(const RowNo
       sc = loadVec<T, VEC>(scale + k0);
       if (bias) bi = loadVec<T, VEC>(bias + k0);
     }
-    Vec<T, VEC> out;
+    float z[VEC];
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      const float z = (toFloat(v[i].v[e]) - mean) * inv * toFloat(sc.v[e]) + (bias ? toFloat(bi.v[e]) : 0.f);
-      out.v[e] = fromFloat<T>(applyActivation(static_cast<ActKind>(p.act), p.actAlpha, p.actBeta, z));
+    for (int e = 0; e < VEC; ++e)
+      z[e] = applyActivation(static_cast<ActKind>(p.act), p.actAlpha, p.actBeta,
+                             (toFloat(v[i].v[e]) - mean) * inv * toFloat(sc.v[e]) + (bias ? toFloat(bi.v[e]) : 0.f));
+    if (p.yCodeScale > 0.f) {  // the next FP8 matmul's input codes (saturating, as QuantizeLinear)
+      Vec<uint8_t, VEC> codes;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) codes.v[e] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(z[e], p.yCodeScale), __NV_SATFINITE, __NV_E4M3));
+      *reinterpret_cast<Vec<uint8_t, VEC>*>(static_cast<uint8_t*>(p.y) + base + k0) = codes;
+    } else {
+      Vec<T, VEC> out;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) out.v[e] = fromFloat<T>(z[e]);
+      *reinterpret_cast<Vec<T, VEC>*>(y + k0) = out;
     }
-    *reinterpret_cast<Vec<T, VEC>*>(y + k0) = out;
     if (sumOut) *reinterpret_cast<Vec<T, VEC>*>(sumOut + k0) = v[i];  // exact: v holds T-rounded sums
   }
 }
@@ -179,7 +190,10 @@ void rowNormWarpTyped(RowNormParams p, cudaStream_t stream) {
                       (!p.skip || aligned(p.skip, 16)) && (!p.sum || aligned(p.sum, 16));
     if (!wide) p.warp = planWarpRows(p.cols, sizeof(T), false, p.skip ? 16 : 32);
   }
-  if (p.warp.lanes == 0 || p.mode != RowNormParams::kDirect) return launchRowNorm(p, stream);
+  if (p.warp.lanes == 0 || p.mode != RowNormParams::kDirect) {
+    if (p.yCodeScale > 0.f) throw Error("LayerNorm writing float8 codes: only rows in registers (warp rows) can");
+    return launchRowNorm(p, stream);
+  }
   if (p.warp.vec == kWide) launchWarpRows<T, kWide>(p, stream);
   else launchWarpRows<T, 1>(p, stream);
 }

@@ -12,6 +12,7 @@
 #include "backends/cuda/norm_group_nhwc.h"
 #include "backends/cuda/norm_launch.cuh"
 #include "ops/conv_layout.h"
+#include "ops/fp8_matmul.h"
 #include "ops/fused_attrs.h"
 #include "ops/op_util.h"
 
@@ -68,8 +69,11 @@ class SoftmaxKernel : public Kernel {
 
 // ---- LayerNormalization / RMSNormalization ---------------------------------------------------
 
+//! Y as float8e4m3fn codes (fuse_fp8_quantize.cpp; the warp-row kernel writes them).
+bool codesOut(const LayerDesc& l) { return !l.outputs.empty() && l.outputs[0].type == DataType::kFP8E4M3FN; }
+
 bool supportsLayerNorm(const LayerDesc& l) {
-  if (l.inputs.size() < 2 || !isFloatType(l.inputs[0].type) || !sameTypes(l, 1, 3)) return false;
+  if (l.inputs.size() < 2 || !isFloatType(l.inputs[0].type) || !sameTypes(l, 1, 3) || codesOut(l)) return false;
   if (l.inputs.size() > 3 && (!hasSkipInput(*l.attrs) || l.inputs[3].type != l.inputs[0].type)) return false;
   if (l.inputs[0].dims.size() > static_cast<size_t>(kMaxReduceDims)) return false;
   // Statistics outputs are float32 (stash_type 1, the default); double statistics are refused.
@@ -103,7 +107,9 @@ int64_t knownRowWidth(const LayerDesc& l) {
 //! The warp-row tactics (norm_warp_rows.cu): per-element scale / bias over rows whose width is
 //! known at build time and fits in registers (16-byte vectors or single elements).
 bool supportsLayerNormWarpRows(const LayerDesc& l) {
-  if (!supportsLayerNorm(l)) return false;
+  LayerDesc plain = l;  // the checks below are those of a float Y
+  if (codesOut(l)) plain.outputs[0].type = l.inputs[0].type;
+  if (!supportsLayerNorm(plain)) return false;
   const Dims& x = l.inputs[0].dims;
   const int64_t axis = normalizeAxis(l, l.attrs->getInt("axis", -1), static_cast<int64_t>(x.size()));
   for (size_t i = 1; i < 3 && i < l.inputs.size(); ++i)
@@ -140,6 +146,7 @@ class LayerNormKernel : public Kernel {
     }
     p.geo = planRows(p.rows, p.cols, elementSize(p.type), true, /*subWarp=*/true);
     if (warpRows_) p.warp = planWarpRows(p.cols, elementSize(p.type), true, l.inputs.size() > 3 ? 16 : 32);
+    if (codesOut(l)) p.yCodeScale = l.attrs->getFloat(kFp8OutScaleAttr, 1.f);
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {

@@ -123,6 +123,7 @@ const std::vector<TacticDef>& cudaTacticTable() {
       {"Conv", "conv_half_cublaslt_patch_nhwc_1", cuda::patchGemmNhwcConv(1)},
       {"Fp8MatMul", "fp8_matmul_fp_cublaslt_0", cuda::fp8MatMulCublasLt(0)},
       {"Fp8MatMul", "fp8_matmul_fp_cublaslt_1", cuda::fp8MatMulCublasLt(1)},
+      {"Fp8Quantize", "fp8_quantize_fp_cuda", cuda::fp8Quantize()},
       {"MaxPool", "max_pool_num_direct", cuda::windowPoolCuda()},
       {"AveragePool", "average_pool_fp_direct", cuda::windowPoolCuda()},
       {"GlobalMaxPool", "global_max_pool_num_direct", cuda::globalPoolCuda()},

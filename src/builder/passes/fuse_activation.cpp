@@ -1,4 +1,4 @@
-// Conv / ConvTranspose / Gemm / MatMul / GroupNormalization followed by an activation: the activation runs in the
+// Conv / ConvTranspose / Gemm / MatMul / Fp8MatMul / GroupNormalization followed by an activation: the activation runs in the
 // producer's epilogue (oneDNN post-op, cuDNN graph, GEMM epilogue) instead of a second pass over
 // memory. Besides single activation ops, the gated forms exporters write for SiLU/Swish
 // (x * Sigmoid(x)) and Mish (x * Tanh(Softplus(x))), where x feeds both the gate and the Mul.
@@ -93,7 +93,7 @@ bool matchGatedActivation(const Network& net, Tensor* x, Activation* a, std::vec
 //! Whether the activation ending at `out` (of MatMul / Gemm `p`) is better left to the pointwise
 //! chain fusion (see the top of the file).
 bool leaveToPointwiseChain(const Network& net, const Layer* p, const Activation& a, const Tensor* out) {
-  if (p->op != "MatMul" && p->op != "Gemm") return false;
+  if (p->op != "MatMul" && p->op != "Gemm" && p->op != "Fp8MatMul") return false;
   if (a.kind == ActKind::kNone || a.kind == ActKind::kRelu || a.kind == ActKind::kGeluTanh) return false;
   if (out->isOutput) return false;
   const Layer* next = soleConsumer(net, out);
@@ -104,7 +104,7 @@ bool leaveToPointwiseChain(const Network& net, const Layer* p, const Activation&
 }  // namespace
 
 bool fuseActivation(Network& net, bool epilogueActsOnly) {
-  static const std::set<std::string> producers{"Conv", "ConvTranspose", "Gemm", "MatMul", "GroupNormalization"};
+  static const std::set<std::string> producers{"Conv", "ConvTranspose", "Gemm", "MatMul", "Fp8MatMul", "GroupNormalization"};
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* p = net.layer(static_cast<int>(i));

@@ -69,6 +69,10 @@ bool fuseConvResidual(Network& net, const InputSamples& samples = {});
 //! `epilogueActsOnly` (GPU): a MatMul / Gemm takes only the activations its GEMM epilogue computes
 //! when the activation's output goes on to an elementwise layer (the pointwise chain takes both).
 bool fuseActivation(Network& net, bool epilogueActsOnly = false);
+//! FP8 (after precision assignment): Fp8MatMul layers reading one float tensor share one
+//! Fp8Quantize, and a quantization of an Fp8MatMul's output moves into it (y_scale), where the
+//! backend has kernels for the result (fuse_fp8_quantize.cpp).
+bool fuseFp8Quantize(Network& net, const std::function<bool(const LayerDesc&)>& supported);
 //! Chains of float32 elementwise layers -> one PointwiseChain layer.
 bool fusePointwiseChains(Network& net, const InputSamples& samples = {});
 //! CPU: conv/pool chains exchange tensors in oneDNN's blocked layout, with LayoutConvert layers at the edges.
