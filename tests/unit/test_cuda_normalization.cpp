@@ -580,8 +580,9 @@ TEST(CudaNormalizationSupports, RefusesWhatItDoesNotHandle) {
 }  // namespace
 
 // LayerNorm writing the next FP8 matmul's input codes (kiln_fp8_out_scale, fuse_fp8_quantize.cpp):
-// only the warp-row kernel takes it; the codes decode to the reference's within one E4M3 step
-// (the kernel's float32 statistics against the reference's double ones may round to a neighbour).
+// only the warp-row kernel takes it (where it takes the float Y); the codes decode to the
+// reference's within one E4M3 step plus the type's LayerNorm tolerance (the kernel's float32
+// statistics and its skip sum rounded to the type, against the reference's, may round to a neighbour).
 TEST(CudaLayerNorm, Float8CodesOut) {
   KILN_REQUIRE_GPU();
   auto gpu = getBackend(DeviceType::kGPU, 0);
@@ -604,11 +605,19 @@ TEST(CudaLayerNorm, Float8CodesOut) {
         }
         const OpCase typed = withType(c, t);
         const std::string what = std::string("LayerNorm to float8 codes ") + toString(x) + (skip ? " skip " : " ") + toString(t);
+        OpCase plain = typed;
+        plain.attrs.erase("kiln_fp8_out_scale");
+        const auto plainNames = test::tacticNames(*gpu, plain);
+        const bool warp = std::find(plainNames.begin(), plainNames.end(), "layer_normalization_fp_warp_rows") != plainNames.end();
         const auto names = test::tacticNames(*gpu, typed);
+        if (!warp) {  // e.g. 4096 float32 values with a skip input: more registers than the kernel has
+          EXPECT_TRUE(names.empty()) << what;
+          continue;
+        }
         ASSERT_EQ(names, std::vector<std::string>{"layer_normalization_fp_warp_rows"}) << what;
         const HostTensor ref = test::runReference(widened(typed))[0];
         ASSERT_EQ(ref.type(), DataType::kFP8E4M3FN) << what;
-        test::expectClose(decode(test::runTactic(*gpu, names[0], typed)[0]), decode(ref), 0.13, scale / 64, what);
+        test::expectClose(decode(test::runTactic(*gpu, names[0], typed)[0]), decode(ref), 0.13, scale / 64 + tolFor(t).atol, what);
       }
   OpCase wide = layerNormCase("LayerNormalization", {2, 1100}, {1100}, -1, true, 7);
   wide.attrs.set("kiln_fp8_out_scale", scale);

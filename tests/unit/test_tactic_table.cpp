@@ -55,6 +55,7 @@ const std::map<std::string, std::string>& coveredElsewhere() {
       {"matmul_integer_", "test_cuda_matmul.cpp"},
       {"q_linear_", "test_qlinear.cpp, test_cuda_qlinear.cpp"},
       {"fp8_matmul_", "test_cuda_matmul.cpp (CudaFp8MatMul)"},
+      {"fp8_quantize_", "test_cuda_matmul.cpp (CudaFp8Quantize)"},
   };
   return m;
 }

@@ -8,7 +8,8 @@
 //    Fp8MatMul (the FFN: up projection -> GELU -> Q -> down projection; y_scale: cuBLASLt's FP8 D,
 //    or its post pass), a LayerNormalization / RMSNormalization (the Q before the QKV and FFN
 //    projections of pre- and post-LN blocks; kFp8OutScaleAttr).
-// Each step is kept only where the backend has a kernel for the layers it makes (`supported`).
+// A Q below view layers (Reshape, Flatten, Squeeze, Unsqueeze) moves above them first. Each step is
+// kept only where the backend has a kernel for the layers it makes (`supported`).
 #include <map>
 #include <utility>
 #include <vector>
@@ -52,8 +53,34 @@ bool shareQuantization(Network& net, Tensor* x, float scale, const std::vector<L
   return any;
 }
 
+bool viewOp(const std::string& op) { return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze"; }
+
+//! Q(view(u)) = view(Q(u)) (the quantization is elementwise): moves `q` above the views between it
+//! and the layer computing the values (GPT-2 reshapes [B, S, K] to [B*S, K] before each Gemm)
+//! while each tensor on the way has no other reader. The views then carry codes.
+void hoistAboveViews(Network& net, Layer* q, const std::function<bool(const LayerDesc&)>& supported) {
+  for (;;) {
+    Tensor* v = q->inputs[0];
+    Layer* view = v->producer;
+    if (!view || !viewOp(view->op) || view->outputs.size() != 1 || view->inputs.empty() || soleConsumer(net, v) != q) return;
+    Tensor* u = view->inputs[0];
+    if (!u->producer || soleConsumer(net, u) != view) return;
+    Tensor* codes = q->outputs[0];
+    LayerDesc d = describeLayer(*view);
+    d.inputs[0].type = d.outputs[0].type = DataType::kFP8E4M3FN;
+    if (!supported(d)) return;
+    net.replaceUses(codes, v);  // the readers of the codes read the view's output, now codes
+    q->inputs[0] = u;
+    view->inputs[0] = codes;
+    codes->dims = u->dims;
+    v->type = DataType::kFP8E4M3FN;
+    net.topoSort();
+  }
+}
+
 //! Step 2: `q` (an Fp8Quantize) into the layer that produces its input (output 0).
 bool quantizeInProducer(Network& net, Layer* q, const std::function<bool(const LayerDesc&)>& supported) {
+  hoistAboveViews(net, q, supported);
   Tensor* v = q->inputs[0];
   Layer* p = v->producer;
   if (!p || p->outputs.empty() || p->outputs[0] != v || soleConsumer(net, v) != q) return false;
