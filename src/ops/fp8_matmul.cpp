@@ -125,6 +125,10 @@ void registerFp8MatMulOps(OpRegistry& r) {
   r.add(q);
 }
 
+int fp8CodesOutput(const Attributes& a) {
+  return a.has(kFp8OutScaleAttr) ? static_cast<int>(a.getInt(kFp8CodesOutputAttr, 0)) : -1;
+}
+
 DataType fp8MatMulFloatType(const LayerDesc& l) {
   if (l.inputs.empty() || l.inputs[0].type != kE4M3) return l.inputs.empty() ? DataType::kFLOAT : l.inputs[0].type;
   return static_cast<DataType>(l.attrs->getInt("dtype", static_cast<int64_t>(DataType::kFLOAT)));

@@ -343,11 +343,21 @@ void inferLayerNorm(LayerDesc& l) {
     requireUnidirectional(l, 2, x, "B");
   }
   size_t nOut = std::max<size_t>(l.outputs.size(), 1);
+  // float8e4m3fn codes when fuse_fp8_quantize moved the following quantization in: as Y, or as a
+  // second output beside Y.
+  const int codesAt = fp8CodesOutput(*l.attrs);
+  if (codesAt >= 0) {
+    const float s = l.attrs->getFloat(kFp8OutScaleAttr, 0.f);
+    if (!(s > 0.f) || !std::isfinite(s)) opError(l, std::string(kFp8OutScaleAttr) + " must be positive and finite");
+    if (codesAt > 1 || (codesAt == 1 && nOut != 2)) opError(l, "float8 codes as output " + std::to_string(codesAt) + " of " + std::to_string(nOut));
+  }
+  if (codesAt == 1) {
+    setOutput(l, 0, l.inputs[0].type, x);
+    setOutput(l, 1, DataType::kFP8E4M3FN, x);
+    return;
+  }
   if (nOut > (rms ? 1u : (skip ? 2u : 3u))) opError(l, "too many outputs (" + std::to_string(nOut) + ")");
-  // Y as float8e4m3fn codes when fuse_fp8_quantize moved the following quantization in.
-  if (l.attrs->has(kFp8OutScaleAttr) && !(l.attrs->getFloat(kFp8OutScaleAttr, 0.f) > 0.f && std::isfinite(l.attrs->getFloat(kFp8OutScaleAttr, 0.f))))
-    opError(l, std::string(kFp8OutScaleAttr) + " must be positive and finite");
-  setOutput(l, 0, l.attrs->has(kFp8OutScaleAttr) ? DataType::kFP8E4M3FN : l.inputs[0].type, x);
+  setOutput(l, 0, codesAt == 0 ? DataType::kFP8E4M3FN : l.inputs[0].type, x);
   if (skip) {
     if (nOut > 1) setOutput(l, 1, l.inputs[0].type, x);  // the sum X + R
     return;
@@ -369,7 +379,9 @@ void layerNormKernel(const LayerDesc& l, const KernelIO& io) {
   BroadcastIndex biasAt(hasBias ? io.in[2].dims : Dims{}, x);
   const T* in = io.in[0].as<T>();
   const T* skip = skipNorm(l) ? io.in[3].as<T>() : nullptr;
-  T* out = io.out[0].type == DataType::kFP8E4M3FN ? nullptr : io.out[0].as<T>();
+  const int codesAt = fp8CodesOutput(*l.attrs);
+  T* out = codesAt == 0 ? nullptr : io.out[0].as<T>();
+  uint8_t* codes = codesAt >= 0 ? io.out[static_cast<size_t>(codesAt)].as<uint8_t>() : nullptr;
   const float codeScale = l.attrs->getFloat(kFp8OutScaleAttr, 1.f);
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = in + r * cols;
@@ -393,8 +405,9 @@ void layerNormKernel(const LayerDesc& l, const KernelIO& io) {
       double y = (at(k) - mean) * inv * loadAsDouble(io.in[1], scaleAt(e));
       if (hasBias) y += loadAsDouble(io.in[2], biasAt(e));
       if (out) out[e] = static_cast<T>(y);
-      else io.out[0].as<uint8_t>()[e] = static_cast<uint8_t>(floatToNarrow(DataType::kFP8E4M3FN, static_cast<float>(y) / codeScale, true));
+      if (codes) codes[e] = static_cast<uint8_t>(floatToNarrow(DataType::kFP8E4M3FN, static_cast<float>(y) / codeScale, true));
     }
+    if (codesAt == 1) continue;  // output 1 holds the codes
     if (skip) {
       if (io.out.size() > 1 && io.out[1].data)
         for (int64_t k = 0; k < cols; ++k) io.out[1].as<T>()[r * cols + k] = static_cast<T>(at(k));

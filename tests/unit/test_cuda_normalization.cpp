@@ -595,18 +595,24 @@ TEST(CudaLayerNorm, Float8CodesOut) {
   uint32_t seed = 500;
   for (const Dims& x : {Dims{4, 768}, Dims{6, 384}, Dims{3, 4096}, Dims{2, 770}})
     for (bool skip : {false, true})
+      for (int64_t codesAt : {0, 1})  // instead of Y, or beside it (post-LN: Y is read elsewhere too)
       for (DataType t : {DataType::kFLOAT, DataType::kHALF, DataType::kBF16}) {
         OpCase c = layerNormCase("LayerNormalization", x, {x.back()}, -1, true, seed += 10);
         c.attrs.set("kiln_fp8_out_scale", scale);
+        c.attrs.set("kiln_fp8_codes_output", codesAt);
+        c.nbOutputs = static_cast<int>(codesAt) + 1;
         if (skip) {
           c.attrs.set("kiln_skip", int64_t(1));
           c.inputs.push_back(uniform(x, seed + 5, -2.f, 2.f));
           c.constant = {false, true, true, false};
         }
         const OpCase typed = withType(c, t);
-        const std::string what = std::string("LayerNorm to float8 codes ") + toString(x) + (skip ? " skip " : " ") + toString(t);
+        const std::string what = std::string("LayerNorm to float8 codes ") + toString(x) + (skip ? " skip " : " ") + toString(t) +
+                                 (codesAt ? " beside Y" : "");
         OpCase plain = typed;
         plain.attrs.erase("kiln_fp8_out_scale");
+        plain.attrs.erase("kiln_fp8_codes_output");
+        plain.nbOutputs = 1;
         const auto plainNames = test::tacticNames(*gpu, plain);
         const bool warp = std::find(plainNames.begin(), plainNames.end(), "layer_normalization_fp_warp_rows") != plainNames.end();
         const auto names = test::tacticNames(*gpu, typed);
@@ -615,9 +621,11 @@ TEST(CudaLayerNorm, Float8CodesOut) {
           continue;
         }
         ASSERT_EQ(names, std::vector<std::string>{"layer_normalization_fp_warp_rows"}) << what;
-        const HostTensor ref = test::runReference(widened(typed))[0];
-        ASSERT_EQ(ref.type(), DataType::kFP8E4M3FN) << what;
-        test::expectClose(decode(test::runTactic(*gpu, names[0], typed)[0]), decode(ref), 0.13, scale / 64 + tolFor(t).atol, what);
+        const auto ref = test::runReference(widened(typed));
+        ASSERT_EQ(ref[codesAt].type(), DataType::kFP8E4M3FN) << what;
+        const auto got = test::runTactic(*gpu, names[0], typed);
+        test::expectClose(decode(got[codesAt]), decode(ref[codesAt]), 0.13, scale / 64 + tolFor(t).atol, what);
+        if (codesAt == 1) test::expectClose(got[0], ref[0], tolFor(t).rtol, tolFor(t).atol, what + " (Y)");
       }
   OpCase wide = layerNormCase("LayerNormalization", {2, 1100}, {1100}, -1, true, 7);
   wide.attrs.set("kiln_fp8_out_scale", scale);

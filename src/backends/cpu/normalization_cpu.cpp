@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_tactics.h"
 #include "backends/cpu/softmax_row.h"
 #include "core/thread_pool.h"
+#include "ops/fp8_matmul.h"
 #include "ops/fused_attrs.h"
 #include "ops/op_util.h"
 
@@ -193,7 +194,7 @@ int64_t layerNormAxis(const LayerDesc& l) {
 
 bool supportsLayerNorm(const LayerDesc& l) {
   if (!cpuHasAvx2Fma() || l.inputs.size() < 2 || !allFloat32(l)) return false;
-  if (l.outputs.empty() || l.outputs[0].type != DataType::kFLOAT) return false;  // float8 codes (FP8 fusion): the reference
+  if (fp8CodesOutput(*l.attrs) >= 0) return false;  // float8 codes (FP8 fusion): the reference
   if (l.op == "RMSNormalization" && (l.present(2) || l.outputs.size() > 1)) return false;  // no bias, Y only
   if (l.attrs->getInt("stash_type", 1) != 1) return false;
   if (hasSkipInput(*l.attrs)) return false;  // skip LayerNorm: the reference kernel

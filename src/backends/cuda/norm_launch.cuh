@@ -108,8 +108,9 @@ struct RowNormParams {
   int64_t biasStrides[kMaxReduceDims] = {};
   RowGeometry geo;
   WarpRowPlan warp;  //!< launchRowNormWarp's geometry (kDirect rows only)
-  //! > 0: Y holds float8e4m3fn codes of Y / yCodeScale (launchRowNormWarp only; kFp8OutScaleAttr)
-  float yCodeScale = 0.f;
+  //! launchRowNormWarp only (kFp8OutScaleAttr): float8e4m3fn codes of Y / codeScale to `codes`
+  //! (set at execute), besides Y or instead of it (y null).
+  float codeScale = 0.f;
   // Set at execute.
   const void* x = nullptr;
   void* y = nullptr;
@@ -117,6 +118,7 @@ struct RowNormParams {
   const void* bias = nullptr;  //!< may be null (RMSNorm, LayerNorm without B)
   const void* skip = nullptr;  //!< skip LayerNorm (kiln_skip): added to X (rounded to T) first
   void* sum = nullptr;         //!< skip LayerNorm's optional second output: X + skip
+  uint8_t* codes = nullptr;    //!< see codeScale
   float* mean = nullptr;       //!< optional outputs (float32), one per row
   float* invStd = nullptr;
 };

@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kWarpRowThreads) rowNormWarpKernel(const RowNo
     if (p.mean) p.mean[row] = mean;
     if (p.invStd) p.invStd[row] = inv;
   }
-  T* y = static_cast<T*>(p.y) + base;
+  T* y = p.y ? static_cast<T*>(p.y) + base : nullptr;
   T* sumOut = p.sum ? static_cast<T*>(p.sum) + base : nullptr;
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
@@ -144,12 +144,13 @@ __global__ void __launch_bounds__(kWarpRowThreads) rowNormWarpKernel(const RowNo
     for (int e = 0; e < VEC; ++e)
       z[e] = applyActivation(static_cast<ActKind>(p.act), p.actAlpha, p.actBeta,
                              (toFloat(v[i].v[e]) - mean) * inv * toFloat(sc.v[e]) + (bias ? toFloat(bi.v[e]) : 0.f));
-    if (p.yCodeScale > 0.f) {  // the next FP8 matmul's input codes (saturating, as QuantizeLinear)
+    if (p.codes) {  // the next FP8 matmul's input codes (saturating, as QuantizeLinear)
       Vec<uint8_t, VEC> codes;
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) codes.v[e] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(z[e], p.yCodeScale), __NV_SATFINITE, __NV_E4M3));
-      *reinterpret_cast<Vec<uint8_t, VEC>*>(static_cast<uint8_t*>(p.y) + base + k0) = codes;
-    } else {
+      for (int e = 0; e < VEC; ++e) codes.v[e] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(z[e], p.codeScale), __NV_SATFINITE, __NV_E4M3));
+      *reinterpret_cast<Vec<uint8_t, VEC>*>(p.codes + base + k0) = codes;
+    }
+    if (p.y) {
       Vec<T, VEC> out;
 #pragma unroll
       for (int e = 0; e < VEC; ++e) out.v[e] = fromFloat<T>(z[e]);
@@ -186,12 +187,12 @@ template <typename T>
 void rowNormWarpTyped(RowNormParams p, cudaStream_t stream) {
   constexpr int kWide = 16 / sizeof(T);
   if (p.warp.vec == kWide) {
-    const bool wide = aligned(p.x, 16) && aligned(p.y, 16) && aligned(p.scale, 16) && (!p.bias || aligned(p.bias, 16)) &&
-                      (!p.skip || aligned(p.skip, 16)) && (!p.sum || aligned(p.sum, 16));
+    const bool wide = aligned(p.x, 16) && (!p.y || aligned(p.y, 16)) && aligned(p.scale, 16) && (!p.bias || aligned(p.bias, 16)) &&
+                      (!p.skip || aligned(p.skip, 16)) && (!p.sum || aligned(p.sum, 16)) && (!p.codes || aligned(p.codes, 16));
     if (!wide) p.warp = planWarpRows(p.cols, sizeof(T), false, p.skip ? 16 : 32);
   }
   if (p.warp.lanes == 0 || p.mode != RowNormParams::kDirect) {
-    if (p.yCodeScale > 0.f) throw Error("LayerNorm writing float8 codes: only rows in registers (warp rows) can");
+    if (p.codes) throw Error("LayerNorm writing float8 codes: only rows in registers (warp rows) can");
     return launchRowNorm(p, stream);
   }
   if (p.warp.vec == kWide) launchWarpRows<T, kWide>(p, stream);

@@ -69,8 +69,8 @@ class SoftmaxKernel : public Kernel {
 
 // ---- LayerNormalization / RMSNormalization ---------------------------------------------------
 
-//! Y as float8e4m3fn codes (fuse_fp8_quantize.cpp; the warp-row kernel writes them).
-bool codesOut(const LayerDesc& l) { return !l.outputs.empty() && l.outputs[0].type == DataType::kFP8E4M3FN; }
+//! float8e4m3fn codes as an output (fuse_fp8_quantize.cpp; the warp-row kernel writes them).
+bool codesOut(const LayerDesc& l) { return fp8CodesOutput(*l.attrs) >= 0; }
 
 bool supportsLayerNorm(const LayerDesc& l) {
   if (l.inputs.size() < 2 || !isFloatType(l.inputs[0].type) || !sameTypes(l, 1, 3) || codesOut(l)) return false;
@@ -107,8 +107,14 @@ int64_t knownRowWidth(const LayerDesc& l) {
 //! The warp-row tactics (norm_warp_rows.cu): per-element scale / bias over rows whose width is
 //! known at build time and fits in registers (16-byte vectors or single elements).
 bool supportsLayerNormWarpRows(const LayerDesc& l) {
-  LayerDesc plain = l;  // the checks below are those of a float Y
-  if (codesOut(l)) plain.outputs[0].type = l.inputs[0].type;
+  LayerDesc plain = l;  // the checks below are those of the layer without the codes
+  Attributes attrs = *l.attrs;
+  if (codesOut(l)) {
+    attrs.erase(kFp8OutScaleAttr);
+    plain.attrs = &attrs;
+    plain.outputs.resize(fp8CodesOutput(*l.attrs) == 1 ? 1 : plain.outputs.size());
+    plain.outputs[0].type = l.inputs[0].type;
+  }
   if (!supportsLayerNorm(plain)) return false;
   const Dims& x = l.inputs[0].dims;
   const int64_t axis = normalizeAxis(l, l.attrs->getInt("axis", -1), static_cast<int64_t>(x.size()));
@@ -121,7 +127,8 @@ bool supportsLayerNormWarpRows(const LayerDesc& l) {
 
 class LayerNormKernel : public Kernel {
  public:
-  LayerNormKernel(const LayerDesc& l, bool warpRows) : rms_(l.op == "RMSNormalization"), warpRows_(warpRows) {}
+  LayerNormKernel(const LayerDesc& l, bool warpRows)
+      : rms_(l.op == "RMSNormalization"), warpRows_(warpRows), codesAt_(fp8CodesOutput(*l.attrs)) {}
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const Dims& x = l.inputs[0].dims;
     const int64_t rank = static_cast<int64_t>(x.size());
@@ -146,7 +153,7 @@ class LayerNormKernel : public Kernel {
     }
     p.geo = planRows(p.rows, p.cols, elementSize(p.type), true, /*subWarp=*/true);
     if (warpRows_) p.warp = planWarpRows(p.cols, elementSize(p.type), true, l.inputs.size() > 3 ? 16 : 32);
-    if (codesOut(l)) p.yCodeScale = l.attrs->getFloat(kFp8OutScaleAttr, 1.f);
+    if (codesAt_ >= 0) p.codeScale = l.attrs->getFloat(kFp8OutScaleAttr, 1.f);
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
@@ -156,7 +163,10 @@ class LayerNormKernel : public Kernel {
     p.bias = io.in.size() > 2 ? io.in[2].data : nullptr;
     p.skip = io.in.size() > 3 ? io.in[3].data : nullptr;
     p.y = io.out[0].data;
-    if (p.skip) {  // skip LayerNorm: the optional second output is the sum
+    if (codesAt_ >= 0) {  // FP8 codes instead of Y or as the second output (no Sum / Mean / InvStdDev then)
+      p.codes = static_cast<uint8_t*>(io.out[static_cast<size_t>(codesAt_)].data);
+      if (codesAt_ == 0) p.y = nullptr;
+    } else if (p.skip) {  // skip LayerNorm: the optional second output is the sum
       p.sum = io.out.size() > 1 ? io.out[1].data : nullptr;
     } else {
       if (io.out.size() > 1) p.mean = static_cast<float*>(io.out[1].data);
@@ -168,6 +178,7 @@ class LayerNormKernel : public Kernel {
 
  private:
   bool rms_, warpRows_;
+  int codesAt_;  //!< the output holding FP8 codes (kFp8OutScaleAttr), -1: none
 };
 
 // ---- GroupNormalization / InstanceNormalization ----------------------------------------------

@@ -7,7 +7,8 @@
 //    then writes the codes itself and the float16 tensor between them is never written: an
 //    Fp8MatMul (the FFN: up projection -> GELU -> Q -> down projection; y_scale: cuBLASLt's FP8 D,
 //    or its post pass), a LayerNormalization / RMSNormalization (the Q before the QKV and FFN
-//    projections of pre- and post-LN blocks; kFp8OutScaleAttr).
+//    projections of pre-LN blocks; kFp8OutScaleAttr). Where a LayerNorm's Y has other readers
+//    (post-LN blocks: BERT's residual), it writes the codes as a second output beside Y.
 // A Q below view layers (Reshape, Flatten, Squeeze, Unsqueeze) moves above them first. Each step is
 // kept only where the backend has a kernel for the layers it makes (`supported`).
 #include <map>
@@ -78,15 +79,39 @@ void hoistAboveViews(Network& net, Layer* q, const std::function<bool(const Laye
   }
 }
 
+bool normOp(const std::string& op) { return op == "LayerNormalization" || op == "RMSNormalization"; }
+
+//! A LayerNorm / RMSNorm whose Y others read too (post-LN BERT: the next block's residual) writes
+//! the codes as a second output beside Y: one pass over the rows instead of two.
+bool codesBesideNormOutput(Network& net, Layer* q, const std::function<bool(const LayerDesc&)>& supported) {
+  Tensor* v = q->inputs[0];
+  Layer* p = v->producer;
+  if (!p || !normOp(p->op) || p->outputs.size() != 1 || p->outputs[0] != v || p->attrs.has(kFp8OutScaleAttr)) return false;
+  p->attrs.set(kFp8OutScaleAttr, q->attrs.getFloat("scale", 1.f));
+  p->attrs.set(kFp8CodesOutputAttr, int64_t(1));
+  LayerDesc d = describeLayer(*p);
+  d.outputs.push_back(TensorDesc{DataType::kFP8E4M3FN, v->dims, {}});
+  if (!supported(d)) {
+    p->attrs.erase(kFp8OutScaleAttr);
+    p->attrs.erase(kFp8CodesOutputAttr);
+    return false;
+  }
+  recordFusion(p, q);
+  Tensor* codes = q->outputs[0];
+  net.removeLayer(q);
+  codes->producer = p;
+  p->outputs.push_back(codes);
+  return true;
+}
+
 //! Step 2: `q` (an Fp8Quantize) into the layer that produces its input (output 0).
 bool quantizeInProducer(Network& net, Layer* q, const std::function<bool(const LayerDesc&)>& supported) {
   hoistAboveViews(net, q, supported);
   Tensor* v = q->inputs[0];
   Layer* p = v->producer;
-  if (!p || p->outputs.empty() || p->outputs[0] != v || soleConsumer(net, v) != q) return false;
-  const char* attr = p->op == "Fp8MatMul"                                                   ? "y_scale"
-                     : p->op == "LayerNormalization" || p->op == "RMSNormalization" ? kFp8OutScaleAttr
-                                                                                             : nullptr;
+  if (!p || p->outputs.empty() || p->outputs[0] != v) return false;
+  if (soleConsumer(net, v) != q) return codesBesideNormOutput(net, q, supported);
+  const char* attr = p->op == "Fp8MatMul" ? "y_scale" : normOp(p->op) ? kFp8OutScaleAttr : nullptr;
   if (!attr || p->attrs.has(attr)) return false;
   p->attrs.set(attr, q->attrs.getFloat("scale", 1.f));
   LayerDesc d = describeLayer(*p);
