@@ -372,8 +372,11 @@ EngineGraph lowerToGraph(const Network& net, const std::vector<std::map<std::str
     for (Tensor* t : l->inputs) el.inputs.push_back(t ? idx(t) : -1);
     for (Tensor* t : l->outputs) el.outputs.push_back(idx(t));
     el.precision = DataType::kFLOAT;
+    bool found = false;
     for (Tensor* t : l->outputs)
-      if (isFloat(t->type)) { el.precision = t->type; break; }
+      if (isFloat(t->type)) { el.precision = t->type, found = true; break; }
+    for (Tensor* t : l->inputs)  // a layer writing only FP8 codes (a LayerNorm of an FP8 engine) computes in its input's type
+      if (!found && t && isFloat(t->type)) { el.precision = t->type; break; }
     if (l->op == "QLinearConv" || l->op == "QLinearMatMul") el.precision = DataType::kINT8;
     if (l->op == "Fp8MatMul" || l->op == "Fp8Quantize") el.precision = DataType::kFP8E4M3FN;
     g.layers.push_back(std::move(el));

@@ -7,7 +7,7 @@ constants behind a DequantizeLinear (or float constants behind Q -> DQ), and the
 consumes both: an MLP with a bias Add and Relu, a Gemm with transB and C, one activation Q shared
 by three projections of a 3-D input (attention's Q, K, V), activations that saturate at +-448,
 a per-channel weight (which kiln keeps on the float Q/DQ path), and transformer FFNs with
-erf-GELU and tanh-GELU between two FP8 matmuls, a LayerNorm quantized once for three projections, GPT-2's MLP with its Qs below Reshapes, and a post-LN LayerNorm whose Y the residual reads too. Each also with the GPU fusions (on the CPU's
+erf-GELU and tanh-GELU between two FP8 matmuls, a LayerNorm quantized once for three projections, GPT-2's MLP with its Qs below Reshapes, a post-LN LayerNorm whose Y the residual reads too, and a pre-LN skip LayerNorm whose sum it reads. Each also with the GPU fusions (on the CPU's
 reference kernels): shared Fp8Quantize layers, and quantized outputs fused into the Fp8MatMul
 that produces them (y_scale), where the layer counts say so. Implicit FP8 too: a float MLP
 built with fp8=True and a min-max calibrator (Python API) must give what ONNX Runtime gives for the
@@ -186,10 +186,21 @@ def post_ln_residual(g):
     return g.model([2, 5, 64], [y]), (2, 5, 64), 1
 
 
+def pre_ln_residual(g):
+    """A pre-LN block's residual sum: LayerNorm(x + a) feeds an FP8 projection, the sum the next
+    residual Add (GPT-2; the GPU fusions make it a skip LayerNorm writing codes and the sum)."""
+    a = g.node("MatMul", ["x", g.const(g.rng.standard_normal((64, 64)) * 0.1, "wf")])
+    s = g.node("Add", ["x", a])
+    ln = g.node("LayerNormalization", [s, g.const(1.0 + 0.1 * g.rng.standard_normal(64), "gamma"), g.const(0.1 * g.rng.standard_normal(64), "beta")], axis=-1)
+    y = g.node("Add", [g.node("MatMul", [g.qdq(ln, 0.02), g.weight((64, 64))]), s])
+    return g.model([2, 5, 64], [y]), (2, 5, 64), 1
+
+
 CASES = [("mlp_bias_relu", mlp, 1.0), ("gemm_transB_C", gemm_trans_b, 1.0), ("shared_q_qkv_3d", shared_q_qkv, 1.0),
          ("saturating_x", saturating, 20.0), ("per_channel_weight_stays_float", per_channel_weight, 1.0),
          ("ffn_gelu_erf", ffn(gelu_erf), 1.0), ("ffn_gelu_tanh", ffn(gelu_tanh), 1.0), ("layernorm_qkv", layernorm_qkv, 3.0),
-         ("gpt2_mlp_views", gpt2_mlp_views, 1.0), ("post_ln_residual", post_ln_residual, 2.0)]
+         ("gpt2_mlp_views", gpt2_mlp_views, 1.0), ("post_ln_residual", post_ln_residual, 2.0),
+         ("pre_ln_residual", pre_ln_residual, 1.0)]
 
 # With the GPU fusions (gpu_fusions=True: the GPU's passes on the CPU's reference kernels), the
 # quantizations become Fp8Quantize layers, one per quantized tensor, and those of an Fp8MatMul's
@@ -198,7 +209,8 @@ GPU_FUSED = {"mlp_bias_relu": (1, 1), "gemm_transB_C": (1, 0), "shared_q_qkv_3d"
              "per_channel_weight_stays_float": (0, 0), "ffn_gelu_erf": (1, 1), "ffn_gelu_tanh": (1, 1),
              "layernorm_qkv": (0, 0),  # the LayerNorm writes the codes
              "gpt2_mlp_views": (0, 1),
-             "post_ln_residual": (0, 0)}  # the LayerNorm writes the codes beside its Y  # the Qs move above the Reshapes into the LayerNorm and the first Gemm
+             "post_ln_residual": (0, 0),  # the LayerNorm writes the codes beside its Y
+             "pre_ln_residual": (0, 0)}  # the skip LayerNorm writes the codes and the sum  # the Qs move above the Reshapes into the LayerNorm and the first Gemm
 
 
 def implicit_fp8(kiln, rng, tmp, tally):

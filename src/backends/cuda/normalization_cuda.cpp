@@ -163,10 +163,13 @@ class LayerNormKernel : public Kernel {
     p.bias = io.in.size() > 2 ? io.in[2].data : nullptr;
     p.skip = io.in.size() > 3 ? io.in[3].data : nullptr;
     p.y = io.out[0].data;
-    if (codesAt_ >= 0) {  // FP8 codes instead of Y or as the second output (no Sum / Mean / InvStdDev then)
+    if (codesAt_ >= 0) {  // FP8 codes instead of Y, or as the second output (no Sum / Mean / InvStdDev then)
       p.codes = static_cast<uint8_t*>(io.out[static_cast<size_t>(codesAt_)].data);
       if (codesAt_ == 0) p.y = nullptr;
-    } else if (p.skip) {  // skip LayerNorm: the optional second output is the sum
+    }
+    if (codesAt_ == 1) {
+      // output 1 holds the codes
+    } else if (p.skip) {  // skip LayerNorm: the optional second output is the sum (pre-LN blocks' residual)
       p.sum = io.out.size() > 1 ? io.out[1].data : nullptr;
     } else {
       if (io.out.size() > 1) p.mean = static_cast<float*>(io.out[1].data);
