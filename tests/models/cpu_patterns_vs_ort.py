@@ -77,19 +77,20 @@ def ran(profile, name):
 
 
 def inception():
-    """Branches of 1x1 / 3x3 / pool convs (channels multiples of 8) joined by Concats along the
-    channels, read by convs: the Concats stay in the blocked layout (no LayoutConvert) and, at
-    batch 1, run no kernel (their inputs are written into the output)."""
+    """Branches of 1x1 / 3x3 / pool convs (channels multiples of 16: the block is 8 channels with
+    AVX2, 16 with AVX-512, and a branch of 8 cannot stay in 16-channel blocks) joined by Concats
+    along the channels, read by convs: the Concats stay in the blocked layout (no LayoutConvert)
+    and, at batch 1, run no kernel (their inputs are written into the output)."""
     g = Graph(1)
     x = g.conv("x", 3, 32, 3, act="Relu")
     for _ in range(2):
         a = g.conv(x, 32, 16, 1, act="Relu")
-        b = g.conv(g.conv(x, 32, 8, 1, act="Relu"), 8, 16, 3, act="Relu")
+        b = g.conv(g.conv(x, 32, 16, 1, act="Relu"), 16, 16, 3, act="Relu")
         p = g.op("AveragePool", [x], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
-        c = g.conv(p, 32, 8, 1, act="Relu")
-        d = g.conv(g.conv(x, 32, 16, 1, act="Relu"), 16, 8, 3, act="Relu")
-        x = g.op("Concat", [a, b, c, d], axis=1)  # 48 channels
-        x = g.conv(x, 48, 32, 1, act="Relu")
+        c = g.conv(p, 32, 16, 1, act="Relu")
+        d = g.conv(g.conv(x, 32, 16, 1, act="Relu"), 16, 16, 3, act="Relu")
+        x = g.op("Concat", [a, b, c, d], axis=1)  # 64 channels
+        x = g.conv(x, 64, 32, 1, act="Relu")
     y = g.op("GlobalAveragePool", [x])
 
     def check(info, prof):
