@@ -31,14 +31,6 @@ constexpr DataType kE4M3 = DataType::kFP8E4M3FN;
 
 bool fp8FloatType(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
 
-void requirePositiveScale(const LayerDesc& l, const char* s) {
-  const float v = l.attrs->getFloat(s, 0.f);
-  if (!(v > 0.f) || !std::isfinite(v)) opError(l, std::string(s) + " must be positive and finite");
-}
-
-//! The saturating E4M3 code of v / scale (QuantizeLinear: one division, one rounding).
-uint8_t e4m3Code(float v, float scale) { return static_cast<uint8_t>(floatToNarrow(kE4M3, v / scale, true)); }
-
 void inferFp8MatMul(LayerDesc& l) {
   requireInputs(l, 2, 3);
   const TensorDesc &x = l.inputs[0], &w = l.inputs[1];
@@ -56,9 +48,9 @@ void inferFp8MatMul(LayerDesc& l) {
     if (l.inputs[2].type != t) opError(l, "bias type differs from X's type");
     if (l.inputs[2].dims != Dims{N}) opError(l, "bias must be [N] = [" + std::to_string(N) + "], got " + toString(l.inputs[2].dims));
   }
-  requirePositiveScale(l, "x_scale");
-  requirePositiveScale(l, "w_scale");
-  if (l.attrs->has("y_scale")) requirePositiveScale(l, "y_scale");
+  requireFp8Scale(l, "x_scale");
+  requireFp8Scale(l, "w_scale");
+  if (l.attrs->has("y_scale")) requireFp8Scale(l, "y_scale");
   Dims out = x.dims;
   out.back() = N;
   setOutput(l, 0, l.attrs->has("y_scale") ? kE4M3 : t, out);
@@ -79,7 +71,7 @@ void refFp8MatMul(const LayerDesc& l, const KernelIO& io) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t k = 0; k < K; ++k) {
       // QuantizeLinear: one division, one rounding (or codes quantized before)
-      const uint8_t code = codesIn ? x.as<const uint8_t>()[r * K + k] : e4m3Code(quantReadFloat(x, r * K + k), xs);
+      const uint8_t code = codesIn ? x.as<const uint8_t>()[r * K + k] : fp8Code(quantReadFloat(x, r * K + k), xs);
       xq[k] = narrowToFloat(kE4M3, code) * xs;
     }
     for (int64_t n = 0; n < N; ++n) {
@@ -88,7 +80,7 @@ void refFp8MatMul(const LayerDesc& l, const KernelIO& io) {
       float v = static_cast<float>(acc);
       if (bias) v += quantReadFloat(io.in[2], n);
       v = act(v);
-      if (codesOut) y.as<uint8_t>()[r * N + n] = e4m3Code(v, ys);
+      if (codesOut) y.as<uint8_t>()[r * N + n] = fp8Code(v, ys);
       else quantWriteFloat(y, r * N + n, v);
     }
   }
@@ -97,13 +89,13 @@ void refFp8MatMul(const LayerDesc& l, const KernelIO& io) {
 void inferFp8Quantize(LayerDesc& l) {
   requireInputs(l, 1, 1);
   if (!fp8FloatType(l.inputs[0].type)) opError(l, std::string("X must be float32, float16 or bfloat16, got ") + toString(l.inputs[0].type));
-  requirePositiveScale(l, "scale");
+  requireFp8Scale(l, "scale");
   setOutput(l, 0, kE4M3, l.inputs[0].dims);
 }
 
 void refFp8Quantize(const LayerDesc& l, const KernelIO& io) {
   const float s = l.attrs->getFloat("scale", 1.f);
-  for (int64_t i = 0; i < io.in[0].count; ++i) io.out[0].as<uint8_t>()[i] = e4m3Code(quantReadFloat(io.in[0], i), s);
+  for (int64_t i = 0; i < io.in[0].count; ++i) io.out[0].as<uint8_t>()[i] = fp8Code(quantReadFloat(io.in[0], i), s);
 }
 
 }  // namespace
@@ -124,6 +116,13 @@ void registerFp8MatMulOps(OpRegistry& r) {
   q.onnx = false;
   r.add(q);
 }
+
+void requireFp8Scale(const LayerDesc& l, const char* attr) {
+  const float v = l.attrs->getFloat(attr, 0.f);
+  if (!(v > 0.f) || !std::isfinite(v)) opError(l, std::string(attr) + " must be positive and finite");
+}
+
+uint8_t fp8Code(float v, float scale) { return static_cast<uint8_t>(floatToNarrow(kE4M3, v / scale, true)); }
 
 int fp8CodesOutput(const Attributes& a) {
   return a.has(kFp8OutScaleAttr) ? static_cast<int>(a.getInt(kFp8CodesOutputAttr, 0)) : -1;

@@ -13,6 +13,13 @@ namespace kiln {
 constexpr const char* kFp8OutScaleAttr = "kiln_fp8_out_scale";
 constexpr const char* kFp8CodesOutputAttr = "kiln_fp8_codes_output";
 
+//! The saturating float8e4m3fn code of v / scale, as ONNX's QuantizeLinear computes it (one float
+//! division, one rounding to nearest even, clamped to +-448): the reference kernels' quantization.
+uint8_t fp8Code(float v, float scale);
+
+//! Throws the layer's error unless attribute `attr` is a positive finite scale.
+void requireFp8Scale(const LayerDesc& l, const char* attr);
+
 //! The output holding the codes (kFp8OutScaleAttr), or -1 when the layer writes none.
 int fp8CodesOutput(const Attributes& a);
 

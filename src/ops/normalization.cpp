@@ -347,8 +347,7 @@ void inferLayerNorm(LayerDesc& l) {
   // second output beside Y.
   const int codesAt = fp8CodesOutput(*l.attrs);
   if (codesAt >= 0) {
-    const float s = l.attrs->getFloat(kFp8OutScaleAttr, 0.f);
-    if (!(s > 0.f) || !std::isfinite(s)) opError(l, std::string(kFp8OutScaleAttr) + " must be positive and finite");
+    requireFp8Scale(l, kFp8OutScaleAttr);
     if (codesAt > 1 || (codesAt == 1 && nOut != 2)) opError(l, "float8 codes as output " + std::to_string(codesAt) + " of " + std::to_string(nOut));
   }
   if (codesAt == 1) {
@@ -405,7 +404,7 @@ void layerNormKernel(const LayerDesc& l, const KernelIO& io) {
       double y = (at(k) - mean) * inv * loadAsDouble(io.in[1], scaleAt(e));
       if (hasBias) y += loadAsDouble(io.in[2], biasAt(e));
       if (out) out[e] = static_cast<T>(y);
-      if (codes) codes[e] = static_cast<uint8_t>(floatToNarrow(DataType::kFP8E4M3FN, static_cast<float>(y) / codeScale, true));
+      if (codes) codes[e] = fp8Code(static_cast<float>(y), codeScale);
     }
     if (codesAt == 1) continue;  // output 1 holds the codes
     if (skip) {

@@ -5,10 +5,10 @@
 // activation is a matmul's fused one when its product is quantized here (kNone otherwise).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_fp8.h>
 
 #include "backends/cuda/activation_math.cuh"
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/fp8_codes.cuh"
 #include "backends/cuda/fp8_matmul_kernels.h"
 
 namespace kiln::cuda {
@@ -18,10 +18,6 @@ namespace {
 __device__ __forceinline__ float toFloat(float v) { return v; }
 __device__ __forceinline__ float toFloat(__half v) { return __half2float(v); }
 __device__ __forceinline__ float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-__device__ __forceinline__ uint32_t toE4M3(float v) {
-  return static_cast<uint32_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
-}
 
 template <typename T>
 struct alignas(sizeof(T) * 4) Quad {
@@ -45,7 +41,7 @@ __global__ void quantizeE4M3Quads(const Quad<T>* __restrict__ x, int64_t quads, 
     applyActivations<4>(a.act, a.alpha, a.beta, v);
     uint32_t packed = 0;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) packed |= toE4M3(__fdiv_rn(v[e], a.scale)) << (8 * e);
+    for (int e = 0; e < 4; ++e) packed |= uint32_t(deviceFp8Code(v[e], a.scale)) << (8 * e);
     out[q] = packed;
   }
 }
@@ -54,7 +50,7 @@ __global__ void quantizeE4M3Quads(const Quad<T>* __restrict__ x, int64_t quads, 
 template <typename T>
 __global__ void quantizeE4M3Scalar(const T* __restrict__ x, int64_t count, QuantArgs a, uint8_t* __restrict__ out) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = static_cast<uint8_t>(toE4M3(__fdiv_rn(applyActivation(a.act, a.alpha, a.beta, toFloat(x[i])), a.scale)));
+    out[i] = deviceFp8Code(applyActivation(a.act, a.alpha, a.beta, toFloat(x[i])), a.scale);
 }
 
 template <typename T>

@@ -9,13 +9,12 @@
 // count / mean / M2, exact like a two-pass variance; RMSNorm: the sum of squares), no shared memory
 // and no block barrier, 256 threads a block. The register count is a template parameter (items per
 // thread, kWarpRowItems), so BERT's 768, 384, 1024 and LLMs' 4096 rows are held without idle slots.
-#include <cuda_fp8.h>
-
 #include <string>
 
 #include "core/type_dispatch.h"
 #include "backends/cuda/activation_math.cuh"
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/fp8_codes.cuh"
 #include "backends/cuda/norm_common.cuh"
 #include "backends/cuda/norm_launch.cuh"
 
@@ -147,7 +146,7 @@ __global__ void __launch_bounds__(kWarpRowThreads) rowNormWarpKernel(const RowNo
     if (p.codes) {  // the next FP8 matmul's input codes (saturating, as QuantizeLinear)
       Vec<uint8_t, VEC> codes;
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) codes.v[e] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(z[e], p.codeScale), __NV_SATFINITE, __NV_E4M3));
+      for (int e = 0; e < VEC; ++e) codes.v[e] = deviceFp8Code(z[e], p.codeScale);
       *reinterpret_cast<Vec<uint8_t, VEC>*>(p.codes + base + k0) = codes;
     }
     if (p.y) {

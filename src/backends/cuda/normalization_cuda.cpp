@@ -72,13 +72,16 @@ class SoftmaxKernel : public Kernel {
 //! float8e4m3fn codes as an output (fuse_fp8_quantize.cpp; the warp-row kernel writes them).
 bool codesOut(const LayerDesc& l) { return fp8CodesOutput(*l.attrs) >= 0; }
 
-bool supportsLayerNorm(const LayerDesc& l) {
-  if (l.inputs.size() < 2 || !isFloatType(l.inputs[0].type) || !sameTypes(l, 1, 3) || codesOut(l)) return false;
+//! What every LayerNorm / RMSNorm kernel needs (inputs and attributes; FP8 codes aside).
+bool layerNormInputsSupported(const LayerDesc& l) {
+  if (l.inputs.size() < 2 || !isFloatType(l.inputs[0].type) || !sameTypes(l, 1, 3)) return false;
   if (l.inputs.size() > 3 && (!hasSkipInput(*l.attrs) || l.inputs[3].type != l.inputs[0].type)) return false;
   if (l.inputs[0].dims.size() > static_cast<size_t>(kMaxReduceDims)) return false;
   // Statistics outputs are float32 (stash_type 1, the default); double statistics are refused.
   return l.attrs->getInt("stash_type", 1) == 1;
 }
+
+bool supportsLayerNorm(const LayerDesc& l) { return !codesOut(l) && layerNormInputsSupported(l); }
 
 //! Whether parameter dims `p` broadcast to X indexes only the normalized block as X does (the
 //! parameter's element for X's element (r, k) is k).
@@ -107,15 +110,7 @@ int64_t knownRowWidth(const LayerDesc& l) {
 //! The warp-row tactics (norm_warp_rows.cu): per-element scale / bias over rows whose width is
 //! known at build time and fits in registers (16-byte vectors or single elements).
 bool supportsLayerNormWarpRows(const LayerDesc& l) {
-  LayerDesc plain = l;  // the checks below are those of the layer without the codes
-  Attributes attrs = *l.attrs;
-  if (codesOut(l)) {
-    attrs.erase(kFp8OutScaleAttr);
-    plain.attrs = &attrs;
-    plain.outputs.resize(fp8CodesOutput(*l.attrs) == 1 ? 1 : plain.outputs.size());
-    plain.outputs[0].type = l.inputs[0].type;
-  }
-  if (!supportsLayerNorm(plain)) return false;
+  if (!layerNormInputsSupported(l)) return false;  // FP8 codes included: this kernel writes them
   const Dims& x = l.inputs[0].dims;
   const int64_t axis = normalizeAxis(l, l.attrs->getInt("axis", -1), static_cast<int64_t>(x.size()));
   for (size_t i = 1; i < 3 && i < l.inputs.size(); ++i)
