@@ -33,7 +33,8 @@ bool lineWiseOverInput0(const std::string& op) { return op == "Softmax" || op ==
 //! reads all of X and leaves the groups' shifts in the workspace before the apply pass writes)
 //! reads a group's elements for its statistics before it writes any of them, then element k
 //! before writing k. A residual network's norm then writes over its conv's output instead of
-//! holding both (ResNet-50-GN at batch 64: four 98 MiB buffers live at once instead of two).
+//! holding both (ResNet-50-GN at batch 64: four 98 MiB buffers live at once instead of two). A fused
+//! residual (input 3) is read at element k beside X's element k, so it does not change this.
 bool groupWiseOverInput0(const std::string& op) { return op == "GroupNormalization" || op == "InstanceNormalization"; }
 
 //! Conv tactics that may write Y over the residual R (input 3, in Y's layout by the fusion

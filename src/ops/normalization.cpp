@@ -224,8 +224,18 @@ void normalizeBatchNorm(Network&, Layer& layer, int opset) {
 // InstanceNormalization and GroupNormalization: statistics per (n, channel group) over the
 // group's channels and all spatial positions; affine per channel (or per group, opset 18).
 
+//! The optional 4th input of GroupNormalization / InstanceNormalization, the residual that
+//! fuse_residual.cpp moves in from the following Add: Y = act(norm(X) * scale + bias + R), R of
+//! X's shape and type (no broadcast).
+void checkNormResidual(LayerDesc& l) {
+  if (l.inputs.size() < 4 || !l.present(3)) return;
+  requireFloatInput(l, 3, "residual");
+  if (l.inputs[3].type != l.inputs[0].type) opError(l, "residual type must be the input's");
+  requireShape(l, 3, l.inputs[0].dims, "residual");
+}
+
 void inferInstanceNorm(LayerDesc& l) {
-  requireInputs(l, 3, 3);
+  requireInputs(l, 3, 4);
   checkSizes(l);
   for (size_t i = 0; i < 3; ++i) requireFloatInput(l, i, i == 0 ? "input" : "scale/B");
   const Dims& x = l.inputs[0].dims;
@@ -233,6 +243,7 @@ void inferInstanceNorm(LayerDesc& l) {
   epsilonAttr(l, 1e-5f);
   requireShape(l, 1, {x[1]}, "scale");
   requireShape(l, 2, {x[1]}, "B");
+  checkNormResidual(l);
   setOutput(l, 0, l.inputs[0].type, x);
 }
 
@@ -247,7 +258,7 @@ int64_t numGroups(const LayerDesc& l) {
 }
 
 void inferGroupNorm(LayerDesc& l) {
-  requireInputs(l, 3, 3);
+  requireInputs(l, 3, 4);
   checkSizes(l);
   for (size_t i = 0; i < 3; ++i) requireFloatInput(l, i, i == 0 ? "X" : "scale/bias");
   const Dims& x = l.inputs[0].dims;
@@ -261,6 +272,7 @@ void inferGroupNorm(LayerDesc& l) {
   if (groupAffinePerGroup(l) && l.inputs[1].dims.size() == 1 && l.inputs[1].dims[0] == g) affine = {g};
   requireShape(l, 1, affine, "scale");
   requireShape(l, 2, affine, "bias");
+  checkNormResidual(l);
   setOutput(l, 0, l.inputs[0].type, x);
 }
 
@@ -276,6 +288,7 @@ void groupNormKernel(const LayerDesc& l, const KernelIO& io) {
   const double eps = l.attrs->getFloat("epsilon", 1e-5f);
   const Activation act = fusedActivation(*l.attrs);  // fuse_activation (GroupNorm -> SiLU, ...)
   const T* in = io.in[0].as<T>();
+  const T* res = io.in.size() > 3 && io.in[3].data ? io.in[3].as<T>() : nullptr;  // fuse_residual
   T* out = io.out[0].as<T>();
   const int64_t groupSize = perGroup * spatial;  // contiguous in NCHW
   for (int64_t b = 0; b < n; ++b)
@@ -286,7 +299,8 @@ void groupNormKernel(const LayerDesc& l, const KernelIO& io) {
       for (int64_t k = 0; k < groupSize; ++k) {
         int64_t p = affinePerGroup ? grp : grp * perGroup + k / spatial;
         double y = (static_cast<double>(in[base + k]) - mv.mean) * inv;
-        const double v = y * loadAsDouble(io.in[1], p) + loadAsDouble(io.in[2], p);
+        const double v = y * loadAsDouble(io.in[1], p) + loadAsDouble(io.in[2], p) +
+                         (res ? static_cast<double>(res[base + k]) : 0.0);
         out[base + k] = static_cast<T>(act.kind == ActKind::kNone ? v : static_cast<double>(act(static_cast<float>(v))));
       }
     }

@@ -296,12 +296,53 @@ def pointwise_convs(batch=1):
     return g.model([("x", [batch, 13, 9, 7])], [y]), check, ["--disableTactics=onednn,im2col"]
 
 
+def resnet_gn(batch=1):
+    """ResNet-GN bottlenecks: GroupNorm as PyTorch exports it before opset 18 (Reshape ->
+    InstanceNormalization -> Reshape -> Mul gamma -> Add beta), the block's last norm -> residual Add
+    -> ReLU, and an InstanceNormalization -> Add -> ReLU. fuse_residual moves each Add into its norm
+    (input 3) and fuse_activation the ReLU after it; the poisoned plan run checks that the norm
+    writing over its input (in place) keeps the residual it still reads."""
+    g = Graph(9)
+
+    def gn(x, c, groups):
+        r = g.op("Reshape", [x, g.const([0, groups, -1], np.int64)])
+        n = g.op("InstanceNormalization", [r, g.const(np.ones(groups)), g.const(np.zeros(groups))], epsilon=1e-5)
+        y = g.op("Reshape", [n, g.op("Shape", [x])])
+        y = g.op("Mul", [y, g.const(g.rng.uniform(0.5, 1.5, (c, 1, 1)))])
+        return g.op("Add", [y, g.const(g.rng.standard_normal((c, 1, 1)) * 0.1)])
+
+    def block(x, cin, mid, cout):
+        h = g.op("Relu", [gn(g.conv(x, cin, mid, 1), mid, 8)])
+        h = g.op("Relu", [gn(g.conv(h, mid, mid, 3), mid, 8)])
+        h = gn(g.conv(h, mid, cout, 1), cout, 8)
+        sc = x if cin == cout else gn(g.conv(x, cin, cout, 1), cout, 8)
+        return g.op("Relu", [g.op("Add", [h, sc])])
+    x = g.conv("x", 3, 32, 3, stride=2)
+    x = block(x, 32, 16, 64)
+    x = block(x, 64, 16, 64)
+    c = 64
+    i = g.op("InstanceNormalization", [g.conv(x, c, c, 3), g.const(g.rng.uniform(0.5, 1.5, c)), g.const(np.zeros(c))],
+             epsilon=1e-5)
+    x = g.op("Relu", [g.op("Add", [i, x])])
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [x])])
+
+    def check(info, prof):
+        norms = [l for l in info["layers"] if l["op"] in ("GroupNormalization", "InstanceNormalization")]
+        fused = [l["name"] for l in norms if len(l["inputs"]) == 4]
+        if len(fused) != 3:
+            return f"expected 3 norms with a fused residual, found {len(fused)} of {len(norms)}: {fused}"
+        left = [l["name"] for l in info["layers"] if l["op"] in ("Add", "Relu", "PointwiseChain")]
+        return f"residual Adds / ReLUs left as layers: {left}" if left else None
+    return g.model([("x", [batch, 3, 20, 18])], [y]), check
+
+
 CASES = {"inception": inception, "inception_batch2": inception_batch2, "densenet": densenet,
          "shufflenet": shufflenet, "shufflenet_split": lambda: shufflenet(split=True), "concat_edges": concat_edges,
          "mobilenet_v3": mobilenet_v3, "mobilenet_v3_batch2": lambda: mobilenet_v3(2),
          "token_attention": token_attention, "token_attention_2heads": lambda: token_attention(2),
          "broadcast_binary": broadcast_binary, "pointwise_convs": pointwise_convs,
-         "pointwise_convs_batch2": lambda: pointwise_convs(2)}
+         "pointwise_convs_batch2": lambda: pointwise_convs(2), "resnet_gn": resnet_gn,
+         "resnet_gn_batch3": lambda: resnet_gn(3)}
 
 
 def run_case(kiln, name, work):

@@ -271,6 +271,15 @@ OpCase groupNormCase(const Dims& x, int64_t groups, bool perGroupAffine, uint32_
   return c;
 }
 
+//! The case with the residual the fusion moves in (fuse_residual.cpp: ResNet-GN's norm -> Add ->
+//! ReLU), Y = act(norm(X) + R), input 3 of X's shape.
+OpCase withResidual(OpCase c, uint32_t seed, const char* act) {
+  c.inputs.push_back(uniform(c.inputs[0].dims(), seed, -2.f, 2.f));
+  c.constant.push_back(false);
+  if (act) c.attrs.set("kiln_activation", std::string(act));
+  return c;
+}
+
 TEST(CudaGroupNorm, GroupsPerChannelAndPerGroupAffine) {
   KILN_REQUIRE_GPU();
   for (DataType t : kFloatTypes) {
@@ -286,6 +295,13 @@ TEST(CudaGroupNorm, GroupsPerChannelAndPerGroupAffine) {
     far.inputs[0] = uniform({2, 8, 32, 32}, 38, 99.f, 101.f);
     check(far, t, "GroupNorm mean 100, spread 2");
   }
+  // A fused residual (fuse_residual: GroupNorm -> Add -> ReLU in ResNet-GN) on the row kernel
+  // (small groups) and the split one (large groups), odd and vectorizable spatial sizes.
+  for (DataType t : kFloatTypes) {
+    check(withResidual(groupNormCase({2, 6, 5, 7}, 3, false, 71), 72, "Relu"), t, "GroupNorm + residual + Relu");
+    check(withResidual(groupNormCase({2, 32, 32, 32}, 4, false, 73), 74, nullptr), t, "GroupNorm large groups + residual");
+    check(withResidual(groupNormCase({1, 4, 128, 128}, 1, false, 75), 76, "Silu"), t, "GroupNorm one group + residual + Silu");
+  }
   // A fused activation (fuse_groupnorm + fuse_activation: GroupNorm -> SiLU in ResNet-GN, UNets).
   for (const char* act : {"Silu", "Relu", "Gelu", "Mish"}) {
     OpCase c = groupNormCase({2, 8, 6, 5}, 4, false, 35);
@@ -294,9 +310,9 @@ TEST(CudaGroupNorm, GroupsPerChannelAndPerGroupAffine) {
   }
 }
 
-//! The case with X and Y channels-last (the GPU layout pass's nhwc): every tactic offered must be
-//! a channels-last one (the NCHW tactics refuse the layout attributes), and Y brought back to
-//! NCHW matches the reference of the plain case.
+//! The case with X and Y channels-last (the GPU layout pass's nhwc; a residual too, which follows
+//! Y's layout): every tactic offered must be a channels-last one (the NCHW tactics refuse the
+//! layout attributes), and Y brought back to NCHW matches the reference of the plain case.
 void checkChannelsLast(const OpCase& base, DataType type, const std::string& what) {
   auto gpu = getBackend(DeviceType::kGPU, 0);
   const OpCase c = withType(base, type);
@@ -305,6 +321,7 @@ void checkChannelsLast(const OpCase& base, DataType type, const std::string& wha
   dev.attrs.set("kiln_layout_in", std::string("nhwc"));
   dev.attrs.set("kiln_layout_out", std::string("nhwc"));
   dev.inputs[0] = test::channelsLast(dev.inputs[0], true);
+  if (dev.inputs.size() > 3) dev.inputs[3] = test::channelsLast(dev.inputs[3], true);
   const auto names = test::tacticNames(*gpu, dev);
   ASSERT_FALSE(names.empty()) << what << ": no channels-last tactic";
   for (const auto& name : names) {
@@ -335,6 +352,12 @@ TEST(CudaGroupNorm, ChannelsLast) {
     in.attrs.set("epsilon", 1e-5f);
     in.inputs = {uniform({2, 16, 9, 9}, 59, -1.f, 3.f), uniform({16}, 60, 0.5f, 1.5f), uniform({16}, 61, -1.f, 1.f)};
     checkChannelsLast(in, t, "InstanceNorm nhwc");
+  }
+  // The fused residual (and the ReLU after it), over a grid of several chunks per image and a
+  // pixel count that leaves a partial unrolled step.
+  for (DataType t : kFloatTypes) {
+    checkChannelsLast(withResidual(groupNormCase({3, 64, 23, 29}, 32, false, 63), 64, "Relu"), t, "GroupNorm nhwc + residual + Relu");
+    checkChannelsLast(withResidual(groupNormCase({2, 256, 7, 7}, 32, false, 65), 66, nullptr), t, "GroupNorm nhwc + residual");
   }
   // More channels than one block's row of vectors holds: no channels-last tactic.
   OpCase wide = withType(groupNormCase({1, 4096, 2, 2}, 32, false, 62), DataType::kHALF);

@@ -240,6 +240,33 @@ TEST(NormRef, GroupNormalizationOpset18PerGroupAffine) {
               1e-5);
 }
 
+// The residual fuse_residual moves in as input 3: Y = act(GroupNorm(X) + R), equal to the
+// unfused layers (GroupNorm's reference above, then the Add and ReLU elementwise here).
+TEST(NormRef, GroupAndInstanceNormalizationWithResidual) {
+  std::mt19937 rng(17);
+  for (const char* op : {"GroupNormalization", "InstanceNormalization"}) {
+    SCOPED_TRACE(op);
+    const Dims d = {2, 4, 3, 5};
+    HostTensor x = randomTensor(d, rng, 2.f), r = randomTensor(d, rng, 2.f);
+    HostTensor scale = randomTensor({4}, rng, 0.5f, 1.5f), bias = randomTensor({4}, rng);
+    LayerCase plain(op);
+    plain.input(x).input(scale, true).input(bias, true).attr("epsilon", 1e-5f);
+    if (std::string(op) == "GroupNormalization") plain.attr("num_groups", int64_t(2));
+    const HostTensor norm = plain.runRef()[0];
+    LayerCase fused(op);
+    fused.input(x).input(scale, true).input(bias, true).input(r).attr("epsilon", 1e-5f).attr("kiln_activation", std::string("Relu"));
+    if (std::string(op) == "GroupNormalization") fused.attr("num_groups", int64_t(2));
+    std::vector<double> want(static_cast<size_t>(norm.count()));
+    for (int64_t i = 0; i < norm.count(); ++i) want[i] = std::max(0.f, norm.as<float>()[i] + r.as<float>()[i]);
+    expectClose(fused.runRef()[0], want, 1e-6);
+    // The residual must have X's shape (no broadcast).
+    LayerCase bad(op);
+    bad.input(x).input(scale, true).input(bias, true).input(randomTensor({4, 1, 1}, rng)).attr("epsilon", 1e-5f);
+    if (std::string(op) == "GroupNormalization") bad.attr("num_groups", int64_t(2));
+    EXPECT_THROW(bad.runRef(), Error);
+  }
+}
+
 TEST(NormRef, InstanceNormalization) {
   LayerCase c("InstanceNormalization");
   c.input(wave({2, 3, 4})).input(affine({3}, 1, 0.5)).input(affine({3}, 0, 0.25));
@@ -473,7 +500,7 @@ TEST(NormTactic, BatchNormalizationMatchesReference) {
 // group_normalization_f32_avx2 / instance_normalization_f32_avx2: groups short and long (past the
 // kernel's float-lane fold), per-channel and per-group affine, a fused activation, a large mean.
 TEST(NormTactic, GroupAndInstanceNormalizationMatchReference) {
-  std::mt19937 rng(9);
+  std::mt19937 rng(9), residualRng(10);
   struct Case {
     const char* op;
     Dims dims;
@@ -497,6 +524,7 @@ TEST(NormTactic, GroupAndInstanceNormalizationMatchReference) {
     if (k.groups) c.attr("num_groups", k.groups);
     if (k.perGroup) c.attr("kiln_per_group_affine", int64_t(1));
     if (*k.act) c.attr("kiln_activation", std::string(k.act));
+    if (k.dims.size() == 4 && k.dims[0] == 2) c.input(randomTensor(k.dims, residualRng, 2.f));  // a fused residual (fuse_residual)
     auto tactic = c.tactic(kiln::test::f32Avx2(c.desc.op));
     ASSERT_TRUE(tactic.has_value());
     expectSameAs(c.run(*tactic, 2)[0], c.runRef()[0], 2e-5);

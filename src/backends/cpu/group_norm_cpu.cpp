@@ -1,6 +1,6 @@
 // Optimized CPU tactic: GroupNormalization and InstanceNormalization (float32, plain NCHW...), AVX2
-// + FMA, one (n, group) row per work item on the thread pool, with the fused activation of
-// fuse_groupnorm + fuse_activation (GroupNorm -> SiLU in ResNet-GN, PoolFormer, UNets). Statistics in
+// + FMA, one (n, group) row per work item on the thread pool, with the fused residual and activation
+// of fuse_residual + fuse_activation (GroupNorm -> Add -> ReLU in ResNet-GN, -> SiLU in UNets). Statistics in
 // two passes (mean, then centred squares) with float lanes folded into double every block, so long
 // groups (C/G * H * W in the tens of thousands) keep the reference's accuracy.
 #include <immintrin.h>
@@ -50,9 +50,16 @@ double sumOf(const float* x, int64_t n, float shift) {
   return total;
 }
 
-void affine(const float* x, float* y, float a, float b, int64_t n) {
+//! y = x * a + b (+ r, the fused residual, when given).
+void affine(const float* x, const float* r, float* y, float a, float b, int64_t n) {
   const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
   int64_t k = 0;
+  if (r) {
+    for (; k + 8 <= n; k += 8)
+      _mm256_storeu_ps(y + k, _mm256_add_ps(_mm256_fmadd_ps(_mm256_loadu_ps(x + k), va, vb), _mm256_loadu_ps(r + k)));
+    for (; k < n; ++k) y[k] = x[k] * a + b + r[k];
+    return;
+  }
   for (; k + 8 <= n; k += 8) _mm256_storeu_ps(y + k, _mm256_fmadd_ps(_mm256_loadu_ps(x + k), va, vb));
   for (; k < n; ++k) y[k] = x[k] * a + b;
 }
@@ -60,10 +67,11 @@ void affine(const float* x, float* y, float a, float b, int64_t n) {
 bool supportsGroupNorm(const LayerDesc& l) {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
-  if ((l.op != "GroupNormalization" && l.op != "InstanceNormalization") || l.inputs.size() != 3 || !hasPlainLayouts(l) ||
-      l.outputs.size() != 1 || l.outputs[0].type != DataType::kFLOAT)
+  if ((l.op != "GroupNormalization" && l.op != "InstanceNormalization") || l.inputs.size() < 3 || l.inputs.size() > 4 ||
+      !hasPlainLayouts(l) || l.outputs.size() != 1 || l.outputs[0].type != DataType::kFLOAT)
     return false;
-  for (size_t i = 0; i < 3; ++i)
+  if (l.inputs.size() == 4 && l.inputs[3].dims != l.outputs[0].dims) return false;  // the fused residual
+  for (size_t i = 0; i < l.inputs.size(); ++i)
     if (!l.present(i) || l.inputs[i].type != DataType::kFLOAT) return false;
   return l.inputs[0].dims.size() >= 2;
 }
@@ -96,6 +104,7 @@ class GroupNormKernel : public Kernel {
     const float* x = io.in[0].as<float>();
     const float* scale = io.in[1].as<float>();
     const float* bias = io.in[2].as<float>();
+    const float* res = io.in.size() > 3 ? io.in[3].as<float>() : nullptr;
     float* y = io.out[0].as<float>();
     if (len == 0) return;
     io.pool->parallelFor(s.n * s.groups, 1, [&](int64_t lo, int64_t hi) {
@@ -109,8 +118,8 @@ class GroupNormKernel : public Kernel {
         for (int64_t k = 0; k < perGroup; ++k) {
           const int64_t p = s.perGroupAffine ? g : g * perGroup + k;
           const double a = inv * scale[p];
-          affine(xr + k * s.spatial, yr + k * s.spatial, static_cast<float>(a), static_cast<float>(bias[p] - mean * a),
-                 s.spatial);
+          affine(xr + k * s.spatial, res ? res + row * len + k * s.spatial : nullptr, yr + k * s.spatial, static_cast<float>(a),
+                 static_cast<float>(bias[p] - mean * a), s.spatial);
         }
         applyActivationAvx2(act_, yr, len);
       }

@@ -8,8 +8,8 @@
 //      cancelling when the mean is large against the spread, as norm_group_split.cu), then the
 //      block adds its threads' sums per group in shared memory into partials[image][chunk][group];
 //   2. apply: each block adds up its image's partials per group (mean = K + S/n,
-//      var = SS/n - (S/n)^2), then normalizes its pixels with the channels' scale and bias and the
-//      fused activation. It reads K from the workspace and each element before writing it, so Y
+//      var = SS/n - (S/n)^2), then normalizes its pixels with the channels' scale and bias, the
+//      fused residual (laid out like Y) and activation. It reads K from the workspace and each element before writing it, so Y
 //      may be written over X.
 #include <algorithm>
 
@@ -25,6 +25,8 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxGroups = 2048;  // per-group sums in shared memory (InstanceNorm: one per channel)
+constexpr int kUnroll = 4;        // pixels per thread and step
+constexpr int kBlocksPerSm = 4;   // resident blocks of kThreads the plan counts on (registers allow ~4)
 
 template <typename T, int VEC, bool kVector>
 __device__ __forceinline__ void loadVec(const T* p, float (&v)[VEC]) {
@@ -62,14 +64,24 @@ __global__ void __launch_bounds__(kThreads) nhwcStatsKernel(const GroupNormNhwcP
     s[e] = ss[e] = 0.f;
   }
   const int64_t first = chunk * p.pixels, last = min(first + p.pixels, p.hw);
-  for (int64_t px = first + threadIdx.y; px < last; px += blockDim.y) {
-    float v[VEC];
-    loadVec<T, VEC, kVector>(x + px * p.c + c0, v);
+  // kUnroll pixels' loads in flight per thread before their sums (one 16-byte load at a time
+  // left the statistics pass latency-bound at ~40% of the H100's bandwidth).
+  for (int64_t px = first + threadIdx.y; px < last; px += kUnroll * blockDim.y) {
+    float v[kUnroll][VEC];
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      const float d = v[e] - shift[e];
-      s[e] += d;
-      ss[e] = fmaf(d, d, ss[e]);
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t q = px + static_cast<int64_t>(u) * blockDim.y;
+      if (q < last) loadVec<T, VEC, kVector>(x + q * p.c + c0, v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (px + static_cast<int64_t>(u) * blockDim.y >= last) break;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        const float d = v[u][e] - shift[e];
+        s[e] += d;
+        ss[e] = fmaf(d, d, ss[e]);
+      }
     }
   }
   // Runs of channels of one group add up in registers, then one shared-memory add per run.
@@ -132,14 +144,27 @@ __global__ void __launch_bounds__(kThreads) nhwcApplyKernel(const GroupNormNhwcP
     b[e] = bias ? toFloat(bias[param]) : 0.f;
   }
   const ActKind act = static_cast<ActKind>(p.act);
+  const T* res = p.residual ? static_cast<const T*>(p.residual) + img * p.hw * p.c : nullptr;
   const int64_t first = chunk * p.pixels, last = min(first + p.pixels, p.hw);
-  for (int64_t px = first + threadIdx.y; px < last; px += blockDim.y) {
-    float v[VEC];
-    loadVec<T, VEC, kVector>(x + px * p.c + c0, v);
+  for (int64_t px = first + threadIdx.y; px < last; px += kUnroll * blockDim.y) {
+    float v[kUnroll][VEC], r[kUnroll][VEC];
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) v[e] = (v[e] - mean[e]) * a[e] + b[e];
-    applyActivations<VEC>(act, p.actAlpha, p.actBeta, v);
-    storeVec<T, VEC, kVector>(y + px * p.c + c0, v);
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t q = px + static_cast<int64_t>(u) * blockDim.y;
+      if (q < last) {
+        loadVec<T, VEC, kVector>(x + q * p.c + c0, v[u]);
+        if (res) loadVec<T, VEC, kVector>(res + q * p.c + c0, r[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t q = px + static_cast<int64_t>(u) * blockDim.y;
+      if (q >= last) break;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) v[u][e] = (v[u][e] - mean[e]) * a[e] + b[e] + (res ? r[u][e] : 0.f);
+      applyActivations<VEC>(act, p.actAlpha, p.actBeta, v[u]);
+      storeVec<T, VEC, kVector>(y + q * p.c + c0, v[u]);
+    }
   }
 }
 
@@ -156,7 +181,7 @@ template <typename T>
 void launchTyped(const GroupNormNhwcParams& p, float2* partials, cudaStream_t stream) {
   constexpr int kWide = 16 / sizeof(T);
   if (p.vec != kWide) throw Error("GroupNormalization (nhwc): the plan's vector width does not match the type");
-  if (aligned(p.x, 16) && aligned(p.y, 16)) launchPasses<T, kWide, true>(p, partials, stream);
+  if (aligned(p.x, 16) && aligned(p.y, 16) && (!p.residual || aligned(p.residual, 16))) launchPasses<T, kWide, true>(p, partials, stream);
   else launchPasses<T, kWide, false>(p, partials, stream);
 }
 
@@ -171,10 +196,13 @@ void planGroupNormNhwc(GroupNormNhwcParams& p) {
   p.vec = static_cast<int>(16 / elementSize(p.type));
   p.tx = static_cast<int>(p.c / p.vec);
   p.ty = std::max(1, kThreads / std::max(p.tx, 1));
-  // Blocks to fill the GPU four times over, each thread at least 4 pixels, at most 256 chunks per
-  // image (the apply pass adds every chunk's partials).
-  const int64_t wanted = std::max<int64_t>(1, (int64_t(smCount()) * 4 + p.n - 1) / std::max<int64_t>(p.n, 1));
-  int64_t pixels = std::max<int64_t>(int64_t(p.ty) * 4, (p.hw + wanted - 1) / wanted);
+  // One wave of blocks: as many chunks per image as keep n x chunks within the resident blocks
+  // (a 1.09-wave grid, 576 blocks for 528 slots at batch 64, ran its tail as a second full-length
+  // wave), each thread at least one step of kUnroll pixels, at most 256 chunks per image (the
+  // apply pass adds every chunk's partials).
+  const int64_t slots = int64_t(smCount()) * kBlocksPerSm;
+  const int64_t wanted = std::max<int64_t>(1, slots / std::max<int64_t>(p.n, 1));
+  int64_t pixels = std::max<int64_t>(int64_t(p.ty) * kUnroll, (p.hw + wanted - 1) / wanted);
   pixels = std::max(pixels, (p.hw + 255) / 256);
   pixels = (pixels + p.ty - 1) / p.ty * p.ty;
   p.pixels = pixels;

@@ -28,6 +28,7 @@ struct GroupNormNhwcParams {
   void* y = nullptr;
   const void* scale = nullptr;
   const void* bias = nullptr;
+  const void* residual = nullptr;  //!< fused residual (channels-last like Y), added before the activation
   //! Workspace: one float2 (sum, sum of squares) per image, chunk and group, then each image's and
   //! group's shift (read by the statistics pass: the apply pass may write over X).
   size_t workspaceBytes() const { return static_cast<size_t>(n * chunks * groups * 2 + n * groups) * sizeof(float); }

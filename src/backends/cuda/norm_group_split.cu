@@ -7,7 +7,7 @@
 //      first element (a shift that keeps the one-pass variance from cancelling when the mean is
 //      large against the spread), into partials[group][chunk];
 //   2. apply: each block adds up its group's partials (mean = K + S/n, var = SS/n - (S/n)^2), then
-//      normalizes its chunk with the channel's scale and bias and the fused activation. It reads
+//      normalizes its chunk with the channel's scale and bias, the fused residual and activation. It reads
 //      K from the workspace and each element before writing it, so Y may be written over X.
 // Vectors of 16 bytes when a channel's spatial extent allows them (one channel per vector: one
 // division per vector, scale and bias read once per vector).
@@ -83,17 +83,19 @@ __global__ void __launch_bounds__(kSplitThreads) groupApplyKernel(const RowNormP
   chunkRange(p.cols / VEC, chunkVecs, chunk, first, count);
   const T* scale = static_cast<const T*>(p.scale);
   const T* bias = static_cast<const T*>(p.bias);
+  const T* res = p.residual ? static_cast<const T*>(p.residual) + row * p.cols : nullptr;
   const int64_t group = row % p.groups;
   for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
     const int64_t k0 = (first + j) * VEC;
-    float v[VEC], out[VEC];
+    float v[VEC], out[VEC], r[VEC];
     loadFloats<T, VEC>(x + k0, v);
+    if (res) loadFloats<T, VEC>(res + k0, r);
     // One channel for the whole vector (VEC > 1 only when spatial % VEC == 0).
     const int64_t param = p.mode == RowNormParams::kPerGroup ? group : group * p.perGroup + k0 / p.spatial;
     const float a = toFloat(scale[param]) * inv, b = bias ? toFloat(bias[param]) : 0.f;
 #pragma unroll
     for (int e = 0; e < VEC; ++e)
-      out[e] = applyActivation(static_cast<ActKind>(p.act), p.actAlpha, p.actBeta, (v[e] - mean) * a + b);
+      out[e] = applyActivation(static_cast<ActKind>(p.act), p.actAlpha, p.actBeta, (v[e] - mean) * a + b + (res ? r[e] : 0.f));
     storeFloats<T, VEC>(y + k0, out);
   }
 }
@@ -112,7 +114,8 @@ void launchSplitPasses(const RowNormParams& p, const GroupSplitPlan& plan, float
 template <typename T>
 void groupSplitTyped(const RowNormParams& p, const GroupSplitPlan& plan, float2* partials, cudaStream_t stream) {
   constexpr int kWide = 16 / sizeof(T);
-  if (plan.vec == kWide && aligned(p.x, 16) && aligned(p.y, 16)) launchSplitPasses<T, kWide>(p, plan, partials, stream);
+  if (plan.vec == kWide && aligned(p.x, 16) && aligned(p.y, 16) && (!p.residual || aligned(p.residual, 16)))
+    launchSplitPasses<T, kWide>(p, plan, partials, stream);
   else launchSplitPasses<T, 1>(p, plan, partials, stream);
 }
 

@@ -118,6 +118,9 @@ struct RowNormParams {
   const void* bias = nullptr;  //!< may be null (RMSNorm, LayerNorm without B)
   const void* skip = nullptr;  //!< skip LayerNorm (kiln_skip): added to X (rounded to T) first
   void* sum = nullptr;         //!< skip LayerNorm's optional second output: X + skip
+  //! GroupNorm / InstanceNorm's fused residual (input 3, laid out like Y): added after the affine,
+  //! before the activation (fuse_residual.cpp)
+  const void* residual = nullptr;
   uint8_t* codes = nullptr;    //!< see codeScale
   float* mean = nullptr;       //!< optional outputs (float32), one per row
   float* invStd = nullptr;

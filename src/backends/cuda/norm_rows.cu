@@ -57,10 +57,12 @@ __device__ __forceinline__ void writeNormalized(const RowNormParams& p, int64_t 
       if (bias) b[e] = toFloat(bias[paramOffset(p, row, k0 + e, p.biasStrides)]);
     }
   }
-  float out[VEC];
+  float out[VEC], r[VEC];
+  if (p.residual) loadFloats<T, VEC>(static_cast<const T*>(p.residual) + row * p.cols + k0, r);
 #pragma unroll
   for (int e = 0; e < VEC; ++e)
-    out[e] = applyActivation(static_cast<ActKind>(p.act), p.actAlpha, p.actBeta, (v[e] - mean) * inv * s[e] + (bias ? b[e] : 0.f));
+    out[e] = applyActivation(static_cast<ActKind>(p.act), p.actAlpha, p.actBeta,
+                             (v[e] - mean) * inv * s[e] + (bias ? b[e] : 0.f) + (p.residual ? r[e] : 0.f));
   storeFloats<T, VEC>(y + k0, out);
   if (p.sum) storeFloats<T, VEC>(static_cast<T*>(p.sum) + row * p.cols + k0, v);  // exact: v holds T-rounded sums
 }
@@ -157,7 +159,7 @@ void rowNormTyped(const RowNormParams& p, cudaStream_t stream) {
   constexpr int kWide = 16 / sizeof(T);
   const RowGeometry& g = p.geo;
   const bool wide = g.vec == kWide && aligned(p.x, 16) && aligned(p.y, 16) && (!p.skip || aligned(p.skip, 16)) &&
-                    (!p.sum || aligned(p.sum, 16)) &&
+                    (!p.sum || aligned(p.sum, 16)) && (!p.residual || aligned(p.residual, 16)) &&
                     (p.mode != RowNormParams::kDirect || (aligned(p.scale, 16) && (!p.bias || aligned(p.bias, 16))));
   const dim3 block(g.threads, g.rowsPerBlock);
   const dim3 grid(static_cast<unsigned>((p.rows + g.rowsPerBlock - 1) / g.rowsPerBlock));

@@ -181,13 +181,18 @@ class LayerNormKernel : public Kernel {
 
 // ---- GroupNormalization / InstanceNormalization ----------------------------------------------
 
-bool supportsGroupNorm(const LayerDesc& l) {
-  return l.inputs.size() == 3 && isFloatType(l.inputs[0].type) && sameTypes(l, 1, 3) && hasPlainLayouts(l);
+//! X, scale, bias (and a fused residual of Y's dims: fuse_residual.cpp) of one float type.
+bool groupNormInputsSupported(const LayerDesc& l) {
+  if (l.inputs.size() < 3 || l.inputs.size() > 4 || !isFloatType(l.inputs[0].type)) return false;
+  if (l.inputs.size() == 4 && (!l.present(3) || l.outputs.empty() || l.inputs[3].dims != l.outputs[0].dims)) return false;
+  return sameTypes(l, 1, l.inputs.size());
 }
+
+bool supportsGroupNorm(const LayerDesc& l) { return groupNormInputsSupported(l) && hasPlainLayouts(l); }
 
 //! The channels-last tactic: X and Y nhwc (the GPU layout pass's choice), 4-D.
 bool supportsGroupNormNhwc(const LayerDesc& l) {
-  if (l.inputs.size() != 3 || !isFloatType(l.inputs[0].type) || !sameTypes(l, 1, 3)) return false;
+  if (!groupNormInputsSupported(l)) return false;
   if (inLayoutBlock(l) != kNhwcBlock || outLayoutBlock(l) != kNhwcBlock || l.inputs[0].dims.size() != 4) return false;
   const int64_t c = l.inputs[0].dims[1];
   const int64_t g = l.op == "GroupNormalization" ? l.attrs->getInt("num_groups", 0) : c;
@@ -223,6 +228,7 @@ template <class P> void bindGroupNormIO(P& p, const KernelIO& io) {
   p.x = io.in[0].data;
   p.scale = io.in[1].data;
   p.bias = io.in[2].data;
+  p.residual = io.in.size() > 3 ? io.in[3].data : nullptr;
   p.y = io.out[0].data;
 }
 

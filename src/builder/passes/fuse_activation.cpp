@@ -1,4 +1,4 @@
-// Conv / ConvTranspose / Gemm / MatMul / Fp8MatMul / GroupNormalization followed by an activation: the activation runs in the
+// Conv / ConvTranspose / Gemm / MatMul / Fp8MatMul / GroupNormalization / InstanceNormalization followed by an activation: the activation runs in the
 // producer's epilogue (oneDNN post-op, cuDNN graph, GEMM epilogue) instead of a second pass over
 // memory. Besides single activation ops, the gated forms exporters write for SiLU/Swish
 // (x * Sigmoid(x)) and Mish (x * Tanh(Softplus(x))), where x feeds both the gate and the Mul.
@@ -104,7 +104,8 @@ bool leaveToPointwiseChain(const Network& net, const Layer* p, const Activation&
 }  // namespace
 
 bool fuseActivation(Network& net, bool epilogueActsOnly) {
-  static const std::set<std::string> producers{"Conv", "ConvTranspose", "Gemm", "MatMul", "Fp8MatMul", "GroupNormalization"};
+  static const std::set<std::string> producers{"Conv", "ConvTranspose", "Gemm", "MatMul", "Fp8MatMul", "GroupNormalization",
+                                               "InstanceNormalization"};
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* p = net.layer(static_cast<int>(i));

@@ -80,7 +80,7 @@ class LayoutPlanner {
   Slot slotOf(const Layer& l, size_t k) const {
     if (!policy_.reads(l)) return Slot::kOther;
     if (k == 0) return Slot::kData;
-    if (l.op == "Conv" && k == 3) return Slot::kResidual;
+    if (k == 3 && (l.op == "Conv" || isLayoutGroupNorm(l))) return Slot::kResidual;
     return Slot::kOther;
   }
   bool isBlocked(const Tensor* t) const { return t && blocked_.count(t); }

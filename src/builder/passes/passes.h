@@ -63,7 +63,8 @@ bool fuseAttention(Network& net, const std::function<bool(const Layer&)>& suppor
 bool fuseSkipLayerNorm(Network& net, const std::function<bool(const Layer&)>& supported = {}, const InputSamples& samples = {});
 //! MatMul(A, constant W) -> Add(constant bias over the last dim) -> MatMul with a bias input.
 bool fuseMatMulBias(Network& net);
-//! Conv -> Add(other tensor of the same shape) -> Conv with a residual input.
+//! Conv / GroupNormalization / InstanceNormalization -> Add(other tensor of the same shape) -> the
+//! producer with a residual input (input 3), added before its fused activation.
 bool fuseConvResidual(Network& net, const InputSamples& samples = {});
 //! Conv/ConvTranspose/Gemm/MatMul -> activation -> one layer with kiln_activation.
 //! `epilogueActsOnly` (GPU): a MatMul / Gemm takes only the activations its GEMM epilogue computes
