@@ -39,6 +39,8 @@ class TacticFilter : public Backend {
     inner_->copyToHost(dst, src, bytes, stream);
   }
   void synchronize(void* stream) override { inner_->synchronize(stream); }
+  void fill(void* p, int value, size_t bytes, void* stream) override { inner_->fill(p, value, bytes, stream); }
+  DevicePeak peak() const override { return inner_->peak(); }
   ThreadPool* pool() override { return inner_->pool(); }
   int64_t preferredChannelBlock() const override { return inner_->preferredChannelBlock(); }
   int int8WeightLimit() const override { return inner_->int8WeightLimit(); }
