@@ -336,13 +336,41 @@ def resnet_gn(batch=1):
     return g.model([("x", [batch, 3, 20, 18])], [y]), check
 
 
+def audio_frontend(batch=1):
+    """wav2vec2's feature extractor head: Conv1d -> GroupNorm with one group per channel as PyTorch
+    exports it ([N, C, T] -> Reshape [0, C, -1], the same shape -> InstanceNormalization -> Reshape ->
+    Mul gamma -> Add beta) -> erf GELU, and an InstanceNormalization -> Mul -> Add -> Relu. The
+    affine Mul / Add fold into the norm's scale and bias, and the activation joins the norm."""
+    g = Graph(10)
+    c = 16
+    w = g.const(g.rng.standard_normal((c, 1, 10)) / np.sqrt(10))
+    x = g.op("Conv", ["x", w], kernel_shape=[10], strides=[5])
+    r = g.op("Reshape", [x, g.const([0, c, -1], np.int64)])
+    n = g.op("InstanceNormalization", [r, g.const(np.ones(c)), g.const(np.zeros(c))], epsilon=1e-5)
+    h = g.op("Reshape", [n, g.op("Shape", [x])])
+    h = g.op("Add", [g.op("Mul", [h, g.const(g.rng.uniform(0.5, 1.5, (c, 1)))]), g.const(g.rng.standard_normal((c, 1)) * 0.1)])
+    h = g.op("Mul", [g.op("Mul", [h, g.const(0.5)]), g.op("Add", [g.const(1.0), g.op("Erf", [g.op("Div", [h, g.const(np.sqrt(2.0))])])])])
+    w2 = g.const(g.rng.standard_normal((c, c, 3)) / np.sqrt(3 * c))
+    h = g.op("Conv", [h, w2], kernel_shape=[3], strides=[2])
+    i = g.op("InstanceNormalization", [h, g.const(np.ones(c)), g.const(np.zeros(c))], epsilon=1e-5)
+    i = g.op("Add", [g.op("Mul", [g.const(g.rng.uniform(0.5, 1.5, (c, 1))), i]), g.const(g.rng.standard_normal((c, 1)))])
+    y = g.op("Relu", [i])
+
+    def check(info, prof):
+        ops = [l["op"] for l in info["layers"]]
+        left = [o for o in ops if o in ("Mul", "Add", "Erf", "Div", "PointwiseChain", "Relu", "Gelu")]
+        return f"affine / activation layers left: {left} (all: {ops})" if left else None
+    return g.model([("x", [batch, 1, 400])], [y]), check
+
+
 CASES = {"inception": inception, "inception_batch2": inception_batch2, "densenet": densenet,
          "shufflenet": shufflenet, "shufflenet_split": lambda: shufflenet(split=True), "concat_edges": concat_edges,
          "mobilenet_v3": mobilenet_v3, "mobilenet_v3_batch2": lambda: mobilenet_v3(2),
          "token_attention": token_attention, "token_attention_2heads": lambda: token_attention(2),
          "broadcast_binary": broadcast_binary, "pointwise_convs": pointwise_convs,
          "pointwise_convs_batch2": lambda: pointwise_convs(2), "resnet_gn": resnet_gn,
-         "resnet_gn_batch3": lambda: resnet_gn(3)}
+         "resnet_gn_batch3": lambda: resnet_gn(3), "audio_frontend": audio_frontend,
+         "audio_frontend_batch2": lambda: audio_frontend(2)}
 
 
 def run_case(kiln, name, work):

@@ -93,6 +93,55 @@ bool fuseGroupNormPattern(Network& net, const InputSamples& samples) {
     changed = true;
     i = 0;
   }
+  // A norm whose input needs no Reshape into groups (GroupNorm with one group per channel on
+  // [N, C, T], where the exporter's Reshape keeps the shape and is elided: wav2vec2's feature
+  // extractor; InstanceNormalization itself) keeps its per-channel Mul gamma / Add beta as layers:
+  // they fold into its scale and bias, so that fuse_activation can reach the GELU after them.
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    Layer* norm = net.layer(static_cast<int>(i));
+    if ((norm->op != "InstanceNormalization" && norm->op != "GroupNormalization") || norm->inputs.size() != 3 ||
+        norm->outputs.size() != 1 || hasFusedActivation(norm->attrs))
+      continue;
+    Tensor* x = norm->inputs[0];
+    const Tensor *s = norm->inputs[1], *b = norm->inputs[2];
+    if (!x || x->type != DataType::kFLOAT || !x->dimsKnown || x->dims.size() < 3) continue;
+    const int64_t c = x->dims[1];
+    if (c <= 0 || !s || !b || !s->isConstant() || !b->isConstant() || s->value.count() != c || b->value.count() != c) continue;
+    Tensor* y = norm->outputs[0];
+    HostTensor scale(DataType::kFLOAT, {c}), bias(DataType::kFLOAT, {c});
+    for (int64_t k = 0; k < c; ++k) {
+      scale.as<float>()[k] = static_cast<float>(s->value.getDouble(k));
+      bias.as<float>()[k] = static_cast<float>(b->value.getDouble(k));
+    }
+    std::vector<Layer*> dead;
+    Layer* mul = y->isOutput ? nullptr : soleConsumer(net, y);
+    if (mul && mul->op == "Mul" && perChannelConst(otherInput(mul, y), c, x->dims.size()) && sameDims(mul->outputs[0], x)) {
+      const Tensor* gamma = otherInput(mul, y);
+      for (int64_t k = 0; k < c; ++k) {
+        const float g = static_cast<float>(gamma->value.getDouble(k));
+        scale.as<float>()[k] *= g;
+        bias.as<float>()[k] *= g;
+      }
+      dead.push_back(mul);
+      y = mul->outputs[0];
+    }
+    Layer* add = y->isOutput ? nullptr : soleConsumer(net, y);
+    if (add && add->op == "Add" && perChannelConst(otherInput(add, y), c, x->dims.size()) && sameDims(add->outputs[0], x)) {
+      const Tensor* beta = otherInput(add, y);
+      for (int64_t k = 0; k < c; ++k) bias.as<float>()[k] += static_cast<float>(beta->value.getDouble(k));
+      dead.push_back(add);
+      y = add->outputs[0];
+    }
+    if (dead.empty()) continue;
+    norm->inputs[1] = net.addConstant(net.uniqueName(norm->name + "_scale"), scale);
+    norm->inputs[2] = net.addConstant(net.uniqueName(norm->name + "_bias"), bias);
+    Tensor* out = norm->outputs[0];
+    for (Layer* l : dead) recordFusion(norm, l);
+    for (Layer* l : dead) net.removeLayer(l);
+    net.replaceUses(y, out);
+    changed = true;
+    i = 0;
+  }
   return changed;
 }
 
