@@ -257,6 +257,28 @@ TEST(CudaConv, PatchEmbedding) {
                        "conv_half_cublaslt_patch_0"));
 }
 
+// Large kernels as im2col + GEMM batched over the groups (conv_half_cublaslt_im2col_*): wav2vec2's
+// positional Conv1d (kernel 128, padding 64, 16 groups; here 64 channels over 37 frames) with a GELU,
+// a 2-D 7x7 grouped one with stride, dilation, asymmetric pads, a residual and an odd image size
+// (images after the first not 16-byte aligned: the element-aligned plan), a 3-D one. Every offered
+// tactic against the reference; small kernels are not offered it.
+TEST(CudaConv, Im2colGemmLargeKernels) {
+  KILN_REQUIRE_GPU();
+  Attributes pos = attrs({{"group", {16}}, {"pads", {64, 64}}});
+  pos.set("kiln_activation", std::string("Gelu"));
+  Attributes g2 = attrs({{"group", {2}}, {"strides", {2, 1}}, {"dilations", {1, 2}}, {"pads", {3, 2, 1, 4}}});
+  const OpCase cases[] = {convCase({3, 64, 37}, {64, 4, 128}, pos, true, false, 90),
+                          convCase({2, 6, 13, 11}, {10, 3, 7, 7}, g2, true, true, 91),
+                          convCase({1, 4, 6, 7, 5}, {3, 4, 4, 4, 2}, attrs({{"pads", {1, 1, 0, 2, 1, 1}}}), false, false, 92)};
+  for (const OpCase& c : cases)
+    for (DataType t : {DataType::kHALF, DataType::kBF16}) {
+      auto names = checkAllTactics(c, t, convTol(t, reduction(c)), "im2col conv " + toString(c.inputs[1].dims()));
+      EXPECT_TRUE(offered(names, "conv_half_cublaslt_im2col_0")) << toString(t);
+    }
+  auto names = test::tacticNames(*getBackend(DeviceType::kGPU, 0), typed(convCase({1, 8, 9, 9}, {8, 8, 3, 3}, {}, false, false, 93), DataType::kHALF).device);
+  EXPECT_FALSE(offered(names, "conv_half_cublaslt_im2col_0")) << "a 3x3 kernel";
+}
+
 TEST(CudaConv, SupportsRefuses) {
   KILN_REQUIRE_GPU();
   auto gpu = getBackend(DeviceType::kGPU, 0);

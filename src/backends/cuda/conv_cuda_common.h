@@ -41,6 +41,16 @@ void launchConvEpilogue(DataType type, void* y, const void* bias, const void* re
 void launchPatchesToRows(DataType type, const void* x, void* rows, int64_t n, int64_t c, int64_t h, int64_t w, int64_t p,
                          cudaStream_t s);
 
+//! An im2col problem over 3 spatial axes (1-D / 2-D convs padded with leading axes of size 1).
+struct Im2colGeometry {
+  int64_t channels = 0;  //!< all input channels (a group's rows are contiguous in col)
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1},
+          pad[3] = {0, 0, 0};  //!< pad: the leading (begin) padding
+};
+//! col[n][c][kd][kh][kw][p] = x[n][c][window p's tap (kd, kh, kw)] (0 in the padding) for `images`
+//! NC(D)HW images (conv_im2col.cu). 2-byte types.
+void launchIm2col(DataType type, const void* x, void* col, const Im2colGeometry& g, int64_t images, cudaStream_t s);
+
 //! dst[n, s, k] = k < c ? src[n, k, s] : 0 for `n` images of `hw` pixels (conv_pad.cu): an NCHW
 //! tensor of `c` channels copied channels last with the channels zero-padded to `cp` >= c. 2-byte
 //! types (float16, bfloat16); 16-byte stores when cp % 8 == 0 and dst is 16-byte aligned.

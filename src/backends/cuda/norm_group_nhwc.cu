@@ -25,8 +25,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxGroups = 2048;  // per-group sums in shared memory (InstanceNorm: one per channel)
-constexpr int kUnroll = 4;        // pixels per thread and step
-constexpr int kBlocksPerSm = 4;   // resident blocks of kThreads the plan counts on (registers allow ~4)
 
 template <typename T, int VEC, bool kVector>
 __device__ __forceinline__ void loadVec(const T* p, float (&v)[VEC]) {
@@ -64,24 +62,14 @@ __global__ void __launch_bounds__(kThreads) nhwcStatsKernel(const GroupNormNhwcP
     s[e] = ss[e] = 0.f;
   }
   const int64_t first = chunk * p.pixels, last = min(first + p.pixels, p.hw);
-  // kUnroll pixels' loads in flight per thread before their sums (one 16-byte load at a time
-  // left the statistics pass latency-bound at ~40% of the H100's bandwidth).
-  for (int64_t px = first + threadIdx.y; px < last; px += kUnroll * blockDim.y) {
-    float v[kUnroll][VEC];
+  for (int64_t px = first + threadIdx.y; px < last; px += blockDim.y) {
+    float v[VEC];
+    loadVec<T, VEC, kVector>(x + px * p.c + c0, v);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t q = px + static_cast<int64_t>(u) * blockDim.y;
-      if (q < last) loadVec<T, VEC, kVector>(x + q * p.c + c0, v[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (px + static_cast<int64_t>(u) * blockDim.y >= last) break;
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        const float d = v[u][e] - shift[e];
-        s[e] += d;
-        ss[e] = fmaf(d, d, ss[e]);
-      }
+    for (int e = 0; e < VEC; ++e) {
+      const float d = v[e] - shift[e];
+      s[e] += d;
+      ss[e] = fmaf(d, d, ss[e]);
     }
   }
   // Runs of channels of one group add up in registers, then one shared-memory add per run.
@@ -146,25 +134,14 @@ __global__ void __launch_bounds__(kThreads) nhwcApplyKernel(const GroupNormNhwcP
   const ActKind act = static_cast<ActKind>(p.act);
   const T* res = p.residual ? static_cast<const T*>(p.residual) + img * p.hw * p.c : nullptr;
   const int64_t first = chunk * p.pixels, last = min(first + p.pixels, p.hw);
-  for (int64_t px = first + threadIdx.y; px < last; px += kUnroll * blockDim.y) {
-    float v[kUnroll][VEC], r[kUnroll][VEC];
+  for (int64_t px = first + threadIdx.y; px < last; px += blockDim.y) {
+    float v[VEC], r[VEC];
+    loadVec<T, VEC, kVector>(x + px * p.c + c0, v);
+    if (res) loadVec<T, VEC, kVector>(res + px * p.c + c0, r);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t q = px + static_cast<int64_t>(u) * blockDim.y;
-      if (q < last) {
-        loadVec<T, VEC, kVector>(x + q * p.c + c0, v[u]);
-        if (res) loadVec<T, VEC, kVector>(res + q * p.c + c0, r[u]);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t q = px + static_cast<int64_t>(u) * blockDim.y;
-      if (q >= last) break;
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) v[u][e] = (v[u][e] - mean[e]) * a[e] + b[e] + (res ? r[u][e] : 0.f);
-      applyActivations<VEC>(act, p.actAlpha, p.actBeta, v[u]);
-      storeVec<T, VEC, kVector>(y + q * p.c + c0, v[u]);
-    }
+    for (int e = 0; e < VEC; ++e) v[e] = (v[e] - mean[e]) * a[e] + b[e] + (res ? r[e] : 0.f);
+    applyActivations<VEC>(act, p.actAlpha, p.actBeta, v);
+    storeVec<T, VEC, kVector>(y + px * p.c + c0, v);
   }
 }
 
@@ -196,13 +173,10 @@ void planGroupNormNhwc(GroupNormNhwcParams& p) {
   p.vec = static_cast<int>(16 / elementSize(p.type));
   p.tx = static_cast<int>(p.c / p.vec);
   p.ty = std::max(1, kThreads / std::max(p.tx, 1));
-  // One wave of blocks: as many chunks per image as keep n x chunks within the resident blocks
-  // (a 1.09-wave grid, 576 blocks for 528 slots at batch 64, ran its tail as a second full-length
-  // wave), each thread at least one step of kUnroll pixels, at most 256 chunks per image (the
-  // apply pass adds every chunk's partials).
-  const int64_t slots = int64_t(smCount()) * kBlocksPerSm;
-  const int64_t wanted = std::max<int64_t>(1, slots / std::max<int64_t>(p.n, 1));
-  int64_t pixels = std::max<int64_t>(int64_t(p.ty) * kUnroll, (p.hw + wanted - 1) / wanted);
+  // Blocks to fill the GPU four times over, each thread at least 4 pixels, at most 256 chunks per
+  // image (the apply pass adds every chunk's partials).
+  const int64_t wanted = std::max<int64_t>(1, (int64_t(smCount()) * 4 + p.n - 1) / std::max<int64_t>(p.n, 1));
+  int64_t pixels = std::max<int64_t>(int64_t(p.ty) * 4, (p.hw + wanted - 1) / wanted);
   pixels = std::max(pixels, (p.hw + 255) / 256);
   pixels = (pixels + p.ty - 1) / p.ty * p.ty;
   p.pixels = pixels;

@@ -121,6 +121,8 @@ const std::vector<TacticDef>& cudaTacticTable() {
       {"Conv", "conv_half_cublaslt_patch_1", cuda::patchGemmConv(1)},
       {"Conv", "conv_half_cublaslt_patch_nhwc_0", cuda::patchGemmNhwcConv(0)},
       {"Conv", "conv_half_cublaslt_patch_nhwc_1", cuda::patchGemmNhwcConv(1)},
+      {"Conv", "conv_half_cublaslt_im2col_0", cuda::im2colGemmConv(0)},
+      {"Conv", "conv_half_cublaslt_im2col_1", cuda::im2colGemmConv(1)},
       {"Fp8MatMul", "fp8_matmul_fp_cublaslt_0", cuda::fp8MatMulCublasLt(0)},
       {"Fp8MatMul", "fp8_matmul_fp_cublaslt_1", cuda::fp8MatMulCublasLt(1)},
       {"Fp8Quantize", "fp8_quantize_fp_cuda", cuda::fp8Quantize()},
