@@ -503,6 +503,27 @@ TEST(CudaLayout, ConvChannelsLast) {
   EXPECT_FALSE(offered(namesNhwc(cases[1]), "conv_half_cublaslt_1x1_0")) << "stride 2";
 }
 
+// EfficientNet's squeeze-excitation convs at a throughput batch: 1x1 convs on [N, C, 1, 1] (the same
+// bytes in both layouts) with SiLU and Sigmoid, at batch 1 and 128 (EfficientNet-B0's FP16 engine at
+// batch 128 on the H100 computed the first SE conv's SiLU wrong, relative error 1.5, batch 1 right).
+TEST(CudaLayout, SqueezeExcitationConvsAtLargeBatch) {
+  KILN_REQUIRE_GPU();
+  Attributes silu, sigmoid;
+  silu.set("kiln_activation", std::string("Silu"));
+  sigmoid.set("kiln_activation", std::string("Sigmoid"));
+  for (int64_t n : {1, 128}) {
+    const OpCase cases[] = {convCase({n, 32, 1, 1}, {8, 32, 1, 1}, silu, true, false, 230),
+                            convCase({n, 8, 1, 1}, {32, 8, 1, 1}, sigmoid, true, false, 231),
+                            convCase({n, 96, 1, 1}, {4, 96, 1, 1}, silu, true, false, 232)};
+    for (const OpCase& c : cases)
+      for (DataType t : {DataType::kHALF, DataType::kBF16}) {
+        checkConv(c, "SE conv batch " + std::to_string(n), {t});
+        for (int combo = 1; combo < 4; ++combo)
+          checkLayouts(c, t, combo & 1, combo & 2, convTol(t, reduction(c)), "SE conv nhwc batch " + std::to_string(n));
+      }
+  }
+}
+
 // A patch stem from an NCHW image to a channels-last Y (conv_half_cublaslt_patch_nhwc_*): ViT's 16x16
 // (bias), and a Swin / ConvNeXt-style 4x4 with ReLU and a residual (laid out like Y), against the
 // reference; not offered for an nhwc X or P = 1.

@@ -57,6 +57,13 @@ void launchIm2col(DataType type, const void* x, void* col, const Im2colGeometry&
 void launchNchwToNhwcPadded(DataType type, const void* src, void* dst, int64_t n, int64_t c, int64_t hw, int64_t cp,
                             cudaStream_t s);
 
+//! A float16/bfloat16 1x1 conv (stride 1, no padding, group 1, constant weights) of 1x1 images
+//! at batch > 1: a GEMM, which conv_half_cublaslt_1x1_* runs in any layouts (conv_gemm.cpp). cuDNN
+//! 9.14's engines computed these wrong at batch 128 on the H100 (squeeze-excitation FCs of
+//! EfficientNet-B0: every engine config, NCHW and channels-last; right at batch 1), so the cuDNN
+//! tactics refuse them.
+bool isPixelGemmConv(const LayerDesc& l);
+
 //! Whether Conv/ConvTranspose's fused activation (if any) is one kiln knows.
 bool knownActivation(const LayerDesc& l);
 //! Float types the CUDA conv tactics compute (float32, float16, bfloat16), same for every input.

@@ -411,6 +411,7 @@ class CudnnConvKernel : public Kernel {
 
 bool supportsCudnnConvBase(const LayerDesc& l) {
   if (!cuda::convFloatTypes(l) || !cuda::knownActivation(l)) return false;
+  if (l.op == "Conv" && cuda::isPixelGemmConv(l)) return false;  // wrong results (conv_cuda_common.h)
   const Dims& x = l.inputs[0].dims;
   if (x.size() < 3 || x.size() > 5 || l.inputs[1].dims.size() != x.size()) return false;
   for (const int64_t b : {inLayoutBlock(l), outLayoutBlock(l)}) {  // plain, or nhwc for 2-D convs

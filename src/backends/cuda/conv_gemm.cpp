@@ -40,9 +40,11 @@ bool halfConv(const LayerDesc& l) {
   return true;
 }
 
-bool supportsGemm1x1(const LayerDesc& l) {
+//! A 1x1 conv (stride 1, no padding, group 1, constant weights) on float16/bfloat16 4-D tensors:
+//! one GEMM over the pixels, whatever the layouts when the images are 1x1 (then NCHW and NHWC
+//! hold the same bytes).
+bool gemm1x1Geometry(const LayerDesc& l) {
   if (!halfConv(l)) return false;
-  if (inLayoutBlock(l) != kNhwcBlock || outLayoutBlock(l) != kNhwcBlock) return false;
   const Dims &x = l.inputs[0].dims, &w = l.inputs[1].dims;
   if (x.size() != 4 || w.size() != 4 || w[2] != 1 || w[3] != 1 || w[1] != x[1] || !l.inputs[1].value.valid()) return false;
   if (l.present(2) && !l.inputs[2].value.valid()) return false;
@@ -56,6 +58,13 @@ bool supportsGemm1x1(const LayerDesc& l) {
   if (pad != "NOTSET" && pad != "VALID") return false;
   if (!cuda::knownActivation(l)) return false;
   return true;
+}
+
+bool supportsGemm1x1(const LayerDesc& l) {
+  if (!gemm1x1Geometry(l)) return false;
+  if (inLayoutBlock(l) == kNhwcBlock && outLayoutBlock(l) == kNhwcBlock) return true;
+  const Dims& x = l.inputs[0].dims;
+  return x[2] == 1 && x[3] == 1;  // 1x1 images: any layouts (squeeze-excitation FCs)
 }
 
 //! The conv as one GEMM whose rows are Y's pixels (channels-last Y): Y[M, N] = rows[M, K] @ W[N, K]^T
@@ -278,6 +287,12 @@ std::unique_ptr<Kernel> createGemm1x1(const LayerDesc& l) {
 }  // namespace
 
 namespace cuda {
+bool isPixelGemmConv(const LayerDesc& l) {
+  if (!gemm1x1Geometry(l)) return false;
+  const Dims& x = l.inputs[0].dims;
+  return x[0] > 1 && x[2] == 1 && x[3] == 1;
+}
+
 KernelFactory gemm1x1Conv(int algo) {
   static constexpr KernelFactory kByAlgo[] = {{supportsGemm1x1, createGemm1x1<0>}, {supportsGemm1x1, createGemm1x1<1>},
                                               {supportsGemm1x1, createGemm1x1<2>}};
