@@ -226,6 +226,9 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
   const std::string where = g.profiles.size() > 1 ? " (profile " + std::to_string(profile) + ")" : std::string();
   const auto& progress = cfg.progressCallback();
   const int total = static_cast<int>(g.layers.size());
+  // Without a user's cache, one for this profile's layers: identical layers (a stage's repeated
+  // blocks) are timed once, as TensorRT's builder does with its local timing cache.
+  TimingCache buildCache;
   for (size_t i = 0; i < g.layers.size(); ++i) {
     EngineLayer& l = g.layers[i];
     TacticChoice& choice = l.choices.at(profile);
@@ -286,7 +289,7 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
     const int level = cfg.builderOptimizationLevel();
     if (level < 5 && tactics.size() > (size_t(1) << level)) tactics.resize(size_t(1) << level);
     choice.considered = static_cast<int>(tactics.size());
-    TimingCache* cache = cfg.timingCache();
+    TimingCache* cache = cfg.timingCache() ? cfg.timingCache() : &buildCache;
     // One tactic's time at shapes `at` (timing cache first); -1 when it cannot run them. `made`
     // receives the kernel when one was created (its workspace is checked with it).
     // `bufs`: device buffers for these shapes, shared by the tactics timed at them.

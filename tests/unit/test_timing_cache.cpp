@@ -2,6 +2,8 @@
 // chooses the same tactics.
 #include <gtest/gtest.h>
 
+#include <mutex>
+
 #include "kiln/kiln.h"
 #include "reference_eval.h"
 
@@ -68,4 +70,39 @@ TEST(TimingCache, RebuildReusesEveryTimingAndChoosesTheSameTactics) {
   EXPECT_EQ(reloaded.misses(), 0u);
   EXPECT_EQ(reloaded.hits(), timed);
   EXPECT_EQ(tacticsOf(*e1), tacticsOf(*e2));
+}
+
+namespace {
+
+//! Counts the conv layers' tactic timings: measured, and taken from a timing cache.
+struct TimingLogger : ILogger {
+  std::mutex m;
+  int measured = 0, cached = 0;
+  void log(Severity, const std::string& msg) noexcept override {
+    if (msg.rfind("layer 'conv", 0) != 0 || msg.find(" tactic ") == std::string::npos || msg.find(" ms") == std::string::npos) return;
+    std::lock_guard<std::mutex> lock(m);
+    (msg.find("(timing cache)") != std::string::npos ? cached : measured)++;
+  }
+};
+
+}  // namespace
+
+// Without a user's timing cache the builder keeps one for the build (as TensorRT does): a layer
+// identical to an earlier one (op, attributes, types, dims, constness) takes its timings instead
+// of running every tactic again.
+TEST(TimingCache, IdenticalLayersAreTimedOnceWithoutAUserCache) {
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {1, 8, 12, 12});
+  Layer* c1 = net.addConvolution(x, test::randomTensor({8, 8, 3, 3}, 4), test::randomTensor({8}, 5), {1, 1}, {1, 1, 1, 1});
+  c1->name = "conv_a";
+  Layer* c2 = net.addConvolution(c1->outputs[0], test::randomTensor({8, 8, 3, 3}, 6), test::randomTensor({8}, 7), {1, 1}, {1, 1, 1, 1});
+  c2->name = "conv_b";
+  net.markOutput(c2->outputs[0]);
+  BuilderConfig cfg;
+  cfg.setDevice(DeviceType::kCPU);
+  cfg.setThreads(1);
+  TimingLogger log;
+  Builder(log).build(net, cfg);
+  ASSERT_GT(log.measured, 1) << "the first conv's tactics are timed";
+  EXPECT_EQ(log.cached, log.measured) << "the second conv takes every timing of the first";
 }
