@@ -58,7 +58,7 @@ void launchNchwToNhwcPadded(DataType type, const void* src, void* dst, int64_t n
                             cudaStream_t s);
 
 //! A float16/bfloat16 1x1 conv (stride 1, no padding, group 1, constant weights) of 1x1 images
-//! at batch > 1: a GEMM, which conv_half_cublaslt_1x1_* runs in any layouts (conv_gemm.cpp). cuDNN
+//! at batch > 1 (or a batch unknown at build time): a GEMM, which conv_half_cublaslt_1x1_* runs in any layouts (conv_gemm.cpp). cuDNN
 //! 9.14's engines computed these wrong at batch 128 on the H100 (squeeze-excitation FCs of
 //! EfficientNet-B0: every engine config, NCHW and channels-last; right at batch 1), so the cuDNN
 //! tactics refuse them.

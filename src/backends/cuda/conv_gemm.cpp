@@ -290,7 +290,7 @@ namespace cuda {
 bool isPixelGemmConv(const LayerDesc& l) {
   if (!gemm1x1Geometry(l)) return false;
   const Dims& x = l.inputs[0].dims;
-  return x[0] > 1 && x[2] == 1 && x[3] == 1;
+  return x[0] != 1 && x[2] == 1 && x[3] == 1;  // a batch unknown at build time (-1) may be large
 }
 
 KernelFactory gemm1x1Conv(int algo) {
