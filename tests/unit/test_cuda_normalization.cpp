@@ -358,6 +358,10 @@ TEST(CudaGroupNorm, ChannelsLast) {
   for (DataType t : kFloatTypes) {
     checkChannelsLast(withResidual(groupNormCase({3, 64, 23, 29}, 32, false, 63), 64, "Relu"), t, "GroupNorm nhwc + residual + Relu");
     checkChannelsLast(withResidual(groupNormCase({2, 256, 7, 7}, 32, false, 65), 66, nullptr), t, "GroupNorm nhwc + residual");
+    // Batch 1, many chunks: the apply pass's warp-per-group sums, with a partial last warp (96
+    // channels: 12 x 21 = 252 threads), and one group (the statistics pass's warp sums).
+    checkChannelsLast(groupNormCase({1, 96, 40, 40}, 32, false, 67), t, "GroupNorm nhwc batch 1, 252 threads");
+    checkChannelsLast(groupNormCase({1, 64, 56, 56}, 1, false, 68), t, "GroupNorm nhwc batch 1, one group");
   }
   // More channels than one block's row of vectors holds: no channels-last tactic.
   OpCase wide = withType(groupNormCase({1, 4096, 2, 2}, 32, false, 62), DataType::kHALF);

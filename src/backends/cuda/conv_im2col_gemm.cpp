@@ -31,11 +31,24 @@ bool supportsIm2colGemm(const LayerDesc& l) {
     if (l.present(i) && l.inputs[i].type != t) return false;
   if (l.outputs[0].type != t || !hasPlainLayouts(l) || !cuda::knownActivation(l)) return false;
   if (!l.inputs[1].value.valid() || (l.present(2) && !l.inputs[2].value.valid())) return false;
-  const Dims& w = l.inputs[1].dims;
-  if (w.size() < 3 || w.size() > 5 || l.inputs[0].dims.size() != w.size()) return false;
+  const Dims &x = l.inputs[0].dims, &w = l.inputs[1].dims;
+  if (w.size() < 3 || w.size() > 5 || x.size() != w.size() || x[1] <= 0) return false;
   int64_t taps = 1;
   for (size_t k = 2; k < w.size(); ++k) taps *= w[k];
-  return taps >= kMinTaps;
+  if (taps < kMinTaps) return false;
+  // One image's columns must fit the per-image limit at every shape the engine may run: the
+  // spatial dims known (a dynamic batch is fine, a dynamic length is left to cuDNN).
+  for (size_t k = 2; k < x.size(); ++k)
+    if (x[k] <= 0) return false;
+  try {
+    const Window win = convWindow(l, x, std::vector<int64_t>(w.begin() + 2, w.end()));
+    int64_t outVol = 1;
+    for (int64_t o : win.out) outVol *= o;
+    const int64_t bytes = x[1] * taps * outVol * static_cast<int64_t>(elementSize(l.inputs[0].type));
+    return outVol > 0 && bytes <= kMaxImageColBytes;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 struct Im2colState : KernelState {
@@ -73,7 +86,7 @@ class Im2colGemmKernel : public Kernel {
     const int64_t es = static_cast<int64_t>(elementSize(l.inputs[0].type));
     s->colPerImage = cp.inChannels * cp.win.kernelSize() * N;
     const int64_t imageBytes = s->colPerImage * es;
-    if (imageBytes > kMaxImageColBytes)
+    if (imageBytes > kMaxImageColBytes)  // supportsIm2colGemm checked the spatial dims: not reached
       throw UnsupportedError("conv im2col GEMM: one image's columns (" + std::to_string(imageBytes >> 20) + " MiB) exceed the limit");
     s->chunk = std::max<int64_t>(1, std::min<int64_t>(s->images, kMaxColBytes / std::max<int64_t>(imageBytes, 1)));
     s->colBytes = static_cast<size_t>(cuda::roundUp(s->chunk * imageBytes, cuda::kWorkspaceAlign));

@@ -86,8 +86,22 @@ __global__ void __launch_bounds__(kThreads) nhwcStatsKernel(const GroupNormNhwcP
     rs += s[e];
     rss += ss[e];
   }
-  atomicAdd(&sSum[g], rs);
-  atomicAdd(&sSq[g], rss);
+  if (p.groups == 1 && nthreads % 32 == 0) {
+    // One group (PoolFormer's GroupNorm(1)): every thread adds to the same two words; a warp sums
+    // first, so a block makes 2 x 8 shared-memory adds instead of 2 x 256 on one address.
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      rs += __shfl_xor_sync(0xffffffffu, rs, o);
+      rss += __shfl_xor_sync(0xffffffffu, rss, o);
+    }
+    if (tid % 32 == 0) {
+      atomicAdd(&sSum[0], rs);
+      atomicAdd(&sSq[0], rss);
+    }
+  } else {
+    atomicAdd(&sSum[g], rs);
+    atomicAdd(&sSq[g], rss);
+  }
   __syncthreads();
   float2* out = partials + (img * p.chunks + chunk) * p.groups;
   for (int64_t k = tid; k < p.groups; k += nthreads) out[k] = make_float2(sSum[k], sSq[k]);
