@@ -140,8 +140,7 @@ bool supportsPatchGemmNhwc(const LayerDesc& l) {
 }
 
 struct PatchState : KernelState {
-  std::unique_ptr<cuda::LtPlan> plan;
-  std::unique_ptr<cuda::LtPlan> safe;  //!< element-aligned: for an X (P = 1) or Y that is not 16-byte aligned
+  std::unique_ptr<cuda::AlignedLtPlans> plans;  //!< element-aligned too: an X (P = 1) or Y not 16-byte aligned
   int64_t n = 0, c = 0, h = 0, w = 0, p = 0, k = 0, patches = 0;
   size_t rowsBytes = 0;
 };
@@ -175,18 +174,10 @@ class PatchGemmKernel : public Kernel {
     g.strideD = volume(Dims{s->k, s->patches});
     size_t planWs = 0;
     if (volume(x) > 0 && s->k > 0) {
-      s->plan = std::make_unique<cuda::LtPlan>(g, algoIndex_, 16u, cuda::kLtMaxWorkspace);
-      planWs = s->plan->workspace();
-      // For an X read in place (P = 1) or a Y that are not 16-byte aligned (bound by the caller).
-      // Like buildLtState (matmul_lt_run.cpp): without one, execute refuses unaligned buffers.
       // Not routed through buildLtState because A here is the weights and B the input, and the
       // per-channel bias runs along M, which cuBLASLt's bias epilogue cannot add.
-      try {
-        s->safe = std::make_unique<cuda::LtPlan>(g, algoIndex_, static_cast<unsigned>(es), cuda::kLtMaxWorkspace);
-        planWs = std::max(planWs, s->safe->workspace());
-      } catch (const UnsupportedError&) {
-        s->safe.reset();
-      }
+      s->plans = std::make_unique<cuda::AlignedLtPlans>(g, algoIndex_, cuda::kLtMaxWorkspace);
+      planWs = s->plans->workspace();
     }
     const size_t ws = s->rowsBytes + planWs;
     state = std::move(s);
@@ -195,7 +186,7 @@ class PatchGemmKernel : public Kernel {
 
   void execute(const KernelIO& io, KernelState* state) const override {
     auto* s = static_cast<PatchState*>(state);
-    if (!s->plan) return;
+    if (!s->plans) return;
     cudaStream_t stream = cuda::streamOf(io);
     const DataType type = io.in[0].type;
     auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
@@ -206,10 +197,7 @@ class PatchGemmKernel : public Kernel {
       rows = io.workspace;
     }
     char* planWs = static_cast<char*>(io.workspace) + s->rowsBytes;
-    const bool fast = aligned(rows) && aligned(io.out[0].data);
-    if (!fast && !s->safe) throw Error("patch_gemm: buffers are not 16-byte aligned and no element-aligned algorithm exists");
-    cuda::LtPlan& plan = fast ? *s->plan : *s->safe;
-    plan.run(weights_.orInput(io, 1), rows, nullptr, io.out[0].data, nullptr, planWs, stream);
+    s->plans->run(weights_.orInput(io, 1), rows, io.out[0].data, planWs, stream, "patch_gemm");
     const void* bias = bias_.orInput(io, 2);
     const void* res = io.in.size() > 3 ? io.in[3].data : nullptr;
     if (bias || res || act_.kind != static_cast<int>(ActKind::kNone))

@@ -55,7 +55,7 @@ struct Im2colState : KernelState {
   cuda::Im2colGeometry geo;
   int64_t images = 0, group = 1, outChannels = 0, outVol = 0, colPerImage = 0, chunk = 1;
   size_t colBytes = 0;
-  std::unique_ptr<cuda::LtPlan> plan, safe;
+  std::unique_ptr<cuda::AlignedLtPlans> plans;  //!< images after the first may start at offsets not 16-byte aligned
 };
 
 class Im2colGemmKernel : public Kernel {
@@ -101,15 +101,8 @@ class Im2colGemmKernel : public Kernel {
       g.strideA = M * K;
       g.strideB = K * N;
       g.strideD = M * N;
-      s->plan = std::make_unique<cuda::LtPlan>(g, algoIndex_, 16u, cuda::kLtMaxWorkspace);
-      planWs = s->plan->workspace();
-      // Images after the first start at offsets that may not be 16-byte aligned (as may X and Y).
-      try {
-        s->safe = std::make_unique<cuda::LtPlan>(g, algoIndex_, static_cast<unsigned>(es), cuda::kLtMaxWorkspace);
-        planWs = std::max(planWs, s->safe->workspace());
-      } catch (const UnsupportedError&) {
-        s->safe.reset();
-      }
+      s->plans = std::make_unique<cuda::AlignedLtPlans>(g, algoIndex_, cuda::kLtMaxWorkspace);
+      planWs = s->plans->workspace();
     }
     const size_t ws = s->colBytes + planWs;
     state = std::move(s);
@@ -118,7 +111,7 @@ class Im2colGemmKernel : public Kernel {
 
   void execute(const KernelIO& io, KernelState* state) const override {
     auto* s = static_cast<Im2colState*>(state);
-    if (!s->plan) return;
+    if (!s->plans) return;
     cudaStream_t stream = cuda::streamOf(io);
     const DataType type = io.in[0].type;
     const int64_t es = static_cast<int64_t>(elementSize(type));
@@ -137,9 +130,7 @@ class Im2colGemmKernel : public Kernel {
       for (int64_t j = 0; j < count; ++j) {
         const char* b = col + j * s->colPerImage * es;
         char* d = y + (n0 + j) * outPerImage * es;
-        const bool fast = aligned(b) && aligned(d) && aligned(w);
-        if (!fast && !s->safe) throw Error("conv im2col GEMM: buffers are not 16-byte aligned and no element-aligned algorithm exists");
-        (fast ? *s->plan : *s->safe).run(w, b, nullptr, d, nullptr, planWs, stream);
+        s->plans->run(w, b, d, planWs, stream, "conv im2col GEMM");
       }
     }
     const void* bias = bias_.orInput(io, 2);

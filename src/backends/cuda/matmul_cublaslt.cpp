@@ -178,4 +178,22 @@ void LtPlan::run(const void* a, const void* b, const void* c, void* d, const voi
           "cublasLtMatmul");
 }
 
+AlignedLtPlans::AlignedLtPlans(const GemmProblem& p, int algoIndex, size_t maxWorkspace)
+    : fast_(std::make_unique<LtPlan>(p, algoIndex, 16u, maxWorkspace)) {
+  try {
+    safe_ = std::make_unique<LtPlan>(p, algoIndex, static_cast<unsigned>(elementSize(p.type)), maxWorkspace);
+  } catch (const UnsupportedError&) {
+    safe_.reset();  // then only aligned buffers run
+  }
+}
+
+size_t AlignedLtPlans::workspace() const { return std::max(fast_->workspace(), safe_ ? safe_->workspace() : size_t(0)); }
+
+void AlignedLtPlans::run(const void* a, const void* b, void* d, void* ws, cudaStream_t s, const char* who) const {
+  auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  const bool fast = aligned(a) && aligned(b) && aligned(d);
+  if (!fast && !safe_) throw Error(std::string(who) + ": buffers are not 16-byte aligned and no element-aligned algorithm exists");
+  (fast ? *fast_ : *safe_).run(a, b, nullptr, d, nullptr, ws, s);
+}
+
 }  // namespace kiln::cuda

@@ -1,6 +1,7 @@
 // cuBLASLt wrapper for the matmul family: one process-wide handle, and LtPlan = the descriptors,
 // layouts and chosen algorithm of one row-major GEMM problem (built at reshape, run at execute).
 #pragma once
+#include <memory>
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -66,6 +67,22 @@ class LtPlan {
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr, ld_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
   size_t workspace_ = 0;
+};
+
+//! One GemmProblem (no C, bias or FP8 scales) planned twice: for 16-byte aligned A, B and D, and,
+//! where cuBLASLt has one, for element-aligned buffers (an image at an odd offset, an X read in
+//! place); the conv tactics whose A is the weights and B the input (conv_gemm.cpp,
+//! conv_im2col_gemm.cpp).
+class AlignedLtPlans {
+ public:
+  AlignedLtPlans(const GemmProblem& p, int algoIndex, size_t maxWorkspace);
+  size_t workspace() const;
+  //! D = A B with the fast plan when a, b and d are 16-byte aligned, else the element-aligned
+  //! one; throws naming `who` when neither applies.
+  void run(const void* a, const void* b, void* d, void* ws, cudaStream_t s, const char* who) const;
+
+ private:
+  std::unique_ptr<LtPlan> fast_, safe_;
 };
 
 }  // namespace kiln::cuda

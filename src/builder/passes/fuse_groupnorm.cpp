@@ -25,6 +25,34 @@ bool perChannelConst(const Tensor* t, int64_t c, size_t rank) {
   return lead <= 1;
 }
 
+//! Folds a per-channel Mul gamma and then an Add beta reading `y` (each optional; constants with
+//! one value per channel of an [N, C, ...] tensor of rank `rank`, outputs of `x`'s dims) into
+//! `scale` / `bias`: scale * gamma, bias * gamma + beta. The folded layers join `dead` and `y`
+//! becomes the last one's output.
+template <class SameDims>
+void foldChannelAffine(const Network& net, Tensor*& y, const Tensor* x, int64_t c, HostTensor& scale, HostTensor& bias,
+                       std::vector<Layer*>& dead, const SameDims& sameDims) {
+  const size_t rank = x->dims.size();
+  Layer* mul = y->isOutput ? nullptr : soleConsumer(net, y);
+  if (mul && mul->op == "Mul" && perChannelConst(otherInput(mul, y), c, rank) && sameDims(mul->outputs[0], x)) {
+    const Tensor* gamma = otherInput(mul, y);
+    for (int64_t k = 0; k < c; ++k) {
+      const float g = static_cast<float>(gamma->value.getDouble(k));
+      scale.as<float>()[k] *= g;
+      bias.as<float>()[k] *= g;
+    }
+    dead.push_back(mul);
+    y = mul->outputs[0];
+  }
+  Layer* add = y->isOutput ? nullptr : soleConsumer(net, y);
+  if (add && add->op == "Add" && perChannelConst(otherInput(add, y), c, rank) && sameDims(add->outputs[0], x)) {
+    const Tensor* beta = otherInput(add, y);
+    for (int64_t k = 0; k < c; ++k) bias.as<float>()[k] += static_cast<float>(beta->value.getDouble(k));
+    dead.push_back(add);
+    y = add->outputs[0];
+  }
+}
+
 }  // namespace
 
 bool fuseGroupNormPattern(Network& net, const InputSamples& samples) {
@@ -64,24 +92,7 @@ bool fuseGroupNormPattern(Network& net, const InputSamples& samples) {
       scale.as<float>()[k] = static_cast<float>(s->value.getDouble(k / perGroup));
       bias.as<float>()[k] = static_cast<float>(b->value.getDouble(k / perGroup));
     }
-    Layer* mul = y->isOutput ? nullptr : soleConsumer(net, y);
-    if (mul && mul->op == "Mul" && perChannelConst(otherInput(mul, y), c, xd.size()) && sameDims(mul->outputs[0], x)) {
-      const Tensor* gamma = otherInput(mul, y);
-      for (int64_t k = 0; k < c; ++k) {
-        const float g = static_cast<float>(gamma->value.getDouble(k));
-        scale.as<float>()[k] *= g;
-        bias.as<float>()[k] *= g;
-      }
-      dead.push_back(mul);
-      y = mul->outputs[0];
-    }
-    Layer* add = y->isOutput ? nullptr : soleConsumer(net, y);
-    if (add && add->op == "Add" && perChannelConst(otherInput(add, y), c, xd.size()) && sameDims(add->outputs[0], x)) {
-      const Tensor* beta = otherInput(add, y);
-      for (int64_t k = 0; k < c; ++k) bias.as<float>()[k] += static_cast<float>(beta->value.getDouble(k));
-      dead.push_back(add);
-      y = add->outputs[0];
-    }
+    foldChannelAffine(net, y, x, c, scale, bias, dead, sameDims);
     Attributes a;
     a.set("num_groups", groups);
     a.set("epsilon", in->attrs.getFloat("epsilon", 1e-5f));
@@ -114,24 +125,7 @@ bool fuseGroupNormPattern(Network& net, const InputSamples& samples) {
       bias.as<float>()[k] = static_cast<float>(b->value.getDouble(k));
     }
     std::vector<Layer*> dead;
-    Layer* mul = y->isOutput ? nullptr : soleConsumer(net, y);
-    if (mul && mul->op == "Mul" && perChannelConst(otherInput(mul, y), c, x->dims.size()) && sameDims(mul->outputs[0], x)) {
-      const Tensor* gamma = otherInput(mul, y);
-      for (int64_t k = 0; k < c; ++k) {
-        const float g = static_cast<float>(gamma->value.getDouble(k));
-        scale.as<float>()[k] *= g;
-        bias.as<float>()[k] *= g;
-      }
-      dead.push_back(mul);
-      y = mul->outputs[0];
-    }
-    Layer* add = y->isOutput ? nullptr : soleConsumer(net, y);
-    if (add && add->op == "Add" && perChannelConst(otherInput(add, y), c, x->dims.size()) && sameDims(add->outputs[0], x)) {
-      const Tensor* beta = otherInput(add, y);
-      for (int64_t k = 0; k < c; ++k) bias.as<float>()[k] += static_cast<float>(beta->value.getDouble(k));
-      dead.push_back(add);
-      y = add->outputs[0];
-    }
+    foldChannelAffine(net, y, x, c, scale, bias, dead, sameDims);
     if (dead.empty()) continue;
     norm->inputs[1] = net.addConstant(net.uniqueName(norm->name + "_scale"), scale);
     norm->inputs[2] = net.addConstant(net.uniqueName(norm->name + "_bias"), bias);
