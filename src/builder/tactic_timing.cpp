@@ -295,15 +295,15 @@ void selectTactics(EngineGraph& g, Backend& backend, size_t profile, const Build
     // `bufs`: device buffers for these shapes, shared by the tactics timed at them.
     auto timeTactic = [&](const Tactic& t, const LayerDesc& at, std::unique_ptr<Kernel>* made, std::unique_ptr<TimingBuffers>& bufs) {
       try {
-        const std::string signature = cache ? layerSignature(desc, at) : std::string();
-        float ms = cache ? cache->find(g.fingerprint, signature, t.name) : -1.f;
+        const std::string signature = layerSignature(desc, at);
+        float ms = cache->find(g.fingerprint, signature, t.name);
         if (ms >= 0.f) {
           logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "'" + where + " tactic " + t.name + ": " + std::to_string(ms) + " ms (timing cache)");
           return ms;
         }
         *made = t.create(desc);
         ms = timeKernel(backend, **made, at, cfg.avgTiming(), bufs);
-        if (cache) cache->insert(g.fingerprint, signature, t.name, ms);
+        cache->insert(g.fingerprint, signature, t.name, ms);
         logger.log(ILogger::Severity::kVERBOSE, "layer '" + l.name + "'" + where + " tactic " + t.name + ": " + std::to_string(ms) + " ms");
         return ms;
       } catch (const Error& e) {

@@ -25,11 +25,7 @@ constexpr int64_t kMaxImageColBytes = int64_t(256) << 20;
 
 bool supportsIm2colGemm(const LayerDesc& l) {
   if (l.op != "Conv" || l.inputs.size() < 2 || !l.present(0) || !l.present(1) || l.outputs.size() != 1) return false;
-  const DataType t = l.inputs[0].type;
-  if (t != DataType::kHALF && t != DataType::kBF16) return false;
-  for (size_t i = 1; i < l.inputs.size(); ++i)
-    if (l.present(i) && l.inputs[i].type != t) return false;
-  if (l.outputs[0].type != t || !hasPlainLayouts(l) || !cuda::knownActivation(l)) return false;
+  if (!cuda::convFloatTypes(l) || !isHalfType(l.inputs[0].type) || !hasPlainLayouts(l) || !cuda::knownActivation(l)) return false;
   if (!l.inputs[1].value.valid() || (l.present(2) && !l.inputs[2].value.valid())) return false;
   const Dims &x = l.inputs[0].dims, &w = l.inputs[1].dims;
   if (w.size() < 3 || w.size() > 5 || x.size() != w.size() || x[1] <= 0) return false;
@@ -53,7 +49,7 @@ bool supportsIm2colGemm(const LayerDesc& l) {
 
 struct Im2colState : KernelState {
   cuda::Im2colGeometry geo;
-  int64_t images = 0, group = 1, outChannels = 0, outVol = 0, colPerImage = 0, chunk = 1;
+  int64_t images = 0, outChannels = 0, outVol = 0, colPerImage = 0, chunk = 1;
   size_t colBytes = 0;
   std::unique_ptr<cuda::AlignedLtPlans> plans;  //!< images after the first may start at offsets not 16-byte aligned
 };
@@ -70,7 +66,6 @@ class Im2colGemmKernel : public Kernel {
     const ConvProblem cp = resolveConv(l);
     auto s = std::make_unique<Im2colState>();
     s->images = cp.batch;
-    s->group = cp.group;
     s->outChannels = cp.outChannels;
     s->geo.channels = cp.inChannels;
     for (int a = 0; a < 3; ++a) {

@@ -162,12 +162,11 @@ class LayerNormKernel : public Kernel {
       p.codes = static_cast<uint8_t*>(io.out[static_cast<size_t>(codesAt_)].data);
       if (codesAt_ == 0) p.y = nullptr;
     }
-    if (codesAt_ == 1) {
-      // output 1 holds the codes
-    } else if (p.skip) {  // skip LayerNorm: the optional second output is the sum (pre-LN blocks' residual)
-      p.sum = io.out.size() > 1 ? io.out[1].data : nullptr;
-    } else {
-      if (io.out.size() > 1) p.mean = static_cast<float*>(io.out[1].data);
+    const bool extraOutputs = codesAt_ != 1 && io.out.size() > 1;  // output 1 is not the codes
+    if (extraOutputs && p.skip) {  // skip LayerNorm: the second output is the sum (pre-LN blocks' residual)
+      p.sum = io.out[1].data;
+    } else if (extraOutputs) {
+      p.mean = static_cast<float*>(io.out[1].data);
       if (io.out.size() > 2) p.invStd = static_cast<float*>(io.out[2].data);
     }
     if (warpRows_) launchRowNormWarp(p, streamOf(io));
