@@ -210,6 +210,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
        [&](Network& n) { return cfg.device() == DeviceType::kCPU && foldChannelShuffle(n); }},
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
       {"lower BatchNormalization to scale and shift", lowerBatchNormToScaleShift},
+      {"fold per-channel scale and shift into Conv", foldChannelScaleIntoConv},
       {"fuse GELU pattern", fuseGeluPattern},
       {"fuse LayerNorm pattern", fuseLayerNormPattern},
       {"fuse RMSNorm pattern", fuseRmsNormPattern},

@@ -363,6 +363,39 @@ def audio_frontend(batch=1):
     return g.model([("x", [batch, 1, 400])], [y]), check
 
 
+def layer_scale(batch=1):
+    """PoolFormer blocks: x + ls1 * (AvgPool(GN(x)) - GN(x)), then x + ls2 * fc2(GELU(fc1(GN(x)))) with
+    1x1 convs and per-channel layer scales [C, 1, 1]; and a conv divided by a per-channel constant
+    minus a scalar. fold_conv_scale folds ls2 (and the Div / Sub) into the convs, whose residual Add
+    the residual fusion then takes: no Mul / Div / Sub / Add stays after a conv."""
+    g = Graph(11)
+    c = 24
+
+    def gn1(x):  # GroupNorm(1, C) as PyTorch exports it before opset 18
+        r = g.op("Reshape", [x, g.const([0, 1, -1], np.int64)])
+        n = g.op("InstanceNormalization", [r, g.const(np.ones(1)), g.const(np.zeros(1))], epsilon=1e-5)
+        y = g.op("Reshape", [n, g.op("Shape", [x])])
+        return g.op("Add", [g.op("Mul", [y, g.const(g.rng.uniform(0.5, 1.5, (c, 1, 1)))]), g.const(g.rng.standard_normal((c, 1, 1)) * 0.1)])
+
+    def block(x):
+        n = gn1(x)
+        p = g.op("AveragePool", [n], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1], count_include_pad=0)
+        x = g.op("Add", [x, g.op("Mul", [g.const(g.rng.uniform(0.5, 1.5, (c, 1, 1))), g.op("Sub", [p, n])])])
+        h = g.conv(gn1(x), c, 2 * c, 1, act="Relu")
+        return g.op("Add", [x, g.op("Mul", [g.const(g.rng.uniform(0.5, 1.5, (c, 1, 1))), g.conv(h, 2 * c, c, 1)])])
+    x = g.conv("x", 3, c, 3, stride=2)
+    x = block(block(x))
+    d = g.op("Div", [g.conv(x, c, c, 3), g.const(g.rng.uniform(1.0, 2.0, (1, c, 1, 1)))])
+    y = g.op("Sub", [d, g.const(0.25)])
+
+    def check(info, prof):
+        fused = [sorted(f.split(":")[0] for f in l.get("fusedOps", [])) for l in layers_of(info, "Conv")]
+        want = [["Add", "Conv", "Mul"], ["Add", "Conv", "Mul"], ["Conv", "Div", "Sub"]]
+        got = [f for f in fused if f in want]
+        return None if len(got) == 3 else f"convs' fused ops {fused}: expected the layer scales and Div / Sub folded"
+    return g.model([("x", [batch, 3, 18, 20])], [y]), check
+
+
 CASES = {"inception": inception, "inception_batch2": inception_batch2, "densenet": densenet,
          "shufflenet": shufflenet, "shufflenet_split": lambda: shufflenet(split=True), "concat_edges": concat_edges,
          "mobilenet_v3": mobilenet_v3, "mobilenet_v3_batch2": lambda: mobilenet_v3(2),
@@ -370,7 +403,8 @@ CASES = {"inception": inception, "inception_batch2": inception_batch2, "densenet
          "broadcast_binary": broadcast_binary, "pointwise_convs": pointwise_convs,
          "pointwise_convs_batch2": lambda: pointwise_convs(2), "resnet_gn": resnet_gn,
          "resnet_gn_batch3": lambda: resnet_gn(3), "audio_frontend": audio_frontend,
-         "audio_frontend_batch2": lambda: audio_frontend(2)}
+         "audio_frontend_batch2": lambda: audio_frontend(2), "layer_scale": layer_scale,
+         "layer_scale_batch2": lambda: layer_scale(2)}
 
 
 def run_case(kiln, name, work):

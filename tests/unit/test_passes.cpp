@@ -106,6 +106,41 @@ TEST(Passes, ResidualAddFusesIntoConv) {
   EXPECT_NE(info.find("Add:"), std::string::npos) << info;
 }
 
+// Layer scale (PoolFormer / ConvNeXt: x + gamma[c] * conv(h)): the per-channel Mul goes into the
+// conv's filters and bias, then the residual Add into the conv; a Div and a scalar Sub fold too, a
+// bias-less conv gets one, and a Mul that broadcasts along a spatial axis or by a computed tensor
+// stays (the reference evaluator computes the unfused network).
+TEST(Passes, PerChannelScaleAndShiftFoldIntoConv) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 4, 5, 5});
+    Layer* c = n.addConvolution(x, randomTensor({4, 4, 1, 1}, 1), randomTensor({4}, 2), {1, 1}, {0, 0, 0, 0});
+    Layer* ls = n.addElementWise(n.addConstant("gamma", randomTensor({4, 1, 1}, 3, 0.5f, 1.5f)), c->outputs[0], "Mul");
+    Layer* add = n.addElementWise(ls->outputs[0], x, "Add");
+    // A bias-less conv, divided per channel, then minus a scalar; its output is a network output.
+    Layer* c2 = n.addConvolution(add->outputs[0], randomTensor({4, 4, 3, 3}, 4), HostTensor(), {1, 1}, {1, 1, 1, 1});
+    Layer* dv = n.addElementWise(c2->outputs[0], n.addConstant("d", randomTensor({1, 4, 1, 1}, 5, 1.f, 2.f)), "Div");
+    Layer* sb = n.addElementWise(dv->outputs[0], n.addConstant("t", scalar(0.25f)), "Sub");
+    n.renameTensor(sb->outputs[0], "y");
+    n.markOutput(sb->outputs[0]);
+    // Stays: a Mul by a per-column constant [1, 1, 1, 5] and one by the input.
+    Layer* c3 = n.addConvolution(x, randomTensor({4, 4, 1, 1}, 6), randomTensor({4}, 7), {1, 1}, {0, 0, 0, 0});
+    Layer* col = n.addElementWise(c3->outputs[0], n.addConstant("col", randomTensor({1, 1, 1, 5}, 8)), "Mul");
+    Layer* c4 = n.addConvolution(col->outputs[0], randomTensor({4, 4, 1, 1}, 9), randomTensor({4}, 10), {1, 1}, {0, 0, 0, 0});
+    Layer* byX = n.addElementWise(c4->outputs[0], x, "Mul");
+    n.renameTensor(byX->outputs[0], "z");
+    n.markOutput(byX->outputs[0]);
+  };
+  std::string info = checkFusion(make, {{"x", randomTensor({2, 4, 5, 5}, 11)}});
+  for (const char* folded : {"Mul:", "Add:", "Div:", "Sub:"}) EXPECT_NE(info.find(folded), std::string::npos) << folded << info;
+  size_t muls = 0;
+  for (size_t at = info.find("\"op\":\"Mul\""); at != std::string::npos; at = info.find("\"op\":\"Mul\"", at + 1)) ++muls;
+  size_t chains = 0;
+  for (size_t at = info.find("\"op\":\"PointwiseChain\""); at != std::string::npos; at = info.find("\"op\":\"PointwiseChain\"", at + 1)) ++chains;
+  EXPECT_EQ(muls + chains, 2u) << "the per-column and computed Muls stay: " << info;
+  EXPECT_EQ(info.find("\"op\":\"Div\""), std::string::npos) << info;
+  EXPECT_EQ(info.find("\"op\":\"Sub\""), std::string::npos) << info;
+}
+
 TEST(Passes, ErfGeluAndMatMulBiasFuse) {
   auto make = [](Network& n) {
     Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 3, 8});
