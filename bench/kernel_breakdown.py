@@ -78,9 +78,14 @@ def read_ncu(path):
 
 
 def short(name):
+    name = name.replace("(anonymous namespace)", "").replace("<unnamed>", "")
     name = re.sub(r"\(.*$", "", name)  # argument lists
-    name = re.sub(r"<.*>", "<>", name)   # template arguments
-    return name[:70]
+    while True:  # template arguments, innermost first
+        shorter = re.sub(r"<[^<>]*>", "", name)
+        if shorter == name:
+            break
+        name = shorter
+    return re.sub(r"^void |::+", lambda m: "" if m.group(0) == "void " else "::", name)[:70]
 
 
 def table(title, launches, iters):
