@@ -505,7 +505,9 @@ TEST(CudaLayout, ConvChannelsLast) {
 
 // EfficientNet's squeeze-excitation convs at a throughput batch: 1x1 convs on [N, C, 1, 1] (the same
 // bytes in both layouts) with SiLU and Sigmoid, at batch 1 and 128 (EfficientNet-B0's FP16 engine at
-// batch 128 on the H100 computed the first SE conv's SiLU wrong, relative error 1.5, batch 1 right).
+// batch 128 on the H100 computed the first SE conv's SiLU wrong, relative error 1.5, batch 1 right:
+// cuDNN's fused conv + bias + activation engines, so such float32 convs run cuDNN's bare conv and
+// kiln's epilogue), and a 3x3 conv of 3x3 images (a 1x1 output).
 TEST(CudaLayout, SqueezeExcitationConvsAtLargeBatch) {
   KILN_REQUIRE_GPU();
   Attributes silu, sigmoid;
@@ -514,7 +516,8 @@ TEST(CudaLayout, SqueezeExcitationConvsAtLargeBatch) {
   for (int64_t n : {1, 128}) {
     const OpCase cases[] = {convCase({n, 32, 1, 1}, {8, 32, 1, 1}, silu, true, false, 230),
                             convCase({n, 8, 1, 1}, {32, 8, 1, 1}, sigmoid, true, false, 231),
-                            convCase({n, 96, 1, 1}, {4, 96, 1, 1}, silu, true, false, 232)};
+                            convCase({n, 96, 1, 1}, {4, 96, 1, 1}, silu, true, false, 232),
+                            convCase({n, 16, 3, 3}, {8, 16, 3, 3}, silu, true, true, 233)};  // a 1x1 output
     for (const OpCase& c : cases) {
       // float32 too (cuDNN keeps those: whether its engines get them right at batch 128 is what this asks)
       checkConv(c, "SE conv batch " + std::to_string(n), kAllFloat);

@@ -292,7 +292,13 @@ class CudnnConvKernel : public Kernel {
     const bool hasBias = l.present(2), hasRes = l.present(3);
     // Fused graph first (Conv only: dgrad fusions are rare), then the bare convolution.
     std::vector<Fusion> levels;
-    if (!p.transpose && (hasBias || hasRes || graphAct(act, p))) levels.push_back(Fusion{true, true, true});
+    // No fused graph for 1x1 outputs at batch != 1 (float32 squeeze-excitation FCs; float16 / bfloat16
+    // ones are refused at build, isPixelGemmConv, unless their shape is known only now): on the H100
+    // every cuDNN 9.14 engine computed conv + bias + SiLU of [N, C, 1, 1] wrong at batches 2 to 128
+    // (float32 and float16) while the bare conv was right for every engine, so the bias and
+    // activation go to our epilogue.
+    const bool pixelImages = p.x.size() == 4 && p.y.size() == 4 && p.y[2] == 1 && p.y[3] == 1 && p.x[0] != 1;
+    if (!p.transpose && !pixelImages && (hasBias || hasRes || graphAct(act, p))) levels.push_back(Fusion{true, true, true});
     levels.push_back(Fusion{});
     CudnnHandle& h = cudnnHandle();
     std::lock_guard<std::mutex> lock(h.mu);
