@@ -4,8 +4,11 @@
 // parameters, every reduction form, float32/float16/bfloat16 (references from the same rounded
 // inputs) and integer types; supports() refusals.
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <random>
 
+#include "backends/cuda/norm_group_nhwc.h"
 #include "backends/cuda/norm_launch.cuh"
 #include "op_test_util.h"
 
@@ -363,11 +366,93 @@ TEST(CudaGroupNorm, ChannelsLast) {
     checkChannelsLast(groupNormCase({1, 96, 40, 40}, 32, false, 67), t, "GroupNorm nhwc batch 1, 252 threads");
     checkChannelsLast(groupNormCase({1, 64, 56, 56}, 1, false, 68), t, "GroupNorm nhwc batch 1, one group");
   }
+  // Batch-1 CNN shapes the one-pass tactic takes (1, 2 and 4 pixel vectors per thread; 1024
+  // channels: one pixel per block row in float32), with the residual and ReLU; InstanceNorm (a group
+  // per channel).
+  for (DataType t : kFloatTypes) {
+    checkChannelsLast(withResidual(groupNormCase({1, 256, 56, 56}, 32, false, 69), 70, "Relu"), t, "GroupNorm nhwc b1 256x56x56 + residual");
+    checkChannelsLast(groupNormCase({1, 256, 80, 80}, 32, false, 71), t, "GroupNorm nhwc b1 256x80x80");
+    checkChannelsLast(withResidual(groupNormCase({1, 1024, 7, 7}, 32, false, 72), 73, "Relu"), t, "GroupNorm nhwc b1 1024x7x7");
+    checkChannelsLast(groupNormCase({2, 64, 17, 19}, 32, false, 74), t, "GroupNorm nhwc b2 partial chunks");
+    OpCase in;
+    in.op = "InstanceNormalization";
+    in.attrs.set("epsilon", 1e-5f);
+    in.inputs = {uniform({1, 128, 24, 24}, 75, -1.f, 3.f), uniform({128}, 76, 0.5f, 1.5f), uniform({128}, 77, -1.f, 1.f)};
+    checkChannelsLast(in, t, "InstanceNorm nhwc b1");
+  }
   // More channels than one block's row of vectors holds: no channels-last tactic.
   OpCase wide = withType(groupNormCase({1, 4096, 2, 2}, 32, false, 62), DataType::kHALF);
   wide.attrs.set("kiln_layout_in", std::string("nhwc"));
   wide.attrs.set("kiln_layout_out", std::string("nhwc"));
   EXPECT_TRUE(test::tacticNames(*getBackend(DeviceType::kGPU, 0), wide).empty());
+}
+
+// The one-pass plan is taken at batch 1 and refused where the grid cannot be resident; its
+// cooperative launch captures into a CUDA graph; the launch and the graph's replay both match a
+// float64 reference.
+TEST(CudaGroupNorm, OnePassPlanAndGraphCapture) {
+  KILN_REQUIRE_GPU();
+  cuda::GroupNormNhwcParams p;
+  p.type = DataType::kFLOAT;
+  p.n = 64, p.c = 256, p.hw = 56 * 56, p.groups = 32, p.eps = 1e-5f;
+  EXPECT_FALSE(cuda::planGroupNormNhwcOnePass(p)) << "batch 64 of 256x56x56 cannot be resident";
+  EXPECT_EQ(p.perThread, 0);
+  p.n = 1;
+  ASSERT_TRUE(cuda::planGroupNormNhwcOnePass(p));
+  EXPECT_TRUE(p.perThread == 1 || p.perThread == 2 || p.perThread == 4) << p.perThread;
+  EXPECT_GE(p.chunks * int64_t(p.ty) * p.perThread, p.hw);
+  const HostTensor x = uniform({p.hw, p.c}, 80, -2.f, 4.f), scale = uniform({p.c}, 81, 0.5f, 1.5f), bias = uniform({p.c}, 82);
+  const size_t bytes = x.bytes();
+  void *dx = nullptr, *dy = nullptr, *dscale = nullptr, *dbias = nullptr, *ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, 2 * bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dscale, scale.bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dbias, bias.bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&ws, p.workspaceBytes()), cudaSuccess);
+  cudaMemcpy(dx, x.data(), bytes, cudaMemcpyHostToDevice);
+  cudaMemcpy(dscale, scale.data(), scale.bytes(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dbias, bias.data(), bias.bytes(), cudaMemcpyHostToDevice);
+  cudaMemset(dy, 0xff, 2 * bytes);
+  p.x = dx, p.scale = dscale, p.bias = dbias;
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  p.y = dy;
+  cuda::launchGroupNormNhwc(p, ws, s);
+  p.y = static_cast<char*>(dy) + bytes;
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  cuda::launchGroupNormNhwc(p, ws, s);
+  ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  HostTensor y(DataType::kFLOAT, {2, p.hw, p.c});
+  cudaMemcpy(y.data(), dy, 2 * bytes, cudaMemcpyDeviceToHost);
+  // Not bit for bit: the blocks' shared-memory float atomics add in any order.
+  const int64_t cpg = p.c / p.groups;
+  double worst = 0, worstGraph = 0;
+  for (int64_t g0 = 0; g0 < p.groups; ++g0) {
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < p.hw; ++i)
+      for (int64_t c = g0 * cpg; c < (g0 + 1) * cpg; ++c) sum += x.as<float>()[i * p.c + c];
+    const double mean = sum / double(p.hw * cpg);
+    for (int64_t i = 0; i < p.hw; ++i)
+      for (int64_t c = g0 * cpg; c < (g0 + 1) * cpg; ++c) sq += std::pow(x.as<float>()[i * p.c + c] - mean, 2);
+    const double inv = 1 / std::sqrt(sq / double(p.hw * cpg) + 1e-5);
+    for (int64_t i = 0; i < p.hw; ++i)
+      for (int64_t c = g0 * cpg; c < (g0 + 1) * cpg; ++c) {
+        const double want = (x.as<float>()[i * p.c + c] - mean) * inv * scale.as<float>()[c] + bias.as<float>()[c];
+        worst = std::max(worst, std::abs(y.as<float>()[i * p.c + c] - want));
+        worstGraph = std::max(worstGraph, std::abs(y.as<float>()[p.hw * p.c + i * p.c + c] - want));
+      }
+  }
+  EXPECT_LT(worst, 1e-4) << "one-pass GroupNorm against float64";
+  EXPECT_LT(worstGraph, 1e-4) << "one-pass GroupNorm replayed from a CUDA graph against float64";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(s);
+  for (void* d : {dx, dy, dscale, dbias, ws}) cudaFree(d);
 }
 
 TEST(CudaInstanceNorm, Shapes) {

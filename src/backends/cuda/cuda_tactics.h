@@ -54,6 +54,7 @@ KernelFactory layerNormWarpRowsCuda();  // the same, rows in registers, a row pe
 KernelFactory groupNormCuda();  // GroupNormalization, InstanceNormalization
 KernelFactory groupNormSplitCuda();  // the same over many blocks per group (norm_group_split.cu)
 KernelFactory groupNormNhwcCuda();   // channels-last X and Y (norm_group_nhwc.cu)
+KernelFactory groupNormNhwcOnePassCuda();  // the same, one cooperative kernel where the tensor is small
 KernelFactory batchNormCuda();
 KernelFactory reduceCuda();  // every Reduce* op
 KernelFactory argCuda();     // ArgMax, ArgMin

@@ -23,6 +23,9 @@ struct GroupNormNhwcParams {
   // per image.
   int vec = 1, tx = 1, ty = 1;
   int64_t pixels = 1, chunks = 1;
+  //! One-pass plan (planGroupNormNhwcOnePass): pixel vectors each thread holds in registers across
+  //! a grid-wide barrier (1, 2 or 4); 0: the two kernels (statistics, apply).
+  int perThread = 0;
   // Set at execute.
   const void* x = nullptr;
   void* y = nullptr;
@@ -39,6 +42,10 @@ struct GroupNormNhwcParams {
 bool groupNormNhwcFits(int64_t c, int64_t groups, size_t elemSize);
 //! Fills p's plan from its shape (p.n, p.hw, p.c, p.groups, p.type).
 void planGroupNormNhwc(GroupNormNhwcParams& p);
+//! The one-pass plan when the tensor is small enough for a cooperative grid of resident blocks
+//! (batch-1 CNN activations); otherwise the two-pass plan, and false.
+bool planGroupNormNhwcOnePass(GroupNormNhwcParams& p);
+//! Runs p's plan (one pass or two).
 void launchGroupNormNhwc(const GroupNormNhwcParams& p, void* workspace, cudaStream_t stream);
 
 }  // namespace kiln::cuda

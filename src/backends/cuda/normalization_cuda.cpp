@@ -269,9 +269,11 @@ class GroupNormSplitKernel : public Kernel {
   }
 };
 
-// Channels-last X and Y (norm_group_nhwc.cu).
+// Channels-last X and Y (norm_group_nhwc.cu); the one-pass tactic takes the single cooperative
+// kernel where the tensor is small enough, the two kernels elsewhere.
 class GroupNormNhwcKernel : public Kernel {
  public:
+  explicit GroupNormNhwcKernel(bool onePass) : onePass_(onePass) {}
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     RowNormParams r;
     groupNormParams(l, r);
@@ -287,7 +289,8 @@ class GroupNormNhwcKernel : public Kernel {
     p.act = r.act;
     p.actAlpha = r.actAlpha;
     p.actBeta = r.actBeta;
-    planGroupNormNhwc(p);
+    if (onePass_) planGroupNormNhwcOnePass(p);
+    else planGroupNormNhwc(p);
     return p.workspaceBytes();
   }
   void execute(const KernelIO& io, KernelState* state) const override {
@@ -296,6 +299,9 @@ class GroupNormNhwcKernel : public Kernel {
     if (io.workspaceSize < p.workspaceBytes()) throw Error("GroupNormalization (nhwc): workspace too small");
     launchGroupNormNhwc(p, io.workspace, streamOf(io));
   }
+
+ private:
+  bool onePass_;
 };
 
 // ---- BatchNormalization (inference) ----------------------------------------------------------
@@ -523,6 +529,8 @@ template <typename K>
 std::unique_ptr<Kernel> createWithLayer(const LayerDesc& l) {
   return std::make_unique<K>(l);
 }
+template <bool kOnePass>
+std::unique_ptr<Kernel> createGroupNormNhwc(const LayerDesc&) { return std::make_unique<GroupNormNhwcKernel>(kOnePass); }
 std::unique_ptr<Kernel> createLayerNorm(const LayerDesc& l) { return std::make_unique<LayerNormKernel>(l, false); }
 std::unique_ptr<Kernel> createLayerNormWarpRows(const LayerDesc& l) { return std::make_unique<LayerNormKernel>(l, true); }
 
@@ -534,7 +542,8 @@ KernelFactory layerNormCuda() { return {supportsLayerNorm, createLayerNorm}; }  
 KernelFactory layerNormWarpRowsCuda() { return {supportsLayerNormWarpRows, createLayerNormWarpRows}; }  // and RMSNormalization
 KernelFactory groupNormCuda() { return {supportsGroupNorm, createPlain<GroupNormKernel>}; }  // and InstanceNormalization
 KernelFactory groupNormSplitCuda() { return {supportsGroupNorm, createPlain<GroupNormSplitKernel>}; }  // and InstanceNormalization
-KernelFactory groupNormNhwcCuda() { return {supportsGroupNormNhwc, createPlain<GroupNormNhwcKernel>}; }  // and InstanceNormalization
+KernelFactory groupNormNhwcCuda() { return {supportsGroupNormNhwc, createGroupNormNhwc<false>}; }  // and InstanceNormalization
+KernelFactory groupNormNhwcOnePassCuda() { return {supportsGroupNormNhwc, createGroupNormNhwc<true>}; }  // and InstanceNormalization
 KernelFactory batchNormCuda() { return {supportsBatchNorm, createPlain<BatchNormKernel>}; }
 KernelFactory reduceCuda() { return {supportsReduce, createWithLayer<ReduceKernel>}; }  // every Reduce* op
 KernelFactory argCuda() { return {supportsArg, createPlain<ArgKernel>}; }  // ArgMax, ArgMin
