@@ -460,3 +460,44 @@ TEST(MemoryPlan, LowerBoundCountsTensorsOfConcurrentBranches) {
   EXPECT_EQ(plan.lowerBound, 14u * 1024);
   EXPECT_EQ(plan.arenaBytes, 14u * 1024);
 }
+
+// A branch whose first layer writes >= 4M elements (enough blocks to fill the GPU alone) stays on
+// its producer's stream: an auxiliary stream would gain nothing and keep the tensor both branches
+// read live until the join (ResNet's downsample conv beside the block's convs). A small branch
+// still gets one; a branch of unknown (dynamic) size too.
+TEST(MemoryPlan, BranchesLargeEnoughToFillTheGpuStayOnTheirStream) {
+  for (const bool big : {false, true}) {
+    EngineGraph g;
+    g.device = DeviceType::kGPU;
+    const int64_t n = big ? 64 : 1;
+    const Dims d = {n, 256, 16, 16};
+    const int in = addTensor(g, floatTensor("in", d));
+    g.tensors[in].isInput = true;
+    g.inputs = {in};
+    const int w = addConstant(g, "w", {16, 16});
+    const int x = addTensor(g, floatTensor("x", d)), a = addTensor(g, floatTensor("a", d)), b = addTensor(g, floatTensor("b", d));
+    const int c = addTensor(g, floatTensor("c", d)), y = addTensor(g, floatTensor("y", d));
+    g.tensors[y].isOutput = true;
+    g.outputs = {y};
+    addLayer(g, "stem", "Relu", {in}, {x});
+    addLayer(g, "main", "MatMul", {x, w}, {a});
+    addLayer(g, "main2", "MatMul", {a, w}, {b});
+    addLayer(g, "branch", "Sigmoid", {x}, {c});  // x's second reader
+    addLayer(g, "join", "Add", {b, c}, {y});
+    planStreams(g, 0);
+    const ResolvedShapes rs = resolveShapes(g, {}, nullptr);
+    const size_t serialArena = planMemory(g, rs).arenaBytes;
+    planStreams(g, 2);
+    EXPECT_EQ(g.layers[3].stream, big ? 0 : 1) << (big ? "64x256x16x16: fills the GPU" : "1x256x16x16");
+    EXPECT_EQ(g.auxStreams, big ? 0 : 1);
+    // Concurrent, x, a, b and c may all be live at once (nothing orders the branch against main /
+    // main2); serial, a is dead once b is written and c may take x's bytes.
+    if (big) EXPECT_EQ(planMemory(g, rs).arenaBytes, serialArena);
+    else EXPECT_GT(planMemory(g, rs).arenaBytes, serialArena);
+    if (big) {
+      g.tensors[c].dims = {-1, 256, 16, 16};  // a dynamic batch: size unknown at build
+      planStreams(g, 2);
+      EXPECT_EQ(g.layers[3].stream, 1) << "dynamic dims";
+    }
+  }
+}
