@@ -210,7 +210,6 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
        [&](Network& n) { return cfg.device() == DeviceType::kCPU && foldChannelShuffle(n); }},
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},
       {"lower BatchNormalization to scale and shift", lowerBatchNormToScaleShift},
-      {"fold per-channel scale and shift into Conv", foldChannelScaleIntoConv},
       {"fuse GELU pattern", fuseGeluPattern},
       {"fuse LayerNorm pattern", fuseLayerNormPattern},
       {"fuse RMSNorm pattern", fuseRmsNormPattern},
@@ -221,6 +220,8 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"merge duplicate layers made by the attention fusion", mergeDuplicateLayers},
       {"read shapes upstream of layers only Shape reads (dynamic shapes)", [&](Network& n) { return readShapesUpstream(n, samples); }},
       {"fuse MatMul + bias", fuseMatMulBias},
+      // After the bias fusion, so that a linear's bias is its input 2 when its layer scale folds.
+      {"fold per-channel scale and shift into Conv / MatMul", foldChannelScale},
       // Implicit INT8 after BatchNorm folding (the weights it quantizes are the folded ones) and
       // before the residual / activation fusions, which lowerQdq's patterns do not take.
       {"quantize calibrated layers (implicit INT8 / FP8)",

@@ -366,7 +366,7 @@ def audio_frontend(batch=1):
 def layer_scale(batch=1):
     """PoolFormer blocks: x + ls1 * (AvgPool(GN(x)) - GN(x)), then x + ls2 * fc2(GELU(fc1(GN(x)))) with
     1x1 convs and per-channel layer scales [C, 1, 1]; and a conv divided by a per-channel constant
-    minus a scalar. fold_conv_scale folds ls2 (and the Div / Sub) into the convs, whose residual Add
+    minus a scalar. fold_channel_scale folds ls2 (and the Div / Sub) into the convs, whose residual Add
     the residual fusion then takes: no Mul / Div / Sub / Add stays after a conv."""
     g = Graph(11)
     c = 24
@@ -396,6 +396,30 @@ def layer_scale(batch=1):
     return g.model([("x", [batch, 3, 18, 20])], [y]), check
 
 
+def token_layer_scale(batch=1):
+    """CaiT / DeiT-III / DINOv2 blocks on tokens: x + gamma * (GELU(x @ W1 + b1) @ W2 + b2) with a
+    per-channel gamma [C], and a linear scaled by a per-channel constant then shifted (Mul, Sub).
+    fold_channel_scale moves gamma into W2's columns and b2: no MatMul's output meets a Mul."""
+    g = Graph(12)
+    c = 16
+
+    def linear(x, cin, cout):
+        w = g.const(g.rng.standard_normal((cin, cout)) / np.sqrt(cin))
+        return g.op("Add", [g.op("MatMul", [x, w]), g.const(g.rng.standard_normal(cout) * 0.1)])
+    x = "x"
+    for _ in range(2):
+        h = g.op("Relu", [linear(x, c, 2 * c)])
+        x = g.op("Add", [x, g.op("Mul", [linear(h, 2 * c, c), g.const(g.rng.uniform(0.5, 1.5, c))])])
+    y = g.op("Sub", [g.op("Mul", [g.op("MatMul", [x, g.const(g.rng.standard_normal((c, c)) / 4)]), g.const(g.rng.uniform(1, 2, (1, c)))]),
+                     g.const(0.5)])
+
+    def check(info, prof):
+        mms = layers_of(info, "MatMul")
+        scaled = [l["name"] for l in mms if any(f.startswith("Mul:") for f in l.get("fusedOps", []))]
+        return None if len(scaled) == 3 else f"MatMuls with a folded scale: {scaled} of {[l['name'] for l in mms]}"
+    return g.model([("x", [batch, 5, c])], [y]), check
+
+
 CASES = {"inception": inception, "inception_batch2": inception_batch2, "densenet": densenet,
          "shufflenet": shufflenet, "shufflenet_split": lambda: shufflenet(split=True), "concat_edges": concat_edges,
          "mobilenet_v3": mobilenet_v3, "mobilenet_v3_batch2": lambda: mobilenet_v3(2),
@@ -404,7 +428,7 @@ CASES = {"inception": inception, "inception_batch2": inception_batch2, "densenet
          "pointwise_convs_batch2": lambda: pointwise_convs(2), "resnet_gn": resnet_gn,
          "resnet_gn_batch3": lambda: resnet_gn(3), "audio_frontend": audio_frontend,
          "audio_frontend_batch2": lambda: audio_frontend(2), "layer_scale": layer_scale,
-         "layer_scale_batch2": lambda: layer_scale(2)}
+         "layer_scale_batch2": lambda: layer_scale(2), "token_layer_scale": token_layer_scale}
 
 
 def run_case(kiln, name, work):

@@ -106,11 +106,12 @@ TEST(Passes, ResidualAddFusesIntoConv) {
   EXPECT_NE(info.find("Add:"), std::string::npos) << info;
 }
 
-// Layer scale (PoolFormer / ConvNeXt: x + gamma[c] * conv(h)): the per-channel Mul goes into the
-// conv's filters and bias, then the residual Add into the conv; a Div and a scalar Sub fold too, a
-// bias-less conv gets one, and a Mul that broadcasts along a spatial axis or by a computed tensor
-// stays (the reference evaluator computes the unfused network).
-TEST(Passes, PerChannelScaleAndShiftFoldIntoConv) {
+// Layer scale (PoolFormer / ConvNeXt: x + gamma[c] * conv(h); CaiT / DINOv2: x + gamma * linear(h)):
+// the per-channel Mul goes into the conv's filters and bias (then the residual Add into the conv)
+// or the MatMul's columns and bias; a Div and a scalar Sub fold too, a bias-less conv gets one, and
+// a Mul that broadcasts along another axis or by a computed tensor stays (the reference evaluator
+// computes the unfused network).
+TEST(Passes, PerChannelScaleAndShiftFoldIntoConvAndMatMul) {
   auto make = [](Network& n) {
     Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 4, 5, 5});
     Layer* c = n.addConvolution(x, randomTensor({4, 4, 1, 1}, 1), randomTensor({4}, 2), {1, 1}, {0, 0, 0, 0});
@@ -129,16 +130,45 @@ TEST(Passes, PerChannelScaleAndShiftFoldIntoConv) {
     Layer* byX = n.addElementWise(c4->outputs[0], x, "Mul");
     n.renameTensor(byX->outputs[0], "z");
     n.markOutput(byX->outputs[0]);
+    // Tokens [2, 7, 6] -> linear (MatMul + bias) -> * gamma[6] -> + tokens; and a linear whose Mul is
+    // per row ([7, 1]: stays).
+    Tensor* t = n.addInput("tok", DataType::kFLOAT, {2, 7, 6});
+    Layer* mm = n.addMatMul(t, n.addConstant("wl", randomTensor({6, 6}, 12)));
+    Layer* mb = n.addElementWise(mm->outputs[0], n.addConstant("bl", randomTensor({6}, 13)), "Add");
+    Layer* g = n.addElementWise(mb->outputs[0], n.addConstant("gl", randomTensor({6}, 14, 0.5f, 1.5f)), "Mul");
+    Layer* res = n.addElementWise(g->outputs[0], t, "Add");
+    n.renameTensor(res->outputs[0], "u");
+    n.markOutput(res->outputs[0]);
+    Layer* mm2 = n.addMatMul(t, n.addConstant("wr", randomTensor({6, 3}, 15)));
+    Layer* row = n.addElementWise(mm2->outputs[0], n.addConstant("rows", randomTensor({7, 1}, 16)), "Mul");
+    n.renameTensor(row->outputs[0], "v");
+    n.markOutput(row->outputs[0]);
   };
-  std::string info = checkFusion(make, {{"x", randomTensor({2, 4, 5, 5}, 11)}});
-  for (const char* folded : {"Mul:", "Add:", "Div:", "Sub:"}) EXPECT_NE(info.find(folded), std::string::npos) << folded << info;
-  size_t muls = 0;
-  for (size_t at = info.find("\"op\":\"Mul\""); at != std::string::npos; at = info.find("\"op\":\"Mul\"", at + 1)) ++muls;
-  size_t chains = 0;
-  for (size_t at = info.find("\"op\":\"PointwiseChain\""); at != std::string::npos; at = info.find("\"op\":\"PointwiseChain\"", at + 1)) ++chains;
-  EXPECT_EQ(muls + chains, 2u) << "the per-column and computed Muls stay: " << info;
-  EXPECT_EQ(info.find("\"op\":\"Div\""), std::string::npos) << info;
-  EXPECT_EQ(info.find("\"op\":\"Sub\""), std::string::npos) << info;
+  std::string info = checkFusion(make, {{"x", randomTensor({2, 4, 5, 5}, 11)}, {"tok", randomTensor({2, 7, 6}, 17)}});
+  for (const char* folded : {"\"Mul:", "\"Add:", "\"Div:", "\"Sub:"}) EXPECT_NE(info.find(folded), std::string::npos) << folded << info;
+  auto count = [&](const std::string& what) {
+    size_t k = 0;
+    for (size_t at = info.find(what); at != std::string::npos; at = info.find(what, at + 1)) ++k;
+    return k;
+  };
+  // Left: the per-column, computed and per-row Muls (as Mul or PointwiseChain layers), the token
+  // residual Add (no MatMul residual fusion on the CPU).
+  EXPECT_EQ(count("\"op\":\"Mul\"") + count("\"op\":\"PointwiseChain\"") + count("\"op\":\"Add\""), 4u) << info;
+  EXPECT_EQ(count("\"op\":\"Div\""), 0u) << info;
+  EXPECT_EQ(count("\"op\":\"Sub\""), 0u) << info;
+  // The layers whose fused ops start with `producer` and include a Mul (layer info lists fusedOps
+  // first in each layer's object).
+  auto scaled = [&](const std::string& producer) {
+    size_t k = 0;
+    const std::string head = "\"fusedOps\":[\"" + producer + ":";
+    for (size_t at = info.find(head); at != std::string::npos; at = info.find(head, at + 1)) {
+      const std::string ops = info.substr(at, info.find(']', at) - at);
+      k += ops.find("\"Mul:") != std::string::npos;
+    }
+    return k;
+  };
+  EXPECT_EQ(scaled("Conv"), 1u) << "the conv's layer scale folded: " << info;
+  EXPECT_EQ(scaled("MatMul"), 1u) << "the linear's layer scale folded: " << info;
 }
 
 TEST(Passes, ErfGeluAndMatMulBiasFuse) {

@@ -48,9 +48,9 @@ bool foldBatchNormIntoConv(Network& net);
 //! Other inference BatchNormalization (constant parameters) -> Mul(a[c]) -> Add(b[c]), for the
 //! pointwise fusion and the layout passes (fold_batchnorm.cpp).
 bool lowerBatchNormToScaleShift(Network& net);
-//! Conv -> Mul / Div / Add / Sub by a constant per output channel (layer scale): folded into the
-//! conv's filters and bias (fold_conv_scale.cpp).
-bool foldChannelScaleIntoConv(Network& net);
+//! Conv / MatMul (constant weights) -> Mul / Div / Add / Sub by a constant per output channel
+//! (layer scale): folded into the weights and bias (fold_channel_scale.cpp).
+bool foldChannelScale(Network& net);
 //! The Erf form of GELU (x * 0.5 * (1 + erf(x / sqrt 2))) -> one Gelu layer.
 bool fuseGeluPattern(Network& net);
 //! ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add -> LayerNormalization.
