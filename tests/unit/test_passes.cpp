@@ -139,6 +139,11 @@ TEST(Passes, PerChannelScaleAndShiftFoldIntoConvAndMatMul) {
     Layer* res = n.addElementWise(g->outputs[0], t, "Add");
     n.renameTensor(res->outputs[0], "u");
     n.markOutput(res->outputs[0]);
+    // A layer with an input left out (Clip's min: null) before a Mul: not a producer, no crash.
+    Layer* clip = n.addLayer("Clip", {t, nullptr, n.addConstant("hi", scalar(0.5f))}, 1);
+    Layer* cm = n.addElementWise(clip->outputs[0], n.addConstant("cg", randomTensor({6}, 18)), "Mul");
+    n.renameTensor(cm->outputs[0], "w");
+    n.markOutput(cm->outputs[0]);
     Layer* mm2 = n.addMatMul(t, n.addConstant("wr", randomTensor({6, 3}, 15)));
     Layer* row = n.addElementWise(mm2->outputs[0], n.addConstant("rows", randomTensor({7, 1}, 16)), "Mul");
     n.renameTensor(row->outputs[0], "v");
@@ -152,8 +157,8 @@ TEST(Passes, PerChannelScaleAndShiftFoldIntoConvAndMatMul) {
     return k;
   };
   // Left: the per-column, computed and per-row Muls (as Mul or PointwiseChain layers), the token
-  // residual Add (no MatMul residual fusion on the CPU).
-  EXPECT_EQ(count("\"op\":\"Mul\"") + count("\"op\":\"PointwiseChain\"") + count("\"op\":\"Add\""), 4u) << info;
+  // residual Add (no MatMul residual fusion on the CPU), the Clip's Mul (maybe chained with it).
+  EXPECT_EQ(count("\"op\":\"Mul\"") + count("\"op\":\"PointwiseChain\"") + count("\"op\":\"Add\""), 5u) << info;
   EXPECT_EQ(count("\"op\":\"Div\""), 0u) << info;
   EXPECT_EQ(count("\"op\":\"Sub\""), 0u) << info;
   // The layers whose fused ops start with `producer` and include a Mul (layer info lists fusedOps

@@ -38,9 +38,10 @@ struct Producer {
 
 Producer producerOf(const Layer* l) {
   Producer p;
-  if (l->outputs.size() != 1 || hasFusedActivation(l->attrs) || l->inputs.size() < 2) return p;
-  const Tensor* w = l->inputs[1];
-  if (!w->isConstant() || w->type != DataType::kFLOAT || w->dims.empty()) return p;
+  if ((l->op != "Conv" && l->op != "MatMul") || l->outputs.size() != 1 || hasFusedActivation(l->attrs) || l->inputs.size() < 2)
+    return p;
+  const Tensor* w = l->inputs[1];  // an optional input left out is null (other ops: Clip's min)
+  if (!w || !w->isConstant() || w->type != DataType::kFLOAT || w->dims.empty()) return p;
   const size_t rank = l->outputs[0]->dims.size();
   if (l->op == "Conv" && l->inputs.size() <= 3 && rank >= 3) {
     p = {w->dims[0], 1, 2, true};
@@ -48,8 +49,8 @@ Producer producerOf(const Layer* l) {
     p = {w->dims[1], rank - 1, 2, false};
   }
   if (p.k > 0 && l->inputs.size() > p.biasSlot) {
-    const Tensor* b = l->inputs[p.biasSlot];
-    if (!b->isConstant() || b->type != DataType::kFLOAT || b->value.count() != p.k) p.k = 0;
+    const Tensor* b = l->inputs[p.biasSlot];  // null: left out
+    if (b && (!b->isConstant() || b->type != DataType::kFLOAT || b->value.count() != p.k)) p.k = 0;
   }
   return p;
 }
