@@ -15,24 +15,20 @@ namespace {
 //! The constant operand's value per output channel (k of them) when it broadcasts against the
 //! producer's output of rank `outRank` along `axis` only; empty otherwise.
 std::vector<float> perChannel(const Tensor* t, size_t outRank, size_t axis, int64_t k) {
-  if (!t || !t->isConstant() || t->type != DataType::kFLOAT || t->dims.size() > outRank) return {};
-  const size_t r = t->dims.size();
-  bool channelDim = false;
-  for (size_t i = 0; i < r; ++i) {
-    const int64_t d = t->dims[i];
-    if (outRank - r + i == axis && d == k) channelDim = true;
-    else if (d != 1) return {};
-  }
+  if (!constantAlongAxis(t, outRank, axis, k, true)) return {};
+  const bool channelDim = t->value.count() == k;  // else one value for every channel
   std::vector<float> v(static_cast<size_t>(k));
   for (int64_t c = 0; c < k; ++c) v[static_cast<size_t>(c)] = t->value.as<float>()[channelDim ? c : 0];
   return v;
 }
 
-//! The producer's output-channel count and axis, its bias input slot, and whether W is laid out
-//! with the channel leading (Conv: [K, ...]) or trailing (MatMul: [K_in, N]); k = 0: not foldable.
+constexpr size_t kBias = 2;  //!< a Conv's bias input, and a MatMul's fused one (fuse_matmul_bias)
+
+//! The producer's output-channel count and axis, and whether W is laid out with the channel
+//! leading (Conv: [K, ...]) or trailing (MatMul: [K_in, N]); k = 0: not foldable.
 struct Producer {
   int64_t k = 0;
-  size_t axis = 0, biasSlot = 0;
+  size_t axis = 0;
   bool channelLeads = true;
 };
 
@@ -44,12 +40,12 @@ Producer producerOf(const Layer* l) {
   if (!w || !w->isConstant() || w->type != DataType::kFLOAT || w->dims.empty()) return p;
   const size_t rank = l->outputs[0]->dims.size();
   if (l->op == "Conv" && l->inputs.size() <= 3 && rank >= 3) {
-    p = {w->dims[0], 1, 2, true};
+    p = {w->dims[0], 1, true};
   } else if (l->op == "MatMul" && l->inputs.size() <= 3 && w->dims.size() == 2 && rank >= 2) {
-    p = {w->dims[1], rank - 1, 2, false};
+    p = {w->dims[1], rank - 1, false};
   }
-  if (p.k > 0 && l->inputs.size() > p.biasSlot) {
-    const Tensor* b = l->inputs[p.biasSlot];  // null: left out
+  if (p.k > 0 && l->inputs.size() > kBias) {
+    const Tensor* b = l->inputs[kBias];  // null: left out
     if (b && (!b->isConstant() || b->type != DataType::kFLOAT || b->value.count() != p.k)) p.k = 0;
   }
   return p;
@@ -69,9 +65,8 @@ bool foldChannelScale(Network& net) {
     const bool mul = op->op == "Mul" || op->op == "Div", add = op->op == "Add" || op->op == "Sub";
     if (!mul && !add) continue;
     // Div and Sub only with the producer's output as the dividend / minuend.
-    const int side = op->inputs[0] == y ? 0 : 1;
-    if (side == 1 && (op->op == "Div" || op->op == "Sub")) continue;
-    std::vector<float> v = perChannel(op->inputs[1 - side], y->dims.size(), pr.axis, pr.k);
+    if (op->inputs[0] != y && (op->op == "Div" || op->op == "Sub")) continue;
+    std::vector<float> v = perChannel(otherInput(op, y), y->dims.size(), pr.axis, pr.k);
     if (v.empty() || op->outputs[0]->dims.size() != y->dims.size()) continue;
     bool finite = true;
     for (float& e : v) {
@@ -80,7 +75,7 @@ bool foldChannelScale(Network& net) {
       finite = finite && std::isfinite(e);
     }
     if (!finite) continue;
-    const Tensor* b = prod->inputs.size() > pr.biasSlot ? prod->inputs[pr.biasSlot] : nullptr;
+    const Tensor* b = prod->inputs.size() > kBias ? prod->inputs[kBias] : nullptr;
     HostTensor nb(DataType::kFLOAT, {pr.k});
     for (int64_t c = 0; c < pr.k; ++c) nb.as<float>()[c] = b ? b->value.as<float>()[c] : 0.f;
     if (mul) {
@@ -95,7 +90,7 @@ bool foldChannelScale(Network& net) {
       for (int64_t c = 0; c < pr.k; ++c) nb.as<float>()[c] += v[static_cast<size_t>(c)];
     }
     Tensor* bias = net.addConstant(net.uniqueName(prod->name + "_bias_folded"), nb);
-    if (prod->inputs.size() > pr.biasSlot) prod->inputs[pr.biasSlot] = bias;
+    if (prod->inputs.size() > kBias) prod->inputs[kBias] = bias;
     else prod->inputs.push_back(bias);
     recordFusion(prod, op);
     Tensor* out = op->outputs[0];

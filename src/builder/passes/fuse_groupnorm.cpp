@@ -18,11 +18,7 @@ namespace {
 //! A constant float operand with `c` values, one per channel of an [N, C, ...] tensor of rank `rank`
 //! (dims [C, 1, ...], [1, C, 1, ...] or any right-aligned form with 1s elsewhere).
 bool perChannelConst(const Tensor* t, int64_t c, size_t rank) {
-  if (!t || !t->isConstant() || t->type != DataType::kFLOAT || t->value.count() != c || t->dims.size() > rank) return false;
-  const size_t lead = rank - t->dims.size();  // right alignment: t's dim k is x's dim lead + k
-  for (size_t k = 0; k < t->dims.size(); ++k)
-    if (t->dims[k] != (lead + k == 1 ? c : 1)) return false;
-  return lead <= 1;
+  return constantAlongAxis(t, rank, 1, c, false) && t->value.count() == c;
 }
 
 //! Folds a per-channel Mul gamma and then an Add beta reading `y` (each optional; constants with

@@ -34,6 +34,18 @@ Tensor* otherInput(const Layer* l, const Tensor* t) {
   return l->inputs[0] == t ? l->inputs[1] : (l->inputs[1] == t ? l->inputs[0] : nullptr);
 }
 
+bool constantAlongAxis(const Tensor* t, size_t rank, size_t axis, int64_t k, bool broadcastOk) {
+  if (!t || !t->isConstant() || t->type != DataType::kFLOAT || t->dims.size() > rank) return false;
+  const size_t lead = rank - t->dims.size();  // right alignment: t's dim i is the tensor's dim lead + i
+  if (lead > axis && !broadcastOk) return false;
+  for (size_t i = 0; i < t->dims.size(); ++i) {
+    const int64_t d = t->dims[i];
+    if (d != 1 && !(lead + i == axis && d == k)) return false;
+    if (lead + i == axis && d != k && !broadcastOk) return false;
+  }
+  return true;
+}
+
 bool meanOverLastAxis(const Layer* l) {
   if (!l || l->op != "ReduceMean" || l->attrs.getInt("keepdims", 1) != 1) return false;
   const Tensor* x = l->inputs[0];

@@ -101,6 +101,10 @@ void recordFusion(Layer* into, const Layer* from);
 bool scalarValue(const Tensor* t, double* v);
 //! For a two-input layer reading `t`, the other input (nullptr otherwise).
 Tensor* otherInput(const Layer* l, const Tensor* t);
+//! Whether t is a constant float that broadcasts against a tensor of rank `rank` along `axis` only:
+//! its right-aligned dims are 1 except the one at `axis`, which is k (or, with `broadcastOk`, 1 or
+//! absent).
+bool constantAlongAxis(const Tensor* t, size_t rank, size_t axis, int64_t k, bool broadcastOk);
 //! A ReduceMean over only the last axis, with keepdims.
 bool meanOverLastAxis(const Layer* l);
 //! Completes a pattern fusion: `fused` (a new synthetic layer) records the `dead` layers it
