@@ -363,22 +363,23 @@ bool planGroupNormNhwcOnePass(GroupNormNhwcParams& p) {
   // The fewest pixels per thread that keep the grid within two blocks per SM (enough to cover the
   // GPU; more blocks only add partials each block must add up), else within half of what the SMs
   // hold: two such GroupNorms on two streams (aux streams, contexts) can then be resident together.
+  constexpr int kPer[] = {1, 2, 4};
+  int64_t resident[3];  // blocks of each variant that half the SMs' capacity holds
+  dispatchCudaType<kFloatTypes>(p.type, [&](auto t) {
+    using T = decltype(t);
+    resident[0] = int64_t(onePassBlocksPerSm<T, 1>(threads)) * sms / 2;
+    resident[1] = int64_t(onePassBlocksPerSm<T, 2>(threads)) * sms / 2;
+    resident[2] = int64_t(onePassBlocksPerSm<T, 4>(threads)) * sms / 2;
+  }, "planGroupNormNhwcOnePass");
   int chosen = 0;
   int64_t chosenChunks = 0;
   for (const bool relaxed : {false, true}) {
-    for (const int per : {1, 2, 4}) {
-      const int64_t chunks = (p.hw + int64_t(p.ty) * per - 1) / (int64_t(p.ty) * per);
-      const int perSm = dispatchCudaType<kFloatTypes>(p.type, [&](auto t) {
-        using T = decltype(t);
-        return per == 1 ? onePassBlocksPerSm<T, 1>(threads) : per == 2 ? onePassBlocksPerSm<T, 2>(threads)
-                                                                         : onePassBlocksPerSm<T, 4>(threads);
-      }, "planGroupNormNhwcOnePass");
-      const int64_t resident = int64_t(perSm) * sms / 2;
-      const int64_t limit = relaxed ? resident : std::min<int64_t>(2 * int64_t(sms), resident);
+    for (int i = 0; i < 3 && !chosen; ++i) {
+      const int64_t chunks = (p.hw + int64_t(p.ty) * kPer[i] - 1) / (int64_t(p.ty) * kPer[i]);
+      const int64_t limit = relaxed ? resident[i] : std::min<int64_t>(2 * int64_t(sms), resident[i]);
       if (chunks <= 65535 && p.n <= 65535 && p.n * chunks <= limit) {
-        chosen = per;
+        chosen = kPer[i];
         chosenChunks = chunks;
-        break;
       }
     }
     if (chosen) break;
