@@ -99,6 +99,8 @@ AttentionConfig parseAttentionConfig(const LayerDesc& l) {
     if (!std::isfinite(c.maskFill) || c.maskFill > kAttentionMaskFillMax)
       opError(l, std::string(kAttentionMaskFillAttr) + " must be finite and <= -1e30, got " + std::to_string(c.maskFill));
   }
+  c.maskPeriod = a.getInt(kAttentionMaskPeriodAttr, 0);
+  if (c.maskPeriod < 0) opError(l, std::string(kAttentionMaskPeriodAttr) + " must be >= 0 (0: none), got " + std::to_string(c.maskPeriod));
   return c;
 }
 
@@ -173,7 +175,11 @@ void checkMask(const LayerDesc& l, const AttentionShape& s) {
     opError(l, std::string("attn_mask has unsupported type ") + toString(mt));
   }
   if (m.empty() || m.size() > 4) opError(l, "attn_mask must have rank 1..4, got " + toString(m));
-  const Dims target{s.batch, s.qHeads, s.qSeq, s.total()};
+  const int64_t period = parseAttentionConfig(l).maskPeriod;
+  if (period > 0 && (m.size() != 4 || m[0] != period || (s.batch > 0 && s.batch % period != 0)))
+    opError(l, std::string(kAttentionMaskPeriodAttr) + " " + std::to_string(period) + " needs a 4-D attn_mask with that many batches dividing the batch " +
+                   std::to_string(s.batch) + ", got " + toString(m));
+  const Dims target{period > 0 ? period : s.batch, s.qHeads, s.qSeq, s.total()};
   const size_t off = 4 - m.size();
   for (size_t k = 0; k < m.size(); ++k) {
     int64_t want = target[off + k];
@@ -276,7 +282,7 @@ class AttentionBias {
     }
   }
   const double* maskRow(int64_t b, int64_t h, int64_t i) const {
-    int64_t bb = maskDims_[0] == 1 ? 0 : b, hh = maskDims_[1] == 1 ? 0 : h, ii = maskDims_[2] == 1 ? 0 : i;
+    int64_t bb = maskDims_[0] == 1 ? 0 : (cfg_.maskPeriod > 0 ? b % cfg_.maskPeriod : b), hh = maskDims_[1] == 1 ? 0 : h, ii = maskDims_[2] == 1 ? 0 : i;
     return mask_.data() + ((bb * maskDims_[1] + hh) * maskDims_[2] + ii) * maskDims_[3];
   }
 

@@ -26,6 +26,12 @@ constexpr double kAttentionMaskFillMax = -1e30;
 //! fully masked, and cuDNN's SDPA computes what kiln's kernels do: it may take it as its bias
 //! (otherwise it takes constant masks only). An assertion about values; the math is unchanged.
 constexpr const char* kAttentionMaskBiasAttr = "kiln_mask_bias";
+//! kiln-internal attribute (the attention fusion): P > 0 when the batch is P-periodic in the mask:
+//! attn_mask is 4-D with P as its first dim, P divides the batch, and batch b reads mask batch
+//! b % P. Swin's shifted windows: the scores [B * nW, H, S, S] are viewed as [B, nW, H, S, S] to
+//! add a per-window mask [1, nW, 1, S, S]; the fused attention takes it as [nW, 1, S, S] with
+//! period nW instead of a mask tiled B times.
+constexpr const char* kAttentionMaskPeriodAttr = "kiln_mask_batch_period";
 
 struct AttentionConfig {
   double scale = 0;  //!< 0: 1/sqrt(head_size)
@@ -35,6 +41,7 @@ struct AttentionConfig {
   bool causal = false;
   int64_t leftWindow = -1, rightWindow = -1;
   double maskFill = -std::numeric_limits<double>::infinity();  //!< kiln_mask_fill; -inf when absent
+  int64_t maskPeriod = 0;  //!< kiln_mask_batch_period; 0 when absent
 };
 //! Throws kiln::Error on invalid attribute values.
 AttentionConfig parseAttentionConfig(const LayerDesc& l);

@@ -613,3 +613,35 @@ TEST(CudaAttention, FlashPaddedHeadSizes) {
                             "padded " + name + " " + toString(t) + " D" + std::to_string(d) + (m == Mask::kNone ? " causal" : " mask"));
       }
 }
+
+// kiln_mask_batch_period (Swin's shifted windows, fused): a [P, H|1, Sq, Skv] mask read by batch
+// b % P. Every tactic offered matches the reference (which reads the period); cuDNN's SDPA, whose
+// bias cannot, is not offered.
+TEST(CudaAttention, BatchPeriodicWindowMask) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  struct Case {
+    Shape s;
+    int64_t period, maskHeads;
+  };
+  const Case cases[] = {{{8, 3, 49, 49, 32, 32}, 4, 3}, {{6, 2, 17, 17, 64, 64}, 3, 1}, {{4, 4, 64, 64, 64, 64}, 2, 4}};
+  uint32_t seed = 900;
+  for (const Case& k : cases)
+    for (DataType t : kTypes) {
+      auto [c, ref] = makeCases(k.s, Mask::kNone, false, t, seed += 10);
+      HostTensor m = uniform({k.period, k.maskHeads, k.s.sq, k.s.skv}, seed + 5, -3.f, 3.f);
+      for (int64_t i = 0; i < m.count(); i += 7) m.as<float>()[i] = -100.f;  // Swin's masked pairs
+      for (OpCase* x : {&c, &ref}) x->attrs.set(kAttentionMaskPeriodAttr, k.period);
+      c.inputs.push_back(t == DataType::kFLOAT ? m : test::convertTo(m, t));
+      ref.inputs.push_back(test::convertTo(c.inputs.back(), DataType::kFLOAT));
+      const HostTensor want = test::runReference(ref)[0];
+      const Tol tol = tolerance(t);
+      const auto names = test::tacticNames(*gpu, c);
+      EXPECT_GE(names.size(), 2u) << toString(t);
+      for (const std::string& name : names) {
+        EXPECT_NE(name, "attention_half_cudnn_sdpa");
+        const HostTensor got = test::runTactic(*gpu, name, c)[0];
+        test::expectClose(got, want, tol.rtol, tol.atol, name + " " + toString(t) + " B" + std::to_string(k.s.b) + " period " + std::to_string(k.period));
+      }
+    }
+}

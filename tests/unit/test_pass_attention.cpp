@@ -528,3 +528,60 @@ TEST(PassAttention, GpuBuildFusesOnlyForFusedKernels) {
     EXPECT_EQ(info.find("\"op\":\"Attention\"") != std::string::npos, d == 64) << "head size " << d << ": " << info;
   }
 }
+
+namespace {
+
+//! Swin's shifted-window attention: scores [B * P, H, S, S] + a relative-position bias, viewed as
+//! [B, P, H, S, S] to add a per-window mask, viewed back, softmax, times V. `perImageMask`: the
+//! mask varies over the images too ([B, P, 1, S, S]); `runtimeMask`: it is a network input.
+void windowAttention(Network& n, int64_t b, int64_t p, bool perImageMask, bool runtimeMask) {
+  Tensor* q = n.addInput("q", DataType::kFLOAT, {b * p, H, S, D});
+  Tensor* k = n.addInput("k", DataType::kFLOAT, {b * p, H, S, D});
+  Tensor* v = n.addInput("v", DataType::kFLOAT, {b * p, H, S, D});
+  q = op(n, "Mul", q, n.addConstant("", scalar(0.35f)));
+  Tensor* s = n.addMatMul(q, transpose(n, k, {0, 1, 3, 2}))->outputs[0];
+  s = op(n, "Add", s, n.addConstant("relbias", randomTensor({1, H, S, S}, 7)));
+  s = reshape(n, s, {b, p, H, S, S});
+  const Dims md{perImageMask ? b : 1, p, 1, S, S};
+  HostTensor mv(DataType::kFLOAT, md);
+  for (int64_t i = 0; i < mv.count(); ++i) mv.as<float>()[i] = (i * 7919 % 13) < 4 ? -100.f : 0.f;  // Swin's -100 / 0
+  Tensor* mask = runtimeMask ? n.addInput("mask", DataType::kFLOAT, md) : n.addConstant("window_mask", mv);
+  s = op(n, "Add", s, mask);
+  s = reshape(n, s, {b * p, H, S, S});
+  finish(n, n.addMatMul(softmax(n, s), v)->outputs[0]);
+}
+
+std::map<std::string, HostTensor> windowInputs(int64_t b, int64_t p, bool perImageMask, bool runtimeMask) {
+  std::map<std::string, HostTensor> in{{"q", randomTensor({b * p, H, S, D}, 1)}, {"k", randomTensor({b * p, H, S, D}, 2)},
+                                       {"v", randomTensor({b * p, H, S, D}, 3)}};
+  HostTensor mv(DataType::kFLOAT, {perImageMask ? b : 1, p, 1, S, S});
+  for (int64_t i = 0; i < mv.count(); ++i) mv.as<float>()[i] = (i * 7919 % 13) < 4 ? -100.f : 0.f;
+  if (runtimeMask) in["mask"] = mv;
+  return in;
+}
+
+}  // namespace
+
+// Swin's shifted windows: the per-window mask added between two Reshapes joins the attention as a
+// [P, 1, S, S] mask read with batch period P (kiln_mask_batch_period), summed with the relative
+// position bias; at one image it is a plain mask. The fused layer (reference kernel, which reads
+// the period) computes what the unfused graph does. A mask that varies over the images too is
+// not taken.
+TEST(PassAttention, ShiftedWindowMaskFusesWithBatchPeriod) {
+  constexpr int64_t P = 3;
+  for (bool runtime : {false, true}) {
+    for (int64_t b : {int64_t(2), int64_t(1)}) {
+      SCOPED_TRACE("batch " + std::to_string(b) + (runtime ? ", runtime mask" : ", constant mask"));
+      checkFused([&](Network& n) { windowAttention(n, b, P, false, runtime); }, windowInputs(b, P, false, runtime), true,
+                 [&](const Network& n) {
+                   const Layer* a = attentionLayer(n);
+                   ASSERT_NE(a, nullptr);
+                   ASSERT_EQ(a->inputs.size(), 4u);
+                   EXPECT_EQ(a->attrs.getInt("kiln_mask_batch_period", 0), b > 1 ? P : 0);
+                   EXPECT_EQ(count(n, "Reshape"), runtime ? 1 : 0);  // only the runtime mask's own reshape
+                 });
+    }
+  }
+  checkFused([&](Network& n) { windowAttention(n, 2, P, true, false); }, windowInputs(2, P, true, false), false);
+  checkFused([&](Network& n) { windowAttention(n, 2, P, true, true); }, windowInputs(2, P, true, true), false);
+}

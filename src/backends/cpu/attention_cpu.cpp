@@ -5,7 +5,7 @@
 // score block per task is kept. (The builder's attention fusion does not target it: on unfused
 // exports it did not beat the batched MatMuls; docs/internals.md, "Attention fusion".)
 // Masks: none, bool (false = masked) or float (added), broadcast over batch, heads and query rows
-// as ONNX says; is_causal; kiln_mask_fill. Not taken (the reference kernel runs them): a KV cache,
+// as ONNX says (or batch-periodic: kiln_mask_batch_period); is_causal; kiln_mask_fill. Not taken (the reference kernel runs them): a KV cache,
 // nonpad_kv_seqlen, softcap, windows, the qk_matmul output, a softmax precision other than float.
 // The masking rules are the reference kernel's (ops/attention.cpp): a masked key's logit is -inf
 // (or kiln_mask_fill, once), and a row with every key at -inf gives zeros.
@@ -125,7 +125,7 @@ class AttentionGemmKernel : public Kernel {
     const float fill = static_cast<float>(s.cfg.maskFill);
     if (mask) {
       const Dims& md = s.maskDims;
-      const int64_t mb = md[0] == 1 ? 0 : b, mh = md[1] == 1 ? 0 : h, mi = md[2] == 1 ? 0 : i;
+      const int64_t mb = md[0] == 1 ? 0 : (s.cfg.maskPeriod > 0 ? b % s.cfg.maskPeriod : b), mh = md[1] == 1 ? 0 : h, mi = md[2] == 1 ? 0 : i;
       const int64_t base = ((mb * md[1] + mh) * md[2] + mi) * md[3], width = std::min(md[3], skv);
       if (s.boolMask) {
         const bool* m = static_cast<const bool*>(mask) + base;

@@ -120,7 +120,10 @@ class FlashKernel : public Kernel {
     if (l.present(kMask)) {
       const Dims& md = l.inputs[kMask].dims;
       const cuda::MaskLayout m = cuda::maskLayout(md);
-      const Dims target{q[0], q[1], q[2], k[2]};
+      const int64_t period = a.getInt(kAttentionMaskPeriodAttr, 0);
+      const Dims target{period > 0 ? period : q[0], q[1], q[2], k[2]};
+      if (period > 0 && (md.size() != 4 || md[0] != period || q[0] % period != 0))
+        fail("attn_mask " + toString(md) + " with batch period " + std::to_string(period) + " for batch " + std::to_string(q[0]));
       for (int i = 0; i < 3; ++i)
         if (m.dims4[i] != 1 && m.dims4[i] != target[i]) fail("attn_mask " + toString(md) + " does not broadcast to " + toString(target));
       if (m.len > target[3]) fail("attn_mask " + toString(md) + " is longer than the keys");
@@ -128,7 +131,9 @@ class FlashKernel : public Kernel {
       p.maskType = cuda::flashMaskOf(l.inputs[kMask].type);
       p.maskLen = static_cast<int>(m.len);
       p.maskStrideQ = m.strideQ, p.maskStrideH = m.strideH, p.maskStrideB = m.strideB;
-      p.keyPad = p.maskType == FlashMask::kBool && m.strideH == 0 && m.strideQ == 0 && m.len == target[3];
+      p.maskPeriodB = static_cast<int>(period);
+      // Key flags are read per batch without the period (the generic mask path takes it).
+      p.keyPad = period == 0 && p.maskType == FlashMask::kBool && m.strideH == 0 && m.strideQ == 0 && m.len == target[3];
       if (a.has(kAttentionMaskFillAttr) && !p.keyPad) fail("kiln_mask_fill needs bool key flags [B, 1, 1, Skv], got attn_mask " + toString(md));
     }
     state = std::move(st);

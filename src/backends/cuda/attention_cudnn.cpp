@@ -277,6 +277,7 @@ bool supportsCudnnSdpa(const LayerDesc& l) {
   const int64_t prec = a.getInt("softmax_precision", 0);
   if (prec != 0 && prec != 1) return false;
   if (a.getInt("left_window_size", -1) != -1 || a.getInt("right_window_size", -1) != -1) return false;
+  if (a.getInt(kAttentionMaskPeriodAttr, 0) != 0) return false;  // a batch-periodic mask: not a cuDNN bias
   // kiln_mask_fill with a mask: fully masked rows are uniform, not cuDNN's; only key flags, whose
   // such rows go to the flash fallback.
   const bool keyFlags = l.present(cuda::kAttnMask) && keyFlagsMask(l);

@@ -57,7 +57,8 @@ template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, f
 
 //! The additive mask value of (b, h, i, j) in the exp2 domain.
 __device__ __forceinline__ float maskLog2(const FlashParams& p, int b, int h, int i, int j) {
-  const int64_t idx = b * p.maskStrideB + h * p.maskStrideH + i * p.maskStrideQ + j;
+  const int mb = p.maskPeriodB > 0 ? b % p.maskPeriodB : b;
+  const int64_t idx = mb * p.maskStrideB + h * p.maskStrideH + i * p.maskStrideQ + j;
   switch (p.maskType) {
     case FlashMask::kFloat: return static_cast<const float*>(p.mask)[idx] * kLog2e;
     case FlashMask::kHalf: return __half2float(static_cast<const __half*>(p.mask)[idx]) * kLog2e;

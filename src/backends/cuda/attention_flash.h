@@ -33,6 +33,7 @@ struct FlashParams {
   //! index has stride 1 and keys at or past maskLen are masked out (ONNX short masks).
   int64_t maskStrideB = 0, maskStrideH = 0, maskStrideQ = 0;
   int maskLen = 0;
+  int maskPeriodB = 0;  //!< > 0: batch b reads mask batch b % maskPeriodB (kiln_mask_batch_period)
   int batch = 0, heads = 0, sq = 0, skv = 0, d = 0, dv = 0;
   int group = 1;  //!< query heads per K/V head (GQA/MQA): query head h reads K/V head h / group
   float scaleLog2 = 0;  //!< scale * log2(e): scores are kept in the exp2 domain

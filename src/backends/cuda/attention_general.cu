@@ -39,6 +39,7 @@ struct GeneralParams {
   int64_t leftWindow = -1, rightWindow = -1;
   cuda::FlashMask maskKind = cuda::FlashMask::kNone;
   int64_t maskStrideB = 0, maskStrideH = 0, maskStrideQ = 0, maskLen = 0;
+  int64_t maskPeriodB = 0;  // > 0: batch b reads mask batch b % maskPeriodB (kiln_mask_batch_period)
 };
 
 template <typename T>
@@ -66,7 +67,8 @@ __device__ __forceinline__ const T* kvRow(const GeneralParams& p, const void* pa
 __device__ float maskValue(const GeneralParams& p, int64_t b, int64_t h, int64_t i, int64_t j) {
   if (p.maskKind == cuda::FlashMask::kNone) return 0.f;
   if (j >= p.maskLen) return -INFINITY;  // ONNX: a short mask masks the keys past its end
-  const int64_t off = b * p.maskStrideB + h * p.maskStrideH + i * p.maskStrideQ + j;
+  const int64_t mb = p.maskPeriodB > 0 ? b % p.maskPeriodB : b;
+  const int64_t off = mb * p.maskStrideB + h * p.maskStrideH + i * p.maskStrideQ + j;
   switch (p.maskKind) {
     case cuda::FlashMask::kFloat: return static_cast<const float*>(p.mask)[off];
     case cuda::FlashMask::kHalf: return __half2float(static_cast<const __half*>(p.mask)[off]);
@@ -226,6 +228,7 @@ class GeneralKernel : public Kernel {
       p.maskKind = cuda::flashMaskOf(l.inputs[kAttentionMask].type);
       p.maskLen = m.len;
       p.maskStrideQ = m.strideQ, p.maskStrideH = m.strideH, p.maskStrideB = m.strideB;
+      p.maskPeriodB = c.maskPeriod;
     }
     return 0;
   }

@@ -325,6 +325,7 @@ Layer* addAttentionLayer(Network& net, const AttentionMatch& am, const Canonical
   if (cm.causal) a.set("is_causal", int64_t(1));
   if (std::isfinite(cm.maskFill)) a.set(kAttentionMaskFillAttr, static_cast<float>(cm.maskFill));
   if (cm.bias) a.set(kAttentionMaskBiasAttr, int64_t(1));
+  if (cm.period > 0) a.set(kAttentionMaskPeriodAttr, cm.period);
   Tensor* k = merged ? f.k3 : am.kRoot;
   if (form == AttentionForm::kPlain && am.kPerm != std::vector<int64_t>{0, 1, 2, 3}) {
     Attributes ta;
@@ -400,7 +401,7 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
   AttentionMatch am;
   CanonicalMask cm;
   if (!matchAttention(net, sm, am, samples) || !canonicalizeMasks(net, am, sm, cm, samples)) return false;
-  compactKeyPaddingMask(net, am, cm, samples);  // dense runtime mask -> is_causal + key flags, when provable
+  if (cm.period == 0) compactKeyPaddingMask(net, am, cm, samples);  // dense runtime mask -> is_causal + key flags, when provable
   cm.bias = maskIsBoundedBias(am, cm, samples);  // a runtime bias cuDNN's SDPA may take
   AttentionForms forms;
   findHeadForm(net, am, forms, samples);  // the 3-D form first (no head transposes), then the views

@@ -323,22 +323,46 @@ void dropPatternOnlyMasks(const AttentionMatch& am, CanonicalMask& cm, std::vect
   }
 }
 
+//! The shifted-window mask of the chain (ScoreChain::windowMask) at its 4-D dims: a constant
+//! shares the value; a runtime mask gets a Reshape.
+Tensor* windowMask4d(Network& net, const ScoreChain& c) {
+  Tensor* m = c.windowMask;
+  if (m->dims == c.windowMaskDims) return m;
+  if (m->isConstant()) return net.addConstant(net.uniqueName(m->name + "_windows"), m->value.reshaped(c.windowMaskDims));
+  HostTensor shape(DataType::kINT64, {4});
+  for (size_t i = 0; i < 4; ++i) shape.as<int64_t>()[i] = c.windowMaskDims[i];
+  return addTypedLayer(net, "Reshape", {m, net.addConstant(net.uniqueName(m->name + "_windows_shape"), shape)}, {},
+                       m->name + "_windows", m->type, c.windowMaskDims);
+}
+
 }  // namespace
 
 bool canonicalizeMasks(Network& net, const AttentionMatch& am, const Layer* sm, CanonicalMask& cm, SampleDims& samples) {
   std::vector<KeptMask> kept;
   Tensor* whereMask = nullptr;
   SymbolicDims* at = samples.sym();
-  if (!keepAdditiveMasks(am, cm, kept, at) || !whereAsMask(net, am, cm, &whereMask, at)) return false;
+  // A batch-periodic window mask goes with masks that do not vary over the batch only (checked
+  // before anything is added to the network).
+  if (am.chain.windowPeriod > 0 && am.chain.where) return false;
+  if (!keepAdditiveMasks(am, cm, kept, at)) return false;
+  for (const KeptMask& k : kept) {
+    const Dims& d = k.source.valid() ? k.source.dims() : k.t->dims;
+    if (am.chain.windowPeriod > 0 && d.size() == 4 && d[0] != 1) return false;
+  }
+  if (!whereAsMask(net, am, cm, &whereMask, at)) return false;
   for (KeptMask& k : kept) {
     bool causal = false;
-    if (!k.source.valid() && !k.t->isConstant()) k.t = peelShapeOnlyWhere(am, k.t, samples, &causal);
+    if (!k.source.valid() && !k.t->isConstant() && am.chain.windowPeriod == 0) k.t = peelShapeOnlyWhere(am, k.t, samples, &causal);
     cm.causal = cm.causal || causal;
   }
   dropPatternOnlyMasks(am, cm, kept, whereMask != nullptr, samples);
   std::vector<Tensor*> masks;
   if (whereMask) masks.push_back(whereMask);
   for (const KeptMask& k : kept) masks.push_back(k.source.valid() ? sourceConstant(net, k.t, k.source) : k.t);
+  if (am.chain.windowMask) {
+    masks.push_back(windowMask4d(net, am.chain));
+    cm.period = am.chain.windowPeriod;
+  }
   cm.mask = masks.empty() ? nullptr : masks[0];
   for (size_t i = 1; i < masks.size(); ++i)
     cm.mask = addTypedLayer(net, "Add", {cm.mask, masks[i]}, {}, sm->name + "_mask_sum", am.type,

@@ -87,6 +87,39 @@ std::pair<Layer*, Layer*> nanGuard(const Network& net, const Layer* sm) {
   return {where, isnan};
 }
 
+//! Reshape `merge` ([B, P, H, Sq, Skv] -> [B * P, H, Sq, Skv]) of Add(Reshape(x) back to five
+//! dims, mask) with a mask that is the same for every b of B: Swin's shifted-window mask, added per
+//! window. Records the mask in m and returns x (the scores), else null. Static dims only.
+Tensor* windowMaskSandwich(const Network& net, Layer* merge, ScoreChain& m) {
+  if (merge->op != "Reshape" || m.windowMask || merge->inputs.empty() || !merge->inputs[0]) return nullptr;
+  const Tensor *y = merge->outputs[0], *sum = merge->inputs[0];
+  Layer* add = sum->producer;
+  if (!add || add->op != "Add" || add->inputs.size() != 2 || soleConsumer(net, sum) != merge) return nullptr;
+  if (!y->dimsKnown || !sum->dimsKnown || y->dims.size() != 4 || sum->dims.size() != 5) return nullptr;
+  const Dims &d4 = y->dims, &d5 = sum->dims;
+  for (int64_t v : d5)
+    if (v <= 0) return nullptr;
+  if (d5[0] * d5[1] != d4[0] || d5[2] != d4[1] || d5[3] != d4[2] || d5[4] != d4[3]) return nullptr;
+  for (int s = 0; s < 2; ++s) {
+    Tensor *x5 = add->inputs[s], *mask = add->inputs[1 - s];
+    Layer* split = x5 ? x5->producer : nullptr;
+    if (!split || split->op != "Reshape" || !mask || !split->inputs[0] || soleConsumer(net, x5) != add) continue;
+    Tensor* x = split->inputs[0];
+    if (!x->dimsKnown || x->dims != d4 || x5->dims != d5 || !mask->dimsKnown || mask->dims.size() > 5 || mask->type != x->type) continue;
+    Dims m5(5 - mask->dims.size(), 1);
+    m5.insert(m5.end(), mask->dims.begin(), mask->dims.end());
+    bool ok = m5[0] == 1;  // one mask for every image
+    for (size_t k = 1; k < 5; ++k) ok = ok && (m5[k] == 1 || m5[k] == d5[k]);
+    if (!ok) continue;
+    m.windowMask = mask;
+    m.windowMaskDims = {m5[1], m5[2], m5[3], m5[4]};
+    m.windowPeriod = m5[1] > 1 && d5[0] > 1 ? d5[1] : 0;
+    m.layers.insert(m.layers.end(), {merge, add, split});  // readers before producers
+    return x;
+  }
+  return nullptr;
+}
+
 //! Walks from Softmax up to the Q K^T MatMul; fills the chain, scale and mask parts.
 bool matchScores(const Network& net, Layer* sm, ScoreChain& m) {
   m.softmax = sm;
@@ -124,6 +157,10 @@ bool matchScores(const Network& net, Layer* sm, ScoreChain& m) {
       if (s < 0) return false;
       m.masks.push_back(l->inputs[1 - s]);
       t = l->inputs[s];
+    } else if (Tensor* x = seenScale ? nullptr : windowMaskSandwich(net, l, m)) {
+      t = x;  // the merging Reshape, the Add and the splitting Reshape are in m.layers
+      next = m.layers.back();
+      continue;
     } else if (l->op == "Where" && l->inputs.size() == 3 && !seenScale && !m.where) {
       double c = 0;
       if (scalarValue(l->inputs[2], &c)) {

@@ -53,6 +53,12 @@ struct ScoreChain {
   Layer* where = nullptr;      // Where(cond, S, c) (or Where(cond, c, S) when whereKeepsTrue is false)
   bool whereKeepsTrue = true;
   double whereFill = 0;
+  //! A mask added to the scores viewed as [B, P, H, Sq, Skv] between two Reshapes (Swin's shifted
+  //! windows: a mask per window, the same in every image): the mask as the graph has it, its 4-D
+  //! form [P|1, H|1, Sq|1, Skv] and the batch period P (0 when B is 1: a plain broadcast then).
+  Tensor* windowMask = nullptr;
+  Dims windowMaskDims;
+  int64_t windowPeriod = 0;
 };
 
 //! A matched attention: the score chain and Q, K = transpose(kRoot, kPerm), V.
@@ -72,6 +78,7 @@ struct CanonicalMask {
   Tensor* mask = nullptr;  // additive (or, after compactKeyPaddingMask, bool key flags), broadcastable to the scores; null when none
   double maskFill = -std::numeric_limits<double>::infinity();  // finite: kiln_mask_fill (ops/attention.cpp)
   bool bias = false;  // kiln_mask_bias (ops/attention_config.h): a runtime mask proven a bounded bias
+  int64_t period = 0;  // kiln_mask_batch_period: batch b reads mask batch b % period (0: none)
 };
 
 //! True for a layer that passes its single input on unchanged: Identity, a one-input Concat, or
