@@ -215,9 +215,11 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse RMSNorm pattern", fuseRmsNormPattern},
       {"fuse rotary embedding pattern", [&](Network& n) { return fuseRotaryPattern(n, samples); }},
       {"fuse GroupNorm pattern", [&](Network& n) { return fuseGroupNormPattern(n, samples); }},
+      {"lift batched MatMuls over merged batch and heads to 4-D", liftMergedHeads},
       {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasFusedAttention, samples); }},
       // Again: the attention fusion makes one mask sum per layer from masks every layer shares (T5).
       {"merge duplicate layers made by the attention fusion", mergeDuplicateLayers},
+      {"compose row moves (Transpose / Gather / Slice chains) into one row Gather", composeRowMoves},
       {"read shapes upstream of layers only Shape reads (dynamic shapes)", [&](Network& n) { return readShapesUpstream(n, samples); }},
       {"fuse MatMul + bias", fuseMatMulBias},
       // After the bias fusion, so that a linear's bias is its input 2 when its layer scale folds.
@@ -433,6 +435,13 @@ std::unique_ptr<Engine> Builder::build(Network& net, const BuilderConfig& cfg) {
   const double passSecs = since(tPasses);
   for (Tensor* o : net.outputs())
     if (!o->dimsKnown) throw Error("output '" + o->name + "' has no shape");
+  // A pass that rewired a reader but removed its producer would leave it reading memory nobody
+  // writes: an internal error, never an engine.
+  for (const auto& l : net.layers())
+    for (const Tensor* in : l->inputs)
+      if (in && !in->producer && !in->isInput && !in->isConstant())
+        throw Error("internal error after the optimization passes: layer '" + l->name + "' reads tensor '" + in->name +
+                    "', which no layer produces");
 
   EngineGraph g = lowerToGraph(net, profiles);
   g.device = cfg.device();

@@ -237,15 +237,22 @@ void Network::topoSort() {
 void Network::removeDeadLayers() {
   std::set<const Tensor*> live(outputs_.begin(), outputs_.end());
   std::vector<bool> keep(layers_.size(), false);
-  for (size_t i = layers_.size(); i-- > 0;) {
-    Layer* l = layers_[i].get();
-    bool needed = false;
-    for (Tensor* o : l->outputs)
-      if (live.count(o)) needed = true;
-    if (!needed) continue;
-    keep[i] = true;
-    for (Tensor* in : l->inputs)
-      if (in) live.insert(in);
+  // Backwards over the layers until nothing changes: one sweep when they are in topological
+  // order; a pass that appended producers after their readers needs another (a single sweep
+  // dropped such a producer and left its reader reading nothing).
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t i = layers_.size(); i-- > 0;) {
+      if (keep[i]) continue;
+      Layer* l = layers_[i].get();
+      bool needed = false;
+      for (Tensor* o : l->outputs)
+        if (live.count(o)) needed = true;
+      if (!needed) continue;
+      keep[i] = grew = true;
+      for (Tensor* in : l->inputs)
+        if (in) live.insert(in);
+    }
   }
   std::vector<std::unique_ptr<Layer>> kept;
   for (size_t i = 0; i < layers_.size(); ++i)

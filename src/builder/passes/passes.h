@@ -39,6 +39,12 @@ bool lowerComputedCompress(Network& net);
 //! Concat of constant step-1 Slices of one tensor along the Concat's axis (torch.roll as exported)
 //! -> one Gather with the concatenated index ranges (lower_slice_concat.cpp).
 bool lowerSliceConcat(Network& net);
+//! Chains of data movement that only reorder rows (all dims but the last) -> one row Gather
+//! (compose_row_moves.cpp).
+bool composeRowMoves(Network& net);
+//! Batched MatMuls (and the transposes and scalar scales before them) over merged [B*H, ..] dims
+//! -> the same over [B, H, ..], so torch.bmm attention is 4-D attention (lift_merged_heads.cpp).
+bool liftMergedHeads(Network& net);
 //! CPU: channel shuffles (Reshape -> Transpose of the two split axes -> Reshape) -> Gather with a
 //! constant permutation; Slice / Split of a constant-index Gather -> Gathers of the selected
 //! indices (fold_channel_shuffle.cpp).

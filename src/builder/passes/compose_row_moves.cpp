@@ -1,0 +1,246 @@
+// Chains of data-movement layers that only reorder rows of the last dim -> one row Gather.
+// Swin's shifted windows move every token twice per block: torch.roll (two Gathers after
+// lower_slice_concat) + the window partition (Reshape / Transpose / Reshape) before the QKV
+// projection, and the window merge + the reverse roll after the output projection: three full
+// copies each way where one does. A chain of Transpose (last axis kept last), Gather and Slice
+// (not on the last axis, constant indices) and Reshape / Flatten / Squeeze / Unsqueeze (last dim
+// unchanged) maps output row r (all dims but the last, flattened) to one input row; that map is
+// computed here on the rows alone (the last dim never moves) and the chain becomes Reshape to
+// [rows, C], Gather(axis 0) of the map, Reshape to the chain's output dims: one copy. Chains with
+// fewer than two copying layers stay (one copy is already one copy). Static dims only.
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "builder/passes/passes.h"
+
+namespace kiln {
+
+namespace {
+
+//! The constant integer values of `t`, or false.
+bool constantInts(const Tensor* t, std::vector<int64_t>* out) {
+  if (!t || !t->isConstant() || (t->type != DataType::kINT64 && t->type != DataType::kINT32)) return false;
+  out->resize(static_cast<size_t>(t->value.count()));
+  for (int64_t i = 0; i < t->value.count(); ++i) (*out)[static_cast<size_t>(i)] = t->value.getInt(i);
+  return true;
+}
+
+bool staticDims(const Tensor* t) {
+  if (!t || !t->dimsKnown || t->dims.empty()) return false;
+  return std::all_of(t->dims.begin(), t->dims.end(), [](int64_t d) { return d >= 0; });
+}
+
+//! Rows of a tensor: its dims but the last, and for each row (row-major) the input row it holds.
+struct RowMap {
+  Dims dims;
+  std::vector<int64_t> rows;
+};
+
+int64_t volumeOf(const Dims& d) {
+  int64_t v = 1;
+  for (int64_t x : d) v *= x;
+  return v;
+}
+
+std::vector<int64_t> stridesOf(const Dims& d) {
+  std::vector<int64_t> s(d.size(), 1);
+  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
+  return s;
+}
+
+//! Selects along `axis` of m.dims the positions in `pick` (output dims given).
+RowMap selectAlong(const RowMap& m, size_t axis, const std::vector<int64_t>& pick, const Dims& outDims) {
+  const int64_t outer = volumeOf(Dims(m.dims.begin(), m.dims.begin() + static_cast<std::ptrdiff_t>(axis)));
+  const int64_t inner = volumeOf(Dims(m.dims.begin() + static_cast<std::ptrdiff_t>(axis) + 1, m.dims.end()));
+  const int64_t n = m.dims[axis];
+  RowMap r{outDims, {}};
+  r.rows.reserve(static_cast<size_t>(outer) * pick.size() * static_cast<size_t>(inner));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t p : pick)
+      for (int64_t e = 0; e < inner; ++e) r.rows.push_back(m.rows[static_cast<size_t>((o * n + p) * inner + e)]);
+  return r;
+}
+
+//! The row map after layer `l` (a row move), or false when `l` moves the last dim or is not one.
+bool applyRowMove(const Layer* l, const RowMap& m, RowMap* out, bool* copies) {
+  const Tensor *x = l->inputs.empty() ? nullptr : l->inputs[0], *y = l->outputs.size() == 1 ? l->outputs[0] : nullptr;
+  if (!l->domain.empty() || !staticDims(x) || !staticDims(y) || x->dims.back() != y->dims.back() || x->type != y->type) return false;
+  const Dims outRows(y->dims.begin(), y->dims.end() - 1);
+  const size_t rank = x->dims.size();
+  *copies = false;
+  if (l->op == "Reshape" || l->op == "Flatten" || l->op == "Squeeze" || l->op == "Unsqueeze" || l->op == "Identity") {
+    if (volumeOf(outRows) != volumeOf(m.dims)) return false;
+    *out = {outRows, m.rows};
+    return true;
+  }
+  *copies = true;
+  if (l->op == "Transpose") {
+    std::vector<int64_t> perm = l->attrs.getInts("perm");
+    if (perm.size() != rank || perm.back() != static_cast<int64_t>(rank) - 1) return false;
+    const std::vector<int64_t> inStr = stridesOf(m.dims);
+    RowMap r{outRows, std::vector<int64_t>(static_cast<size_t>(volumeOf(outRows)))};
+    std::vector<int64_t> idx(rank - 1, 0);
+    for (size_t o = 0; o < r.rows.size(); ++o) {
+      int64_t src = 0;
+      for (size_t k = 0; k + 1 < rank; ++k) src += idx[k] * inStr[static_cast<size_t>(perm[k])];
+      r.rows[o] = m.rows[static_cast<size_t>(src)];
+      for (size_t k = rank - 1; k-- > 0;)  // next output index
+        if (++idx[k] < outRows[k]) break;
+        else idx[k] = 0;
+    }
+    *out = std::move(r);
+    return true;
+  }
+  if (l->op == "Gather" && l->inputs.size() == 2) {
+    int64_t axis = l->attrs.getInt("axis", 0);
+    if (axis < 0) axis += static_cast<int64_t>(rank);
+    std::vector<int64_t> idx;
+    if (axis < 0 || axis + 1 >= static_cast<int64_t>(rank) || !constantInts(l->inputs[1], &idx)) return false;
+    const int64_t n = m.dims[static_cast<size_t>(axis)];
+    for (int64_t& i : idx) {
+      if (i < -n || i >= n) return false;
+      i = i < 0 ? i + n : i;
+    }
+    *out = selectAlong(m, static_cast<size_t>(axis), idx, outRows);
+    return true;
+  }
+  if (l->op == "Slice" && l->inputs.size() >= 3) {
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (!constantInts(l->inputs[1], &starts) || !constantInts(l->inputs[2], &ends) || starts.size() != ends.size()) return false;
+    if (l->inputs.size() > 3 && l->inputs[3]) {
+      if (!constantInts(l->inputs[3], &axes)) return false;
+    } else {
+      axes.resize(starts.size());
+      std::iota(axes.begin(), axes.end(), 0);
+    }
+    if (l->inputs.size() > 4 && l->inputs[4]) {
+      if (!constantInts(l->inputs[4], &steps)) return false;
+    } else {
+      steps.assign(starts.size(), 1);
+    }
+    if (axes.size() != starts.size() || steps.size() != starts.size()) return false;
+    RowMap cur = m;
+    for (size_t k = 0; k < axes.size(); ++k) {
+      int64_t a = axes[k] < 0 ? axes[k] + static_cast<int64_t>(rank) : axes[k];
+      if (a < 0 || a + 1 >= static_cast<int64_t>(rank) || steps[k] == 0) return false;
+      const int64_t n = cur.dims[static_cast<size_t>(a)], st = steps[k];
+      // ONNX Slice's clamping: [0, n] for positive steps, [-1, n-1] for negative ones.
+      auto clampTo = [&](int64_t v, int64_t lo, int64_t hi) { return std::clamp(v < 0 ? v + n : v, lo, hi); };
+      const int64_t b = st > 0 ? clampTo(starts[k], 0, n) : clampTo(starts[k], 0, n - 1);
+      const int64_t e = st > 0 ? clampTo(ends[k], 0, n) : clampTo(ends[k], -1, n - 1);
+      std::vector<int64_t> pick;
+      for (int64_t i = b; st > 0 ? i < e : i > e; i += st) pick.push_back(i);
+      Dims d = cur.dims;
+      d[static_cast<size_t>(a)] = static_cast<int64_t>(pick.size());
+      cur = selectAlong(cur, static_cast<size_t>(a), pick, d);
+    }
+    if (cur.dims != outRows) return false;  // disagrees with the network's own inference: leave it
+    *out = std::move(cur);
+    return true;
+  }
+  return false;
+}
+
+bool isRowMoveOp(const Layer* l) {
+  static const char* kOps[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Gather", "Slice"};
+  return l && l->domain.empty() && std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return l->op == o; });
+}
+
+//! One chain, from its first layer down while each output's sole reader is a row move.
+struct Chain {
+  std::vector<Layer*> layers;
+  RowMap map;
+  int copies = 0;
+};
+
+Chain followChain(const Network& net, Layer* first) {
+  Chain c;
+  const Tensor* x = first->inputs.empty() ? nullptr : first->inputs[0];
+  if (!staticDims(x) || x->dims.size() < 2) return c;
+  c.map.dims = Dims(x->dims.begin(), x->dims.end() - 1);
+  c.map.rows.resize(static_cast<size_t>(volumeOf(c.map.dims)));
+  std::iota(c.map.rows.begin(), c.map.rows.end(), int64_t(0));
+  for (Layer* l = first; l && isRowMoveOp(l);) {
+    // A network output keeps its own layer (and name).
+    if (l->outputs.size() != 1 || l->outputs[0]->isOutput || l->outputs[0]->dims.empty() || l->outputs[0]->dims.back() != x->dims.back())
+      break;
+    RowMap next;
+    bool copies = false;
+    if (!applyRowMove(l, c.map, &next, &copies)) break;
+    c.map = std::move(next);
+    c.layers.push_back(l);
+    c.copies += copies;
+    l = soleConsumer(net, l->outputs[0]);
+  }
+  return c;
+}
+
+Tensor* addShaped(Network& net, const std::string& op, const std::vector<Tensor*>& in, const Attributes& a, const std::string& name,
+                  DataType type, const Dims& dims) {
+  Layer* l = net.addLayer(op, in, 1, a, net.uniqueName(name));
+  Tensor* y = l->outputs[0];
+  y->type = type;
+  y->dims = dims;
+  y->dimsKnown = true;
+  return y;
+}
+
+Tensor* shapeConstant(Network& net, const std::string& name, const Dims& d) {
+  HostTensor s(DataType::kINT64, {static_cast<int64_t>(d.size())});
+  std::copy(d.begin(), d.end(), s.as<int64_t>());
+  return net.addConstant(net.uniqueName(name), s);
+}
+
+}  // namespace
+
+bool composeRowMoves(Network& net) {
+  bool changed = false;
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    Layer* first = net.layer(static_cast<int>(i));
+    if (!isRowMoveOp(first) || first->inputs.empty() || !first->inputs[0]) continue;
+    const Layer* up = first->inputs[0]->producer;
+    if (isRowMoveOp(up) && soleConsumer(net, first->inputs[0]) == first) continue;  // not the head of its chain
+    Chain c = followChain(net, first);
+    if (c.copies < 2) continue;
+    Tensor *x = first->inputs[0], *y = c.layers.back()->outputs[0];
+    const int64_t width = x->dims.back(), inRows = volumeOf(Dims(x->dims.begin(), x->dims.end() - 1));
+    const int64_t outRows = static_cast<int64_t>(c.map.rows.size());
+    const bool int32 = inRows < (int64_t(1) << 31);
+    HostTensor idx(int32 ? DataType::kINT32 : DataType::kINT64, {outRows});
+    for (int64_t r = 0; r < outRows; ++r) {
+      if (int32) idx.as<int32_t>()[r] = static_cast<int32_t>(c.map.rows[static_cast<size_t>(r)]);
+      else idx.as<int64_t>()[r] = c.map.rows[static_cast<size_t>(r)];
+    }
+    const std::string base = c.layers.back()->name + "_rows";
+    Tensor* z = nullptr;
+    Layer* fused = nullptr;  // the layer that records the chain (--dumpLayerInfo)
+    bool identity = outRows == inRows;
+    for (int64_t r = 0; identity && r < outRows; ++r) identity = c.map.rows[static_cast<size_t>(r)] == r;
+    if (identity) {  // the moves cancel out: a view
+      z = addShaped(net, "Reshape", {x, shapeConstant(net, base + "_shape", y->dims)}, {}, base, y->type, y->dims);
+      fused = z->producer;
+    } else {
+      Tensor* flat = addShaped(net, "Reshape", {x, shapeConstant(net, base + "_in_shape", {inRows, width})}, {}, base + "_in", x->type,
+                               {inRows, width});
+      Attributes ga;
+      ga.set("axis", int64_t(0));
+      Tensor* g = addShaped(net, "Gather", {flat, net.addConstant(net.uniqueName(base + "_indices"), idx)}, ga, base, x->type,
+                            {outRows, width});
+      fused = g->producer;
+      z = addShaped(net, "Reshape", {g, shapeConstant(net, base + "_out_shape", y->dims)}, {}, base + "_out", y->type, y->dims);
+    }
+    for (const Layer* l : c.layers) recordFusion(fused, l);
+    fused->fusedOps.erase(fused->fusedOps.begin());  // the synthetic layer itself is not an original op
+    net.replaceUses(y, z);
+    for (auto it = c.layers.rbegin(); it != c.layers.rend(); ++it) net.removeLayer(*it);
+    changed = true;
+  }
+  if (changed) {
+    net.topoSort();
+    net.removeDeadLayers();
+  }
+  return changed;
+}
+
+}  // namespace kiln

@@ -1,0 +1,128 @@
+// Batched MatMuls over merged batch and head dims -> the same MatMuls over [B, H, ...].
+// Eager attention written with torch.bmm (DeBERTa, BART / Marian / M2M-style encoders and
+// decoders) reshapes Q, K, V from [B, H, S, D] to [B*H, S, D], multiplies in 3-D and reshapes the
+// scores back to [B, H, S, S] for the mask and the softmax (and the probabilities to 3-D again).
+// The attention fusion matches 4-D attention only; these rewrites move the merging Reshapes out of
+// the way, which changes no value:
+//   MatMul(merge(a), merge(b)) -> merge(MatMul(a, b))  (a, b: [B, H, X, Y] with one B, H)
+//   Transpose(merge(x), perm 0,2,1) -> merge(Transpose(x, perm 0,1,3,2))
+//   Mul / Div(merge(x), scalar constant) -> merge(Mul / Div(x, scalar))
+// where merge is a Reshape [B, H, X, Y] -> [B*H, X, Y]; a Reshape of the lifted MatMul back to
+// [B, H, ...] reads the 4-D product directly. Static dims only.
+#include <vector>
+
+#include "builder/passes/passes.h"
+
+namespace kiln {
+
+namespace {
+
+//! x ([B, H, X, Y], static) when `t` ([B*H, X, Y]) is Reshape(x); else null.
+Tensor* mergedHeads(const Tensor* t) {
+  const Layer* r = t ? t->producer : nullptr;
+  if (!r || r->op != "Reshape" || !r->domain.empty() || r->inputs.empty() || !r->inputs[0] || !t->dimsKnown || t->dims.size() != 3)
+    return nullptr;
+  Tensor* x = r->inputs[0];
+  if (!x->dimsKnown || x->dims.size() != 4 || x->type != t->type) return nullptr;
+  const Dims &xd = x->dims, &td = t->dims;
+  for (int64_t v : xd)
+    if (v <= 0) return nullptr;
+  return xd[0] * xd[1] == td[0] && xd[2] == td[1] && xd[3] == td[2] ? x : nullptr;
+}
+
+Tensor* addShapedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, const Attributes& a,
+                       const std::string& name, DataType type, const Dims& dims) {
+  Layer* l = net.addLayer(op, in, 1, a, net.uniqueName(name));
+  l->outputs[0]->type = type;
+  l->outputs[0]->dims = dims;
+  l->outputs[0]->dimsKnown = true;
+  return l->outputs[0];
+}
+
+//! Reshape of `x` to `dims` (a new layer reading a new shape constant).
+Tensor* reshapeTo(Network& net, Tensor* x, const Dims& dims, const std::string& name) {
+  HostTensor s(DataType::kINT64, {static_cast<int64_t>(dims.size())});
+  for (size_t i = 0; i < dims.size(); ++i) s.as<int64_t>()[i] = dims[i];
+  return addShapedLayer(net, "Reshape", {x, net.addConstant(net.uniqueName(name + "_shape"), s)}, {}, name, x->type, dims);
+}
+
+//! Points every reader of `y` ([B*H, ..], not a network output) at `y4` ([B, H, ..]): a Reshape
+//! to y4's dims reads y4 itself (its readers take y4), the others a merge of y4.
+void replaceMerged(Network& net, Tensor* y, Tensor* y4, const std::string& name) {
+  Tensor* merged = nullptr;
+  for (Layer* c : net.consumers(y)) {
+    if (c->op == "Reshape" && c->domain.empty() && c->inputs[0] == y && c->outputs[0]->dimsKnown && c->outputs[0]->dims == y4->dims &&
+        !c->outputs[0]->isOutput) {
+      net.replaceUses(c->outputs[0], y4);  // c is dead now
+      continue;
+    }
+    if (!merged) merged = reshapeTo(net, y4, y->dims, name + "_merged");
+    for (Tensor*& in : c->inputs)
+      if (in == y) in = merged;
+  }
+}
+
+bool liftMatMul(Network& net, Layer* m) {
+  if (m->op != "MatMul" || !m->domain.empty() || m->inputs.size() != 2 || m->outputs.size() != 1) return false;
+  Tensor *a = mergedHeads(m->inputs[0]), *b = mergedHeads(m->inputs[1]);
+  if (!a || !b || a->dims[0] != b->dims[0] || a->dims[1] != b->dims[1]) return false;
+  Tensor* y = m->outputs[0];
+  if (!y->dimsKnown || y->dims.size() != 3 || y->isOutput) return false;
+  const Dims y4{a->dims[0], a->dims[1], y->dims[1], y->dims[2]};
+  Tensor* p = addShapedLayer(net, "MatMul", {a, b}, m->attrs, m->name + "_heads", y->type, y4);
+  p->producer->precision = m->precision;
+  recordFusion(p->producer, m);
+  p->producer->fusedOps.erase(p->producer->fusedOps.begin());
+  replaceMerged(net, y, p, m->name);
+  return true;
+}
+
+bool liftTranspose(Network& net, Layer* t) {
+  if (t->op != "Transpose" || !t->domain.empty() || t->inputs.size() != 1 || t->attrs.getInts("perm", {}) != std::vector<int64_t>{0, 2, 1})
+    return false;
+  Tensor* x = mergedHeads(t->inputs[0]);
+  if (!x || t->outputs.size() != 1 || t->outputs[0]->isOutput) return false;
+  Attributes a;
+  a.set("perm", std::vector<int64_t>{0, 1, 3, 2});
+  Tensor* p = addShapedLayer(net, "Transpose", {x}, a, t->name + "_heads", x->type, {x->dims[0], x->dims[1], x->dims[3], x->dims[2]});
+  recordFusion(p->producer, t);
+  p->producer->fusedOps.erase(p->producer->fusedOps.begin());
+  replaceMerged(net, t->outputs[0], p, t->name);
+  return true;
+}
+
+bool liftScalarScale(Network& net, Layer* l) {
+  if ((l->op != "Mul" && l->op != "Div") || !l->domain.empty() || l->inputs.size() != 2) return false;
+  double c = 0;
+  const int s = scalarValue(l->inputs[1], &c) ? 1 : (l->op == "Mul" && scalarValue(l->inputs[0], &c) ? 0 : -1);
+  if (s < 0) return false;
+  Tensor* x = mergedHeads(l->inputs[1 - s]);
+  // A rank-0 scalar (no broadcast to a higher rank).
+  if (!x || !l->inputs[s]->dims.empty() || l->outputs.size() != 1 || l->outputs[0]->isOutput) return false;
+  std::vector<Tensor*> in = l->inputs;
+  in[1 - s] = x;
+  Tensor* p = addShapedLayer(net, l->op, in, l->attrs, l->name + "_heads", x->type, x->dims);
+  p->producer->precision = l->precision;
+  recordFusion(p->producer, l);
+  p->producer->fusedOps.erase(p->producer->fusedOps.begin());
+  replaceMerged(net, l->outputs[0], p, l->name);
+  return true;
+}
+
+}  // namespace
+
+bool liftMergedHeads(Network& net) {
+  bool changed = false;
+  // Transposes and scales first, so that the MatMuls they feed see merges of 4-D tensors.
+  for (auto lift : {liftTranspose, liftScalarScale, liftMatMul}) {
+    const size_t n = net.layers().size();  // layers added here are already lifted
+    for (size_t i = 0; i < n; ++i) changed = lift(net, net.layer(static_cast<int>(i))) || changed;
+  }
+  if (changed) {
+    net.topoSort();  // removeDeadLayers reads the order: the new layers go before their readers first
+    net.removeDeadLayers();
+  }
+  return changed;
+}
+
+}  // namespace kiln

@@ -1,0 +1,116 @@
+// The merged-heads lift (lift_merged_heads.cpp): torch.bmm attention over [B*H, S, D] becomes 4-D
+// MatMuls, which the attention fusion then takes; the values never change.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "builder/passes/passes.h"
+#include "reference_eval.h"
+
+using namespace kiln;
+using kiln::test::randomTensor;
+
+namespace {
+
+constexpr int64_t B = 2, H = 3, S = 7, D = 4;
+
+HostTensor ints(std::vector<int64_t> v) {
+  HostTensor t(DataType::kINT64, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.as<int64_t>()[i] = v[i];
+  return t;
+}
+
+HostTensor scalar(float v) {
+  HostTensor t(DataType::kFLOAT, {});
+  *t.as<float>() = v;
+  return t;
+}
+
+Tensor* reshape(Network& n, Tensor* x, std::vector<int64_t> shape) {
+  return n.addLayer("Reshape", {x, n.addConstant("", ints(std::move(shape)))}, 1)->outputs[0];
+}
+
+Tensor* transpose(Network& n, Tensor* x, std::vector<int64_t> perm) {
+  Attributes a;
+  a.set("perm", perm);
+  return n.addLayer("Transpose", {x}, 1, a)->outputs[0];
+}
+
+//! DeBERTa's eager attention: heads split to [B, H, S, D], merged to [B*H, S, D], K^T by a 3-D
+//! Transpose divided by a scale, bmm, scores back to [B, H, S, S] for a padding mask and the
+//! softmax, probabilities merged again, bmm with V, back to [B, H, S, D] and [B, S, H*D].
+void bmmAttention(Network& n, bool scoresOut) {
+  auto heads = [&](const char* name) {
+    Tensor* x = n.addInput(name, DataType::kFLOAT, {B, S, H * D});
+    return reshape(n, transpose(n, reshape(n, x, {B, S, H, D}), {0, 2, 1, 3}), {B * H, S, D});
+  };
+  Tensor *q = heads("q"), *k = heads("k"), *v = heads("v");
+  Tensor* kt = n.addElementWise(transpose(n, k, {0, 2, 1}), n.addConstant("", scalar(2.f)), "Div")->outputs[0];
+  Tensor* s = reshape(n, n.addMatMul(q, kt)->outputs[0], {B, H, S, S});
+  if (scoresOut) {
+    n.renameTensor(s, "scores");
+    n.markOutput(s);
+  }
+  s = n.addElementWise(s, n.addInput("m", DataType::kFLOAT, {B, 1, 1, S}), "Add")->outputs[0];
+  Tensor* p = reshape(n, n.addSoftmax(s, -1)->outputs[0], {B * H, S, S});
+  Tensor* o = reshape(n, n.addMatMul(p, v)->outputs[0], {B, H, S, D});
+  Tensor* y = reshape(n, transpose(n, o, {0, 2, 1, 3}), {B, S, H * D});
+  n.renameTensor(y, "y");
+  n.markOutput(y);
+}
+
+std::map<std::string, HostTensor> inputs() {
+  HostTensor m(DataType::kFLOAT, {B, 1, 1, S});
+  for (int64_t i = 0; i < m.count(); ++i) m.as<float>()[i] = i % S < S - 2 * (i / S) ? 0.f : -10000.f;
+  return {{"q", randomTensor({B, S, H * D}, 1)}, {"k", randomTensor({B, S, H * D}, 2)}, {"v", randomTensor({B, S, H * D}, 3)}, {"m", m}};
+}
+
+void expectSame(const std::map<std::string, HostTensor>& got, const std::map<std::string, HostTensor>& want, double tol) {
+  for (const auto& [name, w] : want) {
+    const HostTensor& g = got.at(name);
+    ASSERT_EQ(g.dims(), w.dims()) << name;
+    for (int64_t i = 0; i < w.count(); ++i) ASSERT_NEAR(g.getDouble(i), w.getDouble(i), tol * (1 + std::abs(w.getDouble(i)))) << name << i;
+  }
+}
+
+}  // namespace
+
+TEST(PassLiftHeads, BmmAttentionBecomesFourDimensionalAndFuses) {
+  Network ref;
+  bmmAttention(ref, false);
+  const auto want = kiln::test::evaluateReference(ref, inputs());
+  Network net;
+  bmmAttention(net, false);
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(liftMergedHeads(net));
+  net.inferShapes();
+  int matmuls3d = 0;
+  for (auto& l : net.layers()) matmuls3d += l->op == "MatMul" && l->outputs[0]->dims.size() == 3;
+  EXPECT_EQ(matmuls3d, 0);
+  expectSame(kiln::test::evaluateReference(net, inputs()), want, 0);  // the lift alone: the same values exactly
+  ASSERT_TRUE(fuseAttention(net));
+  net.inferShapes();
+  EXPECT_EQ(kiln::test::countOps(net, "Attention"), 1);
+  EXPECT_EQ(kiln::test::countOps(net, "Softmax"), 0);
+  EXPECT_EQ(kiln::test::countOps(net, "MatMul"), 0);
+  expectSame(kiln::test::evaluateReference(net, inputs()), want, 2e-5);
+}
+
+// A merged tensor that is also a network output stays readable under its name: the scores are
+// an output here, so their MatMul keeps a 3-D result for that reader (merged back), the values
+// unchanged; the attention then does not fuse (the scores are read outside it).
+TEST(PassLiftHeads, OutputsKeepTheirTensors) {
+  Network ref;
+  bmmAttention(ref, true);
+  const auto want = kiln::test::evaluateReference(ref, inputs());
+  Network net;
+  bmmAttention(net, true);
+  net.topoSort();
+  net.inferShapes();
+  liftMergedHeads(net);
+  net.inferShapes();
+  EXPECT_NE(net.findTensor("scores"), nullptr);
+  expectSame(kiln::test::evaluateReference(net, inputs()), want, 0);
+  EXPECT_FALSE(fuseAttention(net));
+}
