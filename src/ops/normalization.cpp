@@ -335,12 +335,16 @@ DataType stashType(const LayerDesc& l) {
 //! replaces did (BERT's residual Add before each LayerNorm: one pass over the activations less).
 //! Its optional second output is that sum (pre-LN blocks, GPT-2 / ViT, read it again as the next
 //! residual); Mean and InvStdDev are not available from a skip LayerNorm.
-bool skipNorm(const LayerDesc& l) { return l.op == "LayerNormalization" && hasSkipInput(*l.attrs); }
+//! RMSNormalization takes it the same way (X, scale, no bias, R: LLaMA / Qwen's residual Add
+//! before each RMSNorm).
+bool skipNorm(const LayerDesc& l) { return (l.op == "LayerNormalization" || l.op == "RMSNormalization") && hasSkipInput(*l.attrs); }
 
 void inferLayerNorm(LayerDesc& l) {
   bool rms = l.op == "RMSNormalization";
   const bool skip = skipNorm(l);
-  requireInputs(l, skip ? 4 : 2, rms ? 2 : (skip ? 4 : 3));
+  requireInputs(l, skip && !rms ? 4 : 2, skip ? 4 : (rms ? 2 : 3));
+  if (rms && l.present(2)) opError(l, "RMSNormalization has no bias input (a skip RMSNorm leaves input 2 empty)");
+  if (skip && !l.present(3)) opError(l, "a skip normalization needs its input 3 (R)");
   if (skip && (l.inputs[3].type != l.inputs[0].type || l.inputs[3].dims != l.inputs[0].dims))
     opError(l, "the skip input must have X's type and dims, got " + toString(l.inputs[3].dims) + " for X " + toString(l.inputs[0].dims));
   checkSizes(l);
@@ -369,7 +373,7 @@ void inferLayerNorm(LayerDesc& l) {
     setOutput(l, 1, DataType::kFP8E4M3FN, x);
     return;
   }
-  if (nOut > (rms ? 1u : (skip ? 2u : 3u))) opError(l, "too many outputs (" + std::to_string(nOut) + ")");
+  if (nOut > (skip ? 2u : (rms ? 1u : 3u))) opError(l, "too many outputs (" + std::to_string(nOut) + ")");
   setOutput(l, 0, codesAt == 0 ? DataType::kFP8E4M3FN : l.inputs[0].type, x);
   if (skip) {
     if (nOut > 1) setOutput(l, 1, l.inputs[0].type, x);  // the sum X + R

@@ -121,3 +121,46 @@ TEST(PassSkipLayerNorm, DynamicDimsThatBroadcastAtSomeShapeDoNotFuse) {
   EXPECT_FALSE(fuseSkipLayerNorm(net, {}, samples));
   EXPECT_EQ(count(net, "Add"), 1);
 }
+
+// LLaMA / Qwen: h = x + x @ W; y = RMSNorm(h); the next residual reads h again (z = h + y). The
+// Add and the RMSNorm become one RMSNormalization with the skip input (input 2 empty) that
+// writes h as its second output; y and z agree with the unfused graph.
+TEST(PassSkipLayerNorm, RmsNormWithResidualFusesAndWritesTheSum) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 5, 16});
+    Tensor* h = n.addElementWise(x, n.addMatMul(x, n.addConstant("w", randomTensor({16, 16}, 1, -0.3f, 0.3f)))->outputs[0], "Add")->outputs[0];
+    Attributes a;
+    a.set("epsilon", 1e-6f);
+    Layer* rms = n.addLayer("RMSNormalization", {h, n.addConstant("g", randomTensor({16}, 2, 0.5f, 1.5f))}, 1, a);
+    Tensor* z = n.addElementWise(h, rms->outputs[0], "Add")->outputs[0];
+    n.renameTensor(rms->outputs[0], "y");
+    n.markOutput(rms->outputs[0]);
+    n.renameTensor(z, "z");
+    n.markOutput(z);
+  };
+  Network ref;
+  make(ref);
+  const std::map<std::string, HostTensor> in{{"x", randomTensor({2, 5, 16}, 11)}};
+  auto want = kiln::test::evaluateReference(ref, in);
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(fuseSkipLayerNorm(net));
+  net.inferShapes();
+  EXPECT_EQ(count(net, "Add"), 1);  // z's residual Add stays (nothing normalizes it)
+  ASSERT_EQ(count(net, "RMSNormalization"), 1);
+  for (auto& l : net.layers())
+    if (l->op == "RMSNormalization") {
+      EXPECT_EQ(l->attrs.getInt("kiln_skip", 0), 1);
+      ASSERT_EQ(l->inputs.size(), 4u);
+      EXPECT_EQ(l->inputs[2], nullptr);
+      EXPECT_EQ(l->outputs.size(), 2u);
+    }
+  auto got = kiln::test::evaluateReference(net, in);
+  for (const char* name : {"y", "z"}) {
+    const HostTensor &g = got.at(name), &r = want.at(name);
+    ASSERT_EQ(g.dims(), r.dims()) << name;
+    for (int64_t i = 0; i < r.count(); ++i) ASSERT_NEAR(g.getDouble(i), r.getDouble(i), 1e-5 * (1 + std::fabs(r.getDouble(i)))) << name << i;
+  }
+}

@@ -1,5 +1,6 @@
 // Residual Add + LayerNormalization, y = LN(a + b), becomes one LayerNormalization with a skip
-// input (`kiln_skip` = 1, inputs X, scale, B, R; semantics in ops/normalization.cpp). Where the
+// input (`kiln_skip` = 1, inputs X, scale, B, R; semantics in ops/normalization.cpp); the same for
+// RMSNormalization (inputs X, scale, none, R: LLaMA / Qwen / T5 residual streams). Where the
 // LayerNorm is the sum's only reader (BERT's post-LN blocks) the sum is never written out; where
 // it is read again (pre-LN blocks, GPT-2 / ViT: the next residual) the fused layer writes it as
 // its second output, in the same pass. Either way one kernel and one read of the activations
@@ -36,8 +37,9 @@ bool fuseSkipLayerNorm(Network& net, const std::function<bool(const Layer&)>& su
   SymbolicDims sym(samples);  // memoized per tensor: rewrites keep the tensors' meanings
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* ln = net.layer(static_cast<int>(i));
-    if (ln->op != "LayerNormalization" || ln->inputs.size() != 3 || !ln->inputs[2] || hasSkipInput(ln->attrs))
-      continue;
+    const bool rms = ln->op == "RMSNormalization";
+    if (rms ? ln->inputs.size() != 2 : (ln->op != "LayerNormalization" || ln->inputs.size() != 3 || !ln->inputs[2])) continue;
+    if (hasSkipInput(ln->attrs)) continue;
     Tensor* x = ln->inputs[0];
     Layer* add = x ? x->producer : nullptr;
     if (!add || add->op != "Add" || add->inputs.size() != 2 || statsUsed(net, ln)) continue;
@@ -46,7 +48,8 @@ bool fuseSkipLayerNorm(Network& net, const std::function<bool(const Layer&)>& su
     if (!x->dimsKnown || !activationLike(sym, add->inputs[0], x) || !activationLike(sym, add->inputs[1], x)) continue;
     Attributes a = ln->attrs;
     setSkipInput(a);
-    Layer* fused = net.addLayer("LayerNormalization", {add->inputs[0], ln->inputs[1], ln->inputs[2], add->inputs[1]}, shared ? 2 : 1, a,
+    // RMSNorm has no bias: input 2 stays empty, R is input 3 as for LayerNorm.
+    Layer* fused = net.addLayer(ln->op, {add->inputs[0], ln->inputs[1], rms ? nullptr : ln->inputs[2], add->inputs[1]}, shared ? 2 : 1, a,
                                 net.uniqueName(ln->name + "_skip"));
     recordFusion(fused, add);
     recordFusion(fused, ln);
