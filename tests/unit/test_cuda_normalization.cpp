@@ -196,6 +196,15 @@ TEST(CudaLayerNorm, SkipInput) {
       check(c, t, "skip LayerNorm " + toString(x));
       c.nbOutputs = 2;  // pre-LN blocks: the sum as the second output
       check(c, t, "skip LayerNorm with the sum " + toString(x));
+      // RMSNorm with the residual (LLaMA / Qwen): no bias, R as input 3, the sum as output 1.
+      OpCase r = layerNormCase("RMSNormalization", x, {x.back()}, -1, false, seed + 7);
+      r.attrs.set("kiln_skip", int64_t(1));
+      r.inputs.push_back(HostTensor());
+      r.inputs.push_back(uniform(x, seed + 8, -2.f, 2.f));
+      r.constant = {false, true, false, false};
+      check(r, t, "skip RMSNorm " + toString(x));
+      r.nbOutputs = 2;
+      check(r, t, "skip RMSNorm with the sum " + toString(x));
     }
 }
 
