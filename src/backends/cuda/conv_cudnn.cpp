@@ -260,7 +260,17 @@ struct ConvState : KernelState {
   int64_t padN = 0, padC = 0, padHw = 0, padCp = 0, padBytes = 0;
 };
 
-bool anyChannelsLast(const LayerDesc& l) { return inLayoutBlock(l) == kNhwcBlock || outLayoutBlock(l) == kNhwcBlock; }
+//! Whether Y is described to cuDNN as channels-last. A 1x1 output image is the same bytes in both
+//! layouts, and is described as NCHW: on the H200 engine 0 computed a 3x3 conv of 3x3 images
+//! (a 1x1 output) from an NCHW X into an NHWC Y wrong at batch 1 in float16 and bfloat16, while
+//! the all-NCHW graph was right (CudaLayout.SqueezeExcitationConvsAtLargeBatch).
+bool describedChannelsLastY(const LayerDesc& l, const Dims& y) {
+  return outLayoutBlock(l) == kNhwcBlock && !(y.size() == 4 && y[2] == 1 && y[3] == 1);
+}
+
+bool anyChannelsLast(const LayerDesc& l) {
+  return inLayoutBlock(l) == kNhwcBlock || describedChannelsLastY(l, l.outputs[0].dims);
+}
 
 class CudnnConvKernel : public Kernel {
  public:
@@ -276,7 +286,7 @@ class CudnnConvKernel : public Kernel {
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     Problem p = resolve(l);
     p.xLast = inLayoutBlock(l) == kNhwcBlock;
-    p.yLast = outLayoutBlock(l) == kNhwcBlock;
+    p.yLast = describedChannelsLastY(l, p.y);
     p.wLast = weightsLast_;
     int64_t padBytes = 0;
     if (pad_) {  // cuDNN sees the padded channels-last copy of X and the padded KRSC weights
