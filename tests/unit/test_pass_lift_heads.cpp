@@ -39,14 +39,17 @@ Tensor* transpose(Network& n, Tensor* x, std::vector<int64_t> perm) {
 //! DeBERTa's eager attention: heads split to [B, H, S, D], merged to [B*H, S, D], K^T by a 3-D
 //! Transpose divided by a scale, bmm, scores back to [B, H, S, S] for a padding mask and the
 //! softmax, probabilities merged again, bmm with V, back to [B, H, S, D] and [B, S, H*D].
-void bmmAttention(Network& n, bool scoresOut) {
+void bmmAttention(Network& n, bool scoresOut, bool relative = false) {
   auto heads = [&](const char* name) {
     Tensor* x = n.addInput(name, DataType::kFLOAT, {B, S, H * D});
     return reshape(n, transpose(n, reshape(n, x, {B, S, H, D}), {0, 2, 1, 3}), {B * H, S, D});
   };
   Tensor *q = heads("q"), *k = heads("k"), *v = heads("v");
   Tensor* kt = n.addElementWise(transpose(n, k, {0, 2, 1}), n.addConstant("", scalar(2.f)), "Div")->outputs[0];
-  Tensor* s = reshape(n, n.addMatMul(q, kt)->outputs[0], {B, H, S, S});
+  Tensor* s3 = n.addMatMul(q, kt)->outputs[0];
+  if (relative)  // DeBERTa-v3: relative-position terms [B*H, S, S] added to the merged scores
+    s3 = n.addElementWise(s3, n.addInput("rel", DataType::kFLOAT, {B * H, S, S}), "Add")->outputs[0];
+  Tensor* s = reshape(n, s3, {B, H, S, S});
   if (scoresOut) {
     n.renameTensor(s, "scores");
     n.markOutput(s);
@@ -59,10 +62,13 @@ void bmmAttention(Network& n, bool scoresOut) {
   n.markOutput(y);
 }
 
-std::map<std::string, HostTensor> inputs() {
+std::map<std::string, HostTensor> inputs(bool relative = false) {
   HostTensor m(DataType::kFLOAT, {B, 1, 1, S});
   for (int64_t i = 0; i < m.count(); ++i) m.as<float>()[i] = i % S < S - 2 * (i / S) ? 0.f : -10000.f;
-  return {{"q", randomTensor({B, S, H * D}, 1)}, {"k", randomTensor({B, S, H * D}, 2)}, {"v", randomTensor({B, S, H * D}, 3)}, {"m", m}};
+  std::map<std::string, HostTensor> in{
+      {"q", randomTensor({B, S, H * D}, 1)}, {"k", randomTensor({B, S, H * D}, 2)}, {"v", randomTensor({B, S, H * D}, 3)}, {"m", m}};
+  if (relative) in["rel"] = randomTensor({B * H, S, S}, 4);
+  return in;
 }
 
 void expectSame(const std::map<std::string, HostTensor>& got, const std::map<std::string, HostTensor>& want, double tol) {
@@ -113,4 +119,39 @@ TEST(PassLiftHeads, OutputsKeepTheirTensors) {
   EXPECT_NE(net.findTensor("scores"), nullptr);
   expectSame(kiln::test::evaluateReference(net, inputs()), want, 0);
   EXPECT_FALSE(fuseAttention(net));
+}
+
+// DeBERTa-v3's relative attention: its position terms, [B*H, S, S] tensors, are added to the
+// merged scores; the Add lifts with them viewed as [B, H, S, S], and the attention fuses with the
+// sum of the terms and the padding mask as its additive mask.
+TEST(PassLiftHeads, RelativePositionTermsLiftAndFuse) {
+  Network ref;
+  bmmAttention(ref, false, true);
+  const auto want = kiln::test::evaluateReference(ref, inputs(true));
+  Network net;
+  bmmAttention(net, false, true);
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(liftMergedHeads(net));
+  net.inferShapes();
+  expectSame(kiln::test::evaluateReference(net, inputs(true)), want, 0);
+  ASSERT_TRUE(fuseAttention(net));
+  net.inferShapes();
+  EXPECT_EQ(kiln::test::countOps(net, "Attention"), 1);
+  EXPECT_EQ(kiln::test::countOps(net, "Softmax"), 0);
+  expectSame(kiln::test::evaluateReference(net, inputs(true)), want, 2e-5);
+}
+
+// A merge with no MatMul downstream stays as it is (MobileViT's unfolding merges [B*C*nh, ..] and
+// adds to it; lifting those only added Reshapes).
+TEST(PassLiftHeads, MergesWithoutAMatMulStay) {
+  Network n;
+  Tensor* x = reshape(n, n.addInput("x", DataType::kFLOAT, {B, H, S, D}), {B * H, S, D});
+  Tensor* y = n.addElementWise(x, n.addInput("r", DataType::kFLOAT, {B * H, S, D}), "Add")->outputs[0];
+  y = n.addActivation(transpose(n, y, {0, 2, 1}), "Relu")->outputs[0];
+  n.renameTensor(y, "y");
+  n.markOutput(y);
+  n.topoSort();
+  n.inferShapes();
+  EXPECT_FALSE(liftMergedHeads(n));
 }

@@ -6,9 +6,11 @@
 // the way, which changes no value:
 //   MatMul(merge(a), merge(b)) -> merge(MatMul(a, b))  (a, b: [B, H, X, Y] with one B, H)
 //   Transpose(merge(x), perm 0,2,1) -> merge(Transpose(x, perm 0,1,3,2))
-//   Mul / Div(merge(x), scalar constant) -> merge(Mul / Div(x, scalar))
+//   Add / Sub / Mul / Div(merge(x), scalar constant or y of the merged dims) -> merge(op(x, scalar
+//   or y viewed as [B, H, ..]))
 // where merge is a Reshape [B, H, X, Y] -> [B*H, X, Y]; a Reshape of the lifted MatMul back to
 // [B, H, ...] reads the 4-D product directly. Static dims only.
+#include <set>
 #include <vector>
 
 #include "builder/passes/passes.h"
@@ -46,9 +48,24 @@ Tensor* reshapeTo(Network& net, Tensor* x, const Dims& dims, const std::string& 
   return addShapedLayer(net, "Reshape", {x, net.addConstant(net.uniqueName(name + "_shape"), s)}, {}, name, x->type, dims);
 }
 
+//! Merges this pass made (Reshapes of lifted results back to [B*H, ..]): an elementwise layer on one
+//! continues a lift that began at a MatMul or a Transpose.
+using Lifted = std::set<const Tensor*>;
+
+//! Whether `t` is read (alone) by a MatMul, directly or through up to two elementwise / Transpose
+//! layers: the lifts below a MatMul's operands only go where a MatMul lift follows (MobileViT's
+//! unfolding merges [B*C*nh, ..] too; lifting its elementwise layers only added Reshapes).
+bool feedsMatMul(const Network& net, const Tensor* t, int depth = 2) {
+  const Layer* c = soleConsumer(net, t);
+  if (!c) return false;
+  if (c->op == "MatMul") return true;
+  const bool through = c->op == "Transpose" || c->op == "Add" || c->op == "Sub" || c->op == "Mul" || c->op == "Div";
+  return through && depth > 0 && c->outputs.size() == 1 && feedsMatMul(net, c->outputs[0], depth - 1);
+}
+
 //! Points every reader of `y` ([B*H, ..], not a network output) at `y4` ([B, H, ..]): a Reshape
 //! to y4's dims reads y4 itself (its readers take y4), the others a merge of y4.
-void replaceMerged(Network& net, Tensor* y, Tensor* y4, const std::string& name) {
+void replaceMerged(Network& net, Tensor* y, Tensor* y4, const std::string& name, Lifted& lifted) {
   Tensor* merged = nullptr;
   for (Layer* c : net.consumers(y)) {
     if (c->op == "Reshape" && c->domain.empty() && c->inputs[0] == y && c->outputs[0]->dimsKnown && c->outputs[0]->dims == y4->dims &&
@@ -56,13 +73,13 @@ void replaceMerged(Network& net, Tensor* y, Tensor* y4, const std::string& name)
       net.replaceUses(c->outputs[0], y4);  // c is dead now
       continue;
     }
-    if (!merged) merged = reshapeTo(net, y4, y->dims, name + "_merged");
+    if (!merged) lifted.insert(merged = reshapeTo(net, y4, y->dims, name + "_merged"));
     for (Tensor*& in : c->inputs)
       if (in == y) in = merged;
   }
 }
 
-bool liftMatMul(Network& net, Layer* m) {
+bool liftMatMul(Network& net, Layer* m, Lifted& lifted) {
   if (m->op != "MatMul" || !m->domain.empty() || m->inputs.size() != 2 || m->outputs.size() != 1) return false;
   Tensor *a = mergedHeads(m->inputs[0]), *b = mergedHeads(m->inputs[1]);
   if (!a || !b || a->dims[0] != b->dims[0] || a->dims[1] != b->dims[1]) return false;
@@ -73,50 +90,62 @@ bool liftMatMul(Network& net, Layer* m) {
   p->producer->precision = m->precision;
   recordFusion(p->producer, m);
   p->producer->fusedOps.erase(p->producer->fusedOps.begin());
-  replaceMerged(net, y, p, m->name);
+  replaceMerged(net, y, p, m->name, lifted);
   return true;
 }
 
-bool liftTranspose(Network& net, Layer* t) {
+bool liftTranspose(Network& net, Layer* t, Lifted& lifted) {
   if (t->op != "Transpose" || !t->domain.empty() || t->inputs.size() != 1 || t->attrs.getInts("perm", {}) != std::vector<int64_t>{0, 2, 1})
     return false;
   Tensor* x = mergedHeads(t->inputs[0]);
-  if (!x || t->outputs.size() != 1 || t->outputs[0]->isOutput) return false;
+  if (!x || t->outputs.size() != 1 || t->outputs[0]->isOutput || !feedsMatMul(net, t->outputs[0])) return false;
   Attributes a;
   a.set("perm", std::vector<int64_t>{0, 1, 3, 2});
   Tensor* p = addShapedLayer(net, "Transpose", {x}, a, t->name + "_heads", x->type, {x->dims[0], x->dims[1], x->dims[3], x->dims[2]});
   recordFusion(p->producer, t);
   p->producer->fusedOps.erase(p->producer->fusedOps.begin());
-  replaceMerged(net, t->outputs[0], p, t->name);
+  replaceMerged(net, t->outputs[0], p, t->name, lifted);
   return true;
 }
 
-bool liftScalarScale(Network& net, Layer* l) {
-  if ((l->op != "Mul" && l->op != "Div") || !l->domain.empty() || l->inputs.size() != 2) return false;
-  double c = 0;
-  const int s = scalarValue(l->inputs[1], &c) ? 1 : (l->op == "Mul" && scalarValue(l->inputs[0], &c) ? 0 : -1);
-  if (s < 0) return false;
-  Tensor* x = mergedHeads(l->inputs[1 - s]);
-  // A rank-0 scalar (no broadcast to a higher rank).
-  if (!x || !l->inputs[s]->dims.empty() || l->outputs.size() != 1 || l->outputs[0]->isOutput) return false;
-  std::vector<Tensor*> in = l->inputs;
-  in[1 - s] = x;
-  Tensor* p = addShapedLayer(net, l->op, in, l->attrs, l->name + "_heads", x->type, x->dims);
-  p->producer->precision = l->precision;
-  recordFusion(p->producer, l);
-  p->producer->fusedOps.erase(p->producer->fusedOps.begin());
-  replaceMerged(net, l->outputs[0], p, l->name);
-  return true;
+//! Add / Sub / Mul / Div of a merge and a rank-0 constant, or of a merge and a tensor of the merged
+//! dims (viewed as [B, H, ..] by a Reshape): DeBERTa-v3 adds its relative-position terms
+//! (c2p, p2c: [B*H, S, S]) to the merged scores.
+bool liftElementwise(Network& net, Layer* l, Lifted& lifted) {
+  if ((l->op != "Add" && l->op != "Sub" && l->op != "Mul" && l->op != "Div") || !l->domain.empty() || l->inputs.size() != 2 ||
+      l->outputs.size() != 1 || l->outputs[0]->isOutput || !l->inputs[0] || !l->inputs[1])
+    return false;
+  for (int s = 0; s < 2; ++s) {
+    Tensor *m = l->inputs[s], *other = l->inputs[1 - s];
+    Tensor* x = mergedHeads(m);
+    if (!x || !(lifted.count(m) || feedsMatMul(net, l->outputs[0]))) continue;
+    double c = 0;
+    const bool scalar = other->dims.empty() && scalarValue(other, &c);
+    const bool same = other->dimsKnown && other->dims == m->dims && other->type == m->type;
+    if (!scalar && !same) continue;
+    std::vector<Tensor*> in = l->inputs;
+    in[s] = x;
+    if (same) in[1 - s] = reshapeTo(net, other, x->dims, l->name + "_operand_heads");
+    Tensor* p = addShapedLayer(net, l->op, in, l->attrs, l->name + "_heads", x->type, x->dims);
+    p->producer->precision = l->precision;
+    recordFusion(p->producer, l);
+    p->producer->fusedOps.erase(p->producer->fusedOps.begin());
+    replaceMerged(net, l->outputs[0], p, l->name, lifted);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
 
 bool liftMergedHeads(Network& net) {
   bool changed = false;
-  // Transposes and scales first, so that the MatMuls they feed see merges of 4-D tensors.
-  for (auto lift : {liftTranspose, liftScalarScale, liftMatMul}) {
+  Lifted lifted;
+  // Transposes and scales first, so that the MatMuls they feed see merges of 4-D tensors; then the
+  // elementwise layers after the lifted MatMuls (the scores' scale and relative-position terms).
+  for (auto lift : {liftTranspose, liftElementwise, liftMatMul, liftElementwise}) {
     const size_t n = net.layers().size();  // layers added here are already lifted
-    for (size_t i = 0; i < n; ++i) changed = lift(net, net.layer(static_cast<int>(i))) || changed;
+    for (size_t i = 0; i < n; ++i) changed = lift(net, net.layer(static_cast<int>(i)), lifted) || changed;
   }
   if (changed) {
     net.topoSort();  // removeDeadLayers reads the order: the new layers go before their readers first
