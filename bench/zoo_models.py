@@ -134,7 +134,14 @@ def zoo():
                                   [NLP, "padding-mask"])),
         ("deberta_v2_s256", Spec(_hf("DebertaV2Model", "DebertaV2Config", Hidden, hidden_size=512, num_hidden_layers=6,
                                      num_attention_heads=8, intermediate_size=2048, vocab_size=1000),
-                                 _ids(256), [1, 16], [NLP, "rel-pos-attention"])),
+                                 _ids(256), [1, 16], [NLP, "bmm-attention"])),
+        # (the config above leaves DeBERTa's relative attention off: transformers' default; this one
+        # is DeBERTa-v3's: c2p / p2c relative-position terms, log buckets, shared attention keys)
+        ("deberta_v3_rel_s256", Spec(_hf("DebertaV2Model", "DebertaV2Config", Hidden, hidden_size=512, num_hidden_layers=6,
+                                         num_attention_heads=8, intermediate_size=2048, vocab_size=1000, relative_attention=True,
+                                         pos_att_type=["p2c", "c2p"], position_buckets=256, max_relative_positions=-1,
+                                         norm_rel_ebd="layer_norm", share_att_key=True),
+                                     _ids(256), [1, 16], [NLP, "rel-pos-attention", "bmm-attention"])),
         ("t5_encdec_s256", Spec(_hf("T5Model", "T5Config", EncoderDecoder, d_model=512, d_ff=2048, num_layers=6,
                                     num_decoder_layers=6, num_heads=8, vocab_size=1000),
                                 _ids(256), [1, 16], [NLP, "encoder-decoder", "rel-pos-bias"])),
