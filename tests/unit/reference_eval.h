@@ -53,6 +53,20 @@ inline const Layer* firstOp(const Network& n, const std::string& op) {
   return nullptr;
 }
 
+//! A 1-D int64 constant's value (indices, shapes, Slice bounds).
+inline HostTensor int64Values(const std::vector<int64_t>& v) {
+  HostTensor t(DataType::kINT64, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.as<int64_t>()[i] = v[i];
+  return t;
+}
+
+//! A float32 scalar's value.
+inline HostTensor floatScalar(float v) {
+  HostTensor t(DataType::kFLOAT, {});
+  *t.as<float>() = v;
+  return t;
+}
+
 //! A Transpose of x by perm.
 inline Layer* addPermute(Network& n, Tensor* x, const std::vector<int64_t>& perm) {
   Attributes a;

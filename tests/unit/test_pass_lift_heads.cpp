@@ -14,27 +14,9 @@ namespace {
 
 constexpr int64_t B = 2, H = 3, S = 7, D = 4;
 
-HostTensor ints(std::vector<int64_t> v) {
-  HostTensor t(DataType::kINT64, {static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) t.as<int64_t>()[i] = v[i];
-  return t;
-}
-
-HostTensor scalar(float v) {
-  HostTensor t(DataType::kFLOAT, {});
-  *t.as<float>() = v;
-  return t;
-}
-
-Tensor* reshape(Network& n, Tensor* x, std::vector<int64_t> shape) {
-  return n.addLayer("Reshape", {x, n.addConstant("", ints(std::move(shape)))}, 1)->outputs[0];
-}
-
-Tensor* transpose(Network& n, Tensor* x, std::vector<int64_t> perm) {
-  Attributes a;
-  a.set("perm", perm);
-  return n.addLayer("Transpose", {x}, 1, a)->outputs[0];
-}
+HostTensor scalar(float v) { return kiln::test::floatScalar(v); }
+Tensor* reshape(Network& n, Tensor* x, const std::vector<int64_t>& shape) { return kiln::test::addReshape(n, x, shape)->outputs[0]; }
+Tensor* transpose(Network& n, Tensor* x, const std::vector<int64_t>& perm) { return kiln::test::addPermute(n, x, perm)->outputs[0]; }
 
 //! DeBERTa's eager attention: heads split to [B, H, S, D], merged to [B*H, S, D], K^T by a 3-D
 //! Transpose divided by a scale, bmm, scores back to [B, H, S, S] for a padding mask and the

@@ -12,21 +12,9 @@ using kiln::test::randomTensor;
 
 namespace {
 
-HostTensor ints(std::vector<int64_t> v) {
-  HostTensor t(DataType::kINT64, {static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) t.as<int64_t>()[i] = v[i];
-  return t;
-}
-
-Tensor* transpose(Network& n, Tensor* x, std::vector<int64_t> perm) {
-  Attributes a;
-  a.set("perm", perm);
-  return n.addLayer("Transpose", {x}, 1, a)->outputs[0];
-}
-
-Tensor* reshape(Network& n, Tensor* x, std::vector<int64_t> shape) {
-  return n.addLayer("Reshape", {x, n.addConstant("", ints(std::move(shape)))}, 1)->outputs[0];
-}
+HostTensor ints(const std::vector<int64_t>& v) { return kiln::test::int64Values(v); }
+Tensor* transpose(Network& n, Tensor* x, const std::vector<int64_t>& perm) { return kiln::test::addPermute(n, x, perm)->outputs[0]; }
+Tensor* reshape(Network& n, Tensor* x, const std::vector<int64_t>& shape) { return kiln::test::addReshape(n, x, shape)->outputs[0]; }
 
 Tensor* gather(Network& n, Tensor* x, int64_t axis, std::vector<int64_t> idx) {
   Attributes a;
