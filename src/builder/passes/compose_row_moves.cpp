@@ -196,13 +196,16 @@ Tensor* shapeConstant(Network& net, const std::string& name, const Dims& d) {
 
 bool composeRowMoves(Network& net) {
   bool changed = false;
-  for (size_t i = 0; i < net.layers().size(); ++i) {
-    Layer* first = net.layer(static_cast<int>(i));
+  // i is not advanced past a rewrite: the chain's layers (from index i on) are removed, and the
+  // layer now at i is the one that followed `first`.
+  for (size_t i = 0; i < net.layers().size();) {
+    Layer* first = net.layer(static_cast<int>(i++));
     if (!isRowMoveOp(first) || first->inputs.empty() || !first->inputs[0]) continue;
     const Layer* up = first->inputs[0]->producer;
     if (isRowMoveOp(up) && soleConsumer(net, first->inputs[0]) == first) continue;  // not the head of its chain
     Chain c = followChain(net, first);
     if (c.copies < 2) continue;
+    --i;
     Tensor *x = first->inputs[0], *y = c.layers.back()->outputs[0];
     const int64_t width = x->dims.back(), inRows = volumeOf(Dims(x->dims.begin(), x->dims.end() - 1));
     const int64_t outRows = static_cast<int64_t>(c.map.rows.size());
