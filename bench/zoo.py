@@ -289,8 +289,8 @@ def write_table(path, rows, machine, command):
         f.write("- Memory (`--memory`, issue 19): kiln's activation arena (its planner's lower bound) against PyTorch's peak "
                 "allocation in one inference minus what was resident before it, the half model eager / compiled with freezing.\n\n")
         f.write("| model | batch | kiln ms | peer ms | speed-up | kiln err | torch fp16 err | err ok | build s | arena MiB (bound) "
-                "| torch act MiB (eager / compiled) | arena / compiled | tags | note |\n")
-        f.write("|---|---:|---:|---:|---:|---:|---:|:-:|---:|---:|---:|---:|---|---|\n")
+                "| torch act MiB (eager / compiled) | arena / compiled | tags | run (UTC) | note |\n")
+        f.write("|---|---:|---:|---:|---:|---:|---:|:-:|---:|---:|---:|---:|---|---|---|\n")
         for r in rows:
             k, p = r.get("kiln_ms"), r.get("peer_ms")
             cells = [r["model"], str(r["batch"]), f"{k:.3f}" if k else "-", f"{p:.3f}" if p else "-",
@@ -303,6 +303,7 @@ def write_table(path, rows, machine, command):
                      f"{r['torch_eager_act_mib']:.0f} / {r['torch_compiled_act_mib']:.0f}" if "torch_compiled_act_mib" in r else "-",
                      f"{arena_ratio(r):.2f}" if arena_ratio(r) else "-",
                      " ".join(r.get("tags", [])[1:]),
+                     r.get("date", "")[:16].replace("T", " "),  # rows of older runs measured an older kiln
                      "; ".join(x for x in (r.get("error", ""), "" if r.get("graph", True) else "no CUDA graph",
                                            "peer: eager attention" if r.get("peer_attention") == "eager" else "") if x)]
             f.write("| " + " | ".join(cells) + " |\n")
