@@ -38,15 +38,16 @@ if ! "$PYTHON" -c "import onnx, onnxruntime, numpy, cudnn, pybind11; assert onnx
 fi
 # kiln.torch's tests (tests/python/test_torch_compile.py), the torch-op and attention-mask checks
 # against ONNX Runtime (tests/torch_ops, tests/models) and the detection models need PyTorch,
-# torchvision and transformers: PyTorch's CPU wheels from its own index where it is reachable, else
+# torchvision and transformers (and onnxscript, for the torch.export-based exporter GPT-2's causal
+# mask needs): PyTorch's CPU wheels from its own index where it is reachable, else
 # the default index's wheels (they bring CUDA libraries, ~3 GB, unused here; ~1 min on this
 # project's machines, where PyTorch's own index is not reachable). Best effort: where they cannot
 # be installed those tests skip and say so.
-if ! "$PYTHON" -c "import torch, torchvision, transformers" 2>/dev/null; then
+if ! "$PYTHON" -c "import torch, torchvision, transformers, onnxscript" 2>/dev/null; then
   echo "[deps] installing torch, torchvision and transformers for the kiln.torch and torch-export tests"
   { "$PYTHON" -m pip install "${PIPFLAGS[@]}" --index-url https://download.pytorch.org/whl/cpu --retries 1 --timeout 15 torch torchvision ||
       "$PYTHON" -m pip install "${PIPFLAGS[@]}" torch torchvision; } &&
-    "$PYTHON" -m pip install "${PIPFLAGS[@]}" transformers ||
+    "$PYTHON" -m pip install "${PIPFLAGS[@]}" transformers onnxscript ||
     echo "[deps] warning: torch/torchvision/transformers not installed; the kiln.torch tests will be skipped"
 fi
 # The Triton backend's test (tests/triton): the tritonserver binary that nvidia-pytriton ships
