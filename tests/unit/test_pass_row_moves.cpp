@@ -135,6 +135,20 @@ TEST(PassRowMoves, CancellingMovesBecomeAView) {
   }));
 }
 
+// Rows narrower than 16 bytes keep their chain (the row map would cost as much as the rows); the
+// pass returns (an earlier version rescanned the same layer forever here).
+TEST(PassRowMoves, NarrowRowsStay) {
+  EXPECT_FALSE(checkComposed(
+      [](Network& n) {
+        Tensor* x = n.addInput("x", DataType::kFLOAT, {B, Hh, Ww, 3});  // 12-byte rows
+        Tensor* t = transpose(n, gather(n, x, 1, rollIndices(Hh, 1)), {0, 2, 1, 3});
+        Tensor* y = n.addActivation(t, "Relu")->outputs[0];
+        n.renameTensor(y, "y");
+        n.markOutput(y);
+      },
+      {{"x", randomTensor({B, Hh, Ww, 3}, 6)}}));
+}
+
 // Left alone: one copy (already one), a Transpose that moves the last dim, a chain whose middle
 // tensor has another reader (cut there: each part has one copy), and a network output in a chain
 // keeps its own layer.

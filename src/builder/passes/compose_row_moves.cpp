@@ -205,13 +205,13 @@ bool composeRowMoves(Network& net) {
     if (isRowMoveOp(up) && soleConsumer(net, first->inputs[0]) == first) continue;  // not the head of its chain
     Chain c = followChain(net, first);
     if (c.copies < 2) continue;
-    --i;
     Tensor *x = first->inputs[0], *y = c.layers.back()->outputs[0];
     const int64_t width = x->dims.back(), inRows = volumeOf(Dims(x->dims.begin(), x->dims.end() - 1));
     const int64_t outRows = static_cast<int64_t>(c.map.rows.size());
     // The map is stored in the engine (4 bytes a row) and read with the rows: rows narrower than
     // 16 bytes, or more than 16M of them, stay as they were.
     if (width * static_cast<int64_t>(elementSize(x->type)) < 16 || outRows > (int64_t(1) << 24)) continue;
+    --i;  // rewritten below: look at index i again
     const bool int32 = inRows < (int64_t(1) << 31);
     HostTensor idx(int32 ? DataType::kINT32 : DataType::kINT64, {outRows});
     for (int64_t r = 0; r < outRows; ++r) {
