@@ -13,23 +13,13 @@
 #include <vector>
 
 #include "builder/passes/passes.h"
+#include "ops/op_util.h"
 
 namespace kiln {
 
 namespace {
 
-//! The constant integer values of `t`, or false.
-bool constantInts(const Tensor* t, std::vector<int64_t>* out) {
-  if (!t || !t->isConstant() || (t->type != DataType::kINT64 && t->type != DataType::kINT32)) return false;
-  out->resize(static_cast<size_t>(t->value.count()));
-  for (int64_t i = 0; i < t->value.count(); ++i) (*out)[static_cast<size_t>(i)] = t->value.getInt(i);
-  return true;
-}
-
-bool staticDims(const Tensor* t) {
-  if (!t || !t->dimsKnown || t->dims.empty()) return false;
-  return std::all_of(t->dims.begin(), t->dims.end(), [](int64_t d) { return d >= 0; });
-}
+bool staticDims(const Tensor* t) { return t && t->dimsKnown && !t->dims.empty() && isStatic(t->dims); }
 
 //! Rows of a tensor: its dims but the last, and for each row (row-major) the input row it holds.
 struct RowMap {
@@ -37,22 +27,10 @@ struct RowMap {
   std::vector<int64_t> rows;
 };
 
-int64_t volumeOf(const Dims& d) {
-  int64_t v = 1;
-  for (int64_t x : d) v *= x;
-  return v;
-}
-
-std::vector<int64_t> stridesOf(const Dims& d) {
-  std::vector<int64_t> s(d.size(), 1);
-  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
-  return s;
-}
-
 //! Selects along `axis` of m.dims the positions in `pick` (output dims given).
 RowMap selectAlong(const RowMap& m, size_t axis, const std::vector<int64_t>& pick, const Dims& outDims) {
-  const int64_t outer = volumeOf(Dims(m.dims.begin(), m.dims.begin() + static_cast<std::ptrdiff_t>(axis)));
-  const int64_t inner = volumeOf(Dims(m.dims.begin() + static_cast<std::ptrdiff_t>(axis) + 1, m.dims.end()));
+  const int64_t outer = volume(Dims(m.dims.begin(), m.dims.begin() + static_cast<std::ptrdiff_t>(axis)));
+  const int64_t inner = volume(Dims(m.dims.begin() + static_cast<std::ptrdiff_t>(axis) + 1, m.dims.end()));
   const int64_t n = m.dims[axis];
   RowMap r{outDims, {}};
   r.rows.reserve(static_cast<size_t>(outer) * pick.size() * static_cast<size_t>(inner));
@@ -70,7 +48,7 @@ bool applyRowMove(const Layer* l, const RowMap& m, RowMap* out, bool* copies) {
   const size_t rank = x->dims.size();
   *copies = false;
   if (l->op == "Reshape" || l->op == "Flatten" || l->op == "Squeeze" || l->op == "Unsqueeze" || l->op == "Identity") {
-    if (volumeOf(outRows) != volumeOf(m.dims)) return false;
+    if (volume(outRows) != volume(m.dims)) return false;
     *out = {outRows, m.rows};
     return true;
   }
@@ -78,8 +56,8 @@ bool applyRowMove(const Layer* l, const RowMap& m, RowMap* out, bool* copies) {
   if (l->op == "Transpose") {
     std::vector<int64_t> perm = l->attrs.getInts("perm");
     if (perm.size() != rank || perm.back() != static_cast<int64_t>(rank) - 1) return false;
-    const std::vector<int64_t> inStr = stridesOf(m.dims);
-    RowMap r{outRows, std::vector<int64_t>(static_cast<size_t>(volumeOf(outRows)))};
+    const std::vector<int64_t> inStr = rowMajorStrides(m.dims);
+    RowMap r{outRows, std::vector<int64_t>(static_cast<size_t>(volume(outRows)))};
     std::vector<int64_t> idx(rank - 1, 0);
     for (size_t o = 0; o < r.rows.size(); ++o) {
       int64_t src = 0;
@@ -159,7 +137,7 @@ Chain followChain(const Network& net, Layer* first) {
   const Tensor* x = first->inputs.empty() ? nullptr : first->inputs[0];
   if (!staticDims(x) || x->dims.size() < 2) return c;
   c.map.dims = Dims(x->dims.begin(), x->dims.end() - 1);
-  c.map.rows.resize(static_cast<size_t>(volumeOf(c.map.dims)));
+  c.map.rows.resize(static_cast<size_t>(volume(c.map.dims)));
   std::iota(c.map.rows.begin(), c.map.rows.end(), int64_t(0));
   for (Layer* l = first; l && isRowMoveOp(l);) {
     // A network output keeps its own layer (and name).
@@ -176,22 +154,6 @@ Chain followChain(const Network& net, Layer* first) {
   return c;
 }
 
-Tensor* addShaped(Network& net, const std::string& op, const std::vector<Tensor*>& in, const Attributes& a, const std::string& name,
-                  DataType type, const Dims& dims) {
-  Layer* l = net.addLayer(op, in, 1, a, net.uniqueName(name));
-  Tensor* y = l->outputs[0];
-  y->type = type;
-  y->dims = dims;
-  y->dimsKnown = true;
-  return y;
-}
-
-Tensor* shapeConstant(Network& net, const std::string& name, const Dims& d) {
-  HostTensor s(DataType::kINT64, {static_cast<int64_t>(d.size())});
-  std::copy(d.begin(), d.end(), s.as<int64_t>());
-  return net.addConstant(net.uniqueName(name), s);
-}
-
 }  // namespace
 
 bool composeRowMoves(Network& net) {
@@ -206,7 +168,7 @@ bool composeRowMoves(Network& net) {
     Chain c = followChain(net, first);
     if (c.copies < 2) continue;
     Tensor *x = first->inputs[0], *y = c.layers.back()->outputs[0];
-    const int64_t width = x->dims.back(), inRows = volumeOf(Dims(x->dims.begin(), x->dims.end() - 1));
+    const int64_t width = x->dims.back(), inRows = volume(Dims(x->dims.begin(), x->dims.end() - 1));
     const int64_t outRows = static_cast<int64_t>(c.map.rows.size());
     // The map is stored in the engine (4 bytes a row) and read with the rows: rows narrower than
     // 16 bytes, or more than 16M of them, stay as they were.
@@ -224,17 +186,17 @@ bool composeRowMoves(Network& net) {
     bool identity = outRows == inRows;
     for (int64_t r = 0; identity && r < outRows; ++r) identity = c.map.rows[static_cast<size_t>(r)] == r;
     if (identity) {  // the moves cancel out: a view
-      z = addShaped(net, "Reshape", {x, shapeConstant(net, base + "_shape", y->dims)}, {}, base, y->type, y->dims);
+      z = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, base + "_shape", y->dims)}, {}, base, y->type, y->dims);
       fused = z->producer;
     } else {
-      Tensor* flat = addShaped(net, "Reshape", {x, shapeConstant(net, base + "_in_shape", {inRows, width})}, {}, base + "_in", x->type,
+      Tensor* flat = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, base + "_in_shape", {inRows, width})}, {}, base + "_in", x->type,
                                {inRows, width});
       Attributes ga;
       ga.set("axis", int64_t(0));
-      Tensor* g = addShaped(net, "Gather", {flat, net.addConstant(net.uniqueName(base + "_indices"), idx)}, ga, base, x->type,
+      Tensor* g = addTypedLayer(net, "Gather", {flat, net.addConstant(net.uniqueName(base + "_indices"), idx)}, ga, base, x->type,
                             {outRows, width});
       fused = g->producer;
-      z = addShaped(net, "Reshape", {g, shapeConstant(net, base + "_out_shape", y->dims)}, {}, base + "_out", y->type, y->dims);
+      z = addTypedLayer(net, "Reshape", {g, addShapeConstant(net, base + "_out_shape", y->dims)}, {}, base + "_out", y->type, y->dims);
     }
     for (const Layer* l : c.layers) recordFusion(fused, l);
     fused->fusedOps.erase(fused->fusedOps.begin());  // the synthetic layer itself is not an original op

@@ -15,12 +15,6 @@ namespace kiln {
 
 namespace {
 
-bool constInts(const Tensor* t, std::vector<int64_t>* out) {
-  if (!t || !t->isConstant() || (t->type != DataType::kINT64 && t->type != DataType::kINT32)) return false;
-  *out = t->value.toInts();
-  return true;
-}
-
 //! The only consumer of t, if it is an `op` layer of the default domain with one output.
 Layer* soleConsumerOp(const Network& net, const Tensor* t, const char* op) {
   Layer* c = soleConsumer(net, t);
@@ -75,7 +69,7 @@ bool foldShuffle(Network& net, Layer* r1) {
 bool constantGather(const Layer* g, Tensor** x, std::vector<int64_t>* idx, int64_t* axis) {
   if (!g || g->op != "Gather" || !g->domain.empty() || g->inputs.size() != 2 || !g->inputs[0] || !g->inputs[0]->dimsKnown)
     return false;
-  if (!constInts(g->inputs[1], idx) || g->inputs[1]->dims.size() != 1) return false;
+  if (!constantInts(g->inputs[1], idx) || g->inputs[1]->dims.size() != 1) return false;
   const int64_t rank = static_cast<int64_t>(g->inputs[0]->dims.size());
   int64_t ax = g->attrs.getInt("axis", 0);
   if (ax < 0) ax += rank;
@@ -101,10 +95,10 @@ bool foldSliceOfGather(Network& net, Layer* s) {
   if (!constantGather(g, &x, &idx, &axis)) return false;
   const int64_t rank = static_cast<int64_t>(s->inputs[0]->dims.size()), n = static_cast<int64_t>(idx.size());
   std::vector<int64_t> starts, ends, axes = {0}, steps = {1};
-  if (!constInts(s->inputs[1], &starts) || !constInts(s->inputs[2], &ends) || starts.size() != 1 || ends.size() != 1)
+  if (!constantInts(s->inputs[1], &starts) || !constantInts(s->inputs[2], &ends) || starts.size() != 1 || ends.size() != 1)
     return false;
-  if (s->inputs.size() > 3 && s->inputs[3] && (!constInts(s->inputs[3], &axes) || axes.size() != 1)) return false;
-  if (s->inputs.size() > 4 && s->inputs[4] && (!constInts(s->inputs[4], &steps) || steps.size() != 1)) return false;
+  if (s->inputs.size() > 3 && s->inputs[3] && (!constantInts(s->inputs[3], &axes) || axes.size() != 1)) return false;
+  if (s->inputs.size() > 4 && s->inputs[4] && (!constantInts(s->inputs[4], &steps) || steps.size() != 1)) return false;
   if ((axes[0] < 0 ? axes[0] + rank : axes[0]) != axis || steps[0] <= 0) return false;
   auto clamp = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t(0), n); };
   const int64_t begin = clamp(starts[0]), end = clamp(ends[0]);

@@ -31,15 +31,6 @@ namespace kiln {
 
 namespace attention_fusion {
 
-Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name,
-                      DataType type, const Dims& dims) {
-  Layer* l = net.addLayer(op, in, 1, std::move(a), net.uniqueName(name));
-  l->outputs[0]->type = type;
-  l->outputs[0]->dims = dims;
-  l->outputs[0]->dimsKnown = true;
-  return l->outputs[0];
-}
-
 namespace {
 
 TensorDesc ownDesc(const Tensor* t) {

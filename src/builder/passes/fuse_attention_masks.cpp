@@ -329,9 +329,7 @@ Tensor* windowMask4d(Network& net, const ScoreChain& c) {
   Tensor* m = c.windowMask;
   if (m->dims == c.windowMaskDims) return m;
   if (m->isConstant()) return net.addConstant(net.uniqueName(m->name + "_windows"), m->value.reshaped(c.windowMaskDims));
-  HostTensor shape(DataType::kINT64, {4});
-  for (size_t i = 0; i < 4; ++i) shape.as<int64_t>()[i] = c.windowMaskDims[i];
-  return addTypedLayer(net, "Reshape", {m, net.addConstant(net.uniqueName(m->name + "_windows_shape"), shape)}, {},
+  return addTypedLayer(net, "Reshape", {m, addShapeConstant(net, m->name + "_windows_shape", c.windowMaskDims)}, {},
                        m->name + "_windows", m->type, c.windowMaskDims);
 }
 

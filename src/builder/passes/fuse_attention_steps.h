@@ -129,8 +129,5 @@ bool holdsAtEveryShape(const AttentionMatch& am, const Tensor* t, SampleDims& sa
                        const std::function<bool(const DescOf& desc, const Dims& scores)>& check);
 //! NumPy broadcast of two dims known to broadcast (the network's own inference checked them).
 Dims broadcastOf(const Dims& a, const Dims& b);
-//! A new one-output layer whose output has the given type and dims.
-Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name,
-                      DataType type, const Dims& dims);
 
 }  // namespace kiln::attention_fusion

@@ -32,20 +32,18 @@ Tensor* mergedHeads(const Tensor* t) {
   return xd[0] * xd[1] == td[0] && xd[2] == td[1] && xd[3] == td[2] ? x : nullptr;
 }
 
-Tensor* addShapedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, const Attributes& a,
-                       const std::string& name, DataType type, const Dims& dims) {
-  Layer* l = net.addLayer(op, in, 1, a, net.uniqueName(name));
-  l->outputs[0]->type = type;
-  l->outputs[0]->dims = dims;
-  l->outputs[0]->dimsKnown = true;
-  return l->outputs[0];
-}
-
 //! Reshape of `x` to `dims` (a new layer reading a new shape constant).
 Tensor* reshapeTo(Network& net, Tensor* x, const Dims& dims, const std::string& name) {
-  HostTensor s(DataType::kINT64, {static_cast<int64_t>(dims.size())});
-  for (size_t i = 0; i < dims.size(); ++i) s.as<int64_t>()[i] = dims[i];
-  return addShapedLayer(net, "Reshape", {x, net.addConstant(net.uniqueName(name + "_shape"), s)}, {}, name, x->type, dims);
+  return addTypedLayer(net, "Reshape", {x, addShapeConstant(net, name + "_shape", dims)}, {}, name, x->type, dims);
+}
+
+//! The lifted layer that replaces `from` (recordFusion keeps its precision constraint and its
+//! --dumpLayerInfo record).
+Tensor* liftedLayer(Network& net, const Layer* from, const std::vector<Tensor*>& in, const Attributes& a, DataType type, const Dims& dims) {
+  Tensor* p = addTypedLayer(net, from->op, in, a, from->name + "_heads", type, dims);
+  recordFusion(p->producer, from);
+  p->producer->fusedOps.erase(p->producer->fusedOps.begin());  // the new layer itself is not an original op
+  return p;
 }
 
 //! Merges this pass made (Reshapes of lifted results back to [B*H, ..]): an elementwise layer on one
@@ -86,10 +84,7 @@ bool liftMatMul(Network& net, Layer* m, Lifted& lifted) {
   Tensor* y = m->outputs[0];
   if (!y->dimsKnown || y->dims.size() != 3 || y->isOutput) return false;
   const Dims y4{a->dims[0], a->dims[1], y->dims[1], y->dims[2]};
-  Tensor* p = addShapedLayer(net, "MatMul", {a, b}, m->attrs, m->name + "_heads", y->type, y4);
-  p->producer->precision = m->precision;
-  recordFusion(p->producer, m);
-  p->producer->fusedOps.erase(p->producer->fusedOps.begin());
+  Tensor* p = liftedLayer(net, m, {a, b}, m->attrs, y->type, y4);
   replaceMerged(net, y, p, m->name, lifted);
   return true;
 }
@@ -101,9 +96,7 @@ bool liftTranspose(Network& net, Layer* t, Lifted& lifted) {
   if (!x || t->outputs.size() != 1 || t->outputs[0]->isOutput || !feedsMatMul(net, t->outputs[0])) return false;
   Attributes a;
   a.set("perm", std::vector<int64_t>{0, 1, 3, 2});
-  Tensor* p = addShapedLayer(net, "Transpose", {x}, a, t->name + "_heads", x->type, {x->dims[0], x->dims[1], x->dims[3], x->dims[2]});
-  recordFusion(p->producer, t);
-  p->producer->fusedOps.erase(p->producer->fusedOps.begin());
+  Tensor* p = liftedLayer(net, t, {x}, a, x->type, {x->dims[0], x->dims[1], x->dims[3], x->dims[2]});
   replaceMerged(net, t->outputs[0], p, t->name, lifted);
   return true;
 }
@@ -126,10 +119,7 @@ bool liftElementwise(Network& net, Layer* l, Lifted& lifted) {
     std::vector<Tensor*> in = l->inputs;
     in[s] = x;
     if (same) in[1 - s] = reshapeTo(net, other, x->dims, l->name + "_operand_heads");
-    Tensor* p = addShapedLayer(net, l->op, in, l->attrs, l->name + "_heads", x->type, x->dims);
-    p->producer->precision = l->precision;
-    recordFusion(p->producer, l);
-    p->producer->fusedOps.erase(p->producer->fusedOps.begin());
+    Tensor* p = liftedLayer(net, l, in, l->attrs, x->type, x->dims);
     replaceMerged(net, l->outputs[0], p, l->name, lifted);
     return true;
   }

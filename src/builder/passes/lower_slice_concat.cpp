@@ -13,25 +13,16 @@ namespace kiln {
 
 namespace {
 
-//! The constant int64 values of `t`, or false.
-bool constInts(const Tensor* t, std::vector<int64_t>* out) {
-  if (!t || !t->isConstant() || (t->type != DataType::kINT64 && t->type != DataType::kINT32)) return false;
-  out->resize(static_cast<size_t>(t->value.count()));
-  for (int64_t i = 0; i < t->value.count(); ++i)
-    (*out)[static_cast<size_t>(i)] = t->type == DataType::kINT64 ? t->value.as<int64_t>()[i] : t->value.as<int32_t>()[i];
-  return true;
-}
-
 //! Whether `s` is a Slice of `*x` (set when null) over only axis `axis` (of `rank`) with step 1 and
 //! constant bounds: [*begin, *end) clamped to `dim` as ONNX Slice clamps them.
 bool axisSlice(const Layer* s, int64_t axis, int64_t rank, int64_t dim, Tensor** x, int64_t* begin, int64_t* end) {
   if (!s || s->op != "Slice" || !s->domain.empty() || s->inputs.size() < 3 || !s->inputs[0]) return false;
   if (*x && s->inputs[0] != *x) return false;
   std::vector<int64_t> starts, ends, axes = {0}, steps = {1};
-  if (!constInts(s->inputs[1], &starts) || !constInts(s->inputs[2], &ends) || starts.size() != 1 || ends.size() != 1)
+  if (!constantInts(s->inputs[1], &starts) || !constantInts(s->inputs[2], &ends) || starts.size() != 1 || ends.size() != 1)
     return false;
-  if (s->inputs.size() > 3 && s->inputs[3] && (!constInts(s->inputs[3], &axes) || axes.size() != 1)) return false;
-  if (s->inputs.size() > 4 && s->inputs[4] && (!constInts(s->inputs[4], &steps) || steps.size() != 1)) return false;
+  if (s->inputs.size() > 3 && s->inputs[3] && (!constantInts(s->inputs[3], &axes) || axes.size() != 1)) return false;
+  if (s->inputs.size() > 4 && s->inputs[4] && (!constantInts(s->inputs[4], &steps) || steps.size() != 1)) return false;
   if (steps[0] != 1 || (axes[0] < 0 ? axes[0] + rank : axes[0]) != axis) return false;
   auto clamp = [dim](int64_t v) { return std::clamp(v < 0 ? v + dim : v, int64_t(0), dim); };
   *x = s->inputs[0];

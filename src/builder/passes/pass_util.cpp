@@ -29,6 +29,27 @@ bool scalarValue(const Tensor* t, double* v) {
   return true;
 }
 
+bool constantInts(const Tensor* t, std::vector<int64_t>* out) {
+  if (!t || !t->isConstant() || (t->type != DataType::kINT64 && t->type != DataType::kINT32)) return false;
+  *out = t->value.toInts();
+  return true;
+}
+
+Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name,
+                      DataType type, const Dims& dims) {
+  Layer* l = net.addLayer(op, in, 1, std::move(a), net.uniqueName(name));
+  l->outputs[0]->type = type;
+  l->outputs[0]->dims = dims;
+  l->outputs[0]->dimsKnown = true;
+  return l->outputs[0];
+}
+
+Tensor* addShapeConstant(Network& net, const std::string& name, const Dims& dims) {
+  HostTensor s(DataType::kINT64, {static_cast<int64_t>(dims.size())});
+  for (size_t i = 0; i < dims.size(); ++i) s.as<int64_t>()[i] = dims[i];
+  return net.addConstant(net.uniqueName(name), s);
+}
+
 Tensor* otherInput(const Layer* l, const Tensor* t) {
   if (l->inputs.size() != 2) return nullptr;
   return l->inputs[0] == t ? l->inputs[1] : (l->inputs[1] == t ? l->inputs[0] : nullptr);

@@ -105,6 +105,13 @@ Layer* soleConsumer(const Network& net, const Tensor* t);
 void recordFusion(Layer* into, const Layer* from);
 //! A constant float scalar: its value in *v.
 bool scalarValue(const Tensor* t, double* v);
+//! The values of a constant int32 / int64 tensor (indices, shapes, Slice bounds); false otherwise.
+bool constantInts(const Tensor* t, std::vector<int64_t>* out);
+//! A new one-output layer (named from `name`, made unique) whose output has the given type and dims.
+Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name,
+                      DataType type, const Dims& dims);
+//! A new int64 constant holding `dims` (a Reshape's shape input).
+Tensor* addShapeConstant(Network& net, const std::string& name, const Dims& dims);
 //! For a two-input layer reading `t`, the other input (nullptr otherwise).
 Tensor* otherInput(const Layer* l, const Tensor* t);
 //! Whether t is a constant float that broadcasts against a tensor of rank `rank` along `axis` only:
