@@ -1,6 +1,9 @@
 // Test helper: evaluates a network layer by layer with the ops' naive reference kernels, with no
 // builder passes — the independent reference that optimized engines are compared with.
 #pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
@@ -79,6 +82,17 @@ inline Layer* addReshape(Network& n, Tensor* x, const std::vector<int64_t>& dims
   HostTensor shape(DataType::kINT64, {static_cast<int64_t>(dims.size())});
   for (size_t k = 0; k < dims.size(); ++k) shape.as<int64_t>()[k] = dims[k];
   return n.addLayer("Reshape", {x, n.addConstant(n.uniqueName("shape"), shape)}, 1);
+}
+
+//! Each output in `want` matched by `got`: same dims, every element within tol * (1 + |want|); a
+//! gtest failure names the output and the element.
+inline void expectOutputsNear(const std::map<std::string, HostTensor>& got, const std::map<std::string, HostTensor>& want, double tol) {
+  for (const auto& [name, w] : want) {
+    const HostTensor& g = got.at(name);
+    ASSERT_EQ(g.dims(), w.dims()) << name;
+    for (int64_t i = 0; i < w.count(); ++i)
+      ASSERT_NEAR(g.getDouble(i), w.getDouble(i), tol * (1 + std::fabs(w.getDouble(i)))) << name << "[" << i << "]";
+  }
 }
 
 //! Values of every network output, by name.

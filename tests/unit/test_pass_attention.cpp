@@ -64,14 +64,7 @@ void checkFused(const std::function<void(Network&)>& make, const std::map<std::s
   EXPECT_EQ(attentionMatMuls, 0);
   if (inspect) inspect(net);
   auto got = kiln::test::evaluateReference(net, inputs);
-  for (auto& [name, r] : want) {
-    const HostTensor& g = got.at(name);
-    ASSERT_EQ(g.dims(), r.dims()) << name;
-    for (int64_t i = 0; i < r.count(); ++i) {
-      const double rv = r.getDouble(i);
-      ASSERT_NEAR(g.getDouble(i), rv, 2e-5 * (1 + std::fabs(rv))) << name << "[" << i << "]";
-    }
-  }
+  kiln::test::expectOutputsNear(got, want, 2e-5);
 }
 
 constexpr int64_t B = 2, H = 3, S = 9, D = 8;

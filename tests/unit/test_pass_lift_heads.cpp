@@ -53,13 +53,6 @@ std::map<std::string, HostTensor> inputs(bool relative = false) {
   return in;
 }
 
-void expectSame(const std::map<std::string, HostTensor>& got, const std::map<std::string, HostTensor>& want, double tol) {
-  for (const auto& [name, w] : want) {
-    const HostTensor& g = got.at(name);
-    ASSERT_EQ(g.dims(), w.dims()) << name;
-    for (int64_t i = 0; i < w.count(); ++i) ASSERT_NEAR(g.getDouble(i), w.getDouble(i), tol * (1 + std::abs(w.getDouble(i)))) << name << i;
-  }
-}
 
 }  // namespace
 
@@ -76,13 +69,13 @@ TEST(PassLiftHeads, BmmAttentionBecomesFourDimensionalAndFuses) {
   int matmuls3d = 0;
   for (auto& l : net.layers()) matmuls3d += l->op == "MatMul" && l->outputs[0]->dims.size() == 3;
   EXPECT_EQ(matmuls3d, 0);
-  expectSame(kiln::test::evaluateReference(net, inputs()), want, 0);  // the lift alone: the same values exactly
+  kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs()), want, 0);  // the lift alone: the same values exactly
   ASSERT_TRUE(fuseAttention(net));
   net.inferShapes();
   EXPECT_EQ(kiln::test::countOps(net, "Attention"), 1);
   EXPECT_EQ(kiln::test::countOps(net, "Softmax"), 0);
   EXPECT_EQ(kiln::test::countOps(net, "MatMul"), 0);
-  expectSame(kiln::test::evaluateReference(net, inputs()), want, 2e-5);
+  kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs()), want, 2e-5);
 }
 
 // A merged tensor that is also a network output stays readable under its name: the scores are
@@ -99,7 +92,7 @@ TEST(PassLiftHeads, OutputsKeepTheirTensors) {
   liftMergedHeads(net);
   net.inferShapes();
   EXPECT_NE(net.findTensor("scores"), nullptr);
-  expectSame(kiln::test::evaluateReference(net, inputs()), want, 0);
+  kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs()), want, 0);
   EXPECT_FALSE(fuseAttention(net));
 }
 
@@ -116,12 +109,12 @@ TEST(PassLiftHeads, RelativePositionTermsLiftAndFuse) {
   net.inferShapes();
   ASSERT_TRUE(liftMergedHeads(net));
   net.inferShapes();
-  expectSame(kiln::test::evaluateReference(net, inputs(true)), want, 0);
+  kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs(true)), want, 0);
   ASSERT_TRUE(fuseAttention(net));
   net.inferShapes();
   EXPECT_EQ(kiln::test::countOps(net, "Attention"), 1);
   EXPECT_EQ(kiln::test::countOps(net, "Softmax"), 0);
-  expectSame(kiln::test::evaluateReference(net, inputs(true)), want, 2e-5);
+  kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs(true)), want, 2e-5);
 }
 
 // A merge with no MatMul downstream stays as it is (MobileViT's unfolding merges [B*C*nh, ..] and

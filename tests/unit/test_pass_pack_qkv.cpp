@@ -67,14 +67,7 @@ void checkPacked(const std::function<void(Network&)>& make, const std::map<std::
   inspect(net);
   if (!expectPacked) EXPECT_EQ(constantMatMuls(net), before);
   auto got = kiln::test::evaluateReference(net, inputs);
-  for (auto& [name, r] : want) {
-    const HostTensor& g = got.at(name);
-    ASSERT_EQ(g.dims(), r.dims()) << name;
-    for (int64_t i = 0; i < r.count(); ++i) {
-      const double rv = r.getDouble(i);
-      ASSERT_NEAR(g.getDouble(i), rv, 2e-5 * (1 + std::fabs(rv))) << name << "[" << i << "]";
-    }
-  }
+  kiln::test::expectOutputsNear(got, want, 2e-5);
 }
 
 }  // namespace
