@@ -105,6 +105,42 @@ TEST(CudaAttentionKeyPadding, EveryTacticMatchesTheReference) {
           }
 }
 
+//! BERT after pack_qkv_projections: Q, K and V are views of one packed [B, S, 3E] projection
+//! (offsets 0, E, 2E; stride_s 3E), the output is merged back to [B, S, E] by an output view, and the
+//! key flags come with kiln_mask_fill: every tactic offered against the reference.
+TEST(CudaAttentionKeyPadding, PackedProjectionViews) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const int64_t b = 3, h = 4, s = 77, d = 64, e = h * d;
+  uint32_t seed = 7900;
+  for (DataType t : kTypes)
+    for (Flags f : {Flags::kRight, Flags::kHoles, Flags::kAllPaddingRow})
+      for (bool causal : {false, true}) {
+        OpCase c;
+        c.op = "Attention";
+        if (causal) c.attrs.set("is_causal", int64_t(1));
+        c.attrs.set(kAttentionMaskFillAttr, -3.4028235e38f);
+        c.attrs.set("kiln_view_dims", std::vector<int64_t>{b, h, s, s, d, d});
+        const char* views[3] = {"kiln_q_view", "kiln_k_view", "kiln_v_view"};
+        for (int64_t i = 0; i < 3; ++i) c.attrs.set(views[i], std::vector<int64_t>{i * e, s * 3 * e, d, 3 * e});
+        c.attrs.set("kiln_o_view", std::vector<int64_t>{s * e, d, e});
+        c.attrs.set("kiln_o_dims", std::vector<int64_t>{b, s, e});
+        const HostTensor packed = test::uniformOfType({b, s, 3 * e}, t, seed += 10, -1.5, 1.5);
+        c.inputs = {packed, packed, packed, keyFlags(f, b, s)};
+        OpCase ref = c;
+        const HostTensor packed32 = test::convertTo(packed, DataType::kFLOAT);
+        ref.inputs[0] = ref.inputs[1] = ref.inputs[2] = packed32;
+        const HostTensor want = test::runReference(ref)[0];
+        ASSERT_EQ(want.dims(), (Dims{b, s, e}));
+        const auto names = test::tacticNames(*gpu, c);
+        ASSERT_FALSE(names.empty()) << "no tactic for packed views with key flags";
+        const std::string what = std::string(toString(t)) + " flags" + std::to_string(static_cast<int>(f)) + (causal ? " causal" : "");
+        const Tol tol = tolerance(t);
+        for (const std::string& name : names)
+          test::expectClose(test::runTactic(*gpu, name, c)[0], want, tol.rtol, tol.atol, name + " packed views " + what);
+      }
+}
+
 //! A fully masked row under kiln_mask_fill is the mean of V over every key (the exporters' finfo.min
 //! semantics), under -inf it is zero: checked directly, not only against the reference.
 TEST(CudaAttentionKeyPadding, FullyMaskedRows) {
