@@ -123,6 +123,19 @@ inline std::map<std::string, HostTensor> evaluateReference(Network& net, const s
   return out;
 }
 
+//! Builds `make` twice: returns the outputs of one copy (the unchanged network) for `inputs`, and
+//! leaves the other in `net`, sorted and shaped, for the pass under test.
+inline std::map<std::string, HostTensor> referenceAndCopy(const std::function<void(Network&)>& make,
+                                                          const std::map<std::string, HostTensor>& inputs, Network& net) {
+  Network ref;
+  make(ref);
+  auto want = evaluateReference(ref, inputs);
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  return want;
+}
+
 //! Builds `net` and runs it on `inputs`; returns the float outputs by name.
 inline std::map<std::string, std::vector<float>> runEngine(Engine& e, const std::map<std::string, HostTensor>& inputs) {
   auto ctx = e.createExecutionContext();

@@ -47,13 +47,8 @@ void finish(Network& n, Tensor* y) {
 //! network's layers for checks through `inspect`.
 void checkFused(const std::function<void(Network&)>& make, const std::map<std::string, HostTensor>& inputs, bool expectFused,
                 const std::function<void(const Network&)>& inspect = nullptr) {
-  Network ref;
-  make(ref);
-  auto want = kiln::test::evaluateReference(ref, inputs);
   Network net;
-  make(net);
-  net.topoSort();
-  net.inferShapes();
+  const auto want = kiln::test::referenceAndCopy(make, inputs, net);
   const bool changed = fuseAttention(net);
   ASSERT_EQ(changed, expectFused);
   if (!expectFused) return;

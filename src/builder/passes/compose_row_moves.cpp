@@ -204,10 +204,7 @@ bool composeRowMoves(Network& net) {
     for (auto it = c.layers.rbegin(); it != c.layers.rend(); ++it) net.removeLayer(*it);
     changed = true;
   }
-  if (changed) {
-    net.topoSort();
-    net.removeDeadLayers();
-  }
+  if (changed) net.removeDeadLayers();  // any layer order (it sweeps until stable); the builder sorts after the pass
   return changed;
 }
 

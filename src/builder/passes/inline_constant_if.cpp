@@ -85,8 +85,8 @@ bool inlineConstantIfs(Network& net, const std::function<InputSamples()>& sample
     changed = true;
   }
   if (changed) {
-    net.topoSort();  // first: removeDeadLayers walks the layers backwards in order, and the Identity
-    net.removeDeadLayers();  // layers of a multi-output If's other outputs were appended last
+    net.topoSort();  // this runs outside the builder's pass loop: shape propagation follows and needs the order
+    net.removeDeadLayers();
   }
   return changed;
 }

@@ -137,10 +137,7 @@ bool liftMergedHeads(Network& net) {
     const size_t n = net.layers().size();  // layers added here are already lifted
     for (size_t i = 0; i < n; ++i) changed = lift(net, net.layer(static_cast<int>(i)), lifted) || changed;
   }
-  if (changed) {
-    net.topoSort();  // removeDeadLayers reads the order: the new layers go before their readers first
-    net.removeDeadLayers();
-  }
+  if (changed) net.removeDeadLayers();  // any layer order (it sweeps until stable); the builder sorts after the pass
   return changed;
 }
 

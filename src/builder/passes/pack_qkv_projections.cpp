@@ -152,10 +152,7 @@ bool packQkvProjections(Network& net, const std::function<bool(const Layer&)>& s
     att->inputs[1] = att->inputs[2] = packedOut;
     changed = true;
   }
-  if (changed) {
-    net.topoSort();
-    net.removeDeadLayers();
-  }
+  if (changed) net.removeDeadLayers();  // the old projections; the builder sorts the new MatMuls after the pass
   return changed;
 }
 
