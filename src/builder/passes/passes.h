@@ -61,6 +61,10 @@ bool foldChannelScale(Network& net);
 bool fuseGeluPattern(Network& net);
 //! ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add -> LayerNormalization.
 bool fuseLayerNormPattern(Network& net);
+//! RotaryEmbedding of a head split (Reshape [B, S, H*D] -> [B, S, H, D], Transpose 0,2,1,3) -> the
+//! RotaryEmbedding of the 3-D tensor (num_heads), split after it, so that the attention fusion's
+//! 3-D form sees Q and K as head splits (rotary_before_head_split.cpp). Static dims only.
+bool rotaryBeforeHeadSplit(Network& net);
 //! GPU: scaled-dot-product attention (MatMul, scale, mask, Softmax, MatMul) -> one Attention layer.
 //! `supported` (optional) vetoes a fused Attention layer no kernel of the target backend runs.
 //! `samples` (symbolic_dims.h): a dynamic network's sample shapes, at which the strided-view form

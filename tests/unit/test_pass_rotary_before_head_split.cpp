@@ -1,0 +1,147 @@
+// rotaryBeforeHeadSplit: a RotaryEmbedding of a head split ([B, S, H*D] -> Reshape -> Transpose)
+// becomes the RotaryEmbedding of the 3-D tensor (num_heads) split after it; the rewritten network
+// computes what the original does (reference kernels, CPU), and with LLaMA-style GQA attention
+// after it the attention fusion then takes the 3-D form (no head transposes left).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "builder/passes/passes.h"
+#include "reference_eval.h"
+
+using namespace kiln;
+using kiln::test::randomTensor;
+
+namespace {
+
+constexpr int64_t B = 2, S = 5, D = 8, Hq = 4, Hkv = 2, kMaxPos = 16;
+
+//! [B, S, h*D] -> [B, h, S, D]
+Tensor* heads(Network& n, Tensor* t, int64_t h) {
+  return kiln::test::addPermute(n, kiln::test::addReshape(n, t, {B, S, h, D})->outputs[0], {0, 2, 1, 3})->outputs[0];
+}
+
+//! RotaryEmbedding of x ([B, h, S, D]) with caches [kMaxPos, D/2] and positions pos [B, S] (a
+//! network input: not all 0..S-1, so a wrong batch or sequence index shows).
+Tensor* rotate(Network& n, Tensor* x, Tensor* pos, uint32_t seed, bool interleaved) {
+  Attributes a;
+  if (interleaved) a.set("interleaved", int64_t(1));
+  Tensor* cosC = n.addConstant("", randomTensor({kMaxPos, D / 2}, seed));
+  Tensor* sinC = n.addConstant("", randomTensor({kMaxPos, D / 2}, seed + 1));
+  return n.addLayer("RotaryEmbedding", {x, cosC, sinC, pos}, 1, a)->outputs[0];
+}
+
+HostTensor positions() {
+  HostTensor p(DataType::kINT64, {B, S});
+  for (int64_t i = 0; i < B * S; ++i) p.as<int64_t>()[i] = (3 * i + 1) % kMaxPos;
+  return p;
+}
+
+int count(const Network& n, const std::string& op) {
+  int c = 0;
+  for (const auto& l : n.layers()) c += l->op == op;
+  return c;
+}
+
+//! LLaMA / Qwen2 attention: rotated Q (Hq heads) and K (Hkv heads, repeated to Hq as
+//! transformers' repeat_kv writes it), V (Hkv, repeated), Softmax(Q K^T / sqrt D) V merged back.
+Tensor* gqaAttention(Network& n, Tensor* q3, Tensor* k3, Tensor* v3, Tensor* pos) {
+  Tensor* q = rotate(n, heads(n, q3, Hq), pos, 10, false);
+  Tensor* k = rotate(n, heads(n, k3, Hkv), pos, 10, false);
+  auto repeatKv = [&](Tensor* t) {  // [B, Hkv, S, D] -> [B, Hkv, 1, S, D] -> Expand -> [B, Hq, S, D]
+    Tensor* u = kiln::test::addReshape(n, t, {B, Hkv, 1, S, D})->outputs[0];
+    HostTensor shape(DataType::kINT64, {5});
+    const int64_t to[5] = {B, Hkv, Hq / Hkv, S, D};
+    for (int i = 0; i < 5; ++i) shape.as<int64_t>()[i] = to[i];
+    Tensor* e = n.addLayer("Expand", {u, n.addConstant("", shape)}, 1)->outputs[0];
+    return kiln::test::addReshape(n, e, {B, Hq, S, D})->outputs[0];
+  };
+  Tensor* kt = kiln::test::addPermute(n, repeatKv(k), {0, 1, 3, 2})->outputs[0];
+  Tensor* s = n.addMatMul(q, kt)->outputs[0];
+  HostTensor scale(DataType::kFLOAT, {});
+  *scale.as<float>() = 1.f / std::sqrt(static_cast<float>(D));
+  s = n.addElementWise(s, n.addConstant("", scale), "Mul")->outputs[0];
+  Tensor* o = n.addMatMul(n.addSoftmax(s, -1)->outputs[0], repeatKv(heads(n, v3, Hkv)))->outputs[0];
+  return kiln::test::addReshape(n, kiln::test::addPermute(n, o, {0, 2, 1, 3})->outputs[0], {B, S, Hq * D})->outputs[0];
+}
+
+}  // namespace
+
+// Both rotations move (half-split and interleaved pairs), the outputs are unchanged, and the
+// rotaries read the 3-D tensors.
+TEST(PassRotaryBeforeHeadSplit, RotationsMoveAndValuesStay) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {B, S, Hq * D});
+    Tensor* pos = n.addInput("pos", DataType::kINT64, {B, S});
+    // Each rotation read by a layer (a rotation that is itself a network output stays).
+    Tensor* a = rotate(n, heads(n, x, Hq), pos, 1, false);
+    a = n.addElementWise(a, a, "Mul")->outputs[0];
+    Tensor* b = rotate(n, heads(n, n.addElementWise(x, x, "Add")->outputs[0], Hq), pos, 3, true);
+    b = n.addElementWise(b, b, "Add")->outputs[0];
+    n.renameTensor(a, "a");
+    n.markOutput(a);
+    n.renameTensor(b, "b");
+    n.markOutput(b);
+  };
+  const std::map<std::string, HostTensor> inputs{{"x", randomTensor({B, S, Hq * D}, 5)}, {"pos", positions()}};
+  Network net;
+  const auto want = kiln::test::referenceAndCopy(make, inputs, net);
+  ASSERT_TRUE(rotaryBeforeHeadSplit(net));
+  net.topoSort();
+  net.inferShapes();
+  int rotaries = 0;
+  for (const auto& l : net.layers()) {
+    if (l->op != "RotaryEmbedding") continue;
+    ++rotaries;
+    EXPECT_EQ(l->inputs[0]->dims, (Dims{B, S, Hq * D})) << l->name;
+    EXPECT_EQ(l->attrs.getInt("num_heads", 0), Hq) << l->name;
+  }
+  EXPECT_EQ(rotaries, 2);
+  EXPECT_EQ(count(net, "Transpose"), 2);  // the splits, now after the rotations
+  kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs), want, 1e-5);
+}
+
+// A head split read by something else too, or already rotated in 3-D, is left as it is.
+TEST(PassRotaryBeforeHeadSplit, SharedSplitStays) {
+  Network n;
+  Tensor* x = n.addInput("x", DataType::kFLOAT, {B, S, Hq * D});
+  Tensor* pos = n.addInput("pos", DataType::kINT64, {B, S});
+  Tensor* split = heads(n, x, Hq);
+  Tensor* r = rotate(n, split, pos, 1, false);
+  n.markOutput(r);
+  n.markOutput(split);  // the split is an output too
+  n.topoSort();
+  n.inferShapes();
+  EXPECT_FALSE(rotaryBeforeHeadSplit(n));
+}
+
+// With GQA attention after the rotations, the attention fusion takes the 3-D form: no Transpose
+// is left, and the network still computes the original outputs.
+TEST(PassRotaryBeforeHeadSplit, GqaAttentionTakesTheFlatForm) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {B, S, Hq * D});
+    Tensor* pos = n.addInput("pos", DataType::kINT64, {B, S});
+    auto project = [&](int64_t out, uint32_t seed) {
+      return n.addMatMul(x, n.addConstant("", randomTensor({Hq * D, out}, seed)))->outputs[0];
+    };
+    Tensor* y = gqaAttention(n, project(Hq * D, 20), project(Hkv * D, 21), project(Hkv * D, 22), pos);
+    n.renameTensor(y, "y");
+    n.markOutput(y);
+  };
+  const std::map<std::string, HostTensor> inputs{{"x", randomTensor({B, S, Hq * D}, 6)}, {"pos", positions()}};
+  Network net;
+  const auto want = kiln::test::referenceAndCopy(make, inputs, net);
+  ASSERT_TRUE(rotaryBeforeHeadSplit(net));
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(fuseAttention(net));
+  net.topoSort();
+  net.inferShapes();
+  const Layer* att = kiln::test::firstOp(net, "Attention");
+  ASSERT_NE(att, nullptr);
+  EXPECT_EQ(att->attrs.getInt("q_num_heads", 0), Hq);
+  EXPECT_EQ(att->attrs.getInt("kv_num_heads", 0), Hkv);
+  EXPECT_EQ(count(net, "Transpose"), 0);
+  kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs), want, 2e-5);
+}
