@@ -43,18 +43,24 @@ bool moveOne(Network& net, Layer* rope) {
   Tensor* y = rope->outputs[0];
   if (!x3 || y->isOutput || !y->dimsKnown || y->dims != t->dims) return false;
   const Dims& d = t->dims;  // [B, H, S, D]
+  const Layer *tr = t->producer, *rs = tr->inputs[0]->producer;
+  // Each new layer stands for an original one (its precision constraint and --dumpLayerInfo record).
+  auto takeOver = [](Tensor* made, const Layer* original) {
+    recordFusion(made->producer, original);
+    made->producer->fusedOps.erase(made->producer->fusedOps.begin());  // the new layer itself is not an original op
+  };
   Attributes a = rope->attrs;
   a.set("num_heads", d[1]);
   std::vector<Tensor*> in = rope->inputs;
   in[0] = x3;
   Tensor* r3 = addTypedLayer(net, "RotaryEmbedding", in, a, rope->name + "_sequence_first", y->type, x3->dims);
-  recordFusion(r3->producer, rope);  // keeps its precision constraint and --dumpLayerInfo record
-  r3->producer->fusedOps.erase(r3->producer->fusedOps.begin());  // the new layer itself is not an original op
-  Tensor* r4 = addTypedLayer(net, "Reshape", {r3, addShapeConstant(net, rope->name + "_heads_shape", Dims{d[0], d[2], d[1], d[3]})}, {},
-                             rope->name + "_heads", y->type, Dims{d[0], d[2], d[1], d[3]});
-  Attributes ta;
-  ta.set("perm", std::vector<int64_t>{0, 2, 1, 3});
-  Tensor* split = addTypedLayer(net, "Transpose", {r4}, ta, rope->name + "_head_split", y->type, d);
+  takeOver(r3, rope);
+  const Dims split4{d[0], d[2], d[1], d[3]};
+  Tensor* r4 = addTypedLayer(net, "Reshape", {r3, addShapeConstant(net, rope->name + "_heads_shape", split4)}, {}, rs->name + "_moved",
+                             y->type, split4);
+  takeOver(r4, rs);
+  Tensor* split = addTypedLayer(net, "Transpose", {r4}, tr->attrs, tr->name + "_moved", y->type, d);
+  takeOver(split, tr);
   net.replaceUses(y, split);  // the old rotary, Transpose and Reshape are dead now
   return true;
 }
