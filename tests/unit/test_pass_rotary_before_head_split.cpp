@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "builder/passes/passes.h"
+#include "builder/passes/symbolic_dims.h"
 #include "reference_eval.h"
 
 using namespace kiln;
@@ -144,4 +145,50 @@ TEST(PassRotaryBeforeHeadSplit, GqaAttentionTakesTheFlatForm) {
   EXPECT_EQ(att->attrs.getInt("kv_num_heads", 0), Hkv);
   EXPECT_EQ(count(net, "Transpose"), 0);
   kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs), want, 2e-5);
+}
+
+// A dynamic export (batch and sequence unknown, the split a Reshape to [0, 0, H, D], its dims also
+// read by a Shape): the move is proved at the sample shapes (none given: it stays), and the moved
+// network agrees with the original at run shapes that are not samples.
+TEST(PassRotaryBeforeHeadSplit, DynamicBatchAndSequence) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {-1, -1, Hq * D});
+    Tensor* pos = n.addInput("pos", DataType::kINT64, {-1, -1});
+    Tensor* x4 = kiln::test::addReshape(n, x, {0, 0, Hq, D})->outputs[0];
+    Tensor* split = kiln::test::addPermute(n, x4, {0, 2, 1, 3})->outputs[0];
+    Tensor* r = rotate(n, split, pos, 7, false);
+    r = n.addElementWise(r, r, "Mul")->outputs[0];
+    n.renameTensor(r, "y");
+    n.markOutput(r);
+    // The split's dims read by a Shape too, as the rotary fusion's run-time positions do.
+    Tensor* dims = n.addLayer("Shape", {split}, 1)->outputs[0];
+    n.renameTensor(dims, "split_dims");
+    n.markOutput(dims);
+  };
+  auto sample = [](int64_t b, int64_t s) { return std::map<std::string, Dims>{{"x", {b, s, Hq * D}}, {"pos", {b, s}}}; };
+  {
+    Network net;
+    make(net);
+    net.topoSort();
+    net.inferShapes();
+    EXPECT_FALSE(rotaryBeforeHeadSplit(net)) << "nothing proves B and S carried through without samples";
+  }
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(rotaryBeforeHeadSplit(net, {sample(2, 5), sample(3, 7)}));
+  net.topoSort();
+  net.inferShapes();
+  const Layer* rope = kiln::test::firstOp(net, "RotaryEmbedding");
+  ASSERT_NE(rope, nullptr);
+  EXPECT_EQ(rope->inputs[0]->name, "x");
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{1, 4}, {3, 6}}) {
+    HostTensor pos(DataType::kINT64, {b, s});
+    for (int64_t i = 0; i < b * s; ++i) pos.as<int64_t>()[i] = (5 * i + 2) % kMaxPos;
+    const std::map<std::string, HostTensor> in{{"x", randomTensor({b, s, Hq * D}, 8)}, {"pos", pos}};
+    Network ref;
+    make(ref);
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
+  }
 }

@@ -63,8 +63,9 @@ bool fuseGeluPattern(Network& net);
 bool fuseLayerNormPattern(Network& net);
 //! RotaryEmbedding of a head split (Reshape [B, S, H*D] -> [B, S, H, D], Transpose 0,2,1,3) -> the
 //! RotaryEmbedding of the 3-D tensor (num_heads), split after it, so that the attention fusion's
-//! 3-D form sees Q and K as head splits (rotary_before_head_split.cpp). Static dims only.
-bool rotaryBeforeHeadSplit(Network& net);
+//! 3-D form sees Q and K as head splits (rotary_before_head_split.cpp). `samples`: a dynamic
+//! network's sample shapes, at which B and S must agree.
+bool rotaryBeforeHeadSplit(Network& net, const InputSamples& samples = {});
 //! GPU: scaled-dot-product attention (MatMul, scale, mask, Softmax, MatMul) -> one Attention layer.
 //! `supported` (optional) vetoes a fused Attention layer no kernel of the target backend runs.
 //! `samples` (symbolic_dims.h): a dynamic network's sample shapes, at which the strided-view form

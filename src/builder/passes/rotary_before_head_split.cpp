@@ -8,20 +8,44 @@
 // 3-D form (fuse_attention.cpp: Q, K, V head splits of [B, S, H*D] tensors), and with GQA the view
 // form does not apply either (one head count), so every layer kept its Q, K and V head transposes
 // (a copy each; 7-9% of Qwen2 / LLaMA in the H100 / H200 zoo profiles). Moved, the split is plain
-// data movement again and the fusion reads the 3-D tensors in place. Static dims only; GPU builds
-// (the attention fusion is GPU-only), before that fusion.
+// data movement again and the fusion reads the 3-D tensors in place. Dynamic exports too: H and D
+// static, B and S equal at every sample shape (symbolic_dims.h). GPU builds (the attention fusion is
+// GPU-only), before that fusion.
 #include "builder/passes/passes.h"
+#include "builder/passes/symbolic_dims.h"
 
 namespace kiln {
 
 namespace {
 
-//! x3 ([B, S, H*D], static) when `t` ([B, H, S, D]) is Transpose(Reshape(x3), perm 0,2,1,3) and
-//! each step's output is read by the next only; else null.
-Tensor* headSplitSource(const Network& net, const Tensor* t) {
+//! Whether dims a and b agree on their first two entries: equal static values, or (dynamic) equal
+//! at every sample shape of the profiles; no samples: only static dims prove it.
+bool batchAndSequenceAgree(const Tensor* a, const Tensor* b, SymbolicDims* sym) {
+  const Dims &da = a->dims, &db = b->dims;
+  if (da[0] >= 0 && da[0] == db[0] && da[1] >= 0 && da[1] == db[1]) return true;
+  return sym && sym->nbSamples() > 0 && sym->sameDim(a, 0, b, 0) && sym->sameDim(a, 1, b, 1);
+}
+
+//! Whether `rope` is t's only reader besides Shape layers (a dynamic export's rotation takes its
+//! positions from Shape(t); they keep reading t, whose copy the shape pass later turns into a
+//! Shape upstream, and can read nothing after the moved rotation: its positions come from them).
+bool readByRopeAndShapes(const Network& net, const Tensor* t, const Layer* rope) {
+  if (t->isOutput) return false;
+  bool rotated = false;
+  for (const Layer* c : net.consumers(t)) {
+    if (c == rope) rotated = true;
+    else if (c->op != "Shape" || !c->domain.empty()) return false;
+  }
+  return rotated;
+}
+
+//! x3 ([B, S, H*D], H*D static) when `t` ([B, H, S, D]) is Transpose(Reshape(x3), perm 0,2,1,3)
+//! with H and D static, B and S carried through (symbolically where dynamic), and the Reshape's
+//! output read by the Transpose only; else null.
+Tensor* headSplitSource(const Network& net, const Tensor* t, SymbolicDims* sym) {
   const Layer* tr = t->producer;
   if (!tr || tr->op != "Transpose" || !tr->domain.empty() || tr->inputs.size() != 1 || !tr->inputs[0]) return nullptr;
-  if (tr->attrs.getInts("perm", {}) != std::vector<int64_t>{0, 2, 1, 3} || soleConsumer(net, t) == nullptr) return nullptr;
+  if (tr->attrs.getInts("perm", {}) != std::vector<int64_t>{0, 2, 1, 3}) return nullptr;
   Tensor* x4 = tr->inputs[0];
   const Layer* rs = x4->producer;
   if (!rs || rs->op != "Reshape" || !rs->domain.empty() || rs->inputs.empty() || !rs->inputs[0] || soleConsumer(net, x4) != tr)
@@ -29,20 +53,20 @@ Tensor* headSplitSource(const Network& net, const Tensor* t) {
   Tensor* x3 = rs->inputs[0];
   if (!x3->dimsKnown || !x4->dimsKnown || x3->type != t->type || x3->dims.size() != 3 || x4->dims.size() != 4) return nullptr;
   const Dims &d3 = x3->dims, &d4 = x4->dims;
-  if (!isStatic(d3) || !isStatic(d4)) return nullptr;
-  return d3[0] == d4[0] && d3[1] == d4[1] && d3[2] == d4[2] * d4[3] ? x3 : nullptr;
+  if (d4[2] <= 0 || d4[3] <= 0 || d3[2] != d4[2] * d4[3]) return nullptr;
+  return batchAndSequenceAgree(x3, x4, sym) ? x3 : nullptr;
 }
 
-bool moveOne(Network& net, Layer* rope) {
+bool moveOne(Network& net, Layer* rope, SymbolicDims* sym) {
   if (rope->op != "RotaryEmbedding" || !rope->domain.empty() || rope->inputs.size() < 3 || rope->outputs.size() != 1 ||
       !rope->inputs[0] || rope->attrs.has("num_heads"))
     return false;
   Tensor* t = rope->inputs[0];
-  if (!t->dimsKnown || t->dims.size() != 4 || !isStatic(t->dims) || soleConsumer(net, t) != rope) return false;
-  Tensor* x3 = headSplitSource(net, t);
+  if (!t->dimsKnown || t->dims.size() != 4 || !readByRopeAndShapes(net, t, rope)) return false;
+  Tensor* x3 = headSplitSource(net, t, sym);
   Tensor* y = rope->outputs[0];
-  if (!x3 || y->isOutput || !y->dimsKnown || y->dims != t->dims) return false;
-  const Dims& d = t->dims;  // [B, H, S, D]
+  if (!x3 || y->isOutput || !y->dimsKnown || y->dims.size() != 4) return false;
+  const Dims& d = t->dims;  // [B, H, S, D]; H and D static
   const Layer *tr = t->producer, *rs = tr->inputs[0]->producer;
   // Each new layer stands for an original one (its precision constraint and --dumpLayerInfo record).
   auto takeOver = [](Tensor* made, const Layer* original) {
@@ -55,23 +79,26 @@ bool moveOne(Network& net, Layer* rope) {
   in[0] = x3;
   Tensor* r3 = addTypedLayer(net, "RotaryEmbedding", in, a, rope->name + "_sequence_first", y->type, x3->dims);
   takeOver(r3, rope);
-  const Dims split4{d[0], d[2], d[1], d[3]};
-  Tensor* r4 = addTypedLayer(net, "Reshape", {r3, addShapeConstant(net, rope->name + "_heads_shape", split4)}, {}, rs->name + "_moved",
-                             y->type, split4);
+  // [0, 0, H, D]: B and S copied from the rotated tensor, so one shape serves every run shape.
+  Tensor* r4 = addTypedLayer(net, "Reshape", {r3, addShapeConstant(net, rope->name + "_heads_shape", Dims{0, 0, d[1], d[3]})}, {},
+                             rs->name + "_moved", y->type, Dims{d[0], d[2], d[1], d[3]});
   takeOver(r4, rs);
   Tensor* split = addTypedLayer(net, "Transpose", {r4}, tr->attrs, tr->name + "_moved", y->type, d);
   takeOver(split, tr);
-  net.replaceUses(y, split);  // the old rotary, Transpose and Reshape are dead now
+  net.replaceUses(y, split);  // the old rotary is dead now, the old split too unless a Shape reads it
   return true;
 }
 
 }  // namespace
 
-bool rotaryBeforeHeadSplit(Network& net) {
+bool rotaryBeforeHeadSplit(Network& net, const InputSamples& samples) {
   bool changed = false;
+  // Queried only for tensors the rewrites leave as they are (each move adds layers and rewires the
+  // readers of a rotation's output), so one set of sample dims serves the whole pass.
+  SymbolicDims sym(samples);
   const size_t count = net.layers().size();  // the layers this pass adds need no visit
   for (size_t i = 0; i < count; ++i)
-    if (moveOne(net, net.layer(static_cast<int>(i)))) changed = true;
+    if (moveOne(net, net.layer(static_cast<int>(i)), &sym)) changed = true;
   if (changed) net.removeDeadLayers();  // the builder sorts the new layers after the pass
   return changed;
 }
