@@ -37,13 +37,9 @@ Tensor* reshapeTo(Network& net, Tensor* x, const Dims& dims, const std::string& 
   return addTypedLayer(net, "Reshape", {x, addShapeConstant(net, name + "_shape", dims)}, {}, name, x->type, dims);
 }
 
-//! The lifted layer that replaces `from` (recordFusion keeps its precision constraint and its
-//! --dumpLayerInfo record).
+//! The lifted layer that replaces `from`.
 Tensor* liftedLayer(Network& net, const Layer* from, const std::vector<Tensor*>& in, const Attributes& a, DataType type, const Dims& dims) {
-  Tensor* p = addTypedLayer(net, from->op, in, a, from->name + "_heads", type, dims);
-  recordFusion(p->producer, from);
-  p->producer->fusedOps.erase(p->producer->fusedOps.begin());  // the new layer itself is not an original op
-  return p;
+  return addStandIn(net, from, from->op, in, a, from->name + "_heads", type, dims);
 }
 
 //! Merges this pass made (Reshapes of lifted results back to [B*H, ..]): an elementwise layer on one

@@ -26,11 +26,10 @@ bool packable(const Network& net, const Layer* att, const Tensor* out) {
   if (p->inputs.size() == 3 && (!p->inputs[2] || !p->inputs[2]->isConstant() || p->inputs[2]->dims != Dims{p->inputs[1]->dims[1]}))
     return false;
   if (out->isOutput || out->dims.size() != 3 || !isStatic(out->dims) || out->dims[2] != p->inputs[1]->dims[1]) return false;
-  const auto readers = net.consumers(out);
-  return readers.size() == 1 && readers[0] == att;
+  return soleConsumer(net, out) == att;
 }
 
-//! Whether projections a and b can share one GEMM: the same input, weight rows, types and bias presence.
+//! Whether projections a and b can share one GEMM: the same input, weight rows, types and precision constraint.
 bool samePack(const Layer* a, const Layer* b) {
   // A projection without a bias (Whisper's k_proj) packs with biased ones: its part of the bias is 0.
   return a->inputs[0] == b->inputs[0] && a->inputs[1]->dims[0] == b->inputs[1]->dims[0] && a->inputs[1]->type == b->inputs[1]->type &&
@@ -140,8 +139,7 @@ bool packQkvProjections(Network& net, const std::function<bool(const Layer&)>& s
     std::vector<Tensor*> in{pk->inputs[0], wt};
     if (!bs.empty()) in.push_back(net.addConstant(net.uniqueName(pk->name + "_packed_bias"), concatVectors(bs)));
     Layer* mm = net.addLayer("MatMul", in, 1, Attributes{}, net.uniqueName(pk->name + "_packed"));
-    mm->precision = pk->precision;
-    for (const Layer* p : parts) recordFusion(mm, p);
+    for (const Layer* p : parts) recordFusion(mm, p);  // the widest precision constraint of the parts
     mm->fusedOps.erase(mm->fusedOps.begin());  // the synthetic packed MatMul is not an original op
     Tensor* packedOut = mm->outputs[0];
     packedOut->type = probe.type;

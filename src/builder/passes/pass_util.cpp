@@ -44,6 +44,14 @@ Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Ten
   return l->outputs[0];
 }
 
+Tensor* addStandIn(Network& net, const Layer* original, const std::string& op, const std::vector<Tensor*>& in, Attributes a,
+                   const std::string& name, DataType type, const Dims& dims) {
+  Tensor* t = addTypedLayer(net, op, in, std::move(a), name, type, dims);
+  recordFusion(t->producer, original);
+  t->producer->fusedOps.erase(t->producer->fusedOps.begin());  // the new layer itself is not an original op
+  return t;
+}
+
 Tensor* addShapeConstant(Network& net, const std::string& name, const Dims& dims) {
   HostTensor s(DataType::kINT64, {static_cast<int64_t>(dims.size())});
   for (size_t i = 0; i < dims.size(); ++i) s.as<int64_t>()[i] = dims[i];

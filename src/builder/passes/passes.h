@@ -119,6 +119,10 @@ bool constantInts(const Tensor* t, std::vector<int64_t>* out);
 //! A new one-output layer (named from `name`, made unique) whose output has the given type and dims.
 Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name,
                       DataType type, const Dims& dims);
+//! addTypedLayer for a new layer that stands for `original` (a rewrite that keeps its meaning):
+//! recordFusion carries over its precision constraint and --dumpLayerInfo record.
+Tensor* addStandIn(Network& net, const Layer* original, const std::string& op, const std::vector<Tensor*>& in, Attributes a,
+                   const std::string& name, DataType type, const Dims& dims);
 //! A new int64 constant holding `dims` (a Reshape's shape input).
 Tensor* addShapeConstant(Network& net, const std::string& name, const Dims& dims);
 //! For a two-input layer reading `t`, the other input (nullptr otherwise).

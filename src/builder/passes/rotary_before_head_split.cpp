@@ -68,23 +68,16 @@ bool moveOne(Network& net, Layer* rope, SymbolicDims* sym) {
   if (!x3 || y->isOutput || !y->dimsKnown || y->dims.size() != 4) return false;
   const Dims& d = t->dims;  // [B, H, S, D]; H and D static
   const Layer *tr = t->producer, *rs = tr->inputs[0]->producer;
-  // Each new layer stands for an original one (its precision constraint and --dumpLayerInfo record).
-  auto takeOver = [](Tensor* made, const Layer* original) {
-    recordFusion(made->producer, original);
-    made->producer->fusedOps.erase(made->producer->fusedOps.begin());  // the new layer itself is not an original op
-  };
   Attributes a = rope->attrs;
   a.set("num_heads", d[1]);
   std::vector<Tensor*> in = rope->inputs;
   in[0] = x3;
-  Tensor* r3 = addTypedLayer(net, "RotaryEmbedding", in, a, rope->name + "_sequence_first", y->type, x3->dims);
-  takeOver(r3, rope);
+  // Each new layer stands for its original (addStandIn: precision constraint, --dumpLayerInfo record).
+  Tensor* r3 = addStandIn(net, rope, "RotaryEmbedding", in, a, rope->name + "_sequence_first", y->type, x3->dims);
   // [0, 0, H, D]: B and S copied from the rotated tensor, so one shape serves every run shape.
-  Tensor* r4 = addTypedLayer(net, "Reshape", {r3, addShapeConstant(net, rope->name + "_heads_shape", Dims{0, 0, d[1], d[3]})}, {},
-                             rs->name + "_moved", y->type, Dims{d[0], d[2], d[1], d[3]});
-  takeOver(r4, rs);
-  Tensor* split = addTypedLayer(net, "Transpose", {r4}, tr->attrs, tr->name + "_moved", y->type, d);
-  takeOver(split, tr);
+  Tensor* r4 = addStandIn(net, rs, "Reshape", {r3, addShapeConstant(net, rope->name + "_heads_shape", Dims{0, 0, d[1], d[3]})}, {},
+                          rs->name + "_moved", y->type, tr->inputs[0]->dims);
+  Tensor* split = addStandIn(net, tr, "Transpose", {r4}, tr->attrs, tr->name + "_moved", y->type, d);
   net.replaceUses(y, split);  // the old rotary is dead now, the old split too unless a Shape reads it
   return true;
 }
