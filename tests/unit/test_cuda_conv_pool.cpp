@@ -711,6 +711,61 @@ TEST(CudaConv, PaddedChannels) {
   EXPECT_FALSE(offered(layoutTacticNames(dynamicW, DataType::kBF16, false, false), "conv_half_cudnn_pad8_0"));
 }
 
+// ---- "conv_half_small_cin_wmma": stem convs of few input channels as a tensor-core implicit GEMM -----------------
+TEST(CudaConv, SmallInputChannelsWmma) {
+  KILN_REQUIRE_GPU();
+  auto act = [](Attributes a, const char* kind) {
+    a.set("kiln_activation", std::string(kind));
+    return a;
+  };
+  const Attributes s2p3 = act(attrs({{"strides", {2, 2}}, {"pads", {3, 3, 3, 3}}}), "Relu");
+  const Attributes s2p1 = act(attrs({{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}}), "Silu");
+  const Attributes p1 = attrs({{"pads", {1, 1, 1, 1}}});
+  const Attributes dil2 = act(attrs({{"dilations", {2, 2}}, {"pads", {2, 1, 2, 3}}}), "HardSwish");
+  const Attributes s4 = attrs({{"strides", {4, 4}}});
+  const OpCase cases[] = {
+      convCase({4, 3, 33, 31}, {16, 3, 7, 7}, s2p3, true, false, 310),     // ResNet stem: K = 147 (Kp 160)
+      convCase({2, 3, 30, 28}, {24, 3, 3, 3}, s2p1, true, false, 311),     // ShuffleNet / EfficientNet stem
+      convCase({2, 5, 11, 12}, {16, 5, 3, 3}, p1, true, true, 312),        // C = 5 + residual, no bias act
+      convCase({3, 3, 9, 10}, {12, 3, 3, 3}, p1, false, false, 313),       // Cout 12: no 16-byte stores, no bias
+      convCase({1, 3, 17, 19}, {32, 3, 3, 3}, dil2, true, false, 314),     // dilation 2, uneven padding
+      convCase({1, 5, 20, 20}, {128, 5, 7, 7}, p1, true, false, 315),      // the largest: Kp 256, Np 128
+      convCase({16, 3, 64, 64}, {16, 3, 3, 3}, p1, true, false, 316),      // 1024 tiles: blocks loop over tiles
+      convCase({2, 3, 32, 32}, {40, 3, 4, 4}, s4, true, false, 317),       // patchify stem, Cout 40
+      convCase({2, 3, 13, 14}, {200, 3, 3, 3}, p1, true, true, 322)};      // Cout 200: two passes (128 + 72)
+  for (const OpCase& c : cases)
+    for (DataType t : {DataType::kHALF, DataType::kBF16})
+      for (bool outLast : {false, true}) {
+        const std::string what = "small-C conv " + toString(c.inputs[0].dims()) + " W " + toString(c.inputs[1].dims());
+        EXPECT_TRUE(offered(layoutTacticNames(c, t, false, outLast), "conv_half_small_cin_wmma")) << what << " " << toString(t);
+        checkLayouts(c, t, false, outLast, convTol(t, reduction(c)), what);
+      }
+  // 1-D: wav2vec2's first conv (C = 1, kernel 10, stride 5, 512 channels: four passes) + GELU.
+  const OpCase wav = convCase({2, 1, 403}, {512, 1, 10}, act(attrs({{"strides", {5}}}), "Gelu"), true, false, 323);
+  for (DataType t : {DataType::kHALF, DataType::kBF16}) {
+    EXPECT_TRUE(offered(layoutTacticNames(wav, t, false, false), "conv_half_small_cin_wmma")) << toString(t);
+    checkLayouts(wav, t, false, false, convTol(t, reduction(wav)), "small-C conv 1-D");
+  }
+  // Not offered: X channels last, C a multiple of 8, float32, groups, K over 256, Cout over 1024,
+  // weights not constant.
+  const OpCase& stem = cases[0];
+  EXPECT_FALSE(offered(layoutTacticNames(stem, DataType::kHALF, true, true), "conv_half_small_cin_wmma"));
+  EXPECT_FALSE(offered(layoutTacticNames(stem, DataType::kFLOAT, false, true), "conv_half_small_cin_wmma"));
+  EXPECT_FALSE(offered(layoutTacticNames(convCase({2, 8, 9, 9}, {8, 8, 3, 3}, p1, true, false, 318), DataType::kHALF, false, true),
+                       "conv_half_small_cin_wmma"));
+  EXPECT_FALSE(offered(layoutTacticNames(convCase({2, 6, 9, 9}, {8, 3, 3, 3}, attrs({{"group", {2}}, {"pads", {1, 1, 1, 1}}}), true,
+                                                  false, 319),
+                                         DataType::kHALF, false, false),
+                       "conv_half_small_cin_wmma"));
+  EXPECT_FALSE(offered(layoutTacticNames(convCase({1, 7, 12, 12}, {16, 7, 7, 7}, p1, true, false, 320), DataType::kHALF, false, true),
+                       "conv_half_small_cin_wmma"));  // K = 343
+  EXPECT_FALSE(offered(layoutTacticNames(convCase({1, 3, 12, 12}, {1032, 3, 3, 3}, p1, true, false, 321), DataType::kHALF, false, true),
+                       "conv_half_small_cin_wmma"));
+  OpCase dynamicW = stem;
+  dynamicW.constant[1] = false;
+  EXPECT_FALSE(offered(layoutTacticNames(dynamicW, DataType::kHALF, false, false), "conv_half_small_cin_wmma"));
+}
+
 }  // namespace
 }  // namespace kiln
 

@@ -374,6 +374,13 @@ TEST(CudaGroupNorm, ChannelsLast) {
     // channels: 12 x 21 = 252 threads), and one group (the statistics pass's warp sums).
     checkChannelsLast(groupNormCase({1, 96, 40, 40}, 32, false, 67), t, "GroupNorm nhwc batch 1, 252 threads");
     checkChannelsLast(groupNormCase({1, 64, 56, 56}, 1, false, 68), t, "GroupNorm nhwc batch 1, one group");
+    // Warp-shuffle sums over a partial last warp (320 channels: 40 x 6 = 240 threads in float16,
+    // 80 x 3 in float32): one group (PoolFormer's stage 3), and groups of 8 channels (two lanes a
+    // group in float32), with the residual.
+    checkChannelsLast(groupNormCase({1, 320, 14, 14}, 1, false, 83), t, "GroupNorm nhwc one group, 320 channels, batch 1");
+    checkChannelsLast(groupNormCase({3, 320, 9, 11}, 1, false, 84), t, "GroupNorm nhwc one group, 320 channels");
+    checkChannelsLast(withResidual(groupNormCase({2, 320, 6, 5}, 40, false, 85), 86, "Relu"), t,
+                      "GroupNorm nhwc 40 groups of 8, 320 channels + residual");
   }
   // Batch-1 CNN shapes the one-pass tactic takes (1, 2 and 4 pixel vectors per thread; 1024
   // channels: one pixel per block row in float32), with the residual and ReLU; InstanceNorm (a group

@@ -41,6 +41,7 @@ KernelFactory gemm1x1Conv(int algo);    // 0..2
 KernelFactory patchGemmConv(int algo);  // 0..1
 KernelFactory patchGemmNhwcConv(int algo);  // 0..1
 KernelFactory im2colGemmConv(int algo);     // 0..1 (conv_im2col_gemm.cpp)
+KernelFactory smallCinWmmaConv();           // conv_small_cin_wmma.cu (stem convs, C % 8 != 0)
 KernelFactory fp8MatMulCublasLt(int algo);  // 0..1 (Fp8MatMul)
 KernelFactory fp8Quantize();                // Fp8Quantize
 // pool_cuda.cu

@@ -99,6 +99,9 @@ const std::vector<TacticDef>& cudaTacticTable() {
       {"Conv", "conv_fp_depthwise_nhwc_smem", cuda::depthwiseConvNhwcSmemCuda()},
       {"Conv", "conv_fp_depthwise_nhwc_tiled", cuda::depthwiseConvNhwcTiledCuda()},
       {"Conv", "conv_fp_depthwise_nchw_tiled", cuda::depthwiseConvNchwTiledCuda()},
+      // Stem convs (C % 8 != 0, K <= 256 taps): ahead of the cuDNN configs so that the default
+      // level's eight timed tactics include it.
+      {"Conv", "conv_half_small_cin_wmma", cuda::smallCinWmmaConv()},
 #ifdef KILN_HAVE_CUDNN_FRONTEND
       {"Conv", "conv_fp_cudnn_0", cuda::cudnnConv(0)},
       {"Conv", "conv_fp_cudnn_1", cuda::cudnnConv(1)},
