@@ -471,6 +471,86 @@ TEST(CudaGroupNorm, OnePassPlanAndGraphCapture) {
   for (void* d : {dx, dy, dscale, dbias, ws}) cudaFree(d);
 }
 
+// The NCHW one-pass plan (tactic *_split_onepass) is taken for ResNet-50-GN's batch-1 GroupNorms,
+// vectorized (56x56) and not (7x7), and refused at batch 64; its cooperative launch, with a fused
+// residual and Relu, written over X, and replayed from a CUDA graph, matches a float64 reference.
+TEST(CudaGroupNorm, SplitOnePassPlanAndGraphCapture) {
+  KILN_REQUIRE_GPU();
+  EXPECT_EQ(cuda::planGroupSplitOnePass(64 * 32, 8 * 56 * 56, 56 * 56, DataType::kHALF).perThread, 0)
+      << "batch 64 of 256x56x56 cannot be resident";
+  EXPECT_GT(cuda::planGroupSplitOnePass(32, 64 * 49, 49, DataType::kHALF).perThread, 0) << "batch 1 of 2048x7x7";
+  struct Shape {
+    int64_t c, hw, groups;
+  };
+  for (const Shape sh : {Shape{256, 56 * 56, 32}, Shape{2048, 7 * 7, 32}, Shape{64, 9, 1}}) {
+    cuda::RowNormParams p;
+    p.type = DataType::kFLOAT;
+    p.eps = 1e-5f;
+    p.groups = sh.groups;
+    p.rows = sh.groups;
+    p.perGroup = sh.c / sh.groups;
+    p.spatial = sh.hw;
+    p.cols = p.perGroup * sh.hw;
+    p.mode = cuda::RowNormParams::kPerChannel;
+    p.act = static_cast<int>(ActKind::kRelu);
+    const cuda::GroupSplitPlan plan = cuda::planGroupSplitOnePass(p.rows, p.cols, p.spatial, p.type);
+    ASSERT_GT(plan.perThread, 0) << "C " << sh.c << " HW " << sh.hw;
+    EXPECT_GE(plan.chunks * plan.chunkElems, p.cols);
+    const int64_t n = sh.c * sh.hw;
+    const HostTensor x = uniform({n}, 90, 3.f, 7.f), res = uniform({n}, 91), scale = uniform({sh.c}, 92, 0.5f, 1.5f),
+                     bias = uniform({sh.c}, 93);
+    const size_t bytes = x.bytes();
+    void *dx = nullptr, *dx2 = nullptr, *dres = nullptr, *dscale = nullptr, *dbias = nullptr, *ws = nullptr;
+    for (auto [ptr, size] : {std::pair<void**, size_t>{&dx, bytes}, {&dx2, bytes}, {&dres, bytes}, {&dscale, scale.bytes()},
+                             {&dbias, bias.bytes()}, {&ws, plan.workspaceBytes(p.rows)}})
+      ASSERT_EQ(cudaMalloc(ptr, size), cudaSuccess);
+    cudaMemcpy(dx, x.data(), bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(dx2, x.data(), bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(dres, res.data(), bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(dscale, scale.data(), scale.bytes(), cudaMemcpyHostToDevice);
+    cudaMemcpy(dbias, bias.data(), bias.bytes(), cudaMemcpyHostToDevice);
+    p.scale = dscale, p.bias = dbias, p.residual = dres;
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    p.x = p.y = dx;  // in place
+    cuda::launchGroupNormSplit(p, plan, ws, s);
+    p.x = p.y = dx2;
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    cuda::launchGroupNormSplit(p, plan, ws, s);
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    HostTensor y(DataType::kFLOAT, {n}), yGraph(DataType::kFLOAT, {n});
+    cudaMemcpy(y.data(), dx, bytes, cudaMemcpyDeviceToHost);
+    cudaMemcpy(yGraph.data(), dx2, bytes, cudaMemcpyDeviceToHost);
+    const float* xv = x.as<float>();
+    double worst = 0, worstGraph = 0;
+    for (int64_t gi = 0; gi < sh.groups; ++gi) {
+      const int64_t b = gi * p.cols;
+      double sum = 0, sq = 0;
+      for (int64_t i = 0; i < p.cols; ++i) sum += xv[b + i];
+      const double mean = sum / double(p.cols);
+      for (int64_t i = 0; i < p.cols; ++i) sq += (xv[b + i] - mean) * (xv[b + i] - mean);
+      const double inv = 1 / std::sqrt(sq / double(p.cols) + 1e-5);
+      for (int64_t i = 0; i < p.cols; ++i) {
+        const int64_t c = gi * p.perGroup + i / sh.hw;
+        const double want = std::max(0.0, (xv[b + i] - mean) * inv * scale.as<float>()[c] + bias.as<float>()[c] + res.as<float>()[b + i]);
+        worst = std::max(worst, std::abs(y.as<float>()[b + i] - want));
+        worstGraph = std::max(worstGraph, std::abs(yGraph.as<float>()[b + i] - want));
+      }
+    }
+    EXPECT_LT(worst, 1e-4) << "one-pass NCHW GroupNorm against float64, C " << sh.c << " HW " << sh.hw;
+    EXPECT_LT(worstGraph, 1e-4) << "the same replayed from a CUDA graph, C " << sh.c << " HW " << sh.hw;
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+    for (void* d : {dx, dx2, dres, dscale, dbias, ws}) cudaFree(d);
+  }
+}
+
 TEST(CudaInstanceNorm, Shapes) {
   KILN_REQUIRE_GPU();
   for (const Dims& d : {Dims{2, 3, 17}, Dims{2, 4, 8, 8}, Dims{1, 2, 3, 3000}}) {

@@ -54,6 +54,7 @@ KernelFactory layerNormCuda();  // LayerNormalization, RMSNormalization
 KernelFactory layerNormWarpRowsCuda();  // the same, rows in registers, a row per lane group (norm_warp_rows.cu)
 KernelFactory groupNormCuda();  // GroupNormalization, InstanceNormalization
 KernelFactory groupNormSplitCuda();  // the same over many blocks per group (norm_group_split.cu)
+KernelFactory groupNormSplitOnePassCuda();  // one cooperative launch where the tensor fits on the GPU at once
 KernelFactory groupNormNhwcCuda();   // channels-last X and Y (norm_group_nhwc.cu)
 KernelFactory groupNormNhwcOnePassCuda();  // the same, one cooperative kernel where the tensor is small
 KernelFactory batchNormCuda();

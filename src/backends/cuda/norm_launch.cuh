@@ -132,11 +132,17 @@ void launchRowNorm(const RowNormParams& p, cudaStream_t stream);
 struct GroupSplitPlan {
   int vec = 1;
   int64_t chunkElems = 0, chunks = 1;
+  //! Elements per thread of the one-pass cooperative kernel (planGroupSplitOnePass; chunkElems =
+  //! its block's threads times this); 0: the two passes.
+  int perThread = 0;
   //! Workspace: one float2 (sum, sum of squares) per group and chunk, then each group's shift
   //! (its first element, read by the statistics pass: the apply pass may write over X).
   size_t workspaceBytes(int64_t rows) const { return static_cast<size_t>(rows * chunks * 2 + rows) * sizeof(float); }
 };
 GroupSplitPlan planGroupSplit(int64_t rows, int64_t cols, int64_t spatial, size_t elemSize);
+//! The one-pass plan where the grid fits on the GPU at once (small tensors: batch-1 CNNs), else
+//! planGroupSplit's.
+GroupSplitPlan planGroupSplitOnePass(int64_t rows, int64_t cols, int64_t spatial, DataType type);
 //! p: as for launchRowNorm with mode kPerChannel or kPerGroup; `workspace`: plan.workspaceBytes(p.rows).
 void launchGroupNormSplit(const RowNormParams& p, const GroupSplitPlan& plan, void* workspace, cudaStream_t stream);
 //! kDirect rows with one row per lane group (p.warp); where the buffers' alignment does not allow

@@ -246,7 +246,8 @@ class GroupNormKernel : public Kernel {
   }
 };
 
-// A group over many blocks (norm_group_split.cu): for few or large groups.
+// A group over many blocks (norm_group_split.cu): for few or large groups. The one-pass tactic
+// takes the single cooperative kernel where the tensor is small enough, the two kernels elsewhere.
 struct GroupSplitParams {
   RowNormParams p;
   GroupSplitPlan plan;
@@ -254,10 +255,12 @@ struct GroupSplitParams {
 
 class GroupNormSplitKernel : public Kernel {
  public:
+  explicit GroupNormSplitKernel(bool onePass) : onePass_(onePass) {}
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     auto& s = makeState<GroupSplitParams>(state);
     groupNormParams(l, s.p);
-    s.plan = planGroupSplit(s.p.rows, s.p.cols, s.p.spatial, elementSize(s.p.type));
+    s.plan = onePass_ ? planGroupSplitOnePass(s.p.rows, s.p.cols, s.p.spatial, s.p.type)
+                      : planGroupSplit(s.p.rows, s.p.cols, s.p.spatial, elementSize(s.p.type));
     return s.plan.workspaceBytes(s.p.rows);
   }
   void execute(const KernelIO& io, KernelState* state) const override {
@@ -267,6 +270,9 @@ class GroupNormSplitKernel : public Kernel {
     if (io.workspaceSize < s.plan.workspaceBytes(p.rows)) throw Error("GroupNormalization (split): workspace too small");
     launchGroupNormSplit(p, s.plan, io.workspace, streamOf(io));
   }
+
+ private:
+  bool onePass_;
 };
 
 // Channels-last X and Y (norm_group_nhwc.cu); the one-pass tactic takes the single cooperative
@@ -531,6 +537,8 @@ std::unique_ptr<Kernel> createWithLayer(const LayerDesc& l) {
 }
 template <bool kOnePass>
 std::unique_ptr<Kernel> createGroupNormNhwc(const LayerDesc&) { return std::make_unique<GroupNormNhwcKernel>(kOnePass); }
+template <bool kOnePass>
+std::unique_ptr<Kernel> createGroupNormSplit(const LayerDesc&) { return std::make_unique<GroupNormSplitKernel>(kOnePass); }
 std::unique_ptr<Kernel> createLayerNorm(const LayerDesc& l) { return std::make_unique<LayerNormKernel>(l, false); }
 std::unique_ptr<Kernel> createLayerNormWarpRows(const LayerDesc& l) { return std::make_unique<LayerNormKernel>(l, true); }
 
@@ -541,7 +549,8 @@ KernelFactory softmaxCuda() { return {supportsSoftmax, createWithLayer<SoftmaxKe
 KernelFactory layerNormCuda() { return {supportsLayerNorm, createLayerNorm}; }  // and RMSNormalization
 KernelFactory layerNormWarpRowsCuda() { return {supportsLayerNormWarpRows, createLayerNormWarpRows}; }  // and RMSNormalization
 KernelFactory groupNormCuda() { return {supportsGroupNorm, createPlain<GroupNormKernel>}; }  // and InstanceNormalization
-KernelFactory groupNormSplitCuda() { return {supportsGroupNorm, createPlain<GroupNormSplitKernel>}; }  // and InstanceNormalization
+KernelFactory groupNormSplitCuda() { return {supportsGroupNorm, createGroupNormSplit<false>}; }  // and InstanceNormalization
+KernelFactory groupNormSplitOnePassCuda() { return {supportsGroupNorm, createGroupNormSplit<true>}; }  // and InstanceNormalization
 KernelFactory groupNormNhwcCuda() { return {supportsGroupNormNhwc, createGroupNormNhwc<false>}; }  // and InstanceNormalization
 KernelFactory groupNormNhwcOnePassCuda() { return {supportsGroupNormNhwc, createGroupNormNhwc<true>}; }  // and InstanceNormalization
 KernelFactory batchNormCuda() { return {supportsBatchNorm, createPlain<BatchNormKernel>}; }
