@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "backends/cuda/cuda_util.h"
+
 namespace kiln::cuda {
 
 template <typename T> __device__ __forceinline__ float toFloat(T v) { return static_cast<float>(v); }
@@ -74,6 +76,22 @@ __device__ __forceinline__ float rowReduce(float v, Op op, float identity, float
   __syncthreads();
   v = lane < static_cast<int>(blockDim.x >> 5) ? s[lane] : identity;
   return warpReduce(v, op);
+}
+
+//! Launches `kernel` cooperatively (every block resident at once, so it may synchronize the whole
+//! grid; a graph capture keeps the attribute). Throws when the grid cannot be resident.
+template <typename... Params, typename... Args>
+void launchCooperative(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = stream;
+  cudaLaunchAttribute coop[1];
+  coop[0].id = cudaLaunchAttributeCooperative;
+  coop[0].val.cooperative = 1;
+  cfg.attrs = coop;
+  cfg.numAttrs = 1;
+  KILN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
 }
 
 //! Whether p is aligned to `bytes`.

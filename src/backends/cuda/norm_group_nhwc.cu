@@ -299,16 +299,8 @@ __global__ void __launch_bounds__(kThreads) nhwcOnePassKernel(const GroupNormNhw
 
 template <typename T, int VEC, int P, bool kVector>
 void launchOnePass(const GroupNormNhwcParams& p, float2* partials, cudaStream_t stream) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(p.chunks), static_cast<unsigned>(p.n));
-  cfg.blockDim = dim3(p.tx, p.ty);
-  cfg.stream = stream;
-  cudaLaunchAttribute coop[1];
-  coop[0].id = cudaLaunchAttributeCooperative;
-  coop[0].val.cooperative = 1;
-  cfg.attrs = coop;
-  cfg.numAttrs = 1;
-  KILN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, nhwcOnePassKernel<T, VEC, P, kVector>, p, partials));
+  launchCooperative(nhwcOnePassKernel<T, VEC, P, kVector>, dim3(static_cast<unsigned>(p.chunks), static_cast<unsigned>(p.n)),
+                    dim3(p.tx, p.ty), stream, p, partials);
 }
 
 template <typename T, int VEC, bool kVector>

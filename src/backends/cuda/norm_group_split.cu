@@ -37,6 +37,24 @@ __device__ __forceinline__ void chunkRange(int64_t nvec, int64_t chunkVecs, int6
   count = first < nvec ? min(chunkVecs, nvec - first) : 0;
 }
 
+//! A group's mean and 1/stddev from its chunks' partial sums (of x - shift); every thread of the
+//! block calls it and gets them.
+__device__ __forceinline__ void groupMeanInv(const float2* partials, int64_t chunks, float shift, int64_t cols, float eps, float* smem,
+                                             float& mean, float& inv) {
+  float s = 0.f, ss = 0.f;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    const float2 q = partials[c];
+    s += q.x;
+    ss += q.y;
+  }
+  s = rowReduce(s, SumOp{}, 0.f, smem);
+  ss = rowReduce(ss, SumOp{}, 0.f, smem);
+  const float invN = 1.f / static_cast<float>(cols);
+  const float dm = s * invN;
+  mean = shift + dm;
+  inv = rsqrtf(fmaxf(ss * invN - dm * dm, 0.f) + eps);
+}
+
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kSplitThreads) groupStatsKernel(const RowNormParams p, int64_t chunks, int64_t chunkVecs,
                                                                   float2* partials) {
@@ -74,19 +92,8 @@ __global__ void __launch_bounds__(kSplitThreads) groupApplyKernel(const RowNormP
   T* y = static_cast<T*>(p.y) + row * p.cols;
   // The statistics pass's shift: X's first element may already hold Y here (Y over X in place).
   const float shift = reinterpret_cast<const float*>(partials + gridDim.x)[row];
-  // The group's totals from every chunk's partial sums.
-  float s = 0.f, ss = 0.f;
-  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
-    const float2 q = partials[row * chunks + c];
-    s += q.x;
-    ss += q.y;
-  }
-  s = rowReduce(s, SumOp{}, 0.f, smem);
-  ss = rowReduce(ss, SumOp{}, 0.f, smem);
-  const float invN = 1.f / static_cast<float>(p.cols);
-  const float dm = s * invN;
-  const float var = fmaxf(ss * invN - dm * dm, 0.f);
-  const float mean = shift + dm, inv = rsqrtf(var + p.eps);
+  float mean, inv;
+  groupMeanInv(partials + row * chunks, chunks, shift, p.cols, p.eps, smem, mean, inv);
   int64_t first, count;
   chunkRange(p.cols / VEC, chunkVecs, chunk, first, count);
   const T* scale = static_cast<const T*>(p.scale);
@@ -144,17 +151,8 @@ __global__ void __launch_bounds__(kSplitThreads) groupOnePassKernel(const RowNor
   ss = rowReduce(ss, SumOp{}, 0.f, smem);
   if (threadIdx.x == 0) partials[blockIdx.x] = make_float2(s, ss);
   cooperative_groups::this_grid().sync();  // every block's partials written (and visible)
-  s = ss = 0.f;
-  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
-    const float2 q = partials[row * chunks + c];
-    s += q.x;
-    ss += q.y;
-  }
-  s = rowReduce(s, SumOp{}, 0.f, smem);
-  ss = rowReduce(ss, SumOp{}, 0.f, smem);
-  const float invN = 1.f / static_cast<float>(p.cols);
-  const float dm = s * invN;
-  const float mean = shift + dm, inv = rsqrtf(fmaxf(ss * invN - dm * dm, 0.f) + p.eps);
+  float mean, inv;
+  groupMeanInv(partials + row * chunks, chunks, shift, p.cols, p.eps, smem, mean, inv);
   const T* scale = static_cast<const T*>(p.scale);
   const T* bias = static_cast<const T*>(p.bias);
   const int64_t group = row % p.groups;
@@ -179,17 +177,8 @@ __global__ void __launch_bounds__(kSplitThreads) groupOnePassKernel(const RowNor
 
 template <typename T, int VEC, int ITEMS>
 void launchOnePass(const RowNormParams& p, const GroupSplitPlan& plan, float2* partials, cudaStream_t stream) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(p.rows * plan.chunks));
-  cfg.blockDim = dim3(kSplitThreads);
-  cfg.stream = stream;
-  cudaLaunchAttribute coop[1];
-  coop[0].id = cudaLaunchAttributeCooperative;
-  coop[0].val.cooperative = 1;
-  cfg.attrs = coop;
-  cfg.numAttrs = 1;
-  const int64_t chunkVecs = plan.chunkElems / VEC;
-  KILN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, groupOnePassKernel<T, VEC, ITEMS>, p, plan.chunks, chunkVecs, partials));
+  launchCooperative(groupOnePassKernel<T, VEC, ITEMS>, dim3(static_cast<unsigned>(p.rows * plan.chunks)), dim3(kSplitThreads), stream,
+                    p, plan.chunks, plan.chunkElems / VEC, partials);
 }
 
 //! The one-pass kernel for plan.perThread elements per thread, in vectors of VEC (1 or 16 bytes:
