@@ -198,8 +198,7 @@ bool composeRowMoves(Network& net) {
       fused = g->producer;
       z = addTypedLayer(net, "Reshape", {g, addShapeConstant(net, base + "_out_shape", y->dims)}, {}, base + "_out", y->type, y->dims);
     }
-    for (const Layer* l : c.layers) recordFusion(fused, l);
-    fused->fusedOps.erase(fused->fusedOps.begin());  // the synthetic layer itself is not an original op
+    recordStandIn(fused, std::vector<const Layer*>(c.layers.begin(), c.layers.end()));
     net.replaceUses(y, z);
     for (auto it = c.layers.rbegin(); it != c.layers.rend(); ++it) net.removeLayer(*it);
     changed = true;

@@ -342,15 +342,14 @@ Layer* addAttentionLayer(Network& net, const AttentionMatch& am, const Canonical
   }
   if (cm.mask) inputs.push_back(cm.mask);
   Layer* att = net.addLayer("Attention", inputs, 1, a, net.uniqueName(sm->name + "_attention"));
-  for (auto it = am.chain.layers.rbegin(); it != am.chain.layers.rend(); ++it) recordFusion(att, *it);
+  std::vector<const Layer*> originals(am.chain.layers.rbegin(), am.chain.layers.rend());
   if (merged) {
-    for (Layer* l : f.outIdentities) recordFusion(att, l);
-    recordFusion(att, f.mergeT);
-    recordFusion(att, f.mergeR);
+    originals.insert(originals.end(), f.outIdentities.begin(), f.outIdentities.end());
+    originals.push_back(f.mergeT);
+    originals.push_back(f.mergeR);
   }
-  if (outView)
-    for (Layer* l : f.outChain) recordFusion(att, l);
-  att->fusedOps.erase(att->fusedOps.begin());  // the synthetic Attention itself is not an original op
+  if (outView) originals.insert(originals.end(), f.outChain.begin(), f.outChain.end());
+  recordStandIn(att, originals);
   *out = merged ? f.mergeR->outputs[0] : (outView ? f.outZ : am.chain.pv->outputs[0]);
   att->outputs[0]->type = (*out)->type;
   att->outputs[0]->dims = (*out)->dims;

@@ -51,9 +51,7 @@ bool fuseSkipLayerNorm(Network& net, const std::function<bool(const Layer&)>& su
     // RMSNorm has no bias: input 2 stays empty, R is input 3 as for LayerNorm.
     Layer* fused = net.addLayer(ln->op, {add->inputs[0], ln->inputs[1], rms ? nullptr : ln->inputs[2], add->inputs[1]}, shared ? 2 : 1, a,
                                 net.uniqueName(ln->name + "_skip"));
-    recordFusion(fused, add);
-    recordFusion(fused, ln);
-    fused->fusedOps.erase(fused->fusedOps.begin());  // the new layer itself is not an original op
+    recordStandIn(fused, {add, ln});
     Tensor* y = ln->outputs[0];
     fused->outputs[0]->type = y->type;
     fused->outputs[0]->dims = y->dims;

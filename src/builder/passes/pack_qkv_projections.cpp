@@ -139,8 +139,7 @@ bool packQkvProjections(Network& net, const std::function<bool(const Layer&)>& s
     std::vector<Tensor*> in{pk->inputs[0], wt};
     if (!bs.empty()) in.push_back(net.addConstant(net.uniqueName(pk->name + "_packed_bias"), concatVectors(bs)));
     Layer* mm = net.addLayer("MatMul", in, 1, Attributes{}, net.uniqueName(pk->name + "_packed"));
-    for (const Layer* p : parts) recordFusion(mm, p);  // the widest precision constraint of the parts
-    mm->fusedOps.erase(mm->fusedOps.begin());  // the synthetic packed MatMul is not an original op
+    recordStandIn(mm, std::vector<const Layer*>(parts.begin(), parts.end()));  // the widest precision constraint of the parts
     Tensor* packedOut = mm->outputs[0];
     packedOut->type = probe.type;
     packedOut->dims = probe.dims;

@@ -23,6 +23,12 @@ void recordFusion(Layer* into, const Layer* from) {
   else into->fusedOps.insert(into->fusedOps.end(), from->fusedOps.begin(), from->fusedOps.end());
 }
 
+void recordStandIn(Layer* into, const std::vector<const Layer*>& originals) {
+  if (!into->fusedOps.empty()) throw Error("internal: recordStandIn on layer '" + into->name + "' that already has fusion records");
+  for (const Layer* l : originals) recordFusion(into, l);
+  if (!into->fusedOps.empty()) into->fusedOps.erase(into->fusedOps.begin());  // recordFusion's record of `into` itself
+}
+
 bool scalarValue(const Tensor* t, double* v) {
   if (!t || !t->isConstant() || t->value.count() != 1 || !isFloat(t->type)) return false;
   *v = t->value.getDouble(0);
@@ -47,8 +53,7 @@ Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Ten
 Tensor* addStandIn(Network& net, const Layer* original, const std::string& op, const std::vector<Tensor*>& in, Attributes a,
                    const std::string& name, DataType type, const Dims& dims) {
   Tensor* t = addTypedLayer(net, op, in, std::move(a), name, type, dims);
-  recordFusion(t->producer, original);
-  t->producer->fusedOps.erase(t->producer->fusedOps.begin());  // the new layer itself is not an original op
+  recordStandIn(t->producer, {original});
   return t;
 }
 
@@ -90,8 +95,7 @@ bool meanOverLastAxis(const Layer* l) {
 }
 
 void replaceWithFused(Network& net, Layer* fused, const std::vector<Layer*>& dead, Tensor* result) {
-  for (Layer* l : dead) recordFusion(fused, l);
-  fused->fusedOps.erase(fused->fusedOps.begin());  // the synthetic layer itself is not an original op
+  recordStandIn(fused, std::vector<const Layer*>(dead.begin(), dead.end()));
   fused->outputs[0]->type = result->type;
   fused->outputs[0]->dims = result->dims;
   fused->outputs[0]->dimsKnown = true;

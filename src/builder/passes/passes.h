@@ -112,6 +112,10 @@ bool insertFloatCasts(Network& net, const std::function<bool(const Layer&)>& run
 Layer* soleConsumer(const Network& net, const Tensor* t);
 //! Records that `into` now also performs `from` (for --dumpLayerInfo).
 void recordFusion(Layer* into, const Layer* from);
+//! Records a layer a pass just created (no record yet) as standing for `originals`, in order: their
+//! precision constraints (the widest wins) and --dumpLayerInfo records, without one of its own
+//! (the new layer is not an op of the model).
+void recordStandIn(Layer* into, const std::vector<const Layer*>& originals);
 //! A constant float scalar: its value in *v.
 bool scalarValue(const Tensor* t, double* v);
 //! The values of a constant int32 / int64 tensor (indices, shapes, Slice bounds); false otherwise.
