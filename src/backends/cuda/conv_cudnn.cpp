@@ -28,6 +28,7 @@
 
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/cudnn_handle.h"
+#include "backends/cuda/plan_cache.h"
 #include "ops/conv_geometry.h"
 #include "ops/conv_layout.h"
 #include "ops/fused_attrs.h"
@@ -247,6 +248,37 @@ std::shared_ptr<fe::graph::Graph> makeGraph(const Problem& p, const Activation& 
   return g;
 }
 
+//! Built graphs shared by the four tactics of a layer and by layers of one shape (plan_cache.h).
+using GraphCache = cuda::PlanCache<fe::graph::Graph>;
+GraphCache& graphCache() {
+  static GraphCache* c = new GraphCache(64);  // never destroyed: kernel states may outlive statics
+  return *c;
+}
+
+//! Everything makeGraph and the plan filters read, and the device: equal keys, equal graphs.
+std::string graphKey(const Problem& p, const Activation& act, bool hasBias, bool hasRes, const Fusion& f, bool tf32) {
+  std::string k;
+  auto add = [&k](int64_t v) { k += std::to_string(v) + ","; };
+  auto list = [&](const std::vector<int64_t>& v) {
+    for (int64_t x : v) add(x);
+    k += "|";
+  };
+  int device = 0;
+  cudaGetDevice(&device);
+  add(device);
+  add(static_cast<int64_t>(p.type));
+  add(p.transpose), add(p.xLast), add(p.yLast), add(p.wLast), add(tf32);
+  for (const auto* v : {&p.x, &p.w, &p.y, &p.padBegin, &p.padEnd, &p.stride, &p.dilation}) list(*v);
+  add(f.bias && hasBias), add(f.residual && hasRes);
+  if (f.act && graphAct(act, p)) {
+    uint32_t alpha = 0, beta = 0;  // bit patterns: distinct bounds never share a key
+    std::memcpy(&alpha, &act.alpha, sizeof alpha);
+    std::memcpy(&beta, &act.beta, sizeof beta);
+    add(static_cast<int64_t>(act.kind)), add(alpha), add(beta);
+  }
+  return k;
+}
+
 struct ConvState : KernelState {
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t plan = 0;
@@ -310,31 +342,36 @@ class CudnnConvKernel : public Kernel {
     const bool pixelImages = p.x.size() == 4 && p.y.size() == 4 && p.y[2] == 1 && p.y[3] == 1 && p.x[0] != 1;
     if (!p.transpose && !pixelImages && (hasBias || hasRes || graphAct(act, p))) levels.push_back(Fusion{true, true, true});
     levels.push_back(Fusion{});
+    const bool tf32 = cuda::allowTf32(l);
     CudnnHandle& h = cudnnHandle();
     std::lock_guard<std::mutex> lock(h.mu);
     std::string failures;
     for (const Fusion& f : levels) {
-      auto g = makeGraph(p, act, hasBias, hasRes, f);
-      auto st = g->validate();
-      if (st.is_good()) st = g->build_operation_graph(h.h);
-      if (st.is_good()) st = g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
-      if (st.is_bad()) {
-        failures += "\n" + st.get_message();
+      auto entry = graphCache().get(graphKey(p, act, hasBias, hasRes, f, tf32), [&](GraphCache::Entry& e) {
+        auto g = makeGraph(p, act, hasBias, hasRes, f);
+        auto st = g->validate();
+        if (st.is_good()) st = g->build_operation_graph(h.h);
+        if (st.is_good()) st = g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
+        if (st.is_bad()) {
+          e.failure = st.get_message();
+          return;
+        }
+        g->deselect_workspace_greater_than(kMaxWorkspace);
+        if (p.type == DataType::kFLOAT) {
+          // float32 inputs are never computed in half; TF32 tensor cores only when allowed.
+          std::vector<fe::NumericalNote_t> notes{fe::NumericalNote_t::DOWN_CONVERT_INPUTS};
+          if (!tf32) notes.push_back(fe::NumericalNote_t::TENSOR_CORE);
+          g->deselect_numeric_notes(notes);
+        }
+        e.graph = std::move(g);
+      });
+      if (!entry->graph) {
+        failures += "\n" + entry->failure;
         continue;
       }
-      g->deselect_workspace_greater_than(kMaxWorkspace);
-      if (p.type == DataType::kFLOAT) {
-        // float32 inputs are never computed in half; TF32 tensor cores only when allowed.
-        std::vector<fe::NumericalNote_t> notes{fe::NumericalNote_t::DOWN_CONVERT_INPUTS};
-        if (!cuda::allowTf32(l)) notes.push_back(fe::NumericalNote_t::TENSOR_CORE);
-        g->deselect_numeric_notes(notes);
-      }
-      int64_t chosen = -1, built = 0;
-      for (int64_t i = 0; i < g->get_execution_plan_count() && built <= index_; ++i) {
-        if (g->build_plan_at_index(i).is_bad()) continue;
-        if (chosen < 0 || built == index_) chosen = i;
-        ++built;
-      }
+      const std::shared_ptr<fe::graph::Graph>& g = entry->graph;
+      const int64_t chosen = cuda::nthBuiltPlan(*entry, index_, g->get_execution_plan_count(),
+                                                [&](int64_t i) { return g->build_plan_at_index(i).is_good(); });
       if (chosen < 0) {
         failures += "\nno engine config builds";
         continue;
