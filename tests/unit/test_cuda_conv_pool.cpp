@@ -694,8 +694,14 @@ TEST(CudaConv, PaddedChannels) {
         // results seen on the H200), conv_half_cudnn_pad8 is.
         if (outLast) EXPECT_FALSE(offered(names, "conv_fp_cudnn_0")) << what << " " << toString(t);
       }
-  // A channels-last Y of 12 channels: no cuDNN tactic (see supportsCudnnConvBase).
-  EXPECT_TRUE(layoutTacticNames(convCase({2, 5, 11, 12}, {12, 5, 3, 3}, r3, true, true, 304), DataType::kHALF, false, true).empty());
+  // A channels-last Y of 12 channels: no cuDNN tactic (see supportsCudnnConvBase); the small-C
+  // tensor-core tactic takes it (and must be right).
+  {
+    const OpCase c12 = convCase({2, 5, 11, 12}, {12, 5, 3, 3}, r3, true, true, 304);
+    for (const std::string& name : layoutTacticNames(c12, DataType::kHALF, false, true))
+      EXPECT_EQ(name.find("cudnn"), std::string::npos) << name;
+    checkLayouts(c12, DataType::kHALF, false, true, convTol(DataType::kHALF, reduction(c12)), "C=5 into 12 channels-last");
+  }
   // Not offered: X already channels last, C a multiple of 8, float32, groups, weights not constant.
   const OpCase& stemCase = cases[0];
   EXPECT_FALSE(offered(layoutTacticNames(stemCase, DataType::kHALF, true, true), "conv_half_cudnn_pad8_0"));
