@@ -62,6 +62,11 @@ void NodeExpander::expandLoop(const onnx::NodeProto& node, const NameScope* scop
         continue;
       }
       if (!v.valid() && it != producer.end() && it->second->op_type() == "Constant") v = constantNodeValue(*it->second, name, baseDir);
+      // A value of an enclosing scope (torch's exporter passes the Loop's own constant cond
+      // through: torchvision's MViT pools its tokens in such loops): its value as known so far.
+      bool bodyInput = false;
+      for (const auto& in : body.input()) bodyInput = bodyInput || in.name() == c;
+      if (!v.valid() && it == producer.end() && !bodyInput) v = inferredValue(scope ? scope->resolve(c) : c, out);
       alwaysTrue = v.valid() && v.count() == 1 && v.getInt(0) != 0;
       break;
     }

@@ -224,6 +224,21 @@ def test_loop_with_constant_trip_count_is_unrolled():
         cli.check(not re.search(r"\bLoop\b", proc.stdout), f"a Loop layer is left:\n{proc.stdout}")
 
 
+def test_loop_whose_condition_is_an_outer_constant_is_unrolled():
+    """torch's exporter passes the Loop's constant cond into the body from the enclosing scope
+    (body: cond_out = Identity(go), go an outer Constant true; torchvision's MViT-v2 pools this way):
+    the condition stays true, so the loop unrolls (it ran as a run-time Loop before)."""
+    rng = np.random.default_rng(6)
+    feeds = {"x": rng.uniform(-1, 1, (2, 3)).astype(np.float32), "acc0": rng.uniform(-1, 1, (2, 3)).astype(np.float32)}
+    m = loop_model(4)
+    body = m.graph.node[1].attribute[0].g
+    body.node[0].input[0] = "go"  # the outer constant, not the body's cond_in
+    m.graph.node.insert(0, helper.make_node("Constant", [], ["go"], value=numpy_helper.from_array(np.array(True))))
+    m.graph.node[2].input[1] = "go"
+    proc = run_vs_ort(cli.save_model(m, "loop_outer_cond.onnx"), feeds, "loop_outer_cond")
+    cli.check(not re.search(r"\bLoop\b", proc.stdout), f"a Loop layer is left:\n{proc.stdout}")
+
+
 def run_loop_vs_ort(model_path, feeds, tag, extra=()):
     """run_vs_ort, and the engine must hold a run-time Loop layer."""
     proc = run_vs_ort(model_path, feeds, tag, extra=extra)
