@@ -504,7 +504,9 @@ void inferSlice(LayerDesc& l) {
   requireInputs(l, 3, 5);
   for (size_t i = 1; i < l.inputs.size(); ++i) {
     requireIntegerInput(l, i, "starts/ends/axes/steps");
-    if (l.present(i)) vectorLength(l, i, "starts/ends/axes/steps");
+    // A scalar is taken as one value: torch's exporter writes Slice(x, Gather(c, i), ...) in loop
+    // bodies (torchvision's MViT-v2), which PyTorch runs (ONNX Runtime refuses them).
+    if (l.present(i) && !l.inputs[i].dims.empty()) vectorLength(l, i, "starts/ends/axes/steps");
   }
   const Dims& in = l.inputs[0].dims;
   const HostTensor *starts = valueOf(l, 1), *ends = valueOf(l, 2), *axes = valueOf(l, 3), *steps = valueOf(l, 4);
@@ -514,7 +516,7 @@ void inferSlice(LayerDesc& l) {
     if (!axesKnown) out.assign(in.size(), -1);
     else if (axes) for (int64_t a : uniqueAxes(l, axes->toInts(), static_cast<int64_t>(in.size()))) out[a] = -1;
     else {
-      int64_t n = l.inputs[1].dims[0];
+      int64_t n = l.inputs[1].dims.empty() ? 1 : l.inputs[1].dims[0];
       if (n < 0 || n > static_cast<int64_t>(in.size())) out.assign(in.size(), -1);
       else for (int64_t a = 0; a < n; ++a) out[a] = -1;
     }

@@ -239,6 +239,39 @@ def test_loop_whose_condition_is_an_outer_constant_is_unrolled():
     cli.check(not re.search(r"\bLoop\b", proc.stdout), f"a Loop layer is left:\n{proc.stdout}")
 
 
+def test_loop_slicing_with_scalar_bounds_as_torch_exports_it():
+    """torchvision's MViT-v2 export: a Loop with a constant trip count whose body slices x between
+    Gather(bounds, i) and Gather(bounds, i + 1) (scalar starts / ends / axes, which ONNX Runtime
+    refuses and PyTorch runs) into a sequence; kiln unrolls it and takes a scalar as one value.
+    Expected: the same slices by NumPy."""
+    I = TensorProto.INT64
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["go"], ["cond_out"]),
+         helper.make_node("Gather", ["bounds", "i"], ["s"]),
+         helper.make_node("Add", ["i", "one"], ["i1"]),
+         helper.make_node("Gather", ["bounds", "i1"], ["e"]),
+         helper.make_node("Slice", ["x", "s", "e", "axis"], ["part"]),
+         helper.make_node("Mul", ["part", "scale"], ["scaled"]),
+         helper.make_node("SequenceInsert", ["seq_in", "scaled"], ["seq_out"])],
+        "body", [vi("i", [], I), vi("cond_in", [], TensorProto.BOOL), helper.make_tensor_sequence_value_info("seq_in", F, None)],
+        [vi("cond_out", [], TensorProto.BOOL), helper.make_tensor_sequence_value_info("seq_out", F, None)],
+        [numpy_helper.from_array(np.array(1, np.int64), "one"), numpy_helper.from_array(np.array(1, np.int64), "axis")])
+    const = lambda name, v: helper.make_node("Constant", [], [name], value=numpy_helper.from_array(v))
+    nodes = [const("go", np.array(True)), const("M", np.array(3, np.int64)), const("bounds", np.array([0, 1, 4, 6], np.int64)),
+             const("scale", np.array([2.0], np.float32)),
+             helper.make_node("SequenceEmpty", [], ["seq0"], dtype=F),
+             helper.make_node("Loop", ["M", "go", "seq0"], ["parts"], name="pool", body=body),
+             helper.make_node("ConcatFromSequence", ["parts"], ["y"], axis=1)]
+    m = model(nodes, [vi("x", [2, 6])], [vi("y", [2, 6])])
+    x = np.arange(12, dtype=np.float32).reshape(2, 6) - 5
+    np.save(cli.path("scalar_slice_x.npy"), x)
+    proc = cli.run(["--onnx=" + save_unchecked(m, "scalar_slice.onnx"), "--loadInputs=x:" + cli.path("scalar_slice_x.npy"),
+                    "--exportOutput=" + cli.path("scalar_slice.json"), "--dumpLayerInfo", *FAST])
+    cli.check(not re.search(r"\bLoop\b", proc.stdout), f"a Loop layer is left:\n{proc.stdout}")
+    want = np.concatenate([x[:, 0:1] * 2, x[:, 1:4] * 2, x[:, 4:6] * 2], axis=1)
+    np.testing.assert_array_equal(cli.read_outputs(cli.path("scalar_slice.json"))["y"][1], want)
+
+
 def run_loop_vs_ort(model_path, feeds, tag, extra=()):
     """run_vs_ort, and the engine must hold a run-time Loop layer."""
     proc = run_vs_ort(model_path, feeds, tag, extra=extra)
