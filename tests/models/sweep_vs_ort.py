@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""torchvision architectures (classification, segmentation, video, optical flow; random weights,
-batch 1), exported with torch.onnx.export (TorchScript exporter, opset 17) and run by kiln's CPU
-engine, plain and with the GPU-only fusions (--gpu-fusions: what a GPU build rewrites, checked on
-the CPU). Reference: ONNX Runtime, or PyTorch itself where ONNX Runtime cannot run the export.
-Prints ok / FAIL per model and mode (max |kiln - ref| / max |ref| <= 1e-3 on every float output) and
-SKIP where PyTorch cannot export it. Not in CI (1-15 s a model); results:
-bench/results/torchvision-sweep-cpu.log.
+"""torchvision or timm architectures (torchvision: classification, segmentation, video, optical flow;
+timm: its model names; informative random weights, batch 1, each model's own input size), exported
+with torch.onnx.export (TorchScript exporter, opset 17) and run by kiln's CPU engine, plain and with
+the GPU-only fusions (what a GPU build rewrites, checked on the CPU). Reference: ONNX Runtime, or
+PyTorch itself where ONNX Runtime cannot run the export. Prints ok / FAIL per model and mode
+(max |kiln - ref| / max |ref| <= 1e-3 on every float output) and SKIP where PyTorch cannot export it.
+Not in CI (1-120 s a model); results: bench/results/torchvision-sweep-cpu.log, timm-sweep-cpu.log.
 
-  torchvision_sweep.py MODULE_DIR name1,name2,...
+  sweep_vs_ort.py MODULE_DIR torchvision|timm name1,name2,...
 """
 import signal
 import sys
@@ -19,8 +19,14 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 import torch  # noqa: E402
-import torchvision  # noqa: E402
 
+SOURCE = sys.argv[2]
+if SOURCE not in ("torchvision", "timm"):
+    sys.exit("usage: sweep_vs_ort.py MODULE_DIR torchvision|timm name1,name2,...")
+if SOURCE == "timm":
+    import timm  # noqa: E402
+else:
+    import torchvision  # noqa: E402
 sys.path.insert(0, sys.argv[1])
 import kiln  # noqa: E402
 
@@ -38,7 +44,9 @@ def on_alarm(*_):
 signal.signal(signal.SIGALRM, on_alarm)
 
 
-def example_inputs(name):
+def example_inputs(name, m):
+    if SOURCE == "timm":
+        return (torch.randn(1, *m.pretrained_cfg.get("input_size", (3, 224, 224))),)
     if name.startswith("raft"):
         return (torch.randn(1, 3, 128, 128), torch.randn(1, 3, 128, 128))
     if name.startswith(("r3d", "mc3", "r2plus1d")):
@@ -71,15 +79,21 @@ def flat(y):
     return [y]
 
 
-for name in sys.argv[2].split(","):
+def make_model(name):
+    if SOURCE == "timm":
+        return timm.create_model(name, pretrained=False)
+    kw = {"weights_backbone": None} if name.startswith(("deeplab", "fcn", "lraspp")) else {}
+    return torchvision.models.get_model(name, weights=None, **kw)
+
+
+for name in sys.argv[3].split(","):
     t0 = time.time()
     torch.manual_seed(0)
-    kw = {"weights_backbone": None} if name.startswith(("deeplab", "fcn", "lraspp")) else {}
     try:
         signal.alarm(300)
-        m = randomize(torchvision.models.get_model(name, weights=None, **kw)).eval()
-        xs = example_inputs(name)
-        path = f"/tmp/torchvision_sweep_{name}.onnx"
+        m = randomize(make_model(name)).eval()
+        xs = example_inputs(name, m)
+        path = f"/tmp/sweep_vs_ort_{name}.onnx"
         names = [f"x{i}" for i in range(len(xs))]
         with torch.no_grad():
             torch_out = [t.numpy() for t in flat(m(*xs))]
