@@ -3,6 +3,7 @@
 // buffers, TF32 on/off; every tactic against the CPU reference kernel on random data.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -76,7 +77,11 @@ TypedCase makeCase(const std::string& op, const std::vector<HostTensor>& inputs,
 void checkAllTactics(const TypedCase& c, const TypeCfg& t, int64_t K, const std::string& what) {
   auto gpu = getBackend(DeviceType::kGPU, 0);
   std::vector<std::string> names = test::tacticNames(*gpu, c.gpu);
-  ASSERT_EQ(names.size(), 4u) << what;
+  // The four cuBLASLt algorithms always; the fused cuDNN tactics where they apply (checked below).
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NE(std::find(names.begin(), names.end(), (c.gpu.op == "Gemm" ? "gemm_fp_cublaslt_" : "matmul_fp_cublaslt_") + std::to_string(i)),
+              names.end())
+        << what;
   HostTensor ref = test::runReference(c.ref)[0];
   double rtol, atol;
   tolerance(t, K, rtol, atol);
@@ -172,6 +177,42 @@ TEST(CudaMatMul, FusedBiasAndActivations) {
     runMatMul({{4, 1, 3, 8}, {1, 3, 8, 6}, Dims{6}}, t, false, "Relu");
     runMatMul({{3, 11}, {11}, Dims{3}}, t, false, "LeakyRelu", 0.2f);  // 1-D B: the bias runs over M
   }
+}
+
+// MatMul + bias + an activation cuBLASLt cannot fuse (erf GELU, SiLU, Sigmoid, Tanh): the cuDNN
+// graph tactics are offered for float16 / bfloat16 with constant B and 16-byte rows, and match the
+// reference (checkAllTactics runs every offered tactic); elsewhere they are not offered.
+TEST(CudaMatMul, CudnnFusedEpilogue) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  auto offered = [&](const MatMulShape& s, const TypeCfg& t, bool constB, const std::string& act) {
+    std::mt19937 rng(7);
+    std::vector<HostTensor> in{randomTensor(s.a, rng), randomTensor(s.b, rng)};
+    std::vector<bool> constant{false, constB};
+    if (s.bias) in.push_back(randomTensor(*s.bias, rng)), constant.push_back(true);
+    Attributes attrs;
+    if (!act.empty()) attrs.set("kiln_activation", act);
+    const auto names = test::tacticNames(*gpu, makeCase("MatMul", in, constant, attrs, t).gpu);
+    return std::find(names.begin(), names.end(), "matmul_half_cudnn_fused_0") != names.end();
+  };
+  const MatMulShape convnext{{2, 7, 7, 96}, {96, 384}, Dims{384}};  // ConvNeXt's pwconv1 (channels-last rows)
+  const MatMulShape vit{{2, 50, 64}, {64, 256}, Dims{256}};          // a ViT MLP's fc1
+  const MatMulShape noBias{{3, 40, 32}, {32, 48}, std::nullopt};
+  for (const TypeCfg& t : {kF16, kBF16})
+    for (const char* act : {"Gelu", "Silu", "Sigmoid", "Tanh"}) {
+      EXPECT_TRUE(offered(convnext, t, true, act)) << t.name << " " << act;
+      runMatMul(convnext, t, true, act, 0.f, 0.f, 11);
+      runMatMul(vit, t, true, act, 0.f, 0.f, 12);
+      runMatMul(noBias, t, true, act, 0.f, 0.f, 13);
+    }
+  EXPECT_FALSE(offered(vit, kF16, true, "Relu")) << "cuBLASLt fuses ReLU";
+  EXPECT_FALSE(offered(vit, kF16, true, "GeluTanh")) << "cuBLASLt fuses the tanh GELU";
+  EXPECT_FALSE(offered(vit, kF16, true, "")) << "nothing to fuse";
+  EXPECT_FALSE(offered(vit, kF32, true, "Gelu")) << "float32";
+  EXPECT_FALSE(offered(vit, kF16, false, "Gelu")) << "B not constant";
+  EXPECT_FALSE(offered({{2, 5, 24}, {24, 44}, Dims{44}}, kF16, true, "Gelu")) << "N % 8 != 0";
+  EXPECT_FALSE(offered({{2, 5, 20}, {20, 40}, Dims{40}}, kF16, true, "Gelu")) << "K % 8 != 0";
+  EXPECT_FALSE(offered({{2, 5, 24}, {24, 40}, Dims{5, 40}}, kF16, true, "Gelu")) << "bias not a row";
 }
 
 TEST(CudaMatMul, ZeroSizes) {

@@ -32,6 +32,7 @@ const std::map<std::string, std::string>& coveredElsewhere() {
       {"conv_f32_grouped_blocked_avx2", "test_cpu_layout.cpp"},
       {"pointwise_chain_", "test_pointwise_chain.cpp, test_cuda_elementwise.cpp"},
       {"conv_half_cudnn_pad8_", "test_cuda_conv_pool.cpp"},
+      {"matmul_half_cudnn_fused_", "test_cuda_matmul.cpp (CudaMatMul.CudnnFusedEpilogue, CudaMatMul.FusedBiasAndActivations)"},
       {"conv_half_small_cin_wmma", "test_cuda_conv_pool.cpp (CudaConv.SmallInputChannelsWmma, CudaConv.PaddedChannels)"},
       {"conv_half_depthwise_nhwc", "test_cuda_conv_pool.cpp"},
       {"group_normalization_fp_cuda_nhwc", "test_cuda_normalization.cpp (CudaGroupNorm.ChannelsLast)"},

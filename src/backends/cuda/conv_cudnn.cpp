@@ -112,32 +112,6 @@ HostTensor toPaddedChannelsLast(const HostTensor& w, int64_t cp) {
   return out;
 }
 
-//! Activations the frontend's pointwise modes express with kiln's exact formula: Relu, Sigmoid,
-//! Tanh, both GELUs, SiLU (SWISH_FWD, beta 1: EfficientNet/MobileViT/YOLO convs), and Clip with finite bounds (RELU_FWD with lower and upper clips: ReLU6 in
-//! MobileNetV2, where a separate epilogue pass over every expansion conv's output cost as much as
-//! the conv). The others (LeakyRelu, HardSwish, ...) run in our epilogue.
-bool cudnnAct(const Activation& a, fe::graph::Pointwise_attributes* attrs = nullptr) {
-  fe::PointwiseMode_t mode;
-  switch (a.kind) {
-    case ActKind::kRelu: mode = fe::PointwiseMode_t::RELU_FWD; break;
-    case ActKind::kSigmoid: mode = fe::PointwiseMode_t::SIGMOID_FWD; break;
-    case ActKind::kTanh: mode = fe::PointwiseMode_t::TANH_FWD; break;
-    case ActKind::kGelu: mode = fe::PointwiseMode_t::GELU_FWD; break;
-    case ActKind::kGeluTanh: mode = fe::PointwiseMode_t::GELU_APPROX_TANH_FWD; break;
-    case ActKind::kSilu: mode = fe::PointwiseMode_t::SWISH_FWD; break;
-    case ActKind::kClip:
-      if (!std::isfinite(a.alpha) || !std::isfinite(a.beta) || !(a.alpha <= a.beta)) return false;
-      mode = fe::PointwiseMode_t::RELU_FWD;
-      break;
-    default: return false;
-  }
-  if (attrs) {
-    attrs->set_mode(mode).set_compute_data_type(fe::DataType_t::FLOAT);
-    if (a.kind == ActKind::kClip) attrs->set_relu_lower_clip(a.alpha).set_relu_upper_clip(a.beta);
-    if (a.kind == ActKind::kSilu) attrs->set_swish_beta(1.f);
-  }
-  return true;
-}
 
 //! The concrete problem in cuDNN's terms: 4-D (1-D/2-D convs) or 5-D tensors, NCHW-packed.
 struct Problem {
@@ -188,7 +162,7 @@ Problem resolve(const LayerDesc& l) {
 //! Whether the conv graph applies `a` itself. A clip (ReLU6) only on channels-last outputs: with
 //! NCHW outputs the engines that fuse it ran MobileNetV2's batch-1 expansion convs 3-4x slower on
 //! the H200 than the same convs without it (0.09 vs 0.027 ms), more than our epilogue pass costs.
-bool graphAct(const Activation& a, const Problem& p) { return (a.kind != ActKind::kClip || p.yLast) && cudnnAct(a); }
+bool graphAct(const Activation& a, const Problem& p) { return (a.kind != ActKind::kClip || p.yLast) && cuda::cudnnAct(a); }
 
 //! What the cuDNN graph computes itself (the epilogue kernel does the rest).
 struct Fusion {
@@ -242,7 +216,7 @@ std::shared_ptr<fe::graph::Graph> makeGraph(const Problem& p, const Activation& 
   }
   if (f.residual && hasRes) y = pointwise(y, tensor("R", kUidR, p.y, p.yLast), fe::PointwiseMode_t::ADD);
   fe::graph::Pointwise_attributes actAttrs;
-  if (f.act && graphAct(act, p) && cudnnAct(act, &actAttrs)) y = g->pointwise(y, actAttrs);
+  if (f.act && graphAct(act, p) && cuda::cudnnAct(act, &actAttrs)) y = g->pointwise(y, actAttrs);
   y->set_output(true).set_uid(kUidY).set_dim(p.y).set_stride(p.yLast ? channelsLastStrides(p.y) : packedStrides(p.y))
       .set_data_type(feType(p.type));
   return g;

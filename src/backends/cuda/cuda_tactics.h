@@ -29,6 +29,8 @@ KernelFactory cudnnConv(int engine);  // Conv, ConvTranspose
 KernelFactory cudnnConvPad8(int engine);
 // attention_cudnn.cpp
 KernelFactory cudnnSdpa();
+// matmul_cudnn.cpp: MatMul + bias + an activation cuBLASLt cannot fuse, engine config `engine` (0..1)
+KernelFactory cudnnFusedMatMul(int engine);
 #endif
 // conv_transpose_direct.cu, conv_depthwise{,_nhwc,_nhwc_smem,_nchw}.cu, conv_gemm.cpp (cuBLASLt algorithm `algo`)
 KernelFactory convTransposeDirectCuda();

@@ -1,15 +1,17 @@
-// What the cuDNN tactics (conv_cudnn.cpp, attention_cudnn.cpp) share: the process's cuDNN handle,
-// the frontend error check and the enqueue of a built plan. Built with the cuDNN frontend only.
+// What the cuDNN tactics (conv_cudnn.cpp, matmul_cudnn.cpp, attention_cudnn.cpp) share: the process's cuDNN
+// handle, the frontend error check, the enqueue of a built plan and the activations a graph applies. Built with the cuDNN frontend only.
 #pragma once
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 
+#include <cmath>
 #include <mutex>
 #include <string>
 
 #include "backends/backend.h"
 #include "kiln/types.h"
+#include "ops/activation.h"
 
 namespace kiln::cuda {
 
@@ -48,6 +50,33 @@ inline void executeCudnnPlan(cudnn_frontend::graph::Graph& graph, int64_t plan, 
   if (st != CUDNN_STATUS_SUCCESS) throw Error(std::string("cudnnSetStream: ") + cudnnGetErrorString(st));
   auto e = graph.execute_plan_at_index(h.h, ptrs, n, workspace, plan);
   if (e.is_bad()) throw Error(std::string(what) + " execute: " + e.get_message());
+}
+
+//! Activations the frontend's pointwise modes express with kiln's exact formula: Relu, Sigmoid,
+//! Tanh, both GELUs, SiLU (SWISH_FWD, beta 1: EfficientNet/MobileViT/YOLO convs), and Clip with finite bounds (RELU_FWD with lower and upper clips: ReLU6 in
+//! MobileNetV2, where a separate epilogue pass over every expansion conv's output cost as much as
+//! the conv). The others (LeakyRelu, HardSwish, ...) run in the tactics' own epilogues.
+inline bool cudnnAct(const Activation& a, cudnn_frontend::graph::Pointwise_attributes* attrs = nullptr) {
+  cudnn_frontend::PointwiseMode_t mode;
+  switch (a.kind) {
+    case ActKind::kRelu: mode = cudnn_frontend::PointwiseMode_t::RELU_FWD; break;
+    case ActKind::kSigmoid: mode = cudnn_frontend::PointwiseMode_t::SIGMOID_FWD; break;
+    case ActKind::kTanh: mode = cudnn_frontend::PointwiseMode_t::TANH_FWD; break;
+    case ActKind::kGelu: mode = cudnn_frontend::PointwiseMode_t::GELU_FWD; break;
+    case ActKind::kGeluTanh: mode = cudnn_frontend::PointwiseMode_t::GELU_APPROX_TANH_FWD; break;
+    case ActKind::kSilu: mode = cudnn_frontend::PointwiseMode_t::SWISH_FWD; break;
+    case ActKind::kClip:
+      if (!std::isfinite(a.alpha) || !std::isfinite(a.beta) || !(a.alpha <= a.beta)) return false;
+      mode = cudnn_frontend::PointwiseMode_t::RELU_FWD;
+      break;
+    default: return false;
+  }
+  if (attrs) {
+    attrs->set_mode(mode).set_compute_data_type(cudnn_frontend::DataType_t::FLOAT);
+    if (a.kind == ActKind::kClip) attrs->set_relu_lower_clip(a.alpha).set_relu_upper_clip(a.beta);
+    if (a.kind == ActKind::kSilu) attrs->set_swish_beta(1.f);
+  }
+  return true;
 }
 
 }  // namespace kiln::cuda

@@ -87,6 +87,11 @@ const std::vector<TacticDef>& cudaTacticTable() {
       {"MatMul", "matmul_fp_cublaslt_1", cuda::cublasLtMatMul(1)},
       {"MatMul", "matmul_fp_cublaslt_2", cuda::cublasLtMatMul(2)},
       {"MatMul", "matmul_fp_cublaslt_3", cuda::cublasLtMatMul(3)},
+#ifdef KILN_HAVE_CUDNN_FRONTEND
+      // MatMul + bias + erf GELU / SiLU / Sigmoid / Tanh in one cuDNN graph (cuBLASLt needs a post pass).
+      {"MatMul", "matmul_half_cudnn_fused_0", cuda::cudnnFusedMatMul(0)},
+      {"MatMul", "matmul_half_cudnn_fused_1", cuda::cudnnFusedMatMul(1)},
+#endif
       {"Gemm", "gemm_fp_cublaslt_0", cuda::cublasLtGemm(0)},
       {"Gemm", "gemm_fp_cublaslt_1", cuda::cublasLtGemm(1)},
       {"Gemm", "gemm_fp_cublaslt_2", cuda::cublasLtGemm(2)},
