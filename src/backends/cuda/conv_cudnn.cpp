@@ -323,13 +323,8 @@ class CudnnConvKernel : public Kernel {
     for (const Fusion& f : levels) {
       auto entry = graphCache().get(graphKey(p, act, hasBias, hasRes, f, tf32), [&](GraphCache::Entry& e) {
         auto g = makeGraph(p, act, hasBias, hasRes, f);
-        auto st = g->validate();
-        if (st.is_good()) st = g->build_operation_graph(h.h);
-        if (st.is_good()) st = g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
-        if (st.is_bad()) {
-          e.failure = st.get_message();
-          return;
-        }
+        e.failure = cuda::createCudnnPlans(*g, h.h);
+        if (!e.failure.empty()) return;
         g->deselect_workspace_greater_than(kMaxWorkspace);
         if (p.type == DataType::kFLOAT) {
           // float32 inputs are never computed in half; TF32 tensor cores only when allowed.
@@ -343,20 +338,16 @@ class CudnnConvKernel : public Kernel {
         failures += "\n" + entry->failure;
         continue;
       }
-      const std::shared_ptr<fe::graph::Graph>& g = entry->graph;
-      const int64_t chosen = cuda::nthBuiltPlan(*entry, index_, g->get_execution_plan_count(),
-                                                [&](int64_t i) { return g->build_plan_at_index(i).is_good(); });
-      if (chosen < 0) {
+      cuda::CudnnPlanChoice c;
+      if (!cuda::chooseCudnnPlan(*entry, index_, l, c)) {
         failures += "\nno engine config builds";
         continue;
       }
-      cuda::checkCudnn(g->prepare_variant_pack_template(), l, "variant pack");
-      int64_t ws = 0;
-      cuda::checkCudnn(g->get_workspace_size_plan_at_index(chosen, ws), l, "workspace size");
+      const int64_t ws = c.workspace;
       auto s = std::make_unique<ConvState>();
-      s->graph = g;
-      s->plan = chosen;
-      s->uids = g->get_variant_pack_uids_sorted();
+      s->graph = entry->graph;
+      s->plan = c.plan;
+      s->uids = std::move(c.uids);
       s->fused = Fusion{f.bias && hasBias, f.residual && hasRes, f.act && graphAct(act, p)};
       s->epilogue = (hasBias && !s->fused.bias) || (hasRes && !s->fused.residual) ||
                     (act.kind != ActKind::kNone && !s->fused.act);

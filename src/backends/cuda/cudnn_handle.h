@@ -8,8 +8,10 @@
 #include <cmath>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/plan_cache.h"
 #include "kiln/types.h"
 #include "ops/activation.h"
 
@@ -76,6 +78,35 @@ inline bool cudnnAct(const Activation& a, cudnn_frontend::graph::Pointwise_attri
     if (a.kind == ActKind::kClip) attrs->set_relu_lower_clip(a.alpha).set_relu_upper_clip(a.beta);
     if (a.kind == ActKind::kSilu) attrs->set_swish_beta(1.f);
   }
+  return true;
+}
+
+
+//! Validates `g` and creates its execution plans (heuristics A, then the fallback list) on handle
+//! `h` (the caller holds cudnnHandle().mu): an empty string, or what cuDNN said.
+inline std::string createCudnnPlans(cudnn_frontend::graph::Graph& g, cudnnHandle_t h) {
+  auto st = g.validate();
+  if (st.is_good()) st = g.build_operation_graph(h);
+  if (st.is_good()) st = g.create_execution_plans({cudnn_frontend::HeurMode_t::A, cudnn_frontend::HeurMode_t::FALLBACK});
+  return st.is_bad() ? (st.get_message().empty() ? std::string("cuDNN refused the graph") : st.get_message()) : std::string();
+}
+
+//! What a tactic runs of a shared graph (plan_cache.h): its `index`-th plan that builds, the plan's
+//! workspace bytes and the variant pack's uids in execute order.
+struct CudnnPlanChoice {
+  int64_t plan = -1;
+  int64_t workspace = 0;
+  std::vector<int64_t> uids;
+};
+
+//! Picks tactic `index`'s plan of `e` (a made graph); false when no plan builds.
+inline bool chooseCudnnPlan(PlanCacheEntry<cudnn_frontend::graph::Graph>& e, int64_t index, const LayerDesc& l, CudnnPlanChoice& c) {
+  cudnn_frontend::graph::Graph& g = *e.graph;
+  c.plan = nthBuiltPlan(e, index, g.get_execution_plan_count(), [&](int64_t i) { return g.build_plan_at_index(i).is_good(); });
+  if (c.plan < 0) return false;
+  checkCudnn(g.prepare_variant_pack_template(), l, "variant pack");
+  checkCudnn(g.get_workspace_size_plan_at_index(c.plan, c.workspace), l, "workspace size");
+  c.uids = g.get_variant_pack_uids_sorted();
   return true;
 }
 

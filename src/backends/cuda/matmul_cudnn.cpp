@@ -124,30 +124,20 @@ class CudnnMatMulKernel : public Kernel {
     std::lock_guard<std::mutex> lock(h.mu);
     auto entry = graphCache().get(key, [&](GraphCache::Entry& e) {
       auto g = makeGraph(M);
-      auto st = g->validate();
-      if (st.is_good()) st = g->build_operation_graph(h.h);
-      if (st.is_good()) st = g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
-      if (st.is_bad()) {
-        e.failure = st.get_message();
-        return;
-      }
+      e.failure = cuda::createCudnnPlans(*g, h.h);
+      if (!e.failure.empty()) return;
       g->deselect_workspace_greater_than(kMaxWorkspace);
       e.graph = std::move(g);
     });
     if (!entry->graph) throw UnsupportedError("layer '" + l.name + "' (MatMul): no cuDNN graph for it: " + entry->failure);
-    const std::shared_ptr<fe::graph::Graph>& g = entry->graph;
-    const int64_t chosen = cuda::nthBuiltPlan(*entry, index_, g->get_execution_plan_count(),
-                                              [&](int64_t i) { return g->build_plan_at_index(i).is_good(); });
-    if (chosen < 0) throw UnsupportedError("layer '" + l.name + "' (MatMul): no cuDNN engine config builds");
-    cuda::checkCudnn(g->prepare_variant_pack_template(), l, "variant pack");
-    int64_t ws = 0;
-    cuda::checkCudnn(g->get_workspace_size_plan_at_index(chosen, ws), l, "workspace size");
+    cuda::CudnnPlanChoice c;
+    if (!cuda::chooseCudnnPlan(*entry, index_, l, c)) throw UnsupportedError("layer '" + l.name + "' (MatMul): no cuDNN engine config builds");
     auto s = std::make_unique<MatMulState>();
-    s->graph = g;
-    s->plan = chosen;
-    s->uids = g->get_variant_pack_uids_sorted();
+    s->graph = entry->graph;
+    s->plan = c.plan;
+    s->uids = std::move(c.uids);
     state = std::move(s);
-    return static_cast<size_t>(std::max<int64_t>(ws, 0));
+    return static_cast<size_t>(std::max<int64_t>(c.workspace, 0));
   }
 
   void execute(const KernelIO& io, KernelState* state) const override {
