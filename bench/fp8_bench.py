@@ -52,10 +52,12 @@ def profile_groups(prof_path, info_path, groups=8):
     return [[k, n, round(ms, 4)] for k, (n, ms) in sorted(by.items(), key=lambda kv: -kv[1][1])[:groups]]
 
 
-def engine_row(kiln, onnx_path, tag, d, ref_dir, profile=False):
+def engine_row(kiln, onnx_path, tag, d, ref_dir, profile=False, build_args=("--fp16",), quant_ops=("Fp8MatMul",)):
+    """Builds and times one engine; `quant_layers` counts its layers of `quant_ops`; with `ref_dir`,
+    err (max |out - ref| / range) and cos (cosine similarity) against PyTorch's FP32 output."""
     plan = os.path.join(d, f"{tag}.plan")
     row = {}
-    b = sh([kiln, f"--onnx={onnx_path}", "--fp16", f"--saveEngine={plan}", "--skipInference"])
+    b = sh([kiln, f"--onnx={onnx_path}", *build_args, f"--saveEngine={plan}", "--skipInference"], timeout=1800)
     if b.returncode != 0:
         return {"error": "build: " + last_line(b)}
     times, info = os.path.join(d, f"{tag}_times.json"), os.path.join(d, f"{tag}_layers.json")
@@ -74,7 +76,7 @@ def engine_row(kiln, onnx_path, tag, d, ref_dir, profile=False):
     with open(info) as f:
         layers = json.load(f)
     layers = layers.get("layers", layers) if isinstance(layers, dict) else layers
-    row["fp8_layers"] = sum(1 for layer in layers if layer.get("op") == "Fp8MatMul")
+    row["quant_layers"] = sum(1 for layer in layers if layer.get("op") in quant_ops)
     if ref_dir:
         out_json = os.path.join(d, f"{tag}_out.json")
         c = sh([kiln, f"--loadEngine={plan}", f"--loadInputs=input:{os.path.join(ref_dir, 'input_0.pb')}",
@@ -87,6 +89,7 @@ def engine_row(kiln, onnx_path, tag, d, ref_dir, profile=False):
         ref = numpy_helper.to_array(onnx.load_tensor(os.path.join(ref_dir, "output_0.pb"))).astype(np.float64)
         val = np.array([float(v) for v in got["values"]], dtype=np.float64).reshape(ref.shape)
         row["err"] = float(np.abs(val - ref).max() / max(float(ref.max() - ref.min()), 1e-12))
+        row["cos"] = float(np.dot(val.ravel(), ref.ravel()) / max(np.linalg.norm(val) * np.linalg.norm(ref), 1e-30))
     return row
 
 
@@ -146,7 +149,7 @@ def main():
             note = "; ".join(str(r[k]) for k in ("error", "fp16_error", "fp8_error") if k in r)
             err = lambda k: f"{r[k]:.2e}" if k in r else "-"  # noqa: E731
             f.write(f"| {r['model']} | {r['batch']} | {fmt(r.get('fp16_ms'), 3)} | {fmt(r.get('fp8_ms'), 3)} | "
-                    f"{fmt(r.get('speedup'), 2)}x | {r.get('fp8_fp8_layers', '-')} | {err('fp16_err')} | {err('fp8_err')} | {note} |\n")
+                    f"{fmt(r.get('speedup'), 2)}x | {r.get('fp8_quant_layers', '-')} | {err('fp16_err')} | {err('fp8_err')} | {note} |\n")
         for r in rows:
             for tag in ("fp16", "fp8"):
                 if f"{tag}_profile" in r:

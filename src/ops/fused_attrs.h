@@ -29,6 +29,9 @@ constexpr const char* kSkip = "kiln_skip";  //!< int 1
 constexpr const char* kPerActivation = "kiln_per_activation";     //!< int 1: BatchNormalization-7 spatial=0
 constexpr const char* kPerGroupAffine = "kiln_per_group_affine";  //!< int 1: GroupNormalization < 21
 constexpr const char* kCoerce2d = "kiln_coerce_2d";               //!< int 1: Softmax family < 13
+// QLinearConv's float output type when y_scale is omitted (assign_precision: the engine's
+// float16 / bfloat16 on the GPU); float32 when absent.
+constexpr const char* kFloatOutType = "kiln_float_out_type";  //!< int: ONNX type code 1, 10 or 16
 // Precision pin (builder: BuilderFlag::kTF32 off on the GPU).
 constexpr const char* kTf32 = "kiln_tf32";  //!< int 0: no TF32 for this float32 matmul/conv
 // Strided Attention inputs and output (fuse_attention; ops/attention_views.h).

@@ -48,7 +48,14 @@ void checkScalar(const LayerDesc& l, size_t i, const char* what, int64_t n, bool
 }
 
 DataType outputType(const LayerDesc& l) {
-  if (!l.present(kQYScale)) return DataType::kFLOAT;
+  if (!l.present(kQYScale)) {
+    switch (l.attrs->getInt(attr::kFloatOutType, 1)) {
+      case 1: return DataType::kFLOAT;
+      case 10: return DataType::kHALF;
+      case 16: return DataType::kBF16;
+      default: opError(l, std::string(attr::kFloatOutType) + " must be 1, 10 or 16");
+    }
+  }
   return l.present(kQYZero) ? l.inputs[kQYZero].type : DataType::kUINT8;
 }
 
@@ -106,7 +113,7 @@ void writeOut(const TensorView& y, int64_t i, float v) {
   switch (y.type) {
     case DataType::kINT8: y.as<int8_t>()[i] = static_cast<int8_t>(v); break;
     case DataType::kUINT8: y.as<uint8_t>()[i] = static_cast<uint8_t>(v); break;
-    default: y.as<float>()[i] = v;
+    default: quantWriteFloat(y, i, v);  // float32, or the float16 / bfloat16 of kiln_float_out_type
   }
 }
 

@@ -5,7 +5,8 @@
 // round the same way.
 //
 // kiln's extensions (internal; the ONNX ops are the case without them):
-//   - y_scale (input 6) omitted: the output is float32, act(acc * x_scale * w_scale[c]);
+//   - y_scale (input 6) omitted: the output is float, act(acc * x_scale * w_scale[c]): float32, or
+//     QLinearConv's kiln_float_out_type (float16 / bfloat16 in a reduced-precision GPU engine);
 //   - QLinearMatMul input 8: an int32 bias of N values in accumulator units (like QLinearConv's B);
 //   - kiln_activation (ops/fused_attrs.h) on both, applied to the real value before requantizing.
 #pragma once

@@ -329,3 +329,42 @@ TEST(Calibration, WeightsUseTheBackendsLimit) {
     EXPECT_EQ(convs, 2) << "limit " << limit;
   }
 }
+
+// ImplicitTargets::signedActivations (the GPU: cuDNN's int8 convs read int8 only): a tensor that
+// calibration saw non-negative becomes int8 with the same amax on [-127, 127] (its step x 255 / 127)
+// instead of uint8; without the flag (the CPU) it stays uint8 with its own step.
+TEST(Calibration, GpuActivationsAreSigned) {
+  for (bool gpu : {false, true}) {
+    Network net;
+    makeConvNet(net);
+    net.topoSort();
+    net.inferShapes();
+    CalibrationTable t;
+    t.algorithm = "minmax";
+    for (auto& l : net.layers())
+      if (l->op == "Conv") t.scales[l->inputs[0]->name] = {0.05f, !l->inputs[0]->isInput};
+    ImplicitQuantization q;
+    ImplicitTargets targets;
+    targets.signedActivations = gpu;
+    EXPECT_TRUE(quantizeCalibrated(net, t, [](const LayerDesc&) { return true; }, 127, targets, &q));
+    int unsignedSeen = 0, convs = 0;
+    for (auto& l : net.layers()) {
+      if (l->op != "QLinearConv") continue;
+      ++convs;
+      const bool wasUnsigned = l->inputs[3]->dims[0] == 8;  // the 1x1 conv reads the Relu's output
+      const DataType xt = l->inputs[0]->type;
+      const float xs = l->inputs[1]->value.as<float>()[0];
+      if (!wasUnsigned) {
+        EXPECT_EQ(xt, DataType::kINT8) << l->name;
+        EXPECT_FLOAT_EQ(xs, 0.05f) << l->name;
+        continue;
+      }
+      ++unsignedSeen;
+      EXPECT_EQ(xt, gpu ? DataType::kINT8 : DataType::kUINT8) << l->name;
+      EXPECT_FLOAT_EQ(xs, gpu ? 0.05f * 255.f / 127.f : 0.05f) << l->name;
+      EXPECT_EQ(l->inputs[2]->type, xt) << l->name;
+    }
+    EXPECT_EQ(convs, 2);
+    EXPECT_EQ(unsignedSeen, 1) << "the case must have one non-negative conv input";
+  }
+}

@@ -1,5 +1,6 @@
 // CUDA kernels of the less common ops (LpPool, GlobalLpPool, LRN, Hardmax, LpNormalization,
 // MeanVarianceNormalization, Det, MatMulInteger, Einsum, RNN/GRU/LSTM, RotaryEmbedding) against the CPU reference kernels.
+#include <limits>
 #include <random>
 
 #include "op_test_util.h"
@@ -296,6 +297,47 @@ TEST(CudaMiscOps, GridSample) {
     c.inputs = {uniform({1, 2, 3, 4, 5}, DataType::kFLOAT, 82), uniform({1, 2, 3, 4, 3}, DataType::kFLOAT, 83, -1.1, 1.1)};
     test::checkAllTactics(*gpu, c, std::string("GridSample volumetric ") + mode, 1e-5, 1e-5);
   }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// The per-tensor fast path (quantizePerTensor8: 8 elements a thread) against the reference: float32,
+// float16 and bfloat16 inputs with exact half-way quotients (ties to even), NaN (-> the zero point),
+// infinities and saturation, int8 and uint8 with a zero point; 384 elements (the fast path) and 383
+// (the generic loop).
+TEST(CudaMiscOps, QuantizePerTensorFastPath) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  for (int64_t count : {384, 383})
+    for (DataType f : {DataType::kFLOAT, DataType::kHALF, DataType::kBF16})
+      for (DataType q : {DataType::kINT8, DataType::kUINT8}) {
+        HostTensor x = uniform({count}, DataType::kFLOAT, 80, -400, 400);
+        float* v = x.as<float>();
+        for (int64_t i = 0; i < 40; ++i) v[i] = 0.5f * static_cast<float>(i - 20);  // ties at scale 1
+        v[41] = std::numeric_limits<float>::quiet_NaN();
+        v[42] = std::numeric_limits<float>::infinity();
+        v[43] = -std::numeric_limits<float>::infinity();
+        auto as = [f](const HostTensor& t) {  // t (float32) in type f
+          if (f == DataType::kFLOAT) return t;
+          HostTensor o(f, t.dims());
+          for (int64_t i = 0; i < t.count(); ++i)
+            o.as<uint16_t>()[i] = f == DataType::kHALF ? floatToHalf(t.as<float>()[i]) : floatToBf16(t.as<float>()[i]);
+          return o;
+        };
+        test::OpCase c;
+        c.op = "QuantizeLinear";
+        HostTensor z(q, {}), one(DataType::kFLOAT, {});
+        *one.as<float>() = 1.f;
+        c.inputs = {as(x), as(one)};
+        if (q == DataType::kINT8) *z.as<int8_t>() = -3;
+        else *z.as<uint8_t>() = 100;
+        c.inputs.push_back(z);
+        test::checkAllTactics(*gpu, c, "QuantizeLinear per tensor " + std::to_string(count) + " " + toString(f) + " -> " + toString(q), 0, 0);
+      }
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 // padding (odd K and N, K < 16, N = 1), batch dims, per-row a_scale, nonzero and per-channel
 // weight zero points, uint8 weights, Clip. And the builder: on the GPU, lower_qdq now turns
 // DQ -> MatMul -> Q into a QLinearMatMul, whose engine gives the CPU engine's bytes.
+// QLinearConv (qlinear_conv_cudnn.cpp: q_linear_conv_int_cudnn_*): symmetric forms against the
+// reference in both layouts, within one quantization step (the graph scales before adding the
+// bias), the refused forms, and a calibrated-style Q/DQ CNN through the builder against the CPU.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -171,4 +174,202 @@ TEST(CudaQLinear, LowerQdqLowersMatMulOnTheGpu) {
   double sum = 0;
   for (int64_t i = 0; i < want.count(); ++i) sum += want.as<float>()[i];
   EXPECT_GT(sum, 0.0) << "the case must not be all zeros after Relu";
+}
+
+// ---- QLinearConv on cuDNN's int8 engines --------------------------------------------------------
+
+namespace {
+
+using test::channelsLast;
+
+const Form kSymmetricForms[] = {
+    {DataType::kINT8, DataType::kINT8, 0, 0, true, true, false},   // calibrated: per-channel, bias
+    {DataType::kINT8, DataType::kINT8, 0, 0, false, true, true},   // per tensor, Relu
+    {DataType::kINT8, DataType::kFLOAT, 0, 0, true, true, true},   // float output (no Q after), Relu
+    {DataType::kINT8, DataType::kINT8, 0, 0, true, false, false},  // no bias
+};
+
+struct ConvShape {
+  Dims x, w;
+  std::vector<int64_t> pads, strides, dilations;
+};
+const ConvShape kConvShapes[] = {
+    {{2, 16, 9, 11}, {24, 16, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}},
+    {{1, 32, 8, 8}, {16, 32, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}},
+    {{2, 16, 10, 10}, {32, 16, 3, 3}, {1, 1, 1, 1}, {2, 2}, {1, 1}},
+    {{1, 8, 12, 12}, {8, 8, 3, 3}, {2, 2, 2, 2}, {1, 1}, {2, 2}},
+};
+
+OpCase convCase(const ConvShape& s, const Form& f, Attributes a = {}) {
+  a.set("pads", s.pads);
+  a.set("strides", s.strides);
+  a.set("dilations", s.dilations);
+  a.set("kernel_shape", std::vector<int64_t>{s.w[2], s.w[3]});
+  return qlinearCase("QLinearConv", s.x, s.w, s.w[0], f, std::move(a));
+}
+
+//! Every offered tactic (q_linear_conv_int_cudnn_0 must be) in both layouts against the reference:
+//! float outputs to float rounding, int8 outputs within one step and exact for >= 99% of values.
+void checkQConvTactics(const OpCase& plain, const std::string& what) {
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const std::vector<HostTensor> ref = runReference(plain);
+  for (bool last : {false, true}) {
+    OpCase dev = plain;
+    dev.attrs.set("kiln_layout_in", std::string(last ? "nhwc" : "nchw"));
+    dev.attrs.set("kiln_layout_out", std::string(last ? "nhwc" : "nchw"));
+    if (last) dev.inputs[0] = channelsLast(dev.inputs[0], true);
+    const std::vector<std::string> names = tacticNames(*gpu, dev);
+    EXPECT_NE(std::find(names.begin(), names.end(), "q_linear_conv_int_cudnn_0"), names.end()) << what << ": not offered";
+    for (const std::string& n : names) {
+      const std::string desc = what + (last ? " nhwc " : " nchw ") + n;
+      std::vector<HostTensor> got = runTactic(*gpu, n, dev);
+      const HostTensor y = last ? channelsLast(got[0], false) : got[0];
+      ASSERT_EQ(y.type(), ref[0].type()) << desc;
+      if (y.type() == DataType::kFLOAT) {
+        expectClose(y, ref[0], 1e-5, 1e-5, desc);
+        continue;
+      }
+      int64_t off = 0;
+      for (int64_t i = 0; i < y.count(); ++i) {
+        const int d = std::abs(int(y.as<int8_t>()[i]) - int(ref[0].as<int8_t>()[i]));
+        ASSERT_LE(d, 1) << desc << " at " << i;
+        off += d;
+      }
+      EXPECT_LE(off * 100, y.count()) << desc << ": " << off << " of " << y.count() << " one step off";
+    }
+  }
+}
+
+}  // namespace
+
+TEST(CudaQLinear, ConvCudnnMatchesReference) {
+  KILN_REQUIRE_GPU();
+  for (const ConvShape& s : kConvShapes)
+    for (const Form& f : kSymmetricForms) checkQConvTactics(convCase(s, f), toString(s.x) + "*" + toString(s.w) + " " + formName(f));
+  Attributes a;  // Clip(-1, 2) before requantizing
+  setFusedActivation(a, Activation{ActKind::kClip, -1.f, 2.f});
+  checkQConvTactics(convCase(kConvShapes[0], kSymmetricForms[0], a), "clip");
+}
+
+// What the int8 engines cannot compute exactly is refused (the layer then stays float Q/DQ):
+// asymmetric zero points (cuDNN pads with integer 0), uint8, groups, channel counts off 8.
+TEST(CudaQLinear, ConvCudnnRefusesWhatItCannotRun) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  auto offered = [&](const OpCase& c) {
+    for (const std::string& n : tacticNames(*gpu, c))
+      if (n.rfind("q_linear_conv_int_cudnn", 0) == 0) return true;
+    return false;
+  };
+  EXPECT_TRUE(offered(convCase(kConvShapes[0], kSymmetricForms[0])));
+  EXPECT_FALSE(offered(convCase(kConvShapes[0], kForms[0]))) << "uint8 x with zero point 130";
+  EXPECT_FALSE(offered(convCase(kConvShapes[0], kForms[3]))) << "x zero point 5";
+  Attributes g;
+  g.set("group", int64_t(2));
+  EXPECT_FALSE(offered(convCase({{2, 16, 9, 11}, {24, 8, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}}, kSymmetricForms[0], g))) << "group 2";
+  EXPECT_FALSE(offered(convCase({{2, 12, 9, 11}, {24, 12, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}}, kSymmetricForms[0]))) << "C = 12";
+}
+
+namespace {
+
+//! x -> Q -> DQ -> Conv(DQ(int8 W, per-channel), bias) -> Relu -> Q -> DQ -> MaxPool -> Q -> DQ ->
+//! Conv(DQ(W2)) -> y (float): the symmetric Q/DQ CNN that calibration (or a ModelOpt-style export)
+//! makes. On the GPU both convs become QLinearConv on cuDNN, channels last in between.
+void makeQdqCnn(Network& n) {
+  Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 16, 12, 12});
+  auto c = [&](const std::string& name, const HostTensor& v) { return n.addConstant(name, v); };
+  auto qdq = [&](Tensor* t, float s, const std::string& tag) {
+    Layer* q = n.addLayer("QuantizeLinear", {t, c(tag + "_s", scalarF(s)), c(tag + "_z", scalarOf(DataType::kINT8, 0))}, 1);
+    return n.addLayer("DequantizeLinear", {q->outputs[0], c(tag + "_s2", scalarF(s)), c(tag + "_z2", scalarOf(DataType::kINT8, 0))}, 1)
+        ->outputs[0];
+  };
+  auto conv = [&](Tensor* in, int64_t k, int64_t cin, int64_t r, const std::string& tag, unsigned seed) {
+    Attributes axis;
+    axis.set("axis", int64_t(0));
+    Tensor* w = n.addLayer("DequantizeLinear",
+                           {c(tag + "_w", uniformOfType({k, cin, r, r}, DataType::kINT8, seed, -127, 128)),
+                            c(tag + "_ws", uniformOfType({k}, DataType::kFLOAT, seed + 1, 0.002, 0.006))},
+                           1, axis)->outputs[0];
+    Attributes a;
+    a.set("pads", std::vector<int64_t>(4, r / 2));
+    a.set("kernel_shape", std::vector<int64_t>{r, r});
+    return n.addLayer("Conv", {in, w, c(tag + "_b", uniformOfType({k}, DataType::kFLOAT, seed + 2, -0.5, 0.5))}, 1, a)->outputs[0];
+  };
+  Tensor* h = n.addActivation(conv(qdq(x, 0.02f, "qx"), 32, 16, 3, "c1", 31), "Relu")->outputs[0];
+  Attributes pool;
+  pool.set("kernel_shape", std::vector<int64_t>{2, 2});
+  pool.set("strides", std::vector<int64_t>{2, 2});
+  h = n.addLayer("MaxPool", {qdq(h, 0.04f, "q1")}, 1, pool)->outputs[0];
+  Tensor* y = conv(qdq(h, 0.04f, "q2"), 16, 32, 3, "c2", 41);
+  n.renameTensor(y, "y");
+  n.markOutput(y);
+}
+
+std::unique_ptr<Engine> buildQdqCnn(DeviceType device, bool fp16 = false) {
+  Network net;
+  makeQdqCnn(net);
+  BuilderConfig cfg;
+  cfg.setDevice(device);
+  if (fp16) cfg.setFlag(BuilderFlag::kFP16);
+  if (device == DeviceType::kCPU) cfg.setThreads(2);
+  return Builder().build(net, cfg);
+}
+
+}  // namespace
+
+TEST(QLinear, GpuConvCaseLowersOnTheCpu) {
+  const std::string info = buildQdqCnn(DeviceType::kCPU)->getLayerInformation();
+  EXPECT_NE(info.find("QLinearConv"), std::string::npos) << info;
+  EXPECT_EQ(info.find("\"Conv\""), std::string::npos) << info;
+}
+
+// Also in a float16 engine: the last conv's float output is written as float16 by its epilogue
+// (kiln_float_out_type), so the only Casts are the network input's and output's.
+class CudaQLinearConvEngine : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(Precision, CudaQLinearConvEngine, ::testing::Values(false, true));
+
+TEST_P(CudaQLinearConvEngine, LowerQdqLowersConvOnTheGpu) {
+  KILN_REQUIRE_GPU();
+  const bool fp16 = GetParam();
+  auto gpuEngine = buildQdqCnn(DeviceType::kGPU, fp16);
+  const std::string info = gpuEngine->getLayerInformation();
+  size_t convs = 0;
+  for (size_t at = info.find("q_linear_conv_int_cudnn"); at != std::string::npos; at = info.find("q_linear_conv_int_cudnn", at + 1)) ++convs;
+  EXPECT_GE(convs, 2u) << info;
+  EXPECT_EQ(info.find("\"Conv\""), std::string::npos) << info;
+  // Channels last from the first Q to the last conv: conversions only at the network's edges.
+  size_t converts = 0;
+  for (size_t at = info.find("LayoutConvert"); at != std::string::npos; at = info.find("LayoutConvert", at + 1)) ++converts;
+  EXPECT_LE(converts, 2u) << info;
+  size_t casts = 0;
+  for (size_t at = info.find("cast_any_cuda"); at != std::string::npos; at = info.find("cast_any_cuda", at + 1)) ++casts;
+  EXPECT_LE(casts, fp16 ? 2u : 0u) << info;
+  const HostTensor x = uniformOfType({2, 16, 12, 12}, DataType::kFLOAT, 43, -2.0, 2.0);
+  HostTensor want(DataType::kFLOAT, {2, 16, 6, 6}), got(DataType::kFLOAT, {2, 16, 6, 6});
+  {
+    auto cpuEngine = buildQdqCnn(DeviceType::kCPU);
+    auto ctx = cpuEngine->createExecutionContext();
+    ctx->setTensorAddress("x", const_cast<void*>(x.data()));
+    ctx->setTensorAddress("y", want.data());
+    ctx->enqueue();
+  }
+  void *dx = nullptr, *dy = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, x.bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, got.bytes()), cudaSuccess);
+  cudaMemcpy(dx, x.data(), x.bytes(), cudaMemcpyHostToDevice);
+  cudaMemset(dy, 0xff, got.bytes());  // NaNs: an unwritten output cannot pass
+  auto ctx = gpuEngine->createExecutionContext();
+  ctx->setTensorAddress("x", dx);
+  ctx->setTensorAddress("y", dy);
+  ctx->enqueue(nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaMemcpy(got.data(), dy, got.bytes(), cudaMemcpyDeviceToHost);
+  cudaFree(dx);
+  cudaFree(dy);
+  // One step of the first conv's int8 output moves y by at most 0.04 * max|w2 * s2| per tap; a few
+  // such steps stay far below 2% of y's range, while a wrong layout or scale is of the range.
+  double lo = 1e30, hi = -1e30;
+  for (int64_t i = 0; i < want.count(); ++i) lo = std::min(lo, double(want.as<float>()[i])), hi = std::max(hi, double(want.as<float>()[i]));
+  ASSERT_GT(hi - lo, 0.1) << "the case must not be constant";
+  expectClose(got, want, 0, (fp16 ? 0.03 : 0.02) * (hi - lo), fp16 ? "float16 GPU vs CPU engine" : "GPU vs CPU engine");
 }

@@ -31,6 +31,8 @@ KernelFactory cudnnConvPad8(int engine);
 KernelFactory cudnnSdpa();
 // matmul_cudnn.cpp: MatMul + bias + an activation cuBLASLt cannot fuse, engine config `engine` (0..1)
 KernelFactory cudnnFusedMatMul(int engine);
+// qlinear_conv_cudnn.cpp: QLinearConv on cuDNN's int8 convolutions, engine config `engine` (0..3)
+KernelFactory cudnnQLinearConv(int engine);
 #endif
 // conv_transpose_direct.cu, conv_depthwise{,_nhwc,_nhwc_smem,_nchw}.cu, conv_gemm.cpp (cuBLASLt algorithm `algo`)
 KernelFactory convTransposeDirectCuda();

@@ -45,6 +45,7 @@ struct QParams {
   QuantIndex si, zi;
   MiniFloat narrow;       // the quantized type when it is kNF
   bool saturate = true;   // QuantizeLinear-19+ to a float8 kind
+  bool perTensor8 = false;  // quantizePerTensor8 applies (when the pointers are aligned)
 };
 
 __device__ float loadF(const void* p, int e, int64_t i) {
@@ -112,6 +113,41 @@ __global__ void quantizeKernel(const void* __restrict__ x, const void* __restric
   }
 }
 
+//! The per-tensor QuantizeLinear of an INT8 engine (float32 / float16 / bfloat16 to int8 / uint8, one
+//! scale and zero point) as quantizeKernel computes it, 8 elements a thread with 16-byte loads:
+//! the generic loop above ran ResNet-50's block-input quantizations at ~0.5 TB/s on the H100.
+template <typename T>
+__device__ float toF(T v) { return static_cast<float>(v); }
+template <>
+__device__ float toF(__half v) { return __half2float(v); }
+template <>
+__device__ float toF(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__global__ void quantizePerTensor8(const T* __restrict__ x, const void* __restrict__ s, const void* __restrict__ z, void* __restrict__ y,
+                                   QParams p) {
+  const float scale = loadF(s, p.scale, 0);
+  const int zero = z ? static_cast<int>(loadI(z, p.zp, 0)) : 0;
+  const int64_t groups = p.count / 8;
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groups; g += int64_t(gridDim.x) * blockDim.x) {
+    T in[8];
+    if (sizeof(T) == 2) *reinterpret_cast<uint4*>(in) = reinterpret_cast<const uint4*>(x)[g];
+    else reinterpret_cast<uint4*>(in)[0] = reinterpret_cast<const uint4*>(x)[2 * g], reinterpret_cast<uint4*>(in)[1] = reinterpret_cast<const uint4*>(x)[2 * g + 1];
+    uint32_t out[2] = {0, 0};
+    for (int k = 0; k < 8; ++k) {
+      float q = toF(in[k]) / scale;
+      if (p.div == kF16) q = __half2float(__float2half_rn(q));
+      else if (p.div == kBF16) q = __bfloat162float(__float2bfloat16_rn(q));
+      q = fminf(fmaxf(q, -1e9f), 1e9f);
+      int r = isnan(q) ? 0 : __float2int_rn(q);  // rint: to nearest even
+      r += zero;
+      r = r < p.lo ? static_cast<int>(p.lo) : (r > p.hi ? static_cast<int>(p.hi) : r);
+      out[k / 4] |= (static_cast<uint32_t>(r) & 0xffu) << (8 * (k % 4));
+    }
+    reinterpret_cast<uint2*>(y)[g] = make_uint2(out[0], out[1]);
+  }
+}
+
 class QuantizeKernel : public Kernel {
  public:
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
@@ -133,15 +169,29 @@ class QuantizeKernel : public Kernel {
     }
     const DataType q = p.quantize ? l.outputs[0].type : l.inputs[0].type;
     if (elemOf(q) == kNF) p.narrow = miniFloatOf(q);
+    p.perTensor8 = p.quantize && (p.x == kF32 || p.x == kF16 || p.x == kBF16) && (p.y == kI8 || p.y == kU8) && p.count % 8 == 0 &&
+                  volume(l.inputs[1].dims) == 1 && (!l.present(2) || volume(l.inputs[2].dims) == 1);
     return 0;
   }
   void execute(const KernelIO& io, KernelState* state) const override {
     const QParams& p = cuda::paramsOf<QParams>(state);
     if (p.count == 0) return;
     const void* z = io.in.size() > 2 ? io.in[2].data : nullptr;
-    quantizeKernel<<<cuda::gridFor(p.count), 256, 0, cuda::streamOf(io)>>>(io.in[0].data, io.in[1].data, z, io.out[0].data, p);
+    const cudaStream_t st = cuda::streamOf(io);
+    const bool aligned = reinterpret_cast<uintptr_t>(io.in[0].data) % 16 == 0 && reinterpret_cast<uintptr_t>(io.out[0].data) % 8 == 0;
+    if (p.perTensor8 && aligned) {
+      const int64_t groups = p.count / 8;
+      const void* x = io.in[0].data;
+      if (p.x == kF16) quantizePerTensor8<<<cuda::gridFor(groups), 256, 0, st>>>(static_cast<const __half*>(x), io.in[1].data, z, io.out[0].data, p);
+      else if (p.x == kBF16)
+        quantizePerTensor8<<<cuda::gridFor(groups), 256, 0, st>>>(static_cast<const __nv_bfloat16*>(x), io.in[1].data, z, io.out[0].data, p);
+      else quantizePerTensor8<<<cuda::gridFor(groups), 256, 0, st>>>(static_cast<const float*>(x), io.in[1].data, z, io.out[0].data, p);
+    } else {
+      quantizeKernel<<<cuda::gridFor(p.count), 256, 0, st>>>(io.in[0].data, io.in[1].data, z, io.out[0].data, p);
+    }
     KILN_CUDA_CHECK_LAUNCH();
   }
+
 };
 
 bool supportsQuantize(const LayerDesc& l) {

@@ -241,6 +241,13 @@ const std::vector<TacticDef>& cudaTacticTable() {
       // dp4a kernel for what cuBLASLt refuses.
       {"QLinearMatMul", "q_linear_matmul_int_cublaslt", cuda::qlinearMatMulCublasLt()},
       {"QLinearMatMul", "q_linear_matmul_int_dp4a", cuda::qlinearMatMulDp4a()},
+#ifdef KILN_HAVE_CUDNN_FRONTEND
+      // Symmetric int8 convs on cuDNN's int8 tensor-core engines, requantizing epilogue in the graph.
+      {"QLinearConv", "q_linear_conv_int_cudnn_0", cuda::cudnnQLinearConv(0)},
+      {"QLinearConv", "q_linear_conv_int_cudnn_1", cuda::cudnnQLinearConv(1)},
+      {"QLinearConv", "q_linear_conv_int_cudnn_2", cuda::cudnnQLinearConv(2)},
+      {"QLinearConv", "q_linear_conv_int_cudnn_3", cuda::cudnnQLinearConv(3)},
+#endif
   };
   return table;
 }

@@ -2,11 +2,13 @@
 // unless a precision constraint says otherwise. Walking the layers in order, float inputs of a
 // layer are cast to the type it runs in (casts of constants fold away at build time), and the
 // network's outputs are cast back to the types the network declares. Value inputs (scales, ROI:
-// shape-determining data) keep their types.
+// shape-determining data) keep their types, as do the scales of the integer layers (QLinearConv /
+// QLinearMatMul), whose float output without y_scale is written in the target type directly.
 #include <map>
 
 #include "core/type_dispatch.h"
 #include "builder/passes/passes.h"
+#include "ops/fused_attrs.h"
 #include "ops/op_registry.h"
 #include "ops/shape_propagation.h"
 
@@ -70,7 +72,12 @@ bool assignPrecision(Network& net, DataType target, bool obeyConstraints) {
     if (!def || l->op == "Cast" || l->op == "Shape" || l->op == "Size") continue;
     DataType want = target;
     if (obeyConstraints && l->precision && isFloatType(*l->precision)) want = *l->precision;
-    for (size_t i = 0; i < l->inputs.size(); ++i) {
+    // An integer conv's float inputs are its scales (kept exact); without y_scale its float output
+    // takes the engine's type, written by the int8 kernel's epilogue instead of a Cast after it.
+    const bool integerConv = l->op == "QLinearConv" || l->op == "QLinearMatMul";
+    if (l->op == "QLinearConv" && (l->inputs.size() <= 6 || !l->inputs[6]))
+      l->attrs.set(attr::kFloatOutType, onnxTypeCode(want));
+    for (size_t i = 0; i < l->inputs.size() && !integerConv; ++i) {
       Tensor*& in = l->inputs[i];
       if (!in || !isFloatType(in->type) || in->type == want) continue;
       bool valueInput = false;

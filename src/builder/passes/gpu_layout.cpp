@@ -19,7 +19,9 @@
 // H100, ten zoo CNNs ran 1.23x faster in the geometric mean channels-last than NCHW (ResNeXt-50
 // 1.81x, Inception-v3 1.95x, DenseNet-121 1.63x; ShuffleNet-V2 0.85x, whose channel shuffles
 // convert layouts; bench/results/channels-last-b1-h100.md). Channel counts
-// must be multiples of 8 (tensor-core alignment). Dynamic dims are judged at the opt shape, and
+// must be multiples of 8 (tensor-core alignment). INT8 engines (QLinearConv, with the per-tensor
+// Quantize/DequantizeLinear between them passing through) take part the same way: cuDNN's int8
+// convolutions exist only channels last. Dynamic dims are judged at the opt shape, and
 // each layer's tactic is checked there (a ResNeXt-50 profile of batch 1..64 ran NCHW, 2.1x the
 // fixed engine, while the pass required static dims).
 #include <optional>
@@ -37,7 +39,7 @@ namespace kiln {
 namespace {
 
 bool nhwcDims(DataType type, const Dims& d, int64_t minBatch) {
-  return (type == DataType::kHALF || type == DataType::kBF16) && d.size() == 4 && d[0] >= minBatch && d[1] > 0 &&
+  return (type == DataType::kHALF || type == DataType::kBF16 || type == DataType::kINT8) && d.size() == 4 && d[0] >= minBatch && d[1] > 0 &&
          d[1] % 8 == 0 && d[2] > 0 && d[3] > 0;
 }
 
@@ -70,6 +72,9 @@ class OptDims {
   const InputSamples& samples_;
   std::optional<SymbolicDims> sym_;
 };
+
+//! An int8 conv (lower_qdq.cpp): cuDNN's int8 engines read and write channels last only.
+bool isQuantizedConv(const Layer& l) { return l.op == "QLinearConv" && l.outputs.size() == 1; }
 
 //! A Transpose (one input, one output) with exactly this perm.
 bool isTranspose(const Layer* l, const std::vector<int64_t>& perm) {
@@ -183,15 +188,15 @@ bool assignGpuLayouts(Network& net, Backend& backend, const InputSamples& sample
   // GroupNorm / InstanceNorm (ResNet-GN, PoolFormer) read and write nhwc in the middle of a conv
   // chain (their channels-last tactic) instead of two conversions around each of them.
   p.reads = [](const Layer& l) {
-    return isLayoutConv(l) || isLayoutWindowPool(l) || isLayoutGlobalPool(l) || isLayoutGroupNorm(l) || readsChannelsLast(l);
+    return isLayoutConv(l) || isQuantizedConv(l) || isLayoutWindowPool(l) || isLayoutGlobalPool(l) || isLayoutGroupNorm(l) || readsChannelsLast(l);
   };
   // Global pools write [N,C,1,1]; a [0, 3, 1, 2] permute reads plain and writes nhwc (the
   // planner gives it an nhwc X only if its producer writes one, and no tactic takes that).
-  p.writes = [](const Layer& l) { return isLayoutConv(l) || isLayoutWindowPool(l) || isLayoutGroupNorm(l) || writesChannelsLast(l); };
+  p.writes = [](const Layer& l) { return isLayoutConv(l) || isQuantizedConv(l) || isLayoutWindowPool(l) || isLayoutGroupNorm(l) || writesChannelsLast(l); };
   p.transparent = [](const Layer& l) {
     static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Div", "PRelu", "PointwiseChain", "Relu", "LeakyRelu",
                                               "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Softplus", "Gelu",
-                                              "Mish", "Clip"};
+                                              "Mish", "Clip", "QuantizeLinear", "DequantizeLinear"};
     return ops.count(l.op) > 0;
   };
   // DenseNet / Inception blocks: a Concat along the channels of nhwc inputs joins each pixel's

@@ -2,7 +2,7 @@
 // lowerQdq (one integer path for explicit and implicit quantization).
 //   x -> Conv(W)   becomes   x -> Q(s_x) -> DQ(s_x) -> Conv(DQ(W_int8, s_w[c]))
 // s_x from the calibration table (uint8 when the tensor never went negative, else int8; zero point
-// 0), s_w[c] = max|W[c]| / L with L the backend's int8WeightLimit (127, or 63 on CPUs whose int8
+// 0; always int8 on the GPU, ImplicitTargets::signedActivations), s_w[c] = max|W[c]| / L with L the backend's int8WeightLimit (127, or 63 on CPUs whose int8
 // instructions saturate wider weights). A tensor read by several quantized layers gets one Q/DQ pair.
 // Implicit FP8 (--fp8): MatMul / Gemm get float8e4m3fn Q/DQ instead, per tensor:
 //   x -> MatMul(W)   becomes   x -> Q(a / 448) -> DQ -> MatMul(DQ(W_e4m3, max|W| / 448))
@@ -110,7 +110,8 @@ bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::
     const bool fp8 = fp8Layer(*l);
     Tensor*& dq = dequantized[{x, fp8}];
     if (!dq) {
-      const ActivationScale& a = it->second;
+      ActivationScale a = it->second;
+      if (targets.signedActivations && a.isUnsigned) a = {a.scale * 255.f / 127.f, false};  // the same amax on [-127, 127]
       HostTensor s(DataType::kFLOAT, {}), z(fp8 ? DataType::kFP8E4M3FN : a.isUnsigned ? DataType::kUINT8 : DataType::kINT8, {});
       *s.as<float>() = fp8 ? a.scale * (a.isUnsigned ? 255.f : 127.f) / 448.f : a.scale;
       Tensor* st = net.addConstant(net.uniqueName(x->name + "_scale"), s);

@@ -35,6 +35,9 @@ struct ImplicitQuantization {
 struct ImplicitTargets {
   bool int8 = true;
   bool fp8 = false;
+  //! INT8 activations always signed (the GPU: cuDNN's int8 convolutions read int8 only, as TensorRT's
+  //! symmetric INT8 does); else uint8 where calibration saw no negative value (oneDNN's u8 sources).
+  bool signedActivations = false;
 };
 
 bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::function<bool(const LayerDesc&)>& supported,
