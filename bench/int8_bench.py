@@ -50,6 +50,8 @@ def main():
     ap.add_argument("--batches", default="32,256")
     ap.add_argument("--work", default="/tmp/kiln_int8_bench")
     ap.add_argument("--profile", action="store_true", help="also each engine's time per (op, tactic, precision)")
+    ap.add_argument("--int8-args", default="", help="extra build flags of the INT8 engine, comma-separated "
+                    "(e.g. --layerPrecisions=*:int8: on the GPU, convs run INT8 only where asked)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     e = sh([sys.executable, a.peers, "--modes", "none", "--export", a.work, "--models", a.models, "--batches", a.batches], timeout=1800)
@@ -74,7 +76,7 @@ def main():
             shutil.copy(os.path.join(ref_dir, "input_0.pb"), os.path.join(calib, "input.pb"))
             row = {"model": name, "batch": batch}
             fp16 = engine_row(a.kiln, src, "fp16", d, ref_dir, a.profile, ("--fp16",), INT8_OPS)
-            args = ["--fp16", "--int8", f"--calib={cache}"]
+            args = ["--fp16", "--int8", f"--calib={cache}"] + [x for x in a.int8_args.split(",") if x]
             if not os.path.exists(cache):
                 args.append(f"--calibData={calib}")
             int8 = engine_row(a.kiln, src, "int8", d, ref_dir, a.profile, tuple(args), INT8_OPS)
@@ -91,7 +93,7 @@ def main():
         f.write(f"- Date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}\n")
         f.write(f"- Machine: {gpu}; {platform.node()}\n")
         f.write(f"- Command: `python3 bench/int8_bench.py --kiln {a.kiln} --peers {a.peers} --models {a.models} --batches {a.batches}"
-                f"{' --profile' if a.profile else ''}`\n")
+                f"{' --profile' if a.profile else ''}{' --int8-args=' + a.int8_args if a.int8_args else ''}`\n")
         f.write("- FP16: `kiln --fp16`; INT8: `kiln --fp16 --int8 --calibData=` the export's input (entropy), the larger batches "
                 "from the first one's cache (`--calib`). Random informative weights. CUDA graph, no transfers, median of 100. "
                 "err = max |out - FP32| / range; cos = cosine similarity to FP32 (PyTorch at batch 1, else ONNX Runtime CPU).\n\n")

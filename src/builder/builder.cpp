@@ -233,7 +233,8 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       // before the residual / activation fusions, which lowerQdq's patterns do not take.
       {"quantize calibrated layers (implicit INT8 / FP8)",
        [&](Network& n) {
-         const ImplicitTargets targets{cfg.getFlag(BuilderFlag::kINT8), cfg.getFlag(BuilderFlag::kFP8), backend.device() == DeviceType::kGPU};
+         const bool gpu = backend.device() == DeviceType::kGPU;
+         const ImplicitTargets targets{cfg.getFlag(BuilderFlag::kINT8), cfg.getFlag(BuilderFlag::kFP8), gpu, gpu};
          return calibration && quantizeCalibrated(n, *calibration, [&backend](const LayerDesc& d) { return !backend.tactics(d).empty(); },
                                                   backend.int8WeightLimit(), targets, quantization);
        }},

@@ -368,3 +368,31 @@ TEST(Calibration, GpuActivationsAreSigned) {
     EXPECT_EQ(unsignedSeen, 1) << "the case must have one non-negative conv input";
   }
 }
+
+// ImplicitTargets::convsOnRequest (the GPU): a Conv is quantized only where its precision asks for
+// INT8 (--layerPrecisions=NAME:int8); the others stay float, each with the reason.
+TEST(Calibration, GpuConvsOnlyWhereAsked) {
+  Network net;
+  makeConvNet(net);
+  net.topoSort();
+  net.inferShapes();
+  CalibrationTable t;
+  t.algorithm = "minmax";
+  std::string asked;
+  for (auto& l : net.layers())
+    if (l->op == "Conv") {
+      t.scales[l->inputs[0]->name] = {0.05f, !l->inputs[0]->isInput};
+      if (asked.empty()) asked = l->name, l->precision = DataType::kINT8;
+    }
+  ImplicitQuantization q;
+  ImplicitTargets targets;
+  targets.convsOnRequest = true;
+  EXPECT_TRUE(quantizeCalibrated(net, t, [](const LayerDesc&) { return true; }, 127, targets, &q));
+  EXPECT_EQ(q.quantized, std::vector<std::string>{asked});
+  ASSERT_EQ(q.keptFloat.size(), 1u);
+  EXPECT_NE(q.keptFloat.begin()->second.find("--layerPrecisions"), std::string::npos) << q.keptFloat.begin()->second;
+  int convs = 0, qconvs = 0;
+  for (auto& l : net.layers()) convs += l->op == "Conv", qconvs += l->op == "QLinearConv";
+  EXPECT_EQ(convs, 1);
+  EXPECT_EQ(qconvs, 1);
+}

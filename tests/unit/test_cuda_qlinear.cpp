@@ -326,7 +326,7 @@ TEST(QLinear, GpuConvCaseLowersOnTheCpu) {
 // Also in a float16 engine: the last conv's float output is written as float16 by its epilogue
 // (kiln_float_out_type), so the only Casts are the network input's and output's.
 class CudaQLinearConvEngine : public ::testing::TestWithParam<bool> {};
-INSTANTIATE_TEST_SUITE_P(Precision, CudaQLinearConvEngine, ::testing::Values(false, true));
+INSTANTIATE_TEST_SUITE_P(CudaQLinear, CudaQLinearConvEngine, ::testing::Values(false, true));
 
 TEST_P(CudaQLinearConvEngine, LowerQdqLowersConvOnTheGpu) {
   KILN_REQUIRE_GPU();

@@ -138,8 +138,7 @@ __global__ void quantizePerTensor8(const T* __restrict__ x, const void* __restri
       float q = toF(in[k]) / scale;
       if (p.div == kF16) q = __half2float(__float2half_rn(q));
       else if (p.div == kBF16) q = __bfloat162float(__float2bfloat16_rn(q));
-      q = fminf(fmaxf(q, -1e9f), 1e9f);
-      int r = isnan(q) ? 0 : __float2int_rn(q);  // rint: to nearest even
+      int r = isnan(q) ? 0 : __float2int_rn(fminf(fmaxf(q, -1e9f), 1e9f));  // NaN -> the zero point; rint: to nearest even
       r += zero;
       r = r < p.lo ? static_cast<int>(p.lo) : (r > p.hi ? static_cast<int>(p.hi) : r);
       out[k / 4] |= (static_cast<uint32_t>(r) & 0xffu) << (8 * (k % 4));

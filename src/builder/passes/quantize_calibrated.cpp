@@ -93,8 +93,14 @@ bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::
                         int weightLimit, ImplicitTargets targets, ImplicitQuantization* result) {
   auto fp8Layer = [&](const Layer& l) { return targets.fp8 && l.op != "Conv"; };
   std::vector<Layer*> candidates;
-  for (auto& l : net.layers())
-    if (isQuantizable(*l) && (fp8Layer(*l) || targets.int8)) candidates.push_back(l.get());
+  for (auto& l : net.layers()) {
+    if (!isQuantizable(*l) || !(fp8Layer(*l) || targets.int8)) continue;
+    if (targets.convsOnRequest && l->op == "Conv" && !(l->precision && *l->precision == DataType::kINT8)) {
+      result->keptFloat[l->name] = "GPU convs run INT8 only where --layerPrecisions asks for int8 (slower than FP16 until the residual path is integer)";
+      continue;
+    }
+    candidates.push_back(l.get());
+  }
   std::map<std::pair<Tensor*, bool>, Tensor*> dequantized;  // (activation, FP8) -> its DQ output
   std::set<std::string> ours;              // names of the Q/DQ layers made here
   std::map<std::string, HostTensor> floatWeights;

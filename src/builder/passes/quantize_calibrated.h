@@ -38,6 +38,11 @@ struct ImplicitTargets {
   //! INT8 activations always signed (the GPU: cuDNN's int8 convolutions read int8 only, as TensorRT's
   //! symmetric INT8 does); else uint8 where calibration saw no negative value (oneDNN's u8 sources).
   bool signedActivations = false;
+  //! Conv only where the layer's precision asks for INT8 (--layerPrecisions=NAME:int8), else kept
+  //! float with the reason: the GPU's int8 convs pay a separate QuantizeLinear pass per input and
+  //! lose the residual fusion, so a whole ResNet-50 ran slower than FP16 (H100, session 33:
+  //! bench/results/int8-h100.md).
+  bool convsOnRequest = false;
 };
 
 bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::function<bool(const LayerDesc&)>& supported,
