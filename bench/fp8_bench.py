@@ -52,6 +52,20 @@ def profile_groups(prof_path, info_path, groups=8):
     return [[k, n, round(ms, 4)] for k, (n, ms) in sorted(by.items(), key=lambda kv: -kv[1][1])[:groups]]
 
 
+def fmt(v, p):
+    """A table number with p decimals, '-' for none."""
+    return f"{v:.{p}f}" if isinstance(v, float) else ("-" if v is None else str(v))
+
+
+def write_profiles(f, rows, tags):
+    """Each row's per-(op, tactic, precision) profile lines, for the engines `tags`."""
+    for r in rows:
+        for tag in tags:
+            if f"{tag}_profile" in r:
+                f.write(f"\n{r['model']} b{r['batch']} {tag} (`--exportProfile`, ms per op / tactic / precision): " +
+                        "; ".join(f"{k} x{n} {ms}" for k, n, ms in r[f"{tag}_profile"]) + "\n")
+
+
 def engine_row(kiln, onnx_path, tag, d, ref_dir, profile=False, build_args=("--fp16",), quant_ops=("Fp8MatMul",)):
     """Builds and times one engine; `quant_layers` counts its layers of `quant_ops`; with `ref_dir`,
     err (max |out - ref| / range) and cos (cosine similarity) against PyTorch's FP32 output."""
@@ -144,17 +158,12 @@ def main():
                 "CUDA graph, no transfers, median of 100. err = max |out - PyTorch FP32| / range, batch 1.\n\n")
         f.write("| model | batch | FP16 ms | FP8 ms | FP8 speed-up | Fp8MatMul layers | FP16 err | FP8 err | note |\n")
         f.write("|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
-        fmt = lambda v, p: (f"{v:.{p}f}" if isinstance(v, float) else ("-" if v is None else str(v)))  # noqa: E731
         for r in rows:
             note = "; ".join(str(r[k]) for k in ("error", "fp16_error", "fp8_error") if k in r)
             err = lambda k: f"{r[k]:.2e}" if k in r else "-"  # noqa: E731
             f.write(f"| {r['model']} | {r['batch']} | {fmt(r.get('fp16_ms'), 3)} | {fmt(r.get('fp8_ms'), 3)} | "
                     f"{fmt(r.get('speedup'), 2)}x | {r.get('fp8_quant_layers', '-')} | {err('fp16_err')} | {err('fp8_err')} | {note} |\n")
-        for r in rows:
-            for tag in ("fp16", "fp8"):
-                if f"{tag}_profile" in r:
-                    f.write(f"\n{r['model']} b{r['batch']} {tag} (`--exportProfile`, ms per op / tactic / precision): " +
-                            "; ".join(f"{k} x{n} {ms}" for k, n, ms in r[f"{tag}_profile"]) + "\n")
+        write_profiles(f, rows, ("fp16", "fp8"))
     return 0
 
 

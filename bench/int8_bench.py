@@ -18,7 +18,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fp8_bench import engine_row, sh  # noqa: E402
+from fp8_bench import engine_row, fmt, sh, write_profiles  # noqa: E402
 
 INT8_OPS = ("QLinearConv", "QLinearMatMul")
 
@@ -99,18 +99,13 @@ def main():
                 "err = max |out - FP32| / range; cos = cosine similarity to FP32 (PyTorch at batch 1, else ONNX Runtime CPU).\n\n")
         f.write("| model | batch | FP16 ms | INT8 ms | INT8 speed-up | INT8 img/s | int8 layers | FP16 err / cos | INT8 err / cos | note |\n")
         f.write("|---|---:|---:|---:|---:|---:|---:|---|---|---|\n")
-        fmt = lambda v, p: (f"{v:.{p}f}" if isinstance(v, float) else ("-" if v is None else str(v)))  # noqa: E731
         acc = lambda r, t: (f"{r[t + '_err']:.2e} / {r[t + '_cos']:.5f}" if f"{t}_cos" in r else "-")  # noqa: E731
         for r in rows:
             note = "; ".join(str(r[k]) for k in ("error", "fp16_error", "int8_error") if k in r)
             f.write(f"| {r['model']} | {r['batch']} | {fmt(r.get('fp16_ms'), 3)} | {fmt(r.get('int8_ms'), 3)} | "
                     f"{fmt(r.get('speedup'), 2)}x | {fmt(r.get('int8_img_s'), 0)} | {r.get('int8_quant_layers', '-')} | "
                     f"{acc(r, 'fp16')} | {acc(r, 'int8')} | {note} |\n")
-        for r in rows:
-            for tag in ("fp16", "int8"):
-                if f"{tag}_profile" in r:
-                    f.write(f"\n{r['model']} b{r['batch']} {tag} (`--exportProfile`, ms per op / tactic / precision): " +
-                            "; ".join(f"{k} x{n} {ms}" for k, n, ms in r[f"{tag}_profile"]) + "\n")
+        write_profiles(f, rows, ("fp16", "int8"))
     return 0
 
 

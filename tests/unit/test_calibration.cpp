@@ -208,6 +208,19 @@ void makeConvNet(Network& net) {
   net.markOutput(c2->outputs[0]);
 }
 
+//! makeConvNet's network, shaped, and a minmax table with step 0.05 for each conv's input (unsigned
+//! where it is not the network input: the Relu's output).
+CalibrationTable shapedConvNet(Network& net) {
+  makeConvNet(net);
+  net.topoSort();
+  net.inferShapes();
+  CalibrationTable t;
+  t.algorithm = "minmax";
+  for (auto& l : net.layers())
+    if (l->op == "Conv") t.scales[l->inputs[0]->name] = {0.05f, !l->inputs[0]->isInput};
+  return t;
+}
+
 std::vector<float> runOnce(Engine& e, const HostTensor& x) {
   auto ctx = e.createExecutionContext();
   HostTensor y(DataType::kFLOAT, e.getTensorShape("y"));
@@ -270,16 +283,10 @@ TEST(Calibration, NoBatchIsAnError) {
 // original input and weights, with no Q/DQ left behind, and say why (obey names it from there).
 TEST(Calibration, LayerWithoutIntegerKernelStaysFloat) {
   Network net;
-  makeConvNet(net);
-  net.topoSort();
-  net.inferShapes();
+  const CalibrationTable t = shapedConvNet(net);
   std::vector<const void*> weights;
   for (auto& l : net.layers())
     if (l->op == "Conv") weights.push_back(l->inputs[1]->value.data());
-  CalibrationTable t;
-  t.algorithm = "minmax";
-  for (auto& l : net.layers())
-    if (l->op == "Conv") t.scales[l->inputs[0]->name] = {0.05f, !l->inputs[0]->isInput};
   ImplicitQuantization q;
   auto noQLinearConv = [](const LayerDesc& d) { return d.op != "QLinearConv"; };
   EXPECT_TRUE(quantizeCalibrated(net, t, noQLinearConv, 127, ImplicitTargets{}, &q));
@@ -305,13 +312,7 @@ TEST(Calibration, LayerWithoutIntegerKernelStaysFloat) {
 TEST(Calibration, WeightsUseTheBackendsLimit) {
   for (int limit : {127, 63}) {
     Network net;
-    makeConvNet(net);
-    net.topoSort();
-    net.inferShapes();
-    CalibrationTable t;
-    t.algorithm = "minmax";
-    for (auto& l : net.layers())
-      if (l->op == "Conv") t.scales[l->inputs[0]->name] = {0.05f, !l->inputs[0]->isInput};
+    const CalibrationTable t = shapedConvNet(net);
     ImplicitQuantization q;
     EXPECT_TRUE(quantizeCalibrated(net, t, [](const LayerDesc&) { return true; }, limit, ImplicitTargets{}, &q));
     int convs = 0;
@@ -336,13 +337,7 @@ TEST(Calibration, WeightsUseTheBackendsLimit) {
 TEST(Calibration, GpuActivationsAreSigned) {
   for (bool gpu : {false, true}) {
     Network net;
-    makeConvNet(net);
-    net.topoSort();
-    net.inferShapes();
-    CalibrationTable t;
-    t.algorithm = "minmax";
-    for (auto& l : net.layers())
-      if (l->op == "Conv") t.scales[l->inputs[0]->name] = {0.05f, !l->inputs[0]->isInput};
+    const CalibrationTable t = shapedConvNet(net);
     ImplicitQuantization q;
     ImplicitTargets targets;
     targets.signedActivations = gpu;
@@ -373,17 +368,10 @@ TEST(Calibration, GpuActivationsAreSigned) {
 // INT8 (--layerPrecisions=NAME:int8); the others stay float, each with the reason.
 TEST(Calibration, GpuConvsOnlyWhereAsked) {
   Network net;
-  makeConvNet(net);
-  net.topoSort();
-  net.inferShapes();
-  CalibrationTable t;
-  t.algorithm = "minmax";
+  const CalibrationTable t = shapedConvNet(net);
   std::string asked;
   for (auto& l : net.layers())
-    if (l->op == "Conv") {
-      t.scales[l->inputs[0]->name] = {0.05f, !l->inputs[0]->isInput};
-      if (asked.empty()) asked = l->name, l->precision = DataType::kINT8;
-    }
+    if (l->op == "Conv" && asked.empty()) asked = l->name, l->precision = DataType::kINT8;
   ImplicitQuantization q;
   ImplicitTargets targets;
   targets.convsOnRequest = true;

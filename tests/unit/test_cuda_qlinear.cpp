@@ -99,6 +99,31 @@ TEST(CudaQLinear, MatMulRefusesInexactActivations) {
 
 namespace {
 
+//! Runs `e` (input "x", output "y") on host buffers.
+void runOnCpu(Engine& e, const HostTensor& x, HostTensor& y) {
+  auto ctx = e.createExecutionContext();
+  ctx->setTensorAddress("x", const_cast<void*>(x.data()));
+  ctx->setTensorAddress("y", y.data());
+  ctx->enqueue();
+}
+
+//! Runs GPU engine `e` on a device copy of x; y starts as NaNs, so that an unwritten output cannot pass.
+void runOnGpu(Engine& e, const HostTensor& x, HostTensor& y) {
+  void *dx = nullptr, *dy = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, x.bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, y.bytes()), cudaSuccess);
+  cudaMemcpy(dx, x.data(), x.bytes(), cudaMemcpyHostToDevice);
+  cudaMemset(dy, 0xff, y.bytes());
+  auto ctx = e.createExecutionContext();
+  ctx->setTensorAddress("x", dx);
+  ctx->setTensorAddress("y", dy);
+  ctx->enqueue(nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaMemcpy(y.data(), dy, y.bytes(), cudaMemcpyDeviceToHost);
+  cudaFree(dx);
+  cudaFree(dy);
+}
+
 //! x (uint8 input) -> DequantizeLinear -> MatMul(DequantizeLinear(int8 W, per-channel)) + Relu ->
 //! QuantizeLinear -> DequantizeLinear -> y (float): quantize_static's QDQ form of a linear layer.
 void makeQdqLinear(Network& n) {
@@ -150,26 +175,8 @@ TEST(CudaQLinear, LowerQdqLowersMatMulOnTheGpu) {
   // The same network on the CPU (integer reference or oneDNN: exact) gives the same float bytes.
   const HostTensor x = uniformOfType({8, 72}, DataType::kUINT8, 23, 0, 256);
   HostTensor want(DataType::kFLOAT, {8, 40}), got(DataType::kFLOAT, {8, 40});
-  {
-    auto cpuEngine = buildQdq(DeviceType::kCPU);
-    auto ctx = cpuEngine->createExecutionContext();
-    ctx->setTensorAddress("x", const_cast<void*>(x.data()));
-    ctx->setTensorAddress("y", want.data());
-    ctx->enqueue();
-  }
-  void *dx = nullptr, *dy = nullptr;
-  ASSERT_EQ(cudaMalloc(&dx, x.bytes()), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dy, got.bytes()), cudaSuccess);
-  cudaMemcpy(dx, x.data(), x.bytes(), cudaMemcpyHostToDevice);
-  cudaMemset(dy, 0xff, got.bytes());  // NaNs: an unwritten output cannot pass
-  auto ctx = gpuEngine->createExecutionContext();
-  ctx->setTensorAddress("x", dx);
-  ctx->setTensorAddress("y", dy);
-  ctx->enqueue(nullptr);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  cudaMemcpy(got.data(), dy, got.bytes(), cudaMemcpyDeviceToHost);
-  cudaFree(dx);
-  cudaFree(dy);
+  runOnCpu(*buildQdq(DeviceType::kCPU), x, want);
+  runOnGpu(*gpuEngine, x, got);
   expectClose(got, want, 0, 0, "GPU vs CPU engine");
   double sum = 0;
   for (int64_t i = 0; i < want.count(); ++i) sum += want.as<float>()[i];
@@ -346,26 +353,8 @@ TEST_P(CudaQLinearConvEngine, LowerQdqLowersConvOnTheGpu) {
   EXPECT_LE(casts, fp16 ? 2u : 0u) << info;
   const HostTensor x = uniformOfType({2, 16, 12, 12}, DataType::kFLOAT, 43, -2.0, 2.0);
   HostTensor want(DataType::kFLOAT, {2, 16, 6, 6}), got(DataType::kFLOAT, {2, 16, 6, 6});
-  {
-    auto cpuEngine = buildQdqCnn(DeviceType::kCPU);
-    auto ctx = cpuEngine->createExecutionContext();
-    ctx->setTensorAddress("x", const_cast<void*>(x.data()));
-    ctx->setTensorAddress("y", want.data());
-    ctx->enqueue();
-  }
-  void *dx = nullptr, *dy = nullptr;
-  ASSERT_EQ(cudaMalloc(&dx, x.bytes()), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dy, got.bytes()), cudaSuccess);
-  cudaMemcpy(dx, x.data(), x.bytes(), cudaMemcpyHostToDevice);
-  cudaMemset(dy, 0xff, got.bytes());  // NaNs: an unwritten output cannot pass
-  auto ctx = gpuEngine->createExecutionContext();
-  ctx->setTensorAddress("x", dx);
-  ctx->setTensorAddress("y", dy);
-  ctx->enqueue(nullptr);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  cudaMemcpy(got.data(), dy, got.bytes(), cudaMemcpyDeviceToHost);
-  cudaFree(dx);
-  cudaFree(dy);
+  runOnCpu(*buildQdqCnn(DeviceType::kCPU), x, want);
+  runOnGpu(*gpuEngine, x, got);
   // One step of the first conv's int8 output moves y by at most 0.04 * max|w2 * s2| per tap; a few
   // such steps stay far below 2% of y's range, while a wrong layout or scale is of the range.
   double lo = 1e30, hi = -1e30;

@@ -6,6 +6,7 @@
 #include <cudnn_frontend.h>
 
 #include <cmath>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -108,6 +109,25 @@ inline bool chooseCudnnPlan(PlanCacheEntry<cudnn_frontend::graph::Graph>& e, int
   checkCudnn(g.get_workspace_size_plan_at_index(c.plan, c.workspace), l, "workspace size");
   c.uids = g.get_variant_pack_uids_sorted();
   return true;
+}
+
+//! Tactic `index`'s plan (in `c`) of the shared graph for `key` in `cache`, the graph made by `make`
+//! and given its plans on first use (engine configs needing more than `maxWorkspace` bytes
+//! deselected); throws UnsupportedError naming layer `l` when cuDNN refuses the graph or none of its
+//! configs builds. The caller holds cudnnHandle().mu.
+inline std::shared_ptr<cudnn_frontend::graph::Graph> sharedCudnnPlan(
+    PlanCache<cudnn_frontend::graph::Graph>& cache, const std::string& key, int64_t maxWorkspace,
+    const std::function<std::shared_ptr<cudnn_frontend::graph::Graph>()>& make, int64_t index, const LayerDesc& l, CudnnPlanChoice& c) {
+  auto entry = cache.get(key, [&](PlanCacheEntry<cudnn_frontend::graph::Graph>& e) {
+    auto g = make();
+    e.failure = createCudnnPlans(*g, cudnnHandle().h);
+    if (!e.failure.empty()) return;
+    g->deselect_workspace_greater_than(maxWorkspace);
+    e.graph = std::move(g);
+  });
+  if (!entry->graph) throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): no cuDNN graph for it: " + entry->failure);
+  if (!chooseCudnnPlan(*entry, index, l, c)) throw UnsupportedError("layer '" + l.name + "' (" + l.op + "): no cuDNN engine config builds");
+  return entry->graph;
 }
 
 }  // namespace kiln::cuda

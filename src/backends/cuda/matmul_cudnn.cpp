@@ -120,20 +120,11 @@ class CudnnMatMulKernel : public Kernel {
                         int64_t(alpha), int64_t(beta)})
         key += std::to_string(v) + ",";
     }
-    cuda::CudnnHandle& h = cuda::cudnnHandle();
-    std::lock_guard<std::mutex> lock(h.mu);
-    auto entry = graphCache().get(key, [&](GraphCache::Entry& e) {
-      auto g = makeGraph(M);
-      e.failure = cuda::createCudnnPlans(*g, h.h);
-      if (!e.failure.empty()) return;
-      g->deselect_workspace_greater_than(kMaxWorkspace);
-      e.graph = std::move(g);
-    });
-    if (!entry->graph) throw UnsupportedError("layer '" + l.name + "' (MatMul): no cuDNN graph for it: " + entry->failure);
+    std::lock_guard<std::mutex> lock(cuda::cudnnHandle().mu);
     cuda::CudnnPlanChoice c;
-    if (!cuda::chooseCudnnPlan(*entry, index_, l, c)) throw UnsupportedError("layer '" + l.name + "' (MatMul): no cuDNN engine config builds");
+    auto graph = cuda::sharedCudnnPlan(graphCache(), key, kMaxWorkspace, [&] { return makeGraph(M); }, index_, l, c);
     auto s = std::make_unique<MatMulState>();
-    s->graph = entry->graph;
+    s->graph = std::move(graph);
     s->plan = c.plan;
     s->uids = std::move(c.uids);
     state = std::move(s);

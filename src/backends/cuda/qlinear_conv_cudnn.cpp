@@ -164,20 +164,10 @@ class QConvCudnnKernel : public Kernel {
       for (const auto* vec : {&x, &w, &padB, &padE, &stride, &dil})
         for (int64_t v : *vec) key += std::to_string(v) + ",";
     }
-    cuda::CudnnHandle& h = cuda::cudnnHandle();
-    std::lock_guard<std::mutex> lock(h.mu);
-    auto entry = graphCache().get(key, [&](GraphCache::Entry& e) {
-      auto g = makeGraph(x, w, y, padB, padE, stride, dil);
-      e.failure = cuda::createCudnnPlans(*g, h.h);
-      if (!e.failure.empty()) return;
-      g->deselect_workspace_greater_than(kMaxWorkspace);
-      e.graph = std::move(g);
-    });
-    if (!entry->graph) throw UnsupportedError("layer '" + l.name + "' (QLinearConv): no cuDNN int8 graph for it: " + entry->failure);
+    std::lock_guard<std::mutex> lock(cuda::cudnnHandle().mu);
     cuda::CudnnPlanChoice c;
-    if (!cuda::chooseCudnnPlan(*entry, index_, l, c))
-      throw UnsupportedError("layer '" + l.name + "' (QLinearConv): no cuDNN int8 engine config builds");
-    s->graph = entry->graph;
+    s->graph = cuda::sharedCudnnPlan(graphCache(), key, kMaxWorkspace, [&] { return makeGraph(x, w, y, padB, padE, stride, dil); },
+                                     index_, l, c);
     s->plan = c.plan;
     s->uids = std::move(c.uids);
     s->cudnnBytes = cuda::roundUp(static_cast<size_t>(std::max<int64_t>(c.workspace, 0)), cuda::kWorkspaceAlign);
