@@ -13,6 +13,7 @@
 #include "builder/passes/lower_qdq.h"
 #include "builder/passes/passes.h"
 #include "builder/passes/quantize_calibrated.h"
+#include "ops/qlinear.h"
 #include "builder/precision_constraints.h"
 #include "builder/tactic_filter.h"
 #include "builder/tactic_timing.h"
@@ -186,9 +187,27 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
   // Explicit quantization first: it reads the int8 weights behind DequantizeLinear layers whose
   // outputs were folded to float constants, before removeFoldedLayers drops them.
   const char* kLowerQdq = "lower Q/DQ to integer layers";
+  // Whether the backend runs an integer layer lowerQdq would make; its residual form (QLinearConv
+  // inputs 9..11) only on a kernel of its own: the reference would replace a fast conv + Add.
+  // The residual form is also built once at its static shape (a library may have no engine for it).
+  auto lowerable = [&backend](const LayerDesc& d) {
+    const std::vector<Tactic> t = backend.tactics(d);
+    if (d.op != "QLinearConv" || !d.present(kQR)) return !t.empty();
+    if (!isStatic(d.inputs[kQX].dims) || !isStatic(d.outputs[0].dims)) return false;
+    for (const Tactic& x : t) {
+      if (x.name == "ref" || !x.create) continue;
+      try {
+        std::unique_ptr<KernelState> state;
+        x.create(d)->reshape(d, state);
+        return true;
+      } catch (const Error&) {
+      }
+    }
+    return false;
+  };
   if (skipped(kLowerQdq)) {
     log.log(Sev::kINFO, std::string("pass skipped (--skipPasses): ") + kLowerQdq);
-  } else if (lowerQdq(net, [&backend](const LayerDesc& d) { return !backend.tactics(d).empty(); })) {
+  } else if (lowerQdq(net, lowerable)) {
     log.log(Sev::kVERBOSE, std::string("pass: ") + kLowerQdq);
     net.topoSort();
     repropagate();
@@ -235,7 +254,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
        [&](Network& n) {
          const bool gpu = backend.device() == DeviceType::kGPU;
          const ImplicitTargets targets{cfg.getFlag(BuilderFlag::kINT8), cfg.getFlag(BuilderFlag::kFP8), gpu, gpu};
-         return calibration && quantizeCalibrated(n, *calibration, [&backend](const LayerDesc& d) { return !backend.tactics(d).empty(); },
+         return calibration && quantizeCalibrated(n, *calibration, lowerable,
                                                   backend.int8WeightLimit(), targets, quantization);
        }},
       {"fuse residual Add + LayerNorm (GPU)",

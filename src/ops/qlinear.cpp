@@ -61,7 +61,7 @@ DataType outputType(const LayerDesc& l) {
 
 //! The checks both ops share; `channels` = output channels, `rows` = per-row scale count (-1: none).
 void inferCommon(const LayerDesc& l, int64_t channels, int64_t rows) {
-  requireInputs(l, 5, 9);
+  requireInputs(l, 5, l.op == "QLinearConv" ? 12 : 9);  // QLinearConv: kiln's residual (9..11)
   requireInt8(l, kQX, "x");
   requireInt8(l, kQW, "w");
   checkScalar(l, kQXScale, "x_scale", rows, rows >= 0, DataType::kFLOAT);
@@ -86,7 +86,7 @@ void inferCommon(const LayerDesc& l, int64_t channels, int64_t rows) {
 // ---- QLinearConv ----------------------------------------------------------------------------------
 
 void inferQLinearConv(LayerDesc& l) {
-  requireInputs(l, 5, 9);
+  requireInputs(l, 5, 12);
   const Dims& x = l.inputs[kQX].dims;
   const Dims& w = l.inputs[kQW].dims;
   spatialRankOf(l, x);
@@ -105,6 +105,18 @@ void inferQLinearConv(LayerDesc& l) {
     for (int64_t o : win.out) out.push_back(o);
   } else {
     for (size_t i = 2; i < x.size(); ++i) out.push_back(-1);
+  }
+  if (l.present(kQR)) {  // kiln's residual: Y's shape, int8 / uint8, per-tensor scale and zero point
+    requireInt8(l, kQR, "residual");
+    if (!l.present(kQRScale)) opError(l, std::string("residual without its scale"));
+    checkScalar(l, kQRScale, "residual scale", 1, false, DataType::kFLOAT);
+    checkScalar(l, kQRZero, "residual zero point", 1, false, l.inputs[kQR].type);
+    if (!l.inputs[kQR].dims.empty() && l.inputs[kQR].dims.size() != out.size()) opError(l, "residual " + toString(l.inputs[kQR].dims) + " must have Y's shape");
+    for (size_t i = 0; i < out.size() && i < l.inputs[kQR].dims.size(); ++i)
+      if (out[i] >= 0 && l.inputs[kQR].dims[i] >= 0 && out[i] != l.inputs[kQR].dims[i])
+        opError(l, "residual " + toString(l.inputs[kQR].dims) + " must have Y's shape " + toString(out));
+  } else if (l.present(kQRScale) || l.present(kQRZero)) {
+    opError(l, std::string("residual scale or zero point without a residual"));
   }
   setOutput(l, 0, outputType(l), out);
 }
@@ -149,7 +161,8 @@ void refQLinearConv(const LayerDesc& l, const KernelIO& io) {
                   }
                 }
               }
-            writeOut(y, nm * outSize + (od * w.out[1] + oh) * w.out[2] + ow, q.output(acc, 0, m));
+            const int64_t at = nm * outSize + (od * w.out[1] + oh) * w.out[2] + ow;
+            writeOut(y, at, q.output(acc, 0, m, q.residual ? static_cast<int32_t>(quantReadInt(io.in[kQR], at)) : 0));
           }
     }
   });
@@ -239,6 +252,13 @@ QLinearParams readQLinearParams(const LayerDesc& l, const std::vector<TensorView
   for (float s : q.wScale)
     if (!(s > 0.f) || !std::isfinite(s)) opError(l, "w_scale must be positive and finite");
   if (!q.floatOut && (!(q.yScale > 0.f) || !std::isfinite(q.yScale))) opError(l, "y_scale must be positive and finite");
+  if (l.present(kQR)) {  // R itself is run-time data: present in the desc, absent from constant views
+    if (!has(kQRScale)) opError(l, "residual without its scale");
+    q.residual = true;
+    q.rScale = quantReadFloat(in[kQRScale], 0);
+    q.rZero = has(kQRZero) ? static_cast<int32_t>(quantReadInt(in[kQRZero], 0)) : 0;
+    if (!(q.rScale > 0.f) || !std::isfinite(q.rScale)) opError(l, "residual scale must be positive and finite");
+  }
   if (has(kQBias)) {
     if (in[kQBias].count != channels) opError(l, "bias has the wrong count");
     q.bias.assign(in[kQBias].as<const int32_t>(), in[kQBias].as<const int32_t>() + channels);
@@ -271,7 +291,7 @@ std::vector<TensorView> constantInputViews(const LayerDesc& l) {
 }
 
 bool qlinearScalarsConstant(const LayerDesc& l) {
-  for (int i : {kQXScale, kQXZero, kQWScale, kQWZero, kQYScale, kQYZero, kQBias})
+  for (int i : {kQXScale, kQXZero, kQWScale, kQWZero, kQYScale, kQYZero, kQBias, kQRScale, kQRZero})
     if (l.present(i) && !l.inputs[i].value.valid()) return false;
   return true;
 }

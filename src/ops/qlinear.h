@@ -8,7 +8,10 @@
 //   - y_scale (input 6) omitted: the output is float, act(acc * x_scale * w_scale[c]): float32, or
 //     QLinearConv's kiln_float_out_type (float16 / bfloat16 in a reduced-precision GPU engine);
 //   - QLinearMatMul input 8: an int32 bias of N values in accumulator units (like QLinearConv's B);
-//   - kiln_activation (ops/fused_attrs.h) on both, applied to the real value before requantizing.
+//   - kiln_activation (ops/fused_attrs.h) on both, applied to the real value before requantizing;
+//   - QLinearConv inputs 9..11: an int8/uint8 residual R of Y's shape with its per-tensor scale and
+//     zero point, added as a real value before the activation (a ResNet block's last conv + Add +
+//     Relu + Q in one integer layer, as TensorRT runs INT8 residual networks).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -20,7 +23,7 @@
 namespace kiln {
 
 //! Input slots (ONNX order); kQBias is QLinearConv's B and kiln's bias on QLinearMatMul.
-enum QLinearSlot : int { kQX = 0, kQXScale, kQXZero, kQW, kQWScale, kQWZero, kQYScale, kQYZero, kQBias };
+enum QLinearSlot : int { kQX = 0, kQXScale, kQXZero, kQW, kQWScale, kQWZero, kQYScale, kQYZero, kQBias, kQR, kQRScale, kQRZero };
 
 //! The scalars of one quantized conv / matmul, per output channel c (conv: M; matmul: N) and, for
 //! QLinearMatMul's per-row a_scale, per row r.
@@ -35,6 +38,9 @@ struct QLinearParams {
   int64_t lo = 0, hi = 0;      //!< the quantized output's range
   std::vector<int32_t> bias;   //!< `channels` values in accumulator units, or empty
   Activation act;
+  bool residual = false;       //!< QLinearConv's R (inputs 9..11) present
+  float rScale = 1.f;
+  int32_t rZero = 0;
 
   float xs(int64_t row) const { return xScale.size() == 1 ? xScale[0] : xScale[row]; }
   float ws(int64_t c) const { return wScale.size() == 1 ? wScale[0] : wScale[c]; }
@@ -44,15 +50,19 @@ struct QLinearParams {
   //! (bias included) of row `row`, channel `c`. Without an activation (or with Relu) the
   //! quantized value is round(acc * (xs * ws / ys)) + y_zero, ONNX Runtime's requantization;
   //! other activations act on the real value acc * xs * ws before it is divided by ys.
-  float output(int64_t acc, int64_t row, int64_t c) const {
+  //! With a residual, `r` is its integer value at this output: the real acc * xs * ws + (r - r_zero)
+  //! * r_scale (in y_scale units: acc * (xs * ws / ys) + (r - r_zero) * (r_scale / ys)).
+  float output(int64_t acc, int64_t row, int64_t c, int32_t r = 0) const {
     const float xw = xs(row) * ws(c);
-    if (floatOut) return act(static_cast<float>(acc) * xw);
+    const float rq = residual ? static_cast<float>(r - rZero) : 0.f;
+    if (floatOut) return act(static_cast<float>(acc) * xw + rq * rScale);
     float v;
     if (act.kind == ActKind::kNone || act.kind == ActKind::kRelu) {
       v = static_cast<float>(acc) * (xw / yScale);
+      if (residual) v += rq * (rScale / yScale);
       if (act.kind == ActKind::kRelu && v < 0.f) v = 0.f;
     } else {
-      v = act(static_cast<float>(acc) * xw) / yScale;
+      v = act(static_cast<float>(acc) * xw + rq * rScale) / yScale;
     }
     double q = std::nearbyint(static_cast<double>(v)) + yZero;  // round half to even (default mode)
     return static_cast<float>(q < lo ? lo : (q > hi ? hi : q));

@@ -6,6 +6,7 @@
 
 #include "op_test_util.h"
 #include "ops/fused_attrs.h"
+#include "ops/qlinear.h"
 
 namespace kiln::test {
 
@@ -47,6 +48,19 @@ inline OpCase qlinearCase(const std::string& op, const Dims& xDims, const Dims& 
   c.constant[0] = false;
   if (f.relu) setFusedActivation(a, Activation{ActKind::kRelu, 0.f, 0.f});
   c.attrs = std::move(a);
+  return c;
+}
+
+//! QLinearConv case `c` with kiln's int8 residual R (inputs 9..11: random values of Y's dims `y`,
+//! scale rs, zero point rz) appended.
+inline OpCase withResidual(OpCase c, const Dims& y, float rs, int rz) {
+  while (c.inputs.size() < 9) c.inputs.push_back(HostTensor());
+  c.inputs.push_back(uniformOfType(y, DataType::kINT8, 9, -128, 128));
+  c.inputs.push_back(scalarF(rs));
+  c.inputs.push_back(scalarOf(DataType::kINT8, rz));
+  c.constant.assign(c.inputs.size(), true);
+  c.constant[0] = false;
+  c.constant[9] = false;
   return c;
 }
 

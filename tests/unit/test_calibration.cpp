@@ -15,6 +15,7 @@
 #include "builder/passes/quantize_calibrated.h"
 #include "ir/network_clone.h"
 #include "kiln/kiln.h"
+#include "ops/qlinear.h"
 
 using namespace kiln;
 
@@ -383,4 +384,85 @@ TEST(Calibration, GpuConvsOnlyWhereAsked) {
   for (auto& l : net.layers()) convs += l->op == "Conv", qconvs += l->op == "QLinearConv";
   EXPECT_EQ(convs, 1);
   EXPECT_EQ(qconvs, 1);
+}
+
+namespace {
+
+//! x -> Conv -> Relu (h1), then `blocks` residual blocks h -> Conv -> Add(., h) -> Relu: each
+//! identity is also its block's conv input, so it has a calibrated scale; the last Relu is "y".
+CalibrationTable residualChain(Network& net, int blocks) {
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {1, 8, 10, 10});
+  unsigned seed = 31;
+  auto conv = [&](Tensor* in) {
+    seed += 2;
+    return net.addConvolution(in, randomTensor({8, 8, 3, 3}, seed), randomTensor({8}, seed + 1), {1, 1}, {1, 1, 1, 1})->outputs[0];
+  };
+  auto relu = [&](Tensor* in) { return net.addActivation(in, "Relu")->outputs[0]; };
+  CalibrationTable t;
+  t.algorithm = "minmax";
+  t.scales["x"] = {0.02f, false};
+  Tensor* h = relu(conv(x));
+  for (int b = 0; b < blocks; ++b) {
+    t.scales[h->name] = {0.03f, false};
+    h = relu(net.addLayer("Add", {conv(h), h}, 1)->outputs[0]);
+  }
+  net.renameTensor(h, "y");
+  net.markOutput(h);
+  net.topoSort();
+  net.inferShapes();
+  return t;
+}
+
+}  // namespace
+
+// The residual Add of a quantized conv reads the identity through its Q/DQ, which lowerQdq makes
+// QLinearConv's residual (inputs 9..11) where a kernel takes that form; where none does, the Add is
+// kept (reading the identity through DQ here: see ResidualIdentityReplacedByTheBlockBefore).
+TEST(Calibration, ResidualAddJoinsTheConvWhereAKernelTakesIt) {
+  for (bool residualKernel : {true, false}) {
+    Network net;
+    const CalibrationTable t = residualChain(net, 1);
+    ImplicitQuantization q;
+    auto supported = [residualKernel](const LayerDesc& d) { return residualKernel || !d.present(kQR); };
+    EXPECT_TRUE(quantizeCalibrated(net, t, supported, 127, ImplicitTargets{}, &q));
+    int qconvs = 0, withR = 0, adds = 0;
+    for (auto& l : net.layers()) {
+      if (l->op == "QLinearConv") ++qconvs, withR += l->inputs.size() > kQR && l->inputs[kQR] != nullptr;
+      if (l->op == "Add") {
+        ++adds;
+        // The identity's only other reader was the second conv's Q, so the first conv wrote it int8
+        // (its Relu and Q fused): the Add reads it through DQ, a float tensor of the block's shape.
+        for (Tensor* in : l->inputs) EXPECT_EQ(in->type, DataType::kFLOAT) << l->name;
+        for (Tensor* in : l->inputs) EXPECT_EQ(in->dims, (Dims{1, 8, 10, 10})) << in->name;
+      }
+    }
+    EXPECT_EQ(qconvs, 2) << residualKernel;
+    EXPECT_EQ(withR, residualKernel ? 1 : 0);
+    EXPECT_EQ(adds, residualKernel ? 0 : 1);
+  }
+}
+
+// Two residual blocks where only the first takes the residual form (the second's output is the
+// network's float output, which this kernel refuses): the first block's integer layer replaces its
+// Relu output, the second block's identity, so that Add keeps reading the identity through its
+// Q/DQ (restoring the float tensor would read a removed one: found on ResNet-50).
+TEST(Calibration, ResidualIdentityReplacedByTheBlockBefore) {
+  Network net;
+  const CalibrationTable t = residualChain(net, 2);
+  ImplicitQuantization q;
+  auto supported = [](const LayerDesc& d) { return !d.present(kQR) || d.outputs[0].type != DataType::kFLOAT; };
+  EXPECT_TRUE(quantizeCalibrated(net, t, supported, 127, ImplicitTargets{}, &q));
+  net.inferShapes();  // every tensor a layer reads is alive and shaped
+  int withR = 0, adds = 0;
+  for (auto& l : net.layers()) {
+    withR += l->op == "QLinearConv" && l->inputs.size() > kQR && l->inputs[kQR];
+    if (l->op != "Add") continue;
+    ++adds;
+    for (Tensor* in : l->inputs) {
+      EXPECT_EQ(in->dims, (Dims{1, 8, 10, 10})) << in->name;
+      EXPECT_EQ(in->type, DataType::kFLOAT) << in->name;
+    }
+  }
+  EXPECT_EQ(withR, 1);
+  EXPECT_EQ(adds, 1);
 }

@@ -177,3 +177,60 @@ TEST(QLinear, BadScalarsAreRefused) {
   fl.inputs[0] = uniformOfType({1, 8, 6, 6}, DataType::kFLOAT, 1, 0, 1);  // float x
   EXPECT_THROW(describe(fl, false), UnsupportedError);
 }
+
+// ---- kiln's residual QLinearConv (inputs 9..11) ----------------------------------------------------
+
+// The reference adds (R - r_zero) * r_scale to the real value before the activation: the conv's own
+// float output plus that term (to float rounding: the compiler may fuse the product and sum), then ReLU.
+TEST(QLinear, ConvResidualReference) {
+  const Form floatOut{DataType::kINT8, DataType::kFLOAT, 3, 0, true, true, false};
+  Attributes a;
+  a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  const Dims y{2, 16, 9, 7};
+  const OpCase plain = qlinearCase("QLinearConv", {2, 8, 9, 7}, {16, 8, 3, 3}, 16, floatOut, a);
+  const HostTensor base = runReference(plain)[0];
+  for (bool relu : {false, true}) {
+    OpCase c = withResidual(plain, y, 0.04f, -5);
+    if (relu) setFusedActivation(c.attrs, Activation{ActKind::kRelu, 0.f, 0.f});
+    const HostTensor got = runReference(c)[0];
+    const HostTensor& r = c.inputs[kQR];
+    ASSERT_EQ(got.count(), base.count());
+    int64_t changed = 0;
+    for (int64_t i = 0; i < got.count(); ++i) {
+      float want = base.as<float>()[i] + static_cast<float>(r.as<int8_t>()[i] + 5) * 0.04f;
+      if (relu) want = std::max(want, 0.f);
+      ASSERT_NEAR(got.as<float>()[i], want, 1e-6 + 1e-6 * std::fabs(want)) << "at " << i << (relu ? " relu" : "");  // FMA contraction
+      changed += got.as<float>()[i] != base.as<float>()[i];
+    }
+    EXPECT_GT(changed, got.count() / 2) << "the residual must matter";
+  }
+  // Quantized output: requantizes the same real value.
+  const Form q8{DataType::kINT8, DataType::kINT8, 0, 0, true, true, true};
+  OpCase c = withResidual(qlinearCase("QLinearConv", {2, 8, 9, 7}, {16, 8, 3, 3}, 16, q8, a), y, 0.04f, 0);
+  const HostTensor got = runReference(c)[0];
+  OpCase f = c;  // the float form of the same layer: drop y_scale / y_zero_point
+  f.inputs[kQYScale] = HostTensor();
+  f.inputs[kQYZero] = HostTensor();
+  const HostTensor real = runReference(f)[0];
+  for (int64_t i = 0; i < got.count(); ++i) {
+    const double want = std::clamp(std::nearbyint(static_cast<double>(real.as<float>()[i]) / 0.05), -128.0, 127.0);
+    ASSERT_LE(std::fabs(got.as<int8_t>()[i] - want), 1.0) << "at " << i;
+  }
+  // The CPU's tactics for this form (oneDNN's sum post-op where it takes the weights) agree within one
+  // output step; the float-output form stays with the reference (the builder then keeps the Add).
+  auto cpu = makeCpuBackend(2);
+  checkAllTactics(*cpu, c, "residual int8", 0, 1);
+  for (const std::string& n : tacticNames(*cpu, withResidual(plain, y, 0.04f, -5))) EXPECT_EQ(n, "ref");
+}
+
+TEST(QLinear, ConvResidualShapeErrors) {
+  const Form floatOut{DataType::kINT8, DataType::kFLOAT, 0, 0, true, true, false};
+  OpCase c = withResidual(qlinearCase("QLinearConv", {1, 8, 6, 6}, {16, 8, 3, 3}, 16, floatOut, {}), {1, 16, 5, 5}, 0.1f, 0);
+  c.inputs[kQR] = uniformOfType({1, 16, 6, 6}, DataType::kINT8, 3, -5, 5);  // Y is [1, 16, 4, 4]
+  try {
+    runReference(c);
+    ADD_FAILURE() << "a residual of the wrong shape must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("residual"), std::string::npos) << e.what();
+  }
+}

@@ -284,7 +284,7 @@ class QConvAvx2 : public Kernel {
 };
 
 bool supportsQConvAvx2(const LayerDesc& l) {
-  if (!__builtin_cpu_supports("avx2") || !hasPlainLayouts(l)) return false;
+  if (!__builtin_cpu_supports("avx2") || !hasPlainLayouts(l) || l.present(kQR)) return false;  // residual: the reference
   if (l.inputs.size() <= kQWScale || l.inputs[kQX].dims.size() != 4 || !l.inputs[kQW].value.valid() ||
       l.inputs[kQW].type != DataType::kINT8 || l.inputs[kQW].dims.size() != 4 || !qlinearScalarsConstant(l))
     return false;

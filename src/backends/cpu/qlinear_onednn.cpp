@@ -7,6 +7,9 @@
 // post-op, add y_zero_point (dst zero point) and round to nearest even with saturation: the
 // epilogue of QLinearParams::output (ops/qlinear.h), in the same float operations. The src zero
 // point is oneDNN's (a runtime zero point), so padding holds x_zero_point as ONNX says.
+// QLinearConv's kiln residual (a ResNet block's last conv + Add + Relu + Q) is oneDNN's sum post-op:
+// R is put in dst's buffer (reordered into its layout) and summed with scale r_scale / y_scale
+// and zero point r_zero before the Relu; R must have Y's type and Y zero point 0.
 // Weight zero points must be 0 (symmetric int8 weights, quantize_static's default); other layers
 // run the reference kernel. Before VNNI (AVX2 without AVX-VNNI), x64 oneDNN sums u8*s8 pairs in
 // int16 with saturation (vpmaddubsw), and for s8 sources it halves the weights: there the tactics
@@ -63,6 +66,9 @@ bool supportsCommon(const LayerDesc& l, int64_t channels, bool splits) {
     for (int32_t z : q.wZero)
       if (z != 0) return false;
     if (q.xScale.size() != 1) return false;
+    // kiln's residual (QLinearConv): oneDNN's sum post-op over Y's buffer holding R, so R has Y's
+    // type and the output is quantized with zero point 0.
+    if (q.residual && (q.floatOut || q.yZero != 0 || l.inputs[kQR].type != l.outputs[0].type)) return false;
     dnnl::algorithm alg;
     float a, b;
     if (q.floatOut) return q.act.kind == ActKind::kNone || toOneDnnEltwise(q.act, alg, a, b);
@@ -83,6 +89,8 @@ dnnl::primitive_attr epilogueAttr(const QLinearParams& q, int64_t channels, int 
   if (q.wScale.size() == 1) scales.resize(1);
   attr.set_output_scales(q.wScale.size() == 1 ? 0 : scaleMask, scales);
   dnnl::post_ops po;
+  // + (R - r_zero) * r_scale / y_scale, read from dst (which holds R), before the activation.
+  if (q.residual) po.append_sum(q.rScale / q.yScale, q.rZero);
   dnnl::algorithm alg;
   float a, b;
   if (q.act.kind != ActKind::kNone && toOneDnnEltwise(q.act, alg, a, b)) po.append_eltwise(1.f, alg, a, b);
@@ -98,8 +106,8 @@ struct DnnlRun : KernelState {
   dnnl::primitive prim;
   dnnl::stream stream;
   memory src, dst, scratch, userSrc, userDst, bias, weights, srcZero, dstZero;
-  dnnl::reorder srcIn, dstOut;
-  bool reorderSrc = false, reorderDst = false;
+  dnnl::reorder srcIn, dstOut, residualIn;
+  bool reorderSrc = false, reorderDst = false, residual = false;
   size_t srcBytes = 0, dstBytes = 0, scratchBytes = 0;
   // Without VNNI the source is copied into the workspace first: s8 flipped to u8 (flip 0x80), and
   // for a split QLinearMatMul each element twice (dup).
@@ -134,6 +142,15 @@ void runPrimitive(DnnlRun& s, const KernelIO& io) {
   }
   if (s.reorderDst) s.dst.set_data_handle(ws + s.srcBytes);
   s.scratch.set_data_handle(ws + s.srcBytes + s.dstBytes);
+  if (s.residual) {  // the sum post-op reads R from dst: R in dst's layout first
+    const void* r = io.in[kQR].data;
+    if (s.reorderDst) {
+      memory userR(s.userDst.get_desc(), oneDnnEngine(), const_cast<void*>(r));
+      s.residualIn.execute(s.stream, userR, s.dst);
+    } else if (r != io.out[0].data) {
+      std::memcpy(io.out[0].data, r, s.userDst.get_desc().get_size());
+    }
+  }
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, s.reorderSrc ? s.src : s.userSrc},
                                           {DNNL_ARG_WEIGHTS, s.weights},
                                           {DNNL_ARG_DST, s.reorderDst ? s.dst : s.userDst},
@@ -167,6 +184,8 @@ size_t bindLayouts(DnnlRun& s, const Pd& pd, const memory::desc& userSrc, const 
     s.dstOut = dnnl::reorder(s.dst, s.userDst);
     s.dstBytes = alignUp(pd.dst_desc().get_size());
   }
+  s.residual = q.residual;
+  if (s.residual && s.reorderDst) s.residualIn = dnnl::reorder(s.userDst, s.dst);
   s.scratchBytes = alignUp(pd.scratchpad_desc().get_size());
   // Constant weights in the primitive's layout (the reorder adds oneDNN's compensation terms).
   memory plain(userWeights, eng, const_cast<void*>(weights.data()));

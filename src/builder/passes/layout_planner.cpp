@@ -7,6 +7,7 @@
 
 #include "ops/conv_layout.h"
 #include "ops/fused_attrs.h"
+#include "ops/qlinear.h"
 #include "ops/shape_propagation.h"
 
 namespace kiln {
@@ -81,6 +82,7 @@ class LayoutPlanner {
     if (!policy_.reads(l)) return Slot::kOther;
     if (k == 0) return Slot::kData;
     if (k == 3 && (l.op == "Conv" || isLayoutGroupNorm(l))) return Slot::kResidual;
+    if (k == kQR && l.op == "QLinearConv") return Slot::kResidual;  // kiln's int8 residual, in Y's layout
     return Slot::kOther;
   }
   bool isBlocked(const Tensor* t) const { return t && blocked_.count(t); }

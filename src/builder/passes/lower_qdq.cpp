@@ -1,7 +1,8 @@
 // Explicit quantization: the Q/DQ patterns of ONNX Runtime's quantize_static (QDQ format) become
 // integer layers.
 //   1. DQ(x) -> Conv / MatMul / Gemm (W = DQ(int8 constant), bias = DQ(int32 constant) or float)
-//      [-> Relu / Clip] [-> Q] becomes QLinearConv / QLinearMatMul: int8/uint8 in, int32
+//      [-> Add(DQ(int8 r)), Conv only] [-> Relu / Clip] [-> Q] becomes QLinearConv / QLinearMatMul
+//      (the residual as QLinearConv's kiln inputs 9..11, where a kernel takes it): int8/uint8 in, int32
 //      accumulation, the requantizing epilogue (ops/qlinear.h) writing the Q's int8 output, or
 //      float32 where no Q follows.
 //   2. DQ(q) -> MaxPool / data movement (Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Concat)
@@ -165,7 +166,18 @@ bool activationOf(const Layer* l, Activation* act) {
   return true;
 }
 
-bool lowerOne(Network& net, Layer* l, const std::function<bool(const LayerDesc&)>& supported) {
+//! The Add reading `t` (its sole reader) with an int8 per-tensor DQ as its other input: a residual
+//! the conv's epilogue can add (QLinearConv inputs 9..11). Null when there is none.
+Layer* residualAdd(Network& net, const Tensor* t, Layer** dqr) {
+  Layer* add = soleConsumer(net, t);
+  if (!add || add->op != "Add" || add->inputs.size() != 2 || add->outputs.size() != 1) return nullptr;
+  const Tensor* other = add->inputs[0] == t ? add->inputs[1] : add->inputs[0];
+  if (other == t || other->dims != t->dims) return nullptr;
+  *dqr = activationDq(other);
+  return *dqr ? add : nullptr;
+}
+
+bool lowerOne(Network& net, Layer* l, const std::function<bool(const LayerDesc&)>& supported, bool withResidual) {
   const bool conv = l->op == "Conv", gemm = l->op == "Gemm";
   if (!conv && !gemm && l->op != "MatMul") return false;
   if (l->inputs.size() < 2 || l->outputs.size() != 1 || hasFusedActivation(l->attrs)) return false;
@@ -188,9 +200,17 @@ bool lowerOne(Network& net, Layer* l, const std::function<bool(const LayerDesc&)
   std::vector<int32_t> bias;
   const Tensor* b = l->inputs.size() > 2 ? l->inputs[2] : nullptr;
   if (b && !accumulatorBias(b, scaleOf(dqx), qw.scale->value, channels, &bias)) return false;
-  // Output: the sole reader chain [Relu / Clip] -> Q (per tensor, int8), else float32.
+  // Output: the sole reader chain [Add(DQ(int8 residual))] [Relu / Clip] -> Q (per tensor, int8), else float32.
   std::vector<Layer*> dead = {l};
   Tensor* result = l->outputs[0];
+  Layer* dqr = nullptr;
+  Layer* add = conv && withResidual ? residualAdd(net, result, &dqr) : nullptr;
+  if (withResidual && !add) return false;
+  if (add) {
+    checkScale(dqr);
+    dead.push_back(add);
+    result = add->outputs[0];
+  }
   Activation act;
   Layer* next = soleConsumer(net, result);
   if (next && activationOf(next, &act)) {
@@ -227,6 +247,7 @@ bool lowerOne(Network& net, Layer* l, const std::function<bool(const LayerDesc&)
   std::vector<Tensor*> in = {dqx->inputs[0], dqx->inputs[1], dqx->inputs.size() > 2 ? dqx->inputs[2] : nullptr,
                              wData, qw.scale, qw.zero,
                              q ? q->inputs[1] : nullptr, q && q->inputs.size() > 2 ? q->inputs[2] : nullptr, biasT};
+  if (dqr) in.insert(in.end(), {dqr->inputs[0], dqr->inputs[1], dqr->inputs.size() > 2 ? dqr->inputs[2] : nullptr});
   while (!in.empty() && !in.back()) in.pop_back();
   Attributes attrs;
   if (conv) attrs = l->attrs;
@@ -260,7 +281,10 @@ bool lowerQdq(Network& net, const std::function<bool(const LayerDesc&)>& support
   bool changed = dropAroundPassThrough(net, supported);
   changed = lowerFp8Qdq(net, supported) || changed;
   for (size_t i = 0; i < net.layers().size(); ++i) {
-    if (lowerOne(net, net.layer(static_cast<int>(i)), supported)) {
+    Layer* l = net.layer(static_cast<int>(i));
+    // The residual form first (the conv, the Add and the Relu / Q in one integer layer) where a
+    // kernel takes it, else the conv alone.
+    if (lowerOne(net, l, supported, true) || lowerOne(net, l, supported, false)) {
       changed = true;
       i = static_cast<size_t>(-1);  // the layer list was re-sorted: start over
     }

@@ -4,6 +4,8 @@
 // s_x from the calibration table (uint8 when the tensor never went negative, else int8; zero point
 // 0; always int8 on the GPU, ImplicitTargets::signedActivations), s_w[c] = max|W[c]| / L with L the backend's int8WeightLimit (127, or 63 on CPUs whose int8
 // instructions saturate wider weights). A tensor read by several quantized layers gets one Q/DQ pair.
+// A residual Add of a quantized conv's output reads its other input through that tensor's Q/DQ
+// where it has one, which lowerQdq turns into QLinearConv's residual where a kernel takes it.
 // Implicit FP8 (--fp8): MatMul / Gemm get float8e4m3fn Q/DQ instead, per tensor:
 //   x -> MatMul(W)   becomes   x -> Q(a / 448) -> DQ -> MatMul(DQ(W_e4m3, max|W| / 448))
 // with a the calibrated amax (the table's int8 step times 127, or 255 for an unsigned tensor), which
@@ -151,8 +153,48 @@ bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::
     l->inputs[1] = newOutput(dw, DataType::kFLOAT, w->dims);
   }
   if (floatWeights.empty()) return false;
+  // Residual blocks: an Add of a quantized conv's output (its sole reader) and a tensor with a
+  // calibrated scale reads that tensor through its Q/DQ too, so that lowerQdq can make the conv,
+    // the Add and what follows one integer layer (QLinearConv's residual); put back below when the
+  // backend has no kernel for that form and the float identity still exists (the identity's own
+  // producer may have become an integer layer writing int8, its Q now its only reader).
+  struct ResidualRead {
+    size_t slot;
+    Tensor* identity;  // its float input (compared, never read, until found alive again below)
+    std::string name;
+  };
+  std::map<std::string, ResidualRead> residualReads;  // by the Add's name
+  if (targets.int8) {
+    for (auto& lp : net.layers()) {
+      Layer* add = lp.get();
+      if (add->op != "Add" || add->inputs.size() != 2 || add->outputs.size() != 1) continue;
+      for (size_t k = 0; k < 2; ++k) {
+        Tensor* convOut = add->inputs[k];
+        Tensor* other = add->inputs[1 - k];
+        Layer* conv = convOut->producer;
+        if (!conv || conv->op != "Conv" || !floatWeights.count(conv->name) || fp8Names.count(conv->name) || convOut == other ||
+            net.consumers(convOut).size() != 1 || other->dims != convOut->dims || other->type != DataType::kFLOAT)
+          continue;
+        auto it = dequantized.find({other, false});
+        if (it == dequantized.end() || !it->second) continue;  // no calibrated Q/DQ of the identity
+        residualReads[add->name] = {1 - k, other, other->name};
+        add->inputs[1 - k] = it->second;
+        break;
+      }
+    }
+  }
   net.topoSort();
   lowerQdq(net, supported);
+  // Adds lowerQdq left read the float identity again, where it still exists: the block before may
+  // have become one integer layer whose int8 output replaced it (then the Add keeps reading DQ(Q)).
+  std::set<const Tensor*> alive;
+  for (auto& tp : net.tensors()) alive.insert(tp.get());
+  for (auto& lp : net.layers()) {
+    auto it = residualReads.find(lp->name);
+    if (it == residualReads.end() || lp->op != "Add") continue;
+    Tensor* id = it->second.identity;
+    if (alive.count(id) && id->name == it->second.name && id->type == DataType::kFLOAT) lp->inputs[it->second.slot] = id;
+  }
   // What lowerQdq left (the backend has no integer kernel for it) reads its float inputs again.
   for (auto& l : net.layers()) {
     if (!floatWeights.count(l->name)) continue;
