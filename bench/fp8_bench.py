@@ -107,16 +107,21 @@ def engine_row(kiln, onnx_path, tag, d, ref_dir, profile=False, build_args=("--f
     return row
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def bench_args(doc, models, batches, work):
+    """The arguments the kiln-alone precision benches share (fp8_bench, int8_bench)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--peers", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--models", default="bert_base_s128,gpt2_s512")
-    ap.add_argument("--batches", default="1,32")
-    ap.add_argument("--work", default="/tmp/kiln_fp8_bench")
+    ap.add_argument("--models", default=models)
+    ap.add_argument("--batches", default=batches)
+    ap.add_argument("--work", default=work)
     ap.add_argument("--profile", action="store_true", help="also each engine's time per (op, tactic, precision)")
-    a = ap.parse_args()
+    return ap
+
+
+def main():
+    a = bench_args(__doc__, "bert_base_s128,gpt2_s512", "1,32", "/tmp/kiln_fp8_bench").parse_args()
     os.makedirs(a.work, exist_ok=True)
     e = sh([sys.executable, a.peers, "--modes", "none", "--export", a.work, "--models", a.models, "--batches", a.batches], timeout=1800)
     if e.returncode != 0:

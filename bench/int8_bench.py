@@ -9,7 +9,6 @@ writes none) and the number of layers running integer kernels.
 Usage (on the GPU machine):
   python3 bench/int8_bench.py --kiln /tmp/kb/bin/kiln --peers .device_deps/peers.py --out int8.md \
       [--models resnet50] [--batches 32,256] [--profile]"""
-import argparse
 import datetime
 import json
 import os
@@ -18,7 +17,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fp8_bench import engine_row, fmt, sh, write_profiles  # noqa: E402
+from fp8_bench import bench_args, engine_row, fmt, sh, write_profiles  # noqa: E402
 
 INT8_OPS = ("QLinearConv", "QLinearMatMul")
 
@@ -42,14 +41,7 @@ def make_reference(src, ref_dir, seed):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kiln", required=True)
-    ap.add_argument("--peers", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--models", default="resnet50")
-    ap.add_argument("--batches", default="32,256")
-    ap.add_argument("--work", default="/tmp/kiln_int8_bench")
-    ap.add_argument("--profile", action="store_true", help="also each engine's time per (op, tactic, precision)")
+    ap = bench_args(__doc__, "resnet50", "32,256", "/tmp/kiln_int8_bench")
     ap.add_argument("--int8-args", default="", help="extra build flags of the INT8 engine, comma-separated "
                     "(e.g. --layerPrecisions=*:int8: on the GPU, convs run INT8 only where asked)")
     a = ap.parse_args()
