@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 
 #include "builder/calib_histogram.h"
@@ -99,6 +100,24 @@ CalibrationTable calibrate(const Network& net, const BuilderConfig& cfg, IInt8Ca
     if (!x->isInput) copy->markOutput(x);  // a network input is read from the batch itself
     if (std::find(names.begin(), names.end(), x->name) == names.end()) names.push_back(x->name);
   }
+  // Residual Adds: an input a quantizable Conv computes (through a BatchNormalization the builder
+  // folds into it) is observed too, and recorded under the name the folded conv's output keeps
+  // (the conv's own: fold_batchnorm), so that implicit INT8 can quantize a downsample conv's output
+  // and give it to the block's last conv as its int8 residual.
+  std::map<std::string, std::string> tableName;  // observed tensor -> its name in the table
+  for (const auto& l : copy->layers()) {
+    if (l->op != "Add" || l->inputs.size() != 2 || names.empty()) continue;
+    for (Tensor* t : l->inputs) {
+      if (!t || t->isInput || t->isConstant() || !t->producer) continue;
+      Tensor* key = t;
+      const Layer* p = t->producer;
+      if (p->op == "BatchNormalization" && p->outputs.size() == 1 && p->inputs[0]->producer) key = p->inputs[0], p = key->producer;
+      if (p->op != "Conv" || !isQuantizable(*p)) continue;
+      copy->markOutput(t);
+      if (std::find(names.begin(), names.end(), t->name) == names.end()) names.push_back(t->name);
+      tableName[t->name] = key->name;
+    }
+  }
   CalibrationTable table;
   table.algorithm = algorithm;
   if (names.empty()) {
@@ -160,7 +179,8 @@ CalibrationTable calibrate(const Network& net, const BuilderConfig& cfg, IInt8Ca
     a.isUnsigned = isUnsigned;
     a.scale = amax > 0 ? static_cast<float>(amax / (isUnsigned ? 255.0 : 127.0)) : 1.f;
     if (!(a.scale > 0) || !std::isfinite(a.scale)) a.scale = 1.f;  // a denormal range: any positive step quantizes it to 0
-    table.scales[name] = a;
+    auto alias = tableName.find(name);
+    table.scales[alias == tableName.end() ? name : alias->second] = a;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log.log(Sev::kINFO, "INT8 calibration (" + algorithm + "): " + std::to_string(batches) + " batch(es), " +

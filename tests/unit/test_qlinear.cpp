@@ -220,6 +220,10 @@ TEST(QLinear, ConvResidualReference) {
   // output step; the float-output form stays with the reference (the builder then keeps the Add).
   auto cpu = makeCpuBackend(2);
   checkAllTactics(*cpu, c, "residual int8", 0, 1);
+  // A uint8 output (a Relu'd block output) with an int8 residual (a downsample branch's).
+  const Form u8out{DataType::kINT8, DataType::kUINT8, 0, 0, true, true, true};
+  checkAllTactics(*cpu, withResidual(qlinearCase("QLinearConv", {2, 8, 9, 7}, {16, 8, 3, 3}, 16, u8out, a), y, 0.04f, 0), "residual int8 -> uint8",
+                  0, 1);
   for (const std::string& n : tacticNames(*cpu, withResidual(plain, y, 0.04f, -5))) EXPECT_EQ(n, "ref");
 }
 

@@ -8,8 +8,9 @@
 // epilogue of QLinearParams::output (ops/qlinear.h), in the same float operations. The src zero
 // point is oneDNN's (a runtime zero point), so padding holds x_zero_point as ONNX says.
 // QLinearConv's kiln residual (a ResNet block's last conv + Add + Relu + Q) is oneDNN's sum post-op:
-// R is put in dst's buffer (reordered into its layout) and summed with scale r_scale / y_scale
-// and zero point r_zero before the Relu; R must have Y's type and Y zero point 0.
+// R's bytes are put in dst's buffer (reordered into its layout) and summed, read as R's type (int8
+// into a uint8 Y too: a downsample branch's signed output beside a Relu'd block output), with scale
+// r_scale / y_scale and zero point r_zero before the Relu; Y's zero point must be 0.
 // Weight zero points must be 0 (symmetric int8 weights, quantize_static's default); other layers
 // run the reference kernel. Before VNNI (AVX2 without AVX-VNNI), x64 oneDNN sums u8*s8 pairs in
 // int16 with saturation (vpmaddubsw), and for s8 sources it halves the weights: there the tactics
@@ -66,9 +67,9 @@ bool supportsCommon(const LayerDesc& l, int64_t channels, bool splits) {
     for (int32_t z : q.wZero)
       if (z != 0) return false;
     if (q.xScale.size() != 1) return false;
-    // kiln's residual (QLinearConv): oneDNN's sum post-op over Y's buffer holding R, so R has Y's
-    // type and the output is quantized with zero point 0.
-    if (q.residual && (q.floatOut || q.yZero != 0 || l.inputs[kQR].type != l.outputs[0].type)) return false;
+    // kiln's residual (QLinearConv): oneDNN's sum post-op over Y's buffer holding R's bytes (int8 or
+    // uint8, read as R's type), so the output is quantized, with zero point 0.
+    if (q.residual && (q.floatOut || q.yZero != 0)) return false;
     dnnl::algorithm alg;
     float a, b;
     if (q.floatOut) return q.act.kind == ActKind::kNone || toOneDnnEltwise(q.act, alg, a, b);
@@ -79,7 +80,7 @@ bool supportsCommon(const LayerDesc& l, int64_t channels, bool splits) {
 }
 
 //! Output scales, post-ops and zero points of the epilogue.
-dnnl::primitive_attr epilogueAttr(const QLinearParams& q, int64_t channels, int scaleMask) {
+dnnl::primitive_attr epilogueAttr(const QLinearParams& q, int64_t channels, int scaleMask, Dt residualType = Dt::undef) {
   dnnl::primitive_attr attr;
   std::vector<float> scales(static_cast<size_t>(channels));
   for (int64_t c = 0; c < channels; ++c) {
@@ -90,7 +91,7 @@ dnnl::primitive_attr epilogueAttr(const QLinearParams& q, int64_t channels, int 
   attr.set_output_scales(q.wScale.size() == 1 ? 0 : scaleMask, scales);
   dnnl::post_ops po;
   // + (R - r_zero) * r_scale / y_scale, read from dst (which holds R), before the activation.
-  if (q.residual) po.append_sum(q.rScale / q.yScale, q.rZero);
+  if (q.residual) po.append_sum(q.rScale / q.yScale, q.rZero, residualType);
   dnnl::algorithm alg;
   float a, b;
   if (q.act.kind != ActKind::kNone && toOneDnnEltwise(q.act, alg, a, b)) po.append_eltwise(1.f, alg, a, b);
@@ -240,7 +241,7 @@ class QConvKernel : public Kernel {
     auto s = std::make_unique<DnnlRun>();
     if (shift_) s->shiftCount = static_cast<size_t>(volume(c.inputs[kQX].dims)), s->flip = 0x80;
     try {
-      auto attr = epilogueAttr(q_, p.outChannels, 1 << 1);
+      auto attr = epilogueAttr(q_, p.outChannels, 1 << 1, q_.residual ? dnnlType(c.inputs[kQR].type) : Dt::undef);
       auto desc = q_.bias.empty()
                       ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, anySrc,
                                                         anyWei, anyDst, strides, dil, padL, padR)

@@ -108,6 +108,21 @@ bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::
   std::map<std::string, HostTensor> floatWeights;
   std::set<std::string> fp8Names;  // layers quantized FP8
   std::vector<std::string> order;
+  // x through Q/DQ with its calibrated scale `a` (INT8 or, with `fp8`, E4M3), made once per tensor.
+  auto dequantizedOf = [&](Tensor* x, ActivationScale a, bool fp8) {
+    Tensor*& dq = dequantized[{x, fp8}];
+    if (dq) return dq;
+    if (targets.signedActivations && a.isUnsigned) a = {a.scale * 255.f / 127.f, false};  // the same amax on [-127, 127]
+    HostTensor s(DataType::kFLOAT, {}), z(fp8 ? DataType::kFP8E4M3FN : a.isUnsigned ? DataType::kUINT8 : DataType::kINT8, {});
+    *s.as<float>() = fp8 ? a.scale * (a.isUnsigned ? 255.f : 127.f) / 448.f : a.scale;
+    Tensor* st = net.addConstant(net.uniqueName(x->name + "_scale"), s);
+    Tensor* zt = net.addConstant(net.uniqueName(x->name + "_zero_point"), z);
+    Layer* q = net.addLayer("QuantizeLinear", {x, st, zt}, 1, {}, net.uniqueName(x->name + "_calib_q"));
+    Layer* d = net.addLayer("DequantizeLinear", {newOutput(q, z.type(), x->dims), st, zt}, 1, {}, net.uniqueName(x->name + "_calib_dq"));
+    dq = newOutput(d, DataType::kFLOAT, x->dims);
+    ours.insert(q->name), ours.insert(d->name);
+    return dq;
+  };
   for (Layer* l : candidates) {
     Tensor* x = l->inputs[0];
     auto it = table.scales.find(x->name);
@@ -116,19 +131,7 @@ bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::
       continue;
     }
     const bool fp8 = fp8Layer(*l);
-    Tensor*& dq = dequantized[{x, fp8}];
-    if (!dq) {
-      ActivationScale a = it->second;
-      if (targets.signedActivations && a.isUnsigned) a = {a.scale * 255.f / 127.f, false};  // the same amax on [-127, 127]
-      HostTensor s(DataType::kFLOAT, {}), z(fp8 ? DataType::kFP8E4M3FN : a.isUnsigned ? DataType::kUINT8 : DataType::kINT8, {});
-      *s.as<float>() = fp8 ? a.scale * (a.isUnsigned ? 255.f : 127.f) / 448.f : a.scale;
-      Tensor* st = net.addConstant(net.uniqueName(x->name + "_scale"), s);
-      Tensor* zt = net.addConstant(net.uniqueName(x->name + "_zero_point"), z);
-      Layer* q = net.addLayer("QuantizeLinear", {x, st, zt}, 1, {}, net.uniqueName(x->name + "_calib_q"));
-      Layer* d = net.addLayer("DequantizeLinear", {newOutput(q, z.type(), x->dims), st, zt}, 1, {}, net.uniqueName(x->name + "_calib_dq"));
-      dq = newOutput(d, DataType::kFLOAT, x->dims);
-      ours.insert(q->name), ours.insert(d->name);
-    }
+    Tensor* dq = dequantizedOf(x, it->second, fp8);
     Tensor* w = l->inputs[1];
     HostTensor ws;
     HostTensor wq;
@@ -155,7 +158,7 @@ bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::
   if (floatWeights.empty()) return false;
   // Residual blocks: an Add of a quantized conv's output (its sole reader) and a tensor with a
   // calibrated scale reads that tensor through its Q/DQ too, so that lowerQdq can make the conv,
-    // the Add and what follows one integer layer (QLinearConv's residual); put back below when the
+  // the Add and what follows one integer layer (QLinearConv's residual); put back below when the
   // backend has no kernel for that form and the float identity still exists (the identity's own
   // producer may have become an integer layer writing int8, its Q now its only reader).
   struct ResidualRead {
@@ -165,9 +168,10 @@ bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::
   };
   std::map<std::string, ResidualRead> residualReads;  // by the Add's name
   if (targets.int8) {
-    for (auto& lp : net.layers()) {
-      Layer* add = lp.get();
-      if (add->op != "Add" || add->inputs.size() != 2 || add->outputs.size() != 1) continue;
+    std::vector<Layer*> adds;  // first: making a Q/DQ below adds layers
+    for (auto& lp : net.layers())
+      if (lp->op == "Add" && lp->inputs.size() == 2 && lp->outputs.size() == 1) adds.push_back(lp.get());
+    for (Layer* add : adds) {
       for (size_t k = 0; k < 2; ++k) {
         Tensor* convOut = add->inputs[k];
         Tensor* other = add->inputs[1 - k];
@@ -175,10 +179,17 @@ bool quantizeCalibrated(Network& net, const CalibrationTable& table, const std::
         if (!conv || conv->op != "Conv" || !floatWeights.count(conv->name) || fp8Names.count(conv->name) || convOut == other ||
             net.consumers(convOut).size() != 1 || other->dims != convOut->dims || other->type != DataType::kFLOAT)
           continue;
-        auto it = dequantized.find({other, false});
-        if (it == dequantized.end() || !it->second) continue;  // no calibrated Q/DQ of the identity
+        // The identity's calibrated Q/DQ: a quantized layer's input already has one; another quantized
+        // conv's output (a downsample branch) gets one when calibration observed it.
+        Tensor* dq = nullptr;
+        if (auto it = dequantized.find({other, false}); it != dequantized.end()) dq = it->second;
+        const Layer* from = other->producer;
+        auto scale = table.scales.find(other->name);
+        if (!dq && from && from->op == "Conv" && floatWeights.count(from->name) && !fp8Names.count(from->name) && scale != table.scales.end())
+          dq = dequantizedOf(other, scale->second, false);
+        if (!dq) continue;
         residualReads[add->name] = {1 - k, other, other->name};
-        add->inputs[1 - k] = it->second;
+        add->inputs[1 - k] = dq;
         break;
       }
     }
