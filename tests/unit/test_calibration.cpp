@@ -12,6 +12,7 @@
 
 #include "builder/calib_histogram.h"
 #include "builder/calib_table.h"
+#include "builder/calibrate.h"
 #include "builder/passes/quantize_calibrated.h"
 #include "ir/network_clone.h"
 #include "kiln/kiln.h"
@@ -465,4 +466,81 @@ TEST(Calibration, ResidualIdentityReplacedByTheBlockBefore) {
   }
   EXPECT_EQ(withR, 1);
   EXPECT_EQ(adds, 1);
+}
+
+namespace {
+
+class QuietLogger : public ILogger {
+ public:
+  void log(Severity, const std::string&) noexcept override {}
+};
+
+}  // namespace
+
+// Calibration observes a quantizable conv's output that feeds an Add, after the BatchNormalization
+// the builder folds into the conv, and records it under the conv's own tensor name (the one the fold
+// keeps); a conv output feeding an Add directly is recorded under its name.
+TEST(Calibration, ObservesConvOutputsThatFeedAnAdd) {
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {1, 8, 10, 10});
+  Layer* a = net.addConvolution(x, randomTensor({8, 8, 3, 3}, 51), randomTensor({8}, 52), {1, 1}, {1, 1, 1, 1});
+  auto vec = [](float v) {
+    HostTensor t(DataType::kFLOAT, {8});
+    for (int i = 0; i < 8; ++i) t.as<float>()[i] = v + 0.1f * static_cast<float>(i);
+    return t;
+  };
+  Layer* bn = net.addLayer("BatchNormalization", {a->outputs[0], net.addConstant("g", vec(2.f)), net.addConstant("b", vec(3.f)),
+                                                  net.addConstant("m", vec(0.f)), net.addConstant("v", vec(1.f))}, 1);
+  Layer* b = net.addConvolution(x, randomTensor({8, 8, 1, 1}, 53), randomTensor({8}, 54), {1, 1}, {0, 0, 0, 0});
+  Layer* add = net.addLayer("Add", {bn->outputs[0], b->outputs[0]}, 1);
+  net.renameTensor(add->outputs[0], "y");
+  net.markOutput(add->outputs[0]);
+  net.topoSort();
+  net.inferShapes();
+  VectorCalibrator calibrator({randomTensor({1, 8, 10, 10}, 55)});
+  BuilderConfig cfg;
+  cfg.setThreads(1);
+  QuietLogger log;
+  const CalibrationTable t = calibrate(net, cfg, calibrator, log);
+  EXPECT_TRUE(t.scales.count(a->outputs[0]->name)) << "conv A's output (BN folded into it)";
+  EXPECT_FALSE(t.scales.count(bn->outputs[0]->name)) << "recorded under the conv's name, not the BN's";
+  EXPECT_TRUE(t.scales.count(b->outputs[0]->name));
+  ASSERT_TRUE(t.scales.count(a->outputs[0]->name));
+  // The BN output's range, not the raw conv's: gamma ~2 and beta ~3 move it well away from the conv's.
+  const float bnStep = t.scales.at(a->outputs[0]->name).scale;
+  EXPECT_GT(bnStep * 127.f, 3.f) << "a step of " << bnStep;
+}
+
+// A downsample branch (the identity is another quantized conv's output) gets its own Q/DQ when
+// calibration observed it, so the block's last conv takes it as its int8 residual.
+TEST(Calibration, DownsampleBranchBecomesTheResidual) {
+  Network net;
+  Tensor* x = net.addInput("x", DataType::kFLOAT, {1, 8, 10, 10});
+  Layer* main = net.addConvolution(x, randomTensor({8, 8, 3, 3}, 61), randomTensor({8}, 62), {1, 1}, {1, 1, 1, 1});
+  Layer* ds = net.addConvolution(x, randomTensor({8, 8, 1, 1}, 63), randomTensor({8}, 64), {1, 1}, {0, 0, 0, 0});
+  Tensor* y = net.addActivation(net.addLayer("Add", {main->outputs[0], ds->outputs[0]}, 1)->outputs[0], "Relu")->outputs[0];
+  net.renameTensor(y, "y");
+  net.markOutput(y);
+  net.topoSort();
+  net.inferShapes();
+  CalibrationTable t;
+  t.algorithm = "minmax";
+  t.scales["x"] = {0.02f, false};
+  t.scales[ds->outputs[0]->name] = {0.05f, false};
+  ImplicitQuantization q;
+  EXPECT_TRUE(quantizeCalibrated(net, t, [](const LayerDesc&) { return true; }, 127, ImplicitTargets{}, &q));
+  int qconvs = 0, withR = 0, adds = 0;
+  for (auto& l : net.layers()) {
+    adds += l->op == "Add";
+    if (l->op != "QLinearConv") continue;
+    ++qconvs;
+    if (l->inputs.size() > kQR && l->inputs[kQR]) {
+      ++withR;
+      EXPECT_EQ(l->inputs[kQR]->type, DataType::kINT8);
+      EXPECT_TRUE(l->inputs[kQR]->producer && l->inputs[kQR]->producer->op == "QLinearConv") << "the downsample conv writes it int8";
+    }
+  }
+  EXPECT_EQ(qconvs, 2);
+  EXPECT_EQ(withR, 1);
+  EXPECT_EQ(adds, 0);
 }
