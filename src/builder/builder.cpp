@@ -194,16 +194,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
     const std::vector<Tactic> t = backend.tactics(d);
     if (d.op != "QLinearConv" || !d.present(kQR)) return !t.empty();
     if (!isStatic(d.inputs[kQX].dims) || !isStatic(d.outputs[0].dims)) return false;
-    for (const Tactic& x : t) {
-      if (x.name == "ref" || !x.create) continue;
-      try {
-        std::unique_ptr<KernelState> state;
-        x.create(d)->reshape(d, state);
-        return true;
-      } catch (const Error&) {
-      }
-    }
-    return false;
+    return std::any_of(t.begin(), t.end(), [&d](const Tactic& x) { return x.name != "ref" && tacticBuilds(x, d, d); });
   };
   if (skipped(kLowerQdq)) {
     log.log(Sev::kINFO, std::string("pass skipped (--skipPasses): ") + kLowerQdq);

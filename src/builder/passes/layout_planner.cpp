@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 
+#include "builder/passes/passes.h"
 #include "ops/conv_layout.h"
 #include "ops/fused_attrs.h"
 #include "ops/qlinear.h"
@@ -188,16 +189,10 @@ class LayoutPlanner {
     if (policy_.atOpt) policy_.atOpt(l, at);
     for (const Tactic& t : backend_->tactics(d)) {
       if (t.name == "ref") continue;
-      if (!policy_.verify || !t.create || !isStatic(at.outputs[0].dims)) {
+      // a library may still have no kernel for these layouts (tacticBuilds)
+      if (!policy_.verify || !t.create || !isStatic(at.outputs[0].dims) || tacticBuilds(t, d, at)) {
         ok = true;
         break;
-      }
-      try {  // a library may still have no kernel for these layouts (e.g. no cuDNN engine builds)
-        std::unique_ptr<KernelState> state;
-        t.create(d)->reshape(at, state);
-        ok = true;
-        break;
-      } catch (const Error&) {
       }
     }
     return runs_[key] = ok;

@@ -117,4 +117,15 @@ bool removeFoldedLayers(Network& net) {
   return !folded.empty() || net.layers().size() != before;
 }
 
+bool tacticBuilds(const Tactic& t, const LayerDesc& build, const LayerDesc& at) {
+  if (!t.create) return false;
+  try {
+    std::unique_ptr<KernelState> state;
+    t.create(build)->reshape(at, state);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 }  // namespace kiln

@@ -141,4 +141,9 @@ bool meanOverLastAxis(const Layer* l);
 //! replaces, takes over `result` (its readers and its type/dims), and the dead layers go.
 void replaceWithFused(Network& net, Layer* fused, const std::vector<Layer*>& dead, Tensor* result);
 
+//! Whether `t` creates a kernel for `build` that reshapes to the concrete `at` (a library may still
+//! have no kernel for these shapes and layouts, e.g. no cuDNN engine config builds): kiln::Error
+//! from either step counts as no (the layout planner, the builder's integer lowering).
+bool tacticBuilds(const Tactic& t, const LayerDesc& build, const LayerDesc& at);
+
 }  // namespace kiln
