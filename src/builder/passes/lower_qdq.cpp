@@ -183,6 +183,10 @@ bool lowerOne(Network& net, Layer* l, const std::function<bool(const LayerDesc&)
   if (l->inputs.size() < 2 || l->outputs.size() != 1 || hasFusedActivation(l->attrs)) return false;
   Layer* dqx = activationDq(l->inputs[0]);
   if (!dqx) return false;
+  // The residual form needs the Add before any of the work below (lowerQdq asks for it first).
+  Layer* dqr = nullptr;
+  Layer* add = conv && withResidual ? residualAdd(net, l->outputs[0], &dqr) : nullptr;
+  if (withResidual && !add) return false;
   // Weight layout: Conv [M, C/g, k...] per channel on axis 0; MatMul [K, N] on axis 1; Gemm
   // [K, N] (axis 1) or transB [N, K] (axis 0), transposed here to [K, N].
   const bool transB = gemm && l->attrs.getInt("transB", 0) != 0;
@@ -203,9 +207,6 @@ bool lowerOne(Network& net, Layer* l, const std::function<bool(const LayerDesc&)
   // Output: the sole reader chain [Add(DQ(int8 residual))] [Relu / Clip] -> Q (per tensor, int8), else float32.
   std::vector<Layer*> dead = {l};
   Tensor* result = l->outputs[0];
-  Layer* dqr = nullptr;
-  Layer* add = conv && withResidual ? residualAdd(net, result, &dqr) : nullptr;
-  if (withResidual && !add) return false;
   if (add) {
     checkScale(dqr);
     dead.push_back(add);
