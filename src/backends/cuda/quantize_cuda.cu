@@ -66,6 +66,23 @@ __device__ int64_t loadI(const void* p, int e, int64_t i) {
   }
 }
 
+//! x / scale, rounded to the division's type (QuantizeLinear's `precision`, the reference's rule).
+__device__ float quotient(float x, float scale, int div) {
+  float q = x / scale;
+  if (div == kF16) q = __half2float(__float2half_rn(q));
+  else if (div == kBF16) q = __bfloat162float(__float2bfloat16_rn(q));
+  return q;
+}
+
+//! A quotient as the integer QuantizeLinear stores: to nearest even, NaN -> the zero point, plus the
+//! zero point, saturated to [lo, hi].
+__device__ int64_t quantizedInt(double v, int64_t zero, const QParams& p) {
+  v = v > 1e18 ? 1e18 : (v < -1e18 ? -1e18 : v);
+  int64_t r = isnan(v) ? 0 : static_cast<int64_t>(rint(v));  // as the CPU reference
+  r += zero;
+  return r < p.lo ? p.lo : (r > p.hi ? p.hi : r);
+}
+
 __global__ void quantizeKernel(const void* __restrict__ x, const void* __restrict__ s, const void* __restrict__ z, void* __restrict__ y,
                                QParams p) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.count; i += int64_t(gridDim.x) * blockDim.x) {
@@ -74,20 +91,14 @@ __global__ void quantizeKernel(const void* __restrict__ x, const void* __restric
       if (p.x == kI32) {
         v = static_cast<double>(loadI(x, kI32, i)) / static_cast<double>(loadF(s, p.scale, p.si(i)));
       } else {
-        float q = loadF(x, p.x, i) / loadF(s, p.scale, p.si(i));
-        if (p.div == kF16) q = __half2float(__float2half_rn(q));
-        else if (p.div == kBF16) q = __bfloat162float(__float2bfloat16_rn(q));
-        v = q;
+        v = quotient(loadF(x, p.x, i), loadF(s, p.scale, p.si(i)), p.div);
       }
       if (p.y == kNF) {  // (x / scale + zero_point) rounded once to the narrow float
         if (z) v += miniToFloat(p.narrow, static_cast<const uint8_t*>(z)[p.zi(i)]);
         static_cast<uint8_t*>(y)[i] = miniFromDouble(p.narrow, v, p.saturate);
         continue;
       }
-      v = v > 1e18 ? 1e18 : (v < -1e18 ? -1e18 : v);
-      int64_t r = isnan(v) ? 0 : static_cast<int64_t>(rint(v));  // NaN -> the zero point, as the CPU reference
-      if (z) r += loadI(z, p.zp, p.zi(i));
-      r = r < p.lo ? p.lo : (r > p.hi ? p.hi : r);
+      const int64_t r = quantizedInt(v, z ? loadI(z, p.zp, p.zi(i)) : 0, p);
       switch (p.y) {
         case kI8: static_cast<int8_t*>(y)[i] = static_cast<int8_t>(r); break;
         case kU8: static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(r); break;
@@ -114,7 +125,7 @@ __global__ void quantizeKernel(const void* __restrict__ x, const void* __restric
 }
 
 //! The per-tensor QuantizeLinear of an INT8 engine (float32 / float16 / bfloat16 to int8 / uint8, one
-//! scale and zero point) as quantizeKernel computes it, 8 elements a thread with 16-byte loads:
+//! scale and zero point), quantizeKernel's arithmetic (quotient, quantizedInt), 8 elements a thread with 16-byte loads:
 //! the generic loop above ran ResNet-50's block-input quantizations at ~0.5 TB/s on the H100.
 template <typename T>
 __device__ float toF(T v) { return static_cast<float>(v); }
@@ -127,7 +138,7 @@ template <typename T>
 __global__ void quantizePerTensor8(const T* __restrict__ x, const void* __restrict__ s, const void* __restrict__ z, void* __restrict__ y,
                                    QParams p) {
   const float scale = loadF(s, p.scale, 0);
-  const int zero = z ? static_cast<int>(loadI(z, p.zp, 0)) : 0;
+  const int64_t zero = z ? loadI(z, p.zp, 0) : 0;
   const int64_t groups = p.count / 8;
   for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groups; g += int64_t(gridDim.x) * blockDim.x) {
     T in[8];
@@ -135,12 +146,7 @@ __global__ void quantizePerTensor8(const T* __restrict__ x, const void* __restri
     else reinterpret_cast<uint4*>(in)[0] = reinterpret_cast<const uint4*>(x)[2 * g], reinterpret_cast<uint4*>(in)[1] = reinterpret_cast<const uint4*>(x)[2 * g + 1];
     uint32_t out[2] = {0, 0};
     for (int k = 0; k < 8; ++k) {
-      float q = toF(in[k]) / scale;
-      if (p.div == kF16) q = __half2float(__float2half_rn(q));
-      else if (p.div == kBF16) q = __bfloat162float(__float2bfloat16_rn(q));
-      int r = isnan(q) ? 0 : __float2int_rn(fminf(fmaxf(q, -1e9f), 1e9f));  // NaN -> the zero point; rint: to nearest even
-      r += zero;
-      r = r < p.lo ? static_cast<int>(p.lo) : (r > p.hi ? static_cast<int>(p.hi) : r);
+      const int64_t r = quantizedInt(quotient(toF(in[k]), scale, p.div), zero, p);
       out[k / 4] |= (static_cast<uint32_t>(r) & 0xffu) << (8 * (k % 4));
     }
     reinterpret_cast<uint2*>(y)[g] = make_uint2(out[0], out[1]);
@@ -190,7 +196,6 @@ class QuantizeKernel : public Kernel {
     }
     KILN_CUDA_CHECK_LAUNCH();
   }
-
 };
 
 bool supportsQuantize(const LayerDesc& l) {
