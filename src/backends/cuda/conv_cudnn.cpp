@@ -231,26 +231,12 @@ GraphCache& graphCache() {
 
 //! Everything makeGraph and the plan filters read, and the device: equal keys, equal graphs.
 std::string graphKey(const Problem& p, const Activation& act, bool hasBias, bool hasRes, const Fusion& f, bool tf32) {
-  std::string k;
-  auto add = [&k](int64_t v) { k += std::to_string(v) + ","; };
-  auto list = [&](const std::vector<int64_t>& v) {
-    for (int64_t x : v) add(x);
-    k += "|";
-  };
-  int device = 0;
-  cudaGetDevice(&device);
-  add(device);
-  add(static_cast<int64_t>(p.type));
-  add(p.transpose), add(p.xLast), add(p.yLast), add(p.wLast), add(tf32);
-  for (const auto* v : {&p.x, &p.w, &p.y, &p.padBegin, &p.padEnd, &p.stride, &p.dilation}) list(*v);
-  add(f.bias && hasBias), add(f.residual && hasRes);
-  if (f.act && graphAct(act, p)) {
-    uint32_t alpha = 0, beta = 0;  // bit patterns: distinct bounds never share a key
-    std::memcpy(&alpha, &act.alpha, sizeof alpha);
-    std::memcpy(&beta, &act.beta, sizeof beta);
-    add(static_cast<int64_t>(act.kind)), add(alpha), add(beta);
-  }
-  return k;
+  cuda::GraphKey k;
+  k.add(static_cast<int64_t>(p.type)).add(p.transpose).add(p.xLast).add(p.yLast).add(p.wLast).add(tf32);
+  for (const auto* v : {&p.x, &p.w, &p.y, &p.padBegin, &p.padEnd, &p.stride, &p.dilation}) k.addList(*v);
+  k.add(f.bias && hasBias).add(f.residual && hasRes);
+  if (f.act && graphAct(act, p)) k.add(static_cast<int64_t>(act.kind)).addBits(act.alpha).addBits(act.beta);
+  return k.str();
 }
 
 struct ConvState : KernelState {

@@ -6,6 +6,7 @@
 #include <cudnn_frontend.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -82,6 +83,35 @@ inline bool cudnnAct(const Activation& a, cudnn_frontend::graph::Pointwise_attri
   return true;
 }
 
+
+//! The key of a shared graph (plan_cache.h): the current device, then every value the graph depends on.
+class GraphKey {
+ public:
+  GraphKey() {
+    int device = 0;
+    cudaGetDevice(&device);
+    add(device);
+  }
+  GraphKey& add(int64_t v) {
+    k_ += std::to_string(v) + ",";
+    return *this;
+  }
+  //! A float by its bit pattern: distinct values (clip bounds) never share a key.
+  GraphKey& addBits(float v) {
+    uint32_t b = 0;
+    std::memcpy(&b, &v, sizeof b);
+    return add(b);
+  }
+  GraphKey& addList(const std::vector<int64_t>& v) {
+    for (int64_t x : v) add(x);
+    k_ += "|";
+    return *this;
+  }
+  const std::string& str() const { return k_; }
+
+ private:
+  std::string k_;
+};
 
 //! Validates `g` and creates its execution plans (heuristics A, then the fallback list) on handle
 //! `h` (the caller holds cudnnHandle().mu): an empty string, or what cuDNN said.

@@ -14,7 +14,6 @@
 #include <cudnn_frontend.h>
 
 #include <algorithm>
-#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -109,20 +108,12 @@ class CudnnMatMulKernel : public Kernel {
       state = std::make_unique<MatMulState>();
       return 0;
     }
-    std::string key;
-    {
-      int device = 0;
-      cudaGetDevice(&device);
-      uint32_t alpha = 0, beta = 0;  // bit patterns: distinct clip bounds never share a key
-      std::memcpy(&alpha, &act_.alpha, sizeof alpha);
-      std::memcpy(&beta, &act_.beta, sizeof beta);
-      for (int64_t v : {int64_t(device), static_cast<int64_t>(type_), M, K_, N_, int64_t(hasBias_), static_cast<int64_t>(act_.kind),
-                        int64_t(alpha), int64_t(beta)})
-        key += std::to_string(v) + ",";
-    }
+    cuda::GraphKey key;
+    key.add(static_cast<int64_t>(type_)).add(M).add(K_).add(N_).add(hasBias_).add(static_cast<int64_t>(act_.kind));
+    key.addBits(act_.alpha).addBits(act_.beta);
     std::lock_guard<std::mutex> lock(cuda::cudnnHandle().mu);
     cuda::CudnnPlanChoice c;
-    auto graph = cuda::sharedCudnnPlan(graphCache(), key, kMaxWorkspace, [&] { return makeGraph(M); }, index_, l, c);
+    auto graph = cuda::sharedCudnnPlan(graphCache(), key.str(), kMaxWorkspace, [&] { return makeGraph(M); }, index_, l, c);
     auto s = std::make_unique<MatMulState>();
     s->graph = std::move(graph);
     s->plan = c.plan;

@@ -21,7 +21,6 @@
 #include <cudnn_frontend.h>
 
 #include <algorithm>
-#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -153,23 +152,12 @@ class QConvCudnnKernel : public Kernel {
     }
     const std::vector<int64_t> padB{win.padBegin[1], win.padBegin[2]}, padE{win.padEnd[1], win.padEnd[2]};
     const std::vector<int64_t> stride{win.stride[1], win.stride[2]}, dil{win.dilation[1], win.dilation[2]};
-    std::string key;
-    {
-      int device = 0;
-      cudaGetDevice(&device);
-      uint32_t lo = 0, hi = 0;  // clip bounds' bit patterns
-      const float loF = clipLow(), hiF = clipHigh();
-      std::memcpy(&lo, &loF, sizeof lo);
-      std::memcpy(&hi, &hiF, sizeof hi);
-      for (int64_t v : {int64_t(device), static_cast<int64_t>(yType_), int64_t(hasBias_), static_cast<int64_t>(q_.act.kind), int64_t(lo),
-                        int64_t(hi)})
-        key += std::to_string(v) + ",";
-      for (const auto* vec : {&x, &w, &padB, &padE, &stride, &dil})
-        for (int64_t v : *vec) key += std::to_string(v) + ",";
-    }
+    cuda::GraphKey key;
+    key.add(static_cast<int64_t>(yType_)).add(hasBias_).add(static_cast<int64_t>(q_.act.kind)).addBits(clipLow()).addBits(clipHigh());
+    for (const auto* vec : {&x, &w, &padB, &padE, &stride, &dil}) key.addList(*vec);
     std::lock_guard<std::mutex> lock(cuda::cudnnHandle().mu);
     cuda::CudnnPlanChoice c;
-    s->graph = cuda::sharedCudnnPlan(graphCache(), key, kMaxWorkspace, [&] { return makeGraph(x, w, y, padB, padE, stride, dil); },
+    s->graph = cuda::sharedCudnnPlan(graphCache(), key.str(), kMaxWorkspace, [&] { return makeGraph(x, w, y, padB, padE, stride, dil); },
                                      index_, l, c);
     s->plan = c.plan;
     s->uids = std::move(c.uids);
