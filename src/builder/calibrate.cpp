@@ -106,7 +106,7 @@ CalibrationTable calibrate(const Network& net, const BuilderConfig& cfg, IInt8Ca
   // and give it to the block's last conv as its int8 residual.
   std::map<std::string, std::string> tableName;  // observed tensor -> its name in the table
   for (const auto& l : copy->layers()) {
-    if (l->op != "Add" || l->inputs.size() != 2 || names.empty()) continue;
+    if (l->op != "Add" || l->inputs.size() != 2) continue;
     for (Tensor* t : l->inputs) {
       if (!t || t->isInput || t->isConstant() || !t->producer) continue;
       Tensor* key = t;

@@ -58,6 +58,10 @@ int64_t vectorLength(const LayerDesc& l, size_t i, const char* what) {
   return l.inputs[i].dims[0];
 }
 
+//! Requires a present input i to be 1-D or a scalar (taken as one value); returns its length (-1
+//! when unknown).
+int64_t valuesLength(const LayerDesc& l, size_t i, const char* what) { return l.inputs[i].dims.empty() ? 1 : vectorLength(l, i, what); }
+
 //! The length of a 1-D input whose length becomes an output rank (a shape, axes to insert):
 //! bounded, so that a damaged plan or model cannot ask for a rank of 2^31 (dims are allocated).
 constexpr int64_t kMaxRank = 64;
@@ -506,7 +510,7 @@ void inferSlice(LayerDesc& l) {
     requireIntegerInput(l, i, "starts/ends/axes/steps");
     // A scalar is taken as one value: torch's exporter writes Slice(x, Gather(c, i), ...) in loop
     // bodies (torchvision's MViT-v2), which PyTorch runs (ONNX Runtime refuses them).
-    if (l.present(i) && !l.inputs[i].dims.empty()) vectorLength(l, i, "starts/ends/axes/steps");
+    if (l.present(i)) valuesLength(l, i, "starts/ends/axes/steps");
   }
   const Dims& in = l.inputs[0].dims;
   const HostTensor *starts = valueOf(l, 1), *ends = valueOf(l, 2), *axes = valueOf(l, 3), *steps = valueOf(l, 4);
@@ -516,7 +520,7 @@ void inferSlice(LayerDesc& l) {
     if (!axesKnown) out.assign(in.size(), -1);
     else if (axes) for (int64_t a : uniqueAxes(l, axes->toInts(), static_cast<int64_t>(in.size()))) out[a] = -1;
     else {
-      int64_t n = l.inputs[1].dims.empty() ? 1 : l.inputs[1].dims[0];
+      int64_t n = valuesLength(l, 1, "starts");
       if (n < 0 || n > static_cast<int64_t>(in.size())) out.assign(in.size(), -1);
       else for (int64_t a = 0; a < n; ++a) out[a] = -1;
     }

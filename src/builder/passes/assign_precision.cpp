@@ -10,6 +10,7 @@
 #include "builder/passes/passes.h"
 #include "ops/fused_attrs.h"
 #include "ops/op_registry.h"
+#include "ops/qlinear.h"
 #include "ops/shape_propagation.h"
 
 namespace kiln {
@@ -75,7 +76,7 @@ bool assignPrecision(Network& net, DataType target, bool obeyConstraints) {
     // An integer conv's float inputs are its scales (kept exact); without y_scale its float output
     // takes the engine's type, written by the int8 kernel's epilogue instead of a Cast after it.
     const bool integerConv = l->op == "QLinearConv" || l->op == "QLinearMatMul";
-    if (l->op == "QLinearConv" && (l->inputs.size() <= 6 || !l->inputs[6]))
+    if (l->op == "QLinearConv" && (l->inputs.size() <= kQYScale || !l->inputs[kQYScale]))
       l->attrs.set(attr::kFloatOutType, onnxTypeCode(want));
     for (size_t i = 0; i < l->inputs.size() && !integerConv; ++i) {
       Tensor*& in = l->inputs[i];
