@@ -6,7 +6,8 @@
 // DQ -> MatMul -> Q into a QLinearMatMul, whose engine gives the CPU engine's bytes.
 // QLinearConv (qlinear_conv_cudnn.cpp: q_linear_conv_int_cudnn_*): symmetric forms against the
 // reference in both layouts, within one quantization step (the graph scales before adding the
-// bias), the refused forms, and a calibrated-style Q/DQ CNN through the builder against the CPU.
+// bias), with kiln's int8 residual, the refused forms, and a calibrated-style Q/DQ CNN through the
+// builder against the CPU.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -225,6 +226,7 @@ void checkQConvTactics(const OpCase& plain, const std::string& what) {
     dev.attrs.set("kiln_layout_in", std::string(last ? "nhwc" : "nchw"));
     dev.attrs.set("kiln_layout_out", std::string(last ? "nhwc" : "nchw"));
     if (last) dev.inputs[0] = channelsLast(dev.inputs[0], true);
+    if (last && dev.inputs.size() > kQR) dev.inputs[kQR] = channelsLast(dev.inputs[kQR], true);  // R has Y's layout
     const std::vector<std::string> names = tacticNames(*gpu, dev);
     EXPECT_NE(std::find(names.begin(), names.end(), "q_linear_conv_int_cudnn_0"), names.end()) << what << ": not offered";
     for (const std::string& n : names) {
@@ -256,6 +258,23 @@ TEST(CudaQLinear, ConvCudnnMatchesReference) {
   Attributes a;  // Clip(-1, 2) before requantizing
   setFusedActivation(a, Activation{ActKind::kClip, -1.f, 2.f});
   checkQConvTactics(convCase(kConvShapes[0], kSymmetricForms[0], a), "clip");
+}
+
+// kiln's residual form (a ResNet block's conv + Add(R) + Relu + Q): R * r_scale added in the graph,
+// R staged with Y when the tactic runs NCHW. int8 and float outputs, with and without Relu.
+TEST(CudaQLinear, ConvCudnnResidualMatchesReference) {
+  KILN_REQUIRE_GPU();
+  for (const ConvShape& s : {kConvShapes[0], kConvShapes[1]})
+    for (const Form& f : kSymmetricForms) {
+      const OpCase plain = convCase(s, f);
+      const Dims y = runReference(plain)[0].dims();
+      checkQConvTactics(withResidual(plain, y, 0.04f, 0), "residual " + toString(s.x) + "*" + toString(s.w) + " " + formName(f));
+    }
+  // Refused: a residual zero point the graph does not subtract.
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  const OpCase plain = convCase(kConvShapes[0], kSymmetricForms[0]);
+  for (const std::string& n : tacticNames(*gpu, withResidual(plain, runReference(plain)[0].dims(), 0.04f, 3)))
+    EXPECT_NE(n.rfind("q_linear_conv_int_cudnn", 0), 0u) << n << " offered for r_zero_point 3";
 }
 
 // What the int8 engines cannot compute exactly is refused (the layer then stays float Q/DQ):
@@ -322,7 +341,78 @@ std::unique_ptr<Engine> buildQdqCnn(DeviceType device, bool fp16 = false) {
   return Builder().build(net, cfg);
 }
 
+//! x -> Q -> DQ (xq) -> Conv + Relu -> Q -> DQ -> Conv -> Add(., xq) -> Relu -> Q -> DQ -> y: a ResNet
+//! basic block in explicit symmetric Q/DQ form. Its second conv, Add, Relu and Q become one
+//! QLinearConv with the int8 residual (inputs 9..11) where a kernel takes that form.
+std::unique_ptr<Engine> buildQdqResidualBlock(DeviceType device, bool fp16 = false) {
+  Network n;
+  Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 16, 12, 12});
+  auto c = [&](const std::string& name, const HostTensor& v) { return n.addConstant(name, v); };
+  auto qdq = [&](Tensor* t, float s, const std::string& tag) {
+    Layer* q = n.addLayer("QuantizeLinear", {t, c(tag + "_s", scalarF(s)), c(tag + "_z", scalarOf(DataType::kINT8, 0))}, 1);
+    return n.addLayer("DequantizeLinear", {q->outputs[0], c(tag + "_s2", scalarF(s)), c(tag + "_z2", scalarOf(DataType::kINT8, 0))}, 1)
+        ->outputs[0];
+  };
+  auto conv = [&](Tensor* in, const std::string& tag, unsigned seed) {
+    Attributes axis;
+    axis.set("axis", int64_t(0));
+    Tensor* w = n.addLayer("DequantizeLinear",
+                           {c(tag + "_w", uniformOfType({16, 16, 3, 3}, DataType::kINT8, seed, -127, 128)),
+                            c(tag + "_ws", uniformOfType({16}, DataType::kFLOAT, seed + 1, 0.002, 0.006))},
+                           1, axis)->outputs[0];
+    Attributes a;
+    a.set("pads", std::vector<int64_t>(4, 1));
+    a.set("kernel_shape", std::vector<int64_t>{3, 3});
+    return n.addLayer("Conv", {in, w, c(tag + "_b", uniformOfType({16}, DataType::kFLOAT, seed + 2, -0.5, 0.5))}, 1, a)->outputs[0];
+  };
+  Tensor* xq = qdq(x, 0.02f, "qx");
+  Tensor* h = n.addActivation(conv(xq, "c1", 51), "Relu")->outputs[0];
+  h = conv(qdq(h, 0.04f, "q1"), "c2", 61);
+  h = n.addActivation(n.addLayer("Add", {h, xq}, 1)->outputs[0], "Relu")->outputs[0];
+  Tensor* y = qdq(h, 0.05f, "qy");
+  n.renameTensor(y, "y");
+  n.markOutput(y);
+  BuilderConfig cfg;
+  cfg.setDevice(device);
+  if (fp16) cfg.setFlag(BuilderFlag::kFP16);
+  if (device == DeviceType::kCPU) cfg.setThreads(2);
+  return Builder().build(n, cfg);
+}
+
+size_t countOf(const std::string& text, const std::string& what) {
+  size_t k = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++k;
+  return k;
+}
+
 }  // namespace
+
+// The GPU residual test's block, where no GPU exists: the CPU fuses the Add too (oneDNN's sum post-op).
+TEST(QLinear, GpuResidualCaseLowersOnTheCpu) {
+  const std::string info = buildQdqResidualBlock(DeviceType::kCPU)->getLayerInformation();
+  EXPECT_EQ(countOf(info, "\"QLinearConv\""), 2u) << info;
+  EXPECT_EQ(countOf(info, "\"Add\""), 0u) << info;
+}
+
+TEST(CudaQLinear, ResidualBlockRunsAsTwoInt8ConvsOnTheGpu) {
+  KILN_REQUIRE_GPU();
+  for (bool fp16 : {false, true}) {
+    auto gpuEngine = buildQdqResidualBlock(DeviceType::kGPU, fp16);
+    const std::string info = gpuEngine->getLayerInformation();
+    EXPECT_EQ(countOf(info, "q_linear_conv_int_cudnn"), 2u) << info;
+    EXPECT_EQ(countOf(info, "\"Add\""), 0u) << info;
+    const HostTensor x = uniformOfType({2, 16, 12, 12}, DataType::kFLOAT, 53, -2.0, 2.0);
+    HostTensor want(DataType::kFLOAT, {2, 16, 12, 12}), got(DataType::kFLOAT, {2, 16, 12, 12});
+    runOnCpu(*buildQdqResidualBlock(DeviceType::kCPU), x, want);
+    runOnGpu(*gpuEngine, x, got);
+    // y is quantized in steps of 0.05: the graph's rounding (scale, then bias) may move a value one
+    // step, and that step the next conv; a wrong residual scale or layout moves it by the range.
+    double lo = 1e30, hi = -1e30;
+    for (int64_t i = 0; i < want.count(); ++i) lo = std::min(lo, double(want.as<float>()[i])), hi = std::max(hi, double(want.as<float>()[i]));
+    ASSERT_GT(hi - lo, 1.0) << "the case must not be constant";
+    expectClose(got, want, 0, 0.03 * (hi - lo), fp16 ? "float16 GPU vs CPU engine" : "GPU vs CPU engine");
+  }
+}
 
 TEST(QLinear, GpuConvCaseLowersOnTheCpu) {
   const std::string info = buildQdqCnn(DeviceType::kCPU)->getLayerInformation();

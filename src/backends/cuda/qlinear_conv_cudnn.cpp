@@ -1,7 +1,7 @@
 // "q_linear_conv_int_cudnn_0".."_3": QLinearConv (what builder/passes/lower_qdq.cpp makes of a Q/DQ
 // conv, explicit or calibrated) on cuDNN's int8 tensor-core convolutions, with the requantizing
 // epilogue in the same graph:
-//   conv_fprop(X int8, W int8) -> int32 -> * m[k] -> + bias[k] * m[k] -> [Relu / Clip] -> Y
+//   conv_fprop(X int8, W int8) -> int32 -> * m[k] -> + bias[k] * m[k] -> [+ R * r] -> [Relu / Clip] -> Y
 // with m[k] = x_scale * w_scale[k] / y_scale and Y int8 (a Q follows), or m[k] = x_scale * w_scale[k]
 // and Y float (no Q: float32, or the engine's float16 / bfloat16, kiln_float_out_type); the conversion to int8 rounds to nearest and saturates. The reference
 // (QLinearParams::output) scales acc + bias in one product, so a value within float rounding of a
@@ -13,7 +13,10 @@
 // point 0, int8 W with zero points 0 (per-channel scales), int8 Y with zero point 0; group 1, 2-D,
 // C and K multiples of 8, constant weights and scalars. cuDNN's int8 engines read channels-last
 // tensors: X / Y are "nhwc" where the GPU layout pass made them so (gpu_layout.cpp), else the
-// tactic transposes them through its workspace. The i-th tactic runs the i-th engine config that
+// tactic transposes them through its workspace. kiln's residual R (QLinearConv inputs 9..11: a ResNet
+// block's last conv + Add + Relu + Q) is int8 with zero point 0 in Y's layout, scaled by
+// r = r_scale / y_scale (or r_scale for a float Y) in the same graph, so the block needs no float
+// Add, no Relu and no Q pass of its own. The i-th tactic runs the i-th engine config that
 // builds (plan_cache.h), so the builder's timing picks.
 #include "backends/cuda/cuda_tactics.h"
 
@@ -46,7 +49,7 @@ namespace fe = cudnn_frontend;
 
 constexpr int kTactics = 4;
 constexpr int64_t kMaxWorkspace = int64_t(256) << 20;
-enum Uid : int64_t { kUidX = 1, kUidW = 2, kUidBias = 3, kUidScale = 4, kUidY = 5 };
+enum Uid : int64_t { kUidX = 1, kUidW = 2, kUidBias = 3, kUidScale = 4, kUidY = 5, kUidR = 6, kUidRScale = 7 };
 
 bool isFloatOut(DataType t) { return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16; }
 fe::DataType_t feOut(DataType t) {
@@ -68,6 +71,7 @@ bool readSymmetric(const LayerDesc& l, QLinearParams& q) {
   if (q.xZero != 0 || q.yZero != 0) return false;
   for (int32_t z : q.wZero)
     if (z != 0) return false;
+  if (q.residual && q.rZero != 0) return false;
   const ActKind a = q.act.kind;
   if (a == ActKind::kClip && (!std::isfinite(q.act.alpha) || !std::isfinite(q.act.beta) || !(q.act.alpha <= q.act.beta))) return false;
   return a == ActKind::kNone || a == ActKind::kRelu || a == ActKind::kClip;
@@ -81,9 +85,10 @@ bool supportsQConvCudnn(const LayerDesc& l) {
     return false;
   const DataType yt = l.outputs[0].type;
   if (yt != DataType::kINT8 && !isFloatOut(yt)) return false;
-  // kiln's residual form (inputs 9..11) is not in this graph yet: its cuDNN form (+ R * r_scale) waits,
-  // untested on a GPU, on branch wip/int8-residual; the builder then keeps the conv and the Add.
-  if (l.present(kQR)) return false;
+  if (l.present(kQR)) {  // int8 R of Y's (static) shape
+    const TensorDesc& r = l.inputs[kQR];
+    if (r.type != DataType::kINT8 || r.dims != l.outputs[0].dims || !isStatic(r.dims)) return false;
+  }
   if (l.attrs->getInt("group", 1) != 1) return false;
   const int64_t K = w.dims[0], C = w.dims[1];
   if (K % 8 != 0 || C % 8 != 0 || (x.dims[1] >= 0 && x.dims[1] != C)) return false;
@@ -106,9 +111,9 @@ struct QConvState : KernelState {
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t plan = 0;
   std::vector<int64_t> uids;
-  size_t cudnnBytes = 0, xBytes = 0;  // workspace: cuDNN's, then X staged channels last, then Y
-  bool stageX = false, stageY = false;
-  cuda::CopyPlan toNhwc, fromNhwc;
+  size_t cudnnBytes = 0, xBytes = 0, rBytes = 0;  // workspace: cuDNN's, X staged channels last, R, then Y
+  bool stageX = false, stageY = false;  // Y NCHW: R is NCHW too (it has Y's layout) and is staged as well
+  cuda::CopyPlan toNhwc, fromNhwc, toNhwcR;
 };
 
 class QConvCudnnKernel : public Kernel {
@@ -137,6 +142,11 @@ class QConvCudnnKernel : public Kernel {
     hasBias_ = !q_.bias.empty();
     bias_ = cuda::DeviceConstant(bias);
     scale_ = cuda::DeviceConstant(scale);
+    if (q_.residual) {  // R's multiplier, per channel like m: the graph form the int8 engines were found for
+      HostTensor rs(DataType::kFLOAT, {1, K_, 1, 1});
+      std::fill_n(rs.as<float>(), K_, q_.floatOut ? q_.rScale : q_.rScale / q_.yScale);
+      rScale_ = cuda::DeviceConstant(rs);
+    }
   }
 
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
@@ -153,7 +163,7 @@ class QConvCudnnKernel : public Kernel {
     const std::vector<int64_t> padB{win.padBegin[1], win.padBegin[2]}, padE{win.padEnd[1], win.padEnd[2]};
     const std::vector<int64_t> stride{win.stride[1], win.stride[2]}, dil{win.dilation[1], win.dilation[2]};
     cuda::GraphKey key;
-    key.add(static_cast<int64_t>(yType_)).add(hasBias_).add(static_cast<int64_t>(q_.act.kind)).addBits(clipLow()).addBits(clipHigh());
+    key.add(static_cast<int64_t>(yType_)).add(hasBias_).add(q_.residual).add(static_cast<int64_t>(q_.act.kind)).addBits(clipLow()).addBits(clipHigh());
     for (const auto* vec : {&x, &w, &padB, &padE, &stride, &dil}) key.addList(*vec);
     std::lock_guard<std::mutex> lock(cuda::cudnnHandle().mu);
     cuda::CudnnPlanChoice c;
@@ -173,6 +183,11 @@ class QConvCudnnKernel : public Kernel {
     }
     if (s->stageY) {
       s->fromNhwc = cuda::makeCopyPlan({y[0], y[1], hwOut}, {hwOut * y[1], 1, y[1]}, {y[1] * hwOut, hwOut, 1});
+      if (q_.residual) {
+        s->toNhwcR = cuda::makeCopyPlan({y[0], hwOut, y[1]}, {y[1] * hwOut, 1, hwOut}, {hwOut * y[1], y[1], 1});
+        s->rBytes = cuda::roundUp(static_cast<size_t>(volume(Dims(y.begin(), y.end()))), cuda::kWorkspaceAlign);
+        bytes += s->rBytes;
+      }
       bytes += static_cast<size_t>(volume(Dims(y.begin(), y.end()))) * elementSize(yType_);
     }
     state = std::move(s);
@@ -190,8 +205,13 @@ class QConvCudnnKernel : public Kernel {
       cuda::launchCopy(s->toNhwc, 1, x, ws + s->cudnnBytes, stream);
       x = ws + s->cudnnBytes;
     }
-    if (s->stageY) y = ws + s->cudnnBytes + s->xBytes;
-    void* ptrs[5];
+    void* r = q_.residual ? io.in[kQR].data : nullptr;
+    if (s->stageY && q_.residual) {
+      cuda::launchCopy(s->toNhwcR, 1, r, ws + s->cudnnBytes + s->xBytes, stream);
+      r = ws + s->cudnnBytes + s->xBytes;
+    }
+    if (s->stageY) y = ws + s->cudnnBytes + s->xBytes + s->rBytes;
+    void* ptrs[7];
     int n = 0;
     for (int64_t uid : s->uids) {
       switch (uid) {
@@ -200,6 +220,8 @@ class QConvCudnnKernel : public Kernel {
         case kUidBias: ptrs[n++] = const_cast<void*>(bias_.get()); break;
         case kUidScale: ptrs[n++] = const_cast<void*>(scale_.get()); break;
         case kUidY: ptrs[n++] = y; break;
+        case kUidR: ptrs[n++] = r; break;
+        case kUidRScale: ptrs[n++] = const_cast<void*>(rScale_.get()); break;
         default: throw Error("cuDNN int8 conv: unexpected tensor uid " + std::to_string(uid));
       }
     }
@@ -207,7 +229,7 @@ class QConvCudnnKernel : public Kernel {
     if (s->stageY) cuda::launchCopy(s->fromNhwc, elementSize(yType_), y, io.out[0].data, stream);
   }
 
-  bool holdsInput(size_t i) const override { return i != kQX; }  // weights and scalars are uploaded
+  bool holdsInput(size_t i) const override { return i != kQX && i != kQR; }  // weights and scalars are uploaded
 
  private:
   //! Relu / Clip bounds in the units of the scaled value (the quantized output's, or the real one's).
@@ -246,6 +268,14 @@ class QConvCudnnKernel : public Kernel {
       v = g->pointwise(v, b, fe::graph::Pointwise_attributes().set_name("bias").set_mode(fe::PointwiseMode_t::ADD).set_compute_data_type(fe::DataType_t::FLOAT));
       v->set_data_type(fe::DataType_t::FLOAT);
     }
+    if (q_.residual) {
+      auto r = tensor("R", kUidR, y, nhwcStrides(y), fe::DataType_t::INT8);
+      auto rs = tensor("r_scale", kUidRScale, perChannel, perChannelStrides, fe::DataType_t::FLOAT);
+      auto rv = g->pointwise(r, rs, fe::graph::Pointwise_attributes().set_name("r_scale").set_mode(fe::PointwiseMode_t::MUL).set_compute_data_type(fe::DataType_t::FLOAT));
+      rv->set_data_type(fe::DataType_t::FLOAT);
+      v = g->pointwise(v, rv, fe::graph::Pointwise_attributes().set_name("residual").set_mode(fe::PointwiseMode_t::ADD).set_compute_data_type(fe::DataType_t::FLOAT));
+      v->set_data_type(fe::DataType_t::FLOAT);
+    }
     if (q_.act.kind != ActKind::kNone) {
       auto attrs = fe::graph::Pointwise_attributes().set_name("act").set_mode(fe::PointwiseMode_t::RELU_FWD).set_compute_data_type(fe::DataType_t::FLOAT);
       if (q_.act.kind == ActKind::kClip) attrs.set_relu_lower_clip(clipLow()).set_relu_upper_clip(clipHigh());
@@ -260,7 +290,7 @@ class QConvCudnnKernel : public Kernel {
   int64_t K_ = 0;
   DataType yType_ = DataType::kINT8;
   bool hasBias_ = false;
-  cuda::DeviceConstant weights_, bias_, scale_;
+  cuda::DeviceConstant weights_, bias_, scale_, rScale_;
 };
 
 template <int I>
