@@ -298,42 +298,31 @@ TEST(CudaQLinear, ConvCudnnRefusesWhatItCannotRun) {
 
 namespace {
 
-//! x -> Q -> DQ -> Conv(DQ(int8 W, per-channel), bias) -> Relu -> Q -> DQ -> MaxPool -> Q -> DQ ->
-//! Conv(DQ(W2)) -> y (float): the symmetric Q/DQ CNN that calibration (or a ModelOpt-style export)
-//! makes. On the GPU both convs become QLinearConv on cuDNN, channels last in between.
-void makeQdqCnn(Network& n) {
-  Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 16, 12, 12});
-  auto c = [&](const std::string& name, const HostTensor& v) { return n.addConstant(name, v); };
-  auto qdq = [&](Tensor* t, float s, const std::string& tag) {
-    Layer* q = n.addLayer("QuantizeLinear", {t, c(tag + "_s", scalarF(s)), c(tag + "_z", scalarOf(DataType::kINT8, 0))}, 1);
-    return n.addLayer("DequantizeLinear", {q->outputs[0], c(tag + "_s2", scalarF(s)), c(tag + "_z2", scalarOf(DataType::kINT8, 0))}, 1)
+//! Symmetric Q/DQ pieces: an int8 Q -> DQ pair (zero point 0), and Conv(DQ(int8 W, per-channel
+//! scales), float bias) with "same" padding.
+struct QdqPieces {
+  Network& n;
+  Tensor* constant(const std::string& name, const HostTensor& v) { return n.addConstant(name, v); }
+  Tensor* qdq(Tensor* t, float s, const std::string& tag) {
+    Layer* q = n.addLayer("QuantizeLinear", {t, constant(tag + "_s", scalarF(s)), constant(tag + "_z", scalarOf(DataType::kINT8, 0))}, 1);
+    return n.addLayer("DequantizeLinear", {q->outputs[0], constant(tag + "_s2", scalarF(s)), constant(tag + "_z2", scalarOf(DataType::kINT8, 0))}, 1)
         ->outputs[0];
-  };
-  auto conv = [&](Tensor* in, int64_t k, int64_t cin, int64_t r, const std::string& tag, unsigned seed) {
+  }
+  Tensor* conv(Tensor* in, int64_t k, int64_t cin, int64_t r, const std::string& tag, unsigned seed) {
     Attributes axis;
     axis.set("axis", int64_t(0));
     Tensor* w = n.addLayer("DequantizeLinear",
-                           {c(tag + "_w", uniformOfType({k, cin, r, r}, DataType::kINT8, seed, -127, 128)),
-                            c(tag + "_ws", uniformOfType({k}, DataType::kFLOAT, seed + 1, 0.002, 0.006))},
+                           {constant(tag + "_w", uniformOfType({k, cin, r, r}, DataType::kINT8, seed, -127, 128)),
+                            constant(tag + "_ws", uniformOfType({k}, DataType::kFLOAT, seed + 1, 0.002, 0.006))},
                            1, axis)->outputs[0];
     Attributes a;
     a.set("pads", std::vector<int64_t>(4, r / 2));
     a.set("kernel_shape", std::vector<int64_t>{r, r});
-    return n.addLayer("Conv", {in, w, c(tag + "_b", uniformOfType({k}, DataType::kFLOAT, seed + 2, -0.5, 0.5))}, 1, a)->outputs[0];
-  };
-  Tensor* h = n.addActivation(conv(qdq(x, 0.02f, "qx"), 32, 16, 3, "c1", 31), "Relu")->outputs[0];
-  Attributes pool;
-  pool.set("kernel_shape", std::vector<int64_t>{2, 2});
-  pool.set("strides", std::vector<int64_t>{2, 2});
-  h = n.addLayer("MaxPool", {qdq(h, 0.04f, "q1")}, 1, pool)->outputs[0];
-  Tensor* y = conv(qdq(h, 0.04f, "q2"), 16, 32, 3, "c2", 41);
-  n.renameTensor(y, "y");
-  n.markOutput(y);
-}
+    return n.addLayer("Conv", {in, w, constant(tag + "_b", uniformOfType({k}, DataType::kFLOAT, seed + 2, -0.5, 0.5))}, 1, a)->outputs[0];
+  }
+};
 
-std::unique_ptr<Engine> buildQdqCnn(DeviceType device, bool fp16 = false) {
-  Network net;
-  makeQdqCnn(net);
+std::unique_ptr<Engine> buildOn(Network& net, DeviceType device, bool fp16) {
   BuilderConfig cfg;
   cfg.setDevice(device);
   if (fp16) cfg.setFlag(BuilderFlag::kFP16);
@@ -341,48 +330,57 @@ std::unique_ptr<Engine> buildQdqCnn(DeviceType device, bool fp16 = false) {
   return Builder().build(net, cfg);
 }
 
+//! x -> Q -> DQ -> Conv(DQ(int8 W, per-channel), bias) -> Relu -> Q -> DQ -> MaxPool -> Q -> DQ ->
+//! Conv(DQ(W2)) -> y (float): the symmetric Q/DQ CNN that calibration (or a ModelOpt-style export)
+//! makes. On the GPU both convs become QLinearConv on cuDNN, channels last in between.
+std::unique_ptr<Engine> buildQdqCnn(DeviceType device, bool fp16 = false) {
+  Network n;
+  QdqPieces p{n};
+  Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 16, 12, 12});
+  Tensor* h = n.addActivation(p.conv(p.qdq(x, 0.02f, "qx"), 32, 16, 3, "c1", 31), "Relu")->outputs[0];
+  Attributes pool;
+  pool.set("kernel_shape", std::vector<int64_t>{2, 2});
+  pool.set("strides", std::vector<int64_t>{2, 2});
+  h = n.addLayer("MaxPool", {p.qdq(h, 0.04f, "q1")}, 1, pool)->outputs[0];
+  Tensor* y = p.conv(p.qdq(h, 0.04f, "q2"), 16, 32, 3, "c2", 41);
+  n.renameTensor(y, "y");
+  n.markOutput(y);
+  return buildOn(n, device, fp16);
+}
+
 //! x -> Q -> DQ (xq) -> Conv + Relu -> Q -> DQ -> Conv -> Add(., xq) -> Relu -> Q -> DQ -> y: a ResNet
 //! basic block in explicit symmetric Q/DQ form. Its second conv, Add, Relu and Q become one
 //! QLinearConv with the int8 residual (inputs 9..11) where a kernel takes that form.
 std::unique_ptr<Engine> buildQdqResidualBlock(DeviceType device, bool fp16 = false) {
   Network n;
+  QdqPieces p{n};
   Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 16, 12, 12});
-  auto c = [&](const std::string& name, const HostTensor& v) { return n.addConstant(name, v); };
-  auto qdq = [&](Tensor* t, float s, const std::string& tag) {
-    Layer* q = n.addLayer("QuantizeLinear", {t, c(tag + "_s", scalarF(s)), c(tag + "_z", scalarOf(DataType::kINT8, 0))}, 1);
-    return n.addLayer("DequantizeLinear", {q->outputs[0], c(tag + "_s2", scalarF(s)), c(tag + "_z2", scalarOf(DataType::kINT8, 0))}, 1)
-        ->outputs[0];
-  };
-  auto conv = [&](Tensor* in, const std::string& tag, unsigned seed) {
-    Attributes axis;
-    axis.set("axis", int64_t(0));
-    Tensor* w = n.addLayer("DequantizeLinear",
-                           {c(tag + "_w", uniformOfType({16, 16, 3, 3}, DataType::kINT8, seed, -127, 128)),
-                            c(tag + "_ws", uniformOfType({16}, DataType::kFLOAT, seed + 1, 0.002, 0.006))},
-                           1, axis)->outputs[0];
-    Attributes a;
-    a.set("pads", std::vector<int64_t>(4, 1));
-    a.set("kernel_shape", std::vector<int64_t>{3, 3});
-    return n.addLayer("Conv", {in, w, c(tag + "_b", uniformOfType({16}, DataType::kFLOAT, seed + 2, -0.5, 0.5))}, 1, a)->outputs[0];
-  };
-  Tensor* xq = qdq(x, 0.02f, "qx");
-  Tensor* h = n.addActivation(conv(xq, "c1", 51), "Relu")->outputs[0];
-  h = conv(qdq(h, 0.04f, "q1"), "c2", 61);
+  Tensor* xq = p.qdq(x, 0.02f, "qx");
+  Tensor* h = n.addActivation(p.conv(xq, 16, 16, 3, "c1", 51), "Relu")->outputs[0];
+  h = p.conv(p.qdq(h, 0.04f, "q1"), 16, 16, 3, "c2", 61);
   h = n.addActivation(n.addLayer("Add", {h, xq}, 1)->outputs[0], "Relu")->outputs[0];
-  Tensor* y = qdq(h, 0.05f, "qy");
+  Tensor* y = p.qdq(h, 0.05f, "qy");
   n.renameTensor(y, "y");
   n.markOutput(y);
-  BuilderConfig cfg;
-  cfg.setDevice(device);
-  if (fp16) cfg.setFlag(BuilderFlag::kFP16);
-  if (device == DeviceType::kCPU) cfg.setThreads(2);
-  return Builder().build(n, cfg);
+  return buildOn(n, device, fp16);
 }
 
 size_t countOf(const std::string& text, const std::string& what) {
   size_t k = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++k;
   return k;
+}
+
+//! Runs GPU engine `gpu` and CPU engine `cpu` on x; y (dims `y`) within `rel` of the CPU output's
+//! range, which must exceed `minRange` (a constant case proves nothing).
+void expectGpuNearCpu(Engine& gpu, Engine& cpu, const HostTensor& x, const Dims& y, double minRange, double rel, const std::string& what) {
+  HostTensor want(DataType::kFLOAT, y), got(DataType::kFLOAT, y);
+  runOnCpu(cpu, x, want);
+  runOnGpu(gpu, x, got);
+  double lo = 1e30, hi = -1e30;
+  for (int64_t i = 0; i < want.count(); ++i) lo = std::min(lo, double(want.as<float>()[i])), hi = std::max(hi, double(want.as<float>()[i]));
+  ASSERT_GT(hi - lo, minRange) << what << ": the case must not be constant";
+  expectClose(got, want, 0, rel * (hi - lo), what);
 }
 
 }  // namespace
@@ -401,16 +399,10 @@ TEST(CudaQLinear, ResidualBlockRunsAsTwoInt8ConvsOnTheGpu) {
     const std::string info = gpuEngine->getLayerInformation();
     EXPECT_EQ(countOf(info, "q_linear_conv_int_cudnn"), 2u) << info;
     EXPECT_EQ(countOf(info, "\"Add\""), 0u) << info;
-    const HostTensor x = uniformOfType({2, 16, 12, 12}, DataType::kFLOAT, 53, -2.0, 2.0);
-    HostTensor want(DataType::kFLOAT, {2, 16, 12, 12}), got(DataType::kFLOAT, {2, 16, 12, 12});
-    runOnCpu(*buildQdqResidualBlock(DeviceType::kCPU), x, want);
-    runOnGpu(*gpuEngine, x, got);
     // y is quantized in steps of 0.05: the graph's rounding (scale, then bias) may move a value one
     // step, and that step the next conv; a wrong residual scale or layout moves it by the range.
-    double lo = 1e30, hi = -1e30;
-    for (int64_t i = 0; i < want.count(); ++i) lo = std::min(lo, double(want.as<float>()[i])), hi = std::max(hi, double(want.as<float>()[i]));
-    ASSERT_GT(hi - lo, 1.0) << "the case must not be constant";
-    expectClose(got, want, 0, 0.03 * (hi - lo), fp16 ? "float16 GPU vs CPU engine" : "GPU vs CPU engine");
+    expectGpuNearCpu(*gpuEngine, *buildQdqResidualBlock(DeviceType::kCPU), uniformOfType({2, 16, 12, 12}, DataType::kFLOAT, 53, -2.0, 2.0),
+                     {2, 16, 12, 12}, 1.0, 0.03, fp16 ? "float16 GPU vs CPU engine" : "GPU vs CPU engine");
   }
 }
 
@@ -430,25 +422,13 @@ TEST_P(CudaQLinearConvEngine, LowerQdqLowersConvOnTheGpu) {
   const bool fp16 = GetParam();
   auto gpuEngine = buildQdqCnn(DeviceType::kGPU, fp16);
   const std::string info = gpuEngine->getLayerInformation();
-  size_t convs = 0;
-  for (size_t at = info.find("q_linear_conv_int_cudnn"); at != std::string::npos; at = info.find("q_linear_conv_int_cudnn", at + 1)) ++convs;
-  EXPECT_GE(convs, 2u) << info;
+  EXPECT_GE(countOf(info, "q_linear_conv_int_cudnn"), 2u) << info;
   EXPECT_EQ(info.find("\"Conv\""), std::string::npos) << info;
   // Channels last from the first Q to the last conv: conversions only at the network's edges.
-  size_t converts = 0;
-  for (size_t at = info.find("LayoutConvert"); at != std::string::npos; at = info.find("LayoutConvert", at + 1)) ++converts;
-  EXPECT_LE(converts, 2u) << info;
-  size_t casts = 0;
-  for (size_t at = info.find("cast_any_cuda"); at != std::string::npos; at = info.find("cast_any_cuda", at + 1)) ++casts;
-  EXPECT_LE(casts, fp16 ? 2u : 0u) << info;
-  const HostTensor x = uniformOfType({2, 16, 12, 12}, DataType::kFLOAT, 43, -2.0, 2.0);
-  HostTensor want(DataType::kFLOAT, {2, 16, 6, 6}), got(DataType::kFLOAT, {2, 16, 6, 6});
-  runOnCpu(*buildQdqCnn(DeviceType::kCPU), x, want);
-  runOnGpu(*gpuEngine, x, got);
+  EXPECT_LE(countOf(info, "LayoutConvert"), 2u) << info;
+  EXPECT_LE(countOf(info, "cast_any_cuda"), fp16 ? 2u : 0u) << info;
   // One step of the first conv's int8 output moves y by at most 0.04 * max|w2 * s2| per tap; a few
   // such steps stay far below 2% of y's range, while a wrong layout or scale is of the range.
-  double lo = 1e30, hi = -1e30;
-  for (int64_t i = 0; i < want.count(); ++i) lo = std::min(lo, double(want.as<float>()[i])), hi = std::max(hi, double(want.as<float>()[i]));
-  ASSERT_GT(hi - lo, 0.1) << "the case must not be constant";
-  expectClose(got, want, 0, (fp16 ? 0.03 : 0.02) * (hi - lo), fp16 ? "float16 GPU vs CPU engine" : "GPU vs CPU engine");
+  expectGpuNearCpu(*gpuEngine, *buildQdqCnn(DeviceType::kCPU), uniformOfType({2, 16, 12, 12}, DataType::kFLOAT, 43, -2.0, 2.0), {2, 16, 6, 6},
+                   0.1, fp16 ? 0.03 : 0.02, fp16 ? "float16 GPU vs CPU engine" : "GPU vs CPU engine");
 }
