@@ -107,6 +107,12 @@ GraphCache& graphCache() {
 
 std::vector<int64_t> nhwcStrides(const std::vector<int64_t>& d) { return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]}; }
 
+//! Copies an NCHW tensor of dims `d` channels last (X, and R when Y stays NCHW).
+cuda::CopyPlan toChannelsLast(const std::vector<int64_t>& d) {
+  const int64_t hw = d[2] * d[3];
+  return cuda::makeCopyPlan({d[0], hw, d[1]}, {d[1] * hw, 1, hw}, {hw * d[1], d[1], 1});
+}
+
 struct QConvState : KernelState {
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t plan = 0;
@@ -172,23 +178,24 @@ class QConvCudnnKernel : public Kernel {
     s->plan = c.plan;
     s->uids = std::move(c.uids);
     s->cudnnBytes = cuda::roundUp(static_cast<size_t>(std::max<int64_t>(c.workspace, 0)), cuda::kWorkspaceAlign);
-    const int64_t hwIn = x[2] * x[3], hwOut = y[2] * y[3];
+    const int64_t hwOut = y[2] * y[3];
+    const size_t yCount = static_cast<size_t>(volume(Dims(y.begin(), y.end())));
     s->stageX = inLayoutBlock(l) != kNhwcBlock;
     s->stageY = outLayoutBlock(l) != kNhwcBlock;
     size_t bytes = s->cudnnBytes;
     if (s->stageX) {
-      s->toNhwc = cuda::makeCopyPlan({x[0], hwIn, x[1]}, {x[1] * hwIn, 1, hwIn}, {hwIn * x[1], x[1], 1});
+      s->toNhwc = toChannelsLast(x);
       s->xBytes = cuda::roundUp(static_cast<size_t>(volume(Dims(x.begin(), x.end()))), cuda::kWorkspaceAlign);
       bytes += s->xBytes;
     }
     if (s->stageY) {
       s->fromNhwc = cuda::makeCopyPlan({y[0], y[1], hwOut}, {hwOut * y[1], 1, y[1]}, {y[1] * hwOut, hwOut, 1});
       if (q_.residual) {
-        s->toNhwcR = cuda::makeCopyPlan({y[0], hwOut, y[1]}, {y[1] * hwOut, 1, hwOut}, {hwOut * y[1], y[1], 1});
-        s->rBytes = cuda::roundUp(static_cast<size_t>(volume(Dims(y.begin(), y.end()))), cuda::kWorkspaceAlign);
+        s->toNhwcR = toChannelsLast(y);
+        s->rBytes = cuda::roundUp(yCount, cuda::kWorkspaceAlign);  // int8
         bytes += s->rBytes;
       }
-      bytes += static_cast<size_t>(volume(Dims(y.begin(), y.end()))) * elementSize(yType_);
+      bytes += yCount * elementSize(yType_);
     }
     state = std::move(s);
     return bytes;
@@ -260,21 +267,18 @@ class QConvCudnnKernel : public Kernel {
                                  .set_compute_data_type(fe::DataType_t::INT32));
     acc->set_data_type(fe::DataType_t::INT32);
     const std::vector<int64_t> perChannel{1, K_, 1, 1}, perChannelStrides{K_, 1, 1, 1};
-    auto m = tensor("scale", kUidScale, perChannel, perChannelStrides, fe::DataType_t::FLOAT);
-    auto v = g->pointwise(acc, m, fe::graph::Pointwise_attributes().set_name("scale").set_mode(fe::PointwiseMode_t::MUL).set_compute_data_type(fe::DataType_t::FLOAT));
-    v->set_data_type(fe::DataType_t::FLOAT);
-    if (hasBias_) {
-      auto b = tensor("bias", kUidBias, perChannel, perChannelStrides, fe::DataType_t::FLOAT);
-      v = g->pointwise(v, b, fe::graph::Pointwise_attributes().set_name("bias").set_mode(fe::PointwiseMode_t::ADD).set_compute_data_type(fe::DataType_t::FLOAT));
-      v->set_data_type(fe::DataType_t::FLOAT);
-    }
+    auto channelScalars = [&](const char* name, int64_t uid) { return tensor(name, uid, perChannel, perChannelStrides, fe::DataType_t::FLOAT); };
+    // A float binary pointwise op (the epilogue computes in float32 between the int32 acc and Y).
+    auto floatOp = [&](auto a, auto b, const char* name, fe::PointwiseMode_t mode) {
+      auto out = g->pointwise(a, b, fe::graph::Pointwise_attributes().set_name(name).set_mode(mode).set_compute_data_type(fe::DataType_t::FLOAT));
+      out->set_data_type(fe::DataType_t::FLOAT);
+      return out;
+    };
+    auto v = floatOp(acc, channelScalars("scale", kUidScale), "scale", fe::PointwiseMode_t::MUL);
+    if (hasBias_) v = floatOp(v, channelScalars("bias", kUidBias), "bias", fe::PointwiseMode_t::ADD);
     if (q_.residual) {
       auto r = tensor("R", kUidR, y, nhwcStrides(y), fe::DataType_t::INT8);
-      auto rs = tensor("r_scale", kUidRScale, perChannel, perChannelStrides, fe::DataType_t::FLOAT);
-      auto rv = g->pointwise(r, rs, fe::graph::Pointwise_attributes().set_name("r_scale").set_mode(fe::PointwiseMode_t::MUL).set_compute_data_type(fe::DataType_t::FLOAT));
-      rv->set_data_type(fe::DataType_t::FLOAT);
-      v = g->pointwise(v, rv, fe::graph::Pointwise_attributes().set_name("residual").set_mode(fe::PointwiseMode_t::ADD).set_compute_data_type(fe::DataType_t::FLOAT));
-      v->set_data_type(fe::DataType_t::FLOAT);
+      v = floatOp(v, floatOp(r, channelScalars("r_scale", kUidRScale), "r_scale", fe::PointwiseMode_t::MUL), "residual", fe::PointwiseMode_t::ADD);
     }
     if (q_.act.kind != ActKind::kNone) {
       auto attrs = fe::graph::Pointwise_attributes().set_name("act").set_mode(fe::PointwiseMode_t::RELU_FWD).set_compute_data_type(fe::DataType_t::FLOAT);
