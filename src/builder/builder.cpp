@@ -216,6 +216,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"lower Compress with a constant condition to Gather", lowerConstantCompress},
       {"lower Compress with a computed condition to NonZero + Gather", lowerComputedCompress},
       {"lower Concat of Slices (torch.roll) to Gather", lowerSliceConcat},
+      {"lower Concat of strided Slices (space to depth) to one Transpose", lowerStridedSliceConcat},
       {"fold channel shuffles and their splits into Gathers (CPU)",
        [&](Network& n) { return cfg.device() == DeviceType::kCPU && foldChannelShuffle(n); }},
       {"fold BatchNormalization into Conv", foldBatchNormIntoConv},

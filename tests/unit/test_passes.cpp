@@ -608,6 +608,120 @@ TEST(Passes, SliceConcatLowersToGather) {
   untouched(1, {{-2, kMax, 1, 1}, {0, kMax, 2, 1}}, false, "a Slice over another axis");
 }
 
+// A Concat of strided Slices that takes every phase of one tensor once becomes Reshape +
+// Transpose + Reshape: Swin's patch merging (channels last, two Slices per piece), YOLOv5's Focus
+// (NCHW, concat on C), one two-axis Slice per piece (strides 3 and 2, as torch.export writes
+// them) and one strided axis. The values equal the reference evaluation of the original graph and,
+// for Swin's order, the direct definition. Left alone: pieces out of mixed-radix order, a missing
+// phase, a Slice that stops short of the end, a strided Concat axis, pieces of two tensors.
+TEST(Passes, StridedSliceConcatLowersToOneTranspose) {
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  struct Cut {
+    std::vector<int64_t> axes, starts, steps, ends;  // ends empty: to the end
+  };
+  using Piece = std::vector<Cut>;  // Slices applied in turn
+  auto ints = [](Network& n, const std::vector<int64_t>& v) {
+    HostTensor t(DataType::kINT64, {static_cast<int64_t>(v.size())});
+    std::copy(v.begin(), v.end(), t.as<int64_t>());
+    return n.addConstant(n.uniqueName("c"), t);
+  };
+  auto build = [&](Network& n, const Dims& shape, int64_t catAxis, const std::vector<Piece>& pieces, bool twoTensors) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, shape);
+    Tensor* a = n.addActivation(x, "Relu")->outputs[0];
+    Tensor* b = n.addActivation(x, "Sigmoid")->outputs[0];
+    std::vector<Tensor*> parts;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      Tensor* t = twoTensors && i == 1 ? b : a;
+      for (const Cut& c : pieces[i]) {
+        const std::vector<int64_t> ends = c.ends.empty() ? std::vector<int64_t>(c.axes.size(), kMax) : c.ends;
+        t = n.addLayer("Slice", {t, ints(n, c.starts), ints(n, ends), ints(n, c.axes), ints(n, c.steps)}, 1)->outputs[0];
+      }
+      parts.push_back(t);
+    }
+    Attributes at;
+    at.set("axis", catAxis);
+    Layer* cat = n.addLayer("Concat", parts, 1, at, "cat");
+    n.renameTensor(cat->outputs[0], "y");
+    n.markOutput(cat->outputs[0]);
+  };
+  auto two = [](int64_t a0, int64_t o0, int64_t s0, int64_t a1, int64_t o1, int64_t s1) {
+    return Piece{Cut{{a0}, {o0}, {s0}, {}}, Cut{{a1}, {o1}, {s1}, {}}};
+  };
+  struct Case {
+    const char* what;
+    Dims shape;
+    int64_t catAxis;
+    std::vector<Piece> pieces;
+  };
+  const std::vector<Case> lowered = {
+      {"Swin patch merging", {2, 4, 6, 3}, -1,
+       {two(1, 0, 2, 2, 0, 2), two(1, 1, 2, 2, 0, 2), two(1, 0, 2, 2, 1, 2), two(1, 1, 2, 2, 1, 2)}},
+      {"YOLOv5 Focus", {2, 3, 4, 6}, 1,
+       {two(2, 0, 2, 3, 0, 2), two(2, 1, 2, 3, 0, 2), two(2, 0, 2, 3, 1, 2), two(2, 1, 2, 3, 1, 2)}},
+      {"one two-axis Slice per piece", {1, 6, 4, 2}, 3,
+       {{Cut{{1, 2}, {0, 0}, {3, 2}, {}}}, {Cut{{1, 2}, {0, 1}, {3, 2}, {}}}, {Cut{{1, 2}, {1, 0}, {3, 2}, {}}},
+        {Cut{{1, 2}, {1, 1}, {3, 2}, {}}}, {Cut{{1, 2}, {2, 0}, {3, 2}, {}}}, {Cut{{1, 2}, {2, 1}, {3, 2}, {}}}}},
+      {"one strided axis", {2, 8, 3}, 2,
+       {{Cut{{1}, {0}, {4}, {}}}, {Cut{{1}, {1}, {4}, {}}}, {Cut{{1}, {2}, {4}, {}}}, {Cut{{1}, {3}, {4}, {}}}}},
+  };
+  for (const Case& c : lowered) {
+    const HostTensor xin = randomTensor(c.shape, 23);
+    const std::map<std::string, HostTensor> in = {{"x", xin}};
+    Network ref;
+    build(ref, c.shape, c.catAxis, c.pieces, false);
+    auto want = kiln::test::evaluateReference(ref, in);
+    Network net;
+    build(net, c.shape, c.catAxis, c.pieces, false);
+    net.topoSort();
+    net.inferShapes();
+    ASSERT_TRUE(lowerStridedSliceConcat(net)) << c.what;
+    removeFoldedLayers(net);  // the Slices, now unread
+    net.topoSort();
+    net.inferShapes();
+    int slices = 0, transposes = 0, concats = 0;
+    for (auto& l : net.layers()) slices += l->op == "Slice", transposes += l->op == "Transpose", concats += l->op == "Concat";
+    EXPECT_EQ(transposes, 1) << c.what;
+    EXPECT_EQ(concats, 0) << c.what;
+    EXPECT_EQ(slices, 0) << c.what;
+    auto got = kiln::test::evaluateReference(net, in);
+    const HostTensor &g = got.at("y"), &w = want.at("y");
+    ASSERT_EQ(g.dims(), w.dims()) << c.what;
+    for (int64_t i = 0; i < w.count(); ++i) EXPECT_EQ(g.getDouble(i), w.getDouble(i)) << c.what << " " << i;
+    if (std::string(c.what) == "Swin patch merging") {
+      // y[b, i, j, k * C + ch] = relu(x[b, 2i + dh, 2j + dw, ch]), piece k = dh + 2 dw.
+      const int64_t H = 4, W = 6, C = 3;
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t i = 0; i < H / 2; ++i)
+          for (int64_t j = 0; j < W / 2; ++j)
+            for (int64_t k = 0; k < 4; ++k)
+              for (int64_t ch = 0; ch < C; ++ch) {
+                const int64_t dh = k % 2, dw = k / 2;
+                const float v = std::max(0.f, xin.as<float>()[((b * H + 2 * i + dh) * W + 2 * j + dw) * C + ch]);
+                EXPECT_EQ(g.as<float>()[((b * (H / 2) + i) * (W / 2) + j) * 4 * C + k * C + ch], v);
+              }
+    }
+  }
+  auto untouched = [&](const Dims& shape, int64_t catAxis, const std::vector<Piece>& pieces, bool twoTensors, const char* what) {
+    Network net;
+    build(net, shape, catAxis, pieces, twoTensors);
+    net.topoSort();
+    net.inferShapes();
+    EXPECT_FALSE(lowerStridedSliceConcat(net)) << what;
+  };
+  const Dims s = {2, 4, 6, 3};
+  untouched(s, -1, {two(1, 0, 2, 2, 0, 2), two(1, 1, 2, 2, 1, 2), two(1, 0, 2, 2, 1, 2), two(1, 1, 2, 2, 0, 2)}, false,
+            "pieces out of mixed-radix order");
+  untouched(s, -1, {two(1, 0, 2, 2, 0, 2), two(1, 1, 2, 2, 0, 2), two(1, 0, 2, 2, 1, 2)}, false, "a phase missing");
+  untouched(s, -1,
+            {Piece{Cut{{1}, {0}, {2}, {}}, Cut{{2}, {0}, {2}, {5}}}, two(1, 1, 2, 2, 0, 2), two(1, 0, 2, 2, 1, 2),
+             two(1, 1, 2, 2, 1, 2)},
+            false, "a Slice whose end is short of the axis (kept: only whole-axis phases are matched)");
+  untouched(s, 1, {two(1, 0, 2, 2, 0, 2), two(1, 1, 2, 2, 0, 2), two(1, 0, 2, 2, 1, 2), two(1, 1, 2, 2, 1, 2)}, false,
+            "the Concat's axis strided");
+  untouched(s, -1, {two(1, 0, 2, 2, 0, 2), two(1, 1, 2, 2, 0, 2), two(1, 0, 2, 2, 1, 2), two(1, 1, 2, 2, 1, 2)}, true,
+            "pieces of two tensors");
+}
+
 // A constant too large for host evaluation still folds through view ops (Identity, Reshape,
 // Squeeze, Unsqueeze, Flatten) by sharing its buffer: nothing is copied at build time, and no
 // layer is left to copy it at every inference. Other ops on it (here Neg) stay layers.

@@ -39,6 +39,9 @@ bool lowerComputedCompress(Network& net);
 //! Concat of constant step-1 Slices of one tensor along the Concat's axis (torch.roll as exported)
 //! -> one Gather with the concatenated index ranges (lower_slice_concat.cpp).
 bool lowerSliceConcat(Network& net);
+//! Concat of strided Slices taking every phase of one tensor (Swin's patch merging, YOLOv5's Focus)
+//! -> Reshape + Transpose + Reshape (lower_strided_slice_concat.cpp).
+bool lowerStridedSliceConcat(Network& net);
 //! Chains of data movement that only reorder rows (all dims but the last) -> one row Gather
 //! (compose_row_moves.cpp).
 bool composeRowMoves(Network& net);
