@@ -233,6 +233,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       // Again: the attention fusion makes one mask sum per layer from masks every layer shares (T5).
       {"merge duplicate layers made by the attention fusion", mergeDuplicateLayers},
       {"compose row moves (Transpose / Gather / Slice chains) into one row Gather", composeRowMoves},
+      {"compose Reshape / Transpose chains into one Transpose", composeTransposes},
       {"read shapes upstream of layers only Shape reads (dynamic shapes)", [&](Network& n) { return readShapesUpstream(n, samples); }},
       {"fuse MatMul + bias", fuseMatMulBias},
       // After the bias fusion, so that a linear's bias is its input 2 when its layer scale folds.

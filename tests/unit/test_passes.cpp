@@ -722,6 +722,82 @@ TEST(Passes, StridedSliceConcatLowersToOneTranspose) {
             "pieces of two tensors");
 }
 
+// Reshape / Transpose chains with two or more copying Transposes compose into one Transpose
+// (MobileViT's unfold; a chain with a Flatten and a default-perm Transpose; two Transposes that
+// cancel become a view, no Transpose); values equal the reference evaluation of the original graph.
+// Left alone: one copying Transpose (the other moves only dims of 1), and a chain whose Reshape
+// would cut a dim unevenly (4 read as 3 x ...), which ends the chain after its first Transpose.
+TEST(Passes, TransposeChainsComposeIntoOne) {
+  struct Step {
+    const char* op;
+    std::vector<int64_t> arg;  // Reshape: the shape; Transpose: the perm (empty: the default)
+  };
+  auto build = [](Network& n, const Dims& shape, const std::vector<Step>& steps) {
+    Tensor* t = n.addActivation(n.addInput("x", DataType::kFLOAT, shape), "Relu")->outputs[0];
+    for (const Step& s : steps) {
+      if (std::string(s.op) == "Reshape") {
+        HostTensor d(DataType::kINT64, {static_cast<int64_t>(s.arg.size())});
+        std::copy(s.arg.begin(), s.arg.end(), d.as<int64_t>());
+        t = n.addLayer("Reshape", {t, n.addConstant(n.uniqueName("shape"), d)}, 1)->outputs[0];
+      } else if (std::string(s.op) == "Flatten") {
+        Attributes a;
+        a.set("axis", s.arg[0]);
+        t = n.addLayer("Flatten", {t}, 1, a)->outputs[0];
+      } else {
+        Attributes a;
+        if (!s.arg.empty()) a.set("perm", s.arg);
+        t = n.addLayer("Transpose", {t}, 1, a)->outputs[0];
+      }
+    }
+    Layer* out = n.addActivation(t, "Sigmoid");
+    n.renameTensor(out->outputs[0], "y");
+    n.markOutput(out->outputs[0]);
+  };
+  struct Case {
+    const char* what;
+    Dims shape;
+    std::vector<Step> steps;
+    int transposes;  // after the pass; -1: the pass changes nothing
+  };
+  const std::vector<Case> cases = {
+      {"MobileViT unfold", {1, 8, 4, 6},
+       {{"Reshape", {16, 2, 3, 2}}, {"Transpose", {0, 2, 1, 3}}, {"Reshape", {1, 8, 6, 4}}, {"Transpose", {0, 3, 2, 1}},
+        {"Reshape", {4, 6, 8}}},
+       1},
+      {"MobileViT fold", {4, 6, 8},
+       {{"Reshape", {1, 4, 6, 8}}, {"Transpose", {0, 3, 2, 1}}, {"Reshape", {16, 3, 2, 2}}, {"Transpose", {0, 2, 1, 3}},
+        {"Reshape", {1, 8, 4, 6}}},
+       1},
+      {"Flatten and a default perm", {2, 3, 4, 5}, {{"Transpose", {0, 2, 3, 1}}, {"Flatten", {2}}, {"Transpose", {}}}, 1},
+      {"two Transposes that cancel", {2, 3, 4}, {{"Transpose", {0, 2, 1}}, {"Reshape", {2, 4, 3}}, {"Transpose", {0, 2, 1}}}, 0},
+      {"one copying Transpose", {2, 1, 3, 4}, {{"Transpose", {1, 0, 2, 3}}, {"Reshape", {2, 3, 4}}, {"Transpose", {0, 2, 1}}}, -1},
+      {"an uneven cut ends the chain", {6, 4}, {{"Transpose", {1, 0}}, {"Reshape", {3, 8}}, {"Transpose", {1, 0}}}, -1},
+  };
+  for (const Case& c : cases) {
+    const std::map<std::string, HostTensor> in = {{"x", randomTensor(c.shape, 29)}};
+    Network ref;
+    build(ref, c.shape, c.steps);
+    ref.topoSort();
+    ref.inferShapes();
+    auto want = kiln::test::evaluateReference(ref, in);
+    Network net;
+    build(net, c.shape, c.steps);
+    net.topoSort();
+    net.inferShapes();
+    const bool changed = composeTransposes(net);
+    EXPECT_EQ(changed, c.transposes >= 0) << c.what;
+    net.topoSort();
+    net.inferShapes();
+    int transposes = 0;
+    for (auto& l : net.layers()) transposes += l->op == "Transpose";
+    if (c.transposes >= 0) EXPECT_EQ(transposes, c.transposes) << c.what;
+    auto got = kiln::test::evaluateReference(net, in);
+    const HostTensor &g = got.at("y"), &w = want.at("y");
+    ASSERT_EQ(g.dims(), w.dims()) << c.what;
+    for (int64_t i = 0; i < w.count(); ++i) EXPECT_EQ(g.getDouble(i), w.getDouble(i)) << c.what << " " << i;
+  }
+}
+
 // A constant too large for host evaluation still folds through view ops (Identity, Reshape,
 // Squeeze, Unsqueeze, Flatten) by sharing its buffer: nothing is copied at build time, and no
 // layer is left to copy it at every inference. Other ops on it (here Neg) stay layers.

@@ -45,6 +45,9 @@ bool lowerStridedSliceConcat(Network& net);
 //! Chains of data movement that only reorder rows (all dims but the last) -> one row Gather
 //! (compose_row_moves.cpp).
 bool composeRowMoves(Network& net);
+//! Chains of Reshape-like layers and two or more Transposes that move data -> Reshape + one
+//! Transpose + Reshape (compose_transposes.cpp).
+bool composeTransposes(Network& net);
 //! Batched MatMuls (and the transposes and scalar scales before them) over merged [B*H, ..] dims
 //! -> the same over [B, H, ..], so torch.bmm attention is 4-D attention (lift_merged_heads.cpp).
 bool liftMergedHeads(Network& net);
