@@ -85,19 +85,7 @@ bool applyRowMove(const Layer* l, const RowMap& m, RowMap* out, bool* copies) {
   }
   if (l->op == "Slice" && l->inputs.size() >= 3) {
     std::vector<int64_t> starts, ends, axes, steps;
-    if (!constantInts(l->inputs[1], &starts) || !constantInts(l->inputs[2], &ends) || starts.size() != ends.size()) return false;
-    if (l->inputs.size() > 3 && l->inputs[3]) {
-      if (!constantInts(l->inputs[3], &axes)) return false;
-    } else {
-      axes.resize(starts.size());
-      std::iota(axes.begin(), axes.end(), 0);
-    }
-    if (l->inputs.size() > 4 && l->inputs[4]) {
-      if (!constantInts(l->inputs[4], &steps)) return false;
-    } else {
-      steps.assign(starts.size(), 1);
-    }
-    if (axes.size() != starts.size() || steps.size() != starts.size()) return false;
+    if (!constantSliceArgs(l, &starts, &ends, &axes, &steps)) return false;
     RowMap cur = m;
     for (size_t k = 0; k < axes.size(); ++k) {
       int64_t a = axes[k] < 0 ? axes[k] + static_cast<int64_t>(rank) : axes[k];

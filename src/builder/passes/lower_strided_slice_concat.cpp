@@ -9,7 +9,6 @@
 // copy per Slice plus the Concat's, and one launch instead of seven.
 #include <algorithm>
 #include <map>
-#include <numeric>
 #include <vector>
 
 #include "builder/passes/passes.h"
@@ -34,12 +33,7 @@ bool phaseOf(const Tensor* t, Phase* ph) {
     const Dims& xd = s->inputs[0]->dims;
     const int64_t rank = static_cast<int64_t>(xd.size());
     std::vector<int64_t> starts, ends, axes, steps;
-    if (!constantInts(s->inputs[1], &starts) || !constantInts(s->inputs[2], &ends) || starts.size() != ends.size()) return false;
-    axes.resize(starts.size());
-    std::iota(axes.begin(), axes.end(), int64_t(0));
-    steps.assign(starts.size(), 1);
-    if (s->inputs.size() > 3 && s->inputs[3] && (!constantInts(s->inputs[3], &axes) || axes.size() != starts.size())) return false;
-    if (s->inputs.size() > 4 && s->inputs[4] && (!constantInts(s->inputs[4], &steps) || steps.size() != starts.size())) return false;
+    if (!constantSliceArgs(s, &starts, &ends, &axes, &steps)) return false;
     for (size_t k = 0; k < starts.size(); ++k) {
       const int64_t axis = axes[k] < 0 ? axes[k] + rank : axes[k];
       if (axis < 0 || axis >= rank || xd[axis] <= 0) return false;

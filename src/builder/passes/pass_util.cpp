@@ -1,3 +1,5 @@
+#include <numeric>
+
 #include "builder/passes/passes.h"
 
 namespace kiln {
@@ -39,6 +41,24 @@ bool constantInts(const Tensor* t, std::vector<int64_t>* out) {
   if (!t || !t->isConstant() || (t->type != DataType::kINT64 && t->type != DataType::kINT32)) return false;
   *out = t->value.toInts();
   return true;
+}
+
+bool constantSliceArgs(const Layer* slice, std::vector<int64_t>* starts, std::vector<int64_t>* ends, std::vector<int64_t>* axes,
+                       std::vector<int64_t>* steps) {
+  const auto& in = slice->inputs;
+  if (in.size() < 3 || !constantInts(in[1], starts) || !constantInts(in[2], ends) || starts->size() != ends->size()) return false;
+  if (in.size() > 3 && in[3]) {
+    if (!constantInts(in[3], axes)) return false;
+  } else {
+    axes->resize(starts->size());
+    std::iota(axes->begin(), axes->end(), int64_t(0));
+  }
+  if (in.size() > 4 && in[4]) {
+    if (!constantInts(in[4], steps)) return false;
+  } else {
+    steps->assign(starts->size(), 1);
+  }
+  return axes->size() == starts->size() && steps->size() == starts->size();
 }
 
 Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name,

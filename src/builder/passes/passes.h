@@ -126,6 +126,10 @@ void recordStandIn(Layer* into, const std::vector<const Layer*>& originals);
 bool scalarValue(const Tensor* t, double* v);
 //! The values of a constant int32 / int64 tensor (indices, shapes, Slice bounds); false otherwise.
 bool constantInts(const Tensor* t, std::vector<int64_t>* out);
+//! A Slice's constant starts, ends, axes and steps (ONNX defaults: axes 0..k-1, steps 1), axes as
+//! written (maybe negative); false when any is not constant or their lengths differ.
+bool constantSliceArgs(const Layer* slice, std::vector<int64_t>* starts, std::vector<int64_t>* ends, std::vector<int64_t>* axes,
+                       std::vector<int64_t>* steps);
 //! A new one-output layer (named from `name`, made unique) whose output has the given type and dims.
 Tensor* addTypedLayer(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name,
                       DataType type, const Dims& dims);
