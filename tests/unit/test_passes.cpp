@@ -611,9 +611,10 @@ TEST(Passes, SliceConcatLowersToGather) {
 // A Concat of strided Slices that takes every phase of one tensor once becomes Reshape +
 // Transpose + Reshape: Swin's patch merging (channels last, two Slices per piece), YOLOv5's Focus
 // (NCHW, concat on C), one two-axis Slice per piece (strides 3 and 2, as torch.export writes
-// them) and one strided axis. The values equal the reference evaluation of the original graph and,
+// them), one strided axis, and the first two with a dynamic batch. The values equal the reference evaluation of the original graph and,
 // for Swin's order, the direct definition. Left alone: pieces out of mixed-radix order, a missing
-// phase, a Slice that stops short of the end, a strided Concat axis, pieces of two tensors.
+// phase, a Slice that stops short of the end, a strided Concat axis, pieces of two tensors, a
+// dynamic dim behind a strided axis.
 TEST(Passes, StridedSliceConcatLowersToOneTranspose) {
   const int64_t kMax = std::numeric_limits<int64_t>::max();
   struct Cut {
@@ -652,6 +653,7 @@ TEST(Passes, StridedSliceConcatLowersToOneTranspose) {
     Dims shape;
     int64_t catAxis;
     std::vector<Piece> pieces;
+    Dims declared = {};  // the network input's dims (-1: dynamic); empty: `shape`
   };
   const std::vector<Case> lowered = {
       {"Swin patch merging", {2, 4, 6, 3}, -1,
@@ -663,15 +665,20 @@ TEST(Passes, StridedSliceConcatLowersToOneTranspose) {
         {Cut{{1, 2}, {1, 1}, {3, 2}, {}}}, {Cut{{1, 2}, {2, 0}, {3, 2}, {}}}, {Cut{{1, 2}, {2, 1}, {3, 2}, {}}}}},
       {"one strided axis", {2, 8, 3}, 2,
        {{Cut{{1}, {0}, {4}, {}}}, {Cut{{1}, {1}, {4}, {}}}, {Cut{{1}, {2}, {4}, {}}}, {Cut{{1}, {3}, {4}, {}}}}},
+      {"Swin patch merging, dynamic batch", {3, 4, 6, 3}, -1,
+       {two(1, 0, 2, 2, 0, 2), two(1, 1, 2, 2, 0, 2), two(1, 0, 2, 2, 1, 2), two(1, 1, 2, 2, 1, 2)}, {-1, 4, 6, 3}},
+      {"YOLOv5 Focus, dynamic batch", {3, 3, 4, 6}, 1,
+       {two(2, 0, 2, 3, 0, 2), two(2, 1, 2, 3, 0, 2), two(2, 0, 2, 3, 1, 2), two(2, 1, 2, 3, 1, 2)}, {-1, 3, 4, 6}},
   };
   for (const Case& c : lowered) {
     const HostTensor xin = randomTensor(c.shape, 23);
     const std::map<std::string, HostTensor> in = {{"x", xin}};
+    const Dims& declared = c.declared.empty() ? c.shape : c.declared;
     Network ref;
-    build(ref, c.shape, c.catAxis, c.pieces, false);
+    build(ref, declared, c.catAxis, c.pieces, false);
     auto want = kiln::test::evaluateReference(ref, in);
     Network net;
-    build(net, c.shape, c.catAxis, c.pieces, false);
+    build(net, declared, c.catAxis, c.pieces, false);
     net.topoSort();
     net.inferShapes();
     ASSERT_TRUE(lowerStridedSliceConcat(net)) << c.what;
@@ -720,6 +727,8 @@ TEST(Passes, StridedSliceConcatLowersToOneTranspose) {
             "the Concat's axis strided");
   untouched(s, -1, {two(1, 0, 2, 2, 0, 2), two(1, 1, 2, 2, 0, 2), two(1, 0, 2, 2, 1, 2), two(1, 1, 2, 2, 1, 2)}, true,
             "pieces of two tensors");
+  untouched({2, 4, -1, 3}, -1, {two(1, 0, 2, 3, 0, 1), two(1, 1, 2, 3, 0, 1)}, false,
+            "a dynamic dim behind a strided axis (W, between the strided H and the Concat's C)");
 }
 
 // Reshape / Transpose chains with two or more copying Transposes compose into one Transpose

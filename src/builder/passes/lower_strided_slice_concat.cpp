@@ -6,7 +6,8 @@
 // a mixed-radix order of some order of those axes, the Concat equals splitting each strided
 // axis d into [d / s, s], moving the s dims (in that order) in front of the Concat's axis, and
 // merging: one copy (a Transpose, which later passes may turn into a row Gather) instead of a
-// copy per Slice plus the Concat's, and one launch instead of seven.
+// copy per Slice plus the Concat's, and one launch instead of seven. Static dims, but for dynamic
+// ones (a dynamic batch) in front of every axis the rewrite touches.
 #include <algorithm>
 #include <map>
 #include <vector>
@@ -48,7 +49,7 @@ bool phaseOf(const Tensor* t, Phase* ph) {
     t = s->inputs[0];
   }
   ph->root = const_cast<Tensor*>(t);
-  return !ph->axes.empty() && t && t->dimsKnown && isStatic(t->dims);
+  return !ph->axes.empty() && t && t->dimsKnown;  // dynamic dims: checked by the caller
 }
 
 HostTensor int64s(const std::vector<int64_t>& v) {
@@ -105,6 +106,16 @@ bool lowerStridedSliceConcat(Network& net) {
       for (int64_t a : strided) match = match && p.axes.count(a) && p.axes.at(a).second == pieces[0].axes.at(a).second;
     }
     if (!match || axis < 0 || axis >= rank || phases != static_cast<int64_t>(pieces.size())) continue;
+    // Dynamic dims (a dynamic batch) only in front of the Concat's axis and every strided axis:
+    // there the split, the Transpose and the output keep them at the same index, so both
+    // Reshapes copy them (0) from their inputs.
+    const int64_t lead = std::min(axis, strided.front());
+    bool dynamicOk = xd[axis] > 0;
+    for (int64_t d = 0; d < rank; ++d) dynamicOk = dynamicOk && (xd[d] > 0 || (xd[d] < 0 && d < lead));
+    const Tensor* y = cat->outputs[0];
+    if (!dynamicOk || !y->dimsKnown || y->dims.size() != xd.size()) continue;
+    for (int64_t d = 0; d < rank; ++d) dynamicOk = dynamicOk && (y->dims[d] > 0 || (y->dims[d] < 0 && d < lead));
+    if (!dynamicOk) continue;
     const std::vector<int64_t> order = mixedRadixOrder(pieces, strided);
     if (order.empty()) continue;
 
@@ -115,7 +126,7 @@ bool lowerStridedSliceConcat(Network& net) {
       const auto it = pieces[0].axes.find(d);
       quotient[d] = static_cast<int64_t>(split.size());
       if (it == pieces[0].axes.end()) {
-        split.push_back(xd[d]);
+        split.push_back(xd[d] < 0 ? 0 : xd[d]);  // 0: Reshape copies the (dynamic) dim
       } else {
         split.push_back(xd[d] / it->second.second);
         phaseDim[d] = static_cast<int64_t>(split.size());
@@ -127,8 +138,8 @@ bool lowerStridedSliceConcat(Network& net) {
         for (int64_t a : order) perm.push_back(phaseDim[a]);
       perm.push_back(quotient[d]);
     }
-    const Tensor* y = cat->outputs[0];
-    if (!y->dimsKnown || !isStatic(y->dims)) continue;
+    Dims out = y->dims;
+    for (int64_t& d : out) d = d < 0 ? 0 : d;
     Layer* in = net.addLayer("Reshape", {x, net.addConstant(net.uniqueName(cat->name + "_phases_shape"), int64s(split))}, 1,
                              Attributes{}, net.uniqueName(cat->name + "_phases"));
     Attributes ta;
@@ -140,7 +151,7 @@ bool lowerStridedSliceConcat(Network& net) {
     // The Concat becomes the final Reshape (its output, perhaps a network output, stays).
     cat->op = "Reshape";
     cat->attrs = Attributes{};
-    cat->inputs = {move->outputs[0], net.addConstant(net.uniqueName(cat->name + "_shape"), int64s(y->dims))};
+    cat->inputs = {move->outputs[0], net.addConstant(net.uniqueName(cat->name + "_shape"), int64s(out))};
     changed = true;
   }
   return changed;
