@@ -240,7 +240,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fold per-channel scale and shift into Conv / MatMul", foldChannelScale},
       // After the bias and scale folds (the packed weights are the final ones).
       {"pack Q / K / V projections into one MatMul (GPU)",
-       [&](Network& n) { return gpuFusions && packQkvProjections(n, hasFusedAttention); }},
+       [&](Network& n) { return gpuFusions && packQkvProjections(n, hasFusedAttention, samples); }},
       // Implicit INT8 after BatchNorm folding (the weights it quantizes are the folded ones) and
       // before the residual / activation fusions, which lowerQdq's patterns do not take.
       {"quantize calibrated layers (implicit INT8 / FP8)",

@@ -128,3 +128,58 @@ TEST(PassPackQkv, SharedProjectionOutputStays) {
     EXPECT_EQ(constantMatMuls(n), 3);
   });
 }
+
+// A dynamic batch and sequence (BERT built for a profile): the projections pack as in a static
+// network, the Attention's views become expressions of the packed buffer's dims (fitted at the
+// profile's sample shapes), and the packed network computes what the unfused one does at shapes
+// that are not samples.
+TEST(PassPackQkv, DynamicBatchAndSequencePack) {
+  auto heads = [](Network& n, Tensor* t) {  // [B, S, E] -> [B, H, S, D], the exporters' 0 / -1 form
+    return kiln::test::addPermute(n, kiln::test::addReshape(n, t, {0, -1, H, D})->outputs[0], {0, 2, 1, 3})->outputs[0];
+  };
+  auto make = [&](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {-1, -1, E});
+    Tensor *q = project(n, x, 11, true), *k = project(n, x, 21, true), *v = project(n, x, 31, true);
+    Tensor* kt = kiln::test::addPermute(n, heads(n, k), {0, 1, 3, 2})->outputs[0];
+    Tensor* s = n.addMatMul(heads(n, q), kt)->outputs[0];
+    s = n.addElementWise(s, n.addConstant("", kiln::test::floatScalar(1.f / std::sqrt(static_cast<float>(D)))), "Mul")->outputs[0];
+    Tensor* o = n.addMatMul(n.addSoftmax(s, -1)->outputs[0], heads(n, v))->outputs[0];
+    Tensor* y = kiln::test::addReshape(n, kiln::test::addPermute(n, o, {0, 2, 1, 3})->outputs[0], {0, -1, E})->outputs[0];
+    n.renameTensor(y, "y");
+    n.markOutput(y);
+  };
+  const InputSamples samples = {{{"x", {2, 5, E}}}, {{"x", {3, 5, E}}}, {{"x", {2, 9, E}}}};
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(fuseAttention(net, {}, samples));
+  fuseMatMulBias(net);
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(packQkvProjections(net, {}, samples));
+  net.inferShapes();
+  EXPECT_EQ(constantMatMuls(net), 1);
+  const Layer* a = kiln::test::firstOp(net, "Attention");
+  ASSERT_NE(a, nullptr);
+  EXPECT_TRUE(hasQkvViews(a->attrs));
+  EXPECT_TRUE(a->attrs.has("kiln_view_exprs"));
+  EXPECT_EQ(a->inputs[0], a->inputs[1]);
+  EXPECT_EQ(a->inputs[0]->dims, (Dims{-1, -1, 3 * E}));
+  for (const Dims& d : {Dims{4, 3, E}, Dims{1, 11, E}, Dims{2, 5, E}}) {
+    const std::map<std::string, HostTensor> in = {{"x", randomTensor(d, 7)}};
+    Network ref;
+    make(ref);
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 2e-5);
+  }
+  // Without samples (a dynamic network that has none) nothing packs.
+  Network bare;
+  make(bare);
+  bare.topoSort();
+  bare.inferShapes();
+  fuseAttention(bare, {}, samples);
+  fuseMatMulBias(bare);
+  bare.topoSort();
+  bare.inferShapes();
+  EXPECT_FALSE(packQkvProjections(bare));
+}

@@ -6,9 +6,12 @@
 // of the packed [B, S, 3*H*D] output, as it does for timm's packed qkv projection: two launches
 // fewer per layer and a wider GEMM (BERT-base at batch 1: three 768-wide GEMMs of ~15 us each on
 // the H200). Where only K and V share their input (cross-attention), those two are packed.
-// Static shapes and equal Q / KV head counts only; the packed layer must still have a fused
-// attention kernel (`supported`).
+// Equal Q / KV head counts only; the packed layer must still have a fused attention kernel
+// (`supported`). Dynamic batch / sequence dims: the views are fitted as expressions of the packed
+// buffer's dims at the profiles' sample shapes (view_exprs.h), as the attention fusion's own views.
 #include "builder/passes/passes.h"
+#include "builder/passes/symbolic_dims.h"
+#include "builder/passes/view_exprs.h"
 #include "ops/fused_attrs.h"
 
 #include <cstring>
@@ -18,14 +21,14 @@ namespace kiln {
 namespace {
 
 //! A projection that can join a pack: MatMul(A, constant 2-D W) [+ constant 1-D bias], no other
-//! fused work, read by `att` only, output [B, S, N] static.
+//! fused work, read by `att` only, output [B, S, N] (N static).
 bool packable(const Network& net, const Layer* att, const Tensor* out) {
   const Layer* p = out ? out->producer : nullptr;
   if (!p || p->op != "MatMul" || !p->domain.empty() || p->outputs.size() != 1 || p->inputs.size() < 2 || p->inputs.size() > 3) return false;
   if (!p->attrs.all().empty() || !p->inputs[0] || !p->inputs[1] || !p->inputs[1]->isConstant() || p->inputs[1]->dims.size() != 2) return false;
   if (p->inputs.size() == 3 && (!p->inputs[2] || !p->inputs[2]->isConstant() || p->inputs[2]->dims != Dims{p->inputs[1]->dims[1]}))
     return false;
-  if (out->isOutput || out->dims.size() != 3 || !isStatic(out->dims) || out->dims[2] != p->inputs[1]->dims[1]) return false;
+  if (out->isOutput || !out->dimsKnown || out->dims.size() != 3 || out->dims[2] != p->inputs[1]->dims[1]) return false;
   return soleConsumer(net, out) == att;
 }
 
@@ -67,8 +70,9 @@ HostTensor concatVectors(const std::vector<const HostTensor*>& parts) {
 
 }  // namespace
 
-bool packQkvProjections(Network& net, const std::function<bool(const Layer&)>& supported) {
+bool packQkvProjections(Network& net, const std::function<bool(const Layer&)>& supported, const InputSamples& samples) {
   bool changed = false;
+  SymbolicDims sym(samples);
   const size_t count = net.layers().size();
   for (size_t i = 0; i < count; ++i) {
     Layer* att = net.layer(static_cast<int>(i));
@@ -78,13 +82,16 @@ bool packQkvProjections(Network& net, const std::function<bool(const Layer&)>& s
     Tensor *q = att->inputs[0], *k = att->inputs[1], *v = att->inputs[2];
     if (!q || !k || !v || q == k || k == v || q == v || !packable(net, att, k) || !packable(net, att, v)) continue;
     const Layer *pk = k->producer, *pv = v->producer;
-    if (!samePack(pk, pv) || k->dims != v->dims) continue;
+    if (!samePack(pk, pv) || !sym.sameDims(k, v)) continue;
     const bool withQ = packable(net, att, q) && samePack(q->producer, pk);
     // Q [B, Sq, H*D], K and V [B, Skv, H*D] (the flat form: Dv = D), output [B, Sq, H*D].
-    const Dims &qd = q->dims, &kd = k->dims, &od = att->outputs[0]->dims;
-    if (qd.size() != 3 || !isStatic(qd) || qd[0] != kd[0] || qd[2] != kd[2] || qd[2] % h != 0) continue;
-    const int64_t b = qd[0], sq = qd[1], skv = kd[1], d = qd[2] / h, dv = d;
-    if (od != Dims{b, sq, h * dv}) continue;
+    Tensor* y = att->outputs[0];
+    const Dims &qd = q->dims, &kd = k->dims;
+    if (qd.size() != 3 || !q->dimsKnown || qd[2] <= 0 || qd[2] != kd[2] || qd[2] % h != 0 || !sym.sameDim(q, 0, k, 0)) continue;
+    const int64_t d = qd[2] / h, dv = d;
+    if (!y->dimsKnown || y->dims.size() != 3 || y->dims[2] != h * dv || !sym.sameDim(y, 0, q, 0) || !sym.sameDim(y, 1, q, 1)) continue;
+    const bool dynamic = !isStatic(qd) || !isStatic(kd) || !isStatic(y->dims);
+    if (dynamic && sym.nbSamples() < 2) continue;  // no samples to fit the views' expressions to
 
     // The pack: [Q |] K | V projections, in that order along N.
     std::vector<const Layer*> parts;
@@ -104,31 +111,52 @@ bool packQkvProjections(Network& net, const std::function<bool(const Layer&)>& s
       else if (anyBias) bs.push_back(&zeros.emplace_back(anyBias->type, Dims{p->inputs[1]->dims[1]}));
       n += p->outputs[0]->dims[2];
     }
-    const int64_t rows = pk->outputs[0]->dims[1];
-    QkvViews w;
-    w.b = b, w.h = h, w.sq = sq, w.skv = skv, w.d = d, w.dv = dv;
-    int64_t offset = 0;
-    auto viewOf = [&](const Tensor* t, bool packed) {
-      if (!packed) return std::array<int64_t, 4>{0, t->dims[1] * t->dims[2], t->dims[2] / h, t->dims[2]};
-      std::array<int64_t, 4> r{offset, rows * n, t->dims[2] / h, n};
-      offset += t->dims[2];
-      return r;
+    // The views at dims (batch, Sq, Skv: the packed buffer's rows; output dims `od`).
+    auto viewsAt = [&](int64_t b, int64_t sq, int64_t skv, const Dims& od) {
+      QkvViews w;
+      w.b = b, w.h = h, w.sq = sq, w.skv = skv, w.d = d, w.dv = dv;
+      int64_t offset = 0;
+      auto viewOf = [&](const Tensor* t, int64_t rows, bool packed) {
+        if (!packed) return std::array<int64_t, 4>{0, rows * t->dims[2], t->dims[2] / h, t->dims[2]};
+        std::array<int64_t, 4> r{offset, rows * n, t->dims[2] / h, n};
+        offset += t->dims[2];
+        return r;
+      };
+      w.q = viewOf(q, sq, withQ);
+      w.k = viewOf(k, skv, true);
+      w.v = viewOf(v, skv, true);
+      w.outView = true;
+      w.o = {sq * h * dv, dv, h * dv};
+      w.oDims = od;
+      return w;
     };
-    w.q = viewOf(q, withQ);
-    w.k = viewOf(k, true);
-    w.v = viewOf(v, true);
-    w.outView = true;
-    w.o = {sq * h * dv, dv, h * dv};
-    w.oDims = od;
+    Attributes viewAttrs;
+    if (!dynamic) {
+      setQkvViews(viewAttrs, viewsAt(qd[0], qd[1], kd[1], y->dims));
+    } else {  // one set of views per sample shape, fitted as expressions of the input dims
+      std::vector<QkvViews> views;
+      std::vector<std::array<Dims, 4>> refs;
+      for (size_t smp = 0; smp < sym.nbSamples(); ++smp) {
+        const Dims &qs = sym.at(q, smp).dims, &ks = sym.at(k, smp).dims, &ys = sym.at(y, smp).dims;
+        if (qs.size() != 3 || ks.size() != 3 || ys.size() != 3 || !isStatic(qs) || !isStatic(ks) || !isStatic(ys)) break;
+        views.push_back(viewsAt(qs[0], qs[1], ks[1], ys));
+        const Dims packedDims{ks[0], ks[1], n};
+        refs.push_back({withQ ? packedDims : qs, packedDims, packedDims, ys});
+      }
+      std::vector<int64_t> exprs;
+      if (views.size() != sym.nbSamples() || !fitViewExprs(views, refs, exprs)) continue;
+      setQkvViews(viewAttrs, constantViewValues(views[0], exprs));
+      setQkvViewExprs(viewAttrs, exprs);
+    }
 
     // Check on a copy that the packed form still has a fused kernel before changing anything.
     Tensor probe;
     probe.name = pk->outputs[0]->name + "_packed";
     probe.type = pk->outputs[0]->type;
-    probe.dims = Dims{kd[0], rows, n};
+    probe.dims = Dims{kd[0], kd[1], n};
     probe.dimsKnown = true;
     Layer candidate = *att;
-    setQkvViews(candidate.attrs, w);
+    for (const auto& [name, value] : viewAttrs.all()) candidate.attrs.set(name, value);
     candidate.attrs.erase("q_num_heads");
     candidate.attrs.erase("kv_num_heads");
     candidate.inputs[0] = withQ ? &probe : q;

@@ -86,7 +86,7 @@ bool fuseMatMulBias(Network& net);
 //! An Attention's Q, K, V (or K, V) projections reading one input become one MatMul whose packed
 //! output the Attention reads through strided views (pack_qkv_projections.cpp); `supported`: the
 //! packed Attention still has a fused kernel.
-bool packQkvProjections(Network& net, const std::function<bool(const Layer&)>& supported = {});
+bool packQkvProjections(Network& net, const std::function<bool(const Layer&)>& supported = {}, const InputSamples& samples = {});
 //! Conv / GroupNormalization / InstanceNormalization -> Add(other tensor of the same shape) -> the
 //! producer with a residual input (input 3), added before its fused activation.
 bool fuseConvResidual(Network& net, const InputSamples& samples = {});
