@@ -734,8 +734,9 @@ TEST(Passes, StridedSliceConcatLowersToOneTranspose) {
 // Reshape / Transpose chains with two or more copying Transposes compose into one Transpose
 // (MobileViT's unfold; a chain with a Flatten and a default-perm Transpose; two Transposes that
 // cancel become a view, no Transpose); values equal the reference evaluation of the original graph.
-// Left alone: one copying Transpose (the other moves only dims of 1), and a chain whose Reshape
-// would cut a dim unevenly (4 read as 3 x ...), which ends the chain after its first Transpose.
+// Left alone: one copying Transpose (the other moves only dims of 1), a chain whose Reshape
+// would cut a dim unevenly (4 read as 3 x ...), which ends the chain after its first Transpose, and
+// an empty tensor.
 TEST(Passes, TransposeChainsComposeIntoOne) {
   struct Step {
     const char* op;
@@ -781,6 +782,7 @@ TEST(Passes, TransposeChainsComposeIntoOne) {
       {"two Transposes that cancel", {2, 3, 4}, {{"Transpose", {0, 2, 1}}, {"Reshape", {2, 4, 3}}, {"Transpose", {0, 2, 1}}}, 0},
       {"one copying Transpose", {2, 1, 3, 4}, {{"Transpose", {1, 0, 2, 3}}, {"Reshape", {2, 3, 4}}, {"Transpose", {0, 2, 1}}}, -1},
       {"an uneven cut ends the chain", {6, 4}, {{"Transpose", {1, 0}}, {"Reshape", {3, 8}}, {"Transpose", {1, 0}}}, -1},
+      {"an empty tensor", {2, 0, 4}, {{"Transpose", {1, 0, 2}}, {"Reshape", {8, -1}}, {"Transpose", {1, 0}}}, -1},
   };
   for (const Case& c : cases) {
     const std::map<std::string, HostTensor> in = {{"x", randomTensor(c.shape, 29)}};

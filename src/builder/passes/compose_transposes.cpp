@@ -177,8 +177,9 @@ bool composeTransposes(Network& net) {
   bool changed = false;
   for (size_t i = 0; i < net.layers().size();) {
     Layer* first = net.layer(static_cast<int>(i++));
+    // An empty tensor moves nothing (and its atom of size 0 would divide by zero).
     if (!first->domain.empty() || !(isReshapeLike(first) || first->op == "Transpose") || first->inputs.empty() ||
-        !staticDims(first->inputs[0]))
+        !staticDims(first->inputs[0]) || volume(first->inputs[0]->dims) == 0)
       continue;
     const Layer* up = first->inputs[0]->producer;
     if (up && up->domain.empty() && (isReshapeLike(up) || up->op == "Transpose") && soleConsumer(net, first->inputs[0]) == first &&
