@@ -45,6 +45,13 @@ struct Atoms {
     }
   }
 
+  //! The atom ids in the current tensor's row-major order.
+  std::vector<int64_t> sequence() const {
+    std::vector<int64_t> seq;
+    for (const auto& g : dims) seq.insert(seq.end(), g.begin(), g.end());
+    return seq;
+  }
+
   //! Splits atom a into (outer, size / outer), both in place of a; returns the inner id.
   int64_t split(int64_t a, int64_t outer) {
     const int64_t inner = static_cast<int64_t>(size.size());
@@ -73,8 +80,7 @@ struct Atoms {
   //! Regroups the atom sequence into `to`, splitting atoms where a dim ends inside one; false when
   //! a dim cannot be made of whole or evenly split atoms.
   bool reshape(const Dims& to) {
-    std::vector<int64_t> seq;
-    for (const auto& g : dims) seq.insert(seq.end(), g.begin(), g.end());
+    std::vector<int64_t> seq = sequence();
     std::vector<std::vector<int64_t>> out;
     size_t j = 0;
     for (int64_t d : to) {
@@ -148,8 +154,7 @@ Composed follow(const Network& net, Layer* first) {
 //! Atoms `c` (after the chain) as x reshaped to `inDims` then transposed by `perm`, with atoms that
 //! are adjacent in both x's order and the output's merged.
 void mergedTranspose(const Atoms& a, Dims* inDims, std::vector<int64_t>* perm) {
-  std::vector<int64_t> seq;
-  for (const auto& g : a.dims) seq.insert(seq.end(), g.begin(), g.end());
+  const std::vector<int64_t> seq = a.sequence();
   std::vector<int64_t> pos(a.size.size());
   for (size_t i = 0; i < a.base.size(); ++i) pos[static_cast<size_t>(a.base[i])] = static_cast<int64_t>(i);
   // Runs of the output sequence that are consecutive in x's order become one dim.

@@ -52,12 +52,6 @@ bool phaseOf(const Tensor* t, Phase* ph) {
   return !ph->axes.empty() && t && t->dimsKnown;  // dynamic dims: checked by the caller
 }
 
-HostTensor int64s(const std::vector<int64_t>& v) {
-  HostTensor t(DataType::kINT64, {static_cast<int64_t>(v.size())});
-  std::copy(v.begin(), v.end(), t.as<int64_t>());
-  return t;
-}
-
 //! The order of `axes` (most significant first) in which piece i's offsets are the mixed-radix
 //! digits of i, or empty.
 std::vector<int64_t> mixedRadixOrder(const std::vector<Phase>& pieces, std::vector<int64_t> axes) {
@@ -140,8 +134,8 @@ bool lowerStridedSliceConcat(Network& net) {
     }
     Dims out = y->dims;
     for (int64_t& d : out) d = d < 0 ? 0 : d;
-    Layer* in = net.addLayer("Reshape", {x, net.addConstant(net.uniqueName(cat->name + "_phases_shape"), int64s(split))}, 1,
-                             Attributes{}, net.uniqueName(cat->name + "_phases"));
+    Layer* in = net.addLayer("Reshape", {x, addShapeConstant(net, cat->name + "_phases_shape", split)}, 1, Attributes{},
+                             net.uniqueName(cat->name + "_phases"));
     Attributes ta;
     ta.set("perm", perm);
     Layer* move = net.addLayer("Transpose", {in->outputs[0]}, 1, ta, net.uniqueName(cat->name + "_phases_to_axis"));
@@ -151,7 +145,7 @@ bool lowerStridedSliceConcat(Network& net) {
     // The Concat becomes the final Reshape (its output, perhaps a network output, stays).
     cat->op = "Reshape";
     cat->attrs = Attributes{};
-    cat->inputs = {move->outputs[0], net.addConstant(net.uniqueName(cat->name + "_shape"), int64s(out))};
+    cat->inputs = {move->outputs[0], addShapeConstant(net, cat->name + "_shape", out)};
     changed = true;
   }
   return changed;
