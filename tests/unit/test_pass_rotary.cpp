@@ -142,3 +142,47 @@ TEST(PassRotary, DynamicCachesFuseWithRunTimePositions) {
   checkFusion(makeDynamicRope, 2, {sample(2, 16), sample(4, 32), sample(1, 1), sample(3, 9)}, {{2, 5}, {3, 11}});
   checkFusion(makeDynamicRope, 0);  // without samples nothing proves the halves equal
 }
+
+// Partial rotation (Phi, GPT-NeoX: the first R of each head's dims rotate, the rest pass through):
+// Concat(rope(x[..., :R]), x[..., R:]) becomes one RotaryEmbedding of x with rotary_embedding_dim
+// R; the fused network agrees with the unfused one. With the parts the other way round
+// (Concat(x[..., R:], rope(..))) only the rotation itself fuses.
+TEST(PassRotary, PartialRotationBecomesOneRotaryEmbedding) {
+  constexpr int64_t kPass = 4, kHead = D + kPass;
+  for (bool reversed : {false, true}) {
+    SCOPED_TRACE(reversed ? "pass-through part first" : "rotated part first");
+    auto make = [reversed](Network& n) {
+      Tensor* c = n.addConstant("cos", cache(false));
+      Tensor* s = n.addConstant("sin", cache(true));
+      Attributes cat;
+      cat.set("axis", int64_t(-1));
+      auto partial = [&](Tensor* x, bool swapped) {
+        Tensor* rot = rope(n, slice(n, x, 0, D), c, s, swapped);
+        Tensor* pass = slice(n, x, D, INT64_MAX);
+        return n.addLayer("Concat", {reversed ? pass : rot, reversed ? rot : pass}, 1, cat)->outputs[0];
+      };
+      Tensor* q = partial(n.addInput("q", DataType::kFLOAT, {B, H, S, kHead}), false);
+      Tensor* k = partial(n.addInput("k", DataType::kFLOAT, {B, H, S, kHead}), true);
+      Tensor* y = n.addMatMul(q, kiln::test::addPermute(n, k, {0, 1, 3, 2})->outputs[0])->outputs[0];
+      n.renameTensor(y, "y");
+      n.markOutput(y);
+    };
+    Network net;
+    make(net);
+    net.topoSort();
+    net.inferShapes();
+    EXPECT_TRUE(fuseRotaryPattern(net));
+    EXPECT_EQ(countOps(net, "RotaryEmbedding"), 2);
+    EXPECT_EQ(countOps(net, "Concat"), reversed ? 2 : 0);
+    EXPECT_EQ(countOps(net, "Slice"), reversed ? 4 : 0);
+    for (auto& l : net.layers())
+      if (l->op == "RotaryEmbedding") {
+        EXPECT_EQ(l->attrs.getInt("rotary_embedding_dim", 0), reversed ? 0 : D);
+        EXPECT_EQ(l->inputs[0]->dims.back(), reversed ? D : kHead);
+      }
+    const std::map<std::string, HostTensor> in{{"q", randomTensor({B, H, S, kHead}, 5)}, {"k", randomTensor({B, H, S, kHead}, 6)}};
+    Network ref;
+    make(ref);
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
+  }
+}

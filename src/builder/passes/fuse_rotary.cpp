@@ -9,6 +9,10 @@
 // at every sample shape of the profiles (symbolic_dims.h), they are sliced to their first half at
 // run time, and the position ids are Range(0, S) expanded to [B, S] from x's shape (shape layers
 // the context computes on the host when shapes change).
+// Partial rotation (Phi, GPT-NeoX / Pythia, StableLM: rotary_pct < 1): the exporter slices x into
+// x[..., :R] and x[..., R:], rotates the first and concatenates the two; once the rotation of the
+// first part is a RotaryEmbedding, Concat(RotaryEmbedding(x[..., :R]), x[..., R:]) becomes one
+// RotaryEmbedding of x with rotary_embedding_dim = R (the op passes the rest through).
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -168,6 +172,37 @@ bool fuseOne(Network& net, Layer* add, const InputSamples& samples) {
   return false;
 }
 
+//! Concat(RotaryEmbedding(x[..., :R]), x[..., R:], axis -1) of a 4-D x -> RotaryEmbedding(x) with
+//! rotary_embedding_dim R (top of the file).
+bool fusePartial(Network& net, Layer* cat) {
+  if (cat->op != "Concat" || cat->inputs.size() != 2 || !cat->inputs[0] || !cat->inputs[1] || cat->outputs.size() != 1) return false;
+  Layer* rope = cat->inputs[0]->producer;
+  Layer* pass = cat->inputs[1]->producer;
+  if (!rope || rope->op != "RotaryEmbedding" || rope->inputs.empty() || !rope->inputs[0] || rope->attrs.has("num_heads") || !pass ||
+      pass->inputs.empty())
+    return false;
+  Layer* head = rope->inputs[0]->producer;
+  Tensor* x = pass->inputs[0];
+  if (!head || !x || x->dims.size() != 4 || x->dims[3] <= 0) return false;
+  const int64_t axis = cat->attrs.getInt("axis", 0), d = x->dims[3];
+  int64_t s0 = 0, e0 = 0, s1 = 0, e1 = 0;
+  if ((axis != -1 && axis != 3) || !lastAxisSlice(head, x, &s0, &e0) || !lastAxisSlice(pass, x, &s1, &e1)) return false;
+  const int64_t r = e0;
+  if (s0 != 0 || r <= 0 || r >= d || r % 2 != 0 || s1 != r || e1 != d) return false;
+  const int64_t attrDim = rope->attrs.getInt("rotary_embedding_dim", 0);
+  if (attrDim != 0 && attrDim != r) return false;
+  if (soleConsumer(net, head->outputs[0]) != rope || soleConsumer(net, rope->outputs[0]) != cat ||
+      soleConsumer(net, pass->outputs[0]) != cat || cat->outputs[0]->dims != x->dims)
+    return false;
+  Attributes a = rope->attrs;
+  a.set("rotary_embedding_dim", r);
+  std::vector<Tensor*> in(rope->inputs.begin(), rope->inputs.end());
+  in[0] = x;
+  Layer* fused = net.addLayer("RotaryEmbedding", in, 1, std::move(a), net.uniqueName(rope->name + "_partial"));
+  replaceWithFused(net, fused, {cat, rope, head, pass}, cat->outputs[0]);
+  return true;
+}
+
 }  // namespace
 
 bool fuseRotaryPattern(Network& net, const InputSamples& samples) {
@@ -176,6 +211,11 @@ bool fuseRotaryPattern(Network& net, const InputSamples& samples) {
     if (!fuseOne(net, net.layer(static_cast<int>(i)), samples)) continue;
     changed = true;
     i = 0;  // replaceWithFused re-sorted the layers
+  }
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    if (!fusePartial(net, net.layer(static_cast<int>(i)))) continue;
+    changed = true;
+    i = 0;
   }
   return changed;
 }
