@@ -1,0 +1,154 @@
+"""transformers architectures that the GPU perf zoo does not use, checked on the CPU with the GPU-only
+fusions (`kiln --gpuFusions`) against ONNX Runtime, with what stays unfused: where a GPU build would
+run a model as many small layers (an attention that did not fuse, a norm or an activation spelled out
+op by op), found without a GPU. Small configs (2 layers, hidden 128-256), random weights
+(peers.randomize), batch 2, sequence 64, exported as the zoo exports (zoo.export: opset 17).
+
+Per model: error vs ORT (max |kiln - ort| / range(ort), bar 1e-4), the fused engine's layer count,
+its Attention layers against the model's attention count, and the leftover ops that a fused engine
+should not have (Softmax, Transpose, Erf, Pow, ReduceMean, Sigmoid, Tanh, Where, ...).
+Needs torch, transformers, onnx, onnxruntime.
+Usage: hf_fusion_sweep.py --kiln build/bin/kiln --peers PEERS.py [--models a,b] [--work DIR]"""
+import argparse, collections, importlib.util, json, os, subprocess, sys, warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+warnings.filterwarnings("ignore")
+
+# name -> (model class, config class, config kwargs, call form, attention layers expected)
+# call forms: "ids" (input_ids), "ids_mask" (ids + an all-ones mask), "encdec" (ids, decoder ids),
+# "pixels" (pixel_values 224x224).
+SMALL = dict(num_hidden_layers=2, num_attention_heads=4, vocab_size=1000)
+MODELS = collections.OrderedDict([
+    ("gemma", ("GemmaModel", "GemmaConfig", dict(hidden_size=256, intermediate_size=512, num_key_value_heads=2, head_dim=64,
+                                                  max_position_embeddings=256, **SMALL), "ids_mask", 2)),
+    ("mistral", ("MistralModel", "MistralConfig", dict(hidden_size=256, intermediate_size=512, num_key_value_heads=2,
+                                                        max_position_embeddings=256, **SMALL), "ids_mask", 2)),
+    ("phi", ("PhiModel", "PhiConfig", dict(hidden_size=256, intermediate_size=512, partial_rotary_factor=0.5,
+                                            max_position_embeddings=256, **SMALL), "ids_mask", 2)),
+    ("gpt_neox", ("GPTNeoXModel", "GPTNeoXConfig", dict(hidden_size=256, intermediate_size=512, rotary_pct=0.25,
+                                                         max_position_embeddings=256, **SMALL), "ids_mask", 2)),
+    ("falcon_mqa", ("FalconModel", "FalconConfig", dict(hidden_size=256, multi_query=True, new_decoder_architecture=False,
+                                                         parallel_attn=True, **SMALL), "ids_mask", 2)),
+    ("bloom_alibi", ("BloomModel", "BloomConfig", dict(hidden_size=256, n_layer=2, n_head=4, vocab_size=1000), "ids_mask", 2)),
+    ("opt", ("OPTModel", "OPTConfig", dict(hidden_size=256, ffn_dim=512, max_position_embeddings=256, **SMALL), "ids_mask", 2)),
+    ("gptj", ("GPTJModel", "GPTJConfig", dict(n_embd=256, n_layer=2, n_head=4, rotary_dim=32, vocab_size=1000,
+                                               n_positions=256), "ids_mask", 2)),
+    ("distilbert", ("DistilBertModel", "DistilBertConfig", dict(dim=256, hidden_dim=512, n_layers=2, n_heads=4,
+                                                                 vocab_size=1000), "ids_mask", 2)),
+    ("albert", ("AlbertModel", "AlbertConfig", dict(hidden_size=256, intermediate_size=512, embedding_size=128, **SMALL),
+                "ids_mask", 2)),
+    ("electra", ("ElectraModel", "ElectraConfig", dict(hidden_size=256, intermediate_size=512, embedding_size=128, **SMALL),
+                 "ids_mask", 2)),
+    ("roberta", ("RobertaModel", "RobertaConfig", dict(hidden_size=256, intermediate_size=512, **SMALL), "ids_mask", 2)),
+    ("mpnet_relpos", ("MPNetModel", "MPNetConfig", dict(hidden_size=256, intermediate_size=512, **SMALL), "ids_mask", 2)),
+    ("t5v11_geglu", ("T5EncoderModel", "T5Config", dict(d_model=256, d_ff=512, d_kv=64, num_layers=2, num_heads=4,
+                                                         vocab_size=1000, feed_forward_proj="gated-gelu"), "ids", 2)),
+    ("bart", ("BartModel", "BartConfig", dict(d_model=256, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                                               decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512,
+                                               vocab_size=1000, max_position_embeddings=256), "encdec", 6)),
+    ("vit_mae_enc", ("ViTModel", "ViTConfig", dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                                                    num_attention_heads=4), "pixels", 2)),
+    ("beit_relpos", ("BeitModel", "BeitConfig", dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                                                      num_attention_heads=4, use_relative_position_bias=True), "pixels", 2)),
+    ("dinov2_layerscale", ("Dinov2Model", "Dinov2Config", dict(hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
+                                                                mlp_ratio=2), "pixels", 2)),
+    ("clip_vision", ("CLIPVisionModel", "CLIPVisionConfig", dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                                                                  num_attention_heads=4, image_size=224, patch_size=32),
+                     "pixels", 2)),
+    ("convnextv2_grn", ("ConvNextV2Model", "ConvNextV2Config", dict(depths=[1, 1, 1, 1], hidden_sizes=[32, 64, 128, 256]),
+                        "pixels", 0)),
+    ("swinv2", ("Swinv2Model", "Swinv2Config", dict(embed_dim=32, depths=[1, 1, 2, 1], num_heads=[1, 2, 4, 8]), "pixels", 5)),
+    ("levit", ("LevitModel", "LevitConfig", dict(), "pixels", 12)),
+])
+
+
+def make(name):
+    import torch
+    import transformers
+    cls, cfg_cls, kw, form, _ = MODELS[name]
+    config = getattr(transformers, cfg_cls)(**kw)
+    if hasattr(config, "use_cache"):
+        config.use_cache = False
+    config._attn_implementation = "eager"
+    m = getattr(transformers, cls)(config).eval()
+
+    class Wrap(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            if form == "ids":
+                out = self.m(input_ids=x)
+            elif form == "ids_mask":
+                out = self.m(input_ids=x, attention_mask=torch.ones_like(x))
+            elif form == "encdec":
+                out = self.m(input_ids=x, decoder_input_ids=x[:, : x.shape[1] // 2])
+            else:
+                out = self.m(pixel_values=x)
+            return out.last_hidden_state
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 224, 224, generator=g) if form == "pixels" else torch.randint(1, 1000, (2, 64), generator=g)
+    return Wrap().eval(), x
+
+
+LEFTOVER = ("Softmax", "Transpose", "Erf", "Pow", "ReduceMean", "Sigmoid", "Tanh", "Where", "Sqrt", "Div", "Mul", "Add",
+            "Gather", "Slice", "Concat", "Expand", "Cast", "MatMul")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--peers", required=True, help="peers.py (../shared/bench/peers.py)")
+    ap.add_argument("--models", default="")
+    ap.add_argument("--work", default="/tmp/kiln_hf_sweep")
+    a = ap.parse_args()
+    import torch
+    import onnxruntime as ort
+    import zoo
+    spec = importlib.util.spec_from_file_location("peers", a.peers)
+    peers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(peers)
+    os.makedirs(a.work, exist_ok=True)
+    failed = 0
+    for name in a.models.split(",") if a.models else list(MODELS):
+        try:
+            torch.manual_seed(0)
+            m, x = make(name)
+            peers.randomize(m)
+            path = os.path.join(a.work, f"{name}.onnx")
+            zoo.export(torch, m, (x,), path)
+            arr = x.numpy()
+            f = os.path.join(a.work, "input_0.npy")
+            np.save(f, arr)
+            ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"input_0": arr})[0].astype(np.float64)
+        except Exception as e:  # an export or reference failure is reported, not a kiln failure
+            print(f"{name}: not comparable: {type(e).__name__}: {str(e)[:200]}", flush=True)
+            continue
+        out, info = os.path.join(a.work, "out.json"), os.path.join(a.work, "info.json")
+        p = subprocess.run([a.kiln, f"--onnx={path}", "--gpuFusions", f"--loadInputs=input_0:{f}", f"--exportOutput={out}",
+                            f"--exportLayerInfo={info}", "--iterations=1", "--warmUp=0", "--duration=0"],
+                           capture_output=True, text=True, timeout=1800)
+        if p.returncode != 0:
+            failed += 1
+            print(f"{name}: FAIL: {(p.stderr or p.stdout).strip().splitlines()[-1][:200]}", flush=True)
+            continue
+        with open(out) as fo:
+            got = np.array(json.load(fo)[0]["values"], dtype=np.float64).reshape(ref.shape)
+        with open(info) as fi:
+            ops = collections.Counter(l["op"] for l in json.load(fi)["layers"])
+        err = float(np.abs(got - ref).max()) / max(float(ref.max() - ref.min()), 1e-30)
+        ok = err < 1e-4
+        failed += not ok
+        want = MODELS[name][4]
+        left = " ".join(f"{k} {ops[k]}" for k in LEFTOVER if ops.get(k))
+        print(f"{name}: err {err:.1e} {'ok' if ok else 'BAD'} | layers {sum(ops.values())} | attention {ops.get('Attention', 0)}/{want}"
+              f" | {left}", flush=True)
+    print(f"{failed} failure(s)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
