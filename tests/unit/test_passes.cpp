@@ -379,6 +379,71 @@ TEST(Passes, GatedActivationsFuseIntoProducers) {
   EXPECT_FALSE(fuseActivation(net));
 }
 
+// GELU spelled as no pattern expects (fuse_gelu_by_value): BLOOM's
+// 0.5x * (1 + tanh(0.79788456 x (1 + 0.044715 x^2))) and an exact GELU written
+// 0.5 * (x + x * erf(x * 0.70710678)) become one Gelu each (tanh / exact), also where the GELU's
+// value goes on into a region with a second input; the tanh constant off by 1% is not a GELU and
+// stays. Each network equals its unfused reference.
+TEST(Passes, GeluAnySpellingFusesByValue) {
+  auto bloom = [](Network& n, Tensor* x, float c) {
+    Tensor* a = n.addElementWise(x, n.addConstant("", scalar(0.5f)), "Mul")->outputs[0];
+    Tensor* b = n.addElementWise(n.addConstant("", scalar(c)), x, "Mul")->outputs[0];
+    Tensor* k = n.addElementWise(n.addConstant("", scalar(0.044715f)), x, "Mul")->outputs[0];
+    k = n.addElementWise(k, x, "Mul")->outputs[0];
+    k = n.addElementWise(n.addConstant("", scalar(1.f)), k, "Add")->outputs[0];
+    Tensor* t = n.addLayer("Tanh", {n.addElementWise(b, k, "Mul")->outputs[0]}, 1)->outputs[0];
+    t = n.addElementWise(n.addConstant("", scalar(1.f)), t, "Add")->outputs[0];
+    return n.addElementWise(a, t, "Mul")->outputs[0];
+  };
+  auto exact = [](Network& n, Tensor* x) {
+    Tensor* e = n.addLayer("Erf", {n.addElementWise(x, n.addConstant("", scalar(0.70710678f)), "Mul")->outputs[0]}, 1)->outputs[0];
+    Tensor* s = n.addElementWise(x, n.addElementWise(x, e, "Mul")->outputs[0], "Add")->outputs[0];
+    return n.addElementWise(s, n.addConstant("", scalar(0.5f)), "Mul")->outputs[0];
+  };
+  struct Case {
+    const char* name;
+    int gelus, tanhs, erfs;
+    const char* approximate;
+  };
+  const Case cases[] = {{"BLOOM", 1, 0, 0, "tanh"}, {"exact", 1, 0, 0, "none"}, {"off by 1%", 0, 1, 0, ""}, {"then more", 1, 1, 0, "tanh"}};
+  for (int form = 0; form < 4; ++form) {
+    SCOPED_TRACE(cases[form].name);
+    auto make = [&](Network& n) {
+      Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 3, 8});
+      Tensor* h = n.addMatMul(x, n.addConstant("w", randomTensor({8, 6}, 1)))->outputs[0];
+      h = n.addElementWise(h, n.addConstant("bias", randomTensor({6}, 2)), "Add")->outputs[0];  // x is behind a bias
+      Tensor* y = form == 1 ? exact(n, h) : bloom(n, h, form == 2 ? 0.806f : 0.79788456f);
+      if (form == 3) {
+        y = n.addElementWise(y, n.addInput("z", DataType::kFLOAT, {2, 3, 6}), "Mul")->outputs[0];
+        y = n.addLayer("Tanh", {n.addElementWise(y, h, "Add")->outputs[0]}, 1)->outputs[0];
+      }
+      n.renameTensor(y, "y");
+      n.markOutput(y);
+      n.topoSort();
+      propagateShapes(n, nullptr, true);
+    };
+    std::map<std::string, HostTensor> in{{"x", randomTensor({2, 3, 8}, 9, -3.f, 3.f)}};
+    if (form == 3) in["z"] = randomTensor({2, 3, 6}, 10);
+    Network ref;
+    make(ref);
+    Network net;
+    make(net);
+    EXPECT_EQ(fuseGeluByValue(net), cases[form].gelus > 0);
+    removeFoldedLayers(net);
+    int gelus = 0, tanhs = 0, erfs = 0;
+    for (auto& l : net.layers()) {
+      tanhs += l->op == "Tanh", erfs += l->op == "Erf";
+      if (l->op != "Gelu") continue;
+      ++gelus;
+      EXPECT_EQ(l->attrs.getString("approximate", "none"), cases[form].approximate);
+    }
+    EXPECT_EQ(gelus, cases[form].gelus);
+    EXPECT_EQ(tanhs, cases[form].tanhs);
+    EXPECT_EQ(erfs, cases[form].erfs);
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
+  }
+}
+
 // SwiGLU (silu(x W1) * (x W3)): for the GPU (epilogueActsOnly) the SiLU stays out of the MatMul,
 // whose epilogue cannot compute it, and the pointwise chain takes Sigmoid, both Muls in one
 // layer; a ReLU still fuses into the MatMul; the CPU build fuses the SiLU (oneDNN's post-op).

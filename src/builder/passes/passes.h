@@ -65,6 +65,9 @@ bool lowerBatchNormToScaleShift(Network& net);
 bool foldChannelScale(Network& net);
 //! The Erf form of GELU (x * 0.5 * (1 + erf(x / sqrt 2))) -> one Gelu layer.
 bool fuseGeluPattern(Network& net);
+//! GELU spelled any other way (fuse_gelu_by_value.cpp): an elementwise region that is a function
+//! of one tensor and evaluates to the exact or the tanh GELU becomes one Gelu layer.
+bool fuseGeluByValue(Network& net);
 //! ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add -> LayerNormalization.
 bool fuseLayerNormPattern(Network& net);
 //! RotaryEmbedding of a head split (Reshape [B, S, H*D] -> [B, S, H, D], Transpose 0,2,1,3) -> the
