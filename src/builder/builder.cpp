@@ -213,6 +213,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fold shape arithmetic (dynamic shapes)", [&](Network& n) { return foldShapeArithmetic(n, samples); }},
       {"elide Identity and same-type Cast", elideNoOps},
       {"merge duplicate layers", mergeDuplicateLayers},
+      {"fold stacked constant operands of Add / Mul", foldConstantOperands},
       {"lower Compress with a constant condition to Gather", lowerConstantCompress},
       {"lower Compress with a computed condition to NonZero + Gather", lowerComputedCompress},
       {"lower Concat of Slices (torch.roll) to Gather", lowerSliceConcat},

@@ -444,6 +444,47 @@ TEST(Passes, GeluAnySpellingFusesByValue) {
   }
 }
 
+// Stacked constant operands (fold_constant_operands): (x + c1) + c2 and (x * c1) * c2 become one
+// layer with the combined constant (broadcast [1, 4, 1] + [4, 1] -> [4, 1]), equal to the unfused
+// network. Not folded: an inner result read elsewhere, Add then Mul, a combined constant of higher
+// rank than x.
+TEST(Passes, StackedConstantOperandsFold) {
+  struct Form {
+    const char* name;
+    const char* inner;
+    const char* outer;
+    bool reread, wide;
+    bool folded;
+  };
+  const Form forms[] = {{"add add", "Add", "Add", false, false, true},   {"mul mul", "Mul", "Mul", false, false, true},
+                        {"read again", "Add", "Add", true, false, false}, {"add mul", "Add", "Mul", false, false, false},
+                        {"wider", "Add", "Add", false, true, false}};
+  for (const Form& f : forms) {
+    SCOPED_TRACE(f.name);
+    auto make = [&f](Network& n) {
+      Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 4, 5});
+      Tensor* a = n.addElementWise(x, n.addConstant("c1", randomTensor(f.wide ? Dims{1, 1, 4, 1} : Dims{1, 4, 1}, 1)), f.inner)->outputs[0];
+      Tensor* y = n.addElementWise(n.addConstant("c2", randomTensor({4, 1}, 2)), a, f.outer)->outputs[0];
+      if (f.reread) y = n.addElementWise(y, a, "Sub")->outputs[0];
+      n.renameTensor(y, "y");
+      n.markOutput(y);
+      n.topoSort();
+      propagateShapes(n, nullptr, true);
+    };
+    const std::map<std::string, HostTensor> in{{"x", randomTensor({2, 4, 5}, 3)}};
+    Network ref;
+    make(ref);
+    Network net;
+    make(net);
+    EXPECT_EQ(foldConstantOperands(net), f.folded);
+    removeFoldedLayers(net);
+    int layers = 0;
+    for (auto& l : net.layers()) layers += l->op == f.inner || l->op == f.outer;
+    EXPECT_EQ(layers, f.folded ? 1 : 2 + f.reread * (std::string(f.inner) == "Sub"));
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
+  }
+}
+
 // SwiGLU (silu(x W1) * (x W3)): for the GPU (epilogueActsOnly) the SiLU stays out of the MatMul,
 // whose epilogue cannot compute it, and the pointwise chain takes Sigmoid, both Muls in one
 // layer; a ReLU still fuses into the MatMul; the CPU build fuses the SiLU (oneDNN's post-op).

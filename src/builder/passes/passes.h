@@ -23,6 +23,9 @@ bool removeFoldedLayers(Network& net);
 //! Layers with the same op, attributes and inputs (small constants by value) -> one; the others'
 //! readers read its outputs (common subexpression elimination, merge_duplicate_layers.cpp).
 bool mergeDuplicateLayers(Network& net);
+//! (x + c1) + c2 -> x + (c1 + c2), (x * c1) * c2 -> x * (c1 * c2) for float32 constants whose
+//! broadcast does not grow x (fold_constant_operands.cpp).
+bool foldConstantOperands(Network& net);
 //! Identity and same-type Cast layers (not network outputs) -> their readers read the input (elide_noops.cpp).
 bool elideNoOps(Network& net);
 //! Pow/ReduceMean/Add/Sqrt/Div(/Mul scale) (T5, LLaMA) -> RMSNormalization (fuse_rmsnorm.cpp).
