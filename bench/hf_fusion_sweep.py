@@ -59,6 +59,7 @@ MODELS = collections.OrderedDict([
                      "pixels", 2)),
     ("convnextv2_grn", ("ConvNextV2Model", "ConvNextV2Config", dict(depths=[1, 1, 1, 1], hidden_sizes=[32, 64, 128, 256]),
                         "pixels", 0)),
+    ("swin", ("SwinModel", "SwinConfig", dict(embed_dim=32, depths=[1, 1, 2, 1], num_heads=[1, 2, 4, 8]), "pixels", 5)),
     ("swinv2", ("Swinv2Model", "Swinv2Config", dict(embed_dim=32, depths=[1, 1, 2, 1], num_heads=[1, 2, 4, 8]), "pixels", 5)),
     ("levit", ("LevitModel", "LevitConfig", dict(), "pixels", 12)),
 ])

@@ -573,3 +573,29 @@ TEST(PassAttention, ShiftedWindowMaskFusesWithBatchPeriod) {
   checkFused([&](Network& n) { windowAttention(n, 2, P, true, false); }, windowInputs(2, P, true, false), false);
   checkFused([&](Network& n) { windowAttention(n, 2, P, true, true); }, windowInputs(2, P, true, true), false);
 }
+
+// Swin-V2's cosine attention: the scores times a constant per-head scale [H, 1, 1] (the clamped,
+// exponentiated logit scale), plus a relative-position bias. The scale moves onto Q (a Mul by
+// [1, H, 1, 1] before the Attention, scale 1) and the fused network computes what the unfused one
+// does. A scale that varies over the queries ([H, S, 1]) is not a per-head scale: no fusion.
+TEST(PassAttention, PerHeadScaleMovesOntoTheQuery) {
+  for (bool perQuery : {false, true}) {
+    SCOPED_TRACE(perQuery ? "per-query scale" : "per-head scale");
+    auto make = [perQuery](Network& n) {
+      Tensor* q = n.addInput("q", DataType::kFLOAT, {B, H, S, D});
+      Tensor* s = n.addMatMul(q, transpose(n, n.addInput("k", DataType::kFLOAT, {B, H, S, D}), {0, 1, 3, 2}))->outputs[0];
+      s = op(n, "Mul", s, n.addConstant("logit_scale", randomTensor(perQuery ? Dims{H, S, 1} : Dims{H, 1, 1}, 5, 1.f, 20.f)));
+      s = op(n, "Add", s, n.addConstant("relbias", randomTensor({1, H, S, S}, 6)));
+      finish(n, n.addMatMul(softmax(n, s, 3), n.addInput("v", DataType::kFLOAT, {B, H, S, D}))->outputs[0]);
+    };
+    checkFused(make, {{"q", randomTensor({B, H, S, D}, 7)}, {"k", randomTensor({B, H, S, D}, 8)}, {"v", randomTensor({B, H, S, D}, 9)}},
+               !perQuery, [](const Network& n) {
+                 const Layer* a = attentionLayer(n);
+                 ASSERT_NE(a, nullptr);
+                 EXPECT_NEAR(a->attrs.getFloat("scale", 0), 1.f, 1e-6);
+                 ASSERT_NE(a->inputs[0]->producer, nullptr);
+                 EXPECT_EQ(a->inputs[0]->producer->op, "Mul");  // Q * scale[h]
+                 EXPECT_EQ(a->inputs[0]->producer->inputs[1]->dims, (Dims{1, H, 1, 1}));
+               });
+  }
+}

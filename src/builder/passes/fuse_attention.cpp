@@ -17,6 +17,7 @@
 // file (rewriter); fuse_attention_steps.h joins them.
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <tuple>
@@ -390,7 +391,15 @@ bool rewriteAttention(Network& net, const AttentionMatch& am, const CanonicalMas
 bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& supported, SampleDims& samples) {
   AttentionMatch am;
   CanonicalMask cm;
-  if (!matchAttention(net, sm, am, samples) || !canonicalizeMasks(net, am, sm, cm, samples)) return false;
+  if (!matchAttention(net, sm, am, samples)) return false;
+  if (Tensor* hs = am.chain.headScale) {  // scores * c[h] = (Q * c[h]) K^T: Q scaled per head first
+    if (am.q->dims[1] != hs->value.count()) return false;
+    HostTensor c(hs->type, {1, am.q->dims[1], 1, 1});
+    std::memcpy(c.data(), hs->value.data(), c.bytes());
+    am.q = addTypedLayer(net, "Mul", {am.q, net.addConstant(net.uniqueName(hs->name + "_per_head"), c)}, {},
+                         am.chain.qk->name + "_head_scaled_query", am.type, am.q->dims);
+  }
+  if (!canonicalizeMasks(net, am, sm, cm, samples)) return false;
   if (cm.period == 0) compactKeyPaddingMask(net, am, cm, samples);  // dense runtime mask -> is_causal + key flags, when provable
   cm.bias = maskIsBoundedBias(am, cm, samples);  // a runtime bias cuDNN's SDPA may take
   AttentionForms forms;

@@ -42,6 +42,25 @@ Tensor* scalarOperand(const Layer* l, double* factor) {
   return x;
 }
 
+//! Mul of scores [B, H, Sq, Skv] by a constant of H values broadcast as [1, H, 1, 1]: returns the
+//! scores operand and sets *c, or nullptr.
+Tensor* headScaleOperand(const Layer* l, Tensor** c) {
+  if (!l || l->op != "Mul" || l->inputs.size() != 2 || !l->inputs[0] || !l->inputs[1] || l->outputs.size() != 1) return nullptr;
+  const Dims& y = l->outputs[0]->dims;
+  if (y.size() != 4 || y[1] <= 1) return nullptr;
+  for (int s = 0; s < 2; ++s) {
+    Tensor *x = l->inputs[s], *k = l->inputs[1 - s];
+    if (x->isConstant() || x->dims != y || !k->isConstant() || !isFloat(k->type) || k->dims.size() > 4 || k->value.count() != y[1])
+      continue;
+    Dims d(4 - k->dims.size(), 1);
+    d.insert(d.end(), k->dims.begin(), k->dims.end());
+    if (d != Dims{1, y[1], 1, 1}) continue;
+    *c = k;
+    return x;
+  }
+  return nullptr;
+}
+
 //! Walks up Mul/Div-by-scalar layers above `t` (their other consumers keep them alive).
 Tensor* peelScales(Tensor* t, double* scale) {
   double f = 1;
@@ -143,10 +162,15 @@ bool matchScores(const Network& net, Layer* sm, ScoreChain& m) {
       m.layers.push_back(l);
       return true;
     }
+    Tensor* hs = nullptr;
     if (Tensor* x = scalarOperand(l, &f)) {
       m.scale *= f;
       seenScale = true;
       t = x;
+    } else if (Tensor* y = m.headScale ? nullptr : headScaleOperand(l, &hs)) {
+      m.headScale = hs;
+      seenScale = true;
+      t = y;
     } else if (l->op == "Add" && l->inputs.size() == 2 && !seenScale) {  // a mask added after scaling only
       auto scoresLike = [&](const Tensor* x) {
         return x && !x->isConstant() && x->producer && x->dims == l->outputs[0]->dims &&

@@ -49,6 +49,9 @@ struct ScoreChain {
   Layer *qk = nullptr, *softmax = nullptr, *pv = nullptr;
   std::vector<Layer*> layers;  // qk .. pv, all removed
   double scale = 1;
+  //! A scale per head: scores * c with c constant [.., H, 1, 1] (Swin-V2's cosine attention: the
+  //! clamped, exponentiated logit scale of each head). The fusion moves it onto Q.
+  Tensor* headScale = nullptr;
   std::vector<Tensor*> masks;  // additive masks (broadcastable to the scores)
   Layer* where = nullptr;      // Where(cond, S, c) (or Where(cond, c, S) when whereKeepsTrue is false)
   bool whereKeepsTrue = true;
