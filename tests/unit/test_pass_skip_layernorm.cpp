@@ -164,3 +164,43 @@ TEST(PassSkipLayerNorm, RmsNormWithResidualFusesAndWritesTheSum) {
     for (int64_t i = 0; i < r.count(); ++i) ASSERT_NEAR(g.getDouble(i), r.getDouble(i), 1e-5 * (1 + std::fabs(r.getDouble(i)))) << name << i;
   }
 }
+
+// OPT's pre-LN block: the residual sum [B, S, E] viewed as [B*S, E] before the LayerNorm, the view
+// read again by the next residual Add. The Reshape moves onto the Add's operands (views): one
+// LayerNormalization with a skip input and the sum as its second output, no Add of the sum; a
+// view that changes the normalized last dim keeps the pattern. Both agree with the reference.
+TEST(PassSkipLayerNorm, ReshapeBetweenSumAndNormMovesOntoTheOperands) {
+  for (bool keepsLastDim : {true, false}) {
+    SCOPED_TRACE(keepsLastDim ? "view [B*S, E]" : "view [B, S*E/8, 8]");
+    auto make = [keepsLastDim](Network& n) {
+      Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 5, 16});
+      Tensor* h = n.addMatMul(x, n.addConstant("w", randomTensor({16, 16}, 1, -0.3f, 0.3f)))->outputs[0];
+      Tensor* s = n.addElementWise(h, x, "Add")->outputs[0];
+      HostTensor shape(DataType::kINT64, {keepsLastDim ? 2 : 3});
+      const std::vector<int64_t> v = keepsLastDim ? std::vector<int64_t>{10, 16} : std::vector<int64_t>{2, 10, 8};
+      for (size_t i = 0; i < v.size(); ++i) shape.as<int64_t>()[i] = v[i];
+      Tensor* flat = n.addLayer("Reshape", {s, n.addConstant("shape", shape)}, 1)->outputs[0];
+      const int64_t e = keepsLastDim ? 16 : 8;
+      Attributes a;
+      a.set("epsilon", 1e-5f);
+      Layer* ln = n.addLayer("LayerNormalization", {flat, n.addConstant("g", randomTensor({e}, 2, 0.5f, 1.5f)), n.addConstant("b", randomTensor({e}, 3))},
+                             1, a);
+      Tensor* y = n.addElementWise(ln->outputs[0], flat, "Add")->outputs[0];  // the next residual reads the view
+      n.renameTensor(y, "y");
+      n.markOutput(y);
+    };
+    const std::map<std::string, HostTensor> in{{"x", randomTensor({2, 5, 16}, 9)}};
+    Network ref;
+    make(ref);
+    Network net;
+    make(net);
+    net.topoSort();
+    net.inferShapes();
+    EXPECT_EQ(fuseSkipLayerNorm(net), keepsLastDim);
+    removeFoldedLayers(net);
+    EXPECT_EQ(count(net, "Add"), keepsLastDim ? 1 : 2);  // the next residual only
+    for (auto& l : net.layers())
+      if (l->op == "LayerNormalization") EXPECT_EQ(l->outputs.size(), keepsLastDim ? 2u : 1u);
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
+  }
+}
