@@ -192,3 +192,68 @@ TEST(PassRotaryBeforeHeadSplit, DynamicBatchAndSequence) {
     kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
   }
 }
+
+// Falcon-style fused Q / K / V: one projection [B, S, (Hq + 2 Hkv) D] viewed as heads and split on
+// the head axis. splitBeforeHeadReshape splits the 3-D projection instead (a head Reshape per
+// part), after which the rotations move and the attention takes the 3-D form: no Transpose left,
+// outputs unchanged. A split on another axis stays.
+TEST(PassRotaryBeforeHeadSplit, FusedQkvSplitOnTheHeadAxisMovesFirst) {
+  for (int64_t axis : {int64_t(2), int64_t(3)}) {
+    SCOPED_TRACE("split axis " + std::to_string(axis));
+    auto make = [axis](Network& n) {
+      Tensor* x = n.addInput("x", DataType::kFLOAT, {B, S, Hq * D});
+      Tensor* pos = n.addInput("pos", DataType::kINT64, {B, S});
+      const int64_t g = Hq + 2 * Hkv;
+      Tensor* qkv = n.addMatMul(x, n.addConstant("w", randomTensor({Hq * D, g * D}, 20)))->outputs[0];
+      Tensor* x4 = kiln::test::addReshape(n, qkv, axis == 2 ? Dims{B, S, g, D} : Dims{B, S, Hq, g * D / Hq})->outputs[0];
+      HostTensor sizes(DataType::kINT64, {3});
+      const int64_t sz2[3] = {Hq, Hkv, Hkv}, sz3[3] = {D, (g * D / Hq - D) / 2, (g * D / Hq - D) / 2};
+      for (int i = 0; i < 3; ++i) sizes.as<int64_t>()[i] = axis == 2 ? sz2[i] : sz3[i];
+      Attributes a;
+      a.set("axis", axis);
+      Layer* split = n.addLayer("Split", {x4, n.addConstant("sizes", sizes)}, 3, a);
+      auto head = [&](int i) { return kiln::test::addPermute(n, split->outputs[i], {0, 2, 1, 3})->outputs[0]; };
+      Tensor* y = nullptr;
+      if (axis == 2) {
+        Tensor* q = rotate(n, head(0), pos, 10, false);
+        Tensor* k = rotate(n, head(1), pos, 10, false);
+        auto repeatKv = [&](Tensor* t) {
+          Tensor* u = kiln::test::addReshape(n, t, {B, Hkv, 1, S, D})->outputs[0];
+          HostTensor shape(DataType::kINT64, {5});
+          const int64_t to[5] = {B, Hkv, Hq / Hkv, S, D};
+          for (int i = 0; i < 5; ++i) shape.as<int64_t>()[i] = to[i];
+          return kiln::test::addReshape(n, n.addLayer("Expand", {u, n.addConstant("", shape)}, 1)->outputs[0], {B, Hq, S, D})->outputs[0];
+        };
+        Tensor* s = n.addMatMul(q, kiln::test::addPermute(n, repeatKv(k), {0, 1, 3, 2})->outputs[0])->outputs[0];
+        HostTensor scale(DataType::kFLOAT, {});
+        *scale.as<float>() = 1.f / std::sqrt(static_cast<float>(D));
+        s = n.addElementWise(s, n.addConstant("", scale), "Mul")->outputs[0];
+        Tensor* o = n.addMatMul(n.addSoftmax(s, -1)->outputs[0], repeatKv(head(2)))->outputs[0];
+        y = kiln::test::addReshape(n, kiln::test::addPermute(n, o, {0, 2, 1, 3})->outputs[0], {B, S, Hq * D})->outputs[0];
+      } else {
+        y = n.addElementWise(split->outputs[1], split->outputs[2], "Add")->outputs[0];
+      }
+      n.renameTensor(y, "y");
+      n.markOutput(y);
+    };
+    const std::map<std::string, HostTensor> inputs{{"x", randomTensor({B, S, Hq * D}, 6)}, {"pos", positions()}};
+    Network net;
+    const auto want = kiln::test::referenceAndCopy(make, inputs, net);
+    ASSERT_EQ(splitBeforeHeadReshape(net), axis == 2);
+    net.topoSort();
+    net.inferShapes();
+    if (axis == 2) {
+      ASSERT_TRUE(rotaryBeforeHeadSplit(net));
+      net.topoSort();
+      net.inferShapes();
+      ASSERT_TRUE(fuseAttention(net));
+      net.topoSort();
+      net.inferShapes();
+      const Layer* att = kiln::test::firstOp(net, "Attention");
+      ASSERT_NE(att, nullptr);
+      EXPECT_EQ(att->attrs.getInt("kv_num_heads", 0), Hkv);
+      EXPECT_EQ(count(net, "Transpose"), 0);
+    }
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs), want, 2e-5);
+  }
+}

@@ -78,6 +78,9 @@ bool fuseLayerNormPattern(Network& net);
 //! 3-D form sees Q and K as head splits (rotary_before_head_split.cpp). `samples`: a dynamic
 //! network's sample shapes, at which B and S must agree.
 bool rotaryBeforeHeadSplit(Network& net, const InputSamples& samples = {});
+//! Split over the head axis of Reshape [B, S, G*D] -> [B, S, G, D] -> Split of the 3-D tensor over
+//! its last axis, then a head Reshape per part (split_before_head_reshape.cpp; fused-QKV exports).
+bool splitBeforeHeadReshape(Network& net);
 //! GPU: scaled-dot-product attention (MatMul, scale, mask, Softmax, MatMul) -> one Attention layer.
 //! `supported` (optional) vetoes a fused Attention layer no kernel of the target backend runs.
 //! `samples` (symbolic_dims.h): a dynamic network's sample shapes, at which the strided-view form

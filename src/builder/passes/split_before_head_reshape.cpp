@@ -1,0 +1,77 @@
+// A Split over the head axis of a head reshape, as fused-QKV exports write it (Falcon / MQA: the
+// projection [B, S, (H + 2) * D] viewed as [B, S, H + 2, D] and split into H, 1, 1 heads), becomes
+// the Split of the 3-D projection over its last axis (sizes times D) followed by one head Reshape
+// per part:
+//   x3 [B, S, G*D] -> Reshape [B, S, G, D] -> Split(axis 2, g_i)
+// becomes
+//   x3 -> Split(axis 2, g_i * D) -> Reshape [B, S, g_i, D] each.
+// The same elements move (one copy either way); what changes is that each part is now the head
+// split of a [B, S, g_i * D] tensor, the form the rotary move and the attention fusion's 3-D form
+// take (rotary_before_head_split.cpp, fuse_attention.cpp), so the head Transposes around the
+// attention go. Static shapes; GPU builds (the forms it feeds are GPU fusions), before the rotary
+// move.
+#include "builder/passes/passes.h"
+
+namespace kiln {
+
+namespace {
+
+bool moveOne(Network& net, Layer* split) {
+  if (split->op != "Split" || !split->domain.empty() || split->inputs.empty() || !split->inputs[0] || split->outputs.size() < 2)
+    return false;
+  Tensor* x4 = split->inputs[0];
+  const Layer* rs = x4->producer;
+  if (!rs || rs->op != "Reshape" || !rs->domain.empty() || rs->inputs.empty() || !rs->inputs[0] || soleConsumer(net, x4) != split ||
+      x4->isOutput)
+    return false;
+  Tensor* x3 = rs->inputs[0];
+  if (!x3->dimsKnown || !x4->dimsKnown || x3->dims.size() != 3 || x4->dims.size() != 4) return false;
+  const int64_t axis = split->attrs.getInt("axis", 0);
+  if (axis != 2 && axis != -2) return false;
+  const Dims &d3 = x3->dims, &d4 = x4->dims;
+  const int64_t g = d4[2], d = d4[3];
+  if (g <= 0 || d <= 0 || d3[2] != g * d) return false;
+  // B and S carried through; static only (two -1s need not be the same dim).
+  if (d3[0] < 0 || d3[1] < 0 || d3[0] != d4[0] || d3[1] != d4[1]) return false;
+  std::vector<int64_t> sizes;
+  for (const Tensor* o : split->outputs) {
+    if (!o || !o->dimsKnown || o->dims.size() != 4 || o->dims[2] <= 0 || o->isOutput) return false;
+    sizes.push_back(o->dims[2] * d);
+  }
+  HostTensor sv(DataType::kINT64, {static_cast<int64_t>(sizes.size())});
+  for (size_t i = 0; i < sizes.size(); ++i) sv.as<int64_t>()[i] = sizes[i];
+  Attributes a;
+  a.set("axis", int64_t(2));
+  Layer* s3 = net.addLayer("Split", {x3, net.addConstant(net.uniqueName(split->name + "_sizes"), sv)}, static_cast<int>(sizes.size()), a,
+                           net.uniqueName(split->name + "_flat"));
+  std::vector<Tensor*> parts;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Tensor* p = s3->outputs[i];
+    p->type = x3->type;
+    p->dims = {d3[0], d3[1], sizes[i]};
+    p->dimsKnown = true;
+    const Tensor* old = split->outputs[i];
+    parts.push_back(addTypedLayer(net, "Reshape", {p, addShapeConstant(net, split->name + "_heads", old->dims)}, {},
+                                  split->name + "_heads", old->type, old->dims));
+  }
+  recordStandIn(s3, {split, rs});
+  for (size_t i = 0; i < parts.size(); ++i) net.replaceUses(split->outputs[i], parts[i]);
+  net.removeLayer(split);
+  net.removeLayer(const_cast<Layer*>(rs));
+  net.topoSort();
+  return true;
+}
+
+}  // namespace
+
+bool splitBeforeHeadReshape(Network& net) {
+  bool changed = false;
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    if (!moveOne(net, net.layer(static_cast<int>(i)))) continue;
+    changed = true;
+    i = 0;
+  }
+  return changed;
+}
+
+}  // namespace kiln
