@@ -9,7 +9,7 @@ its Attention layers against the model's attention count, and the leftover ops t
 should not have (Softmax, Transpose, Erf, Pow, ReduceMean, Sigmoid, Tanh, Where, ...).
 Needs torch, transformers, onnx, onnxruntime.
 Usage: hf_fusion_sweep.py --kiln build/bin/kiln --peers PEERS.py [--models a,b] [--work DIR]"""
-import argparse, collections, importlib.util, json, os, subprocess, sys, warnings
+import argparse, collections, importlib.util, os, sys, warnings
 
 import numpy as np
 
@@ -109,6 +109,7 @@ def main():
     import torch
     import onnxruntime as ort
     import zoo
+    import zoo_cpu_fusions
     spec = importlib.util.spec_from_file_location("peers", a.peers)
     peers = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(peers)
@@ -128,18 +129,12 @@ def main():
         except Exception as e:  # an export or reference failure is reported, not a kiln failure
             print(f"{name}: not comparable: {type(e).__name__}: {str(e)[:200]}", flush=True)
             continue
-        out, info = os.path.join(a.work, "out.json"), os.path.join(a.work, "info.json")
-        p = subprocess.run([a.kiln, f"--onnx={path}", "--gpuFusions", f"--loadInputs=input_0:{f}", f"--exportOutput={out}",
-                            f"--exportLayerInfo={info}", "--iterations=1", "--warmUp=0", "--duration=0"],
-                           capture_output=True, text=True, timeout=1800)
-        if p.returncode != 0:
+        got, ops = zoo_cpu_fusions.run_kiln(a.kiln, path, [f"input_0:{f}"], ["--gpuFusions"], a.work)
+        if got is None:
             failed += 1
-            print(f"{name}: FAIL: {(p.stderr or p.stdout).strip().splitlines()[-1][:200]}", flush=True)
+            print(f"{name}: FAIL: {ops}", flush=True)
             continue
-        with open(out) as fo:
-            got = np.array(json.load(fo)[0]["values"], dtype=np.float64).reshape(ref.shape)
-        with open(info) as fi:
-            ops = collections.Counter(l["op"] for l in json.load(fi)["layers"])
+        got = got.reshape(ref.shape)
         err = float(np.abs(got - ref).max()) / max(float(ref.max() - ref.min()), 1e-30)
         ok = err < 1e-4
         failed += not ok

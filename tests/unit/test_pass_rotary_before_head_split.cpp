@@ -45,26 +45,47 @@ int count(const Network& n, const std::string& op) {
   return c;
 }
 
-//! LLaMA / Qwen2 attention: rotated Q (Hq heads) and K (Hkv heads, repeated to Hq as
-//! transformers' repeat_kv writes it), V (Hkv, repeated), Softmax(Q K^T / sqrt D) V merged back.
-Tensor* gqaAttention(Network& n, Tensor* q3, Tensor* k3, Tensor* v3, Tensor* pos) {
-  Tensor* q = rotate(n, heads(n, q3, Hq), pos, 10, false);
-  Tensor* k = rotate(n, heads(n, k3, Hkv), pos, 10, false);
-  auto repeatKv = [&](Tensor* t) {  // [B, Hkv, S, D] -> [B, Hkv, 1, S, D] -> Expand -> [B, Hq, S, D]
-    Tensor* u = kiln::test::addReshape(n, t, {B, Hkv, 1, S, D})->outputs[0];
-    HostTensor shape(DataType::kINT64, {5});
-    const int64_t to[5] = {B, Hkv, Hq / Hkv, S, D};
-    for (int i = 0; i < 5; ++i) shape.as<int64_t>()[i] = to[i];
-    Tensor* e = n.addLayer("Expand", {u, n.addConstant("", shape)}, 1)->outputs[0];
-    return kiln::test::addReshape(n, e, {B, Hq, S, D})->outputs[0];
-  };
-  Tensor* kt = kiln::test::addPermute(n, repeatKv(k), {0, 1, 3, 2})->outputs[0];
+//! K or V heads repeated as transformers' repeat_kv writes it:
+//! [B, Hkv, S, D] -> [B, Hkv, 1, S, D] -> Expand -> [B, Hq, S, D].
+Tensor* repeatKv(Network& n, Tensor* t) {
+  Tensor* u = kiln::test::addReshape(n, t, {B, Hkv, 1, S, D})->outputs[0];
+  HostTensor shape(DataType::kINT64, {5});
+  const int64_t to[5] = {B, Hkv, Hq / Hkv, S, D};
+  for (int i = 0; i < 5; ++i) shape.as<int64_t>()[i] = to[i];
+  Tensor* e = n.addLayer("Expand", {u, n.addConstant("", shape)}, 1)->outputs[0];
+  return kiln::test::addReshape(n, e, {B, Hq, S, D})->outputs[0];
+}
+
+//! Softmax(Q K^T / sqrt D) V of Q [B, Hq, S, D] and K, V [B, Hkv, S, D] (repeated), merged back to
+//! [B, S, Hq * D].
+Tensor* attendGqa(Network& n, Tensor* q, Tensor* k, Tensor* v) {
+  Tensor* kt = kiln::test::addPermute(n, repeatKv(n, k), {0, 1, 3, 2})->outputs[0];
   Tensor* s = n.addMatMul(q, kt)->outputs[0];
   HostTensor scale(DataType::kFLOAT, {});
   *scale.as<float>() = 1.f / std::sqrt(static_cast<float>(D));
   s = n.addElementWise(s, n.addConstant("", scale), "Mul")->outputs[0];
-  Tensor* o = n.addMatMul(n.addSoftmax(s, -1)->outputs[0], repeatKv(heads(n, v3, Hkv)))->outputs[0];
+  Tensor* o = n.addMatMul(n.addSoftmax(s, -1)->outputs[0], repeatKv(n, v))->outputs[0];
   return kiln::test::addReshape(n, kiln::test::addPermute(n, o, {0, 2, 1, 3})->outputs[0], {B, S, Hq * D})->outputs[0];
+}
+
+//! LLaMA / Qwen2 attention: rotated Q (Hq heads) and K (Hkv heads), V (Hkv), attendGqa.
+Tensor* gqaAttention(Network& n, Tensor* q3, Tensor* k3, Tensor* v3, Tensor* pos) {
+  return attendGqa(n, rotate(n, heads(n, q3, Hq), pos, 10, false), rotate(n, heads(n, k3, Hkv), pos, 10, false), heads(n, v3, Hkv));
+}
+
+//! The rotary move, then the attention fusion: the 3-D GQA form, no Transpose left.
+void expectFlatGqaAfterRotaryMove(Network& net) {
+  ASSERT_TRUE(rotaryBeforeHeadSplit(net));
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(fuseAttention(net));
+  net.topoSort();
+  net.inferShapes();
+  const Layer* att = kiln::test::firstOp(net, "Attention");
+  ASSERT_NE(att, nullptr);
+  EXPECT_EQ(att->attrs.getInt("q_num_heads", 0), Hq);
+  EXPECT_EQ(att->attrs.getInt("kv_num_heads", 0), Hkv);
+  EXPECT_EQ(count(net, "Transpose"), 0);
 }
 
 }  // namespace
@@ -133,17 +154,7 @@ TEST(PassRotaryBeforeHeadSplit, GqaAttentionTakesTheFlatForm) {
   const std::map<std::string, HostTensor> inputs{{"x", randomTensor({B, S, Hq * D}, 6)}, {"pos", positions()}};
   Network net;
   const auto want = kiln::test::referenceAndCopy(make, inputs, net);
-  ASSERT_TRUE(rotaryBeforeHeadSplit(net));
-  net.topoSort();
-  net.inferShapes();
-  ASSERT_TRUE(fuseAttention(net));
-  net.topoSort();
-  net.inferShapes();
-  const Layer* att = kiln::test::firstOp(net, "Attention");
-  ASSERT_NE(att, nullptr);
-  EXPECT_EQ(att->attrs.getInt("q_num_heads", 0), Hq);
-  EXPECT_EQ(att->attrs.getInt("kv_num_heads", 0), Hkv);
-  EXPECT_EQ(count(net, "Transpose"), 0);
+  expectFlatGqaAfterRotaryMove(net);
   kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs), want, 2e-5);
 }
 
@@ -215,21 +226,7 @@ TEST(PassRotaryBeforeHeadSplit, FusedQkvSplitOnTheHeadAxisMovesFirst) {
       auto head = [&](int i) { return kiln::test::addPermute(n, split->outputs[i], {0, 2, 1, 3})->outputs[0]; };
       Tensor* y = nullptr;
       if (axis == 2) {
-        Tensor* q = rotate(n, head(0), pos, 10, false);
-        Tensor* k = rotate(n, head(1), pos, 10, false);
-        auto repeatKv = [&](Tensor* t) {
-          Tensor* u = kiln::test::addReshape(n, t, {B, Hkv, 1, S, D})->outputs[0];
-          HostTensor shape(DataType::kINT64, {5});
-          const int64_t to[5] = {B, Hkv, Hq / Hkv, S, D};
-          for (int i = 0; i < 5; ++i) shape.as<int64_t>()[i] = to[i];
-          return kiln::test::addReshape(n, n.addLayer("Expand", {u, n.addConstant("", shape)}, 1)->outputs[0], {B, Hq, S, D})->outputs[0];
-        };
-        Tensor* s = n.addMatMul(q, kiln::test::addPermute(n, repeatKv(k), {0, 1, 3, 2})->outputs[0])->outputs[0];
-        HostTensor scale(DataType::kFLOAT, {});
-        *scale.as<float>() = 1.f / std::sqrt(static_cast<float>(D));
-        s = n.addElementWise(s, n.addConstant("", scale), "Mul")->outputs[0];
-        Tensor* o = n.addMatMul(n.addSoftmax(s, -1)->outputs[0], repeatKv(head(2)))->outputs[0];
-        y = kiln::test::addReshape(n, kiln::test::addPermute(n, o, {0, 2, 1, 3})->outputs[0], {B, S, Hq * D})->outputs[0];
+        y = attendGqa(n, rotate(n, head(0), pos, 10, false), rotate(n, head(1), pos, 10, false), head(2));
       } else {
         y = n.addElementWise(split->outputs[1], split->outputs[2], "Add")->outputs[0];
       }
@@ -242,18 +239,7 @@ TEST(PassRotaryBeforeHeadSplit, FusedQkvSplitOnTheHeadAxisMovesFirst) {
     ASSERT_EQ(splitBeforeHeadReshape(net), axis == 2);
     net.topoSort();
     net.inferShapes();
-    if (axis == 2) {
-      ASSERT_TRUE(rotaryBeforeHeadSplit(net));
-      net.topoSort();
-      net.inferShapes();
-      ASSERT_TRUE(fuseAttention(net));
-      net.topoSort();
-      net.inferShapes();
-      const Layer* att = kiln::test::firstOp(net, "Attention");
-      ASSERT_NE(att, nullptr);
-      EXPECT_EQ(att->attrs.getInt("kv_num_heads", 0), Hkv);
-      EXPECT_EQ(count(net, "Transpose"), 0);
-    }
+    if (axis == 2) expectFlatGqaAfterRotaryMove(net);
     kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs), want, 2e-5);
   }
 }
