@@ -1,8 +1,8 @@
 // (x + c1) + c2 -> x + (c1 + c2) and (x * c1) * c2 -> x * (c1 * c2) for float32 constants c1, c2
 // whose broadcast does not grow x's shape: one layer and one constant instead of two. Exports stack
-// constant addends where the model adds several masks or biases in a row (transformers' Swin /
-// Swin-V2 add the shifted-window mask and its broadcast copy to the scores between the same two
-// Reshapes, which the attention fusion's window-mask form then takes as one Add).
+// constant addends where the model adds several masks or biases in a row (transformers' Swin-V2
+// adds two constant [1, P, 1, S, S] terms to its windowed scores between the same two Reshapes,
+// which the attention fusion's window-mask form takes only as one Add).
 #include "builder/passes/passes.h"
 #include "ops/op_util.h"
 
