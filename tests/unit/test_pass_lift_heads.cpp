@@ -21,7 +21,7 @@ Tensor* transpose(Network& n, Tensor* x, const std::vector<int64_t>& perm) { ret
 //! DeBERTa's eager attention: heads split to [B, H, S, D], merged to [B*H, S, D], K^T by a 3-D
 //! Transpose divided by a scale, bmm, scores back to [B, H, S, S] for a padding mask and the
 //! softmax, probabilities merged again, bmm with V, back to [B, H, S, D] and [B, S, H*D].
-void bmmAttention(Network& n, bool scoresOut, bool relative = false) {
+void bmmAttention(Network& n, bool scoresOut, bool relative = false, const Dims& relDims = {B * H, S, S}) {
   auto heads = [&](const char* name) {
     Tensor* x = n.addInput(name, DataType::kFLOAT, {B, S, H * D});
     return reshape(n, transpose(n, reshape(n, x, {B, S, H, D}), {0, 2, 1, 3}), {B * H, S, D});
@@ -30,7 +30,7 @@ void bmmAttention(Network& n, bool scoresOut, bool relative = false) {
   Tensor* kt = n.addElementWise(transpose(n, k, {0, 2, 1}), n.addConstant("", scalar(2.f)), "Div")->outputs[0];
   Tensor* s3 = n.addMatMul(q, kt)->outputs[0];
   if (relative)  // DeBERTa-v3: relative-position terms [B*H, S, S] added to the merged scores
-    s3 = n.addElementWise(s3, n.addInput("rel", DataType::kFLOAT, {B * H, S, S}), "Add")->outputs[0];
+    s3 = n.addElementWise(s3, n.addInput("rel", DataType::kFLOAT, relDims), "Add")->outputs[0];
   Tensor* s = reshape(n, s3, {B, H, S, S});
   if (scoresOut) {
     n.renameTensor(s, "scores");
@@ -44,12 +44,12 @@ void bmmAttention(Network& n, bool scoresOut, bool relative = false) {
   n.markOutput(y);
 }
 
-std::map<std::string, HostTensor> inputs(bool relative = false) {
+std::map<std::string, HostTensor> inputs(bool relative = false, const Dims& relDims = {B * H, S, S}) {
   HostTensor m(DataType::kFLOAT, {B, 1, 1, S});
   for (int64_t i = 0; i < m.count(); ++i) m.as<float>()[i] = i % S < S - 2 * (i / S) ? 0.f : -10000.f;
   std::map<std::string, HostTensor> in{
       {"q", randomTensor({B, S, H * D}, 1)}, {"k", randomTensor({B, S, H * D}, 2)}, {"v", randomTensor({B, S, H * D}, 3)}, {"m", m}};
-  if (relative) in["rel"] = randomTensor({B * H, S, S}, 4);
+  if (relative) in["rel"] = randomTensor(relDims, 4);
   return in;
 }
 
@@ -129,4 +129,28 @@ TEST(PassLiftHeads, MergesWithoutAMatMulStay) {
   n.topoSort();
   n.inferShapes();
   EXPECT_FALSE(liftMergedHeads(n));
+}
+
+// ALiBi (BLOOM): a per-(batch, head) bias [B*H, 1, S] broadcast over the queries, added to the
+// merged scores. It lifts viewed as [B, H, 1, S] and the attention fuses with it in its mask; a
+// [1, S, S] term (not per head) does not lift. Values unchanged.
+TEST(PassLiftHeads, PerHeadBroadcastTermsLiftAndFuse) {
+  for (const Dims& rel : {Dims{B * H, 1, S}, Dims{1, S, S}}) {
+    SCOPED_TRACE(toString(rel));
+    const bool lifts = rel[0] == B * H;
+    Network ref;
+    bmmAttention(ref, false, true, rel);
+    const auto want = kiln::test::evaluateReference(ref, inputs(true, rel));
+    Network net;
+    bmmAttention(net, false, true, rel);
+    net.topoSort();
+    net.inferShapes();
+    ASSERT_TRUE(liftMergedHeads(net));  // the MatMuls lift in any case
+    net.inferShapes();
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs(true, rel)), want, 0);
+    EXPECT_EQ(fuseAttention(net), lifts);
+    net.inferShapes();
+    EXPECT_EQ(kiln::test::countOps(net, "Attention"), lifts ? 1 : 0);
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs(true, rel)), want, 2e-5);
+  }
 }

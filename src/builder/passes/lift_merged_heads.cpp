@@ -6,8 +6,8 @@
 // the way, which changes no value:
 //   MatMul(merge(a), merge(b)) -> merge(MatMul(a, b))  (a, b: [B, H, X, Y] with one B, H)
 //   Transpose(merge(x), perm 0,2,1) -> merge(Transpose(x, perm 0,1,3,2))
-//   Add / Sub / Mul / Div(merge(x), scalar constant or y of the merged dims) -> merge(op(x, scalar
-//   or y viewed as [B, H, ..]))
+//   Add / Sub / Mul / Div(merge(x), scalar constant or y of the merged dims, or of [B*H, 1|X, 1|Y]
+//   (ALiBi's per-head [B*H, 1, S] bias)) -> merge(op(x, scalar or y viewed as [B, H, ..]))
 // where merge is a Reshape [B, H, X, Y] -> [B*H, X, Y]; a Reshape of the lifted MatMul back to
 // [B, H, ...] reads the 4-D product directly. Static dims only.
 #include <set>
@@ -98,8 +98,9 @@ bool liftTranspose(Network& net, Layer* t, Lifted& lifted) {
 }
 
 //! Add / Sub / Mul / Div of a merge and a rank-0 constant, or of a merge and a tensor of the merged
-//! dims (viewed as [B, H, ..] by a Reshape): DeBERTa-v3 adds its relative-position terms
-//! (c2p, p2c: [B*H, S, S]) to the merged scores.
+//! dims or broadcast over X or Y (viewed as [B, H, ..] by a Reshape): DeBERTa-v3 adds its
+//! relative-position terms (c2p, p2c: [B*H, S, S]) to the merged scores, BLOOM its ALiBi bias
+//! ([B*H, 1, S]).
 bool liftElementwise(Network& net, Layer* l, Lifted& lifted) {
   if ((l->op != "Add" && l->op != "Sub" && l->op != "Mul" && l->op != "Div") || !l->domain.empty() || l->inputs.size() != 2 ||
       l->outputs.size() != 1 || l->outputs[0]->isOutput || !l->inputs[0] || !l->inputs[1])
@@ -111,10 +112,15 @@ bool liftElementwise(Network& net, Layer* l, Lifted& lifted) {
     double c = 0;
     const bool scalar = other->dims.empty() && scalarValue(other, &c);
     const bool same = other->dimsKnown && other->dims == m->dims && other->type == m->type;
-    if (!scalar && !same) continue;
+    // [B*H, 1|X, 1|Y]: a per-(batch, head) term broadcast over queries or keys (ALiBi's [B*H, 1, S]).
+    const Dims& od = other->dims;
+    const bool perHead = !same && other->dimsKnown && other->type == m->type && od.size() == 3 && od[0] == m->dims[0] &&
+                         (od[1] == 1 || od[1] == m->dims[1]) && (od[2] == 1 || od[2] == m->dims[2]);
+    if (!scalar && !same && !perHead) continue;
     std::vector<Tensor*> in = l->inputs;
     in[s] = x;
-    if (same) in[1 - s] = reshapeTo(net, other, x->dims, l->name + "_operand_heads");
+    if (same || perHead)
+      in[1 - s] = reshapeTo(net, other, {x->dims[0], x->dims[1], od[1], od[2]}, l->name + "_operand_heads");
     Tensor* p = liftedLayer(net, l, in, l->attrs, x->type, x->dims);
     replaceMerged(net, l->outputs[0], p, l->name, lifted);
     return true;
