@@ -4,7 +4,7 @@
 // adds two constant [1, P, 1, S, S] terms to its windowed scores between the same two Reshapes,
 // which the attention fusion's window-mask form takes only as one Add).
 #include "builder/passes/passes.h"
-#include "ops/op_util.h"
+#include "ops/shape_propagation.h"
 
 namespace kiln {
 
@@ -24,33 +24,6 @@ bool splitConstant(const Layer* l, const std::string& op, Tensor** x, Tensor** c
   return false;
 }
 
-//! a op b with numpy broadcasting (float32), or an invalid tensor when they do not broadcast.
-HostTensor combine(const HostTensor& a, const HostTensor& b, bool add) {
-  const size_t rank = std::max(a.dims().size(), b.dims().size());
-  Dims out(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    const int64_t da = i + a.dims().size() >= rank ? a.dims()[i + a.dims().size() - rank] : 1;
-    const int64_t db = i + b.dims().size() >= rank ? b.dims()[i + b.dims().size() - rank] : 1;
-    if (da != db && da != 1 && db != 1) return HostTensor();
-    out[i] = std::max(da, db);
-  }
-  HostTensor r(DataType::kFLOAT, out);
-  const std::vector<int64_t> sa = broadcastStrides(a.dims(), out), sb = broadcastStrides(b.dims(), out), so = rowMajorStrides(out);
-  const float *pa = a.as<float>(), *pb = b.as<float>();
-  float* pr = r.as<float>();
-  for (int64_t i = 0; i < r.count(); ++i) {
-    int64_t rem = i, oa = 0, ob = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      const int64_t k = rem / so[d];
-      rem %= so[d];
-      oa += k * sa[d];
-      ob += k * sb[d];
-    }
-    pr[i] = add ? pa[oa] + pb[ob] : pa[oa] * pb[ob];
-  }
-  return r;
-}
-
 }  // namespace
 
 bool foldConstantOperands(Network& net) {
@@ -62,16 +35,27 @@ bool foldConstantOperands(Network& net) {
       if (!splitConstant(outer, op, &y, &c2) || !splitConstant(y->producer, op, &x, &c1) || soleConsumer(net, y) != outer ||
           y->isOutput)
         continue;
-      const HostTensor sum = combine(c1->value, c2->value, std::string(op) == "Add");
-      if (!sum.valid() || sum.dims().size() > x->dims.size() || !x->dimsKnown) continue;
+      // c1 op c2, computed now by constant folding (the op's reference kernel, numpy broadcasting);
+      // removeFoldedLayers drops the layer and keeps its constant output.
+      Layer* combined = net.addLayer(op, {c1, c2}, 1, {}, net.uniqueName(outer->name + "_folded_operand"));
+      Tensor* folded = combined->outputs[0];
+      try {
+        inferLayerInPlace(*combined, /*fold=*/true);
+      } catch (const Error&) {
+        folded->value = HostTensor();  // c1 and c2 do not broadcast together
+      }
       // The combined constant must not broadcast x to a larger shape than the outer layer's output.
-      bool fits = outer->outputs[0]->dimsKnown && outer->outputs[0]->dims.size() == x->dims.size();
-      for (size_t d = 0; fits && d < sum.dims().size(); ++d) {
-        const int64_t s = sum.dims()[d], o = outer->outputs[0]->dims[x->dims.size() - sum.dims().size() + d];
+      const Dims& sum = folded->dims;
+      bool fits = folded->isConstant() && x->dimsKnown && sum.size() <= x->dims.size() && outer->outputs[0]->dimsKnown &&
+                  outer->outputs[0]->dims.size() == x->dims.size();
+      for (size_t d = 0; fits && d < sum.size(); ++d) {
+        const int64_t s = sum[d], o = outer->outputs[0]->dims[x->dims.size() - sum.size() + d];
         fits = s == 1 || s == o;
       }
-      if (!fits) continue;
-      Tensor* folded = net.addConstant(net.uniqueName(outer->name + "_folded_operand"), sum);
+      if (!fits) {
+        net.removeLayer(combined);
+        continue;
+      }
       Layer* inner = y->producer;
       Layer* l = net.addLayer(op, {x, folded}, 1, {}, net.uniqueName(outer->name + "_folded"));
       replaceWithFused(net, l, {outer, inner}, outer->outputs[0]);

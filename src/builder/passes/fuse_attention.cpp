@@ -17,7 +17,6 @@
 // file (rewriter); fuse_attention_steps.h joins them.
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <optional>
 #include <tuple>
@@ -394,9 +393,8 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
   if (!matchAttention(net, sm, am, samples)) return false;
   if (Tensor* hs = am.chain.headScale) {  // scores * c[h] = (Q * c[h]) K^T: Q scaled per head first
     if (am.q->dims[1] != hs->value.count()) return false;
-    HostTensor c(hs->type, {1, am.q->dims[1], 1, 1});
-    std::memcpy(c.data(), hs->value.data(), c.bytes());
-    am.q = addTypedLayer(net, "Mul", {am.q, net.addConstant(net.uniqueName(hs->name + "_per_head"), c)}, {},
+    Tensor* c = net.addConstant(net.uniqueName(hs->name + "_per_head"), hs->value.reshaped({1, am.q->dims[1], 1, 1}));
+    am.q = addTypedLayer(net, "Mul", {am.q, c}, {},
                          am.chain.qk->name + "_head_scaled_query", am.type, am.q->dims);
   }
   if (!canonicalizeMasks(net, am, sm, cm, samples)) return false;

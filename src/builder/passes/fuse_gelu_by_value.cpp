@@ -26,10 +26,10 @@ bool unaryOp(const std::string& op) {
 }
 bool binaryOp(const std::string& op) { return op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow"; }
 
-double scalarOf(const Tensor* t) { return t->value.getDouble(0); }
-
+//! A scalar constant (scalarValue) that does not raise x's rank by broadcasting.
 bool scalarConstant(const Tensor* t, size_t rank) {
-  return t && t->isConstant() && isFloat(t->type) && t->value.count() == 1 && t->dims.size() <= rank;
+  double v = 0;
+  return scalarValue(t, &v) && t->dims.size() <= rank;
 }
 
 double apply(const std::string& op, double a, double b) {
@@ -68,7 +68,10 @@ bool evaluate(const std::vector<Layer*>& layers, const Tensor* x, const Tensor* 
   for (size_t i = 0; i < xs.size(); ++i) {
     std::map<const Tensor*, double> v{{x, xs[i]}};
     for (const Layer* l : layers) {
-      auto val = [&](const Tensor* t) { return t->isConstant() ? scalarOf(t) : v.at(t); };
+      auto val = [&](const Tensor* t) {
+        double c = 0;
+        return scalarValue(t, &c) ? c : v.at(t);
+      };
       const double a = val(l->inputs[0]), b = l->inputs.size() > 1 ? val(l->inputs[1]) : 0.0;
       v[l->outputs[0]] = apply(l->op, a, b);
     }
@@ -155,33 +158,31 @@ bool fuseGeluByValue(Network& net) {
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer* special = net.layer(static_cast<int>(i));
     if ((special->op != "Erf" && special->op != "Tanh") || special->outputs.size() != 1) continue;
-    {
-      Tensor* x = soleLeaf(special->outputs[0]);
-      if (!x || x->isConstant() || x->type != DataType::kFLOAT) continue;
-      const std::vector<Layer*> region = regionOf(net, x);
-      // Candidate outputs, latest first: the largest function of x that is a GELU.
-      for (auto it = region.rbegin(); it != region.rend(); ++it) {
-        Tensor* y = (*it)->outputs[0];
-        const std::vector<Layer*> sub = ancestorsIn(region, y);
-        bool closed = !sub.empty();
-        for (const Layer* l : sub) {
-          if (l->outputs[0] == y) continue;
-          if (l->outputs[0]->isOutput) closed = false;
-          for (const Layer* c : net.consumers(l->outputs[0]))
-            if (std::find(sub.begin(), sub.end(), c) == sub.end()) closed = false;
-        }
-        std::vector<double> ys;
-        if (!closed || !evaluate(sub, x, y, xs, ys)) continue;
-        const char* approximate = matches(geluErf, xs, ys) ? "none" : (matches(geluTanh, xs, ys) ? "tanh" : nullptr);
-        if (!approximate) continue;
-        Attributes a;
-        a.set("approximate", std::string(approximate));
-        Layer* gelu = net.addLayer("Gelu", {x}, 1, a, net.uniqueName(sub.back()->name + "_gelu"));
-        replaceWithFused(net, gelu, sub, y);
-        changed = true;
-        i = static_cast<size_t>(-1);  // replaceWithFused re-sorted the layers: start over
-        break;
+    Tensor* x = soleLeaf(special->outputs[0]);
+    if (!x || x->isConstant() || x->type != DataType::kFLOAT) continue;
+    const std::vector<Layer*> region = regionOf(net, x);
+    // Candidate outputs, latest first: the largest function of x that is a GELU.
+    for (auto it = region.rbegin(); it != region.rend(); ++it) {
+      Tensor* y = (*it)->outputs[0];
+      const std::vector<Layer*> sub = ancestorsIn(region, y);
+      bool closed = !sub.empty();
+      for (const Layer* l : sub) {
+        if (l->outputs[0] == y) continue;
+        if (l->outputs[0]->isOutput) closed = false;
+        for (const Layer* c : net.consumers(l->outputs[0]))
+          if (std::find(sub.begin(), sub.end(), c) == sub.end()) closed = false;
       }
+      std::vector<double> ys;
+      if (!closed || !evaluate(sub, x, y, xs, ys)) continue;
+      const char* approximate = matches(geluErf, xs, ys) ? "none" : (matches(geluTanh, xs, ys) ? "tanh" : nullptr);
+      if (!approximate) continue;
+      Attributes a;
+      a.set("approximate", std::string(approximate));
+      Layer* gelu = net.addLayer("Gelu", {x}, 1, a, net.uniqueName(sub.back()->name + "_gelu"));
+      replaceWithFused(net, gelu, sub, y);
+      changed = true;
+      i = static_cast<size_t>(-1);  // replaceWithFused re-sorted the layers: start over
+      break;
     }
   }
   return changed;

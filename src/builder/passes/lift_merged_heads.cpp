@@ -111,16 +111,15 @@ bool liftElementwise(Network& net, Layer* l, Lifted& lifted) {
     if (!x || !(lifted.count(m) || feedsMatMul(net, l->outputs[0]))) continue;
     double c = 0;
     const bool scalar = other->dims.empty() && scalarValue(other, &c);
-    const bool same = other->dimsKnown && other->dims == m->dims && other->type == m->type;
-    // [B*H, 1|X, 1|Y]: a per-(batch, head) term broadcast over queries or keys (ALiBi's [B*H, 1, S]).
+    // A per-(batch, head) term [B*H, X|1, Y|1]: the merged dims, or broadcast over queries or keys
+    // (ALiBi's [B*H, 1, S]).
     const Dims& od = other->dims;
-    const bool perHead = !same && other->dimsKnown && other->type == m->type && od.size() == 3 && od[0] == m->dims[0] &&
+    const bool perHead = other->dimsKnown && other->type == m->type && od.size() == 3 && od[0] == m->dims[0] &&
                          (od[1] == 1 || od[1] == m->dims[1]) && (od[2] == 1 || od[2] == m->dims[2]);
-    if (!scalar && !same && !perHead) continue;
+    if (!scalar && !perHead) continue;
     std::vector<Tensor*> in = l->inputs;
     in[s] = x;
-    if (same || perHead)
-      in[1 - s] = reshapeTo(net, other, {x->dims[0], x->dims[1], od[1], od[2]}, l->name + "_operand_heads");
+    if (perHead) in[1 - s] = reshapeTo(net, other, {x->dims[0], x->dims[1], od[1], od[2]}, l->name + "_operand_heads");
     Tensor* p = liftedLayer(net, l, in, l->attrs, x->type, x->dims);
     replaceMerged(net, l->outputs[0], p, l->name, lifted);
     return true;

@@ -20,7 +20,7 @@ bool moveOne(Network& net, Layer* split) {
   if (split->op != "Split" || !split->domain.empty() || split->inputs.empty() || !split->inputs[0] || split->outputs.size() < 2)
     return false;
   Tensor* x4 = split->inputs[0];
-  const Layer* rs = x4->producer;
+  Layer* rs = x4->producer;
   if (!rs || rs->op != "Reshape" || !rs->domain.empty() || rs->inputs.empty() || !rs->inputs[0] || soleConsumer(net, x4) != split ||
       x4->isOutput)
     return false;
@@ -57,7 +57,7 @@ bool moveOne(Network& net, Layer* split) {
   recordStandIn(s3, {split, rs});
   for (size_t i = 0; i < parts.size(); ++i) net.replaceUses(split->outputs[i], parts[i]);
   net.removeLayer(split);
-  net.removeLayer(const_cast<Layer*>(rs));
+  net.removeLayer(rs);
   net.topoSort();
   return true;
 }
