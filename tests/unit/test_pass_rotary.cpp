@@ -186,3 +186,106 @@ TEST(PassRotary, PartialRotationBecomesOneRotaryEmbedding) {
     kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
   }
 }
+
+namespace {
+
+//! GPT-J's interleaved rotation (rotate_every_two): pairs (x[2k], x[2k+1]) -> (-x[2k+1], x[2k]), as
+//! the exporter writes it: Reshape(Concat(Unsqueeze(Neg(x[..., 1::2]), -1), Unsqueeze(x[..., 0::2], -1), -1)).
+//! `negEven` negates the other element of each pair instead (not a rotation by +angle).
+Tensor* rotateEveryTwo(Network& n, Tensor* x, bool negEven) {
+  auto strided = [&](int64_t start) {
+    return n.addLayer("Slice", {x, n.addConstant("", ints({start})), n.addConstant("", ints({INT64_MAX})), n.addConstant("", ints({-1})),
+                                n.addConstant("", ints({2}))},
+                      1)
+        ->outputs[0];
+  };
+  auto unitAxis = [&](Tensor* t) { return n.addLayer("Unsqueeze", {t, n.addConstant("", ints({-1}))}, 1)->outputs[0]; };
+  Attributes cat;
+  cat.set("axis", int64_t(-1));
+  Tensor* first = unitAxis(n.addLayer("Neg", {strided(negEven ? 0 : 1)}, 1)->outputs[0]);
+  Tensor* second = unitAxis(strided(negEven ? 1 : 0));
+  Tensor* pairs = n.addLayer("Concat", {first, second}, 1, cat)->outputs[0];
+  return n.addLayer("Reshape", {pairs, n.addConstant("", ints({0, 0, 0, -1}))}, 1)->outputs[0];
+}
+
+//! cos or sin repeat_interleaved over pairs, of dims `dims` ([1, S, 1, R] or [1, 1, S, R]); `skew`
+//! makes the second of each pair differ.
+HostTensor pairCacheValues(bool sine, const Dims& dims, float skew = 0.f) {
+  HostTensor c(DataType::kFLOAT, dims);
+  const int64_t r = dims.back(), s = c.count() / r;
+  for (int64_t p = 0; p < s; ++p)
+    for (int64_t j = 0; j < r; ++j) {
+      const double f = std::pow(10000.0, -2.0 * static_cast<double>(j / 2) / r) * static_cast<double>(p);
+      c.as<float>()[p * r + j] = static_cast<float>(sine ? std::sin(f) : std::cos(f)) + (j % 2 ? skew : 0.f);
+    }
+  return c;
+}
+
+struct EveryTwoCase {
+  bool headsFirst;  // x [B, H, S, D] (else GPT-J's [B, S, H, D])
+  int64_t pass;     // dims of each head that pass through (partial rotation when > 0)
+  float skew;
+  bool negEven;
+};
+
+//! Q and K of `c`'s layout rotated the GPT-J way (K with the Mul / Add operands swapped), then their
+//! scores in [B, H, S, S].
+void makeEveryTwo(Network& n, const EveryTwoCase& c) {
+  const Dims x = c.headsFirst ? Dims{B, H, S, D + c.pass} : Dims{B, S, H, D + c.pass};
+  const Dims cd = c.headsFirst ? Dims{1, 1, S, D} : Dims{1, S, 1, D};
+  Tensor* cosT = n.addConstant("cos", pairCacheValues(false, cd, c.skew));
+  Tensor* sinT = n.addConstant("sin", pairCacheValues(true, cd));
+  Attributes cat;
+  cat.set("axis", int64_t(-1));
+  auto rotate = [&](Tensor* in, bool swapped) {
+    Tensor* rot = c.pass ? slice(n, in, 0, D) : in;
+    Tensor* r = rotateEveryTwo(n, rot, c.negEven);
+    Tensor* a = n.addElementWise(swapped ? cosT : rot, swapped ? rot : cosT, "Mul")->outputs[0];
+    Tensor* b = n.addElementWise(swapped ? sinT : r, swapped ? r : sinT, "Mul")->outputs[0];
+    Tensor* y = n.addElementWise(swapped ? b : a, swapped ? a : b, "Add")->outputs[0];
+    if (c.pass) y = n.addLayer("Concat", {y, slice(n, in, D, INT64_MAX)}, 1, cat)->outputs[0];
+    return c.headsFirst ? y : kiln::test::addPermute(n, y, {0, 2, 1, 3})->outputs[0];
+  };
+  Tensor* q = rotate(n.addInput("q", DataType::kFLOAT, x), false);
+  Tensor* k = rotate(n.addInput("k", DataType::kFLOAT, x), true);
+  Tensor* y = n.addMatMul(q, kiln::test::addPermute(n, k, {0, 1, 3, 2})->outputs[0])->outputs[0];
+  n.renameTensor(y, "y");
+  n.markOutput(y);
+}
+
+}  // namespace
+
+// GPT-J / CodeGen: x * cos + rotate_every_two(x) * sin becomes one interleaved RotaryEmbedding, in
+// the op's [B, H, S, D] form or, for GPT-J's [B, S, H, D], as the 3-D form with num_heads between
+// two Reshapes; a partial rotation's Concat with the pass-through part joins it. Values unchanged.
+// Caches whose pairs differ, or the other element negated, stay unfused.
+TEST(PassRotary, InterleavedPairsBecomeOneRotaryEmbedding) {
+  for (const EveryTwoCase& c : {EveryTwoCase{false, 0, 0.f, false}, EveryTwoCase{false, 4, 0.f, false},
+                                EveryTwoCase{true, 0, 0.f, false}, EveryTwoCase{true, 6, 0.f, false},
+                                EveryTwoCase{false, 4, 0.25f, false}, EveryTwoCase{true, 0, 0.f, true}}) {
+    const bool fuses = c.skew == 0.f && !c.negEven;
+    SCOPED_TRACE(std::string(c.headsFirst ? "[B, H, S, D]" : "[B, S, H, D]") + " pass " + std::to_string(c.pass) +
+                 (fuses ? "" : " (not a rotation)"));
+    Network net;
+    makeEveryTwo(net, c);
+    net.topoSort();
+    net.inferShapes();
+    EXPECT_EQ(fuseRotaryPattern(net), fuses);
+    net.removeDeadLayers();
+    EXPECT_EQ(countOps(net, "RotaryEmbedding"), fuses ? 2 : 0);
+    if (fuses) {
+      for (const char* gone : {"Neg", "Add", "Slice", "Concat", "Unsqueeze", "Mul"}) EXPECT_EQ(countOps(net, gone), 0) << gone;
+      for (auto& l : net.layers())
+        if (l->op == "RotaryEmbedding") {
+          EXPECT_EQ(l->attrs.getInt("interleaved", 0), 1);
+          EXPECT_EQ(l->attrs.getInt("rotary_embedding_dim", 0), c.pass ? D : 0);
+          EXPECT_EQ(l->attrs.getInt("num_heads", 0), c.headsFirst ? 0 : H);
+        }
+    }
+    const Dims x = c.headsFirst ? Dims{B, H, S, D + c.pass} : Dims{B, S, H, D + c.pass};
+    const std::map<std::string, HostTensor> in{{"q", randomTensor(x, 7)}, {"k", randomTensor(x, 8)}};
+    Network ref;
+    makeEveryTwo(ref, c);
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
+  }
+}

@@ -1142,6 +1142,37 @@ TEST(Passes, NoOpDataMovementIsElidedWithADynamicBatch) {
   for (int64_t i = 0; i < want.count(); ++i) EXPECT_EQ(got.as<float>()[i], want.as<float>()[i]) << i;
 }
 
+// Concat inputs empty along the Concat's axis (GPT-J's pass-through part x[..., R:] when R is the
+// head size) are dropped, and a Concat left with one input goes; a Concat of two non-empty inputs
+// keeps them, minus the empty one. Values unchanged.
+TEST(Passes, EmptyConcatInputsAreDropped) {
+  auto make = [&](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {2, 3, 4});
+    Tensor* e = n.addLayer("Slice", {x, ints(n, {4}), ints(n, {INT64_MAX}), ints(n, {-1})}, 1)->outputs[0];  // [2, 3, 0]
+    Attributes last;
+    last.set("axis", int64_t(-1));
+    Tensor* one = n.addLayer("Concat", {n.addActivation(x, "Relu")->outputs[0], e}, 1, last)->outputs[0];
+    Tensor* two = n.addLayer("Concat", {e, one, e, x}, 1, last)->outputs[0];  // [2, 3, 8]
+    Tensor* y = n.addActivation(two, "Sigmoid")->outputs[0];
+    n.renameTensor(y, "y");
+    n.markOutput(y);
+  };
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  EXPECT_TRUE(elideNoOps(net));
+  net.removeDeadLayers();
+  EXPECT_EQ(kiln::test::countOps(net, "Concat"), 1);
+  EXPECT_EQ(kiln::test::countOps(net, "Slice"), 0);
+  for (auto& l : net.layers())
+    if (l->op == "Concat") EXPECT_EQ(l->inputs.size(), 2u);
+  Network ref;
+  make(ref);
+  const std::map<std::string, HostTensor> in{{"x", randomTensor({2, 3, 4}, 13)}};
+  kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 0.0);
+}
+
 // A layer read only by Shape layers (T5's K transpose once the attention reads K in place: its
 // key_length is read off it) goes: the Shape reads the same dims off the layer's input, checked at
 // the profile's samples. A layer with another reader stays. The result is the same at a shape

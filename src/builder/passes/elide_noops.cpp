@@ -2,7 +2,8 @@
 // casts float32 to float32), and data movement that moves nothing: Pad by all-zero pads
 // (torchvision's Swin pads every stage to a multiple of the window, zero at 224x224, and slices
 // the padding off again), Slice that takes every sliced axis whole (unit steps), Expand/Tile whose
-// output has the input's static dims, Transpose by the identity perm. Pad, Slice and Transpose
+// output has the input's static dims, Transpose by the identity perm, Concat of one input once
+// the inputs empty along its axis are dropped. Pad, Slice and Transpose
 // are recognized with a dynamic batch too. Their
 // readers read the input instead, so neither a copy per inference nor a break in the fusion
 // patterns is left. A network output keeps its layer (the output tensor must keep its name and
@@ -70,19 +71,42 @@ bool movesNothing(const Layer* l) {
   return false;
 }
 
+//! A Concat's inputs that are empty along its axis (static 0: GPT-J's pass-through part x[..., R:]
+//! when the rotation takes the whole head) are dropped; true when any was. The output must not be
+//! empty itself, and one input always stays.
+bool dropEmptyConcatInputs(Layer* l) {
+  if (l->op != "Concat" || l->inputs.size() < 2 || !l->outputs[0]->dimsKnown) return false;
+  const Dims& out = l->outputs[0]->dims;
+  int64_t axis = l->attrs.getInt("axis", 0);
+  if (axis < 0) axis += static_cast<int64_t>(out.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(out.size()) || out[axis] <= 0) return false;
+  std::vector<Tensor*> kept;
+  for (Tensor* t : l->inputs) {
+    const bool empty = t && t->dimsKnown && t->dims.size() == out.size() && t->dims[axis] == 0;
+    if (!empty) kept.push_back(t);
+  }
+  if (kept.size() == l->inputs.size() || kept.empty()) return false;
+  l->inputs = kept;
+  return true;
+}
+
 }  // namespace
 
 bool elideNoOps(Network& net) {
   std::vector<Layer*> dead;
+  bool changed = false;
   for (auto& lp : net.layers()) {
     Layer* l = lp.get();
     if (!l->domain.empty() || l->inputs.empty() || l->outputs.size() != 1 || !l->inputs[0] || l->outputs[0]->isOutput) continue;
-    if (!movesNothing(l)) continue;
+    if (dropEmptyConcatInputs(l)) changed = true;
+    const bool soleConcatInput = l->op == "Concat" && l->inputs.size() == 1 && l->inputs[0]->dimsKnown &&
+                                 l->inputs[0]->dims == l->outputs[0]->dims;
+    if (!soleConcatInput && !movesNothing(l)) continue;
     net.replaceUses(l->outputs[0], l->inputs[0]);
     dead.push_back(l);
   }
   for (Layer* l : dead) net.removeLayer(l);
-  return !dead.empty();
+  return changed || !dead.empty();
 }
 
 }  // namespace kiln

@@ -13,6 +13,11 @@
 // x[..., :R] and x[..., R:], rotates the first and concatenates the two; once the rotation of the
 // first part is a RotaryEmbedding, Concat(RotaryEmbedding(x[..., :R]), x[..., R:]) becomes one
 // RotaryEmbedding of x with rotary_embedding_dim = R (the op passes the rest through).
+// Interleaved pairs (GPT-J, CodeGen: rotate_every_two): the pairs are (x[2k], x[2k+1]) and
+//   rotate_every_two(x) = Reshape(Concat(Unsqueeze(-x[..., 1::2], -1), Unsqueeze(x[..., 0::2], -1), -1))
+// with cos / sin repeat_interleaved (pairs equal). GPT-J rotates [B, S, H, D] (before the head
+// Transpose): that becomes a RotaryEmbedding of the [B, S, H*D] view with num_heads H, between two
+// Reshapes; [B, H, S, D] is the op's own 4-D form. Static shapes only.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -23,8 +28,9 @@ namespace kiln {
 
 namespace {
 
-//! A Slice of `x` over its last axis with step 1: [*start, *end) clamped to the dim; false otherwise.
-bool lastAxisSlice(const Layer* l, const Tensor* x, int64_t* start, int64_t* end) {
+//! A Slice of `x` over its last axis: [*start, *end) clamped to the dim, its step in *step (step 1
+//! required where `step` is null); false otherwise.
+bool lastAxisSlice(const Layer* l, const Tensor* x, int64_t* start, int64_t* end, int64_t* stepOut = nullptr) {
   if (!l || l->op != "Slice" || l->inputs.size() < 3 || l->inputs[0] != x || l->outputs.size() != 1) return false;
   const int64_t d = x->dims.back(), rank = static_cast<int64_t>(x->dims.size());
   auto one = [](const Tensor* t, int64_t* v) {
@@ -36,9 +42,10 @@ bool lastAxisSlice(const Layer* l, const Tensor* x, int64_t* start, int64_t* end
   if (!one(l->inputs[1], start) || !one(l->inputs[2], end)) return false;
   if (l->inputs.size() > 3 && l->inputs[3] && !one(l->inputs[3], &axis)) return false;
   if (l->inputs.size() > 4 && l->inputs[4] && !one(l->inputs[4], &step)) return false;
-  if (step != 1 || (axis != -1 && axis != rank - 1)) return false;
+  if ((stepOut ? step < 1 : step != 1) || (axis != -1 && axis != rank - 1)) return false;
   auto clamp = [d](int64_t v) { return v < 0 ? std::max<int64_t>(v + d, 0) : std::min(v, d); };
   *start = clamp(*start), *end = clamp(*end);
+  if (stepOut) *stepOut = step;
   return true;
 }
 
@@ -61,6 +68,67 @@ Tensor* rotateHalfSource(const Network& net, const Tensor* r) {
   for (const Tensor* t : {hi->outputs[0], neg->outputs[0], lo->outputs[0]})
     if (soleConsumer(net, t) == nullptr) return nullptr;
   return x;
+}
+
+//! x when `r` is rotate_every_two(x) (top of the file), its layers appended to *dead; nullptr otherwise.
+Tensor* rotateEveryTwoSource(const Network& net, const Tensor* r, std::vector<Layer*>* dead) {
+  Layer* flat = r->producer;
+  if (!flat || flat->op != "Reshape" || flat->inputs.empty() || !flat->inputs[0]) return nullptr;
+  Layer* cat = flat->inputs[0]->producer;
+  if (!cat || cat->op != "Concat" || cat->inputs.size() != 2 || !cat->inputs[0] || !cat->inputs[1]) return nullptr;
+  const Dims& pairs = cat->outputs[0]->dims;
+  const int64_t axis = cat->attrs.getInt("axis", 0);
+  if (pairs.size() != 5 || pairs[4] != 2 || (axis != -1 && axis != 4)) return nullptr;
+  // An Unsqueeze (or Reshape) appending a unit axis: its input.
+  auto unitAxisSource = [](Layer* u) -> Tensor* {
+    if (!u || (u->op != "Unsqueeze" && u->op != "Reshape") || u->inputs.empty() || !u->inputs[0]) return nullptr;
+    Dims d = u->inputs[0]->dims;
+    d.push_back(1);
+    return u->outputs[0]->dims == d ? u->inputs[0] : nullptr;
+  };
+  Layer* uOdd = cat->inputs[0]->producer;
+  Layer* uEven = cat->inputs[1]->producer;
+  Tensor* negated = unitAxisSource(uOdd);
+  Tensor* even = unitAxisSource(uEven);
+  if (!negated || !even) return nullptr;
+  Layer* neg = negated->producer;
+  Layer* evenSlice = even->producer;
+  if (!neg || neg->op != "Neg" || neg->inputs.size() != 1 || !neg->inputs[0] || !evenSlice || evenSlice->inputs.empty()) return nullptr;
+  Layer* oddSlice = neg->inputs[0]->producer;
+  Tensor* x = evenSlice->inputs[0];
+  if (!x || !x->dimsKnown || x->dims.size() != 4 || x->dims[3] <= 0 || x->dims[3] % 2 != 0 || r->dims != x->dims) return nullptr;
+  const int64_t h = x->dims[3] / 2;
+  int64_t s0 = 0, e0 = 0, st0 = 0, s1 = 0, e1 = 0, st1 = 0;
+  // Starts and steps with the output widths fix the elements (0, 2, .., and 1, 3, ..).
+  if (!lastAxisSlice(evenSlice, x, &s0, &e0, &st0) || !lastAxisSlice(oddSlice, x, &s1, &e1, &st1) || s0 != 0 || s1 != 1 ||
+      st0 != 2 || st1 != 2 || evenSlice->outputs[0]->dims.back() != h || oddSlice->outputs[0]->dims.back() != h)
+    return nullptr;
+  for (const Tensor* t : {oddSlice->outputs[0], negated, uOdd->outputs[0], even, uEven->outputs[0], cat->outputs[0]})
+    if (soleConsumer(net, t) == nullptr) return nullptr;
+  for (Layer* l : {flat, cat, uOdd, uEven, neg, oddSlice, evenSlice}) dead->push_back(l);
+  return x;
+}
+
+//! The cache [S, R/2] of an interleaved cos/sin constant whose pairs (2k, 2k+1) are equal, read
+//! against x [B, S, H, R] (seqAxis 1) or [B, H, S, R] (seqAxis 2): right-aligned dims
+//! [1|B, S, 1, R] or [1|B, 1, S, R], the batch rows equal. Invalid otherwise.
+HostTensor pairCache(const HostTensor& c, const Dims& x, size_t seqAxis) {
+  if (!c.valid() || c.type() != DataType::kFLOAT || c.dims().empty() || c.dims().size() > 4) return HostTensor();
+  Dims d(4 - c.dims().size(), 1);
+  d.insert(d.end(), c.dims().begin(), c.dims().end());
+  const int64_t s = x[seqAxis], r = x[3], h = r / 2;
+  if (d[3] != r || d[seqAxis] != s || d[3 - seqAxis] != 1 || (d[0] != 1 && d[0] != x[0])) return HostTensor();
+  const float* v = c.as<float>();
+  for (int64_t b = 1; b < d[0]; ++b)
+    if (std::memcmp(v, v + b * s * r, static_cast<size_t>(s * r) * sizeof(float)) != 0) return HostTensor();
+  HostTensor out(DataType::kFLOAT, {s, h});
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t k = 0; k < h; ++k) {
+      const float a = v[i * r + 2 * k];
+      if (std::memcmp(&a, v + i * r + 2 * k + 1, sizeof(float)) != 0) return HostTensor();
+      out.as<float>()[i * h + k] = a;
+    }
+  return out;
 }
 
 //! The cache [S, D/2] of a cos/sin constant [1.., S, D] (any leading 1s) whose halves are equal;
@@ -129,6 +197,88 @@ Tensor* mulOperand(const Layer* m, const Tensor* t) {
   return m && m->op == "Mul" && m->inputs.size() == 2 ? otherInput(m, t) : nullptr;
 }
 
+//! x * cos + rotate_every_two(x) * sin, matched by fuseOne (`dead`: the rotation's layers, the Muls
+//! and the Add) -> one interleaved RotaryEmbedding; the Concat of a partial rotation with x's
+//! pass-through part joins it.
+bool fuseInterleaved(Network& net, Layer* add, Tensor* x, const Tensor* cosT, const Tensor* sinT, std::vector<Layer*> dead) {
+  if (!isStatic(x->dims) || !cosT || !sinT) return false;
+  HostTensor cosC, sinC;
+  size_t seqAxis = 0;
+  for (size_t a : {size_t(2), size_t(1)}) {  // [B, H, S, R] (the op's own form), then GPT-J's [B, S, H, R]
+    cosC = pairCache(cosT->value, x->dims, a);
+    sinC = pairCache(sinT->value, x->dims, a);
+    if (cosC.valid() && sinC.valid()) {
+      seqAxis = a;
+      break;
+    }
+  }
+  if (seqAxis == 0) return false;
+  auto readOnlyByDead = [&](const Tensor* t) {
+    for (Layer* c : net.consumers(t))
+      if (std::find(dead.begin(), dead.end(), c) == dead.end()) return false;
+    return !t->isOutput;
+  };
+  // Partial rotation: x = xf[..., :R] and the sum's one reader is Concat(sum, xf[..., R:], -1).
+  Tensor* xf = x;
+  Tensor* result = add->outputs[0];
+  int64_t rotaryDim = 0;
+  Layer* head = x->producer;
+  Layer* cat = soleConsumer(net, result);
+  if (head && !head->inputs.empty() && head->inputs[0] && cat && cat->op == "Concat" && cat->inputs.size() == 2 &&
+      cat->inputs[0] == result && cat->inputs[1] && cat->inputs[1]->producer) {
+    Tensor* full = head->inputs[0];
+    Layer* pass = cat->inputs[1]->producer;
+    const int64_t axis = cat->attrs.getInt("axis", 0), r = x->dims[3];
+    int64_t s0 = 0, e0 = 0, s1 = 0, e1 = 0;
+    if (full->dims.size() == 4 && (axis == -1 || axis == 3) && lastAxisSlice(head, full, &s0, &e0) &&
+        lastAxisSlice(pass, full, &s1, &e1) && s0 == 0 && e0 == r && s1 == r && e1 == full->dims[3] &&
+        cat->outputs[0]->dims == full->dims && soleConsumer(net, pass->outputs[0]) == cat) {
+      xf = full;
+      result = cat->outputs[0];
+      rotaryDim = r;
+      dead.push_back(cat);
+      dead.push_back(pass);
+      if (readOnlyByDead(x)) dead.push_back(head);
+    }
+  }
+  const Dims& d = xf->dims;
+  const int64_t b = d[0], s = d[seqAxis];
+  HostTensor pos(DataType::kINT64, {b, s});
+  for (int64_t i = 0; i < b * s; ++i) pos.as<int64_t>()[i] = i % s;
+  const std::string base = add->name;
+  Attributes a;
+  a.set("interleaved", int64_t(1));
+  if (rotaryDim) a.set("rotary_embedding_dim", rotaryDim);
+  Tensor* in = xf;
+  if (seqAxis == 1) {  // [B, S, H, D] -> the op's 3-D form [B, S, H*D] with num_heads H (a view each way)
+    a.set("num_heads", d[2]);
+    const Dims rows{b, s, d[2] * d[3]};
+    const Layer* split = xf->producer;  // the head split Reshape of a [B, S, H*D] projection: read that
+    if (split && split->op == "Reshape" && !split->inputs.empty() && split->inputs[0] && split->inputs[0]->dims == rows)
+      in = split->inputs[0];
+    else
+      in = addTypedLayer(net, "Reshape", {xf, addShapeConstant(net, base + "_rows_shape", rows)}, {}, base + "_rows", xf->type, rows);
+  }
+  Layer* rope = net.addLayer("RotaryEmbedding",
+                             {in, net.addConstant(net.uniqueName(base + "_cos_cache"), cosC),
+                              net.addConstant(net.uniqueName(base + "_sin_cache"), sinC),
+                              net.addConstant(net.uniqueName(base + "_position_ids"), pos)},
+                             1, std::move(a), net.uniqueName(base + "_rotary"));
+  if (seqAxis == 2) {
+    replaceWithFused(net, rope, dead, result);
+    return true;
+  }
+  rope->outputs[0]->type = xf->type;
+  rope->outputs[0]->dims = in->dims;
+  rope->outputs[0]->dimsKnown = true;
+  recordStandIn(rope, std::vector<const Layer*>(dead.begin(), dead.end()));
+  for (Layer* l : dead) net.removeLayer(l);
+  Layer* heads = net.addLayer("Reshape", {rope->outputs[0], addShapeConstant(net, base + "_heads_shape", d)}, 1, {},
+                              net.uniqueName(base + "_heads"));
+  replaceWithFused(net, heads, {}, result);
+  return true;
+}
+
 bool fuseOne(Network& net, Layer* add, const InputSamples& samples) {
   if (add->op != "Add" || add->inputs.size() != 2 || !add->inputs[0] || !add->inputs[1] || add->outputs.size() != 1) return false;
   for (int first = 0; first < 2; ++first) {
@@ -137,7 +287,9 @@ bool fuseOne(Network& net, Layer* add, const InputSamples& samples) {
     if (!mc || !ms || mc->op != "Mul" || ms->op != "Mul" || mc->inputs.size() != 2 || ms->inputs.size() != 2) continue;
     for (int r = 0; r < 2; ++r) {
       Tensor* rot = ms->inputs[r];
+      std::vector<Layer*> everyTwo;
       Tensor* x = rotateHalfSource(net, rot);
+      if (!x) x = rotateEveryTwoSource(net, rot, &everyTwo);
       if (!x || x->type != DataType::kFLOAT) continue;
       Tensor* cosT = mulOperand(mc, x);
       Tensor* sinT = ms->inputs[1 - r];
@@ -145,6 +297,11 @@ bool fuseOne(Network& net, Layer* add, const InputSamples& samples) {
           soleConsumer(net, rot) != ms)
         continue;
       if (mc->outputs[0]->dims != x->dims || add->outputs[0]->dims != x->dims) continue;
+      if (!everyTwo.empty()) {
+        everyTwo.insert(everyTwo.end(), {add, mc, ms});
+        if (fuseInterleaved(net, add, x, cosT, sinT, std::move(everyTwo))) return true;
+        continue;
+      }
       const std::string base = add->name;
       std::vector<Tensor*> in{x};
       if (isStatic(x->dims)) {
