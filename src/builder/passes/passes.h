@@ -81,6 +81,9 @@ bool rotaryBeforeHeadSplit(Network& net, const InputSamples& samples = {});
 //! Split over the head axis of Reshape [B, S, G*D] -> [B, S, G, D] -> Split of the 3-D tensor over
 //! its last axis, then a head Reshape per part (split_before_head_reshape.cpp; fused-QKV exports).
 bool splitBeforeHeadReshape(Network& net);
+//! GPU: a fused Q / K / V projection viewed [B, S, H, G*D] and sliced per part (GPT-NeoX) gets its
+//! weight columns regrouped part-major and becomes a Split of the 3-D projection + head Reshapes.
+bool regroupQkvHeads(Network& net);
 //! GPU: scaled-dot-product attention (MatMul, scale, mask, Softmax, MatMul) -> one Attention layer.
 //! `supported` (optional) vetoes a fused Attention layer no kernel of the target backend runs.
 //! `samples` (symbolic_dims.h): a dynamic network's sample shapes, at which the strided-view form
