@@ -8,7 +8,8 @@ Per model: error vs ORT (max |kiln - ort| / range(ort), bar 1e-4), the fused eng
 its Attention layers against the model's attention count, and the leftover ops that a fused engine
 should not have (Softmax, Transpose, Erf, Pow, ReduceMean, Sigmoid, Tanh, Where, ...).
 Needs torch, transformers, onnx, onnxruntime.
-Usage: hf_fusion_sweep.py --kiln build/bin/kiln --peers PEERS.py [--models a,b] [--work DIR]"""
+With --timm a,b: those timm models instead (image batch 2 at the model's input size).
+Usage: hf_fusion_sweep.py --kiln build/bin/kiln --peers PEERS.py [--models a,b | --timm a,b] [--work DIR]"""
 import argparse, collections, importlib.util, os, sys, warnings
 
 import numpy as np
@@ -69,6 +70,15 @@ MODELS = collections.OrderedDict([
 ])
 
 
+def make_timm(name):
+    """A timm model (random weights) and an image batch of 2 at its default input size."""
+    import timm
+    import torch
+    m = timm.create_model(name, pretrained=False).eval()
+    size = m.pretrained_cfg.get("input_size", (3, 224, 224))
+    return m, torch.randn(2, *size, generator=torch.Generator().manual_seed(0))
+
+
 def make(name):
     import torch
     import transformers
@@ -108,6 +118,7 @@ def main():
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--peers", required=True, help="peers.py (../shared/bench/peers.py)")
     ap.add_argument("--models", default="")
+    ap.add_argument("--timm", default="", help="timm model names to sweep instead (attention count not known: '?')")
     ap.add_argument("--work", default="/tmp/kiln_hf_sweep")
     a = ap.parse_args()
     import torch
@@ -119,10 +130,11 @@ def main():
     spec.loader.exec_module(peers)
     os.makedirs(a.work, exist_ok=True)
     failed = 0
-    for name in a.models.split(",") if a.models else list(MODELS):
+    names = a.timm.split(",") if a.timm else a.models.split(",") if a.models else list(MODELS)
+    for name in names:
         try:
             torch.manual_seed(0)
-            m, x = make(name)
+            m, x = make_timm(name) if a.timm else make(name)
             peers.randomize(m)
             path = os.path.join(a.work, f"{name}.onnx")
             zoo.export(torch, m, (x,), path)
@@ -142,7 +154,7 @@ def main():
         err = float(np.abs(got - ref).max()) / max(float(ref.max() - ref.min()), 1e-30)
         ok = err < 1e-4
         failed += not ok
-        want = MODELS[name][4]
+        want = "?" if a.timm else MODELS[name][4]
         left = " ".join(f"{k} {ops[k]}" for k in LEFTOVER if ops.get(k))
         print(f"{name}: err {err:.1e} {'ok' if ok else 'BAD'} | layers {sum(ops.values())} | attention {ops.get('Attention', 0)}/{want}"
               f" | {left}", flush=True)

@@ -139,7 +139,8 @@ Tensor* windowMaskSandwich(const Network& net, Layer* merge, ScoreChain& m) {
   return nullptr;
 }
 
-//! Walks from Softmax up to the Q K^T MatMul; fills the chain, scale and mask parts.
+}  // namespace
+
 bool matchScores(const Network& net, Layer* sm, ScoreChain& m) {
   m.softmax = sm;
   auto [where, isnan] = nanGuard(net, sm);
@@ -206,10 +207,15 @@ bool matchScores(const Network& net, Layer* sm, ScoreChain& m) {
   }
 }
 
-//! Equal batch and head counts (no MatMul broadcasting), matching sequence and head sizes.
+namespace {
+
+//! Equal batch and head counts (no other MatMul broadcasting), matching sequence and head sizes.
+//! One K / V head that the MatMuls broadcast over several query heads is MQA (timm's MobileNetV4
+//! attention writes it so): the Attention op's kv_num_heads 1.
 bool shapesAgree(const Dims& qd, const Dims& kd, const Dims& vd, const Dims& sc) {
+  const bool mqa = kd[1] == 1 && vd[1] == 1 && qd[1] > 1 && sc[1] == qd[1];
   for (int i = 0; i < 2; ++i)
-    if (!sameDim(qd[i], kd[i]) || !sameDim(qd[i], vd[i]) || !sameDim(qd[i], sc[i])) return false;
+    if (!sameDim(qd[i], sc[i]) || (!(i == 1 && mqa) && (!sameDim(qd[i], kd[i]) || !sameDim(qd[i], vd[i])))) return false;
   return sameDim(qd[3], kd[3]) && sameDim(kd[2], vd[2]) && sameDim(sc[2], qd[2]) && sameDim(sc[3], kd[2]);
 }
 

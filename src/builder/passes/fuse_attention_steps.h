@@ -90,6 +90,10 @@ bool isIdentityLayer(const Layer* l);
 //! `t` with identity layers above it skipped.
 Tensor* throughIdentity(Tensor* t);
 
+//! Walks from Softmax `sm` up to the Q K^T MatMul and down to the P V MatMul (sm's only reader,
+//! through a NaN guard); fills the chain, scale and mask parts. Any rank; changes nothing.
+bool matchScores(const Network& net, Layer* sm, ScoreChain& m);
+
 //! Matcher: proves the subgraph ending in Softmax `sm` is an attention and finds Q, K, V (changes
 //! nothing). Dims unknown statically are compared at the profiles' `samples`.
 bool matchAttention(const Network& net, Layer* sm, AttentionMatch& am, SampleDims& samples);

@@ -54,6 +54,9 @@ bool composeTransposes(Network& net);
 //! Batched MatMuls (and the transposes and scalar scales before them) over merged [B*H, ..] dims
 //! -> the same over [B, H, ..], so torch.bmm attention is 4-D attention (lift_merged_heads.cpp).
 bool liftMergedHeads(Network& net);
+//! GPU: attention written as A P^T (EfficientViT) or over rank-3 scores (one head per row)
+//! rewritten into the 4-D P V form the attention fusion matches (lift_attention_forms.cpp).
+bool liftAttentionForms(Network& net);
 //! CPU: channel shuffles (Reshape -> Transpose of the two split axes -> Reshape) -> Gather with a
 //! constant permutation; Slice / Split of a constant-index Gather -> Gathers of the selected
 //! indices (fold_channel_shuffle.cpp).

@@ -1,0 +1,182 @@
+// Attention written in forms the attention fusion's 4-D matcher does not take, rewritten into the
+// form it does (no value changes; GPU fusions, before the attention fusion):
+//  - The product with transposed probabilities, Y = A P^T with P = Softmax(..) over the last axis
+//    (timm's EfficientViT, LeViT-style: feat = v @ attn.transpose(-2, -1), v [.., Dv, Skv]):
+//    Y = (P A^T)^T, written Transpose(MatMul(P, Transpose(A))) (A^T is A's input when A is itself
+//    such a transpose). The attention then reads V = A^T as a view or a copy of V, which costs less
+//    than the copy of P^T it replaces whenever Dv < Skv.
+//  - Attention over rank-3 scores ([N, Sq, Skv]: one head per batch row, as single-head window
+//    and cascaded-group attentions write it) or rank >= 5 ([B, H, T, Sq, Skv]: timm's NesT, a
+//    block axis): each operand of the chain from the Q K^T MatMul to the P V MatMul is viewed as
+//    4-D ([N, 1, ..], or the middle dims merged into one: a Reshape, which the runtime aliases)
+//    and the chain runs in 4-D; a Reshape back takes the product's readers. Masks that would
+//    broadcast differently in 4-D keep the chain as it is.
+#include <algorithm>
+
+#include "builder/passes/fuse_attention_steps.h"
+#include "builder/passes/passes.h"
+
+namespace kiln {
+
+namespace {
+
+using attention_fusion::matchScores;
+using attention_fusion::ScoreChain;
+
+//! A Transpose swapping the last two axes (and nothing else).
+bool swapsLastTwo(const Layer* l) {
+  if (!l || l->op != "Transpose" || l->inputs.empty() || !l->inputs[0] || !l->inputs[0]->dimsKnown) return false;
+  const int64_t r = static_cast<int64_t>(l->inputs[0]->dims.size());
+  const std::vector<int64_t> p = l->attrs.getInts("perm");
+  if (r < 2 || static_cast<int64_t>(p.size()) != r || p[r - 1] != r - 2 || p[r - 2] != r - 1) return false;
+  for (int64_t i = 0; i + 2 < r; ++i)
+    if (p[i] != i) return false;
+  return true;
+}
+
+Tensor* swapLastTwo(Network& net, Tensor* x, const std::string& name) {
+  const size_t r = x->dims.size();
+  std::vector<int64_t> perm(r);
+  for (size_t i = 0; i < r; ++i) perm[i] = static_cast<int64_t>(i);
+  std::swap(perm[r - 1], perm[r - 2]);
+  Attributes a;
+  a.set("perm", perm);
+  Dims d = x->dims;
+  std::swap(d[r - 1], d[r - 2]);
+  return addTypedLayer(net, "Transpose", {x}, a, name, x->type, d);
+}
+
+//! A P^T -> (P A^T)^T for Softmax `sm` (top of the file).
+bool untransposeProbs(Network& net, Layer* sm) {
+  Tensor* p = sm->outputs[0];
+  const size_t r = p->dims.size();
+  if (!p->dimsKnown || (r != 3 && r != 4) || p->isOutput) return false;
+  const int64_t axis = sm->attrs.getInt("axis", -1);
+  if (axis != -1 && axis != static_cast<int64_t>(r) - 1) return false;
+  Layer* t = soleConsumer(net, p);
+  if (!swapsLastTwo(t) || t->outputs[0]->isOutput) return false;
+  Layer* mm = soleConsumer(net, t->outputs[0]);
+  if (!mm || mm->op != "MatMul" || mm->inputs.size() != 2 || mm->inputs[1] != t->outputs[0] || mm->inputs[0] == t->outputs[0]) return false;
+  Tensor* a = mm->inputs[0];
+  Tensor* y = mm->outputs[0];
+  if (!a || !a->dimsKnown || a->dims.size() != r || !y->dimsKnown || y->dims.size() != r) return false;
+  Layer* aT = a->producer;
+  Tensor* v = swapsLastTwo(aT) && soleConsumer(net, a) == mm && !a->isOutput ? aT->inputs[0] : swapLastTwo(net, a, mm->name + "_values");
+  Dims zd = y->dims;
+  std::swap(zd[r - 1], zd[r - 2]);
+  Tensor* z = addStandIn(net, mm, "MatMul", {p, v}, {}, mm->name + "_untransposed", y->type, zd);
+  Tensor* y2 = swapLastTwo(net, z, mm->name + "_output");
+  net.replaceUses(y, y2);
+  net.removeLayer(mm);
+  net.removeLayer(t);
+  net.topoSort();
+  return true;
+}
+
+//! `d` (rank 3 or >= 5, the last two the matrix dims) as 4-D: [N, X, Y] -> [N, 1, X, Y];
+//! [A, B, C.., X, Y] -> [A, B * C.., X, Y].
+Dims asFourD(const Dims& d) {
+  const size_t r = d.size();
+  int64_t heads = 1;
+  for (size_t i = 1; i + 2 < r; ++i) heads *= d[i];
+  return {d[0], heads, d[r - 2], d[r - 1]};
+}
+
+//! `t` (an operand of the chain, rank 3 or >= 5) viewed as 4-D. Scalar Mul / Div layers and
+//! last-two-axes Transposes right above it (the scale and K^T of the Q K^T product) are redone in
+//! 4-D above the view, so that the attention matcher still sees them (and reads K in place).
+Tensor* fourDView(Network& net, Tensor* t, const std::string& name) {
+  std::vector<const Layer*> above;  // from t upward
+  Tensor* x = t;
+  for (;;) {
+    Layer* p = x->producer;
+    if (!p || p->outputs.size() != 1 || x->isOutput || (x != t && soleConsumer(net, x) == nullptr)) break;
+    double c = 0;
+    const bool scaled = (p->op == "Mul" || p->op == "Div") && p->inputs.size() == 2 && scalarValue(p->inputs[1], &c) &&
+                        p->inputs[0]->dims == x->dims;
+    const bool scaledFirst = p->op == "Mul" && p->inputs.size() == 2 && scalarValue(p->inputs[0], &c) && p->inputs[1]->dims == x->dims;
+    if (!(swapsLastTwo(p) || scaled || scaledFirst) || !isStatic(p->inputs[scaledFirst ? 1 : 0]->dims)) break;
+    above.push_back(p);
+    x = p->inputs[scaledFirst ? 1 : 0];
+  }
+  Tensor* v = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, name + "_shape", asFourD(x->dims))}, {}, name, x->type,
+                            asFourD(x->dims));
+  for (auto it = above.rbegin(); it != above.rend(); ++it) {
+    const Layer* p = *it;
+    if (p->op == "Transpose") {
+      v = swapLastTwo(net, v, p->name + "_heads");
+    } else {
+      double c = 0;
+      std::vector<Tensor*> in = p->inputs;
+      in[scalarValue(p->inputs[1], &c) ? 0 : 1] = v;
+      v = addStandIn(net, p, p->op, in, p->attrs, p->name + "_heads", v->type, v->dims);
+    }
+  }
+  return v;
+}
+
+//! The attention chain of Softmax `sm` over rank-3 or rank >= 5 scores run in 4-D (top of the file).
+bool liftToFourD(Network& net, Layer* sm) {
+  const Tensor* s = sm->inputs.empty() ? nullptr : sm->inputs[0];
+  if (!s || !s->dimsKnown || (s->dims.size() != 3 && s->dims.size() < 5) || !isStatic(s->dims)) return false;
+  const size_t r = s->dims.size();
+  const int64_t axis = sm->attrs.getInt("axis", -1);
+  if (axis != -1 && axis != static_cast<int64_t>(r) - 1) return false;
+  ScoreChain chain;
+  if (!matchScores(net, sm, chain) || chain.windowMask || chain.headScale) return false;
+  Tensor* y = chain.pv->outputs[0];
+  if (y->isOutput || !y->dimsKnown || y->dims.size() != r) return false;
+  std::vector<Tensor*> inner;  // the chain's own tensors (all but the product)
+  for (Layer* l : chain.layers)
+    if (l != chain.pv) inner.push_back(l->outputs[0]);
+  auto isInner = [&](const Tensor* t) { return std::find(inner.begin(), inner.end(), t) != inner.end(); };
+  const Dims lead(s->dims.begin(), s->dims.end() - 2);
+  // An operand of the chain's rank: its leading dims the scores' (or all 1: broadcast whole); of
+  // rank <= 2: it broadcasts the same in 4-D. Anything else would broadcast differently there.
+  auto viewable = [&](const Tensor* t) {
+    if (!t->dimsKnown || !isStatic(t->dims)) return false;
+    if (t->dims.size() <= 2) return true;
+    if (t->dims.size() != r) return false;
+    const Dims tl(t->dims.begin(), t->dims.end() - 2);
+    return tl == lead || std::all_of(tl.begin(), tl.end(), [](int64_t v) { return v == 1; });
+  };
+  for (Layer* l : chain.layers) {
+    if (l->outputs.size() != 1 || !l->outputs[0]->dimsKnown || l->outputs[0]->dims.size() != r) return false;
+    for (const Tensor* in : l->inputs)
+      if (in && !isInner(in) && !viewable(in)) return false;
+  }
+  for (Layer* l : chain.layers)
+    for (Tensor*& in : l->inputs)
+      if (in && !isInner(in) && in->dims.size() == r) in = fourDView(net, in, l->name + "_heads");
+  for (Tensor* t : inner) t->dims = asFourD(t->dims);
+  sm->attrs.set("axis", int64_t(-1));
+  // The product runs in 4-D; a Reshape back to its dims takes its readers.
+  const Dims yd = y->dims;
+  const std::vector<Layer*> readers = net.consumers(y);
+  y->dims = asFourD(yd);
+  Tensor* back = addTypedLayer(net, "Reshape", {y, addShapeConstant(net, chain.pv->name + "_rows_shape", yd)}, {},
+                               chain.pv->name + "_rows", y->type, yd);
+  for (Layer* c : readers)
+    for (Tensor*& in : c->inputs)
+      if (in == y) in = back;
+  net.topoSort();
+  return true;
+}
+
+}  // namespace
+
+bool liftAttentionForms(Network& net) {
+  bool changed = false;
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    Layer* l = net.layer(static_cast<int>(i));
+    if (l->op != "Softmax" || !l->domain.empty() || l->outputs.size() != 1) continue;
+    const bool untransposed = untransposeProbs(net, l);
+    if (untransposed | liftToFourD(net, l)) {
+      changed = true;
+      i = 0;  // the layers were re-sorted
+    }
+  }
+  return changed;
+}
+
+}  // namespace kiln

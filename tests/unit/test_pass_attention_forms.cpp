@@ -1,0 +1,126 @@
+// Attention forms the 4-D matcher did not take, rewritten by liftAttentionForms (or matched as
+// they are) so that the attention fusion takes them: EfficientViT's product with transposed
+// probabilities (v @ attn^T), rank-3 scores (one head per row), and one K / V head broadcast over
+// the query heads (MobileNetV4's MQA). The fused network computes what the original does
+// (reference kernels).
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "builder/passes/passes.h"
+#include "reference_eval.h"
+
+using namespace kiln;
+using kiln::test::countOps;
+using kiln::test::randomTensor;
+
+namespace {
+
+constexpr int64_t N = 4, S = 9, D = 8, Dv = 6;
+
+HostTensor scalar(float v) {
+  HostTensor t(DataType::kFLOAT, {});
+  *t.as<float>() = v;
+  return t;
+}
+
+Tensor* transpose(Network& n, Tensor* x, std::vector<int64_t> perm) { return kiln::test::addPermute(n, x, perm)->outputs[0]; }
+Tensor* op(Network& n, const char* name, Tensor* a, Tensor* b) { return n.addElementWise(a, b, name)->outputs[0]; }
+
+void finish(Network& n, Tensor* y) {
+  n.renameTensor(y, "y");
+  n.markOutput(y);
+}
+
+//! Lifts, fuses and compares with the unfused network; `lifts`: whether liftAttentionForms changes it.
+void checkLiftAndFuse(const std::function<void(Network&)>& make, const std::map<std::string, HostTensor>& inputs, bool lifts,
+                      bool fuses, int transposesLeft = -1) {
+  Network net;
+  const auto want = kiln::test::referenceAndCopy(make, inputs, net);
+  EXPECT_EQ(liftAttentionForms(net), lifts);
+  net.topoSort();
+  net.inferShapes();
+  EXPECT_EQ(fuseAttention(net), fuses);
+  EXPECT_EQ(countOps(net, "Attention"), fuses ? 1 : 0);
+  EXPECT_EQ(countOps(net, "Softmax"), fuses ? 0 : 1);
+  net.removeDeadLayers();
+  if (transposesLeft >= 0) EXPECT_EQ(countOps(net, "Transpose"), transposesLeft);
+  kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs), want, 2e-5);
+}
+
+HostTensor bias(int64_t seed) { return randomTensor({S, S}, static_cast<uint32_t>(seed), -2.f, 2.f); }
+
+}  // namespace
+
+// timm's EfficientViT (cascaded group attention): q, k, v channel-first [N, D, S]; scores
+// q^T k + bias, feat = v @ attn^T ([N, Dv, S]).
+TEST(PassAttentionForms, TransposedProbabilityProductFuses) {
+  auto make = [](Network& n) {
+    Tensor* q = n.addInput("q", DataType::kFLOAT, {N, D, S});
+    Tensor* k = n.addInput("k", DataType::kFLOAT, {N, D, S});
+    Tensor* v = n.addInput("v", DataType::kFLOAT, {N, Dv, S});
+    Tensor* s = n.addMatMul(transpose(n, op(n, "Mul", q, n.addConstant("", scalar(0.35f))), {0, 2, 1}), k)->outputs[0];
+    s = op(n, "Add", s, n.addConstant("bias", bias(3)));
+    Tensor* p = n.addSoftmax(s, -1)->outputs[0];
+    finish(n, n.addMatMul(v, transpose(n, p, {0, 2, 1}))->outputs[0]);
+  };
+  checkLiftAndFuse(make, {{"q", randomTensor({N, D, S}, 1)}, {"k", randomTensor({N, D, S}, 2)}, {"v", randomTensor({N, Dv, S}, 3)}},
+                   true, true);
+}
+
+// Rank-3 attention with a run-time rank-3 bias (viewed as [N, 1, S, S]) or a constant [S, S] one
+// (broadcasts as it is); a softmax over the other axis is no attention and stays.
+TEST(PassAttentionForms, RankThreeScoresFuseWithOneHead) {
+  for (int form : {0, 1, 2}) {
+    SCOPED_TRACE(form == 0 ? "run-time [N, S, S] bias" : form == 1 ? "constant [S, S] bias" : "softmax over the queries");
+    auto make = [form](Network& n) {
+      Tensor* q = n.addInput("q", DataType::kFLOAT, {N, S, D});
+      Tensor* k = n.addInput("k", DataType::kFLOAT, {N, S, D});
+      Tensor* v = n.addInput("v", DataType::kFLOAT, {N, S, Dv});
+      Tensor* s = op(n, "Mul", n.addMatMul(q, transpose(n, k, {0, 2, 1}))->outputs[0], n.addConstant("", scalar(0.3f)));
+      s = op(n, "Add", s, form == 0 ? n.addInput("bias", DataType::kFLOAT, {N, S, S}) : n.addConstant("bias", bias(4)));
+      finish(n, n.addActivation(n.addMatMul(n.addSoftmax(s, form == 2 ? 1 : -1)->outputs[0], v)->outputs[0], "Relu")->outputs[0]);
+    };
+    std::map<std::string, HostTensor> in{{"q", randomTensor({N, S, D}, 5)}, {"k", randomTensor({N, S, D}, 6)}, {"v", randomTensor({N, S, Dv}, 7)}};
+    if (form == 0) in["bias"] = randomTensor({N, S, S}, 8, -2.f, 2.f);
+    checkLiftAndFuse(make, in, form != 2, form != 2);
+  }
+}
+
+// MobileNetV4's MQA: Q [B, H, S, D] against one K / V head [B, 1, ..] that the MatMuls broadcast;
+// K given transposed ([B, 1, D, S], from a conv) and Q and K scaled apart. Fuses with one KV head.
+TEST(PassAttentionForms, BroadcastSingleKvHeadIsMultiQueryAttention) {
+  constexpr int64_t B = 2, H = 4;
+  auto make = [](Network& n) {
+    Tensor* q = op(n, "Mul", n.addInput("q", DataType::kFLOAT, {B, H, S, D}), n.addConstant("", scalar(0.6f)));
+    Tensor* kt = op(n, "Mul", n.addInput("kt", DataType::kFLOAT, {B, 1, D, S}), n.addConstant("", scalar(0.5f)));
+    Tensor* p = n.addSoftmax(n.addMatMul(q, kt)->outputs[0], -1)->outputs[0];
+    finish(n, n.addMatMul(p, n.addInput("v", DataType::kFLOAT, {B, 1, S, Dv}))->outputs[0]);
+  };
+  checkLiftAndFuse(make, {{"q", randomTensor({B, H, S, D}, 9)}, {"kt", randomTensor({B, 1, D, S}, 10)}, {"v", randomTensor({B, 1, S, Dv}, 11)}},
+                   false, true);
+}
+
+// timm's NesT: scores [B, H, T, S, S] (T blocks). The chain runs as [B, H*T, S, S] (K^T's
+// Transpose redone in 4-D, so K is read in place: no Transpose left); a mask whose
+// leading dims are all 1 broadcasts the same there, one of [1, H, 1, S, S] would not and keeps the
+// chain as it is.
+TEST(PassAttentionForms, RankFiveScoresFuseWithMergedHeads) {
+  constexpr int64_t B = 2, H = 3, T = 4;
+  for (bool perHeadMask : {false, true}) {
+    SCOPED_TRACE(perHeadMask ? "[1, H, 1, S, S] mask (stays)" : "[1, 1, 1, S, S] mask");
+    auto make = [perHeadMask](Network& n) {
+      Tensor* q = n.addInput("q", DataType::kFLOAT, {B, H, T, S, D});
+      Tensor* k = n.addInput("k", DataType::kFLOAT, {B, H, T, S, D});
+      Tensor* v = n.addInput("v", DataType::kFLOAT, {B, H, T, S, Dv});
+      Tensor* s = n.addMatMul(q, transpose(n, k, {0, 1, 2, 4, 3}))->outputs[0];
+      s = op(n, "Add", s, n.addConstant("mask", randomTensor(perHeadMask ? Dims{1, H, 1, S, S} : Dims{1, 1, 1, S, S}, 12, -2.f, 2.f)));
+      Tensor* y = n.addMatMul(n.addSoftmax(s, -1)->outputs[0], v)->outputs[0];
+      finish(n, n.addActivation(y, "Relu")->outputs[0]);
+    };
+    checkLiftAndFuse(make,
+                     {{"q", randomTensor({B, H, T, S, D}, 13)}, {"k", randomTensor({B, H, T, S, D}, 14)},
+                      {"v", randomTensor({B, H, T, S, Dv}, 15)}},
+                     !perHeadMask, !perHeadMask, perHeadMask ? -1 : 0);
+  }
+}
