@@ -93,6 +93,31 @@ TEST(Passes, BatchNormWithoutConvBecomesPointwiseChain) {
   EXPECT_NE(info.find("PointwiseChain"), std::string::npos) << info;
 }
 
+// A BatchNormalization whose input sits far from zero against its spread (mean 1000, std 0.1: a
+// residual stream's running statistics) keeps BatchNormalization's accuracy when lowered: it is
+// centered first. x * a + (beta - mean * a) loses ~1e-3 here (float32 ulp at 1e4 against outputs
+// of order 1), beyond the 1e-5 this allows.
+TEST(Passes, LoweredBatchNormCentersFirst) {
+  constexpr int64_t C = 3;
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {2, C, 4, 4});
+    HostTensor mean(DataType::kFLOAT, {C}), var(DataType::kFLOAT, {C});
+    for (int64_t k = 0; k < C; ++k) mean.as<float>()[k] = 1000.f + 10.f * static_cast<float>(k), var.as<float>()[k] = 0.01f;
+    Layer* bn = n.addLayer("BatchNormalization",
+                           {x, n.addConstant("s", randomTensor({C}, 3, 0.5f, 1.5f)), n.addConstant("b", randomTensor({C}, 4)),
+                            n.addConstant("m", mean), n.addConstant("v", var)},
+                           1);
+    Layer* r = n.addActivation(bn->outputs[0], "Relu");
+    n.renameTensor(r->outputs[0], "y");
+    n.markOutput(r->outputs[0]);
+  };
+  HostTensor x(DataType::kFLOAT, {2, C, 4, 4});
+  const HostTensor noise = randomTensor({2, C, 4, 4}, 5);
+  for (int64_t i = 0; i < x.count(); ++i) x.as<float>()[i] = 1000.f + 10.f * static_cast<float>((i / 16) % C) + 0.3f * noise.as<float>()[i];
+  std::string info = checkFusion(make, {{"x", x}}, 1e-5f);
+  EXPECT_EQ(info.find("\"op\":\"BatchNormalization\""), std::string::npos) << info;
+}
+
 TEST(Passes, ResidualAddFusesIntoConv) {
   auto make = [](Network& n) {
     Tensor* x = n.addInput("x", DataType::kFLOAT, {1, 4, 5, 5});
