@@ -125,6 +125,11 @@ def zoo():
         ("mobilevit_s", Spec(_timm("mobilevit_s"), _image(256), [1, 64], [VIT, "hybrid", "silu"])),
         ("segformer_b0", Spec(_hf("SegformerModel", "SegformerConfig", lambda m: Hidden(m, "pixel_values")),
                               _image(256), [1, 32], [VIT, "hybrid", "efficient-attention"])),
+        # attention in other forms: EfficientViT's cascaded single-head attention with v @ attn^T,
+        # MobileNetV4's MQA (one K / V head broadcast), NesT's [B, H, T, S, S] block attention
+        ("efficientvit_m0", Spec(_timm("efficientvit_m0"), _image(), [1, 128], [VIT, "hybrid", "rank3-attention"])),
+        ("mobilenetv4_hybrid_m", Spec(_timm("mobilenetv4_hybrid_medium"), _image(256), [1, 64], [VIT, "hybrid", "mqa"])),
+        ("nest_tiny", Spec(_timm("nest_tiny"), _image(), [1, 64], [VIT, "block-attention"])),
         # ViTs: head dims 32 (Swin), 64 (DeiT), 128
         ("swin_t", Spec(_tv("swin_t"), _image(), [1, 64], [VIT, "window-attention", "head32", "rel-pos-bias"])),
         ("deit_small", Spec(_timm("deit_small_patch16_224"), _image(), [1, 64], [VIT, "head64"])),
@@ -154,6 +159,14 @@ def zoo():
                                     num_hidden_layers=6, num_attention_heads=14, num_key_value_heads=2,
                                     vocab_size=1000, max_position_embeddings=2048),
                                 _ids(512), [1, 16], [NLP, "decoder", "gqa", "rope", "rmsnorm", "swiglu", "head64"])),
+        # decoders: interleaved partial rotary (GPT-J), head-interleaved fused Q / K / V (GPT-NeoX)
+        ("gptj_s512", Spec(_hf("GPTJModel", "GPTJConfig", Decoder, n_embd=1024, n_layer=8, n_head=16, rotary_dim=32,
+                               vocab_size=1000, n_positions=2048),
+                           _ids(512), [1, 16], [NLP, "decoder", "rope-interleaved", "parallel-block"])),
+        ("gpt_neox_s512", Spec(_hf("GPTNeoXModel", "GPTNeoXConfig", Decoder, hidden_size=1024, intermediate_size=4096,
+                                   num_hidden_layers=8, num_attention_heads=16, rotary_pct=0.25, vocab_size=1000,
+                                   max_position_embeddings=2048),
+                               _ids(512), [1, 16], [NLP, "decoder", "rope-partial", "fused-qkv"])),
         # audio: conv frontend + encoder
         ("wav2vec2_base", Spec(_hf("Wav2Vec2Model", "Wav2Vec2Config", lambda m: Hidden(m, "input_values")),
                                lambda b: (torch.randn(b, 16000),), [1, 16], ["audio", "conv-frontend", "groupnorm"])),

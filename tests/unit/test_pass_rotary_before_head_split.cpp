@@ -158,6 +158,37 @@ TEST(PassRotaryBeforeHeadSplit, GqaAttentionTakesTheFlatForm) {
   kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs), want, 2e-5);
 }
 
+// Qwen3: Q and K normalized per head (RMSNormalization over D of the [B, S, H, D] view) before the
+// head transpose. The rotations still move (the norm's output viewed as [B, S, H*D]) and the
+// attention takes the 3-D form: no Transpose left; values unchanged.
+TEST(PassRotaryBeforeHeadSplit, HeadwiseNormBeforeTheSplitMovesToo) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {B, S, Hq * D});
+    Tensor* pos = n.addInput("pos", DataType::kINT64, {B, S});
+    auto project = [&](int64_t h, uint32_t seed) {
+      return n.addMatMul(x, n.addConstant("", randomTensor({Hq * D, h * D}, seed)))->outputs[0];
+    };
+    auto normedHeads = [&](Tensor* p, int64_t h, uint32_t seed) {
+      Attributes a;
+      a.set("axis", int64_t(-1));
+      Tensor* x4 = kiln::test::addReshape(n, p, {B, S, h, D})->outputs[0];
+      Tensor* normed = n.addLayer("RMSNormalization", {x4, n.addConstant("", randomTensor({D}, seed, 0.5f, 1.5f))}, 1, a)->outputs[0];
+      return kiln::test::addPermute(n, normed, {0, 2, 1, 3})->outputs[0];
+    };
+    Tensor* q = rotate(n, normedHeads(project(Hq, 30), Hq, 33), pos, 10, false);
+    Tensor* k = rotate(n, normedHeads(project(Hkv, 31), Hkv, 34), pos, 10, false);
+    Tensor* y = attendGqa(n, q, k, heads(n, project(Hkv, 32), Hkv));
+    n.renameTensor(y, "y");
+    n.markOutput(y);
+  };
+  const std::map<std::string, HostTensor> inputs{{"x", randomTensor({B, S, Hq * D}, 7)}, {"pos", positions()}};
+  Network net;
+  const auto want = kiln::test::referenceAndCopy(make, inputs, net);
+  expectFlatGqaAfterRotaryMove(net);
+  EXPECT_EQ(count(net, "RMSNormalization"), 2);
+  kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs), want, 2e-5);
+}
+
 // A dynamic export (batch and sequence unknown, the split a Reshape to [0, 0, H, D], its dims also
 // read by a Shape): the move is proved at the sample shapes (none given: it stays), and the moved
 // network agrees with the original at run shapes that are not samples.

@@ -57,12 +57,36 @@ Tensor* headSplitSource(const Network& net, const Tensor* t, SymbolicDims* sym) 
   return batchAndSequenceAgree(x3, x4, sym) ? x3 : nullptr;
 }
 
+//! Qwen3 / OLMo-2 / Persimmon normalize each head of Q and K before the head transpose:
+//! Transpose(N(Reshape(x3)), 0,2,1,3) with N an RMSNormalization over D. N's output [B, S, H, D] is
+//! as much the head split of a 3-D tensor as the projection was, so a view pair goes between it and
+//! the Transpose (Reshape to [B, S, H*D] and back) and headSplitSource takes that. Any producer other
+//! than a Reshape (which needs none), static dims only.
+void exposeHeadSplit(Network& net, const Tensor* t) {
+  Layer* tr = t->producer;
+  if (!tr || tr->op != "Transpose" || !tr->domain.empty() || tr->inputs.size() != 1 || !tr->inputs[0] ||
+      tr->attrs.getInts("perm", {}) != std::vector<int64_t>{0, 2, 1, 3})
+    return;
+  Tensor* x4 = tr->inputs[0];
+  const Layer* p = x4->producer;
+  if (!p || p->op == "Reshape" || soleConsumer(net, x4) != tr || x4->isOutput || !x4->dimsKnown || x4->dims.size() != 4 ||
+      !isStatic(x4->dims))
+    return;
+  const Dims& d = x4->dims;
+  const Dims rows{d[0], d[1], d[2] * d[3]};
+  Tensor* x3 = addTypedLayer(net, "Reshape", {x4, addShapeConstant(net, p->name + "_rows_shape", rows)}, {}, p->name + "_rows",
+                             x4->type, rows);
+  tr->inputs[0] = addTypedLayer(net, "Reshape", {x3, addShapeConstant(net, p->name + "_heads_shape", d)}, {}, p->name + "_heads",
+                                x4->type, d);
+}
+
 bool moveOne(Network& net, Layer* rope, SymbolicDims* sym) {
   if (rope->op != "RotaryEmbedding" || !rope->domain.empty() || rope->inputs.size() < 3 || rope->outputs.size() != 1 ||
       !rope->inputs[0] || rope->attrs.has("num_heads"))
     return false;
   Tensor* t = rope->inputs[0];
   if (!t->dimsKnown || t->dims.size() != 4 || !readByRopeAndShapes(net, t, rope)) return false;
+  exposeHeadSplit(net, t);
   Tensor* x3 = headSplitSource(net, t, sym);
   Tensor* y = rope->outputs[0];
   if (!x3 || y->isOutput || !y->dimsKnown || y->dims.size() != 4) return false;
