@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 
 #include "builder/passes/passes.h"
 #include "reference_eval.h"
@@ -122,5 +123,82 @@ TEST(PassAttentionForms, RankFiveScoresFuseWithMergedHeads) {
                      {{"q", randomTensor({B, H, T, S, D}, 13)}, {"k", randomTensor({B, H, T, S, D}, 14)},
                       {"v", randomTensor({B, H, T, S, Dv}, 15)}},
                      !perHeadMask, !perHeadMask, perHeadMask ? -1 : 0);
+  }
+}
+
+// GPTBigCode's MQA: one fused projection [B, S, E + 2D] unsqueezed to [B, 1, S, ..] and split into
+// Q (head-split after) and one K / V head. splitBeforeHeadReshape splits the 3-D projection instead,
+// and the attention takes the 3-D form with one KV head: no Transpose left; values unchanged.
+TEST(PassAttentionForms, UnsqueezedFusedProjectionSplitIsMultiQueryAttention) {
+  constexpr int64_t B = 2, H = 4, E = H * D;
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {B, S, E});
+    Tensor* p = n.addMatMul(x, n.addConstant("w", randomTensor({E, E + 2 * D}, 16)))->outputs[0];
+    HostTensor one(DataType::kINT64, {1}), sizes(DataType::kINT64, {3});
+    *one.as<int64_t>() = 1;
+    sizes.as<int64_t>()[0] = E, sizes.as<int64_t>()[1] = D, sizes.as<int64_t>()[2] = D;
+    Tensor* u = n.addLayer("Unsqueeze", {p, n.addConstant("", one)}, 1)->outputs[0];  // [B, 1, S, E + 2D]
+    Attributes a;
+    a.set("axis", int64_t(3));
+    Layer* split = n.addLayer("Split", {u, n.addConstant("", sizes)}, 3, a);
+    Tensor* q = transpose(n, kiln::test::addReshape(n, split->outputs[0], {B, S, H, D})->outputs[0], {0, 2, 1, 3});
+    Tensor* s = op(n, "Mul", n.addMatMul(q, transpose(n, split->outputs[1], {0, 1, 3, 2}))->outputs[0], n.addConstant("", scalar(0.35f)));
+    Tensor* y = n.addMatMul(n.addSoftmax(s, -1)->outputs[0], split->outputs[2])->outputs[0];
+    finish(n, kiln::test::addReshape(n, transpose(n, y, {0, 2, 1, 3}), {B, S, E})->outputs[0]);
+  };
+  const std::map<std::string, HostTensor> in{{"x", randomTensor({B, S, E}, 17)}};
+  Network net;
+  const auto want = kiln::test::referenceAndCopy(make, in, net);
+  ASSERT_TRUE(splitBeforeHeadReshape(net));
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(fuseAttention(net));
+  net.removeDeadLayers();
+  const Layer* att = kiln::test::firstOp(net, "Attention");
+  ASSERT_NE(att, nullptr);
+  EXPECT_EQ(att->attrs.getInt("q_num_heads", 0), H);
+  EXPECT_EQ(att->attrs.getInt("kv_num_heads", 0), 1);
+  EXPECT_EQ(countOps(net, "Transpose"), 0);
+  kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), want, 2e-5);
+}
+
+// XGLM: causal finfo.min mask added to the 4-D scores, clamped by Max(scores, finfo.min), softmax
+// over the scores viewed as [B*H, S, S] and viewed back. With the causal mask alone (no row fully
+// masked) the clamp changes nothing and it fuses; with a run-time mask that might mask a whole row
+// (uniform there under the clamp, not what the fused layer gives) it stays. Values unchanged.
+TEST(PassAttentionForms, ClampedScoresSoftmaxedOverMergedHeadsFuse) {
+  constexpr int64_t B = 2, H = 3;
+  for (bool runtimeMask : {false, true}) {
+    SCOPED_TRACE(runtimeMask ? "run-time mask (stays)" : "causal mask");
+    auto make = [runtimeMask](Network& n) {
+      Tensor* q = n.addInput("q", DataType::kFLOAT, {B, H, S, D});
+      Tensor* k = n.addInput("k", DataType::kFLOAT, {B, H, S, D});
+      Tensor* v = n.addInput("v", DataType::kFLOAT, {B, H, S, D});
+      const float lowest = std::numeric_limits<float>::lowest();
+      HostTensor causal(DataType::kFLOAT, {1, 1, S, S});
+      for (int64_t i = 0; i < S; ++i)
+        for (int64_t j = 0; j < S; ++j) causal.as<float>()[i * S + j] = j <= i ? 0.f : lowest;
+      Tensor* s = op(n, "Mul", n.addMatMul(q, transpose(n, k, {0, 1, 3, 2}))->outputs[0], n.addConstant("", scalar(0.35f)));
+      s = op(n, "Add", s, runtimeMask ? n.addInput("mask", DataType::kFLOAT, {B, 1, S, S}) : n.addConstant("causal", causal));
+      s = op(n, "Max", s, n.addConstant("", scalar(lowest)));
+      Tensor* p = n.addSoftmax(kiln::test::addReshape(n, s, {B * H, S, S})->outputs[0], -1)->outputs[0];
+      Tensor* y = n.addMatMul(kiln::test::addReshape(n, p, {B, H, S, S})->outputs[0], v)->outputs[0];
+      finish(n, n.addActivation(y, "Relu")->outputs[0]);
+    };
+    std::map<std::string, HostTensor> in{{"q", randomTensor({B, H, S, D}, 18)}, {"k", randomTensor({B, H, S, D}, 19)},
+                                         {"v", randomTensor({B, H, S, D}, 20)}};
+    if (runtimeMask) {
+      HostTensor m(DataType::kFLOAT, {B, 1, S, S});
+      for (int64_t i = 0; i < m.count(); ++i) m.as<float>()[i] = (i % 5 == 0) ? std::numeric_limits<float>::lowest() : 0.f;
+      in["mask"] = m;
+    }
+    Network net;
+    const auto want = kiln::test::referenceAndCopy(make, in, net);
+    ASSERT_TRUE(liftMergedHeads(net));
+    net.topoSort();
+    net.inferShapes();
+    EXPECT_EQ(fuseAttention(net), !runtimeMask);
+    EXPECT_EQ(countOps(net, "Softmax"), runtimeMask ? 1 : 0);
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), want, 2e-5);
   }
 }

@@ -97,9 +97,17 @@ Tensor* mergedOf(Tensor* t4, DimCompare& dims) {
   return dims.same(x, 0, t4, 0) && dims.same(x, 1, t4, 1) && x->type == t4->type ? x : nullptr;
 }
 
-//! x3 when `t` ([B, H, S, D]) is Transpose(perm 0,2,1,3) of a head split of x3 ([B, S, H*D]).
+//! x3 when `t` ([B, H, S, D]) is Transpose(perm 0,2,1,3) of a head split of x3 ([B, S, H*D]), or
+//! one head: t = [B, 1, S, D] an Unsqueeze / Reshape of x3 = [B, S, D] (MQA's K and V, GPTBigCode).
 Tensor* headSplitOf(Tensor* t, DimCompare& dims) {
   const Layer* l = t ? t->producer : nullptr;
+  if (l && (l->op == "Unsqueeze" || l->op == "Reshape") && !l->inputs.empty() && l->inputs[0] && t->dimsKnown && t->dims.size() == 4 &&
+      t->dims[1] == 1) {
+    Tensor* x = l->inputs[0];
+    const bool one = x->dimsKnown && x->dims.size() == 3 && x->type == t->type && x->dims[2] == t->dims[3] && t->dims[3] > 0 &&
+                     dims.same(x, 0, t, 0) && dims.same(x, 1, t, 2);
+    return one ? x : nullptr;
+  }
   if (!l || l->op != "Transpose" || l->inputs.empty() || l->attrs.getInts("perm", {}) != std::vector<int64_t>{0, 2, 1, 3}) return nullptr;
   return mergedOf(l->inputs[0], dims);
 }
@@ -399,6 +407,8 @@ bool fuseOne(Network& net, Layer* sm, const std::function<bool(const Layer&)>& s
   }
   if (!canonicalizeMasks(net, am, sm, cm, samples)) return false;
   if (cm.period == 0) compactKeyPaddingMask(net, am, cm, samples);  // dense runtime mask -> is_causal + key flags, when provable
+  if (const double c = am.chain.clampFloor; c != 0 && cm.mask && static_cast<float>(cm.maskFill) != static_cast<float>(c))
+    return false;  // a fully masked row would differ (ScoreChain::clampFloor); the helper layers made are dead
   cm.bias = maskIsBoundedBias(am, cm, samples);  // a runtime bias cuDNN's SDPA may take
   AttentionForms forms;
   findHeadForm(net, am, forms, samples);  // the 3-D form first (no head transposes), then the views

@@ -6,6 +6,7 @@
 #include "builder/passes/fuse_attention_steps.h"
 #include "builder/passes/passes.h"
 #include "core/type_dispatch.h"
+#include "ops/attention_config.h"
 
 namespace kiln::attention_fusion {
 
@@ -186,6 +187,11 @@ bool matchScores(const Network& net, Layer* sm, ScoreChain& m) {
       t = x;  // the merging Reshape, the Add and the splitting Reshape are in m.layers
       next = m.layers.back();
       continue;
+    } else if (double c = 0; l->op == "Max" && l->inputs.size() == 2 && !seenScale && m.clampFloor == 0 && m.masks.empty() &&
+                             scalarValue(l->inputs[1], &c) && c <= kAttentionMaskFillMax && l->inputs[0] &&
+                             l->inputs[0]->dims == l->outputs[0]->dims) {
+      m.clampFloor = c;
+      t = l->inputs[0];
     } else if (l->op == "Where" && l->inputs.size() == 3 && !seenScale && !m.where) {
       double c = 0;
       if (scalarValue(l->inputs[2], &c)) {

@@ -62,6 +62,10 @@ struct ScoreChain {
   Tensor* windowMask = nullptr;
   Dims windowMaskDims;
   int64_t windowPeriod = 0;
+  //! Max(scores, c) with c <= -1e30 (XGLM clamps its finfo.min-masked scores): no effect on a row with
+  //! a key left; a fully masked row is uniform, which the fused layer reproduces only where its mask
+  //! fill is c or no row can be fully masked (no mask besides is_causal). 0 when absent.
+  double clampFloor = 0;
 };
 
 //! A matched attention: the score chain and Q, K = transpose(kRoot, kPerm), V.

@@ -8,6 +8,7 @@
 //   Transpose(merge(x), perm 0,2,1) -> merge(Transpose(x, perm 0,1,3,2))
 //   Add / Sub / Mul / Div(merge(x), scalar constant or y of the merged dims, or of [B*H, 1|X, 1|Y]
 //   (ALiBi's per-head [B*H, 1, S] bias)) -> merge(op(x, scalar or y viewed as [B, H, ..]))
+//   Softmax(merge(x)) read only by a Reshape back to x's dims (XGLM) -> Softmax(x)
 // where merge is a Reshape [B, H, X, Y] -> [B*H, X, Y]; a Reshape of the lifted MatMul back to
 // [B, H, ...] reads the 4-D product directly. Static dims only.
 #include <set>
@@ -127,6 +128,21 @@ bool liftElementwise(Network& net, Layer* l, Lifted& lifted) {
   return false;
 }
 
+//! Softmax over the last axis of a merge, read only by a Reshape back to [B, H, ..] (XGLM views its
+//! 4-D scores as [B*H, S, S] for the softmax alone): the softmax of the 4-D scores.
+bool liftSoftmax(Network& net, Layer* l, Lifted& lifted) {
+  if (l->op != "Softmax" || !l->domain.empty() || l->inputs.size() != 1 || l->outputs.size() != 1 || l->outputs[0]->isOutput) return false;
+  Tensor* x = mergedHeads(l->inputs[0]);
+  const int64_t axis = l->attrs.getInt("axis", -1);
+  const Layer* back = soleConsumer(net, l->outputs[0]);
+  if (!x || (axis != -1 && axis != 2) || !back || back->op != "Reshape" || back->outputs[0]->dims != x->dims) return false;
+  Attributes a = l->attrs;
+  a.set("axis", int64_t(-1));
+  Tensor* p = liftedLayer(net, l, {x}, a, x->type, x->dims);
+  replaceMerged(net, l->outputs[0], p, l->name, lifted);
+  return true;
+}
+
 }  // namespace
 
 bool liftMergedHeads(Network& net) {
@@ -134,7 +150,7 @@ bool liftMergedHeads(Network& net) {
   Lifted lifted;
   // Transposes and scales first, so that the MatMuls they feed see merges of 4-D tensors; then the
   // elementwise layers after the lifted MatMuls (the scores' scale and relative-position terms).
-  for (auto lift : {liftTranspose, liftElementwise, liftMatMul, liftElementwise}) {
+  for (auto lift : {liftTranspose, liftElementwise, liftMatMul, liftElementwise, liftSoftmax}) {
     const size_t n = net.layers().size();  // layers added here are already lifted
     for (size_t i = 0; i < n; ++i) changed = lift(net, net.layer(static_cast<int>(i)), lifted) || changed;
   }

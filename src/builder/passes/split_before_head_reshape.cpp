@@ -62,12 +62,65 @@ bool moveOne(Network& net, Layer* split) {
   return true;
 }
 
+//! Split(Unsqueeze(x, a), axis != a) -> the Split of x, each part unsqueezed after it (GPTBigCode's
+//! fused Q / KV projection: Unsqueeze [B, 1, S, E + 2D], Split on the last axis). A Reshape reading a
+//! part (Q's head split) reads the 3-D part instead, so the head split is one of a 3-D tensor, and
+//! one-head parts (K, V) are Unsqueezes of 3-D tensors: both forms the 3-D attention takes. Static.
+bool splitBeforeUnsqueeze(Network& net, Layer* split) {
+  if (split->op != "Split" || !split->domain.empty() || split->inputs.empty() || !split->inputs[0] || split->outputs.size() < 2)
+    return false;
+  Tensor* u = split->inputs[0];
+  const Layer* un = u->producer;
+  if (!un || un->op != "Unsqueeze" || un->inputs.empty() || !un->inputs[0] || soleConsumer(net, u) != split || u->isOutput) return false;
+  std::vector<int64_t> axes = un->attrs.getInts("axes");
+  if (un->inputs.size() > 1 && un->inputs[1] && !constantInts(un->inputs[1], &axes)) return false;
+  Tensor* x = un->inputs[0];
+  if (axes.size() != 1 || !x->dimsKnown || !u->dimsKnown || !isStatic(u->dims)) return false;
+  const int64_t r = static_cast<int64_t>(u->dims.size());
+  int64_t a = axes[0] < 0 ? axes[0] + r : axes[0], s = split->attrs.getInt("axis", 0);
+  if (s < 0) s += r;
+  if (a < 0 || a >= r || s < 0 || s >= r || s == a) return false;
+  for (const Tensor* o : split->outputs)
+    if (!o || !o->dimsKnown || o->isOutput) return false;
+  Attributes sa = split->attrs;
+  sa.set("axis", s - (s > a ? 1 : 0));
+  std::vector<Tensor*> in = split->inputs;
+  in[0] = x;
+  Layer* s3 = net.addLayer("Split", in, static_cast<int>(split->outputs.size()), sa, net.uniqueName(split->name + "_squeezed"));
+  recordStandIn(s3, {split});
+  for (size_t i = 0; i < split->outputs.size(); ++i) {
+    Tensor* o = split->outputs[i];
+    Tensor* p = s3->outputs[i];
+    p->type = o->type;
+    p->dims = o->dims;
+    p->dims.erase(p->dims.begin() + a);
+    p->dimsKnown = true;
+    Tensor* unsqueezed = nullptr;
+    for (Layer* c : net.consumers(o)) {
+      const bool reshape = c->op == "Reshape" && c->inputs[0] == o && c->outputs[0]->dimsKnown && isStatic(c->outputs[0]->dims);
+      if (reshape) {  // a static shape: 0 / -1 entries would read other dims now
+        c->inputs[0] = p;
+        c->inputs[1] = addShapeConstant(net, c->name + "_shape", c->outputs[0]->dims);
+        continue;
+      }
+      if (!unsqueezed)
+        unsqueezed = addTypedLayer(net, "Reshape", {p, addShapeConstant(net, split->name + "_part_shape", o->dims)}, {},
+                                   split->name + "_part", o->type, o->dims);
+      for (Tensor*& t : c->inputs)
+        if (t == o) t = unsqueezed;
+    }
+  }
+  net.removeLayer(split);
+  net.topoSort();
+  return true;
+}
+
 }  // namespace
 
 bool splitBeforeHeadReshape(Network& net) {
   bool changed = false;
   for (size_t i = 0; i < net.layers().size(); ++i) {
-    if (!moveOne(net, net.layer(static_cast<int>(i)))) continue;
+    if (!moveOne(net, net.layer(static_cast<int>(i))) && !splitBeforeUnsqueeze(net, net.layer(static_cast<int>(i)))) continue;
     changed = true;
     i = 0;
   }
