@@ -8,8 +8,10 @@ Per model: error vs ORT (max |kiln - ort| / range(ort), bar 1e-4), the fused eng
 its Attention layers against the model's attention count, and the leftover ops that a fused engine
 should not have (Softmax, Transpose, Erf, Pow, ReduceMean, Sigmoid, Tanh, Where, ...).
 Needs torch, transformers, onnx, onnxruntime.
-With --timm a,b: those timm models instead (image batch 2 at the model's input size).
-Usage: hf_fusion_sweep.py --kiln build/bin/kiln --peers PEERS.py [--models a,b | --timm a,b] [--work DIR]"""
+With --timm a,b (--torchvision a,b): those timm (torchvision) models instead (image batch 2 at the
+model's input size).
+Usage: hf_fusion_sweep.py --kiln build/bin/kiln --peers PEERS.py [--models a,b | --timm a,b | --torchvision a,b]
+       [--work DIR]"""
 import argparse, collections, importlib.util, os, sys, warnings
 
 import numpy as np
@@ -110,6 +112,14 @@ def make_timm(name):
     return m, torch.randn(2, *size, generator=torch.Generator().manual_seed(0))
 
 
+def make_torchvision(name):
+    """A torchvision classification model (random weights) and an image batch of 2 at 224x224."""
+    import torch
+    import torchvision
+    m = torchvision.models.get_model(name, weights=None).eval()
+    return m, torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(0))
+
+
 def make(name):
     import torch
     import transformers
@@ -150,6 +160,7 @@ def main():
     ap.add_argument("--peers", required=True, help="peers.py (../shared/bench/peers.py)")
     ap.add_argument("--models", default="")
     ap.add_argument("--timm", default="", help="timm model names to sweep instead (attention count not known: '?')")
+    ap.add_argument("--torchvision", default="", help="torchvision model names to sweep instead (as --timm)")
     ap.add_argument("--work", default="/tmp/kiln_hf_sweep")
     a = ap.parse_args()
     import torch
@@ -161,11 +172,13 @@ def main():
     spec.loader.exec_module(peers)
     os.makedirs(a.work, exist_ok=True)
     failed = 0
-    names = a.timm.split(",") if a.timm else a.models.split(",") if a.models else list(MODELS)
+    maker = make_timm if a.timm else make_torchvision if a.torchvision else make
+    listed = a.timm or a.torchvision or a.models
+    names = listed.split(",") if listed else list(MODELS)
     for name in names:
         try:
             torch.manual_seed(0)
-            m, x = make_timm(name) if a.timm else make(name)
+            m, x = maker(name)
             peers.randomize(m)
             path = os.path.join(a.work, f"{name}.onnx")
             zoo.export(torch, m, (x,), path)
@@ -185,7 +198,7 @@ def main():
         err = float(np.abs(got - ref).max()) / max(float(ref.max() - ref.min()), 1e-30)
         ok = err < 1e-4
         failed += not ok
-        want = "?" if a.timm else MODELS[name][4]
+        want = "?" if maker is not make else MODELS[name][4]
         left = " ".join(f"{k} {ops[k]}" for k in LEFTOVER if ops.get(k))
         print(f"{name}: err {err:.1e} {'ok' if ok else 'BAD'} | layers {sum(ops.values())} | attention {ops.get('Attention', 0)}/{want}"
               f" | {left}", flush=True)

@@ -130,6 +130,7 @@ def zoo():
         ("efficientvit_m0", Spec(_timm("efficientvit_m0"), _image(), [1, 128], [VIT, "hybrid", "rank3-attention"])),
         ("mobilenetv4_hybrid_m", Spec(_timm("mobilenetv4_hybrid_medium"), _image(256), [1, 64], [VIT, "hybrid", "mqa"])),
         ("nest_tiny", Spec(_timm("nest_tiny"), _image(), [1, 64], [VIT, "block-attention"])),
+        ("maxvit_t", Spec(_tv("maxvit_t"), _image(), [1, 32], [VIT, "hybrid", "einsum-attention", "grid-attention"])),
         # ViTs: head dims 32 (Swin), 64 (DeiT), 128
         ("swin_t", Spec(_tv("swin_t"), _image(), [1, 64], [VIT, "window-attention", "head32", "rel-pos-bias"])),
         ("deit_small", Spec(_timm("deit_small_patch16_224"), _image(), [1, 64], [VIT, "head64"])),

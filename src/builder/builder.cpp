@@ -211,6 +211,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
   struct Pass { const char* name; std::function<bool(Network&)> fn; };
   const Pass passes[] = {
       {"fold shape arithmetic (dynamic shapes)", [&](Network& n) { return foldShapeArithmetic(n, samples); }},
+      {"lower matrix-product Einsum to MatMul", lowerEinsumToMatMul},
       {"elide Identity and same-type Cast", elideNoOps},
       {"merge duplicate layers", mergeDuplicateLayers},
       {"fold stacked constant operands of Add / Mul", foldConstantOperands},

@@ -103,26 +103,27 @@ TEST(PassAttentionForms, BroadcastSingleKvHeadIsMultiQueryAttention) {
 }
 
 // timm's NesT: scores [B, H, T, S, S] (T blocks). The chain runs as [B, H*T, S, S] (K^T's
-// Transpose redone in 4-D, so K is read in place: no Transpose left); a mask whose
-// leading dims are all 1 broadcasts the same there, one of [1, H, 1, S, S] would not and keeps the
-// chain as it is.
+// Transpose redone in 4-D, so K is read in place: no Transpose left). A mask [T, S, S] (MaxViT's
+// per-head bias over its [B, G, H, S, S] grid) makes it [B*H, T, S, S] instead; one of
+// [1, H, 1, S, S] broadcasts differently however the dims are grouped and keeps the chain.
 TEST(PassAttentionForms, RankFiveScoresFuseWithMergedHeads) {
   constexpr int64_t B = 2, H = 3, T = 4;
-  for (bool perHeadMask : {false, true}) {
-    SCOPED_TRACE(perHeadMask ? "[1, H, 1, S, S] mask (stays)" : "[1, 1, 1, S, S] mask");
-    auto make = [perHeadMask](Network& n) {
+  for (const Dims& maskDims : {Dims{1, 1, 1, S, S}, Dims{T, S, S}, Dims{1, H, 1, S, S}}) {
+    const bool fuses = maskDims[1] != H;
+    SCOPED_TRACE("mask " + toString(maskDims));
+    auto make = [&maskDims](Network& n) {
       Tensor* q = n.addInput("q", DataType::kFLOAT, {B, H, T, S, D});
       Tensor* k = n.addInput("k", DataType::kFLOAT, {B, H, T, S, D});
       Tensor* v = n.addInput("v", DataType::kFLOAT, {B, H, T, S, Dv});
       Tensor* s = n.addMatMul(q, transpose(n, k, {0, 1, 2, 4, 3}))->outputs[0];
-      s = op(n, "Add", s, n.addConstant("mask", randomTensor(perHeadMask ? Dims{1, H, 1, S, S} : Dims{1, 1, 1, S, S}, 12, -2.f, 2.f)));
+      s = op(n, "Add", s, n.addConstant("mask", randomTensor(maskDims, 12, -2.f, 2.f)));
       Tensor* y = n.addMatMul(n.addSoftmax(s, -1)->outputs[0], v)->outputs[0];
       finish(n, n.addActivation(y, "Relu")->outputs[0]);
     };
     checkLiftAndFuse(make,
                      {{"q", randomTensor({B, H, T, S, D}, 13)}, {"k", randomTensor({B, H, T, S, D}, 14)},
                       {"v", randomTensor({B, H, T, S, Dv}, 15)}},
-                     !perHeadMask, !perHeadMask, perHeadMask ? -1 : 0);
+                     fuses, fuses, fuses ? 0 : -1);
   }
 }
 

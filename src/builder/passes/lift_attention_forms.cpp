@@ -7,10 +7,11 @@
 //    than the copy of P^T it replaces whenever Dv < Skv.
 //  - Attention over rank-3 scores ([N, Sq, Skv]: one head per batch row, as single-head window
 //    and cascaded-group attentions write it) or rank >= 5 ([B, H, T, Sq, Skv]: timm's NesT, a
-//    block axis): each operand of the chain from the Q K^T MatMul to the P V MatMul is viewed as
-//    4-D ([N, 1, ..], or the middle dims merged into one: a Reshape, which the runtime aliases)
-//    and the chain runs in 4-D; a Reshape back takes the product's readers. Masks that would
-//    broadcast differently in 4-D keep the chain as it is.
+//    block axis; MaxViT's [B, G, H, S, S] grid) : each operand of the chain from the Q K^T MatMul
+//    to the P V MatMul is viewed as 4-D ([N, 1, ..], or the leading dims merged into two groups,
+//    cut where every operand, a per-head bias [H, S, S] included, still broadcasts: a Reshape,
+//    which the runtime aliases) and the chain runs in 4-D; a Reshape back takes the product's
+//    readers. Masks that would broadcast differently however the dims are grouped keep the chain.
 #include <algorithm>
 
 #include "builder/passes/fuse_attention_steps.h"
@@ -73,24 +74,25 @@ bool untransposeProbs(Network& net, Layer* sm) {
   return true;
 }
 
-//! `d` (rank 3 or >= 5, the last two the matrix dims) as 4-D: [N, X, Y] -> [N, 1, X, Y];
-//! [A, B, C.., X, Y] -> [A, B * C.., X, Y].
-Dims asFourD(const Dims& d) {
-  const size_t r = d.size();
-  int64_t heads = 1;
-  for (size_t i = 1; i + 2 < r; ++i) heads *= d[i];
-  return {d[0], heads, d[r - 2], d[r - 1]};
+//! `d` (rank r = 3 or >= 5, the last two the matrix dims) as 4-D, its leading dims cut into two
+//! groups after the first `cut`: [N, X, Y] -> [N, 1, X, Y]; [A, B, C, X, Y] -> [A, B*C, X, Y]
+//! (cut 1) or [A*B, C, X, Y] (cut 2). A shorter `d` is right-aligned to rank r first.
+Dims asFourD(Dims d, size_t r, size_t cut) {
+  d.insert(d.begin(), r - d.size(), 1);
+  int64_t g1 = 1, g2 = 1;
+  for (size_t i = 0; i + 2 < r; ++i) (i < cut ? g1 : g2) *= d[i];
+  return {g1, g2, d[r - 2], d[r - 1]};
 }
 
-//! `t` (an operand of the chain, rank 3 or >= 5) viewed as 4-D. Scalar Mul / Div layers and
+//! `t` (an operand of the chain of rank <= r) viewed as 4-D (asFourD). Scalar Mul / Div layers and
 //! last-two-axes Transposes right above it (the scale and K^T of the Q K^T product) are redone in
 //! 4-D above the view, so that the attention matcher still sees them (and reads K in place).
-Tensor* fourDView(Network& net, Tensor* t, const std::string& name) {
+Tensor* fourDView(Network& net, Tensor* t, size_t r, size_t cut, const std::string& name) {
   std::vector<const Layer*> above;  // from t upward
   Tensor* x = t;
   for (;;) {
     Layer* p = x->producer;
-    if (!p || p->outputs.size() != 1 || x->isOutput || (x != t && soleConsumer(net, x) == nullptr)) break;
+    if (!p || p->outputs.size() != 1 || x->isOutput || (x != t && soleConsumer(net, x) == nullptr) || x->dims.size() != r) break;
     double c = 0;
     const bool scaled = (p->op == "Mul" || p->op == "Div") && p->inputs.size() == 2 && scalarValue(p->inputs[1], &c) &&
                         p->inputs[0]->dims == x->dims;
@@ -99,8 +101,8 @@ Tensor* fourDView(Network& net, Tensor* t, const std::string& name) {
     above.push_back(p);
     x = p->inputs[scaledFirst ? 1 : 0];
   }
-  Tensor* v = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, name + "_shape", asFourD(x->dims))}, {}, name, x->type,
-                            asFourD(x->dims));
+  const Dims d4 = asFourD(x->dims, r, cut);
+  Tensor* v = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, name + "_shape", d4)}, {}, name, x->type, d4);
   for (auto it = above.rbegin(); it != above.rend(); ++it) {
     const Layer* p = *it;
     if (p->op == "Transpose") {
@@ -131,29 +133,40 @@ bool liftToFourD(Network& net, Layer* sm) {
     if (l != chain.pv) inner.push_back(l->outputs[0]);
   auto isInner = [&](const Tensor* t) { return std::find(inner.begin(), inner.end(), t) != inner.end(); };
   const Dims lead(s->dims.begin(), s->dims.end() - 2);
-  // An operand of the chain's rank: its leading dims the scores' (or all 1: broadcast whole); of
-  // rank <= 2: it broadcasts the same in 4-D. Anything else would broadcast differently there.
-  auto viewable = [&](const Tensor* t) {
-    if (!t->dimsKnown || !isStatic(t->dims)) return false;
+  // An operand (right-aligned to the chain's rank; rank <= 2 broadcasts the same in 4-D) whose
+  // leading dims, in each of the two groups, are the scores' or all 1 broadcasts the same in 4-D;
+  // anything else would broadcast differently there. The first cut that serves every operand.
+  auto viewable = [&](const Tensor* t, size_t cut) {
+    if (!t->dimsKnown || !isStatic(t->dims) || t->dims.size() > r) return false;
     if (t->dims.size() <= 2) return true;
-    if (t->dims.size() != r) return false;
-    const Dims tl(t->dims.begin(), t->dims.end() - 2);
-    return tl == lead || std::all_of(tl.begin(), tl.end(), [](int64_t v) { return v == 1; });
+    Dims tl(r - t->dims.size(), 1);
+    tl.insert(tl.end(), t->dims.begin(), t->dims.end() - 2);
+    auto groupOk = [&](size_t from, size_t to) {
+      bool same = true, ones = true;
+      for (size_t i = from; i < to; ++i) same = same && tl[i] == lead[i], ones = ones && tl[i] == 1;
+      return same || ones;
+    };
+    return groupOk(0, cut) && groupOk(cut, lead.size());
   };
-  for (Layer* l : chain.layers) {
+  for (Layer* l : chain.layers)
     if (l->outputs.size() != 1 || !l->outputs[0]->dimsKnown || l->outputs[0]->dims.size() != r) return false;
-    for (const Tensor* in : l->inputs)
-      if (in && !isInner(in) && !viewable(in)) return false;
+  size_t cut = 0;
+  for (size_t c = 1; c <= lead.size() && !cut; ++c) {
+    bool all = true;
+    for (Layer* l : chain.layers)
+      for (const Tensor* in : l->inputs) all = all && (!in || isInner(in) || viewable(in, c));
+    if (all) cut = c;
   }
+  if (!cut) return false;
   for (Layer* l : chain.layers)
     for (Tensor*& in : l->inputs)
-      if (in && !isInner(in) && in->dims.size() == r) in = fourDView(net, in, l->name + "_heads");
-  for (Tensor* t : inner) t->dims = asFourD(t->dims);
+      if (in && !isInner(in) && in->dims.size() > 2) in = fourDView(net, in, r, cut, l->name + "_heads");
+  for (Tensor* t : inner) t->dims = asFourD(t->dims, r, cut);
   sm->attrs.set("axis", int64_t(-1));
   // The product runs in 4-D; a Reshape back to its dims takes its readers.
   const Dims yd = y->dims;
   const std::vector<Layer*> readers = net.consumers(y);
-  y->dims = asFourD(yd);
+  y->dims = asFourD(yd, r, cut);
   Tensor* back = addTypedLayer(net, "Reshape", {y, addShapeConstant(net, chain.pv->name + "_rows_shape", yd)}, {},
                                chain.pv->name + "_rows", y->type, yd);
   for (Layer* c : readers)

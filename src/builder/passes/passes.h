@@ -35,6 +35,8 @@ bool fuseRmsNormPattern(Network& net);
 bool fuseRotaryPattern(Network& net, const InputSamples& samples = {});
 //! Reshape -> InstanceNormalization -> Reshape [-> Mul gamma] [-> Add beta] (GroupNorm as exported) -> GroupNormalization.
 bool fuseGroupNormPattern(Network& net, const InputSamples& samples = {});
+//! A two-operand Einsum that is a batched matrix product -> Transposes, Reshapes and one MatMul.
+bool lowerEinsumToMatMul(Network& net);
 //! Compress with a constant condition -> Gather with the kept indices (lower_compress.cpp).
 bool lowerConstantCompress(Network& net);
 //! Compress with a computed condition -> Gather(x, Reshape(NonZero(condition), [-1])).
