@@ -234,6 +234,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"apply rotary embeddings before the head split (GPU)", [&](Network& n) { return gpuFusions && rotaryBeforeHeadSplit(n, samples); }},
       {"fuse GroupNorm pattern", [&](Network& n) { return fuseGroupNormPattern(n, samples); }},
       {"lift batched MatMuls over merged batch and heads to 4-D", liftMergedHeads},
+      {"move row permutations after a linear onto its input (GPU)", [&](Network& n) { return gpuFusions && permuteRowsBeforeLinear(n); }},
       {"lift attention forms (A P^T, rank-3 scores) to the 4-D form (GPU)", [&](Network& n) { return gpuFusions && liftAttentionForms(n); }},
       {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasFusedAttention, samples); }},
       // Again: the attention fusion makes one mask sum per layer from masks every layer shares (T5).

@@ -59,6 +59,9 @@ bool liftMergedHeads(Network& net);
 //! GPU: attention written as A P^T (EfficientViT) or over rank-3 scores (one head per row)
 //! rewritten into the 4-D P V form the attention fusion matches (lift_attention_forms.cpp).
 bool liftAttentionForms(Network& net);
+//! GPU: a row permutation after a Gemm / MatMul by a constant weight, whose input is data movement,
+//! moves onto that input (nn.MultiheadAttention's sequence-first out_proj; permute_rows_before_linear.cpp).
+bool permuteRowsBeforeLinear(Network& net);
 //! CPU: channel shuffles (Reshape -> Transpose of the two split axes -> Reshape) -> Gather with a
 //! constant permutation; Slice / Split of a constant-index Gather -> Gathers of the selected
 //! indices (fold_channel_shuffle.cpp).
