@@ -15,7 +15,14 @@ struct Case {
   const char* equation;
   Dims a, b;
   bool lowers;
+  int64_t batch = 0;  // > 0: the dynamic (-1) dims of the operands at run time
 };
+
+Dims atRun(Dims d, int64_t batch) {
+  for (int64_t& v : d)
+    if (v < 0) v = batch;
+  return d;
+}
 
 void check(const Case& c) {
   SCOPED_TRACE(c.equation);
@@ -26,7 +33,7 @@ void check(const Case& c) {
     n.renameTensor(y, "y");
     n.markOutput(y);
   };
-  const std::map<std::string, HostTensor> in{{"a", randomTensor(c.a, 1)}, {"b", randomTensor(c.b, 2)}};
+  const std::map<std::string, HostTensor> in{{"a", randomTensor(atRun(c.a, c.batch), 1)}, {"b", randomTensor(atRun(c.b, c.batch), 2)}};
   Network net;
   const auto want = kiln::test::referenceAndCopy(make, in, net);
   EXPECT_EQ(lowerEinsumToMatMul(net), c.lowers);
@@ -49,6 +56,10 @@ TEST(PassLowerEinsum, MatrixProductsBecomeMatMul) {
            {"abc,cd->abd", {2, 3, 4}, {4, 5}, true},
            {"ijk,jkl->il", {2, 3, 4}, {3, 4, 5}, true},                                // two contracted labels
            {"bn,anm->bam", {2, 3}, {4, 3, 5}, true},                                   // rows and columns on both sides
+           {"bhid,bhjd->bhij", {-1, 3, 5, 4}, {-1, 3, 6, 4}, true, 2},                // a dynamic batch
+           {"bij,bjk->bik", {-1, 3, 4}, {-1, 4, 5}, true, 3},
+           {"abijk,abkl->abijl", {-1, -1, 2, 3, 4}, {-1, -1, 4, 5}, true, 2},          // two dynamic batch dims, rows merged
+           {"ij,bjk->bik", {-1, 4}, {-1, 4, 5}, false, 3},                             // a dynamic row dim
            {"ii,ij->ij", {3, 3}, {3, 4}, false},                                       // a diagonal
            {"ij,jk->k", {3, 4}, {4, 5}, false},                                        // i summed out of A alone
        })

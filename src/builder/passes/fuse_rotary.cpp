@@ -363,18 +363,8 @@ bool fusePartial(Network& net, Layer* cat) {
 }  // namespace
 
 bool fuseRotaryPattern(Network& net, const InputSamples& samples) {
-  bool changed = false;
-  for (size_t i = 0; i < net.layers().size(); ++i) {
-    if (!fuseOne(net, net.layer(static_cast<int>(i)), samples)) continue;
-    changed = true;
-    i = 0;  // replaceWithFused re-sorted the layers
-  }
-  for (size_t i = 0; i < net.layers().size(); ++i) {
-    if (!fusePartial(net, net.layer(static_cast<int>(i)))) continue;
-    changed = true;
-    i = 0;
-  }
-  return changed;
+  const bool rotations = rewriteLayers(net, [&samples](Network& n, Layer* l) { return fuseOne(n, l, samples); });
+  return rewriteLayers(net, fusePartial) || rotations;
 }
 
 }  // namespace kiln

@@ -7,7 +7,8 @@
 // tensor cores); MatMul takes the GEMM tactics, and the attention fusion sees MatMuls: torchvision's
 // MaxViT writes its attention as einsum('B G H I D, B G H J D -> B G H I J') and its product with V.
 // Equations with an ellipsis, a repeated label in one operand (a diagonal), a label summed out of
-// one operand alone, or no explicit output stay; static float shapes only.
+// one operand alone, or no explicit output stay; float only, with static dims except the batch
+// labels' (a dynamic batch).
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -56,18 +57,20 @@ Tensor* permuted(Network& net, Tensor* t, const std::string& have, const std::st
   return addTypedLayer(net, "Transpose", {t}, a, name, t->type, d);
 }
 
-Tensor* reshaped(Network& net, Tensor* t, const Dims& d, const std::string& name) {
+//! t reshaped to d, whose first `copied` dims are t's own (batch dims, maybe dynamic: shape entry 0
+//! copies them); no layer when the dims are already d.
+Tensor* reshaped(Network& net, Tensor* t, const Dims& d, size_t copied, const std::string& name) {
   if (t->dims == d) return t;
-  return addTypedLayer(net, "Reshape", {t, addShapeConstant(net, name + "_shape", d)}, {}, name, t->type, d);
+  Dims shape = d;
+  for (size_t i = 0; i < copied; ++i) shape[i] = 0;
+  return addTypedLayer(net, "Reshape", {t, addShapeConstant(net, name + "_shape", shape)}, {}, name, t->type, d);
 }
 
 bool lowerOne(Network& net, Layer* l) {
   if (l->op != "Einsum" || !l->domain.empty() || l->inputs.size() != 2 || l->outputs.size() != 1 || !l->inputs[0] || !l->inputs[1])
     return false;
   Tensor *x = l->inputs[0], *y = l->inputs[1], *z = l->outputs[0];
-  if (!isFloat(x->type) || x->type != y->type || !x->dimsKnown || !y->dimsKnown || !z->dimsKnown || !isStatic(x->dims) ||
-      !isStatic(y->dims) || !isStatic(z->dims))
-    return false;
+  if (!isFloat(x->type) || x->type != y->type || !x->dimsKnown || !y->dimsKnown || !z->dimsKnown) return false;
   std::string ta, tb, to;
   if (!parseTwoOperands(l->attrs.getString("equation", ""), &ta, &tb, &to) || ta.size() != x->dims.size() || tb.size() != y->dims.size())
     return false;
@@ -97,6 +100,10 @@ bool lowerOne(Network& net, Layer* l) {
     for (char c : labels) v.push_back(dim[c]);
     return v;
   };
+  // Batch dims may be dynamic (the Reshapes copy them: shape entry 0), the others must be static.
+  for (const std::string* g : {&rows, &sum, &cols})
+    for (char c : *g)
+      if (dim[c] < 0) return false;
   const std::vector<int64_t> bd = dimsOf(batch);
   auto with = [&](std::vector<int64_t> tail) {
     Dims d(bd.begin(), bd.end());
@@ -105,12 +112,12 @@ bool lowerOne(Network& net, Layer* l) {
   };
   const int64_t m = product(dimsOf(rows)), k = product(dimsOf(sum)), n = product(dimsOf(cols));
   const std::string& name = l->name;
-  Tensor* a = reshaped(net, permuted(net, x, ta, batch + rows + sum, name + "_lhs"), with({m, k}), name + "_lhs_matrix");
-  Tensor* b = reshaped(net, permuted(net, y, tb, batch + sum + cols, name + "_rhs"), with({k, n}), name + "_rhs_matrix");
+  Tensor* a = reshaped(net, permuted(net, x, ta, batch + rows + sum, name + "_lhs"), with({m, k}), bd.size(), name + "_lhs_matrix");
+  Tensor* b = reshaped(net, permuted(net, y, tb, batch + sum + cols, name + "_rhs"), with({k, n}), bd.size(), name + "_rhs_matrix");
   Tensor* p = addStandIn(net, l, "MatMul", {a, b}, {}, name + "_matmul", z->type, with({m, n}));
   std::vector<int64_t> split = dimsOf(rows), colDims = dimsOf(cols);
   split.insert(split.end(), colDims.begin(), colDims.end());
-  p = reshaped(net, p, with(split), name + "_product");
+  p = reshaped(net, p, with(split), bd.size(), name + "_product");
   p = permuted(net, p, batch + rows + cols, to, name + "_output");
   net.replaceUses(z, p);
   net.removeLayer(l);

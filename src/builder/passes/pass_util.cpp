@@ -124,6 +124,19 @@ void replaceWithFused(Network& net, Layer* fused, const std::vector<Layer*>& dea
   net.topoSort();
 }
 
+bool rewriteLayers(Network& net, const std::function<bool(Network&, Layer*)>& rewrite) {
+  bool changed = false;
+  for (size_t i = 0; i < net.layers().size();) {
+    if (rewrite(net, net.layer(static_cast<int>(i)))) {
+      changed = true;
+      i = 0;
+    } else {
+      ++i;
+    }
+  }
+  return changed;
+}
+
 bool removeFoldedLayers(Network& net) {
   std::vector<Layer*> folded;
   for (auto& l : net.layers()) {

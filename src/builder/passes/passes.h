@@ -167,6 +167,10 @@ Tensor* otherInput(const Layer* l, const Tensor* t);
 bool constantAlongAxis(const Tensor* t, size_t rank, size_t axis, int64_t k, bool broadcastOk);
 //! A ReduceMean over only the last axis, with keepdims.
 bool meanOverLastAxis(const Layer* l);
+//! Applies `rewrite` to each layer in order; after a rewrite (which may add, remove and re-sort
+//! layers) the walk starts again at the first layer, until a whole walk rewrites nothing. True when
+//! anything was rewritten.
+bool rewriteLayers(Network& net, const std::function<bool(Network&, Layer*)>& rewrite);
 //! Completes a pattern fusion: `fused` (a new synthetic layer) records the `dead` layers it
 //! replaces, takes over `result` (its readers and its type/dims), and the dead layers go.
 void replaceWithFused(Network& net, Layer* fused, const std::vector<Layer*>& dead, Tensor* result);

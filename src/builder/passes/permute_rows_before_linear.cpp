@@ -73,14 +73,6 @@ bool moveOne(Network& net, Layer* t) {
 
 }  // namespace
 
-bool permuteRowsBeforeLinear(Network& net) {
-  bool changed = false;
-  for (size_t i = 0; i < net.layers().size(); ++i) {
-    if (!moveOne(net, net.layer(static_cast<int>(i)))) continue;
-    changed = true;
-    i = 0;
-  }
-  return changed;
-}
+bool permuteRowsBeforeLinear(Network& net) { return rewriteLayers(net, moveOne); }
 
 }  // namespace kiln

@@ -136,14 +136,6 @@ bool regroupOne(Network& net, Layer* rs) {
 
 }  // namespace
 
-bool regroupQkvHeads(Network& net) {
-  bool changed = false;
-  for (size_t i = 0; i < net.layers().size(); ++i) {
-    if (!regroupOne(net, net.layer(static_cast<int>(i)))) continue;
-    changed = true;
-    i = 0;
-  }
-  return changed;
-}
+bool regroupQkvHeads(Network& net) { return rewriteLayers(net, regroupOne); }
 
 }  // namespace kiln

@@ -118,13 +118,7 @@ bool splitBeforeUnsqueeze(Network& net, Layer* split) {
 }  // namespace
 
 bool splitBeforeHeadReshape(Network& net) {
-  bool changed = false;
-  for (size_t i = 0; i < net.layers().size(); ++i) {
-    if (!moveOne(net, net.layer(static_cast<int>(i))) && !splitBeforeUnsqueeze(net, net.layer(static_cast<int>(i)))) continue;
-    changed = true;
-    i = 0;
-  }
-  return changed;
+  return rewriteLayers(net, [](Network& n, Layer* l) { return moveOne(n, l) || splitBeforeUnsqueeze(n, l); });
 }
 
 }  // namespace kiln
