@@ -79,3 +79,46 @@ TEST(PassRegroupQkvHeads, HeadInterleavedPartsBecomeASplit) {
     kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
   }
 }
+
+// A dynamic export (batch and sequence unknown, the view a Reshape to [0, 0, H, 3D]): regrouped
+// where the samples prove B and S carried through the view (none given: it stays); the result
+// agrees at run shapes that are not samples.
+TEST(PassRegroupQkvHeads, DynamicBatchAndSequence) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {-1, -1, E});
+    Tensor* y = n.addMatMul(x, n.addConstant("w", randomTensor({E, H * 3 * D}, 3)))->outputs[0];
+    y = n.addElementWise(y, n.addConstant("b", randomTensor({H * 3 * D}, 4)), "Add")->outputs[0];
+    Tensor* v4 = kiln::test::addPermute(n, kiln::test::addReshape(n, y, {0, 0, H, 3 * D})->outputs[0], {0, 2, 1, 3})->outputs[0];
+    auto part = [&](int64_t j) {
+      return n.addLayer("Slice", {v4, n.addConstant("", ints({j * D})), n.addConstant("", ints({(j + 1) * D})), n.addConstant("", ints({-1}))}, 1)
+          ->outputs[0];
+    };
+    Tensor* scores = n.addMatMul(part(0), kiln::test::addPermute(n, part(1), {0, 1, 3, 2})->outputs[0])->outputs[0];
+    Tensor* out = n.addMatMul(scores, part(2))->outputs[0];
+    n.renameTensor(out, "y");
+    n.markOutput(out);
+  };
+  {
+    Network net;
+    make(net);
+    net.topoSort();
+    net.inferShapes();
+    EXPECT_FALSE(regroupQkvHeads(net)) << "nothing proves B and S carried through without samples";
+  }
+  auto sample = [](int64_t b, int64_t s) { return std::map<std::string, Dims>{{"x", {b, s, E}}}; };
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(regroupQkvHeads(net, {sample(2, 5), sample(3, 7)}));
+  net.removeDeadLayers();
+  net.topoSort();
+  net.inferShapes();
+  EXPECT_EQ(countOps(net, "Slice"), 0);
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{1, 4}, {3, 6}}) {
+    const std::map<std::string, HostTensor> in{{"x", randomTensor({b, s, E}, 10)}};
+    Network ref;
+    make(ref);
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
+  }
+}

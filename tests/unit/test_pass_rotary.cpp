@@ -289,3 +289,47 @@ TEST(PassRotary, InterleavedPairsBecomeOneRotaryEmbedding) {
     kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
   }
 }
+
+// A dynamic export of a partial rotation (GPT-NeoX with dynamic batch and sequence): the rotation's
+// run-time positions read Shape(x[..., :R]); merged into one RotaryEmbedding of x, those Shapes read
+// x itself (batch and sequence: the same dims), so no slice is left. Values agree at run shapes
+// that are not samples.
+TEST(PassRotary, DynamicPartialRotationBecomesOneRotaryEmbedding) {
+  constexpr int64_t kPass = 4, kHead = D + kPass;
+  auto make = [](Network& n) {
+    Tensor* qIn = n.addInput("q", DataType::kFLOAT, {-1, H, -1, kHead});
+    auto [c, s] = runtimeCaches(n, qIn);
+    Attributes cat;
+    cat.set("axis", int64_t(-1));
+    auto partial = [&](Tensor* x, bool swapped) {
+      return n.addLayer("Concat", {rope(n, slice(n, x, 0, D), c, s, swapped), slice(n, x, D, INT64_MAX)}, 1, cat)->outputs[0];
+    };
+    Tensor* q = partial(qIn, false);
+    Tensor* k = partial(n.addInput("k", DataType::kFLOAT, {-1, H, -1, kHead}), true);
+    Tensor* y = n.addMatMul(q, kiln::test::addPermute(n, k, {0, 1, 3, 2})->outputs[0])->outputs[0];
+    n.renameTensor(y, "y");
+    n.markOutput(y);
+  };
+  auto sample = [](int64_t b, int64_t s) {
+    return std::map<std::string, Dims>{{"q", {b, H, s, kHead}}, {"k", {b, H, s, kHead}}};
+  };
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  EXPECT_TRUE(fuseRotaryPattern(net, {sample(2, 16), sample(4, 32), sample(1, 1), sample(3, 9)}));
+  net.removeDeadLayers();
+  EXPECT_EQ(countOps(net, "RotaryEmbedding"), 2);
+  EXPECT_EQ(countOps(net, "Concat"), 1);  // the caches' cat(freqs, freqs) alone
+  for (auto& l : net.layers()) {
+    if (l->op == "RotaryEmbedding") EXPECT_EQ(l->inputs[0]->dims.back(), kHead);
+    if (l->op == "Slice") EXPECT_FALSE(l->inputs[0]->isInput) << l->name << " slices " << l->inputs[0]->name;
+  }
+  uint32_t seed = 30;
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{2, 5}, {3, 11}}) {
+    const std::map<std::string, HostTensor> in{{"q", randomTensor({b, H, s, kHead}, seed++)}, {"k", randomTensor({b, H, s, kHead}, seed++)}};
+    Network ref;
+    make(ref);
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
+  }
+}

@@ -235,6 +235,43 @@ TEST(PassRotaryBeforeHeadSplit, DynamicBatchAndSequence) {
   }
 }
 
+// A dynamic Qwen3-style export: RMSNorm per head on the [B, S, H, D] view before the head
+// Transpose, batch and sequence unknown. The view pair copies them (shape entries 0), the move is
+// proved at the samples, and the moved network agrees at run shapes that are not samples.
+TEST(PassRotaryBeforeHeadSplit, DynamicHeadwiseNormMovesToo) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {-1, -1, Hq * D});
+    Tensor* pos = n.addInput("pos", DataType::kINT64, {-1, -1});
+    Attributes a;
+    a.set("axis", int64_t(-1));
+    Tensor* x4 = kiln::test::addReshape(n, x, {0, 0, Hq, D})->outputs[0];
+    Tensor* normed = n.addLayer("RMSNormalization", {x4, n.addConstant("", randomTensor({D}, 35, 0.5f, 1.5f))}, 1, a)->outputs[0];
+    Tensor* r = rotate(n, kiln::test::addPermute(n, normed, {0, 2, 1, 3})->outputs[0], pos, 7, false);
+    r = n.addElementWise(r, r, "Mul")->outputs[0];
+    n.renameTensor(r, "y");
+    n.markOutput(r);
+  };
+  auto sample = [](int64_t b, int64_t s) { return std::map<std::string, Dims>{{"x", {b, s, Hq * D}}, {"pos", {b, s}}}; };
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(rotaryBeforeHeadSplit(net, {sample(2, 5), sample(3, 7)}));
+  net.topoSort();
+  net.inferShapes();
+  const Layer* rope = kiln::test::firstOp(net, "RotaryEmbedding");
+  ASSERT_NE(rope, nullptr);
+  EXPECT_EQ(rope->attrs.getInt("num_heads", 0), Hq);
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{1, 4}, {3, 6}}) {
+    HostTensor pos(DataType::kINT64, {b, s});
+    for (int64_t i = 0; i < b * s; ++i) pos.as<int64_t>()[i] = (5 * i + 2) % kMaxPos;
+    const std::map<std::string, HostTensor> in{{"x", randomTensor({b, s, Hq * D}, 9)}, {"pos", pos}};
+    Network ref;
+    make(ref);
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
+  }
+}
+
 // Falcon-style fused Q / K / V: one projection [B, S, (Hq + 2 Hkv) D] viewed as heads and split on
 // the head axis. splitBeforeHeadReshape splits the 3-D projection instead (a head Reshape per
 // part), after which the rotations move and the attention takes the 3-D form: no Transpose left,

@@ -348,15 +348,42 @@ bool fusePartial(Network& net, Layer* cat) {
   if (s0 != 0 || r <= 0 || r >= d || r % 2 != 0 || s1 != r || e1 != d) return false;
   const int64_t attrDim = rope->attrs.getInt("rotary_embedding_dim", 0);
   if (attrDim != 0 && attrDim != r) return false;
-  if (soleConsumer(net, head->outputs[0]) != rope || soleConsumer(net, rope->outputs[0]) != cat ||
-      soleConsumer(net, pass->outputs[0]) != cat || cat->outputs[0]->dims != x->dims)
+  // A dynamic rotation reads its positions off Shape(x[..., :R]) (runtimeRotaryInputs: batch and
+  // sequence, dims 0 and 2). Shapes whose dims are only gathered at other axes than the last read x
+  // instead (the same dims there); any other Shape keeps the slice alive. Nothing else may read it.
+  bool shapesRead = false;
+  std::vector<Layer*> shapes;
+  for (Layer* c : net.consumers(head->outputs[0])) {
+    if (c == rope) continue;
+    if (c->op != "Shape" || !c->domain.empty() || c->attrs.has("start") || c->attrs.has("end")) return false;
+    shapes.push_back(c);
+  }
+  auto notLastDim = [&](const Layer* shape) {
+    for (const Layer* g : net.consumers(shape->outputs[0])) {
+      std::vector<int64_t> idx;
+      if (g->op != "Gather" || g->inputs.size() != 2 || g->inputs[0] != shape->outputs[0] || g->attrs.getInt("axis", 0) != 0 ||
+          !constantInts(g->inputs[1], &idx))
+        return false;
+      for (int64_t i : idx)
+        if (i == 3 || i == -1) return false;
+    }
+    return !shape->outputs[0]->isOutput;
+  };
+  if (head->outputs[0]->isOutput || soleConsumer(net, rope->outputs[0]) != cat || soleConsumer(net, pass->outputs[0]) != cat ||
+      cat->outputs[0]->dims != x->dims)
     return false;
   Attributes a = rope->attrs;
   a.set("rotary_embedding_dim", r);
   std::vector<Tensor*> in(rope->inputs.begin(), rope->inputs.end());
   in[0] = x;
+  for (Layer* c : shapes) {
+    if (notLastDim(c)) c->inputs[0] = x;
+    else shapesRead = true;
+  }
   Layer* fused = net.addLayer("RotaryEmbedding", in, 1, std::move(a), net.uniqueName(rope->name + "_partial"));
-  replaceWithFused(net, fused, {cat, rope, head, pass}, cat->outputs[0]);
+  std::vector<Layer*> dead{cat, rope, pass};
+  if (!shapesRead) dead.push_back(head);
+  replaceWithFused(net, fused, dead, cat->outputs[0]);
   return true;
 }
 

@@ -91,7 +91,7 @@ bool rotaryBeforeHeadSplit(Network& net, const InputSamples& samples = {});
 bool splitBeforeHeadReshape(Network& net);
 //! GPU: a fused Q / K / V projection viewed [B, S, H, G*D] and sliced per part (GPT-NeoX) gets its
 //! weight columns regrouped part-major and becomes a Split of the 3-D projection + head Reshapes.
-bool regroupQkvHeads(Network& net);
+bool regroupQkvHeads(Network& net, const InputSamples& samples = {});
 //! GPU: scaled-dot-product attention (MatMul, scale, mask, Softmax, MatMul) -> one Attention layer.
 //! `supported` (optional) vetoes a fused Attention layer no kernel of the target backend runs.
 //! `samples` (symbolic_dims.h): a dynamic network's sample shapes, at which the strided-view form

@@ -8,7 +8,8 @@
 // with W' column (j, h, e) = W column (h, j, e). The same GEMM, no copy added (the Split moves
 // what the Transpose and the Slices moved); each part is then the head split of a [B, S, H*D]
 // tensor, the form the rotary move and the attention fusion's 3-D form take, so the head
-// Transpose goes. Static shapes; GPU builds, before the rotary move.
+// Transpose goes. A dynamic batch and sequence where the profiles' samples prove them carried
+// through the view; GPU builds, before the rotary move.
 #include <cstring>
 
 #include "builder/passes/passes.h"
@@ -56,12 +57,21 @@ HostTensor regroup(const HostTensor& v, int64_t h, int64_t g, int64_t d) {
   return out;
 }
 
-bool regroupOne(Network& net, Layer* rs) {
+//! Whether the first two dims of a and b agree: equal static values or, dynamic, the same at every
+//! sample shape of the profiles (none: unproven).
+bool batchAndSequenceAgree(const Tensor* a, const Tensor* b, SymbolicDims& sym) {
+  const Dims &da = a->dims, &db = b->dims;
+  if (da[0] >= 0 && da[0] == db[0] && da[1] >= 0 && da[1] == db[1]) return true;
+  return sym.nbSamples() > 0 && sym.sameDim(a, 0, b, 0) && sym.sameDim(a, 1, b, 1);
+}
+
+bool regroupOne(Network& net, Layer* rs, SymbolicDims& sym) {
   if (rs->op != "Reshape" || !rs->domain.empty() || rs->inputs.empty() || !rs->inputs[0] || rs->outputs.size() != 1) return false;
   Tensor* y = rs->inputs[0];
   Tensor* x4 = rs->outputs[0];
-  if (!y->dimsKnown || !x4->dimsKnown || y->dims.size() != 3 || x4->dims.size() != 4 || !isStatic(y->dims) || !isStatic(x4->dims) ||
-      y->dims[0] != x4->dims[0] || y->dims[1] != x4->dims[1] || soleConsumer(net, y) != rs || y->isOutput || x4->isOutput)
+  if (!y->dimsKnown || !x4->dimsKnown || y->dims.size() != 3 || x4->dims.size() != 4 || x4->dims[2] <= 0 || x4->dims[3] <= 0 ||
+      y->dims[2] != x4->dims[2] * x4->dims[3] || soleConsumer(net, y) != rs || y->isOutput || x4->isOutput ||
+      !batchAndSequenceAgree(y, x4, sym))
     return false;
   Layer* mm = nullptr;
   Layer* add = nullptr;
@@ -87,7 +97,9 @@ bool regroupOne(Network& net, Layer* rs) {
     d = width;
     slices.emplace_back(c, start / width);
   }
-  if (slices.empty() || net.consumers(sliced).size() != slices.size() || w % d != 0 || w / d < 2) return false;
+  // Three parts or more (Q, K, V): two equal halves of each head are as likely a partial rotation's
+  // rotated and passed parts (GPT-J), which the rotary fusion takes.
+  if (slices.empty() || net.consumers(sliced).size() != slices.size() || w % d != 0 || w / d < 3) return false;
   const int64_t g = w / d, b = y->dims[0], s = y->dims[1];
   // The weight and bias regrouped (new constants: the old ones may be shared).
   mm->inputs[1] = net.addConstant(net.uniqueName(mm->name + "_regrouped_weight"), regroup(mm->inputs[1]->value, h, g, d));
@@ -95,6 +107,7 @@ bool regroupOne(Network& net, Layer* rs) {
     const int k = add->inputs[0]->isConstant() ? 0 : 1;
     add->inputs[k] = net.addConstant(net.uniqueName(add->name + "_regrouped_bias"), regroup(add->inputs[k]->value, h, g, d));
   }
+  // Everything the rewrite reads is queried by now: SymbolicDims is not asked about the new tensors.
   HostTensor sizes(DataType::kINT64, {g});
   for (int64_t j = 0; j < g; ++j) sizes.as<int64_t>()[j] = h * d;
   Attributes a;
@@ -110,7 +123,8 @@ bool regroupOne(Network& net, Layer* rs) {
       p->type = y->type;
       p->dims = {b, s, h * d};
       p->dimsKnown = true;
-      part = addStandIn(net, rs, "Reshape", {p, addShapeConstant(net, rs->name + "_heads", {b, s, h, d})}, {}, rs->name + "_heads",
+      // B and S copied (shape entries 0): a dynamic batch and sequence too.
+      part = addStandIn(net, rs, "Reshape", {p, addShapeConstant(net, rs->name + "_heads", {0, 0, h, d})}, {}, rs->name + "_heads",
                         y->type, {b, s, h, d});
       if (tr) {
         Attributes perm;
@@ -136,6 +150,16 @@ bool regroupOne(Network& net, Layer* rs) {
 
 }  // namespace
 
-bool regroupQkvHeads(Network& net) { return rewriteLayers(net, regroupOne); }
+bool regroupQkvHeads(Network& net, const InputSamples& samples) {
+  bool changed = false;
+  // One SymbolicDims per walk: a rewrite adds tensors it was not built over.
+  while (true) {
+    SymbolicDims sym(samples);
+    bool once = false;
+    for (size_t i = 0; i < net.layers().size() && !once; ++i) once = regroupOne(net, net.layer(static_cast<int>(i)), sym);
+    if (!once) return changed;
+    changed = true;
+  }
+}
 
 }  // namespace kiln

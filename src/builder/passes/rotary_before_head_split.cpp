@@ -61,7 +61,7 @@ Tensor* headSplitSource(const Network& net, const Tensor* t, SymbolicDims* sym) 
 //! Transpose(N(Reshape(x3)), 0,2,1,3) with N an RMSNormalization over D. N's output [B, S, H, D] is
 //! as much the head split of a 3-D tensor as the projection was, so a view pair goes between it and
 //! the Transpose (Reshape to [B, S, H*D] and back) and headSplitSource takes that. Any producer other
-//! than a Reshape (which needs none), static dims only.
+//! than a Reshape (which needs none); H and D static, B and S copied (dynamic exports too).
 void exposeHeadSplit(Network& net, const Tensor* t) {
   Layer* tr = t->producer;
   if (!tr || tr->op != "Transpose" || !tr->domain.empty() || tr->inputs.size() != 1 || !tr->inputs[0] ||
@@ -70,14 +70,15 @@ void exposeHeadSplit(Network& net, const Tensor* t) {
   Tensor* x4 = tr->inputs[0];
   const Layer* p = x4->producer;
   if (!p || p->op == "Reshape" || soleConsumer(net, x4) != tr || x4->isOutput || !x4->dimsKnown || x4->dims.size() != 4 ||
-      !isStatic(x4->dims))
+      x4->dims[2] <= 0 || x4->dims[3] <= 0)
     return;
+  // B and S copied (shape entries 0): a dynamic batch and sequence pass through both views.
   const Dims& d = x4->dims;
   const Dims rows{d[0], d[1], d[2] * d[3]};
-  Tensor* x3 = addTypedLayer(net, "Reshape", {x4, addShapeConstant(net, p->name + "_rows_shape", rows)}, {}, p->name + "_rows",
-                             x4->type, rows);
-  tr->inputs[0] = addTypedLayer(net, "Reshape", {x3, addShapeConstant(net, p->name + "_heads_shape", d)}, {}, p->name + "_heads",
-                                x4->type, d);
+  Tensor* x3 = addTypedLayer(net, "Reshape", {x4, addShapeConstant(net, p->name + "_rows_shape", {0, 0, d[2] * d[3]})}, {},
+                             p->name + "_rows", x4->type, rows);
+  tr->inputs[0] = addTypedLayer(net, "Reshape", {x3, addShapeConstant(net, p->name + "_heads_shape", {0, 0, d[2], d[3]})}, {},
+                                p->name + "_heads", x4->type, d);
 }
 
 bool moveOne(Network& net, Layer* rope, SymbolicDims* sym) {
