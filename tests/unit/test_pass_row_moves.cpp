@@ -97,6 +97,35 @@ TEST(PassRowMoves, ShiftedWindowPartitionAndMergeBecomeOneGatherEach) {
   }));
 }
 
+// The same with a dynamic batch (a dynamic Swin export: the Reshapes carry -1 / 0 for the batch and
+// for batch * windows): each side is still one Gather, over axis 1 of [B, rows, C] with one image's
+// map; the merge side's chain starts below the Reshape that splits batch * windows back apart.
+// Exact at batch sizes the pass never saw.
+TEST(PassRowMoves, ShiftedWindowsWithADynamicBatchBecomeOneGatherEach) {
+  auto make = [](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {-1, Hh, Ww, C});
+    Tensor* w = gather(n, x, 1, rollIndices(Hh, -1));
+    w = gather(n, w, 2, rollIndices(Ww, -1));
+    w = reshape(n, w, {-1, Hh / Win, Win, Ww / Win, Win, C});
+    w = transpose(n, w, {0, 1, 3, 2, 4, 5});
+    w = reshape(n, w, {-1, Win * Win, C});  // [B * windows, ..]
+    w = n.addActivation(w, "Relu")->outputs[0];
+    w = reshape(n, w, {-1, Hh / Win, Ww / Win, Win, Win, C});
+    w = transpose(n, w, {0, 1, 3, 2, 4, 5});
+    w = reshape(n, w, {-1, Hh, Ww, C});
+    w = gather(n, w, 1, rollIndices(Hh, 1));
+    w = gather(n, w, 2, rollIndices(Ww, 1));
+    Tensor* y = n.addElementWise(x, w, "Add")->outputs[0];
+    n.renameTensor(y, "y");
+    n.markOutput(y);
+  };
+  for (int64_t b : {1, 3})
+    EXPECT_TRUE(checkComposed(make, {{"x", randomTensor({b, Hh, Ww, C}, 4)}}, [](const Network& n) {
+      EXPECT_EQ(count(n, "Gather"), 2);
+      EXPECT_EQ(count(n, "Transpose"), 0);
+    }));
+}
+
 // Slices with steps (PatchMerging's x[:, 0::2, 1::2]), a reversing step, Squeeze / Unsqueeze and
 // a Gather of a scalar index compose too; the last dim is never moved.
 TEST(PassRowMoves, SlicesSqueezesAndScalarGathersCompose) {

@@ -7,7 +7,10 @@
 // unchanged) maps output row r (all dims but the last, flattened) to one input row; that map is
 // computed here on the rows alone (the last dim never moves) and the chain becomes Reshape to
 // [rows, C], Gather(axis 0) of the map, Reshape to the chain's output dims: one copy. Chains with
-// fewer than two copying layers stay (one copy is already one copy). Static dims only.
+// fewer than two copying layers stay (one copy is already one copy). Static dims, or a dynamic
+// batch (dim 0) that every layer of the chain keeps as dim 0 with the same per-image volume: the
+// map is then one image's, and the Gather runs over axis 1 of [B, rows, C] (a Swin with a
+// dynamic batch).
 #include <algorithm>
 #include <numeric>
 #include <vector>
@@ -20,6 +23,17 @@ namespace kiln {
 namespace {
 
 bool staticDims(const Tensor* t) { return t && t->dimsKnown && !t->dims.empty() && isStatic(t->dims); }
+
+//! t's dims for the row map: its own when static; with a dynamic batch (`batched`: dim 0 unknown,
+//! the rest static) one image's ([1, ..]). Empty when neither.
+Dims rowDims(const Tensor* t, bool batched) {
+  if (!t || !t->dimsKnown || t->dims.empty()) return {};
+  if (!batched) return isStatic(t->dims) ? t->dims : Dims{};
+  Dims d = t->dims;
+  if (d[0] >= 0) return {};
+  d[0] = 1;
+  return isStatic(d) ? d : Dims{};
+}
 
 //! Rows of a tensor: its dims but the last, and for each row (row-major) the input row it holds.
 struct RowMap {
@@ -41,11 +55,13 @@ RowMap selectAlong(const RowMap& m, size_t axis, const std::vector<int64_t>& pic
 }
 
 //! The row map after layer `l` (a row move), or false when `l` moves the last dim or is not one.
-bool applyRowMove(const Layer* l, const RowMap& m, RowMap* out, bool* copies) {
+bool applyRowMove(const Layer* l, const RowMap& m, bool batched, RowMap* out, bool* copies) {
   const Tensor *x = l->inputs.empty() ? nullptr : l->inputs[0], *y = l->outputs.size() == 1 ? l->outputs[0] : nullptr;
-  if (!l->domain.empty() || !staticDims(x) || !staticDims(y) || x->dims.back() != y->dims.back() || x->type != y->type) return false;
-  const Dims outRows(y->dims.begin(), y->dims.end() - 1);
-  const size_t rank = x->dims.size();
+  const Dims xd = rowDims(x, batched), yd = rowDims(y, batched);
+  if (!l->domain.empty() || xd.empty() || yd.empty() || xd.back() != yd.back() || x->type != y->type) return false;
+  if (batched && volume(xd) != volume(yd)) return false;  // dim 0 must stay the batch
+  const Dims outRows(yd.begin(), yd.end() - 1);
+  const size_t rank = xd.size();
   *copies = false;
   if (l->op == "Reshape" || l->op == "Flatten" || l->op == "Squeeze" || l->op == "Unsqueeze" || l->op == "Identity") {
     if (volume(outRows) != volume(m.dims)) return false;
@@ -55,7 +71,7 @@ bool applyRowMove(const Layer* l, const RowMap& m, RowMap* out, bool* copies) {
   *copies = true;
   if (l->op == "Transpose") {
     std::vector<int64_t> perm = l->attrs.getInts("perm");
-    if (perm.size() != rank || perm.back() != static_cast<int64_t>(rank) - 1) return false;
+    if (perm.size() != rank || perm.back() != static_cast<int64_t>(rank) - 1 || (batched && perm[0] != 0)) return false;
     const std::vector<int64_t> inStr = rowMajorStrides(m.dims);
     RowMap r{outRows, std::vector<int64_t>(static_cast<size_t>(volume(outRows)))};
     std::vector<int64_t> idx(rank - 1, 0);
@@ -74,7 +90,7 @@ bool applyRowMove(const Layer* l, const RowMap& m, RowMap* out, bool* copies) {
     int64_t axis = l->attrs.getInt("axis", 0);
     if (axis < 0) axis += static_cast<int64_t>(rank);
     std::vector<int64_t> idx;
-    if (axis < 0 || axis + 1 >= static_cast<int64_t>(rank) || !constantInts(l->inputs[1], &idx)) return false;
+    if (axis < 0 || axis + 1 >= static_cast<int64_t>(rank) || (batched && axis == 0) || !constantInts(l->inputs[1], &idx)) return false;
     const int64_t n = m.dims[static_cast<size_t>(axis)];
     for (int64_t& i : idx) {
       if (i < -n || i >= n) return false;
@@ -89,7 +105,7 @@ bool applyRowMove(const Layer* l, const RowMap& m, RowMap* out, bool* copies) {
     RowMap cur = m;
     for (size_t k = 0; k < axes.size(); ++k) {
       int64_t a = axes[k] < 0 ? axes[k] + static_cast<int64_t>(rank) : axes[k];
-      if (a < 0 || a + 1 >= static_cast<int64_t>(rank) || steps[k] == 0) return false;
+      if (a < 0 || a + 1 >= static_cast<int64_t>(rank) || (batched && a == 0) || steps[k] == 0) return false;
       const int64_t n = cur.dims[static_cast<size_t>(a)], st = steps[k];
       // ONNX Slice's clamping: [0, n] for positive steps, [-1, n-1] for negative ones.
       auto clampTo = [&](int64_t v, int64_t lo, int64_t hi) { return std::clamp(v < 0 ? v + n : v, lo, hi); };
@@ -118,13 +134,17 @@ struct Chain {
   std::vector<Layer*> layers;
   RowMap map;
   int copies = 0;
+  bool batched = false;  // a dynamic batch: the map is one image's
 };
 
 Chain followChain(const Network& net, Layer* first) {
   Chain c;
   const Tensor* x = first->inputs.empty() ? nullptr : first->inputs[0];
-  if (!staticDims(x) || x->dims.size() < 2) return c;
-  c.map.dims = Dims(x->dims.begin(), x->dims.end() - 1);
+  if (!x || !x->dimsKnown || x->dims.size() < 2) return c;
+  c.batched = !staticDims(x);
+  const Dims xd = rowDims(x, c.batched);
+  if (xd.empty() || (c.batched && x->dims.size() < 3)) return c;
+  c.map.dims = Dims(xd.begin(), xd.end() - 1);
   c.map.rows.resize(static_cast<size_t>(volume(c.map.dims)));
   std::iota(c.map.rows.begin(), c.map.rows.end(), int64_t(0));
   for (Layer* l = first; l && isRowMoveOp(l);) {
@@ -133,7 +153,7 @@ Chain followChain(const Network& net, Layer* first) {
       break;
     RowMap next;
     bool copies = false;
-    if (!applyRowMove(l, c.map, &next, &copies)) break;
+    if (!applyRowMove(l, c.map, c.batched, &next, &copies)) break;
     c.map = std::move(next);
     c.layers.push_back(l);
     c.copies += copies;
@@ -152,11 +172,17 @@ bool composeRowMoves(Network& net) {
     Layer* first = net.layer(static_cast<int>(i++));
     if (!isRowMoveOp(first) || first->inputs.empty() || !first->inputs[0]) continue;
     const Layer* up = first->inputs[0]->producer;
-    if (isRowMoveOp(up) && soleConsumer(net, first->inputs[0]) == first) continue;  // not the head of its chain
+    // Not the head of its chain, unless the layer above changes what dim 0 holds (a dynamic batch
+    // merged with windows, [B*W, ..] -> [B, ..]): a batched chain cannot start above it.
+    const Dims upIn = up && !up->inputs.empty() ? rowDims(up->inputs[0], true) : Dims{};
+    const Dims upOut = rowDims(first->inputs[0], true);
+    const bool batchStartsHere = !upOut.empty() && (upIn.empty() || volume(upIn) != volume(upOut));
+    if (isRowMoveOp(up) && soleConsumer(net, first->inputs[0]) == first && !batchStartsHere) continue;
     Chain c = followChain(net, first);
     if (c.copies < 2) continue;
     Tensor *x = first->inputs[0], *y = c.layers.back()->outputs[0];
-    const int64_t width = x->dims.back(), inRows = volume(Dims(x->dims.begin(), x->dims.end() - 1));
+    const Dims xd = rowDims(x, c.batched);
+    const int64_t width = xd.back(), inRows = volume(Dims(xd.begin(), xd.end() - 1));
     const int64_t outRows = static_cast<int64_t>(c.map.rows.size());
     // The map is stored in the engine (4 bytes a row) and read with the rows: rows narrower than
     // 16 bytes, or more than 16M of them, stay as they were.
@@ -173,18 +199,29 @@ bool composeRowMoves(Network& net) {
     Layer* fused = nullptr;  // the layer that records the chain (--dumpLayerInfo)
     bool identity = outRows == inRows;
     for (int64_t r = 0; identity && r < outRows; ++r) identity = c.map.rows[static_cast<size_t>(r)] == r;
+    // With a dynamic batch the shapes copy dim 0 (entry 0) and the Gather runs over axis 1.
+    Dims outShape = y->dims;
+    if (c.batched) outShape[0] = 0;
+    auto lead = [&](Dims d) {
+      if (c.batched) d.insert(d.begin(), x->dims[0]);
+      return d;
+    };
+    auto leadShape = [&](Dims d) {
+      if (c.batched) d.insert(d.begin(), 0);
+      return d;
+    };
     if (identity) {  // the moves cancel out: a view
-      z = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, base + "_shape", y->dims)}, {}, base, y->type, y->dims);
+      z = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, base + "_shape", outShape)}, {}, base, y->type, y->dims);
       fused = z->producer;
     } else {
-      Tensor* flat = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, base + "_in_shape", {inRows, width})}, {}, base + "_in", x->type,
-                               {inRows, width});
+      Tensor* flat = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, base + "_in_shape", leadShape({inRows, width}))}, {},
+                                   base + "_in", x->type, lead({inRows, width}));
       Attributes ga;
-      ga.set("axis", int64_t(0));
+      ga.set("axis", int64_t(c.batched ? 1 : 0));
       Tensor* g = addTypedLayer(net, "Gather", {flat, net.addConstant(net.uniqueName(base + "_indices"), idx)}, ga, base, x->type,
-                            {outRows, width});
+                                lead({outRows, width}));
       fused = g->producer;
-      z = addTypedLayer(net, "Reshape", {g, addShapeConstant(net, base + "_out_shape", y->dims)}, {}, base + "_out", y->type, y->dims);
+      z = addTypedLayer(net, "Reshape", {g, addShapeConstant(net, base + "_out_shape", outShape)}, {}, base + "_out", y->type, y->dims);
     }
     recordStandIn(fused, std::vector<const Layer*>(c.layers.begin(), c.layers.end()));
     net.replaceUses(y, z);

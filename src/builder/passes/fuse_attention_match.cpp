@@ -117,15 +117,26 @@ Tensor* windowMaskSandwich(const Network& net, Layer* merge, ScoreChain& m) {
   if (!add || add->op != "Add" || add->inputs.size() != 2 || soleConsumer(net, sum) != merge) return nullptr;
   if (!y->dimsKnown || !sum->dimsKnown || y->dims.size() != 4 || sum->dims.size() != 5) return nullptr;
   const Dims &d4 = y->dims, &d5 = sum->dims;
-  for (int64_t v : d5)
-    if (v <= 0) return nullptr;
-  if (d5[0] * d5[1] != d4[0] || d5[2] != d4[1] || d5[3] != d4[2] || d5[4] != d4[3]) return nullptr;
+  for (size_t k = 1; k < 5; ++k)
+    if (d5[k] <= 0) return nullptr;
+  if (d5[2] != d4[1] || d5[3] != d4[2] || d5[4] != d4[3]) return nullptr;
+  // A dynamic batch: the Reshapes' own shapes prove the split and the merge exact ([-1, P, H, S, S]
+  // and [-1, H, S, S], the -1 the only unknown: B = N / P and N = B * P).
+  auto shapeIs = [](const Layer* r, const Dims& want) {
+    std::vector<int64_t> v;
+    return r->inputs.size() > 1 && constantInts(r->inputs[1], &v) && v == std::vector<int64_t>(want.begin(), want.end());
+  };
+  const bool dynamicBatch = d5[0] < 0 || d4[0] < 0;
+  if (dynamicBatch ? !(d5[0] < 0 && d4[0] < 0 && shapeIs(merge, {-1, d4[1], d4[2], d4[3]}))
+                   : d5[0] * d5[1] != d4[0])
+    return nullptr;
   for (int s = 0; s < 2; ++s) {
     Tensor *x5 = add->inputs[s], *mask = add->inputs[1 - s];
     Layer* split = x5 ? x5->producer : nullptr;
     if (!split || split->op != "Reshape" || !mask || !split->inputs[0] || soleConsumer(net, x5) != add) continue;
     Tensor* x = split->inputs[0];
     if (!x->dimsKnown || x->dims != d4 || x5->dims != d5 || !mask->dimsKnown || mask->dims.size() > 5 || mask->type != x->type) continue;
+    if (dynamicBatch && !shapeIs(split, {-1, d5[1], d5[2], d5[3], d5[4]})) continue;
     Dims m5(5 - mask->dims.size(), 1);
     m5.insert(m5.end(), mask->dims.begin(), mask->dims.end());
     bool ok = m5[0] == 1;  // one mask for every image
@@ -133,7 +144,7 @@ Tensor* windowMaskSandwich(const Network& net, Layer* merge, ScoreChain& m) {
     if (!ok) continue;
     m.windowMask = mask;
     m.windowMaskDims = {m5[1], m5[2], m5[3], m5[4]};
-    m.windowPeriod = m5[1] > 1 && d5[0] > 1 ? d5[1] : 0;
+    m.windowPeriod = m5[1] > 1 && (d5[0] > 1 || dynamicBatch) ? d5[1] : 0;  // with B = 1 the period is harmless
     m.layers.insert(m.layers.end(), {merge, add, split});  // readers before producers
     return x;
   }
