@@ -230,7 +230,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse rotary embedding pattern", [&](Network& n) { return fuseRotaryPattern(n, samples); }},
       // Before the attention fusion, whose 3-D form then takes LLaMA / Qwen2's rotated Q and K.
       {"regroup head-interleaved fused Q / K / V projections (GPU)", [&](Network& n) { return gpuFusions && regroupQkvHeads(n, samples); }},
-      {"split fused Q / K / V before the head reshape (GPU)", [&](Network& n) { return gpuFusions && splitBeforeHeadReshape(n); }},
+      {"split fused Q / K / V before the head reshape (GPU)", [&](Network& n) { return gpuFusions && splitBeforeHeadReshape(n, samples); }},
       {"apply rotary embeddings before the head split (GPU)", [&](Network& n) { return gpuFusions && rotaryBeforeHeadSplit(n, samples); }},
       {"fuse GroupNorm pattern", [&](Network& n) { return fuseGroupNormPattern(n, samples); }},
       {"lift batched MatMuls over merged batch and heads to 4-D", liftMergedHeads},

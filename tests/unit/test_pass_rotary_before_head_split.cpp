@@ -311,3 +311,51 @@ TEST(PassRotaryBeforeHeadSplit, FusedQkvSplitOnTheHeadAxisMovesFirst) {
     kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, inputs), want, 2e-5);
   }
 }
+
+// The Falcon-style split of a dynamic export (batch and sequence unknown, the view a Reshape to
+// [0, 0, G, D]): split before the view where the samples prove B and S carried through (none: it
+// stays), the new head Reshapes copying them; the result agrees at run shapes that are not samples.
+TEST(PassRotaryBeforeHeadSplit, DynamicFusedQkvSplitMovesFirst) {
+  const int64_t g = Hq + 2 * Hkv;
+  auto make = [g](Network& n) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {-1, -1, Hq * D});
+    Tensor* qkv = n.addMatMul(x, n.addConstant("w", randomTensor({Hq * D, g * D}, 21)))->outputs[0];
+    Tensor* x4 = kiln::test::addReshape(n, qkv, {0, 0, g, D})->outputs[0];
+    HostTensor sizes(DataType::kINT64, {3});
+    sizes.as<int64_t>()[0] = Hq, sizes.as<int64_t>()[1] = Hkv, sizes.as<int64_t>()[2] = Hkv;
+    Attributes a;
+    a.set("axis", int64_t(2));
+    Layer* split = n.addLayer("Split", {x4, n.addConstant("sizes", sizes)}, 3, a);
+    Tensor* kv = n.addElementWise(split->outputs[1], split->outputs[2], "Mul")->outputs[0];  // [B, S, Hkv, D]
+    Attributes heads;
+    heads.set("axis", int64_t(2));
+    Tensor* y = n.addLayer("Concat", {kv, split->outputs[0]}, 1, heads)->outputs[0];
+    y = n.addActivation(y, "Relu")->outputs[0];
+    n.renameTensor(y, "y");
+    n.markOutput(y);
+  };
+  {
+    Network net;
+    make(net);
+    net.topoSort();
+    net.inferShapes();
+    EXPECT_FALSE(splitBeforeHeadReshape(net)) << "nothing proves B and S carried through without samples";
+  }
+  auto sample = [](int64_t b, int64_t s) { return std::map<std::string, Dims>{{"x", {b, s, Hq * D}}}; };
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  ASSERT_TRUE(splitBeforeHeadReshape(net, {sample(2, 5), sample(3, 7)}));
+  net.removeDeadLayers();
+  net.topoSort();
+  net.inferShapes();
+  for (auto& l : net.layers())
+    if (l->op == "Split") EXPECT_EQ(l->inputs[0]->dims.size(), 3u);
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{1, 4}, {3, 6}}) {
+    const std::map<std::string, HostTensor> in{{"x", randomTensor({b, s, Hq * D}, 11)}};
+    Network ref;
+    make(ref);
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
+  }
+}

@@ -124,6 +124,13 @@ void replaceWithFused(Network& net, Layer* fused, const std::vector<Layer*>& dea
   net.topoSort();
 }
 
+bool batchAndSequenceAgree(const Tensor* a, const Tensor* b, SymbolicDims* sym) {
+  const Dims &da = a->dims, &db = b->dims;
+  if (da.size() < 2 || db.size() < 2) return false;
+  if (da[0] >= 0 && da[0] == db[0] && da[1] >= 0 && da[1] == db[1]) return true;
+  return sym && sym->nbSamples() > 0 && sym->sameDim(a, 0, b, 0) && sym->sameDim(a, 1, b, 1);
+}
+
 bool rewriteLayers(Network& net, const std::function<bool(Network&, Layer*)>& rewrite) {
   bool changed = false;
   for (size_t i = 0; i < net.layers().size();) {

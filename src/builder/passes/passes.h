@@ -88,7 +88,7 @@ bool fuseLayerNormPattern(Network& net);
 bool rotaryBeforeHeadSplit(Network& net, const InputSamples& samples = {});
 //! Split over the head axis of Reshape [B, S, G*D] -> [B, S, G, D] -> Split of the 3-D tensor over
 //! its last axis, then a head Reshape per part (split_before_head_reshape.cpp; fused-QKV exports).
-bool splitBeforeHeadReshape(Network& net);
+bool splitBeforeHeadReshape(Network& net, const InputSamples& samples = {});
 //! GPU: a fused Q / K / V projection viewed [B, S, H, G*D] and sliced per part (GPT-NeoX) gets its
 //! weight columns regrouped part-major and becomes a Split of the 3-D projection + head Reshapes.
 bool regroupQkvHeads(Network& net, const InputSamples& samples = {});
@@ -167,6 +167,10 @@ Tensor* otherInput(const Layer* l, const Tensor* t);
 bool constantAlongAxis(const Tensor* t, size_t rank, size_t axis, int64_t k, bool broadcastOk);
 //! A ReduceMean over only the last axis, with keepdims.
 bool meanOverLastAxis(const Layer* l);
+//! Whether dims 0 and 1 of a and b agree (batch and sequence carried through a head view): equal
+//! static values, or, dynamic, the same at every sample shape of the profiles (`sym` null or
+//! without samples: unproven).
+bool batchAndSequenceAgree(const Tensor* a, const Tensor* b, SymbolicDims* sym);
 //! Applies `rewrite` to each layer in order; after a rewrite (which may add, remove and re-sort
 //! layers) the walk starts again at the first layer, until a whole walk rewrites nothing. True when
 //! anything was rewritten.

@@ -57,21 +57,13 @@ HostTensor regroup(const HostTensor& v, int64_t h, int64_t g, int64_t d) {
   return out;
 }
 
-//! Whether the first two dims of a and b agree: equal static values or, dynamic, the same at every
-//! sample shape of the profiles (none: unproven).
-bool batchAndSequenceAgree(const Tensor* a, const Tensor* b, SymbolicDims& sym) {
-  const Dims &da = a->dims, &db = b->dims;
-  if (da[0] >= 0 && da[0] == db[0] && da[1] >= 0 && da[1] == db[1]) return true;
-  return sym.nbSamples() > 0 && sym.sameDim(a, 0, b, 0) && sym.sameDim(a, 1, b, 1);
-}
-
 bool regroupOne(Network& net, Layer* rs, SymbolicDims& sym) {
   if (rs->op != "Reshape" || !rs->domain.empty() || rs->inputs.empty() || !rs->inputs[0] || rs->outputs.size() != 1) return false;
   Tensor* y = rs->inputs[0];
   Tensor* x4 = rs->outputs[0];
   if (!y->dimsKnown || !x4->dimsKnown || y->dims.size() != 3 || x4->dims.size() != 4 || x4->dims[2] <= 0 || x4->dims[3] <= 0 ||
       y->dims[2] != x4->dims[2] * x4->dims[3] || soleConsumer(net, y) != rs || y->isOutput || x4->isOutput ||
-      !batchAndSequenceAgree(y, x4, sym))
+      !batchAndSequenceAgree(y, x4, &sym))
     return false;
   Layer* mm = nullptr;
   Layer* add = nullptr;

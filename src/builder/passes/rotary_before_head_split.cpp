@@ -18,14 +18,6 @@ namespace kiln {
 
 namespace {
 
-//! Whether dims a and b agree on their first two entries: equal static values, or (dynamic) equal
-//! at every sample shape of the profiles; no samples: only static dims prove it.
-bool batchAndSequenceAgree(const Tensor* a, const Tensor* b, SymbolicDims* sym) {
-  const Dims &da = a->dims, &db = b->dims;
-  if (da[0] >= 0 && da[0] == db[0] && da[1] >= 0 && da[1] == db[1]) return true;
-  return sym && sym->nbSamples() > 0 && sym->sameDim(a, 0, b, 0) && sym->sameDim(a, 1, b, 1);
-}
-
 //! Whether `rope` is t's only reader besides Shape layers (a dynamic export's rotation takes its
 //! positions from Shape(t); they keep reading t, whose copy the shape pass later turns into a
 //! Shape upstream, and can read nothing after the moved rotation: its positions come from them).

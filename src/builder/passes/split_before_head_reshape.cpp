@@ -8,15 +8,15 @@
 // The same elements move (one copy either way); what changes is that each part is now the head
 // split of a [B, S, g_i * D] tensor, the form the rotary move and the attention fusion's 3-D form
 // take (rotary_before_head_split.cpp, fuse_attention.cpp), so the head Transposes around the
-// attention go. Static shapes; GPU builds (the forms it feeds are GPU fusions), before the rotary
-// move.
+// attention go. A dynamic batch and sequence where the profiles' samples prove them carried through
+// the view; GPU builds (the forms it feeds are GPU fusions), before the rotary move.
 #include "builder/passes/passes.h"
 
 namespace kiln {
 
 namespace {
 
-bool moveOne(Network& net, Layer* split) {
+bool moveOne(Network& net, Layer* split, SymbolicDims* sym) {
   if (split->op != "Split" || !split->domain.empty() || split->inputs.empty() || !split->inputs[0] || split->outputs.size() < 2)
     return false;
   Tensor* x4 = split->inputs[0];
@@ -31,8 +31,9 @@ bool moveOne(Network& net, Layer* split) {
   const Dims &d3 = x3->dims, &d4 = x4->dims;
   const int64_t g = d4[2], d = d4[3];
   if (g <= 0 || d <= 0 || d3[2] != g * d) return false;
-  // B and S carried through; static only (two -1s need not be the same dim).
-  if (d3[0] < 0 || d3[1] < 0 || d3[0] != d4[0] || d3[1] != d4[1]) return false;
+  // B and S carried through: static, or proved at the profiles' samples (two -1s need not be the
+  // same dim); the new head Reshapes copy them (shape entries 0).
+  if (!batchAndSequenceAgree(x3, x4, sym)) return false;
   std::vector<int64_t> sizes;
   for (const Tensor* o : split->outputs) {
     if (!o || !o->dimsKnown || o->dims.size() != 4 || o->dims[2] <= 0 || o->isOutput) return false;
@@ -51,7 +52,7 @@ bool moveOne(Network& net, Layer* split) {
     p->dims = {d3[0], d3[1], sizes[i]};
     p->dimsKnown = true;
     const Tensor* old = split->outputs[i];
-    parts.push_back(addTypedLayer(net, "Reshape", {p, addShapeConstant(net, split->name + "_heads", old->dims)}, {},
+    parts.push_back(addTypedLayer(net, "Reshape", {p, addShapeConstant(net, split->name + "_heads", {0, 0, old->dims[2], d})}, {},
                                   split->name + "_heads", old->type, old->dims));
   }
   recordStandIn(s3, {split, rs});
@@ -117,8 +118,19 @@ bool splitBeforeUnsqueeze(Network& net, Layer* split) {
 
 }  // namespace
 
-bool splitBeforeHeadReshape(Network& net) {
-  return rewriteLayers(net, [](Network& n, Layer* l) { return moveOne(n, l) || splitBeforeUnsqueeze(n, l); });
+bool splitBeforeHeadReshape(Network& net, const InputSamples& samples) {
+  // One SymbolicDims per walk: a rewrite adds tensors it was not built over.
+  bool changed = false;
+  for (bool again = true; again;) {
+    SymbolicDims sym(samples);
+    again = false;
+    for (size_t i = 0; i < net.layers().size() && !again; ++i) {
+      Layer* l = net.layer(static_cast<int>(i));
+      again = moveOne(net, l, &sym) || splitBeforeUnsqueeze(net, l);
+    }
+    changed = changed || again;
+  }
+  return changed;
 }
 
 }  // namespace kiln
