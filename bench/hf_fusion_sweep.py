@@ -9,7 +9,8 @@ its Attention layers against the model's attention count, and the leftover ops t
 should not have (Softmax, Transpose, Erf, Pow, ReduceMean, Sigmoid, Tanh, Where, ...).
 Needs torch, transformers, onnx, onnxruntime.
 With --timm a,b (--torchvision a,b): those timm (torchvision) models instead (image batch 2 at the
-model's input size).
+model's input size). With --dynamic: exported with a dynamic batch (and sequence) and built with a
+profile around the run shape (the dynamic-shape forms of the same fusions).
 Usage: hf_fusion_sweep.py --kiln build/bin/kiln --peers PEERS.py [--models a,b | --timm a,b | --torchvision a,b]
        [--work DIR]"""
 import argparse, collections, importlib.util, os, sys, warnings
@@ -161,6 +162,8 @@ def main():
     ap.add_argument("--models", default="")
     ap.add_argument("--timm", default="", help="timm model names to sweep instead (attention count not known: '?')")
     ap.add_argument("--torchvision", default="", help="torchvision model names to sweep instead (as --timm)")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="export with a dynamic batch (and sequence, for ids) and build with a profile around the run shape")
     ap.add_argument("--work", default="/tmp/kiln_hf_sweep")
     a = ap.parse_args()
     import torch
@@ -181,7 +184,12 @@ def main():
             m, x = maker(name)
             peers.randomize(m)
             path = os.path.join(a.work, f"{name}.onnx")
-            zoo.export(torch, m, (x,), path)
+            if a.dynamic:
+                axes = {0: "batch", 1: "seq"} if x.dim() == 2 and not x.is_floating_point() else {0: "batch"}
+                torch.onnx.export(m, (x,), path, dynamo=False, opset_version=17, input_names=["input_0"], output_names=["output"],
+                                  dynamic_axes={"input_0": axes})
+            else:
+                zoo.export(torch, m, (x,), path)
             arr = x.numpy()
             f = os.path.join(a.work, "input_0.npy")
             np.save(f, arr)
@@ -189,7 +197,16 @@ def main():
         except Exception as e:  # an export or reference failure is reported, not a kiln failure
             print(f"{name}: not comparable: {type(e).__name__}: {str(e)[:200]}", flush=True)
             continue
-        got, ops = zoo_cpu_fusions.run_kiln(a.kiln, path, [f"input_0:{f}"], ["--gpuFusions"], a.work)
+        extra = ["--gpuFusions"]
+        if a.dynamic:  # the profile: batch 1..4 (sequence 16..128 for ids), run at the exported shape
+            dims = list(x.shape)
+            lo, hi = [1] + dims[1:], [4] + dims[1:]
+            if x.dim() == 2 and not x.is_floating_point():
+                lo[1], hi[1] = 16, 128
+            fmt = lambda d: "x".join(map(str, d))
+            extra += [f"--minShapes=input_0:{fmt(lo)}", f"--optShapes=input_0:{fmt(dims)}", f"--maxShapes=input_0:{fmt(hi)}",
+                      f"--shapes=input_0:{fmt(dims)}"]
+        got, ops = zoo_cpu_fusions.run_kiln(a.kiln, path, [f"input_0:{f}"], extra, a.work)
         if got is None:
             failed += 1
             print(f"{name}: FAIL: {ops}", flush=True)

@@ -30,8 +30,6 @@ void dispatchRefFloat(const LayerDesc& l, DataType t, F&& f) {
   dispatchType<kRefFloatTypes>(t, f, [&] { unsupported(l, std::string("no CPU kernel for data type ") + toString(t)); });
 }
 
-bool dimsAgree(int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; }
-
 void requireDims(const LayerDesc& l, size_t i, const Dims& expected, const char* what) {
   const Dims& d = l.inputs[i].dims;
   bool ok = d.size() == expected.size();

@@ -46,8 +46,6 @@ void checkSizes(const LayerDesc& l) {
 
 int64_t rankOf(const LayerDesc& l, size_t i) { return static_cast<int64_t>(l.inputs[i].dims.size()); }
 
-//! Two dims agree when equal or when either is unknown (-1).
-bool dimsAgree(int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; }
 
 //! Checks that input `i` has exactly `expected` dims (unknown dims match anything).
 void requireShape(const LayerDesc& l, size_t i, const Dims& expected, const char* what) {
@@ -345,8 +343,14 @@ void inferLayerNorm(LayerDesc& l) {
   requireInputs(l, skip && !rms ? 4 : 2, skip ? 4 : (rms ? 2 : 3));
   if (rms && l.present(2)) opError(l, "RMSNormalization has no bias input (a skip RMSNorm leaves input 2 empty)");
   if (skip && !l.present(3)) opError(l, "a skip normalization needs its input 3 (R)");
-  if (skip && (l.inputs[3].type != l.inputs[0].type || l.inputs[3].dims != l.inputs[0].dims))
-    opError(l, "the skip input must have X's type and dims, got " + toString(l.inputs[3].dims) + " for X " + toString(l.inputs[0].dims));
+  // Dims agree where both are known: a dynamic export may know a dim on one side only (BEiT's
+  // residual [-1, -1, E] beside X [-1, 197, E]); at run time both are concrete and must be equal.
+  if (skip) {
+    const Dims &r = l.inputs[3].dims, &xd = l.inputs[0].dims;
+    bool same = l.inputs[3].type == l.inputs[0].type && r.size() == xd.size();
+    for (size_t k = 0; same && k < r.size(); ++k) same = dimsAgree(r[k], xd[k]);
+    if (!same) opError(l, "the skip input must have X's type and dims, got " + toString(r) + " for X " + toString(xd));
+  }
   checkSizes(l);
   requireFloatInput(l, 0, "X");
   requireFloatInput(l, 1, "scale");

@@ -41,6 +41,10 @@ void dispatchNumeric(DataType t, F&& f) {
   dispatchType<kHostTypes>(t, f);
 }
 
+//! Two dims agree when equal or when either is unknown (-1): shape inference's check, exact again
+//! at run time when every dim is concrete.
+inline bool dimsAgree(int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; }
+
 //! Softmax / LogSoftmax / Hardmax lines: element k of line (o, i) is at (o * length + k) * inner
 //! + i. Opset < 13 forms (kiln_coerce_2d) normalize the flattened block [axis, rank) instead.
 struct AxisSplit {

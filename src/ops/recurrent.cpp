@@ -101,8 +101,6 @@ std::vector<RecActivation> parseActivations(const LayerDesc& l, Cell cell, int64
 // ---------------------------------------------------------------------------------------------
 // Shape inference
 
-bool dimsAgree(int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; }
-
 void requireDims(const LayerDesc& l, size_t i, const Dims& expected, const char* what) {
   const Dims& d = l.inputs[i].dims;
   bool ok = d.size() == expected.size();

@@ -351,6 +351,24 @@ TEST(NormInfer, LayerNormalizationShapesTypesAndErrors) {
   EXPECT_THROW(intX.infer(), Error);
 }
 
+// A skip LayerNorm's residual R must have X's dims where both are known: a dynamic export may know a
+// dim on one side only (BEiT: R [-1, -1, E] beside X [-1, 197, E]); dims that are known and differ
+// are an error, as is another rank.
+TEST(NormInfer, SkipInputDimsAgreeWhereKnown) {
+  for (auto [r, ok] : {std::pair<Dims, bool>{{-1, -1, 16}, true}, {{-1, 7, 16}, true}, {{-1, 5, 16}, false}, {{7, 16}, false}}) {
+    SCOPED_TRACE(toString(r));
+    LayerCase c("LayerNormalization", 2);
+    c.shape(DataType::kFLOAT, {-1, 7, 16}).shape(DataType::kFLOAT, {16}).shape(DataType::kFLOAT, {16}).shape(DataType::kFLOAT, r);
+    c.attr("kiln_skip", int64_t(1));
+    if (ok) {
+      c.infer();
+      EXPECT_EQ(c.desc.outputs[0].dims, (Dims{-1, 7, 16}));
+    } else {
+      EXPECT_THROW(c.infer(), Error);
+    }
+  }
+}
+
 TEST(NormInfer, BatchNormalizationModesAndErrors) {
   LayerCase train("BatchNormalization", 3);
   train.shape(DataType::kFLOAT, {-1, 8, 4, 4}).attr("training_mode", int64_t(1));
