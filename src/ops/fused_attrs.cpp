@@ -173,6 +173,13 @@ QkvViews parseQkvViews(const LayerDesc& l) {
     if (l.inputs.size() > static_cast<size_t>(i) && isStatic(l.inputs[i].dims) && last >= volume(l.inputs[i].dims))
       opError(l, std::string(names[i]) + " reaches past the end of its input " + toString(l.inputs[i].dims));
   }
+  // A sequence of one row never steps its row stride, and the fit may leave it 0 (XCiT's class
+  // attention: one query, fitted at the samples); kernels that pass it on as a GEMM's leading
+  // dimension need at least the row's width, which addresses nothing else.
+  if (v.sq == 1 && v.q[3] == 0) v.q[3] = v.d;
+  if (v.skv == 1 && v.k[3] == 0) v.k[3] = v.d;
+  if (v.skv == 1 && v.v[3] == 0) v.v[3] = v.dv;
+  if (v.outView && v.sq == 1 && v.o[2] == 0) v.o[2] = v.dv;
   return v;
 }
 

@@ -105,6 +105,29 @@ TEST(FusedAttrs, QkvViewsRoundTripAndChecks) {
   EXPECT_THROW(parseQkvViews(l), Error);
 }
 
+// A one-row sequence's row stride addresses nothing, and a fit at sample shapes may leave it 0
+// (XCiT's class attention: one query over 197 keys); parsed, it is the row's width, which kernels
+// that pass it on as a GEMM's leading dimension need (the CPU kernel refused 0).
+TEST(FusedAttrs, OneRowSequencesGetARowStride) {
+  QkvViews v;
+  v.b = 2, v.h = 4, v.sq = 1, v.skv = 197, v.d = 32, v.dv = 32;
+  v.q = {0, 128, 32, 0};
+  v.k = {0, 197 * 128, 32, 128};
+  v.v = {0, 197 * 128, 32, 128};
+  v.outView = true;
+  v.o = {128, 32, 0};
+  v.oDims = {2, 1, 128};
+  Attributes a;
+  setQkvViews(a, v);
+  LayerDesc l;
+  l.name = "cls_att";
+  l.attrs = &a;
+  const QkvViews back = parseQkvViews(l);
+  EXPECT_EQ(back.q, (std::array<int64_t, 4>{0, 128, 32, 32}));
+  EXPECT_EQ(back.o, (std::array<int64_t, 3>{128, 32, 32}));
+  EXPECT_EQ(back.k, v.k);  // more than one key row: as written
+}
+
 // Dynamic shapes: the views as expressions of the input dims (kiln_view_exprs), resolved per shape,
 // unresolved (-1, unchecked) while dims are unknown, and malformed expressions refused.
 TEST(FusedAttrs, QkvViewExprsResolveFromTheInputDims) {
