@@ -203,3 +203,49 @@ TEST(PassAttentionForms, ClampedScoresSoftmaxedOverMergedHeadsFuse) {
     kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), want, 2e-5);
   }
 }
+
+// The same lifts with a dynamic batch: the views copy it (rank 3, or the first group alone) or infer
+// it (the first group merged: [B*H, T, S, S] under a [T, S, S] mask). Agrees at batches it was not
+// built at.
+TEST(PassAttentionForms, DynamicBatchLiftsToo) {
+  constexpr int64_t H = 3, T = 4;
+  for (int form : {0, 1, 2}) {
+    SCOPED_TRACE(form == 0 ? "rank 3" : form == 1 ? "rank 5, [1, 1, 1, S, S] mask" : "rank 5, [T, S, S] mask");
+    const Dims lead = form == 0 ? Dims{-1} : Dims{-1, H, T};
+    auto dims = [&](int64_t b, int64_t x, int64_t y) {
+      Dims d = lead;
+      d[0] = b;
+      d.push_back(x);
+      d.push_back(y);
+      return d;
+    };
+    auto make = [&](Network& n) {
+      Tensor* q = n.addInput("q", DataType::kFLOAT, dims(-1, S, D));
+      Tensor* k = n.addInput("k", DataType::kFLOAT, dims(-1, S, D));
+      Tensor* v = n.addInput("v", DataType::kFLOAT, dims(-1, S, Dv));
+      std::vector<int64_t> perm(dims(-1, S, D).size());
+      for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
+      std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+      Tensor* s = op(n, "Mul", n.addMatMul(q, transpose(n, k, perm))->outputs[0], n.addConstant("", scalar(0.3f)));
+      if (form > 0) s = op(n, "Add", s, n.addConstant("mask", randomTensor(form == 1 ? Dims{1, 1, 1, S, S} : Dims{T, S, S}, 21, -2.f, 2.f)));
+      Tensor* y = n.addMatMul(n.addSoftmax(s, -1)->outputs[0], v)->outputs[0];
+      finish(n, n.addActivation(y, "Relu")->outputs[0]);
+    };
+    Network net;
+    make(net);
+    net.topoSort();
+    net.inferShapes();
+    ASSERT_TRUE(liftAttentionForms(net));
+    net.topoSort();
+    net.inferShapes();
+    ASSERT_TRUE(fuseAttention(net));
+    EXPECT_EQ(countOps(net, "Softmax"), 0);
+    for (int64_t b : {1, 3}) {
+      const std::map<std::string, HostTensor> in{{"q", randomTensor(dims(b, S, D), 22)}, {"k", randomTensor(dims(b, S, D), 23)},
+                                                 {"v", randomTensor(dims(b, S, Dv), 24)}};
+      Network ref;
+      make(ref);
+      kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 2e-5);
+    }
+  }
+}

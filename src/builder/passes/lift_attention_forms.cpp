@@ -77,11 +77,28 @@ bool untransposeProbs(Network& net, Layer* sm) {
 //! `d` (rank r = 3 or >= 5, the last two the matrix dims) as 4-D, its leading dims cut into two
 //! groups after the first `cut`: [N, X, Y] -> [N, 1, X, Y]; [A, B, C, X, Y] -> [A, B*C, X, Y]
 //! (cut 1) or [A*B, C, X, Y] (cut 2). A shorter `d` is right-aligned to rank r first.
+//! A dynamic batch (dim 0 unknown, the first group's only unknown) makes the first group -1.
 Dims asFourD(Dims d, size_t r, size_t cut) {
   d.insert(d.begin(), r - d.size(), 1);
   int64_t g1 = 1, g2 = 1;
   for (size_t i = 0; i + 2 < r; ++i) (i < cut ? g1 : g2) *= d[i];
-  return {g1, g2, d[r - 2], d[r - 1]};
+  return {d[0] < 0 ? -1 : g1, g2, d[r - 2], d[r - 1]};
+}
+
+//! The Reshape shape for asFourD(d): a dynamic batch copied (entry 0) when it is the first group
+//! alone, else inferred (entry -1, the shape's only one).
+Dims fourDShape(const Dims& d, size_t r, size_t cut) {
+  Dims s = asFourD(d, r, cut);
+  if (s[0] < 0) s[0] = cut == 1 && d.size() == r ? 0 : -1;
+  return s;
+}
+
+//! Dims the rewrite can view in 4-D: static, or a dynamic batch (dim 0 of a full-rank tensor) the
+//! only unknown.
+bool liftableDims(const Dims& d, size_t r) {
+  for (size_t i = 0; i < d.size(); ++i)
+    if (d[i] < 0 && !(i == 0 && d.size() == r)) return false;
+  return true;
 }
 
 //! `t` (an operand of the chain of rank <= r) viewed as 4-D (asFourD). Scalar Mul / Div layers and
@@ -97,12 +114,12 @@ Tensor* fourDView(Network& net, Tensor* t, size_t r, size_t cut, const std::stri
     const bool scaled = (p->op == "Mul" || p->op == "Div") && p->inputs.size() == 2 && scalarValue(p->inputs[1], &c) &&
                         p->inputs[0]->dims == x->dims;
     const bool scaledFirst = p->op == "Mul" && p->inputs.size() == 2 && scalarValue(p->inputs[0], &c) && p->inputs[1]->dims == x->dims;
-    if (!(swapsLastTwo(p) || scaled || scaledFirst) || !isStatic(p->inputs[scaledFirst ? 1 : 0]->dims)) break;
+    if (!(swapsLastTwo(p) || scaled || scaledFirst) || !liftableDims(p->inputs[scaledFirst ? 1 : 0]->dims, r)) break;
     above.push_back(p);
     x = p->inputs[scaledFirst ? 1 : 0];
   }
   const Dims d4 = asFourD(x->dims, r, cut);
-  Tensor* v = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, name + "_shape", d4)}, {}, name, x->type, d4);
+  Tensor* v = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, name + "_shape", fourDShape(x->dims, r, cut))}, {}, name, x->type, d4);
   for (auto it = above.rbegin(); it != above.rend(); ++it) {
     const Layer* p = *it;
     if (p->op == "Transpose") {
@@ -120,7 +137,7 @@ Tensor* fourDView(Network& net, Tensor* t, size_t r, size_t cut, const std::stri
 //! The attention chain of Softmax `sm` over rank-3 or rank >= 5 scores run in 4-D (top of the file).
 bool liftToFourD(Network& net, Layer* sm) {
   const Tensor* s = sm->inputs.empty() ? nullptr : sm->inputs[0];
-  if (!s || !s->dimsKnown || (s->dims.size() != 3 && s->dims.size() < 5) || !isStatic(s->dims)) return false;
+  if (!s || !s->dimsKnown || (s->dims.size() != 3 && s->dims.size() < 5) || !liftableDims(s->dims, s->dims.size())) return false;
   const size_t r = s->dims.size();
   const int64_t axis = sm->attrs.getInt("axis", -1);
   if (axis != -1 && axis != static_cast<int64_t>(r) - 1) return false;
@@ -137,7 +154,7 @@ bool liftToFourD(Network& net, Layer* sm) {
   // leading dims, in each of the two groups, are the scores' or all 1 broadcasts the same in 4-D;
   // anything else would broadcast differently there. The first cut that serves every operand.
   auto viewable = [&](const Tensor* t, size_t cut) {
-    if (!t->dimsKnown || !isStatic(t->dims) || t->dims.size() > r) return false;
+    if (!t->dimsKnown || !liftableDims(t->dims, r) || t->dims.size() > r) return false;
     if (t->dims.size() <= 2) return true;
     Dims tl(r - t->dims.size(), 1);
     tl.insert(tl.end(), t->dims.begin(), t->dims.end() - 2);
@@ -167,7 +184,9 @@ bool liftToFourD(Network& net, Layer* sm) {
   const Dims yd = y->dims;
   const std::vector<Layer*> readers = net.consumers(y);
   y->dims = asFourD(yd, r, cut);
-  Tensor* back = addTypedLayer(net, "Reshape", {y, addShapeConstant(net, chain.pv->name + "_rows_shape", yd)}, {},
+  Dims backShape = yd;
+  if (backShape[0] < 0) backShape[0] = cut == 1 ? 0 : -1;  // a dynamic batch: the product's dim 0, or inferred
+  Tensor* back = addTypedLayer(net, "Reshape", {y, addShapeConstant(net, chain.pv->name + "_rows_shape", backShape)}, {},
                                chain.pv->name + "_rows", y->type, yd);
   for (Layer* c : readers)
     for (Tensor*& in : c->inputs)
