@@ -88,6 +88,22 @@ void expectFlatGqaAfterRotaryMove(Network& net) {
   EXPECT_EQ(count(net, "Transpose"), 0);
 }
 
+//! A dynamic network (x [B, S, Hq*D], optionally pos [B, S]) rewritten in `net` agrees with a fresh
+//! build of `make` at run shapes that were not samples.
+void expectSameAtRunShapes(Network& net, const std::function<void(Network&)>& make, bool withPos, uint32_t seed) {
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{1, 4}, {3, 6}}) {
+    std::map<std::string, HostTensor> in{{"x", randomTensor({b, s, Hq * D}, seed)}};
+    if (withPos) {
+      HostTensor pos(DataType::kINT64, {b, s});
+      for (int64_t i = 0; i < b * s; ++i) pos.as<int64_t>()[i] = (5 * i + 2) % kMaxPos;
+      in["pos"] = pos;
+    }
+    Network ref;
+    make(ref);
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
+  }
+}
+
 }  // namespace
 
 // Both rotations move (half-split and interleaved pairs), the outputs are unchanged, and the
@@ -225,14 +241,7 @@ TEST(PassRotaryBeforeHeadSplit, DynamicBatchAndSequence) {
   const Layer* rope = kiln::test::firstOp(net, "RotaryEmbedding");
   ASSERT_NE(rope, nullptr);
   EXPECT_EQ(rope->inputs[0]->name, "x");
-  for (auto [b, s] : {std::pair<int64_t, int64_t>{1, 4}, {3, 6}}) {
-    HostTensor pos(DataType::kINT64, {b, s});
-    for (int64_t i = 0; i < b * s; ++i) pos.as<int64_t>()[i] = (5 * i + 2) % kMaxPos;
-    const std::map<std::string, HostTensor> in{{"x", randomTensor({b, s, Hq * D}, 8)}, {"pos", pos}};
-    Network ref;
-    make(ref);
-    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
-  }
+  expectSameAtRunShapes(net, make, true, 8);
 }
 
 // A dynamic Qwen3-style export: RMSNorm per head on the [B, S, H, D] view before the head
@@ -262,14 +271,7 @@ TEST(PassRotaryBeforeHeadSplit, DynamicHeadwiseNormMovesToo) {
   const Layer* rope = kiln::test::firstOp(net, "RotaryEmbedding");
   ASSERT_NE(rope, nullptr);
   EXPECT_EQ(rope->attrs.getInt("num_heads", 0), Hq);
-  for (auto [b, s] : {std::pair<int64_t, int64_t>{1, 4}, {3, 6}}) {
-    HostTensor pos(DataType::kINT64, {b, s});
-    for (int64_t i = 0; i < b * s; ++i) pos.as<int64_t>()[i] = (5 * i + 2) % kMaxPos;
-    const std::map<std::string, HostTensor> in{{"x", randomTensor({b, s, Hq * D}, 9)}, {"pos", pos}};
-    Network ref;
-    make(ref);
-    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
-  }
+  expectSameAtRunShapes(net, make, true, 9);
 }
 
 // Falcon-style fused Q / K / V: one projection [B, S, (Hq + 2 Hkv) D] viewed as heads and split on
@@ -352,10 +354,5 @@ TEST(PassRotaryBeforeHeadSplit, DynamicFusedQkvSplitMovesFirst) {
   net.inferShapes();
   for (auto& l : net.layers())
     if (l->op == "Split") EXPECT_EQ(l->inputs[0]->dims.size(), 3u);
-  for (auto [b, s] : {std::pair<int64_t, int64_t>{1, 4}, {3, 6}}) {
-    const std::map<std::string, HostTensor> in{{"x", randomTensor({b, s, Hq * D}, 11)}};
-    Network ref;
-    make(ref);
-    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
-  }
+  expectSameAtRunShapes(net, make, false, 11);
 }
