@@ -192,7 +192,7 @@ namespace {
 //! GPT-J's interleaved rotation (rotate_every_two): pairs (x[2k], x[2k+1]) -> (-x[2k+1], x[2k]), as
 //! the exporter writes it: Reshape(Concat(Unsqueeze(Neg(x[..., 1::2]), -1), Unsqueeze(x[..., 0::2], -1), -1)).
 //! `negEven` negates the other element of each pair instead (not a rotation by +angle).
-Tensor* rotateEveryTwo(Network& n, Tensor* x, bool negEven) {
+Tensor* rotateEveryTwo(Network& n, Tensor* x, bool negEven, int64_t width = D) {
   auto strided = [&](int64_t start) {
     return n.addLayer("Slice", {x, n.addConstant("", ints({start})), n.addConstant("", ints({INT64_MAX})), n.addConstant("", ints({-1})),
                                 n.addConstant("", ints({2}))},
@@ -205,7 +205,7 @@ Tensor* rotateEveryTwo(Network& n, Tensor* x, bool negEven) {
   Tensor* first = unitAxis(n.addLayer("Neg", {strided(negEven ? 0 : 1)}, 1)->outputs[0]);
   Tensor* second = unitAxis(strided(negEven ? 1 : 0));
   Tensor* pairs = n.addLayer("Concat", {first, second}, 1, cat)->outputs[0];
-  return n.addLayer("Reshape", {pairs, n.addConstant("", ints({0, 0, 0, -1}))}, 1)->outputs[0];
+  return n.addLayer("Reshape", {pairs, n.addConstant("", ints({0, 0, 0, width}))}, 1)->outputs[0];
 }
 
 //! cos or sin repeat_interleaved over pairs, of dims `dims` ([1, S, 1, R] or [1, 1, S, R]); `skew`
@@ -328,6 +328,74 @@ TEST(PassRotary, DynamicPartialRotationBecomesOneRotaryEmbedding) {
   uint32_t seed = 30;
   for (auto [b, s] : {std::pair<int64_t, int64_t>{2, 5}, {3, 11}}) {
     const std::map<std::string, HostTensor> in{{"q", randomTensor({b, H, s, kHead}, seed++)}, {"k", randomTensor({b, H, s, kHead}, seed++)}};
+    Network ref;
+    make(ref);
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
+  }
+}
+
+// A dynamic GPT-J-style export: x [B, S, H, D] with batch and sequence unknown, cos / sin computed
+// from the sequence length with each frequency repeated for its pair ([1, S, 1, D]). The pairs are
+// checked at the samples and the caches sliced (c[..., 0:D:2]) at run time; one interleaved
+// RotaryEmbedding each, agreeing at run shapes that are not samples.
+TEST(PassRotary, DynamicInterleavedPairsBecomeOneRotaryEmbedding) {
+  auto caches = [](Network& n, Tensor* q) {
+    Attributes axis0;
+    axis0.set("axis", int64_t(0));
+    HostTensor one(DataType::kINT64, {});
+    *one.as<int64_t>() = 1;
+    HostTensor zero(DataType::kFLOAT, {}), step(DataType::kFLOAT, {}), inv(DataType::kFLOAT, {1, D});
+    *zero.as<float>() = 0.f;
+    *step.as<float>() = 1.f;
+    for (int64_t j = 0; j < D; ++j) inv.as<float>()[j] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(j / 2) / D));
+    Tensor* s = n.addLayer("Gather", {n.addLayer("Shape", {q}, 1)->outputs[0], n.addConstant("", one)}, 1, axis0)->outputs[0];
+    Attributes toFloat;
+    toFloat.set("to", int64_t(1));
+    Tensor* pos = n.addLayer("Range", {n.addConstant("", zero), n.addLayer("Cast", {s}, 1, toFloat)->outputs[0], n.addConstant("", step)}, 1)
+                      ->outputs[0];
+    pos = n.addLayer("Unsqueeze", {pos, n.addConstant("", ints({1}))}, 1)->outputs[0];  // [S, 1]
+    Tensor* f = n.addElementWise(pos, n.addConstant("", inv), "Mul")->outputs[0];      // [S, D], pairs equal
+    auto cache = [&](const char* op) {
+      return n.addLayer("Unsqueeze", {n.addLayer(op, {f}, 1)->outputs[0], n.addConstant("", ints({0, 2}))}, 1)->outputs[0];  // [1, S, 1, D]
+    };
+    return std::make_pair(cache("Cos"), cache("Sin"));
+  };
+  auto make = [&caches](Network& n) {
+    Tensor* qIn = n.addInput("q", DataType::kFLOAT, {-1, -1, H, D});
+    auto [c, s] = caches(n, qIn);
+    auto rotate = [&](Tensor* x, bool swapped) {
+      Tensor* r = rotateEveryTwo(n, x, false);
+      Tensor* a = n.addElementWise(swapped ? c : x, swapped ? x : c, "Mul")->outputs[0];
+      Tensor* b = n.addElementWise(swapped ? s : r, swapped ? r : s, "Mul")->outputs[0];
+      return kiln::test::addPermute(n, n.addElementWise(a, b, "Add")->outputs[0], {0, 2, 1, 3})->outputs[0];
+    };
+    Tensor* q = rotate(qIn, false);
+    Tensor* k = rotate(n.addInput("k", DataType::kFLOAT, {-1, -1, H, D}), true);
+    Tensor* y = n.addMatMul(q, kiln::test::addPermute(n, k, {0, 1, 3, 2})->outputs[0])->outputs[0];
+    n.renameTensor(y, "y");
+    n.markOutput(y);
+  };
+  auto sample = [](int64_t b, int64_t s) { return std::map<std::string, Dims>{{"q", {b, s, H, D}}, {"k", {b, s, H, D}}}; };
+  {
+    Network net;
+    make(net);
+    net.topoSort();
+    net.inferShapes();
+    EXPECT_FALSE(fuseRotaryPattern(net)) << "without samples nothing proves the pairs equal";
+  }
+  Network net;
+  make(net);
+  net.topoSort();
+  net.inferShapes();
+  EXPECT_TRUE(fuseRotaryPattern(net, {sample(2, 16), sample(4, 32), sample(1, 1), sample(3, 9)}));
+  net.removeDeadLayers();
+  EXPECT_EQ(countOps(net, "RotaryEmbedding"), 2);
+  EXPECT_EQ(countOps(net, "Neg"), 0);
+  for (auto& l : net.layers())
+    if (l->op == "RotaryEmbedding") EXPECT_EQ(l->attrs.getInt("interleaved", 0), 1);
+  uint32_t seed = 40;
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{2, 5}, {3, 11}}) {
+    const std::map<std::string, HostTensor> in{{"q", randomTensor({b, s, H, D}, seed++)}, {"k", randomTensor({b, s, H, D}, seed++)}};
     Network ref;
     make(ref);
     kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);

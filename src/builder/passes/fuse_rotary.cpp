@@ -17,10 +17,12 @@
 //   rotate_every_two(x) = Reshape(Concat(Unsqueeze(-x[..., 1::2], -1), Unsqueeze(x[..., 0::2], -1), -1))
 // with cos / sin repeat_interleaved (pairs equal). GPT-J rotates [B, S, H, D] (before the head
 // Transpose): that becomes a RotaryEmbedding of the [B, S, H*D] view with num_heads H, between two
-// Reshapes; [B, H, S, D] is the op's own 4-D form. Static shapes only.
+// Reshapes; [B, H, S, D] is the op's own 4-D form. Dynamic shapes as for the half-split form (pairs
+// checked at the samples, the caches c[..., 0:R:2] sliced at run time).
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <optional>
 
 #include "builder/passes/passes.h"
 
@@ -161,6 +163,22 @@ bool halvesEqualAtSamples(const Tensor* c, const Tensor* x, SymbolicDims& sym) {
   return true;
 }
 
+//! Dynamic shapes: an interleaved cos / sin `c` whose pairs are equal at every sample of `sym`,
+//! read against x with the sequence on `seqAxis` (pairCache), its leading dims 1 there (so that
+//! its rows, viewed as [-1, R/2], are the positions).
+bool pairsEqualAtSamples(const Tensor* c, const Tensor* x, SymbolicDims& sym, size_t seqAxis) {
+  if (!c || c->type != DataType::kFLOAT || sym.nbSamples() < 2) return false;
+  for (size_t s = 0; s < sym.nbSamples(); ++s) {
+    const TensorDesc& cd = sym.at(c, s);
+    const Dims& xd = sym.at(x, s).dims;
+    if (!cd.value.valid() || xd.size() != 4 || !isStatic(xd) || cd.value.dims().empty()) return false;
+    for (size_t k = 0; k + 2 < cd.value.dims().size(); ++k)
+      if (cd.value.dims()[k] != 1 && !(k + 4 - cd.value.dims().size() == seqAxis)) return false;
+    if (!pairCache(cd.value, xd, seqAxis).valid()) return false;
+  }
+  return true;
+}
+
 Tensor* addLayerOut(Network& net, const std::string& op, const std::vector<Tensor*>& in, Attributes a, const std::string& name) {
   return net.addLayer(op, in, 1, std::move(a), net.uniqueName(name))->outputs[0];
 }
@@ -171,20 +189,24 @@ Tensor* int64Const(Network& net, const std::string& name, const std::vector<int6
   return net.addConstant(net.uniqueName(name), t);
 }
 
-//! Run-time caches and position ids for a dynamic x: cache = Reshape(c[..., :D/2], [-1, D/2]),
-//! ids = Expand(Unsqueeze(Range(0, S, 1), 0), [B, S]) from Shape(x).
-std::array<Tensor*, 3> runtimeRotaryInputs(Network& net, Tensor* x, Tensor* cosT, Tensor* sinT, const std::string& base) {
-  const int64_t h = x->dims[3] / 2;
+//! Run-time caches and position ids for a dynamic x (sequence on `seqAxis`): cache =
+//! Reshape(c[..., :R/2], [-1, R/2]) (interleaved pairs: c[..., 0:R:2]), ids = Expand(Unsqueeze(
+//! Range(0, S, 1), 0), [B, S]) from Shape(x). R: the rotated width (x's last dim by default).
+std::array<Tensor*, 3> runtimeRotaryInputs(Network& net, Tensor* x, Tensor* cosT, Tensor* sinT, const std::string& base,
+                                           int64_t seqAxis = 2, bool interleaved = false, int64_t rotated = 0) {
+  const int64_t r = rotated ? rotated : x->dims[3], h = r / 2;
   auto cache = [&](Tensor* c, const char* what) {
-    Tensor* half = addLayerOut(net, "Slice", {c, int64Const(net, base + "_h0", {0}), int64Const(net, base + "_h1", {h}),
-                                              int64Const(net, base + "_hax", {-1})}, {}, base + "_" + what + "_half");
+    std::vector<Tensor*> in{c, int64Const(net, base + "_h0", {0}), int64Const(net, base + "_h1", {interleaved ? r : h}),
+                            int64Const(net, base + "_hax", {-1})};
+    if (interleaved) in.push_back(int64Const(net, base + "_hstep", {2}));
+    Tensor* half = addLayerOut(net, "Slice", in, {}, base + "_" + what + "_half");
     return addLayerOut(net, "Reshape", {half, int64Const(net, base + "_cache_shape", {-1, h})}, {}, base + "_" + what + "_cache");
   };
   Tensor* shape = addLayerOut(net, "Shape", {x}, {}, base + "_shape");
   Attributes axis0;
   axis0.set("axis", int64_t(0));
-  Tensor* seq = addLayerOut(net, "Gather", {shape, int64Const(net, base + "_i2", {2}, true)}, axis0, base + "_seq");
-  Tensor* bs = addLayerOut(net, "Gather", {shape, int64Const(net, base + "_i02", {0, 2})}, axis0, base + "_batch_seq");
+  Tensor* seq = addLayerOut(net, "Gather", {shape, int64Const(net, base + "_i2", {seqAxis}, true)}, axis0, base + "_seq");
+  Tensor* bs = addLayerOut(net, "Gather", {shape, int64Const(net, base + "_i02", {0, seqAxis})}, axis0, base + "_batch_seq");
   Tensor* range = addLayerOut(net, "Range", {int64Const(net, base + "_zero", {0}, true), seq, int64Const(net, base + "_one", {1}, true)},
                               {}, base + "_positions");
   Tensor* row = addLayerOut(net, "Unsqueeze", {range, int64Const(net, base + "_ax0", {0})}, {}, base + "_position_row");
@@ -200,11 +222,20 @@ Tensor* mulOperand(const Layer* m, const Tensor* t) {
 //! x * cos + rotate_every_two(x) * sin, matched by fuseOne (`dead`: the rotation's layers, the Muls
 //! and the Add) -> one interleaved RotaryEmbedding; the Concat of a partial rotation with x's
 //! pass-through part joins it.
-bool fuseInterleaved(Network& net, Layer* add, Tensor* x, const Tensor* cosT, const Tensor* sinT, std::vector<Layer*> dead) {
-  if (!isStatic(x->dims) || !cosT || !sinT) return false;
+bool fuseInterleaved(Network& net, Layer* add, Tensor* x, Tensor* cosT, Tensor* sinT, std::vector<Layer*> dead,
+                     const InputSamples& samples) {
+  if (!cosT || !sinT || x->dims.size() != 4 || x->dims[3] <= 0) return false;
+  const bool dynamic = !isStatic(x->dims);
   HostTensor cosC, sinC;
   size_t seqAxis = 0;
+  std::optional<SymbolicDims> sym;
+  if (dynamic) sym.emplace(samples);
   for (size_t a : {size_t(2), size_t(1)}) {  // [B, H, S, R] (the op's own form), then GPT-J's [B, S, H, R]
+    if (dynamic) {  // checked at the samples, the caches sliced at run time; the head count static
+      if (x->dims[3 - a] <= 0 || !pairsEqualAtSamples(cosT, x, *sym, a) || !pairsEqualAtSamples(sinT, x, *sym, a)) continue;
+      seqAxis = a;
+      break;
+    }
     cosC = pairCache(cosT->value, x->dims, a);
     sinC = pairCache(sinT->value, x->dims, a);
     if (cosC.valid() && sinC.valid()) {
@@ -243,9 +274,16 @@ bool fuseInterleaved(Network& net, Layer* add, Tensor* x, const Tensor* cosT, co
   }
   const Dims& d = xf->dims;
   const int64_t b = d[0], s = d[seqAxis];
-  HostTensor pos(DataType::kINT64, {b, s});
-  for (int64_t i = 0; i < b * s; ++i) pos.as<int64_t>()[i] = i % s;
   const std::string base = add->name;
+  std::vector<Tensor*> caches;  // cos, sin, position ids
+  if (dynamic) {
+    for (Tensor* t : runtimeRotaryInputs(net, xf, cosT, sinT, base, static_cast<int64_t>(seqAxis), true, x->dims[3])) caches.push_back(t);
+  } else {
+    HostTensor pos(DataType::kINT64, {b, s});
+    for (int64_t i = 0; i < b * s; ++i) pos.as<int64_t>()[i] = i % s;
+    caches = {net.addConstant(net.uniqueName(base + "_cos_cache"), cosC), net.addConstant(net.uniqueName(base + "_sin_cache"), sinC),
+              net.addConstant(net.uniqueName(base + "_position_ids"), pos)};
+  }
   Attributes a;
   a.set("interleaved", int64_t(1));
   if (rotaryDim) a.set("rotary_embedding_dim", rotaryDim);
@@ -254,16 +292,13 @@ bool fuseInterleaved(Network& net, Layer* add, Tensor* x, const Tensor* cosT, co
     a.set("num_heads", d[2]);
     const Dims rows{b, s, d[2] * d[3]};
     const Layer* split = xf->producer;  // the head split Reshape of a [B, S, H*D] projection: read that
-    if (split && split->op == "Reshape" && !split->inputs.empty() && split->inputs[0] && split->inputs[0]->dims == rows)
+    if (!dynamic && split && split->op == "Reshape" && !split->inputs.empty() && split->inputs[0] && split->inputs[0]->dims == rows)
       in = split->inputs[0];
-    else
-      in = addTypedLayer(net, "Reshape", {xf, addShapeConstant(net, base + "_rows_shape", rows)}, {}, base + "_rows", xf->type, rows);
+    else  // B and S copied (shape entries 0)
+      in = addTypedLayer(net, "Reshape", {xf, addShapeConstant(net, base + "_rows_shape", {0, 0, d[2] * d[3]})}, {}, base + "_rows",
+                         xf->type, rows);
   }
-  Layer* rope = net.addLayer("RotaryEmbedding",
-                             {in, net.addConstant(net.uniqueName(base + "_cos_cache"), cosC),
-                              net.addConstant(net.uniqueName(base + "_sin_cache"), sinC),
-                              net.addConstant(net.uniqueName(base + "_position_ids"), pos)},
-                             1, std::move(a), net.uniqueName(base + "_rotary"));
+  Layer* rope = net.addLayer("RotaryEmbedding", {in, caches[0], caches[1], caches[2]}, 1, std::move(a), net.uniqueName(base + "_rotary"));
   if (seqAxis == 2) {
     replaceWithFused(net, rope, dead, result);
     return true;
@@ -273,7 +308,7 @@ bool fuseInterleaved(Network& net, Layer* add, Tensor* x, const Tensor* cosT, co
   rope->outputs[0]->dimsKnown = true;
   recordStandIn(rope, std::vector<const Layer*>(dead.begin(), dead.end()));
   for (Layer* l : dead) net.removeLayer(l);
-  Layer* heads = net.addLayer("Reshape", {rope->outputs[0], addShapeConstant(net, base + "_heads_shape", d)}, 1, {},
+  Layer* heads = net.addLayer("Reshape", {rope->outputs[0], addShapeConstant(net, base + "_heads_shape", {0, 0, d[2], d[3]})}, 1, {},
                               net.uniqueName(base + "_heads"));
   replaceWithFused(net, heads, {}, result);
   return true;
@@ -299,7 +334,7 @@ bool fuseOne(Network& net, Layer* add, const InputSamples& samples) {
       if (mc->outputs[0]->dims != x->dims || add->outputs[0]->dims != x->dims) continue;
       if (!everyTwo.empty()) {
         everyTwo.insert(everyTwo.end(), {add, mc, ms});
-        if (fuseInterleaved(net, add, x, cosT, sinT, std::move(everyTwo))) return true;
+        if (fuseInterleaved(net, add, x, cosT, sinT, std::move(everyTwo), samples)) return true;
         continue;
       }
       const std::string base = add->name;
