@@ -214,6 +214,28 @@ std::array<Tensor*, 3> runtimeRotaryInputs(Network& net, Tensor* x, Tensor* cosT
   return {cache(cosT, "cos"), cache(sinT, "sin"), ids};
 }
 
+//! Constant caches and position ids 0..S-1 for every batch row of a static x ([B, S]).
+std::array<Tensor*, 3> constantRotaryInputs(Network& net, const HostTensor& cosC, const HostTensor& sinC, int64_t b, int64_t s,
+                                            const std::string& base) {
+  HostTensor pos(DataType::kINT64, {b, s});
+  for (int64_t i = 0; i < b * s; ++i) pos.as<int64_t>()[i] = i % s;
+  return {net.addConstant(net.uniqueName(base + "_cos_cache"), cosC), net.addConstant(net.uniqueName(base + "_sin_cache"), sinC),
+          net.addConstant(net.uniqueName(base + "_position_ids"), pos)};
+}
+
+//! R when Concat `cat` (on the last axis) joins head = full[..., :R] and pass = full[..., R:] of a
+//! 4-D `full` back into full's dims, 0 < R < full's last dim, pass read by `cat` only (a partial
+//! rotation's two parts); 0 otherwise.
+int64_t rotatedWidth(const Network& net, const Layer* cat, const Layer* head, const Layer* pass, const Tensor* full) {
+  if (!full || full->dims.size() != 4 || full->dims[3] <= 0) return 0;
+  const int64_t axis = cat->attrs.getInt("axis", 0), d = full->dims[3];
+  int64_t s0 = 0, e0 = 0, s1 = 0, e1 = 0;
+  if ((axis != -1 && axis != 3) || !lastAxisSlice(head, full, &s0, &e0) || !lastAxisSlice(pass, full, &s1, &e1)) return 0;
+  if (s0 != 0 || e0 <= 0 || e0 >= d || s1 != e0 || e1 != d || soleConsumer(net, pass->outputs[0]) != cat || cat->outputs[0]->dims != full->dims)
+    return 0;
+  return e0;
+}
+
 //! For Mul layer `m` reading `t`: its other operand.
 Tensor* mulOperand(const Layer* m, const Tensor* t) {
   return m && m->op == "Mul" && m->inputs.size() == 2 ? otherInput(m, t) : nullptr;
@@ -255,18 +277,14 @@ bool fuseInterleaved(Network& net, Layer* add, Tensor* x, Tensor* cosT, Tensor* 
   int64_t rotaryDim = 0;
   Layer* head = x->producer;
   Layer* cat = soleConsumer(net, result);
-  if (head && !head->inputs.empty() && head->inputs[0] && cat && cat->op == "Concat" && cat->inputs.size() == 2 &&
-      cat->inputs[0] == result && cat->inputs[1] && cat->inputs[1]->producer) {
+  if (head && !head->inputs.empty() && cat && cat->op == "Concat" && cat->inputs.size() == 2 && cat->inputs[0] == result &&
+      cat->inputs[1] && cat->inputs[1]->producer) {
     Tensor* full = head->inputs[0];
     Layer* pass = cat->inputs[1]->producer;
-    const int64_t axis = cat->attrs.getInt("axis", 0), r = x->dims[3];
-    int64_t s0 = 0, e0 = 0, s1 = 0, e1 = 0;
-    if (full->dims.size() == 4 && (axis == -1 || axis == 3) && lastAxisSlice(head, full, &s0, &e0) &&
-        lastAxisSlice(pass, full, &s1, &e1) && s0 == 0 && e0 == r && s1 == r && e1 == full->dims[3] &&
-        cat->outputs[0]->dims == full->dims && soleConsumer(net, pass->outputs[0]) == cat) {
+    if (rotatedWidth(net, cat, head, pass, full) == x->dims[3]) {
       xf = full;
       result = cat->outputs[0];
-      rotaryDim = r;
+      rotaryDim = x->dims[3];
       dead.push_back(cat);
       dead.push_back(pass);
       if (readOnlyByDead(x)) dead.push_back(head);
@@ -275,15 +293,8 @@ bool fuseInterleaved(Network& net, Layer* add, Tensor* x, Tensor* cosT, Tensor* 
   const Dims& d = xf->dims;
   const int64_t b = d[0], s = d[seqAxis];
   const std::string base = add->name;
-  std::vector<Tensor*> caches;  // cos, sin, position ids
-  if (dynamic) {
-    for (Tensor* t : runtimeRotaryInputs(net, xf, cosT, sinT, base, static_cast<int64_t>(seqAxis), true, x->dims[3])) caches.push_back(t);
-  } else {
-    HostTensor pos(DataType::kINT64, {b, s});
-    for (int64_t i = 0; i < b * s; ++i) pos.as<int64_t>()[i] = i % s;
-    caches = {net.addConstant(net.uniqueName(base + "_cos_cache"), cosC), net.addConstant(net.uniqueName(base + "_sin_cache"), sinC),
-              net.addConstant(net.uniqueName(base + "_position_ids"), pos)};
-  }
+  const std::array<Tensor*, 3> caches = dynamic ? runtimeRotaryInputs(net, xf, cosT, sinT, base, static_cast<int64_t>(seqAxis), true, x->dims[3])
+                                                : constantRotaryInputs(net, cosC, sinC, b, s, base);  // cos, sin, position ids
   Attributes a;
   a.set("interleaved", int64_t(1));
   if (rotaryDim) a.set("rotary_embedding_dim", rotaryDim);
@@ -342,12 +353,7 @@ bool fuseOne(Network& net, Layer* add, const InputSamples& samples) {
       if (isStatic(x->dims)) {
         const HostTensor cosC = halfCache(cosT->value, x->dims), sinC = halfCache(sinT ? sinT->value : HostTensor(), x->dims);
         if (!cosC.valid() || !sinC.valid()) continue;
-        const int64_t b = x->dims[0], s = x->dims[2];
-        HostTensor pos(DataType::kINT64, {b, s});
-        for (int64_t i = 0; i < b * s; ++i) pos.as<int64_t>()[i] = i % s;
-        in.push_back(net.addConstant(net.uniqueName(base + "_cos_cache"), cosC));
-        in.push_back(net.addConstant(net.uniqueName(base + "_sin_cache"), sinC));
-        in.push_back(net.addConstant(net.uniqueName(base + "_position_ids"), pos));
+        for (Tensor* t : constantRotaryInputs(net, cosC, sinC, x->dims[0], x->dims[2], base)) in.push_back(t);
       } else {
         SymbolicDims sym(samples);
         if (!halvesEqualAtSamples(cosT, x, sym) || !halvesEqualAtSamples(sinT, x, sym)) continue;
@@ -375,12 +381,8 @@ bool fusePartial(Network& net, Layer* cat) {
     return false;
   Layer* head = rope->inputs[0]->producer;
   Tensor* x = pass->inputs[0];
-  if (!head || !x || x->dims.size() != 4 || x->dims[3] <= 0) return false;
-  const int64_t axis = cat->attrs.getInt("axis", 0), d = x->dims[3];
-  int64_t s0 = 0, e0 = 0, s1 = 0, e1 = 0;
-  if ((axis != -1 && axis != 3) || !lastAxisSlice(head, x, &s0, &e0) || !lastAxisSlice(pass, x, &s1, &e1)) return false;
-  const int64_t r = e0;
-  if (s0 != 0 || r <= 0 || r >= d || r % 2 != 0 || s1 != r || e1 != d) return false;
+  const int64_t r = head ? rotatedWidth(net, cat, head, pass, x) : 0;
+  if (r == 0 || r % 2 != 0) return false;
   const int64_t attrDim = rope->attrs.getInt("rotary_embedding_dim", 0);
   if (attrDim != 0 && attrDim != r) return false;
   // A dynamic rotation reads its positions off Shape(x[..., :R]) (runtimeRotaryInputs: batch and
@@ -404,9 +406,7 @@ bool fusePartial(Network& net, Layer* cat) {
     }
     return !shape->outputs[0]->isOutput;
   };
-  if (head->outputs[0]->isOutput || soleConsumer(net, rope->outputs[0]) != cat || soleConsumer(net, pass->outputs[0]) != cat ||
-      cat->outputs[0]->dims != x->dims)
-    return false;
+  if (head->outputs[0]->isOutput || soleConsumer(net, rope->outputs[0]) != cat) return false;
   Attributes a = rope->attrs;
   a.set("rotary_embedding_dim", r);
   std::vector<Tensor*> in(rope->inputs.begin(), rope->inputs.end());

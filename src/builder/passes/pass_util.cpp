@@ -144,6 +144,34 @@ bool rewriteLayers(Network& net, const std::function<bool(Network&, Layer*)>& re
   return changed;
 }
 
+bool rewriteLayers(Network& net, const InputSamples& samples, const std::function<bool(Network&, Layer*, SymbolicDims&)>& rewrite) {
+  bool changed = false;
+  for (bool again = true; again;) {
+    SymbolicDims sym(samples);
+    again = false;
+    for (size_t i = 0; i < net.layers().size() && !again; ++i) again = rewrite(net, net.layer(static_cast<int>(i)), sym);
+    changed = changed || again;
+  }
+  return changed;
+}
+
+std::vector<Tensor*> addLastAxisSplit(Network& net, Tensor* x, const std::vector<int64_t>& sizes, const std::string& name) {
+  HostTensor sv(DataType::kINT64, {static_cast<int64_t>(sizes.size())});
+  for (size_t i = 0; i < sizes.size(); ++i) sv.as<int64_t>()[i] = sizes[i];
+  Attributes a;
+  a.set("axis", static_cast<int64_t>(x->dims.size()) - 1);
+  Layer* split = net.addLayer("Split", {x, net.addConstant(net.uniqueName(name + "_sizes"), sv)}, static_cast<int>(sizes.size()), a,
+                              net.uniqueName(name));
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Tensor* p = split->outputs[i];
+    p->type = x->type;
+    p->dims = x->dims;
+    p->dims.back() = sizes[i];
+    p->dimsKnown = true;
+  }
+  return split->outputs;
+}
+
 bool removeFoldedLayers(Network& net) {
   std::vector<Layer*> folded;
   for (auto& l : net.layers()) {

@@ -175,6 +175,12 @@ bool batchAndSequenceAgree(const Tensor* a, const Tensor* b, SymbolicDims* sym);
 //! layers) the walk starts again at the first layer, until a whole walk rewrites nothing. True when
 //! anything was rewritten.
 bool rewriteLayers(Network& net, const std::function<bool(Network&, Layer*)>& rewrite);
+//! rewriteLayers for rewrites that query the profiles' sample dims: one SymbolicDims per walk (a
+//! rewrite adds tensors the previous one was not built over).
+bool rewriteLayers(Network& net, const InputSamples& samples, const std::function<bool(Network&, Layer*, SymbolicDims&)>& rewrite);
+//! A Split of `x` over its last axis into parts of `sizes` (a new layer named from `name`), its
+//! outputs typed as x with the last dim each part's size.
+std::vector<Tensor*> addLastAxisSplit(Network& net, Tensor* x, const std::vector<int64_t>& sizes, const std::string& name);
 //! Completes a pattern fusion: `fused` (a new synthetic layer) records the `dead` layers it
 //! replaces, takes over `result` (its readers and its type/dims), and the dead layers go.
 void replaceWithFused(Network& net, Layer* fused, const std::vector<Layer*>& dead, Tensor* result);

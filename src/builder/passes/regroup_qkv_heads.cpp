@@ -100,24 +100,15 @@ bool regroupOne(Network& net, Layer* rs, SymbolicDims& sym) {
     add->inputs[k] = net.addConstant(net.uniqueName(add->name + "_regrouped_bias"), regroup(add->inputs[k]->value, h, g, d));
   }
   // Everything the rewrite reads is queried by now: SymbolicDims is not asked about the new tensors.
-  HostTensor sizes(DataType::kINT64, {g});
-  for (int64_t j = 0; j < g; ++j) sizes.as<int64_t>()[j] = h * d;
-  Attributes a;
-  a.set("axis", int64_t(2));
-  Layer* split = net.addLayer("Split", {y, net.addConstant(net.uniqueName(rs->name + "_part_sizes"), sizes)}, static_cast<int>(g), a,
-                              net.uniqueName(rs->name + "_parts"));
-  recordStandIn(split, {rs});
+  const std::vector<Tensor*> split = addLastAxisSplit(net, y, std::vector<int64_t>(static_cast<size_t>(g), h * d), rs->name + "_parts");
+  recordStandIn(split[0]->producer, {rs});
   std::vector<Tensor*> parts(static_cast<size_t>(g), nullptr);
   for (auto [slice, j] : slices) {
     Tensor*& part = parts[static_cast<size_t>(j)];
     if (!part) {
-      Tensor* p = split->outputs[static_cast<size_t>(j)];
-      p->type = y->type;
-      p->dims = {b, s, h * d};
-      p->dimsKnown = true;
       // B and S copied (shape entries 0): a dynamic batch and sequence too.
-      part = addStandIn(net, rs, "Reshape", {p, addShapeConstant(net, rs->name + "_heads", {0, 0, h, d})}, {}, rs->name + "_heads",
-                        y->type, {b, s, h, d});
+      part = addStandIn(net, rs, "Reshape", {split[static_cast<size_t>(j)], addShapeConstant(net, rs->name + "_heads", {0, 0, h, d})}, {},
+                        rs->name + "_heads", y->type, {b, s, h, d});
       if (tr) {
         Attributes perm;
         perm.set("perm", std::vector<int64_t>{0, 2, 1, 3});
@@ -127,13 +118,6 @@ bool regroupOne(Network& net, Layer* rs, SymbolicDims& sym) {
     net.replaceUses(slice->outputs[0], part);
     net.removeLayer(slice);
   }
-  for (size_t j = 0; j < parts.size(); ++j)  // a part nothing reads keeps a typed Split output
-    if (!parts[j]) {
-      Tensor* p = split->outputs[j];
-      p->type = y->type;
-      p->dims = {b, s, h * d};
-      p->dimsKnown = true;
-    }
   if (tr) net.removeLayer(tr);
   net.removeLayer(rs);
   net.topoSort();
@@ -142,16 +126,6 @@ bool regroupOne(Network& net, Layer* rs, SymbolicDims& sym) {
 
 }  // namespace
 
-bool regroupQkvHeads(Network& net, const InputSamples& samples) {
-  bool changed = false;
-  // One SymbolicDims per walk: a rewrite adds tensors it was not built over.
-  while (true) {
-    SymbolicDims sym(samples);
-    bool once = false;
-    for (size_t i = 0; i < net.layers().size() && !once; ++i) once = regroupOne(net, net.layer(static_cast<int>(i)), sym);
-    if (!once) return changed;
-    changed = true;
-  }
-}
+bool regroupQkvHeads(Network& net, const InputSamples& samples) { return rewriteLayers(net, samples, regroupOne); }
 
 }  // namespace kiln

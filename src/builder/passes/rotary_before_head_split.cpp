@@ -52,18 +52,19 @@ Tensor* headSplitSource(const Network& net, const Tensor* t, SymbolicDims* sym) 
 //! Qwen3 / OLMo-2 / Persimmon normalize each head of Q and K before the head transpose:
 //! Transpose(N(Reshape(x3)), 0,2,1,3) with N an RMSNormalization over D. N's output [B, S, H, D] is
 //! as much the head split of a 3-D tensor as the projection was, so a view pair goes between it and
-//! the Transpose (Reshape to [B, S, H*D] and back) and headSplitSource takes that. Any producer other
-//! than a Reshape (which needs none); H and D static, B and S copied (dynamic exports too).
-void exposeHeadSplit(Network& net, const Tensor* t) {
+//! the Transpose (Reshape to [B, S, H*D] and back), carrying B and S by construction; returns that
+//! [B, S, H*D] view. Any producer other than a Reshape (headSplitSource's case); H and D static, B and
+//! S copied (dynamic exports too). Null, adding nothing, where it does not apply.
+Tensor* exposeHeadSplit(Network& net, const Tensor* t) {
   Layer* tr = t->producer;
   if (!tr || tr->op != "Transpose" || !tr->domain.empty() || tr->inputs.size() != 1 || !tr->inputs[0] ||
       tr->attrs.getInts("perm", {}) != std::vector<int64_t>{0, 2, 1, 3})
-    return;
+    return nullptr;
   Tensor* x4 = tr->inputs[0];
   const Layer* p = x4->producer;
   if (!p || p->op == "Reshape" || soleConsumer(net, x4) != tr || x4->isOutput || !x4->dimsKnown || x4->dims.size() != 4 ||
-      x4->dims[2] <= 0 || x4->dims[3] <= 0)
-    return;
+      x4->dims[2] <= 0 || x4->dims[3] <= 0 || x4->type != t->type)
+    return nullptr;
   // B and S copied (shape entries 0): a dynamic batch and sequence pass through both views.
   const Dims& d = x4->dims;
   const Dims rows{d[0], d[1], d[2] * d[3]};
@@ -71,6 +72,7 @@ void exposeHeadSplit(Network& net, const Tensor* t) {
                              p->name + "_rows", x4->type, rows);
   tr->inputs[0] = addTypedLayer(net, "Reshape", {x3, addShapeConstant(net, p->name + "_heads_shape", {0, 0, d[2], d[3]})}, {},
                                 p->name + "_heads", x4->type, d);
+  return x3;
 }
 
 bool moveOne(Network& net, Layer* rope, SymbolicDims* sym) {
@@ -78,11 +80,12 @@ bool moveOne(Network& net, Layer* rope, SymbolicDims* sym) {
       !rope->inputs[0] || rope->attrs.has("num_heads"))
     return false;
   Tensor* t = rope->inputs[0];
-  if (!t->dimsKnown || t->dims.size() != 4 || !readByRopeAndShapes(net, t, rope)) return false;
-  exposeHeadSplit(net, t);
-  Tensor* x3 = headSplitSource(net, t, sym);
   Tensor* y = rope->outputs[0];
-  if (!x3 || y->isOutput || !y->dimsKnown || y->dims.size() != 4) return false;
+  if (!t->dimsKnown || t->dims.size() != 4 || !readByRopeAndShapes(net, t, rope) || y->isOutput || !y->dimsKnown || y->dims.size() != 4)
+    return false;
+  Tensor* x3 = headSplitSource(net, t, sym);
+  if (!x3) x3 = exposeHeadSplit(net, t);  // the move's first change: made only where the move follows
+  if (!x3) return false;
   const Dims& d = t->dims;  // [B, H, S, D]; H and D static
   const Layer *tr = t->producer, *rs = tr->inputs[0]->producer;
   Attributes a = rope->attrs;

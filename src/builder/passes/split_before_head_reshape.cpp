@@ -39,23 +39,14 @@ bool moveOne(Network& net, Layer* split, SymbolicDims* sym) {
     if (!o || !o->dimsKnown || o->dims.size() != 4 || o->dims[2] <= 0 || o->isOutput) return false;
     sizes.push_back(o->dims[2] * d);
   }
-  HostTensor sv(DataType::kINT64, {static_cast<int64_t>(sizes.size())});
-  for (size_t i = 0; i < sizes.size(); ++i) sv.as<int64_t>()[i] = sizes[i];
-  Attributes a;
-  a.set("axis", int64_t(2));
-  Layer* s3 = net.addLayer("Split", {x3, net.addConstant(net.uniqueName(split->name + "_sizes"), sv)}, static_cast<int>(sizes.size()), a,
-                           net.uniqueName(split->name + "_flat"));
+  const std::vector<Tensor*> flat = addLastAxisSplit(net, x3, sizes, split->name + "_flat");
   std::vector<Tensor*> parts;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    Tensor* p = s3->outputs[i];
-    p->type = x3->type;
-    p->dims = {d3[0], d3[1], sizes[i]};
-    p->dimsKnown = true;
     const Tensor* old = split->outputs[i];
-    parts.push_back(addTypedLayer(net, "Reshape", {p, addShapeConstant(net, split->name + "_heads", {0, 0, old->dims[2], d})}, {},
+    parts.push_back(addTypedLayer(net, "Reshape", {flat[i], addShapeConstant(net, split->name + "_heads", {0, 0, old->dims[2], d})}, {},
                                   split->name + "_heads", old->type, old->dims));
   }
-  recordStandIn(s3, {split, rs});
+  recordStandIn(flat[0]->producer, {split, rs});
   for (size_t i = 0; i < parts.size(); ++i) net.replaceUses(split->outputs[i], parts[i]);
   net.removeLayer(split);
   net.removeLayer(rs);
@@ -119,18 +110,7 @@ bool splitBeforeUnsqueeze(Network& net, Layer* split) {
 }  // namespace
 
 bool splitBeforeHeadReshape(Network& net, const InputSamples& samples) {
-  // One SymbolicDims per walk: a rewrite adds tensors it was not built over.
-  bool changed = false;
-  for (bool again = true; again;) {
-    SymbolicDims sym(samples);
-    again = false;
-    for (size_t i = 0; i < net.layers().size() && !again; ++i) {
-      Layer* l = net.layer(static_cast<int>(i));
-      again = moveOne(net, l, &sym) || splitBeforeUnsqueeze(net, l);
-    }
-    changed = changed || again;
-  }
-  return changed;
+  return rewriteLayers(net, samples, [](Network& n, Layer* l, SymbolicDims& sym) { return moveOne(n, l, &sym) || splitBeforeUnsqueeze(n, l); });
 }
 
 }  // namespace kiln
