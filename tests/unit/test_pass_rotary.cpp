@@ -101,19 +101,28 @@ void makeDynamicRope(Network& n) {
   n.markOutput(y);
 }
 
+//! q's and k's dims at batch b and sequence s ([B, H, S, D] unless a test says otherwise).
+using RunDims = std::function<Dims(int64_t, int64_t)>;
+Dims headsFirst(int64_t b, int64_t s) { return {b, H, s, D}; }
+
+//! Builds `make`, fuses (with `samples`), checks the counts (and `inspect`), and compares with the
+//! unfused network at each run shape.
 void checkFusion(const std::function<void(Network&)>& make, int expectFused, const InputSamples& samples = {},
-                 const std::vector<std::pair<int64_t, int64_t>>& runs = {{B, S}}) {
+                 const std::vector<std::pair<int64_t, int64_t>>& runs = {{B, S}}, const RunDims& dims = headsFirst,
+                 const std::function<void(const Network&)>& inspect = nullptr) {
   Network net;
   make(net);
   net.topoSort();
   net.inferShapes();
   EXPECT_EQ(fuseRotaryPattern(net, samples), expectFused > 0);
+  net.removeDeadLayers();
   EXPECT_EQ(countOps(net, "RotaryEmbedding"), expectFused);
   if (expectFused == 2)
     for (const char* gone : {"Neg", "Add"}) EXPECT_EQ(countOps(net, gone), 0) << gone;
+  if (inspect) inspect(net);
   uint32_t seed = 1;
   for (auto [b, s] : runs) {
-    const std::map<std::string, HostTensor> in{{"q", randomTensor({b, H, s, D}, seed++)}, {"k", randomTensor({b, H, s, D}, seed++)}};
+    const std::map<std::string, HostTensor> in{{"q", randomTensor(dims(b, s), seed++)}, {"k", randomTensor(dims(b, s), seed++)}};
     Network ref;
     make(ref);
     const HostTensor want = kiln::test::evaluateReference(ref, in).at("y"), got = kiln::test::evaluateReference(net, in).at("y");
@@ -313,25 +322,14 @@ TEST(PassRotary, DynamicPartialRotationBecomesOneRotaryEmbedding) {
   auto sample = [](int64_t b, int64_t s) {
     return std::map<std::string, Dims>{{"q", {b, H, s, kHead}}, {"k", {b, H, s, kHead}}};
   };
-  Network net;
-  make(net);
-  net.topoSort();
-  net.inferShapes();
-  EXPECT_TRUE(fuseRotaryPattern(net, {sample(2, 16), sample(4, 32), sample(1, 1), sample(3, 9)}));
-  net.removeDeadLayers();
-  EXPECT_EQ(countOps(net, "RotaryEmbedding"), 2);
-  EXPECT_EQ(countOps(net, "Concat"), 1);  // the caches' cat(freqs, freqs) alone
-  for (auto& l : net.layers()) {
-    if (l->op == "RotaryEmbedding") EXPECT_EQ(l->inputs[0]->dims.back(), kHead);
-    if (l->op == "Slice") EXPECT_FALSE(l->inputs[0]->isInput) << l->name << " slices " << l->inputs[0]->name;
-  }
-  uint32_t seed = 30;
-  for (auto [b, s] : {std::pair<int64_t, int64_t>{2, 5}, {3, 11}}) {
-    const std::map<std::string, HostTensor> in{{"q", randomTensor({b, H, s, kHead}, seed++)}, {"k", randomTensor({b, H, s, kHead}, seed++)}};
-    Network ref;
-    make(ref);
-    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
-  }
+  checkFusion(make, 2, {sample(2, 16), sample(4, 32), sample(1, 1), sample(3, 9)}, {{2, 5}, {3, 11}},
+              [](int64_t b, int64_t s) { return Dims{b, H, s, kHead}; }, [head = kHead](const Network& net) {
+                EXPECT_EQ(countOps(net, "Concat"), 1);  // the caches' cat(freqs, freqs) alone
+                for (auto& l : net.layers()) {
+                  if (l->op == "RotaryEmbedding") EXPECT_EQ(l->inputs[0]->dims.back(), head);
+                  if (l->op == "Slice") EXPECT_FALSE(l->inputs[0]->isInput) << l->name << " slices " << l->inputs[0]->name;
+                }
+              });
 }
 
 // A dynamic GPT-J-style export: x [B, S, H, D] with batch and sequence unknown, cos / sin computed
@@ -376,28 +374,11 @@ TEST(PassRotary, DynamicInterleavedPairsBecomeOneRotaryEmbedding) {
     n.markOutput(y);
   };
   auto sample = [](int64_t b, int64_t s) { return std::map<std::string, Dims>{{"q", {b, s, H, D}}, {"k", {b, s, H, D}}}; };
-  {
-    Network net;
-    make(net);
-    net.topoSort();
-    net.inferShapes();
-    EXPECT_FALSE(fuseRotaryPattern(net)) << "without samples nothing proves the pairs equal";
-  }
-  Network net;
-  make(net);
-  net.topoSort();
-  net.inferShapes();
-  EXPECT_TRUE(fuseRotaryPattern(net, {sample(2, 16), sample(4, 32), sample(1, 1), sample(3, 9)}));
-  net.removeDeadLayers();
-  EXPECT_EQ(countOps(net, "RotaryEmbedding"), 2);
-  EXPECT_EQ(countOps(net, "Neg"), 0);
-  for (auto& l : net.layers())
-    if (l->op == "RotaryEmbedding") EXPECT_EQ(l->attrs.getInt("interleaved", 0), 1);
-  uint32_t seed = 40;
-  for (auto [b, s] : {std::pair<int64_t, int64_t>{2, 5}, {3, 11}}) {
-    const std::map<std::string, HostTensor> in{{"q", randomTensor({b, s, H, D}, seed++)}, {"k", randomTensor({b, s, H, D}, seed++)}};
-    Network ref;
-    make(ref);
-    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
-  }
+  const RunDims sequenceFirst = [](int64_t b, int64_t s) { return Dims{b, s, H, D}; };
+  checkFusion(make, 0, {}, {{2, 5}}, sequenceFirst);  // without samples nothing proves the pairs equal
+  checkFusion(make, 2, {sample(2, 16), sample(4, 32), sample(1, 1), sample(3, 9)}, {{2, 5}, {3, 11}}, sequenceFirst,
+              [](const Network& net) {
+                for (auto& l : net.layers())
+                  if (l->op == "RotaryEmbedding") EXPECT_EQ(l->attrs.getInt("interleaved", 0), 1);
+              });
 }
