@@ -573,7 +573,7 @@ TEST(Passes, GpuFusesSwiGluIntoTheGateMatMul) {
  }
 }
 
-// The other gated forms on the GPU: GeGLU (erf GELU, then Mul), a bare MatMul times a tensor, the
+// The other gated forms on the GPU: GeGLU (erf GELU, then Mul), ReGLU, a bare MatMul times a tensor, the
 // multiplier on either side of the Mul, and a dynamic batch (the shapes compared at the samples).
 // Left alone: a multiplier that broadcasts, a constant one, the gated value read again, a Gemm
 // (no 4th input), a network output between the activation and the Mul.
@@ -586,6 +586,7 @@ TEST(Passes, GatedLinearUnitForms) {
   };
   const Form forms[] = {
       {"GeGLU", "Gelu", false, false, false, false, false, false, true},
+      {"ReGLU (an activation cuBLASLt fuses)", "Relu", false, false, false, false, false, false, true},
       {"bare", "", true, false, false, false, false, false, true},
       {"tanh, swapped", "Tanh", true, false, false, false, false, false, true},
       {"broadcast multiplier", "Gelu", false, true, false, false, false, false, false},

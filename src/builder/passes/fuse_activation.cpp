@@ -162,10 +162,12 @@ bool fuseActivation(Network& net, bool epilogueActsOnly, const InputSamples& sam
     Tensor* actIn = view ? view->outputs[0] : p->outputs[0];
     std::vector<Layer*> gated;
     Activation g;
-    if (!act && matchGatedActivation(net, p->outputs[0], &g, &gated) && epilogueActsOnly &&
-        leaveToPointwiseChain(net, p, g, gated.back()->outputs[0])) {
-      changed |= fuseGatedMatMul(net, p, g, gated, sym);
-      continue;
+    if (!act && matchGatedActivation(net, p->outputs[0], &g, &gated) && epilogueActsOnly) {
+      if (fuseGatedMatMul(net, p, g, gated, sym)) {
+        changed = true;
+        continue;
+      }
+      if (leaveToPointwiseChain(net, p, g, gated.back()->outputs[0])) continue;
     }
     if (!act && !gated.empty()) {
       setFusedActivation(p->attrs, g);
@@ -182,10 +184,13 @@ bool fuseActivation(Network& net, bool epilogueActsOnly, const InputSamples& sam
       if (epilogueActsOnly && !view && act->op == "Mul") changed |= fuseGatedMatMul(net, p, Activation{}, {}, sym);
       continue;
     }
-    if (epilogueActsOnly && leaveToPointwiseChain(net, p, a, act->outputs[0])) {
-      if (!view) changed |= fuseGatedMatMul(net, p, a, {act}, sym);
+    // Gated first (any activation: cuBLASLt's fused ReLU / tanh-GELU then multiply in the post pass,
+    // Gemma's GeGLU), else the activation alone.
+    if (epilogueActsOnly && !view && fuseGatedMatMul(net, p, a, {act}, sym)) {
+      changed = true;
       continue;
     }
+    if (epilogueActsOnly && leaveToPointwiseChain(net, p, a, act->outputs[0])) continue;
     setFusedActivation(p->attrs, a);
     recordFusion(p, act);
     Tensor* out = act->outputs[0];
