@@ -3,12 +3,14 @@
 // image's cluster each copy a chunk of its pixels (all channels) from global memory into their
 // shared memory while summing (x - K) and (x - K)^2 per group (K = the group's first element,
 // as the other channels-last kernels), meet at a cluster barrier, add up the cluster's sums
-// through distributed shared memory, and normalize the pixels they hold. Why: at batch 1 a
+// through distributed shared memory, and normalize the pixels they hold (8 blocks: the portable
+// cluster size, so no occupancy query: the first version's cudaOccupancyMaxActiveClusters call, for
+// clusters of 16 and 8, killed the process with SIGFPE on the H100). Why: at batch 1 a
 // CNN's GroupNorm is latency-bound: the two-kernel plan pays two launches, the cooperative one a
 // grid-wide barrier and every block adding up ~100 blocks' partials from global memory (ResNet-50-GN
 // at batch 1 ran at 0.80x torch.compile on the H100, its 53 GroupNorms ~8 us each against
-// Inductor's ~4 us). A cluster barrier is a hardware barrier over <= 16 SMs, and the partials are
-// 8 or 16 shared-memory arrays. X is read once and Y written once; every read of X comes before
+// Inductor's ~4 us). A cluster barrier is a hardware barrier over 8 SMs, and the partials are 8
+// shared-memory arrays. X is read once and Y written once; every read of X comes before
 // the first barrier, so Y may be written over X.
 #include <cooperative_groups.h>
 
@@ -26,8 +28,7 @@ using namespace gn_nhwc;
 namespace cg = cooperative_groups;
 
 constexpr int kClusterThreads = 512;
-constexpr int kPortableCluster = 8;
-constexpr int kLargeCluster = 16;  // H100 / H200 allow 16 blocks with the non-portable attribute
+constexpr int kCluster = 8;  // blocks per image: the portable cluster size
 constexpr int kUnroll = 8;         // pixel vectors a thread loads before using them
 
 //! Shared memory: sum, sum of squares, mean, 1/stddev per group, then the block's pixels
@@ -138,24 +139,12 @@ cudaLaunchConfig_t clusterConfig(const GroupNormNhwcParams& p, int cluster, size
   return cfg;
 }
 
-//! Whether `cluster` blocks of `smemBytes` each can run as one cluster of this kernel on the
-//! device (opting the kernel in to that much shared memory and, past 8, the non-portable size).
+//! Opts the kernel in to `optin` bytes of dynamic shared memory (false where the device refuses).
 template <typename T, bool kVector>
-bool clusterRuns(const GroupNormNhwcParams& p, int cluster, size_t smemBytes, int optin) {
-  auto kernel = clusterKernel<T, kVector>();
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) != cudaSuccess ||
-      (cluster > kPortableCluster && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  cudaLaunchAttribute attr[1];
-  const cudaLaunchConfig_t cfg = clusterConfig(p, cluster, smemBytes, nullptr, attr);
-  int active = 0;
-  if (cudaOccupancyMaxActiveClusters(&active, kernel, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return active > 0;
+bool optIn(int optin) {
+  if (cudaFuncSetAttribute(clusterKernel<T, kVector>(), cudaFuncAttributeMaxDynamicSharedMemorySize, optin) == cudaSuccess) return true;
+  (void)cudaGetLastError();
+  return false;
 }
 
 }  // namespace
@@ -173,31 +162,23 @@ bool planGroupNormNhwcCluster(GroupNormNhwcParams& p) {
     return false;
   }
   if (major < 9 || !clusters) return false;
-  GroupNormNhwcParams q = p;
-  q.ty = std::max(1, kClusterThreads / std::max(q.tx, 1));
-  const size_t es = elementSize(p.type);
-  // 16 blocks where the image is large enough to keep them busy (twice the SMs' bandwidth from L2),
-  // 8 otherwise or where 16 do not fit on the device.
-  const bool large = clusterSmemBytes(p.groups, (p.hw + kPortableCluster - 1) / kPortableCluster, p.c, es) > 48 * 1024;
-  for (const int cluster : large ? std::initializer_list<int>{kLargeCluster, kPortableCluster}
-                                 : std::initializer_list<int>{kPortableCluster}) {
-    const int64_t pixels = (p.hw + cluster - 1) / cluster;
-    const size_t bytes = clusterSmemBytes(p.groups, pixels, p.c, es);
-    if (bytes > static_cast<size_t>(optin)) continue;
-    bool runs = false;
-    dispatchCudaType<kFloatTypes>(p.type, [&](auto t) {
-      using T = decltype(t);
-      runs = clusterRuns<T, true>(q, cluster, bytes, optin) && clusterRuns<T, false>(q, cluster, bytes, optin);
-    }, "planGroupNormNhwcCluster");
-    if (!runs) continue;
-    p.ty = q.ty;
-    p.cluster = cluster;
-    p.clusterSmem = bytes;
-    p.pixels = pixels;
-    p.chunks = cluster;
-    return true;
-  }
-  return false;
+  // A cluster of 8 (the portable size: every sm_90 GPC holds one of blocks that each need a
+  // whole SM) over the image's pixels; one image per cluster.
+  const int64_t pixels = (p.hw + kCluster - 1) / kCluster;
+  const size_t bytes = clusterSmemBytes(p.groups, pixels, p.c, elementSize(p.type));
+  if (bytes > static_cast<size_t>(optin)) return false;
+  bool ok = false;
+  dispatchCudaType<kFloatTypes>(p.type, [&](auto t) {
+    using T = decltype(t);
+    ok = optIn<T, true>(optin) && optIn<T, false>(optin);
+  }, "planGroupNormNhwcCluster");
+  if (!ok) return false;
+  p.ty = std::max(1, kClusterThreads / std::max(p.tx, 1));
+  p.cluster = kCluster;
+  p.clusterSmem = bytes;
+  p.pixels = pixels;
+  p.chunks = kCluster;
+  return true;
 }
 
 void launchGroupNormNhwcCluster(const GroupNormNhwcParams& p, cudaStream_t stream) {
