@@ -29,12 +29,23 @@ namespace cg = cooperative_groups;
 
 constexpr int kClusterThreads = 512;
 constexpr int kCluster = 8;  // blocks per image: the portable cluster size
-constexpr int kUnroll = 8;         // pixel vectors a thread loads before using them
+constexpr int kUnroll = 8;  // pixel vectors a thread loads before using them
 
 //! Shared memory: sum, sum of squares, mean, 1/stddev per group, then the block's pixels
 //! [pixels][C] in X's type (16 * groups bytes first: the pixel rows stay 16-byte aligned).
 size_t clusterSmemBytes(int64_t groups, int64_t pixels, int64_t c, size_t elemSize) {
   return static_cast<size_t>(4 * groups) * sizeof(float) + static_cast<size_t>(pixels * c) * elemSize;
+}
+
+//! Pixels px0, px0 + step, ... (kUnroll of them, those below `last`) of `src` at channels c0..:
+//! every load issued before any is used (one block per SM has only its own threads to cover the
+//! memory latency: its shared memory holds ~100-200 KB of pixels).
+template <typename T, int VEC, bool kVector>
+__device__ __forceinline__ void loadPixels(const T* src, int64_t px0, int64_t step, int64_t last, int64_t c, int64_t c0,
+                                           float (&v)[kUnroll][VEC]) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u)
+    if (px0 + u * step < last) loadVec<T, VEC, kVector>(src + (px0 + u * step) * c + c0, v[u]);
 }
 
 template <typename T, int VEC, bool kVector>
@@ -60,13 +71,9 @@ __global__ void __launch_bounds__(kClusterThreads) nhwcClusterKernel(const Group
   __syncthreads();  // the sums are zero before any thread adds
   const int64_t first = static_cast<int64_t>(cluster.block_rank()) * p.pixels, last = min(first + p.pixels, p.hw);
   const int64_t step = blockDim.y;
-  // kUnroll loads in flight per thread before their first use: one block per SM (its shared
-  // memory holds ~100-200 KB of pixels) has only its own threads to cover the memory latency.
   for (int64_t px0 = first + threadIdx.y; px0 < last; px0 += kUnroll * step) {
     float v[kUnroll][VEC];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (px0 + u * step < last) loadVec<T, VEC, kVector>(x + (px0 + u * step) * p.c + c0, v[u]);
+    loadPixels<T, VEC, kVector>(x, px0, step, last, p.c, c0, v);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t px = px0 + u * step;
@@ -99,11 +106,7 @@ __global__ void __launch_bounds__(kClusterThreads) nhwcClusterKernel(const Group
   T* y = static_cast<T*>(p.y) + img * p.hw * p.c;
   for (int64_t px0 = first + threadIdx.y; px0 < last; px0 += kUnroll * step) {
     float r[kUnroll][VEC];
-    if (res) {
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (px0 + u * step < last) loadVec<T, VEC, kVector>(res + (px0 + u * step) * p.c + c0, r[u]);
-    }
+    if (res) loadPixels<T, VEC, kVector>(res, px0, step, last, p.c, c0, r);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t px = px0 + u * step;
