@@ -260,7 +260,7 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse residual Add + LayerNorm (GPU)",
        [&](Network& n) { return gpuFusions && fuseSkipLayerNorm(n, hasKernel, samples); }},
       {"fuse Conv + residual Add", [&](Network& n) { return fuseConvResidual(n, samples); }},
-      {"fuse activation into producer", [&](Network& n) { return fuseActivation(n, gpuFusions); }},
+      {"fuse activation into producer", [&](Network& n) { return fuseActivation(n, gpuFusions, samples); }},
       {"fuse pointwise chains", [&](Network& n) { return fusePointwiseChains(n, samples); }},
       {"blocked layouts between conv/pool layers (CPU)", cfg.device() == DeviceType::kCPU ? assignCpuLayouts : +[](Network&) { return false; }},
   };

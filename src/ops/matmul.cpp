@@ -1,6 +1,7 @@
 // Op definitions (shape inference + naive reference kernels + ONNX normalization): matmul family.
 // MatMul (numpy batching, 1-D operands; fused form: 3rd input = bias over the last dim, plus
-// kiln_activation), Gemm (+ kiln_activation), Einsum (general equations), MatMulInteger.
+// kiln_activation, and a 4th input of the output's shape that multiplies the activated result, a
+// gated linear unit's gate: SwiGLU's silu(x W_gate) * up), Gemm (+ kiln_activation), Einsum (general equations), MatMulInteger.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -124,10 +125,11 @@ void addBiasAndActivate(const TensorView* bias, const Activation& act, T* y, con
 }
 
 // ---------------------------------------------------------------------------------------------
-// MatMul (fused: optional 3rd input = bias; kiln_activation)
+// MatMul (fused: optional 3rd input = bias; kiln_activation; optional 4th input = a multiplier of
+// the output's shape: Y = act(A @ B + bias) * G)
 
 void inferMatMul(LayerDesc& l) {
-  requireInputs(l, 2, 3);
+  requireInputs(l, 2, 4);
   DataType t = l.inputs[0].type;
   if (l.inputs[1].type != t) opError(l, std::string("A and B types differ: ") + toString(t) + " vs " + toString(l.inputs[1].type));
   if (!isMatMulType(t)) opError(l, std::string("unsupported data type ") + toString(t));
@@ -135,6 +137,13 @@ void inferMatMul(LayerDesc& l) {
   if (l.present(2)) {
     if (l.inputs[2].type != t) opError(l, "fused bias type differs from A's type");
     checkUnidirectional(l, l.inputs[2].dims, g.out, "fused bias");
+  }
+  if (l.present(3)) {
+    const Dims& m = l.inputs[3].dims;
+    if (l.inputs[3].type != t) opError(l, "fused multiplier type differs from A's type");
+    bool same = m.size() == g.out.size();
+    for (size_t i = 0; same && i < m.size(); ++i) same = m[i] < 0 || g.out[i] < 0 || m[i] == g.out[i];
+    if (!same) opError(l, "fused multiplier " + toString(m) + " does not have the output's shape " + toString(g.out));
   }
   checkFusedActivation(l, t);
   setOutput(l, 0, t, g.out);
@@ -162,6 +171,12 @@ void matmulRefTyped(const LayerDesc& l, const KernelIO& io) {
   }
   const TensorView* bias = io.in.size() > 2 ? &io.in[2] : nullptr;
   addBiasAndActivate(bias, fusedActivation(*l.attrs), Y, io.out[0].dims);
+  if (io.in.size() > 3 && io.in[3].data) {
+    if (io.in[3].dims != io.out[0].dims) opError(l, "fused multiplier " + toString(io.in[3].dims) + " is not of the output's shape " + toString(io.out[0].dims));
+    const T* m = io.in[3].as<const T>();
+    const int64_t n = volume(io.out[0].dims);
+    for (int64_t i = 0; i < n; ++i) Y[i] = static_cast<T>(static_cast<AccOf<T>>(Y[i]) * static_cast<AccOf<T>>(m[i]));
+  }
 }
 
 void matmulRef(const LayerDesc& l, const KernelIO& io) {

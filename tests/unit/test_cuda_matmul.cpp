@@ -215,6 +215,41 @@ TEST(CudaMatMul, CudnnFusedEpilogue) {
   EXPECT_FALSE(offered({{2, 5, 24}, {24, 40}, Dims{5, 40}}, kF16, true, "Gelu")) << "bias not a row";
 }
 
+// MatMul's 4th input G (a gated linear unit, fuse_activation): Y = act(A @ B + bias) * G. Every
+// offered tactic (the cuBLASLt ones apply G in their post pass, the cuDNN graph in its epilogue for
+// float16 / bfloat16 with any activation cuDNN computes, or none) against the reference, with and
+// without a bias, a full-shape bias (cuBLASLt's C), K = 0 (act(bias) * G) and G behind a
+// misaligned (odd) output.
+TEST(CudaMatMul, GatedMultiplier) {
+  KILN_REQUIRE_GPU();
+  auto gpu = getBackend(DeviceType::kGPU, 0);
+  auto run = [&](const Dims& a, const Dims& b, std::optional<Dims> bias, const std::string& act, const TypeCfg& t,
+                 bool expectCudnn) {
+    std::mt19937 rng(21);
+    std::vector<HostTensor> in{randomTensor(a, rng), randomTensor(b, rng), bias ? randomTensor(*bias, rng) : HostTensor()};
+    Dims out(a.begin(), a.end() - 1);
+    out.push_back(b.back());
+    in.push_back(randomTensor(out, rng));
+    Attributes attrs;
+    if (!act.empty()) attrs.set("kiln_activation", act);
+    TypedCase c = makeCase("MatMul", in, {false, true, true, false}, attrs, t);
+    const std::string what = "gated MatMul " + dimsStr(a) + " x " + dimsStr(b) + (bias ? " + " + dimsStr(*bias) : "") + " " + act;
+    const auto names = test::tacticNames(*gpu, c.gpu);
+    EXPECT_EQ(std::find(names.begin(), names.end(), "matmul_half_cudnn_fused_0") != names.end(), expectCudnn) << what << " " << t.name;
+    checkAllTactics(c, t, a.back(), what);
+  };
+  for (const TypeCfg& t : kAllTypes) {
+    const bool half = t.type != DataType::kFLOAT;
+    for (const char* act : {"", "Silu", "Relu", "Gelu", "GeluTanh"}) {
+      run({2, 5, 24}, {24, 40}, Dims{40}, act, t, half);       // SwiGLU's gate projection with a bias
+      run({3, 16, 32}, {32, 48}, std::nullopt, act, t, half);  // LLaMA's: no bias
+    }
+    run({2, 5, 24}, {24, 40}, Dims{2, 5, 40}, "Silu", t, false);  // a full-shape addend (cuBLASLt's C)
+    run({3, 11}, {11, 7}, Dims{7}, "Silu", t, false);             // odd N: element-aligned post pass
+    run({2, 5, 0}, {0, 40}, Dims{40}, "Silu", t, false);          // K = 0: act(bias) * G
+  }
+}
+
 TEST(CudaMatMul, ZeroSizes) {
   KILN_REQUIRE_GPU();
   for (const TypeCfg& t : {kF32, kF16}) {

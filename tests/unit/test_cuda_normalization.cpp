@@ -403,6 +403,68 @@ TEST(CudaGroupNorm, ChannelsLast) {
   EXPECT_TRUE(test::tacticNames(*getBackend(DeviceType::kGPU, 0), wide).empty());
 }
 
+//! Runs p's plan (float32 X of one image, [hw, c]) three ways: a plain launch, a launch
+//! replayed from a CUDA graph, and with Y written over X; each must match a float64 reference.
+void expectNhwcPlanMatchesFloat64(cuda::GroupNormNhwcParams p, const std::string& what) {
+  ASSERT_EQ(p.n, 1);
+  const HostTensor x = uniform({p.hw, p.c}, 80, -2.f, 4.f), scale = uniform({p.c}, 81, 0.5f, 1.5f), bias = uniform({p.c}, 82);
+  const size_t bytes = x.bytes();
+  void *dx = nullptr, *dy = nullptr, *dscale = nullptr, *dbias = nullptr, *ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, 3 * bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dscale, scale.bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dbias, bias.bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&ws, std::max<size_t>(p.workspaceBytes(), 16)), cudaSuccess);
+  cudaMemcpy(dx, x.data(), bytes, cudaMemcpyHostToDevice);
+  cudaMemcpy(dscale, scale.data(), scale.bytes(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dbias, bias.data(), bias.bytes(), cudaMemcpyHostToDevice);
+  cudaMemset(dy, 0xff, 2 * bytes);
+  char* inPlace = static_cast<char*>(dy) + 2 * bytes;
+  cudaMemcpy(inPlace, x.data(), bytes, cudaMemcpyHostToDevice);
+  p.x = dx, p.scale = dscale, p.bias = dbias;
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  p.y = dy;
+  cuda::launchGroupNormNhwc(p, ws, s);
+  p.y = static_cast<char*>(dy) + bytes;
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  cuda::launchGroupNormNhwc(p, ws, s);
+  ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  p.x = p.y = inPlace;
+  cuda::launchGroupNormNhwc(p, ws, s);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  HostTensor y(DataType::kFLOAT, {3, p.hw, p.c});
+  cudaMemcpy(y.data(), dy, 3 * bytes, cudaMemcpyDeviceToHost);
+  // Not bit for bit: the blocks' shared-memory float atomics add in any order.
+  const int64_t cpg = p.c / p.groups;
+  double worst[3] = {0, 0, 0};
+  for (int64_t g0 = 0; g0 < p.groups; ++g0) {
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < p.hw; ++i)
+      for (int64_t c = g0 * cpg; c < (g0 + 1) * cpg; ++c) sum += x.as<float>()[i * p.c + c];
+    const double mean = sum / double(p.hw * cpg);
+    for (int64_t i = 0; i < p.hw; ++i)
+      for (int64_t c = g0 * cpg; c < (g0 + 1) * cpg; ++c) sq += std::pow(x.as<float>()[i * p.c + c] - mean, 2);
+    const double inv = 1 / std::sqrt(sq / double(p.hw * cpg) + 1e-5);
+    for (int64_t i = 0; i < p.hw; ++i)
+      for (int64_t c = g0 * cpg; c < (g0 + 1) * cpg; ++c) {
+        const double want = (x.as<float>()[i * p.c + c] - mean) * inv * scale.as<float>()[c] + bias.as<float>()[c];
+        for (int k = 0; k < 3; ++k) worst[k] = std::max(worst[k], std::abs(y.as<float>()[k * p.hw * p.c + i * p.c + c] - want));
+      }
+  }
+  EXPECT_LT(worst[0], 1e-4) << what << " against float64";
+  EXPECT_LT(worst[1], 1e-4) << what << " replayed from a CUDA graph against float64";
+  EXPECT_LT(worst[2], 1e-4) << what << " with Y over X against float64";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(s);
+  for (void* d : {dx, dy, dscale, dbias, ws}) cudaFree(d);
+}
+
 // The one-pass plan is taken at batch 1 and refused where the grid cannot be resident; its
 // cooperative launch captures into a CUDA graph; the launch and the graph's replay both match a
 // float64 reference.
@@ -417,58 +479,48 @@ TEST(CudaGroupNorm, OnePassPlanAndGraphCapture) {
   ASSERT_TRUE(cuda::planGroupNormNhwcOnePass(p));
   EXPECT_TRUE(p.perThread == 1 || p.perThread == 2 || p.perThread == 4) << p.perThread;
   EXPECT_GE(p.chunks * int64_t(p.ty) * p.perThread, p.hw);
-  const HostTensor x = uniform({p.hw, p.c}, 80, -2.f, 4.f), scale = uniform({p.c}, 81, 0.5f, 1.5f), bias = uniform({p.c}, 82);
-  const size_t bytes = x.bytes();
-  void *dx = nullptr, *dy = nullptr, *dscale = nullptr, *dbias = nullptr, *ws = nullptr;
-  ASSERT_EQ(cudaMalloc(&dx, bytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dy, 2 * bytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dscale, scale.bytes()), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dbias, bias.bytes()), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&ws, p.workspaceBytes()), cudaSuccess);
-  cudaMemcpy(dx, x.data(), bytes, cudaMemcpyHostToDevice);
-  cudaMemcpy(dscale, scale.data(), scale.bytes(), cudaMemcpyHostToDevice);
-  cudaMemcpy(dbias, bias.data(), bias.bytes(), cudaMemcpyHostToDevice);
-  cudaMemset(dy, 0xff, 2 * bytes);
-  p.x = dx, p.scale = dscale, p.bias = dbias;
-  cudaStream_t s;
-  cudaStreamCreate(&s);
-  p.y = dy;
-  cuda::launchGroupNormNhwc(p, ws, s);
-  p.y = static_cast<char*>(dy) + bytes;
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  cuda::launchGroupNormNhwc(p, ws, s);
-  ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  HostTensor y(DataType::kFLOAT, {2, p.hw, p.c});
-  cudaMemcpy(y.data(), dy, 2 * bytes, cudaMemcpyDeviceToHost);
-  // Not bit for bit: the blocks' shared-memory float atomics add in any order.
-  const int64_t cpg = p.c / p.groups;
-  double worst = 0, worstGraph = 0;
-  for (int64_t g0 = 0; g0 < p.groups; ++g0) {
-    double sum = 0, sq = 0;
-    for (int64_t i = 0; i < p.hw; ++i)
-      for (int64_t c = g0 * cpg; c < (g0 + 1) * cpg; ++c) sum += x.as<float>()[i * p.c + c];
-    const double mean = sum / double(p.hw * cpg);
-    for (int64_t i = 0; i < p.hw; ++i)
-      for (int64_t c = g0 * cpg; c < (g0 + 1) * cpg; ++c) sq += std::pow(x.as<float>()[i * p.c + c] - mean, 2);
-    const double inv = 1 / std::sqrt(sq / double(p.hw * cpg) + 1e-5);
-    for (int64_t i = 0; i < p.hw; ++i)
-      for (int64_t c = g0 * cpg; c < (g0 + 1) * cpg; ++c) {
-        const double want = (x.as<float>()[i * p.c + c] - mean) * inv * scale.as<float>()[c] + bias.as<float>()[c];
-        worst = std::max(worst, std::abs(y.as<float>()[i * p.c + c] - want));
-        worstGraph = std::max(worstGraph, std::abs(y.as<float>()[p.hw * p.c + i * p.c + c] - want));
-      }
-  }
-  EXPECT_LT(worst, 1e-4) << "one-pass GroupNorm against float64";
-  EXPECT_LT(worstGraph, 1e-4) << "one-pass GroupNorm replayed from a CUDA graph against float64";
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(g);
-  cudaStreamDestroy(s);
-  for (void* d : {dx, dy, dscale, dbias, ws}) cudaFree(d);
+  expectNhwcPlanMatchesFloat64(p, "one-pass GroupNorm");
+}
+
+// The cluster plan (tactic *_nhwc_cluster) takes an image whose pixels fit the shared memory of
+// one thread-block cluster of 8 (128x56x56 in float32: 1.6 MB, as ResNet-50-GN's largest batch-1
+// GroupNorm, 256x56x56, in float16) and refuses a larger one (256x56x56 float32: 3.2 MB); its
+// cluster launch captures into a CUDA graph; plain, replayed and in place it matches float64.
+TEST(CudaGroupNorm, ClusterPlanAndGraphCapture) {
+  KILN_REQUIRE_GPU();
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major < 9) GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
+  cuda::GroupNormNhwcParams p;
+  p.type = DataType::kFLOAT;
+  p.n = 1, p.c = 256, p.hw = 56 * 56, p.groups = 32, p.eps = 1e-5f;
+  EXPECT_FALSE(cuda::planGroupNormNhwcCluster(p)) << "256x56x56 float32 exceeds a cluster's shared memory";
+  EXPECT_EQ(p.cluster, 0);
+  EXPECT_GT(p.workspaceBytes(), 0u) << "the two-pass plan stays";
+  p.c = 128;
+  ASSERT_TRUE(cuda::planGroupNormNhwcCluster(p));
+  EXPECT_EQ(p.cluster, 8);
+  EXPECT_GE(p.pixels * p.cluster, p.hw);
+  EXPECT_EQ(p.workspaceBytes(), 0u);
+  expectNhwcPlanMatchesFloat64(p, "cluster GroupNorm");
+  // A small image (8 blocks) with a partial last block and groups of 3 channels.
+  cuda::GroupNormNhwcParams q;
+  q.type = DataType::kFLOAT;
+  q.n = 1, q.c = 96, q.hw = 13 * 11, q.groups = 32, q.eps = 1e-5f;
+  ASSERT_TRUE(cuda::planGroupNormNhwcCluster(q));
+  EXPECT_EQ(q.cluster, 8);
+  expectNhwcPlanMatchesFloat64(q, "cluster GroupNorm 96x13x11");
+  // The tactic is offered for a batch-1 channels-last layer (CudaGroupNorm.ChannelsLast runs it on
+  // every shape it takes) and not where no image fits.
+  auto offered = [](const Dims& d) {
+    OpCase c = withType(groupNormCase(d, 32, false, 90), DataType::kHALF);
+    c.attrs.set("kiln_layout_in", std::string("nhwc"));
+    c.attrs.set("kiln_layout_out", std::string("nhwc"));
+    const auto names = test::tacticNames(*getBackend(DeviceType::kGPU, 0), c);
+    return std::find(names.begin(), names.end(), "group_normalization_fp_cuda_nhwc_cluster") != names.end();
+  };
+  EXPECT_TRUE(offered({1, 256, 56, 56}));
+  EXPECT_FALSE(offered({1, 256, 112, 112})) << "6.4 MB of float16 per image";
 }
 
 // The NCHW one-pass plan (tactic *_split_onepass) is taken for ResNet-50-GN's batch-1 GroupNorms,

@@ -510,19 +510,25 @@ TEST(Passes, StackedConstantOperandsFold) {
   }
 }
 
-// SwiGLU (silu(x W1) * (x W3)): for the GPU (epilogueActsOnly) the SiLU stays out of the MatMul,
-// whose epilogue cannot compute it, and the pointwise chain takes Sigmoid, both Muls in one
-// layer; a ReLU still fuses into the MatMul; the CPU build fuses the SiLU (oneDNN's post-op).
-TEST(Passes, GpuLeavesNonEpilogueActivationToPointwiseChain) {
-  auto make = [](Network& n) {
+// SwiGLU (silu(x W1) * (x W3)): for the GPU (epilogueActsOnly) the SiLU and the Mul by the up
+// projection join the gate MatMul as a gated linear unit (input 3 = the up projection's output,
+// kiln_activation = Silu), so nothing is left for the pointwise chain; a ReLU still fuses into the
+// MatMul; the CPU build fuses the SiLU alone (oneDNN's post-op) and keeps the Mul. Both equal the
+// unfused graph's reference evaluation, whichever projection comes first.
+TEST(Passes, GpuFusesSwiGluIntoTheGateMatMul) {
+ for (bool upFirst : {false, true}) {
+  SCOPED_TRACE(upFirst ? "up projection first" : "gate projection first");
+  auto make = [upFirst](Network& n) {
     Tensor* x = n.addInput("x", DataType::kFLOAT, {4, 16});
+    Layer* up = upFirst ? n.addMatMul(x, n.addConstant("w3", randomTensor({16, 8}, 4))) : nullptr;
     Layer* gate = n.addMatMul(x, n.addConstant("w1", randomTensor({16, 8}, 3)));
-    Layer* up = n.addMatMul(x, n.addConstant("w3", randomTensor({16, 8}, 4)));
+    if (!upFirst) up = n.addMatMul(x, n.addConstant("w3", randomTensor({16, 8}, 4)));
     Layer* sig = n.addActivation(gate->outputs[0], "Sigmoid");
     Layer* silu = n.addElementWise(gate->outputs[0], sig->outputs[0], "Mul");
     Layer* mul = n.addElementWise(silu->outputs[0], up->outputs[0], "Mul");
     Layer* relu = n.addActivation(n.addMatMul(mul->outputs[0], n.addConstant("w2", randomTensor({8, 8}, 5)))->outputs[0], "Relu");
     Layer* out = n.addElementWise(relu->outputs[0], mul->outputs[0], "Add");
+    n.renameTensor(out->outputs[0], "y");
     n.markOutput(out->outputs[0]);
     n.topoSort();
     propagateShapes(n, nullptr, true);
@@ -532,26 +538,98 @@ TEST(Passes, GpuLeavesNonEpilogueActivationToPointwiseChain) {
     for (auto& l : n.layers()) c += l->op == op;
     return c;
   };
+  const std::map<std::string, HostTensor> in{{"x", randomTensor({4, 16}, 7, -2.f, 2.f)}};
+  Network ref;
+  make(ref);
+  const auto want = kiln::test::evaluateReference(ref, in);
   Network gpu;
   make(gpu);
-  ASSERT_TRUE(fuseActivation(gpu, true));  // the ReLU
+  ASSERT_TRUE(fuseActivation(gpu, true));
   removeFoldedLayers(gpu);
   gpu.topoSort();
-  EXPECT_EQ(count(gpu, "Sigmoid"), 1);
-  EXPECT_EQ(count(gpu, "Relu"), 0);
-  ASSERT_TRUE(fusePointwiseChains(gpu));
-  removeFoldedLayers(gpu);
   EXPECT_EQ(count(gpu, "Sigmoid"), 0);
   EXPECT_EQ(count(gpu, "Mul"), 0);
-  ASSERT_EQ(count(gpu, "PointwiseChain"), 1);
+  EXPECT_EQ(count(gpu, "Relu"), 0);
+  int gated = 0;
   for (auto& l : gpu.layers())
-    if (l->op == "PointwiseChain") EXPECT_EQ(pointwiseChainAttrs(l->attrs).steps, (std::vector<std::string>{"Sigmoid", "Mul", "Mul"}));
+    if (l->op == "MatMul" && l->inputs.size() == 4) {
+      ++gated;
+      EXPECT_EQ(fusedActivation(l->attrs).kind, ActKind::kSilu);
+      ASSERT_NE(l->inputs[3], nullptr);
+      EXPECT_EQ(l->inputs[3]->producer->op, "MatMul");  // the up projection
+      EXPECT_EQ(l->inputs[1]->name, "w1");  // the gate projection takes the activation
+    }
+  EXPECT_EQ(gated, 1);
+  EXPECT_FALSE(fusePointwiseChains(gpu));
+  kiln::test::expectOutputsNear(kiln::test::evaluateReference(gpu, in), want, 1e-5);
   Network cpu;
   make(cpu);
   ASSERT_TRUE(fuseActivation(cpu));
   removeFoldedLayers(cpu);
   EXPECT_EQ(count(cpu, "Sigmoid"), 0);
   EXPECT_EQ(count(cpu, "Mul"), 1);  // silu * up
+  for (auto& l : cpu.layers()) EXPECT_LE(l->inputs.size(), 3u) << l->name;
+  kiln::test::expectOutputsNear(kiln::test::evaluateReference(cpu, in), want, 1e-5);
+ }
+}
+
+// The other gated forms on the GPU: GeGLU (erf GELU, then Mul), ReGLU, a bare MatMul times a tensor, the
+// multiplier on either side of the Mul, and a dynamic batch (the shapes compared at the samples).
+// Left alone: a multiplier that broadcasts, a constant one, the gated value read again, a Gemm
+// (no 4th input), a network output between the activation and the Mul.
+TEST(Passes, GatedLinearUnitForms) {
+  struct Form {
+    const char* name;
+    const char* act;  // "" = none
+    bool swapped, broadcast, constant, reread, gemm, outputBetween;
+    bool fused;
+  };
+  const Form forms[] = {
+      {"GeGLU", "Gelu", false, false, false, false, false, false, true},
+      {"ReGLU (an activation cuBLASLt fuses)", "Relu", false, false, false, false, false, false, true},
+      {"bare", "", true, false, false, false, false, false, true},
+      {"tanh, swapped", "Tanh", true, false, false, false, false, false, true},
+      {"broadcast multiplier", "Gelu", false, true, false, false, false, false, false},
+      {"constant multiplier", "Gelu", false, false, true, false, false, false, false},
+      {"gated value read again", "Gelu", false, false, false, true, false, false, false},
+      {"Gemm", "Gelu", false, false, false, false, true, false, false},
+      {"output between", "Gelu", false, false, false, false, false, true, false},
+  };
+  for (const Form& f : forms) {
+    auto make = [&f](Network& n) {
+      Tensor* x = n.addInput("x", DataType::kFLOAT, {6, 16});
+      Tensor* w = n.addConstant("w", randomTensor({16, 8}, 3));
+      Layer* p = f.gemm ? n.addLayer("Gemm", {x, w}, 1) : n.addMatMul(x, w);
+      Tensor* h = p->outputs[0];
+      if (*f.act) h = n.addActivation(h, f.act)->outputs[0];
+      Tensor* u = f.constant ? n.addConstant("u", randomTensor({6, 8}, 4))
+                             : n.addMatMul(x, n.addConstant("w3", randomTensor({16, f.broadcast ? 1 : 8}, 5)))->outputs[0];
+      Layer* mul = f.swapped ? n.addElementWise(u, h, "Mul") : n.addElementWise(h, u, "Mul");
+      Tensor* y = mul->outputs[0];
+      if (f.reread) y = n.addElementWise(y, h, "Add")->outputs[0];
+      if (f.outputBetween) {
+        n.renameTensor(h, "h");
+        n.markOutput(h);
+      }
+      n.renameTensor(y, "y");
+      n.markOutput(y);
+      n.topoSort();
+      propagateShapes(n, nullptr, true);
+    };
+    const std::map<std::string, HostTensor> in{{"x", randomTensor({6, 16}, 8, -2.f, 2.f)}};
+    Network ref;
+    make(ref);
+    Network net;
+    make(net);
+    fuseActivation(net, true);
+    removeFoldedLayers(net);
+    net.topoSort();
+    int gated = 0, muls = 0;
+    for (auto& l : net.layers()) gated += (l->op == "MatMul" || l->op == "Gemm") && l->inputs.size() == 4, muls += l->op == "Mul";
+    EXPECT_EQ(gated, f.fused ? 1 : 0) << f.name;
+    EXPECT_EQ(muls, f.fused ? 0 : 1) << f.name;
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 1e-5);
+  }
 }
 
 TEST(Passes, PrecisionConstraintsSurviveFusionAndAreObeyed) {

@@ -176,7 +176,7 @@ class MatMulGemmKernel : public Kernel {
 };
 
 bool supportsMatMulGemm(const LayerDesc& l) {
-  if (l.inputs.size() < 2 || !allFloat(l) || !validActivation(l)) return false;
+  if (l.inputs.size() < 2 || l.inputs.size() > 3 || !allFloat(l) || !validActivation(l)) return false;
   if (l.inputs[0].dims.empty() || l.inputs[1].dims.empty()) return false;
   if (l.present(2)) {
     const Dims& b = l.inputs[1].dims;
@@ -476,7 +476,7 @@ class DnnlMatMulKernel : public Kernel {
 };
 
 bool supportsDnnl(const LayerDesc& l, bool gemm) {
-  if (l.inputs.size() < 2 || !allFloat(l) || !validActivation(l)) return false;
+  if (l.inputs.size() < 2 || l.inputs.size() > 3 || !allFloat(l) || !validActivation(l)) return false;
   const Dims& a = l.inputs[0].dims;
   const Dims& b = l.inputs[1].dims;
   if (gemm) return a.size() == 2 && b.size() == 2;

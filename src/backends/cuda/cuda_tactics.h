@@ -61,6 +61,7 @@ KernelFactory groupNormSplitCuda();  // the same over many blocks per group (nor
 KernelFactory groupNormSplitOnePassCuda();  // one cooperative launch where the tensor fits on the GPU at once
 KernelFactory groupNormNhwcCuda();   // channels-last X and Y (norm_group_nhwc.cu)
 KernelFactory groupNormNhwcOnePassCuda();  // the same, one cooperative kernel where the tensor is small
+KernelFactory groupNormNhwcClusterCuda();  // the same, one thread-block cluster per image where it fits
 KernelFactory batchNormCuda();
 KernelFactory reduceCuda();  // every Reduce* op
 KernelFactory argCuda();     // ArgMax, ArgMin

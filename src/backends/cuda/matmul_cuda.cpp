@@ -21,8 +21,8 @@ namespace {
 using cuda::GemmSetup;
 
 
-bool supportsCommon(const LayerDesc& l, size_t rankA, size_t rankB) {
-  if (l.inputs.size() < 2 || l.inputs.size() > 3 || !l.present(0) || !l.present(1)) return false;
+bool supportsCommon(const LayerDesc& l, size_t rankA, size_t rankB, size_t maxInputs) {
+  if (l.inputs.size() < 2 || l.inputs.size() > maxInputs || !l.present(0) || !l.present(1)) return false;
   DataType t = l.inputs[0].type;
   if (!isFloatType(t)) return false;
   for (size_t i = 0; i < l.inputs.size(); ++i)
@@ -40,8 +40,9 @@ bool supportsCommon(const LayerDesc& l, size_t rankA, size_t rankB) {
   return true;
 }
 
-bool supportsMatMul(const LayerDesc& l) { return supportsCommon(l, 0, 0); }
-bool supportsGemm(const LayerDesc& l) { return supportsCommon(l, 2, 2); }
+// MatMul's 4th input (a gated linear unit's multiplier) is applied by the post pass.
+bool supportsMatMul(const LayerDesc& l) { return supportsCommon(l, 0, 0, 4); }
+bool supportsGemm(const LayerDesc& l) { return supportsCommon(l, 2, 2, 3); }
 
 //! A row of N values (dims [1,..,1,N]).
 bool isRow(const Dims& d, int64_t N) {
@@ -113,6 +114,10 @@ class LtMatMulKernel : public Kernel {
       if (!bVec && isRow(bias, s.prob.N)) s.rowBias = 2, s.rowBiasDims = bias;
       else if (volume(bias) == volume(s.outDims)) s.fullC = 2, s.prob.beta = 1.f;
       else s.addend = 2, s.addendDims = bias, s.addScale = 1.f;
+    }
+    if (l.present(3)) {
+      if (l.inputs[3].dims != s.outDims) opError(l, "fused multiplier " + toString(l.inputs[3].dims) + " is not of the output's shape");
+      s.gate = 3;
     }
     if (s.empty || s.zeroK) return s;
     if (volume(bBatch) == 1 && volume(aBatch) == batches) {

@@ -6,6 +6,9 @@
 // of fc1's time at throughput batches in the zoo profiles: ViT-B/16 b32, ConvNeXt-T b64). cuDNN's
 // pointwise modes compute the exact formulas (GELU_FWD is erf's). Offered next to the cuBLASLt
 // tactics; the builder's timing keeps whichever is faster.
+// With MatMul's 4th input G (a gated linear unit: SwiGLU's silu(x W_gate) * (x W_up), GeGLU) the
+// graph ends in a multiply by G: the GEMM reads G and writes the product once, where the cuBLASLt
+// tactics write the GEMM's output and a post pass reads it and G again (any activation, or none).
 // float16 / bfloat16, A of rank >= 2 (its leading dims fold into M), constant 2-D B uploaded
 // [N, K] (K contiguous), an optional row bias; K and N multiples of 8 (16-byte rows).
 #include "backends/cuda/cuda_tactics.h"
@@ -36,7 +39,7 @@ namespace fe = cudnn_frontend;
 
 constexpr int kTactics = 2;
 constexpr int64_t kMaxWorkspace = int64_t(256) << 20;
-enum Uid : int64_t { kUidA = 1, kUidB = 2, kUidBias = 3, kUidY = 4 };
+enum Uid : int64_t { kUidA = 1, kUidB = 2, kUidBias = 3, kUidY = 4, kUidGate = 5 };
 
 fe::DataType_t feHalfType(DataType t) { return t == DataType::kBF16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF; }
 
@@ -49,13 +52,15 @@ bool isBiasRow(const Dims& d, int64_t N) {
 }
 
 //! Activations this tactic exists for: cuDNN computes them exactly and cuBLASLt's epilogue cannot
-//! (ReLU and the tanh GELU stay with cuBLASLt, which fuses them already).
-bool wantsFusedAct(const Activation& a) {
+//! (ReLU and the tanh GELU stay with cuBLASLt, which fuses them already). With a multiplier G any
+//! activation cuDNN computes, or none: cuBLASLt needs a post pass for G.
+bool wantsFusedAct(const Activation& a, bool gated) {
+  if (gated) return a.kind == ActKind::kNone || cuda::cudnnAct(a);
   return !cuda::ltFusable(a.kind) && cuda::cudnnAct(a);
 }
 
 bool supportsCudnnMatMul(const LayerDesc& l) {
-  if (l.op != "MatMul" || l.inputs.size() < 2 || l.inputs.size() > 3 || !l.present(0) || !l.present(1)) return false;
+  if (l.op != "MatMul" || l.inputs.size() < 2 || l.inputs.size() > 4 || !l.present(0) || !l.present(1)) return false;
   const DataType t = l.inputs[0].type;
   if (t != DataType::kHALF && t != DataType::kBF16) return false;
   for (size_t i = 1; i < l.inputs.size(); ++i)
@@ -67,12 +72,14 @@ bool supportsCudnnMatMul(const LayerDesc& l) {
   } catch (const Error&) {
     return false;
   }
-  if (!wantsFusedAct(act)) return false;
+  const bool gated = l.present(3);
+  if (!wantsFusedAct(act, gated)) return false;
   const Dims& a = l.inputs[0].dims;
   const TensorDesc& b = l.inputs[1];
   if (a.size() < 2 || b.dims.size() != 2 || !b.value.valid() || !isStatic(b.dims)) return false;
   const int64_t K = b.dims[0], N = b.dims[1];
   if (a.back() != K || K <= 0 || N <= 0 || K % 8 != 0 || N % 8 != 0) return false;
+  if (gated && l.inputs[3].dims != l.outputs[0].dims) return false;
   return !l.present(2) || isBiasRow(l.inputs[2].dims, N);
 }
 
@@ -98,7 +105,8 @@ class CudnnMatMulKernel : public Kernel {
         N_(l.inputs[1].dims[1]),
         weights_(l.inputs[1].value, 1, K_, N_, false),
         bias_(l.present(2) && l.inputs[2].value.valid() ? cuda::DeviceConstant(l.inputs[2].value) : cuda::DeviceConstant()),
-        hasBias_(l.present(2)) {}
+        hasBias_(l.present(2)),
+        hasGate_(l.present(3)) {}
 
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
     const Dims& a = l.inputs[0].dims;
@@ -109,7 +117,9 @@ class CudnnMatMulKernel : public Kernel {
       return 0;
     }
     cuda::GraphKey key;
-    key.add(static_cast<int64_t>(type_)).add(M).add(K_).add(N_).add(hasBias_).add(static_cast<int64_t>(act_.kind));
+    if (hasGate_ && volume(l.inputs[3].dims) != M * N_)
+      opError(l, "fused multiplier " + toString(l.inputs[3].dims) + " is not of the output's size");
+    key.add(static_cast<int64_t>(type_)).add(M).add(K_).add(N_).add(hasBias_).add(hasGate_).add(static_cast<int64_t>(act_.kind));
     key.addBits(act_.alpha).addBits(act_.beta);
     std::lock_guard<std::mutex> lock(cuda::cudnnHandle().mu);
     cuda::CudnnPlanChoice c;
@@ -125,7 +135,7 @@ class CudnnMatMulKernel : public Kernel {
   void execute(const KernelIO& io, KernelState* state) const override {
     auto* s = static_cast<MatMulState*>(state);
     if (!s->graph) return;
-    void* ptrs[4];
+    void* ptrs[5];
     int n = 0;
     for (int64_t uid : s->uids) {
       switch (uid) {
@@ -133,6 +143,7 @@ class CudnnMatMulKernel : public Kernel {
         case kUidB: ptrs[n++] = const_cast<void*>(weights_.data()); break;
         case kUidBias: ptrs[n++] = const_cast<void*>(bias_.orInput(io, 2)); break;
         case kUidY: ptrs[n++] = io.out[0].data; break;
+        case kUidGate: ptrs[n++] = io.in[3].data; break;
         default: throw Error("cuDNN matmul: unexpected tensor uid " + std::to_string(uid));
       }
     }
@@ -142,7 +153,8 @@ class CudnnMatMulKernel : public Kernel {
   bool holdsInput(size_t i) const override { return i == 1 || (i == 2 && bias_.get()); }
 
  private:
-  //! A [1, M, K] (row-major) x B [1, K, N] stored [N, K] -> + bias [1, 1, N] -> activation -> Y [1, M, N].
+  //! A [1, M, K] (row-major) x B [1, K, N] stored [N, K] -> + bias [1, 1, N] -> activation
+  //! -> * G [1, M, N] -> Y [1, M, N].
   std::shared_ptr<fe::graph::Graph> makeGraph(int64_t M) const {
     auto g = std::make_shared<fe::graph::Graph>();
     const fe::DataType_t t = feHalfType(type_);
@@ -157,9 +169,15 @@ class CudnnMatMulKernel : public Kernel {
       auto bias = tensor("bias", kUidBias, {1, 1, N_}, {N_, N_, 1});
       y = g->pointwise(y, bias, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::ADD).set_compute_data_type(fe::DataType_t::FLOAT));
     }
-    fe::graph::Pointwise_attributes actAttrs;
-    cuda::cudnnAct(act_, &actAttrs);
-    y = g->pointwise(y, actAttrs);
+    if (act_.kind != ActKind::kNone) {
+      fe::graph::Pointwise_attributes actAttrs;
+      cuda::cudnnAct(act_, &actAttrs);
+      y = g->pointwise(y, actAttrs);
+    }
+    if (hasGate_) {
+      auto gate = tensor("gate", kUidGate, {1, M, N_}, {M * N_, N_, 1});
+      y = g->pointwise(y, gate, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::MUL).set_compute_data_type(fe::DataType_t::FLOAT));
+    }
     y->set_output(true).set_uid(kUidY).set_dim({1, M, N_}).set_stride({M * N_, N_, 1}).set_data_type(t);
     return g;
   }
@@ -171,6 +189,7 @@ class CudnnMatMulKernel : public Kernel {
   cuda::DeviceWeights weights_;  // [N, K]
   cuda::DeviceConstant bias_;    // uploaded when constant
   bool hasBias_;
+  bool hasGate_;
 };
 
 template <int I>

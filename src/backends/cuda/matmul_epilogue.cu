@@ -63,7 +63,7 @@ struct alignas(sizeof(T) * V) Pack {
 //! Each thread handles V consecutive elements (one 16-byte access when V > 1). When C is present
 //! the V elements lie in one innermost run of C's broadcast (dims[rank-1] % V == 0).
 template <typename T, int V>
-__global__ void matmulPostKernel(T* __restrict__ y, int64_t nPacks, const T* __restrict__ c, PostArgs p) {
+__global__ void matmulPostKernel(T* __restrict__ y, int64_t nPacks, const T* __restrict__ c, const T* __restrict__ gate, PostArgs p) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < nPacks; k += step) {
     float acc[V];
@@ -85,15 +85,22 @@ __global__ void matmulPostKernel(T* __restrict__ y, int64_t nPacks, const T* __r
 #pragma unroll
       for (int j = 0; j < V; ++j) acc[j] += p.cScale * toF(c[off + j * inner]);
     }
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] = applyActivation(static_cast<ActKind>(p.act), p.actAlpha, p.actBeta, acc[j]);
+    if (gate) {
+      Pack<T, V> g = reinterpret_cast<const Pack<T, V>*>(gate)[k];
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] *= toF(g.v[j]);
+    }
     Pack<T, V> out;
 #pragma unroll
-    for (int j = 0; j < V; ++j) out.v[j] = fromF<T>(applyActivation(static_cast<ActKind>(p.act), p.actAlpha, p.actBeta, acc[j]));
+    for (int j = 0; j < V; ++j) out.v[j] = fromF<T>(acc[j]);
     reinterpret_cast<Pack<T, V>*>(y)[k] = out;
   }
 }
 
 template <typename T>
-void launchTyped(void* yv, int64_t n, const void* cv, const MatMulPost& mp, cudaStream_t s) {
+void launchTyped(void* yv, int64_t n, const void* cv, const void* gv, const MatMulPost& mp, cudaStream_t s) {
   PostArgs a{};
   a.act = static_cast<int>(mp.act.kind);
   a.actAlpha = mp.act.alpha;
@@ -104,23 +111,25 @@ void launchTyped(void* yv, int64_t n, const void* cv, const MatMulPost& mp, cuda
   for (int d = 0; d < mp.rank; ++d) a.dims[d] = mp.dims[d], a.cStrides[d] = mp.cStrides[d];
   T* y = static_cast<T*>(yv);
   const T* c = mp.hasC ? static_cast<const T*>(cv) : nullptr;
+  const T* g = mp.hasGate ? static_cast<const T*>(gv) : nullptr;
+  if (mp.hasGate && !g) throw Error("matmul epilogue: the multiplier's buffer is missing");
   constexpr int V = 16 / sizeof(T);
-  bool vec = reinterpret_cast<uintptr_t>(y) % 16 == 0 && n % V == 0;
+  bool vec = reinterpret_cast<uintptr_t>(y) % 16 == 0 && n % V == 0 && (!g || reinterpret_cast<uintptr_t>(g) % 16 == 0);
   if (c && mp.rank > 0) vec = vec && mp.dims[mp.rank - 1] % V == 0;
   const unsigned block = 256;
   if (vec) {
-    matmulPostKernel<T, V><<<gridFor(n / V, block), block, 0, s>>>(y, n / V, c, a);
+    matmulPostKernel<T, V><<<gridFor(n / V, block), block, 0, s>>>(y, n / V, c, g, a);
   } else {
-    matmulPostKernel<T, 1><<<gridFor(n, block), block, 0, s>>>(y, n, c, a);
+    matmulPostKernel<T, 1><<<gridFor(n, block), block, 0, s>>>(y, n, c, g, a);
   }
   KILN_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void launchMatMulPost(DataType t, void* y, int64_t n, const void* c, const MatMulPost& p, cudaStream_t s) {
+void launchMatMulPost(DataType t, void* y, int64_t n, const void* c, const MatMulPost& p, cudaStream_t s, const void* gate) {
   if (n <= 0 || !p.needed()) return;
-  dispatchCudaType<kFloatTypes>(t, [&](auto tag) { launchTyped<decltype(tag)>(y, n, c, p, s); }, "matmul epilogue");
+  dispatchCudaType<kFloatTypes>(t, [&](auto tag) { launchTyped<decltype(tag)>(y, n, c, gate, p, s); }, "matmul epilogue");
 }
 
 }  // namespace kiln::cuda

@@ -1,7 +1,8 @@
 // The matmul family's own epilogue for what cuBLASLt cannot fuse: in place on the output Y,
-//   Y = act((zeroFirst ? 0 : Y) + scale * C)
-// with C broadcast to Y's shape (a general MatMul bias, Gemm's C with beta), and any kiln
-// activation (Sigmoid, Tanh, Clip, LeakyRelu, erf-Gelu, ...).
+//   Y = act((zeroFirst ? 0 : Y) + scale * C) [* G]
+// with C broadcast to Y's shape (a general MatMul bias, Gemm's C with beta), any kiln activation
+// (Sigmoid, Tanh, Clip, LeakyRelu, erf-Gelu, ...) and G, a multiplier of Y's shape (a gated
+// linear unit's other half: SwiGLU's up projection).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -21,14 +22,17 @@ struct MatMulPost {
   int rank = 0;
   int64_t dims[kPostMaxRank] = {};
   int64_t cStrides[kPostMaxRank] = {};
-  bool needed() const { return zeroFirst || hasC || act.kind != ActKind::kNone; }
+  bool hasGate = false;  //!< multiply by G (same shape and layout as Y) after the activation
+  bool needed() const { return zeroFirst || hasC || hasGate || act.kind != ActKind::kNone; }
 };
 
 //! Makes C (of dims `cDims`, broadcast unidirectionally to `outDims`) the post's addend.
 //! Throws UnsupportedError when the broadcast pattern needs more than kPostMaxRank dims.
 void setPostAddend(MatMulPost& p, const Dims& cDims, const Dims& outDims, float scale);
 
-//! Enqueues the post pass over the n elements of y (type float, half or bf16).
-void launchMatMulPost(DataType t, void* y, int64_t n, const void* c, const MatMulPost& p, cudaStream_t s);
+//! Enqueues the post pass over the n elements of y (type float, half or bf16); `gate` is read when
+//! p.hasGate.
+void launchMatMulPost(DataType t, void* y, int64_t n, const void* c, const MatMulPost& p, cudaStream_t s,
+                      const void* gate = nullptr);
 
 }  // namespace kiln::cuda

@@ -90,6 +90,7 @@ std::unique_ptr<LtState> buildLtState(GemmSetup s, int algoIndex, size_t& worksp
     setPostAddend(v.post, g.addendDims, g.outDims, g.addScale);
     v.postInput = g.addend;
   };
+  st->fast.post.hasGate = st->safe.post.hasGate = g.gate >= 0;
   if (g.zeroK) {  // no product: Y = act(addend)
     LtVariant& v = st->fast;
     v.post.zeroFirst = true;
@@ -139,7 +140,7 @@ void runLtState(LtState& st, const KernelIO& io, const void* bOverride, const vo
   char* D = static_cast<char*>(dOverride ? dOverride : io.out[0].data);
   auto input = [&](int i) -> const void* { return i >= 0 ? io.in[static_cast<size_t>(i)].data : nullptr; };
   if (g.zeroK) {
-    launchMatMulPost(type, D, st.outCount, input(st.fast.postInput), st.fast.post, stream);
+    launchMatMulPost(type, D, st.outCount, input(st.fast.postInput), st.fast.post, stream, input(g.gate));
     return;
   }
   const int64_t es = static_cast<int64_t>(elementSize(type));
@@ -159,7 +160,7 @@ void runLtState(LtState& st, const KernelIO& io, const void* bOverride, const vo
   void* ws = static_cast<char*>(io.workspace) + workspaceOffset;
   for (const LtCall& c : g.calls)
     v.plan->run(A + c.a * es, B + c.b * es, C ? C + c.d * es : nullptr, D + c.d * es, bias, ws, stream);
-  launchMatMulPost(type, D, st.outCount, input(v.postInput), v.post, stream);
+  launchMatMulPost(type, D, st.outCount, input(v.postInput), v.post, stream, input(g.gate));
 }
 
 DeviceWeights::DeviceWeights(const HostTensor& value, int64_t matrices, int64_t K, int64_t N, bool transposed) {

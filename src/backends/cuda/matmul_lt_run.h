@@ -30,6 +30,7 @@ struct GemmSetup {
   Dims addendDims;
   float addScale = 1.f;
   Activation act;
+  int gate = -1;                  //!< input of the output's shape multiplying the activated result (post pass)
 };
 
 //! One way to run the setup: a plan (fused epilogue where possible) and the post pass.

@@ -276,27 +276,38 @@ class GroupNormSplitKernel : public Kernel {
 };
 
 // Channels-last X and Y (norm_group_nhwc.cu); the one-pass tactic takes the single cooperative
-// kernel where the tensor is small enough, the two kernels elsewhere.
+// kernel and the cluster tactic one thread-block cluster per image (norm_group_nhwc_cluster.cu)
+// where the tensor is small enough, both the two kernels elsewhere.
+enum class NhwcPlan { kTwoPass, kOnePass, kCluster };
+
+//! X's shape and the layer's attributes into p (no plan yet).
+void groupNormNhwcShape(const LayerDesc& l, GroupNormNhwcParams& p) {
+  RowNormParams r;
+  groupNormParams(l, r);
+  const Dims& x = l.inputs[0].dims;
+  p.type = r.type;
+  p.n = x[0];
+  p.c = x[1];
+  p.hw = x[2] * x[3];
+  p.groups = r.groups;
+  p.eps = r.eps;
+  p.perGroupAffine = r.mode == RowNormParams::kPerGroup;
+  p.act = r.act;
+  p.actAlpha = r.actAlpha;
+  p.actBeta = r.actBeta;
+}
+
 class GroupNormNhwcKernel : public Kernel {
  public:
-  explicit GroupNormNhwcKernel(bool onePass) : onePass_(onePass) {}
+  explicit GroupNormNhwcKernel(NhwcPlan plan) : plan_(plan) {}
   size_t reshape(const LayerDesc& l, std::unique_ptr<KernelState>& state) const override {
-    RowNormParams r;
-    groupNormParams(l, r);
     auto& p = makeState<GroupNormNhwcParams>(state);
-    const Dims& x = l.inputs[0].dims;
-    p.type = r.type;
-    p.n = x[0];
-    p.c = x[1];
-    p.hw = x[2] * x[3];
-    p.groups = r.groups;
-    p.eps = r.eps;
-    p.perGroupAffine = r.mode == RowNormParams::kPerGroup;
-    p.act = r.act;
-    p.actAlpha = r.actAlpha;
-    p.actBeta = r.actBeta;
-    if (onePass_) planGroupNormNhwcOnePass(p);
-    else planGroupNormNhwc(p);
+    groupNormNhwcShape(l, p);
+    switch (plan_) {
+      case NhwcPlan::kOnePass: planGroupNormNhwcOnePass(p); break;
+      case NhwcPlan::kCluster: planGroupNormNhwcCluster(p); break;
+      case NhwcPlan::kTwoPass: planGroupNormNhwc(p); break;
+    }
     return p.workspaceBytes();
   }
   void execute(const KernelIO& io, KernelState* state) const override {
@@ -307,8 +318,19 @@ class GroupNormNhwcKernel : public Kernel {
   }
 
  private:
-  bool onePass_;
+  NhwcPlan plan_;
 };
+
+//! The cluster tactic where its plan exists at the layer's static shape (dynamic shapes: offered,
+//! falling back to the two kernels at any shape without one), so that timing does not run the
+//! two-pass plan twice.
+bool supportsGroupNormNhwcCluster(const LayerDesc& l) {
+  if (!supportsGroupNormNhwc(l)) return false;
+  if (!isStatic(l.inputs[0].dims)) return true;
+  GroupNormNhwcParams p;
+  groupNormNhwcShape(l, p);
+  return planGroupNormNhwcCluster(p);
+}
 
 // ---- BatchNormalization (inference) ----------------------------------------------------------
 
@@ -535,8 +557,8 @@ template <typename K>
 std::unique_ptr<Kernel> createWithLayer(const LayerDesc& l) {
   return std::make_unique<K>(l);
 }
-template <bool kOnePass>
-std::unique_ptr<Kernel> createGroupNormNhwc(const LayerDesc&) { return std::make_unique<GroupNormNhwcKernel>(kOnePass); }
+template <NhwcPlan kPlan>
+std::unique_ptr<Kernel> createGroupNormNhwc(const LayerDesc&) { return std::make_unique<GroupNormNhwcKernel>(kPlan); }
 template <bool kOnePass>
 std::unique_ptr<Kernel> createGroupNormSplit(const LayerDesc&) { return std::make_unique<GroupNormSplitKernel>(kOnePass); }
 std::unique_ptr<Kernel> createLayerNorm(const LayerDesc& l) { return std::make_unique<LayerNormKernel>(l, false); }
@@ -551,8 +573,9 @@ KernelFactory layerNormWarpRowsCuda() { return {supportsLayerNormWarpRows, creat
 KernelFactory groupNormCuda() { return {supportsGroupNorm, createPlain<GroupNormKernel>}; }  // and InstanceNormalization
 KernelFactory groupNormSplitCuda() { return {supportsGroupNorm, createGroupNormSplit<false>}; }  // and InstanceNormalization
 KernelFactory groupNormSplitOnePassCuda() { return {supportsGroupNorm, createGroupNormSplit<true>}; }  // and InstanceNormalization
-KernelFactory groupNormNhwcCuda() { return {supportsGroupNormNhwc, createGroupNormNhwc<false>}; }  // and InstanceNormalization
-KernelFactory groupNormNhwcOnePassCuda() { return {supportsGroupNormNhwc, createGroupNormNhwc<true>}; }  // and InstanceNormalization
+KernelFactory groupNormNhwcCuda() { return {supportsGroupNormNhwc, createGroupNormNhwc<NhwcPlan::kTwoPass>}; }  // and InstanceNormalization
+KernelFactory groupNormNhwcOnePassCuda() { return {supportsGroupNormNhwc, createGroupNormNhwc<NhwcPlan::kOnePass>}; }  // and InstanceNormalization
+KernelFactory groupNormNhwcClusterCuda() { return {supportsGroupNormNhwcCluster, createGroupNormNhwc<NhwcPlan::kCluster>}; }  // and InstanceNormalization
 KernelFactory batchNormCuda() { return {supportsBatchNorm, createPlain<BatchNormKernel>}; }
 KernelFactory reduceCuda() { return {supportsReduce, createWithLayer<ReduceKernel>}; }  // every Reduce* op
 KernelFactory argCuda() { return {supportsArg, createPlain<ArgKernel>}; }  // ArgMax, ArgMin

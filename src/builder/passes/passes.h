@@ -112,8 +112,10 @@ bool packQkvProjections(Network& net, const std::function<bool(const Layer&)>& s
 bool fuseConvResidual(Network& net, const InputSamples& samples = {});
 //! Conv/ConvTranspose/Gemm/MatMul -> activation -> one layer with kiln_activation.
 //! `epilogueActsOnly` (GPU): a MatMul / Gemm takes only the activations its GEMM epilogue computes
-//! when the activation's output goes on to an elementwise layer (the pointwise chain takes both).
-bool fuseActivation(Network& net, bool epilogueActsOnly = false);
+//! when the activation's output goes on to an elementwise layer (the pointwise chain takes both),
+//! except a Mul by a tensor of the MatMul's shape: a gated linear unit, which joins the MatMul
+//! with its activation as input 3 (Y = act(A @ B + bias) * U).
+bool fuseActivation(Network& net, bool epilogueActsOnly = false, const InputSamples& samples = {});
 //! FP8 (after precision assignment): Fp8MatMul layers reading one float tensor share one
 //! Fp8Quantize, and a quantization of an Fp8MatMul's output moves into it (y_scale), where the
 //! backend has kernels for the result (fuse_fp8_quantize.cpp).
