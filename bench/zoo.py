@@ -179,6 +179,14 @@ def profile_summary(prof_path, info_path, groups=12, layers=10):
                         r.get("bound", "")] for r in slow]}
 
 
+def drop_caches(m):
+    """timm keeps per-device tensors made in eval forwards (EfficientViT's attention biases) in plain
+    dicts that .half() does not convert, so a half copy made after an FP32 forward mixes types;
+    train() drops them."""
+    m.train()
+    m.eval()
+
+
 def run_model(args, torch, peers, name, spec, write):
     torch.manual_seed(0)
     try:
@@ -208,15 +216,24 @@ def run_model(args, torch, peers, name, spec, write):
         # batch 128 went unseen), unless the output is too large to compare through JSON.
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-        with torch.inference_mode():
-            ref = first_output(m(*gpu_inputs))
-            if ref.size <= MAX_CHECKED_VALUES or b == batches[0]:
-                half = __import__("copy").deepcopy(m).half()
-                y16 = first_output(half(*[x.half() if x.is_floating_point() else x for x in gpu_inputs]))
-                del half
-                row["torch_fp16_err"] = rel_err(y16, ref)
-            else:
-                ref = None
+        try:
+            with torch.inference_mode():
+                ref = first_output(m(*gpu_inputs))
+                drop_caches(m)
+                if ref.size <= MAX_CHECKED_VALUES or b == batches[0]:
+                    half = __import__("copy").deepcopy(m).half()
+                    y16 = first_output(half(*[x.half() if x.is_floating_point() else x for x in gpu_inputs]))
+                    del half
+                    drop_caches(m)
+                    row["torch_fp16_err"] = rel_err(y16, ref)
+                else:
+                    ref = None
+        except Exception as ex:  # one model's failure is its row's error, not the end of the run
+            row["error"] = "torch reference: " + (str(ex).splitlines() or [type(ex).__name__])[-1][:200]
+            m.cpu()
+            torch.cuda.empty_cache()
+            write(row)
+            continue
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
         if args.kiln_only:  # a quick look at kiln alone (error checked): the peer's time from the stored rows
