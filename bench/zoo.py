@@ -109,6 +109,11 @@ def kiln_row(args, d, names, arrays, check_ref, build_args=None, tag=""):
     b = sh([args.kiln, f"--onnx={onnx_path}", "--fp16", f"--saveEngine={plan}", "--skipInference"]
            + shlex.split(args.build_args if build_args is None else build_args), timeout=600)
     row["build_s"] = round(time.time() - t0, 1)
+    # The builder's own split of its time (where a slow build goes: passes, tactic timing, kernel creation).
+    m = re.search(r"engine built in [\d.]+ s: \d+ layers \(passes ([\d.]+) s, tactic selection ([\d.]+) s, "
+                  r"kernel creation ([\d.]+) s\)", b.stdout + b.stderr)
+    if m:
+        row["build_passes_s"], row["build_select_s"], row["build_create_s"] = (float(x) for x in m.groups())
     if b.returncode != 0:
         row["error"] = "build: " + last_line(b, "build failed")
         return row
