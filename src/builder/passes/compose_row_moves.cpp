@@ -211,17 +211,16 @@ bool composeRowMoves(Network& net) {
       return d;
     };
     if (identity) {  // the moves cancel out: a view
-      z = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, base + "_shape", outShape)}, {}, base, y->type, y->dims);
+      z = addReshape(net, x, outShape, base, y->dims);
       fused = z->producer;
     } else {
-      Tensor* flat = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, base + "_in_shape", leadShape({inRows, width}))}, {},
-                                   base + "_in", x->type, lead({inRows, width}));
+      Tensor* flat = addReshape(net, x, leadShape({inRows, width}), base + "_in", lead({inRows, width}));
       Attributes ga;
       ga.set("axis", int64_t(c.batched ? 1 : 0));
       Tensor* g = addTypedLayer(net, "Gather", {flat, net.addConstant(net.uniqueName(base + "_indices"), idx)}, ga, base, x->type,
                                 lead({outRows, width}));
       fused = g->producer;
-      z = addTypedLayer(net, "Reshape", {g, addShapeConstant(net, base + "_out_shape", outShape)}, {}, base + "_out", y->type, y->dims);
+      z = addReshape(net, g, outShape, base + "_out", y->dims);
     }
     recordStandIn(fused, std::vector<const Layer*>(c.layers.begin(), c.layers.end()));
     net.replaceUses(y, z);

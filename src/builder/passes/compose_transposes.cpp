@@ -203,16 +203,16 @@ bool composeTransposes(Network& net) {
     for (size_t k = 0; k < perm.size(); ++k) identity = identity && perm[k] == static_cast<int64_t>(k);
     Tensor* z = nullptr;
     if (identity) {  // the moves cancel out: a view
-      z = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, base + "_shape", y->dims)}, {}, base, y->type, y->dims);
+      z = addReshape(net, x, y->dims, base);
       recordStandIn(z->producer, std::vector<const Layer*>(c.layers.begin(), c.layers.end()));
     } else {
-      Tensor* in = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, base + "_in_shape", inDims)}, {}, base + "_in", x->type, inDims);
+      Tensor* in = addReshape(net, x, inDims, base + "_in");
       Dims moved;
       for (int64_t p : perm) moved.push_back(inDims[static_cast<size_t>(p)]);
       Attributes ta;
       ta.set("perm", perm);
       Tensor* t = addTypedLayer(net, "Transpose", {in}, ta, base, x->type, moved);
-      z = addTypedLayer(net, "Reshape", {t, addShapeConstant(net, base + "_out_shape", y->dims)}, {}, base + "_out", y->type, y->dims);
+      z = addReshape(net, t, y->dims, base + "_out");
       recordStandIn(t->producer, std::vector<const Layer*>(c.layers.begin(), c.layers.end()));
     }
     net.replaceUses(y, z);

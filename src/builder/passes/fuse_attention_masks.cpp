@@ -329,8 +329,7 @@ Tensor* windowMask4d(Network& net, const ScoreChain& c) {
   Tensor* m = c.windowMask;
   if (m->dims == c.windowMaskDims) return m;
   if (m->isConstant()) return net.addConstant(net.uniqueName(m->name + "_windows"), m->value.reshaped(c.windowMaskDims));
-  return addTypedLayer(net, "Reshape", {m, addShapeConstant(net, m->name + "_windows_shape", c.windowMaskDims)}, {},
-                       m->name + "_windows", m->type, c.windowMaskDims);
+  return addReshape(net, m, c.windowMaskDims, m->name + "_windows");
 }
 
 }  // namespace

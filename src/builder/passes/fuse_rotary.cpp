@@ -306,8 +306,7 @@ bool fuseInterleaved(Network& net, Layer* add, Tensor* x, Tensor* cosT, Tensor* 
     if (!dynamic && split && split->op == "Reshape" && !split->inputs.empty() && split->inputs[0] && split->inputs[0]->dims == rows)
       in = split->inputs[0];
     else  // B and S copied (shape entries 0)
-      in = addTypedLayer(net, "Reshape", {xf, addShapeConstant(net, base + "_rows_shape", {0, 0, d[2] * d[3]})}, {}, base + "_rows",
-                         xf->type, rows);
+      in = addReshape(net, xf, {0, 0, d[2] * d[3]}, base + "_rows", rows);
   }
   Layer* rope = net.addLayer("RotaryEmbedding", {in, caches[0], caches[1], caches[2]}, 1, std::move(a), net.uniqueName(base + "_rotary"));
   if (seqAxis == 2) {

@@ -119,7 +119,7 @@ Tensor* fourDView(Network& net, Tensor* t, size_t r, size_t cut, const std::stri
     x = p->inputs[scaledFirst ? 1 : 0];
   }
   const Dims d4 = asFourD(x->dims, r, cut);
-  Tensor* v = addTypedLayer(net, "Reshape", {x, addShapeConstant(net, name + "_shape", fourDShape(x->dims, r, cut))}, {}, name, x->type, d4);
+  Tensor* v = addReshape(net, x, fourDShape(x->dims, r, cut), name, d4);
   for (auto it = above.rbegin(); it != above.rend(); ++it) {
     const Layer* p = *it;
     if (p->op == "Transpose") {
@@ -186,8 +186,7 @@ bool liftToFourD(Network& net, Layer* sm) {
   y->dims = asFourD(yd, r, cut);
   Dims backShape = yd;
   if (backShape[0] < 0) backShape[0] = cut == 1 ? 0 : -1;  // a dynamic batch: the product's dim 0, or inferred
-  Tensor* back = addTypedLayer(net, "Reshape", {y, addShapeConstant(net, chain.pv->name + "_rows_shape", backShape)}, {},
-                               chain.pv->name + "_rows", y->type, yd);
+  Tensor* back = addReshape(net, y, backShape, chain.pv->name + "_rows", yd);
   for (Layer* c : readers)
     for (Tensor*& in : c->inputs)
       if (in == y) in = back;

@@ -33,11 +33,6 @@ Tensor* mergedHeads(const Tensor* t) {
   return xd[0] * xd[1] == td[0] && xd[2] == td[1] && xd[3] == td[2] ? x : nullptr;
 }
 
-//! Reshape of `x` to `dims` (a new layer reading a new shape constant).
-Tensor* reshapeTo(Network& net, Tensor* x, const Dims& dims, const std::string& name) {
-  return addTypedLayer(net, "Reshape", {x, addShapeConstant(net, name + "_shape", dims)}, {}, name, x->type, dims);
-}
-
 //! The lifted layer that replaces `from`.
 Tensor* liftedLayer(Network& net, const Layer* from, const std::vector<Tensor*>& in, const Attributes& a, DataType type, const Dims& dims) {
   return addStandIn(net, from, from->op, in, a, from->name + "_heads", type, dims);
@@ -68,7 +63,7 @@ void replaceMerged(Network& net, Tensor* y, Tensor* y4, const std::string& name,
       net.replaceUses(c->outputs[0], y4);  // c is dead now
       continue;
     }
-    if (!merged) lifted.insert(merged = reshapeTo(net, y4, y->dims, name + "_merged"));
+    if (!merged) lifted.insert(merged = addReshape(net, y4, y->dims, name + "_merged"));
     for (Tensor*& in : c->inputs)
       if (in == y) in = merged;
   }
@@ -120,7 +115,7 @@ bool liftElementwise(Network& net, Layer* l, Lifted& lifted) {
     if (!scalar && !perHead) continue;
     std::vector<Tensor*> in = l->inputs;
     in[s] = x;
-    if (perHead) in[1 - s] = reshapeTo(net, other, {x->dims[0], x->dims[1], od[1], od[2]}, l->name + "_operand_heads");
+    if (perHead) in[1 - s] = addReshape(net, other, {x->dims[0], x->dims[1], od[1], od[2]}, l->name + "_operand_heads");
     Tensor* p = liftedLayer(net, l, in, l->attrs, x->type, x->dims);
     replaceMerged(net, l->outputs[0], p, l->name, lifted);
     return true;

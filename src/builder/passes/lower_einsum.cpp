@@ -63,7 +63,7 @@ Tensor* reshaped(Network& net, Tensor* t, const Dims& d, size_t copied, const st
   if (t->dims == d) return t;
   Dims shape = d;
   for (size_t i = 0; i < copied; ++i) shape[i] = 0;
-  return addTypedLayer(net, "Reshape", {t, addShapeConstant(net, name + "_shape", shape)}, {}, name, t->type, d);
+  return addReshape(net, t, shape, name, d);
 }
 
 bool lowerOne(Network& net, Layer* l) {

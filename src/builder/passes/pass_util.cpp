@@ -83,6 +83,10 @@ Tensor* addShapeConstant(Network& net, const std::string& name, const Dims& dims
   return net.addConstant(net.uniqueName(name), s);
 }
 
+Tensor* addReshape(Network& net, Tensor* x, const Dims& shape, const std::string& name, const Dims& dims) {
+  return addTypedLayer(net, "Reshape", {x, addShapeConstant(net, name + "_shape", shape)}, {}, name, x->type, dims);
+}
+
 Tensor* otherInput(const Layer* l, const Tensor* t) {
   if (l->inputs.size() != 2) return nullptr;
   return l->inputs[0] == t ? l->inputs[1] : (l->inputs[1] == t ? l->inputs[0] : nullptr);

@@ -161,6 +161,13 @@ Tensor* addStandIn(Network& net, const Layer* original, const std::string& op, c
                    const std::string& name, DataType type, const Dims& dims);
 //! A new int64 constant holding `dims` (a Reshape's shape input).
 Tensor* addShapeConstant(Network& net, const std::string& name, const Dims& dims);
+//! A new Reshape of `x` to `shape` (a new constant `name`_shape; 0 / -1 entries as ONNX's) whose
+//! output has x's type and the dims `dims` (the shape resolved, -1 where not known at build).
+Tensor* addReshape(Network& net, Tensor* x, const Dims& shape, const std::string& name, const Dims& dims);
+//! addReshape to a fully known shape.
+inline Tensor* addReshape(Network& net, Tensor* x, const Dims& dims, const std::string& name) {
+  return addReshape(net, x, dims, name, dims);
+}
 //! For a two-input layer reading `t`, the other input (nullptr otherwise).
 Tensor* otherInput(const Layer* l, const Tensor* t);
 //! Whether t is a constant float that broadcasts against a tensor of rank `rank` along `axis` only:

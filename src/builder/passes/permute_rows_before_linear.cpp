@@ -55,14 +55,13 @@ bool moveOne(Network& net, Layer* t) {
   x3.back() = k;
   xt.back() = k;
   const std::string& base = t->name;
-  Tensor* v = addTypedLayer(net, "Reshape", {x2, addShapeConstant(net, base + "_rows_shape", x3)}, {}, base + "_rows", x2->type, x3);
+  Tensor* v = addReshape(net, x2, x3, base + "_rows");
   v = addStandIn(net, t, "Transpose", {v}, t->attrs, base + "_before_linear", x2->type, xt);
-  v = addTypedLayer(net, "Reshape", {v, addShapeConstant(net, base + "_matrix_shape", x2->dims)}, {}, base + "_matrix", x2->type,
-                    x2->dims);
+  v = addReshape(net, v, x2->dims, base + "_matrix");
   std::vector<Tensor*> in = lin->inputs;
   in[0] = v;
   Tensor* p = addStandIn(net, lin, lin->op, in, lin->attrs, lin->name + "_permuted_rows", y2->type, y2->dims);
-  p = addTypedLayer(net, "Reshape", {p, addShapeConstant(net, base + "_out_shape", z->dims)}, {}, base + "_out", z->type, z->dims);
+  p = addReshape(net, p, z->dims, base + "_out");
   net.replaceUses(z, p);
   net.removeLayer(t);
   net.removeLayer(rs);

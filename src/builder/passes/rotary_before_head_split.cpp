@@ -68,10 +68,8 @@ Tensor* exposeHeadSplit(Network& net, const Tensor* t) {
   // B and S copied (shape entries 0): a dynamic batch and sequence pass through both views.
   const Dims& d = x4->dims;
   const Dims rows{d[0], d[1], d[2] * d[3]};
-  Tensor* x3 = addTypedLayer(net, "Reshape", {x4, addShapeConstant(net, p->name + "_rows_shape", {0, 0, d[2] * d[3]})}, {},
-                             p->name + "_rows", x4->type, rows);
-  tr->inputs[0] = addTypedLayer(net, "Reshape", {x3, addShapeConstant(net, p->name + "_heads_shape", {0, 0, d[2], d[3]})}, {},
-                                p->name + "_heads", x4->type, d);
+  Tensor* x3 = addReshape(net, x4, {0, 0, d[2] * d[3]}, p->name + "_rows", rows);
+  tr->inputs[0] = addReshape(net, x3, {0, 0, d[2], d[3]}, p->name + "_heads", d);
   return x3;
 }
 

@@ -43,8 +43,7 @@ bool moveOne(Network& net, Layer* split, SymbolicDims* sym) {
   std::vector<Tensor*> parts;
   for (size_t i = 0; i < sizes.size(); ++i) {
     const Tensor* old = split->outputs[i];
-    parts.push_back(addTypedLayer(net, "Reshape", {flat[i], addShapeConstant(net, split->name + "_heads", {0, 0, old->dims[2], d})}, {},
-                                  split->name + "_heads", old->type, old->dims));
+    parts.push_back(addReshape(net, flat[i], {0, 0, old->dims[2], d}, split->name + "_heads", old->dims));
   }
   recordStandIn(flat[0]->producer, {split, rs});
   for (size_t i = 0; i < parts.size(); ++i) net.replaceUses(split->outputs[i], parts[i]);
@@ -96,8 +95,7 @@ bool splitBeforeUnsqueeze(Network& net, Layer* split) {
         continue;
       }
       if (!unsqueezed)
-        unsqueezed = addTypedLayer(net, "Reshape", {p, addShapeConstant(net, split->name + "_part_shape", o->dims)}, {},
-                                   split->name + "_part", o->type, o->dims);
+        unsqueezed = addReshape(net, p, o->dims, split->name + "_part");
       for (Tensor*& t : c->inputs)
         if (t == o) t = unsqueezed;
     }
