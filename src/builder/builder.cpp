@@ -239,6 +239,9 @@ void runPasses(Network& net, const BuilderConfig& cfg, ILogger& log, Backend& ba
       {"fuse attention (GPU)", [&](Network& n) { return gpuFusions && fuseAttention(n, hasFusedAttention, samples); }},
       // Again: the attention fusion makes one mask sum per layer from masks every layer shares (T5).
       {"merge duplicate layers made by the attention fusion", mergeDuplicateLayers},
+      // After the attention fusion, which reads V from the packed projection itself.
+      {"rotary embeddings read their part of a packed projection in place (GPU)",
+       [&](Network& n) { return gpuFusions && rotaryPackedColumns(n, hasKernel); }},
       {"compose row moves (Transpose / Gather / Slice chains) into one row Gather", composeRowMoves},
       {"compose Reshape / Transpose chains into one Transpose", composeTransposes},
       {"read shapes upstream of layers only Shape reads (dynamic shapes)", [&](Network& n) { return readShapesUpstream(n, samples); }},

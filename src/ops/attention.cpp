@@ -488,9 +488,16 @@ void inferRotary(LayerDesc& l) {
   const int64_t numHeads = l.attrs->getInt("num_heads", 0);
   if (numHeads < 0) opError(l, "num_heads must be positive");
   int64_t headSize, batch = x[0], seq;
+  const RotaryColumns cols = rotaryColumns(l);
+  if (cols.set() && x.size() != 3) opError(l, "a column range needs a 3-D X, got " + toString(x));
+  if (cols.set() && x[2] >= 0 && cols.offset + cols.width > x[2])
+    opError(l, "columns [" + std::to_string(cols.offset) + ", " + std::to_string(cols.offset + cols.width) + ") exceed X's rows of " +
+                   std::to_string(x[2]));
+  Dims y = x;  // the output: X, or its column range
+  if (cols.set()) y[2] = cols.width;
   if (x.size() == 3) {
     if (numHeads == 0) opError(l, "3-D input needs the num_heads attribute");
-    headSize = exactDiv(l, x[2], numHeads, "the hidden size");
+    headSize = exactDiv(l, y[2], numHeads, "the hidden size");
     seq = x[1];
   } else {
     headSize = x[3];
@@ -512,7 +519,7 @@ void inferRotary(LayerDesc& l) {
     requireDims(l, 1, {batch, seq, half}, "cos_cache");
     requireDims(l, 2, {batch, seq, half}, "sin_cache");
   }
-  setOutput(l, 0, t, x);
+  setOutput(l, 0, t, y);
 }
 
 template <typename T>
@@ -523,7 +530,11 @@ void runRotary(const LayerDesc& l, const KernelIO& io) {
   s.batch = x[0];
   s.heads = s.is3d ? l.attrs->getInt("num_heads", 0) : x[1];
   s.seq = s.is3d ? x[1] : x[2];
-  s.headSize = s.is3d ? x[2] / s.heads : x[3];
+  // A column range: X's rows are xRow elements apart, the rotated part starts xOffset into each.
+  const RotaryColumns cols = rotaryColumns(l);
+  const int64_t width = cols.set() ? cols.width : (s.is3d ? x[2] : 0);
+  const int64_t xRow = s.is3d ? x[2] : 0, xOffset = cols.set() ? cols.offset : 0;
+  s.headSize = s.is3d ? width / s.heads : x[3];
   s.rotaryDim = l.attrs->getInt("rotary_embedding_dim", 0);
   if (s.rotaryDim == 0) s.rotaryDim = s.headSize;
   const bool interleaved = l.attrs->getInt("interleaved", 0) != 0;
@@ -547,7 +558,7 @@ void runRotary(const LayerDesc& l, const KernelIO& io) {
       for (int64_t h = 0; h < s.heads; ++h) {
         const int64_t off = s.is3d ? (b * s.seq + t) * s.heads * s.headSize + h * s.headSize
                                    : ((b * s.heads + h) * s.seq + t) * s.headSize;
-        const T* xi = in + off;
+        const T* xi = in + (s.is3d ? (b * s.seq + t) * xRow + xOffset + h * s.headSize : off);
         T* yo = out + off;
         for (int64_t k = 0; k < half; ++k) {
           // Pairs (2k, 2k+1) when interleaved, (k, k + half) otherwise.

@@ -61,6 +61,19 @@ bool elementwiseInLayout(const LayerDesc& l) {
   return true;
 }
 
+RotaryColumns rotaryColumns(const LayerDesc& l) {
+  RotaryColumns c;
+  if (!l.attrs || !l.attrs->has(attr::kRotaryColumns)) return c;
+  const std::vector<int64_t> v = l.attrs->getInts(attr::kRotaryColumns, {});
+  if (v.size() != 2 || v[0] < 0 || v[1] <= 0)
+    opError(l, std::string(attr::kRotaryColumns) + " must be [offset >= 0, width > 0]");
+  c.offset = v[0];
+  c.width = v[1];
+  return c;
+}
+
+void setRotaryColumns(Attributes& a, const RotaryColumns& c) { a.set(attr::kRotaryColumns, std::vector<int64_t>{c.offset, c.width}); }
+
 bool hasLayouts(const Attributes& a) { return a.has(attr::kLayoutIn) || a.has(attr::kLayoutOut); }
 std::string inLayoutName(const Attributes& a) { return a.getString(attr::kLayoutIn, "nchw"); }
 std::string outLayoutName(const Attributes& a) { return a.getString(attr::kLayoutOut, "nchw"); }

@@ -42,6 +42,8 @@ constexpr const char* kVView = "kiln_v_view";
 constexpr const char* kOView = "kiln_o_view";  //!< ints [stride_b, stride_h, stride_s]
 constexpr const char* kODims = "kiln_o_dims";  //!< ints: the output's dims
 constexpr const char* kViewExprs = "kiln_view_exprs";  //!< ints: dynamic shapes, 4 per value (attention_views.h)
+// RotaryEmbedding reading one column range of a packed 3-D X (rotary_packed_columns).
+constexpr const char* kRotaryColumns = "kiln_rotary_columns";  //!< ints [offset, width]
 // PointwiseChain's program (fuse_pointwise), one entry per step.
 constexpr const char* kChainSteps = "steps";      //!< strings: op names
 constexpr const char* kChainOperand = "operand";  //!< ints: input index of a binary step's operand, -1
@@ -91,6 +93,17 @@ void setCoercedTo2d(Attributes& a);
 // Precision pins.
 bool tf32Allowed(const Attributes& a);  //!< true unless pinned off
 void disallowTf32(Attributes& a);
+
+// RotaryEmbedding over columns [offset, offset + width) of each row of a 3-D X [B, S, W] (one part
+// of a packed Q / K / V projection, read in place instead of through the Split that copied it):
+// the op's X is then that [B, S, width] part, and so is its output.
+struct RotaryColumns {
+  int64_t offset = 0, width = -1;  //!< width -1: no column range (X whole)
+  bool set() const { return width >= 0; }
+};
+//! Throws via opError unless it is two ints with offset >= 0, width > 0.
+RotaryColumns rotaryColumns(const LayerDesc& l);
+void setRotaryColumns(Attributes& a, const RotaryColumns& c);
 
 // Attention views (ops/attention_views.h).
 bool hasQkvViews(const Attributes& a);

@@ -13,6 +13,7 @@
 #include "backends/cuda/conv_act.cuh"
 #include "backends/cuda/cuda_tactics.h"
 #include "backends/cuda/cuda_util.h"
+#include "ops/fused_attrs.h"
 
 namespace kiln {
 
@@ -89,6 +90,7 @@ class RotaryKernel : public Kernel {
 
 bool supportsRotary(const LayerDesc& l) {
   if (l.inputs.size() < 3) return false;
+  if (l.attrs && l.attrs->has(attr::kRotaryColumns)) return false;  // the column range: not here yet
   const DataType t = l.inputs[0].type;
   return isFloatType(t);
 }

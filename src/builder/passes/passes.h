@@ -92,6 +92,10 @@ bool splitBeforeHeadReshape(Network& net, const InputSamples& samples = {});
 //! GPU: a fused Q / K / V projection viewed [B, S, H, G*D] and sliced per part (GPT-NeoX) gets its
 //! weight columns regrouped part-major and becomes a Split of the 3-D projection + head Reshapes.
 bool regroupQkvHeads(Network& net, const InputSamples& samples = {});
+//! RotaryEmbeddings of a packed projection's parts (Split / Slice along the last axis) read their
+//! column range of the packed rows instead (kiln_rotary_columns), where `supported` says a kernel
+//! takes that form; the Split goes when nothing else reads it (rotary_packed_columns.cpp).
+bool rotaryPackedColumns(Network& net, const std::function<bool(const Layer&)>& supported = {});
 //! GPU: scaled-dot-product attention (MatMul, scale, mask, Softmax, MatMul) -> one Attention layer.
 //! `supported` (optional) vetoes a fused Attention layer no kernel of the target backend runs.
 //! `samples` (symbolic_dims.h): a dynamic network's sample shapes, at which the strided-view form
