@@ -1113,11 +1113,14 @@ TEST(CudaLayout, ConvEpilogueActivations) {
       a->set("kiln_act_alpha", ab.first);
       a->set("kiln_act_beta", ab.second);
     }
-    const std::vector<std::pair<OpCase, std::string>> cases = {
-        {convCase({8, 16, 7, 7}, {24, 16, 3, 3}, k3, true, true, seed++), "3x3 7x7 bias residual"},
-        {convCase({8, 24, 5, 3}, {16, 24, 1, 1}, k1, true, false, seed++), "1x1 5x3 bias"},
-        {convCase({8, 16, 6, 6}, {40, 16, 1, 1}, k1, true, true, seed++), "1x1 6x6 bias residual"},
-    };
+    // Every activation on the first shape, every shape with the first activation: the epilogue's
+    // indexing does not depend on the activation (all 3 x 6 took CudaLayout past 120 s on the H100).
+    std::vector<std::pair<OpCase, std::string>> cases = {
+        {convCase({8, 16, 7, 7}, {24, 16, 3, 3}, k3, true, true, seed++), "3x3 7x7 bias residual"}};
+    if (std::string(name) == acts.front().first) {
+      cases.push_back({convCase({8, 24, 5, 3}, {16, 24, 1, 1}, k1, true, false, seed++), "1x1 5x3 bias"});
+      cases.push_back({convCase({8, 16, 6, 6}, {40, 16, 1, 1}, k1, true, true, seed++), "1x1 6x6 bias residual"});
+    }
     for (DataType t : {DataType::kHALF, DataType::kBF16})
       for (const auto& [c, what] : cases)
         for (bool last : {false, true})  // Y's layout decides the epilogue's indexing
