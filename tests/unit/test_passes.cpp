@@ -1298,6 +1298,8 @@ TEST(Passes, ALayerOnlyShapeReadsGoesTheShapeReadingItsInput) {
     n.markOutput(y);
     n.renameTensor(zs, "zs");
     n.markOutput(zs);
+    n.renameTensor(z, "z");  // an output: its values are read (a Relu read by Shapes alone would go too)
+    n.markOutput(z);
   };
   Network net;
   make(net);
@@ -1313,10 +1315,55 @@ TEST(Passes, ALayerOnlyShapeReadsGoesTheShapeReadingItsInput) {
   Network ref;
   make(ref);
   const std::map<std::string, HostTensor> in{{"x", randomTensor({5, 11, 4, 8}, 12)}};
-  for (const char* out : {"y", "zs"}) {
+  for (const char* out : {"y", "zs", "z"}) {
     const HostTensor want = kiln::test::evaluateReference(ref, in).at(out), got = kiln::test::evaluateReference(net, in).at(out);
     ASSERT_EQ(got.dims(), want.dims()) << out;
     for (int64_t i = 0; i < want.count(); ++i) EXPECT_EQ(got.as<float>()[i], want.as<float>()[i]) << out << " " << i;
+  }
+}
+
+// A dynamic GPT-NeoX's run-time positions read B and S off Q's head view (Shape of Transpose(Reshape(
+// Split(qkv)[0], [0, 0, H, D])) gathered at [0, 2]): where every reader of a Shape gathers constant
+// positions, only those dims need an upstream match, and the moves repeat through the Reshape and
+// the Split (a layer of several outputs, each read by Shapes alone or not at all), so all three go.
+// A gathered dim the input lacks (D, position 3) stops the moves at the head Reshape.
+TEST(Passes, ShapeReadsMoveThroughHeadViewsToThePackedProjection) {
+  constexpr int64_t H = 2, D = 8;
+  auto make = [&](Network& n, int64_t position) {
+    Tensor* x = n.addInput("x", DataType::kFLOAT, {-1, -1, 3 * H * D});
+    Attributes last;
+    last.set("axis", int64_t(-1));
+    Tensor* q = n.addLayer("Split", {x, n.addConstant("", kiln::test::int64Values({H * D, H * D, H * D}))}, 3, last)->outputs[0];
+    Tensor* heads = kiln::test::addReshape(n, q, {0, 0, H, D})->outputs[0];
+    Tensor* t = kiln::test::addPermute(n, heads, {0, 2, 1, 3})->outputs[0];  // [B, H, S, D]
+    Attributes axis0;
+    axis0.set("axis", int64_t(0));
+    Tensor* dims = n.addLayer("Gather", {n.addLayer("Shape", {t}, 1)->outputs[0],
+                                         n.addConstant("", kiln::test::int64Values({0, position}))}, 1, axis0)->outputs[0];
+    Attributes toFloat;
+    toFloat.set("to", int64_t(1));
+    Tensor* y = n.addLayer("Cast", {dims}, 1, toFloat)->outputs[0];
+    n.renameTensor(y, "y");
+    n.markOutput(y);
+  };
+  InputSamples samples;
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{2, 16}, {4, 32}, {1, 1}, {3, 7}}) samples.push_back({{"x", {b, s, 3 * H * D}}});
+  for (int64_t position : {2, 3}) {
+    Network net;
+    make(net, position);
+    net.topoSort();
+    net.inferShapes();
+    EXPECT_TRUE(readShapesUpstream(net, samples));
+    net.topoSort();
+    net.inferShapes();
+    removeFoldedLayers(net);
+    EXPECT_EQ(kiln::test::countOps(net, "Transpose"), 0) << position;
+    EXPECT_EQ(kiln::test::countOps(net, "Reshape"), position == 2 ? 0 : 1) << position;
+    EXPECT_EQ(kiln::test::countOps(net, "Split"), position == 2 ? 0 : 1) << position;
+    Network ref;
+    make(ref, position);
+    const std::map<std::string, HostTensor> in{{"x", randomTensor({5, 11, 3 * H * D}, 12)}};
+    kiln::test::expectOutputsNear(kiln::test::evaluateReference(net, in), kiln::test::evaluateReference(ref, in), 0.0);
   }
 }
 

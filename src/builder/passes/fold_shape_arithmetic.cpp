@@ -129,30 +129,80 @@ bool keepsDims(const std::string& op) {
   return op == "Reshape" || op == "Expand" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten";
 }
 
-// Shape(t) with every dim of t (in the Shape's start..end) one of the dims of an input x of t's
-// producer -> Gather(Shape(x), those dims).
+//! The positions of the 1-D int vector `v` (n values) that its readers use: where every reader is a
+//! Gather over axis 0 with constant indices (a dynamic export's batch and sequence lookups, maybe
+//! through a permuting Gather first), the positions those reach; else all n. False when an index
+//! is out of range.
+bool usedPositions(const Network& net, const Tensor* v, int64_t n, std::vector<bool>* used, int depth = 3) {
+  used->assign(static_cast<size_t>(n), false);
+  std::vector<int64_t> idx;
+  for (const Layer* g : net.consumers(v)) {
+    if (depth == 0 || g->op != "Gather" || !g->domain.empty() || g->inputs.size() != 2 || g->inputs[0] != v ||
+        g->attrs.getInt("axis", 0) != 0 || !constantInts(g->inputs[1], &idx) || g->outputs.size() != 1 || g->outputs[0]->isOutput) {
+      used->assign(static_cast<size_t>(n), true);
+      return true;
+    }
+    std::vector<bool> below(idx.size(), true);  // a scalar index: its one value is read
+    if (!g->inputs[1]->value.dims().empty() &&
+        !usedPositions(net, g->outputs[0], static_cast<int64_t>(idx.size()), &below, depth - 1))
+      return false;
+    for (size_t j = 0; j < idx.size(); ++j) {
+      const int64_t k = idx[j] < 0 ? idx[j] + n : idx[j];
+      if (k < 0 || k >= n) return false;
+      if (below[j]) (*used)[static_cast<size_t>(k)] = true;
+    }
+  }
+  return true;
+}
+
+// Shape(t) with every dim of t that its readers use (in the Shape's start..end) one of the dims of
+// an input x of t's producer -> those dims of Shape(x): Gather(Shape(x), dims) for the Shape, or,
+// where every reader gathers constant positions, each Gather reading Shape(x) at the mapped
+// positions (a head Reshape [B, S, H, D] of x [B, S, H*D] still gives B and S).
 bool readShapeUpstream(Network& net, SymbolicDims& sym, Layer* l) {
-  if (l->inputs.size() != 1 || !l->inputs[0] || l->outputs.size() != 1) return false;
+  if (l->inputs.size() != 1 || !l->inputs[0] || l->outputs.size() != 1 || l->outputs[0]->isOutput || net.consumers(l->outputs[0]).empty())
+    return false;
   Tensor* t = l->inputs[0];
   const Layer* p = t->producer;
   const int64_t rank = static_cast<int64_t>(rankOf(sym, t));
   auto clampAxis = [rank](int64_t a) { return std::clamp(a < 0 ? a + rank : a, int64_t(0), rank); };
   const int64_t start = clampAxis(l->attrs.getInt("start", 0)), end = clampAxis(l->attrs.getInt("end", rank));
   if (!p || start >= end) return false;
+  std::vector<bool> used;
+  if (!usedPositions(net, l->outputs[0], end - start, &used)) return false;
+  const bool all = std::all_of(used.begin(), used.end(), [](bool u) { return u; });
   for (Tensor* x : p->inputs) {
     if (!x || x->isConstant()) continue;
-    std::vector<int64_t> idx;
+    std::vector<int64_t> idx(static_cast<size_t>(end - start), -1);  // position in Shape(x) of each used dim
     const size_t rx = rankOf(sym, x);
-    for (int64_t k = start; k < end && idx.size() == static_cast<size_t>(k - start); ++k)
-      for (size_t m = 0; m < rx && idx.size() == static_cast<size_t>(k - start); ++m)
-        if (sym.sameDim(t, static_cast<size_t>(k), x, m)) idx.push_back(static_cast<int64_t>(m));
-    if (idx.size() != static_cast<size_t>(end - start)) continue;
+    bool mapped = true;
+    for (int64_t k = start; k < end && mapped; ++k) {
+      if (!used[static_cast<size_t>(k - start)]) continue;
+      for (size_t m = 0; m < rx && idx[static_cast<size_t>(k - start)] < 0; ++m)
+        if (sym.sameDim(t, static_cast<size_t>(k), x, m)) idx[static_cast<size_t>(k - start)] = static_cast<int64_t>(m);
+      mapped = idx[static_cast<size_t>(k - start)] >= 0;
+    }
+    if (!mapped) continue;
     Tensor* sx = net.addLayer("Shape", {x}, 1, {}, net.uniqueName(l->name + "_upstream"))->outputs[0];
-    Attributes axis0;
-    axis0.set("axis", int64_t(0));
-    Layer* g = net.addLayer("Gather", {sx, net.addConstant(net.uniqueName(l->name + "_dims"), int64Vector(idx))}, 1, axis0,
-                            net.uniqueName(l->name + "_gather"));
-    net.replaceUses(l->outputs[0], g->outputs[0]);
+    if (all) {
+      Attributes axis0;
+      axis0.set("axis", int64_t(0));
+      Layer* g = net.addLayer("Gather", {sx, net.addConstant(net.uniqueName(l->name + "_dims"), int64Vector(idx))}, 1, axis0,
+                              net.uniqueName(l->name + "_gather"));
+      net.replaceUses(l->outputs[0], g->outputs[0]);
+      return true;
+    }
+    for (Layer* g : net.consumers(l->outputs[0])) {  // each a Gather of constant positions (usedPositions)
+      const HostTensor& was = g->inputs[1]->value;
+      HostTensor moved(DataType::kINT64, was.dims());
+      for (int64_t i = 0; i < moved.count(); ++i) {
+        const int64_t v = was.getInt(i), k = v < 0 ? v + (end - start) : v;
+        // A position no reader reaches holds any dim of x (0): nothing reads it.
+        moved.as<int64_t>()[i] = std::max<int64_t>(idx[static_cast<size_t>(k)], 0);
+      }
+      g->inputs[0] = sx;
+      g->inputs[1] = net.addConstant(net.uniqueName(g->name + "_upstream_dims"), moved);
+    }
     return true;
   }
   return false;
@@ -193,11 +243,31 @@ bool readShapesUpstream(Network& net, const InputSamples& samples) {
   std::vector<Layer*> layers;
   for (auto& l : net.layers()) layers.push_back(l.get());
   bool changed = false;
-  for (Layer* p : layers) {
-    if (p->op == "Shape" || p->outputs.size() != 1 || p->outputs[0]->isOutput) continue;
-    const std::vector<Layer*> readers = net.consumers(p->outputs[0]);
-    if (readers.empty() || !std::all_of(readers.begin(), readers.end(), [](const Layer* r) { return r->op == "Shape"; })) continue;
-    for (Layer* r : readers) changed = readShapeUpstream(net, sym, r) || changed;
+  // Rounds until none moves: a Shape moved above a head Reshape may leave the Split before it read
+  // by Shapes alone (a dynamic GPT-NeoX's run-time positions read B and S off Q's part).
+  for (int round = 0; round < 8; ++round) {
+    bool moved = false;
+    for (Layer* p : layers) {
+      if (p->op == "Shape" || p->outputs.empty()) continue;
+      // Every output read only by Shape layers (or by nothing), at least one read.
+      std::vector<Layer*> readers;
+      bool onlyShapes = true;
+      for (const Tensor* o : p->outputs) {
+        if (!o) continue;
+        if (o->isOutput) onlyShapes = false;
+        for (Layer* r : net.consumers(o)) {
+          onlyShapes = onlyShapes && r->op == "Shape";
+          readers.push_back(r);
+        }
+      }
+      if (readers.empty() || !onlyShapes) continue;
+      for (Layer* r : readers) moved = readShapeUpstream(net, sym, r) || moved;
+    }
+    if (!moved) break;
+    changed = true;
+    net.removeDeadLayers();  // the Shapes moved from, and what only they read
+    layers.clear();
+    for (auto& l : net.layers()) layers.push_back(l.get());
   }
   return changed;
 }
