@@ -158,6 +158,41 @@ TEST(PassAttention, ScaledQAndKeyTransposeAndAdditiveCausalFuse) {
              });
 }
 
+// Gemma-2's logit soft cap: scores * scaling, / cap, tanh, * cap, then the causal mask: the
+// Attention op's softcap (applied before the mask) with the scale inside the tanh. Small caps
+// (2.5) so that the tanh bends the scores. Caps that differ, or a mask added inside the tanh,
+// leave the chain unfused.
+TEST(PassAttention, GemmaLogitSoftCapFuses) {
+  auto make = [](float inner, float outer, bool maskInside) {
+    return [=](Network& n) {
+      Tensor* s = n.addMatMul(n.addInput("q", DataType::kFLOAT, {B, H, S, D}),
+                              transpose(n, n.addInput("k", DataType::kFLOAT, {B, H, S, D}), {0, 1, 3, 2}))->outputs[0];
+      s = op(n, "Mul", s, n.addConstant("", scalar(0.7f)));
+      HostTensor causal(DataType::kFLOAT, {S, S});
+      for (int64_t i = 0; i < S; ++i)
+        for (int64_t j = 0; j < S; ++j) causal.as<float>()[i * S + j] = j <= i ? 0.f : -std::numeric_limits<float>::infinity();
+      if (maskInside) s = op(n, "Add", s, n.addConstant("causal", causal));
+      s = op(n, "Div", s, n.addConstant("", scalar(inner)));
+      s = n.addActivation(s, "Tanh")->outputs[0];
+      s = op(n, "Mul", s, n.addConstant("", scalar(outer)));
+      if (!maskInside) s = op(n, "Add", s, n.addConstant("causal", causal));
+      finish(n, n.addMatMul(softmax(n, s), n.addInput("v", DataType::kFLOAT, {B, H, S, D}))->outputs[0]);
+    };
+  };
+  const std::map<std::string, HostTensor> in{
+      {"q", randomTensor({B, H, S, D}, 17, -2, 2)}, {"k", randomTensor({B, H, S, D}, 18, -2, 2)}, {"v", randomTensor({B, H, S, D}, 19)}};
+  checkFused(make(2.5f, 2.5f, false), in, true, [](const Network& n) {
+    const Layer* a = attentionLayer(n);
+    ASSERT_NE(a, nullptr);
+    EXPECT_NEAR(a->attrs.getFloat("softcap", 0), 2.5f, 1e-6);
+    EXPECT_NEAR(a->attrs.getFloat("scale", 0), 0.7f, 1e-6);
+    EXPECT_EQ(a->attrs.getInt("is_causal", 0), 1);
+    EXPECT_EQ(count(n, "Tanh"), 0);
+  });
+  checkFused(make(2.5f, 3.f, false), in, false);
+  checkFused(make(2.5f, 2.5f, true), in, false);
+}
+
 // transformers 5.17's GPT-2 at batch > 1: the causal mask expanded to the batch, [B, 1, S, S],
 // constant after folding. It is still exactly causal: is_causal, no mask input (which is what
 // lets cuDNN's SDPA take the layer). If one batch's slice differs, the mask stays an input (beside

@@ -321,6 +321,7 @@ Layer* addAttentionLayer(Network& net, const AttentionMatch& am, const Canonical
   const bool merged = form == AttentionForm::kFlat, outView = form == AttentionForm::kViews && f.outViewable;
   Attributes a;
   a.set("scale", static_cast<float>(am.scale));
+  if (am.chain.softcap > 0) a.set("softcap", static_cast<float>(am.chain.softcap));
   if (cm.causal) a.set("is_causal", int64_t(1));
   if (std::isfinite(cm.maskFill)) a.set(kAttentionMaskFillAttr, static_cast<float>(cm.maskFill));
   if (cm.bias) a.set(kAttentionMaskBiasAttr, int64_t(1));

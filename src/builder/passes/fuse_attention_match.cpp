@@ -43,6 +43,23 @@ Tensor* scalarOperand(const Layer* l, double* factor) {
   return x;
 }
 
+//! Mul(Tanh(Div(x, c)), c) (or Tanh(x * (1 / c)) inside, constants on either side), each layer read
+//! only by the next, c > 0: Gemma-2's logit soft cap. Returns the inner Div / Mul (x is its scores
+//! operand) and sets *cap and *tanh, or nullptr.
+Layer* softcapChain(const Network& net, Layer* mul, double* cap, Layer** tanh) {
+  double outer = 0, inner = 0;
+  if (!mul || mul->op != "Mul") return nullptr;
+  Tensor* th = scalarOperand(mul, &outer);
+  Layer* t = th ? th->producer : nullptr;
+  if (!t || t->op != "Tanh" || t->inputs.size() != 1 || !t->inputs[0] || soleConsumer(net, th) != mul || !(outer > 0)) return nullptr;
+  Layer* d = t->inputs[0]->producer;
+  if (!d || soleConsumer(net, t->inputs[0]) != t || !scalarOperand(d, &inner)) return nullptr;
+  if (std::fabs(outer * inner - 1.0) > 1e-6) return nullptr;
+  *cap = outer;
+  *tanh = t;
+  return d;
+}
+
 //! Mul of scores [B, H, Sq, Skv] by a constant of H values broadcast as [1, H, 1, 1]: returns the
 //! scores operand and sets *c, or nullptr.
 Tensor* headScaleOperand(const Layer* l, Tensor** c) {
@@ -176,7 +193,18 @@ bool matchScores(const Network& net, Layer* sm, ScoreChain& m) {
       return true;
     }
     Tensor* hs = nullptr;
-    if (Tensor* x = scalarOperand(l, &f)) {
+    Layer* tanh = nullptr;
+    double cap = 0;
+    if (Layer* in = m.softcap == 0 && !seenScale ? softcapChain(net, l, &cap, &tanh) : nullptr) {
+      // Below the masks only: what is above it is scaled inside the tanh (the op's scale).
+      m.softcap = cap;
+      seenScale = true;
+      m.layers.insert(m.layers.end(), {l, tanh});
+      t = scalarOperand(in, &f);
+      next = in;
+      m.layers.push_back(in);
+      continue;
+    } else if (Tensor* x = scalarOperand(l, &f)) {
       m.scale *= f;
       seenScale = true;
       t = x;

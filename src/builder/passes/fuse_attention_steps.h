@@ -66,6 +66,9 @@ struct ScoreChain {
   //! a key left; a fully masked row is uniform, which the fused layer reproduces only where its mask
   //! fill is c or no row can be fully masked (no mask besides is_causal). 0 when absent.
   double clampFloor = 0;
+  //! Mul(Tanh(scores / c), c) between the scaled scores and the masks (Gemma-2's logit soft cap):
+  //! the Attention op's softcap (applied before the mask, as ops/attention.cpp). 0 when absent.
+  double softcap = 0;
 };
 
 //! A matched attention: the score chain and Q, K = transpose(kRoot, kPerm), V.
