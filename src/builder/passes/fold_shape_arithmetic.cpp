@@ -171,10 +171,12 @@ bool readShapeUpstream(Network& net, SymbolicDims& sym, Layer* l) {
   std::vector<bool> used;
   if (!usedPositions(net, l->outputs[0], end - start, &used)) return false;
   const bool all = std::all_of(used.begin(), used.end(), [](bool u) { return u; });
+  if (std::none_of(used.begin(), used.end(), [](bool u) { return u; })) return false;  // dead readers: nothing to move
   for (Tensor* x : p->inputs) {
     if (!x || x->isConstant()) continue;
     std::vector<int64_t> idx(static_cast<size_t>(end - start), -1);  // position in Shape(x) of each used dim
     const size_t rx = rankOf(sym, x);
+    if (rx == 0) continue;  // a scalar has no dims to read
     bool mapped = true;
     for (int64_t k = start; k < end && mapped; ++k) {
       if (!used[static_cast<size_t>(k - start)]) continue;
@@ -239,13 +241,13 @@ bool foldShapeArithmetic(Network& net, const InputSamples& samples) {
 // instead (Gather(Shape(x), dims), checked at the samples) and the layer goes as dead code.
 bool readShapesUpstream(Network& net, const InputSamples& samples) {
   if (samples.empty()) return false;
-  SymbolicDims sym(samples);
   std::vector<Layer*> layers;
   for (auto& l : net.layers()) layers.push_back(l.get());
   bool changed = false;
   // Rounds until none moves: a Shape moved above a head Reshape may leave the Split before it read
   // by Shapes alone (a dynamic GPT-NeoX's run-time positions read B and S off Q's part).
   for (int round = 0; round < 8; ++round) {
+    SymbolicDims sym(samples);  // per round: its memo is keyed by tensors, which removeDeadLayers frees
     bool moved = false;
     for (Layer* p : layers) {
       if (p->op == "Shape" || p->outputs.empty()) continue;
