@@ -168,6 +168,11 @@ def zoo():
                                    num_hidden_layers=8, num_attention_heads=16, rotary_pct=0.25, vocab_size=1000,
                                    max_position_embeddings=2048),
                                _ids(512), [1, 16], [NLP, "decoder", "rope-partial", "fused-qkv"])),
+        # decoders: logit soft cap (Gemma-2: tanh-capped scores, GQA, GeGLU, head 128)
+        ("gemma2_s512", Spec(_hf("Gemma2Model", "Gemma2Config", Decoder, hidden_size=1024, intermediate_size=4096,
+                                 num_hidden_layers=6, num_attention_heads=8, num_key_value_heads=4, head_dim=128,
+                                 vocab_size=1000, max_position_embeddings=2048),
+                             _ids(512), [1, 16], [NLP, "decoder", "softcap", "gqa", "geglu", "head128"])),
         # audio: conv frontend + encoder
         ("wav2vec2_base", Spec(_hf("Wav2Vec2Model", "Wav2Vec2Config", lambda m: Hidden(m, "input_values")),
                                lambda b: (torch.randn(b, 16000),), [1, 16], ["audio", "conv-frontend", "groupnorm"])),
