@@ -44,20 +44,21 @@ Tensor* scalarOperand(const Layer* l, double* factor) {
 }
 
 //! Mul(Tanh(Div(x, c)), c) (or Tanh(x * (1 / c)) inside, constants on either side), each layer read
-//! only by the next, c > 0: Gemma-2's logit soft cap. Returns the inner Div / Mul (x is its scores
-//! operand) and sets *cap and *tanh, or nullptr.
-Layer* softcapChain(const Network& net, Layer* mul, double* cap, Layer** tanh) {
-  double outer = 0, inner = 0;
+//! only by the next, c > 0: Gemma-2's logit soft cap. Returns x (the scores operand) and sets *cap,
+//! *tanh and *inner (the Div / Mul inside), or nullptr.
+Tensor* softcapChain(const Network& net, Layer* mul, double* cap, Layer** tanh, Layer** inner) {
+  double outer = 0, in = 0;
   if (!mul || mul->op != "Mul") return nullptr;
   Tensor* th = scalarOperand(mul, &outer);
   Layer* t = th ? th->producer : nullptr;
   if (!t || t->op != "Tanh" || t->inputs.size() != 1 || !t->inputs[0] || soleConsumer(net, th) != mul || !(outer > 0)) return nullptr;
   Layer* d = t->inputs[0]->producer;
-  if (!d || soleConsumer(net, t->inputs[0]) != t || !scalarOperand(d, &inner)) return nullptr;
-  if (std::fabs(outer * inner - 1.0) > 1e-6) return nullptr;
+  Tensor* x = d && soleConsumer(net, t->inputs[0]) == t ? scalarOperand(d, &in) : nullptr;
+  if (!x || std::fabs(outer * in - 1.0) > 1e-6) return nullptr;
   *cap = outer;
   *tanh = t;
-  return d;
+  *inner = d;
+  return x;
 }
 
 //! Mul of scores [B, H, Sq, Skv] by a constant of H values broadcast as [1, H, 1, 1]: returns the
@@ -193,16 +194,15 @@ bool matchScores(const Network& net, Layer* sm, ScoreChain& m) {
       return true;
     }
     Tensor* hs = nullptr;
-    Layer* tanh = nullptr;
+    Layer *tanh = nullptr, *inner = nullptr;
     double cap = 0;
-    if (Layer* in = m.softcap == 0 && !seenScale ? softcapChain(net, l, &cap, &tanh) : nullptr) {
+    if (Tensor* x = m.softcap == 0 && !seenScale ? softcapChain(net, l, &cap, &tanh, &inner) : nullptr) {
       // Below the masks only: what is above it is scaled inside the tanh (the op's scale).
       m.softcap = cap;
       seenScale = true;
-      m.layers.insert(m.layers.end(), {l, tanh});
-      t = scalarOperand(in, &f);
-      next = in;
-      m.layers.push_back(in);
+      m.layers.insert(m.layers.end(), {l, tanh, inner});
+      t = x;
+      next = inner;
       continue;
     } else if (Tensor* x = scalarOperand(l, &f)) {
       m.scale *= f;
